@@ -1,0 +1,27 @@
+# specs.cmake: every spec/*_spec.lua runs under busted (on LuaJIT) as one CTest test.
+# Specs tagged #gpu run as separate tests labelled "gpu"; without a GPU they report as not
+# run (CTest's "Not Run"), never as passed.
+find_program(LUAJIT_EXECUTABLE luajit REQUIRED)
+find_program(BUSTED_EXECUTABLE busted REQUIRED)
+set(TOCHA_LUA_PATH "${CMAKE_SOURCE_DIR}/lua/?.lua;${CMAKE_SOURCE_DIR}/lua/?/init.lua;${CMAKE_SOURCE_DIR}/bindings/?.lua;${CMAKE_BINARY_DIR}/lua/?.lua;${CMAKE_SOURCE_DIR}/spec/?.lua;;")
+set(TOCHA_SPEC_ENV
+  "LUA_PATH=${TOCHA_LUA_PATH}"
+  "TOCHA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache"
+  "TOCHA_EXE=$<TARGET_FILE:tocha_cli>"
+  "TOCHA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+file(GLOB TOCHA_SPECS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/*_spec.lua)
+foreach(spec IN LISTS TOCHA_SPECS)
+  get_filename_component(name ${spec} NAME_WE)
+  add_test(NAME ${name}
+    COMMAND ${LUAJIT_EXECUTABLE} ${BUSTED_EXECUTABLE} --exclude-tags=gpu --output=utfTerminal ${spec}
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${TOCHA_SPEC_ENV}" LABELS cpu)
+  file(STRINGS ${spec} gpu_tags REGEX "#gpu")
+  if(gpu_tags)
+    add_test(NAME ${name}_gpu
+      COMMAND ${CMAKE_SOURCE_DIR}/scripts/run-gpu-spec.sh ${LUAJIT_EXECUTABLE} ${BUSTED_EXECUTABLE} ${spec}
+      WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(${name}_gpu PROPERTIES ENVIRONMENT "${TOCHA_SPEC_ENV}" LABELS gpu
+      SKIP_RETURN_CODE 77)
+  endif()
+endforeach()

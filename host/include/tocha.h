@@ -1,0 +1,223 @@
+/*
+** tocha.h: the public C ABI of libtocha, the one surface the Lua bindings use.
+**
+** Conventions: every function that can fail returns a tocha_status (0 is TOCHA_OK, failures
+** are negative); the message of the last failure on the calling thread is read with
+** tocha_last_error(). The library never prints, never exits and never aborts. Functions that
+** free accept NULL. Objects handed out (tensors, kernels, events) are owned by the caller and
+** released with their *_destroy function; devices are owned by the library.
+*/
+#ifndef TOCHA_H
+#define TOCHA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TOCHA_BUILDING)
+#define TOCHA_API __attribute__((visibility("default")))
+#else
+#define TOCHA_API
+#endif
+
+#define TOCHA_MAX_DIMS 8
+#define TOCHA_MAX_PARAMS 32
+
+typedef enum tocha_status {
+    TOCHA_OK = 0,
+    TOCHA_E_ARGUMENT = -1,      /* a caller's argument is invalid; the message names it */
+    TOCHA_E_OUT_OF_MEMORY = -2, /* host or device allocation failed */
+    TOCHA_E_UNAVAILABLE = -3,   /* a device, driver or compiler cannot be used here */
+    TOCHA_E_COMPILE = -4,       /* a kernel failed to compile; the message holds the log */
+    TOCHA_E_DRIVER = -5,        /* the CUDA driver reported an error */
+    TOCHA_E_IO = -6,            /* a file operation failed */
+    TOCHA_E_FREED = -7,         /* a tensor was used after :free() */
+    TOCHA_E_INTERNAL = -8       /* a broken invariant inside tocha: a bug */
+} tocha_status;
+
+typedef enum tocha_dtype {
+    TOCHA_F32 = 0,
+    TOCHA_F64,
+    TOCHA_F16,
+    TOCHA_BF16,
+    TOCHA_U8,
+    TOCHA_I32,
+    TOCHA_I64,
+    TOCHA_DTYPE_COUNT
+} tocha_dtype;
+
+typedef enum tocha_device_kind { TOCHA_DEVICE_CUDA = 0, TOCHA_DEVICE_SIM = 1 } tocha_device_kind;
+
+typedef struct tocha_device tocha_device;
+typedef struct tocha_kernel tocha_kernel;
+typedef struct tocha_event tocha_event;
+
+/* A dense, contiguous, row-major tensor. Fields are read-only for callers. */
+typedef struct tocha_tensor {
+    tocha_device *device;
+    int32_t dtype;  /* a tocha_dtype */
+    int32_t ndim;   /* 1..TOCHA_MAX_DIMS */
+    int64_t shape[TOCHA_MAX_DIMS];
+    int64_t numel;
+    uint64_t nbytes;
+    uint64_t data;  /* device address (cuda) or host address (sim); 0 once freed */
+    int32_t freed;  /* 1 after tocha_tensor_free */
+} tocha_tensor;
+
+typedef struct tocha_device_info {
+    char name[32];        /* "cuda:0" or "sim" */
+    char product[128];    /* e.g. "NVIDIA H200", or the host CPU for sim */
+    int32_t kind;         /* a tocha_device_kind */
+    int32_t ordinal;      /* CUDA ordinal; 0 for sim */
+    int32_t cc_major, cc_minor; /* compute capability; 0 for sim */
+    int32_t multiprocessors;    /* SMs, or CPU cores for sim */
+    uint64_t memory_free, memory_total;
+    char target[32];      /* what kernels are compiled for: "sm_90", "sim-x86_64" */
+} tocha_device_info;
+
+typedef struct tocha_compare_result {
+    double max_abs;      /* max |a - b| over elements where both are finite */
+    double max_rel;      /* max |a - b| / max(|b|, tiny) over the same */
+    int64_t mismatched;  /* elements with |a - b| > atol + rtol * |b|, NaN unless both NaN */
+    int64_t first_mismatch; /* flat index of the first mismatched element, or -1 */
+} tocha_compare_result;
+
+typedef struct tocha_cache_stats {
+    int64_t compiles;       /* kernels compiled by NVRTC or the host compiler */
+    int64_t memory_hits;    /* builds answered from this process's memory */
+    int64_t disk_hits;      /* builds answered from the disk cache */
+    int64_t disk_writes;    /* entries written to the disk cache */
+    int64_t disk_rejects;   /* bad entries found, deleted and rebuilt */
+} tocha_cache_stats;
+
+/* One argument of a raw launch: a tensor, or a scalar given as integer or float. */
+typedef enum tocha_arg_kind { TOCHA_ARG_TENSOR = 0, TOCHA_ARG_INT = 1, TOCHA_ARG_FLOAT = 2 } tocha_arg_kind;
+typedef struct tocha_arg {
+    int32_t kind;
+    tocha_tensor *tensor;
+    int64_t i;
+    double f;
+} tocha_arg;
+
+/* ---- errors and versions ---- */
+
+/* The message of the last failure on this thread ("" if none). Valid until the next call. */
+TOCHA_API const char *tocha_last_error(void);
+/* A short name for a status, e.g. "argument". Never NULL. */
+TOCHA_API const char *tocha_status_name(int status);
+/* tocha's version, e.g. "0.1.0". */
+TOCHA_API const char *tocha_version(void);
+/* The CUDA driver's version (e.g. 13000) in *out, or 0 if no driver could be loaded. */
+TOCHA_API int tocha_driver_version(int *out);
+/* NVRTC's version in *major, *minor (0, 0 if NVRTC could not be loaded). */
+TOCHA_API int tocha_nvrtc_version(int *major, int *minor);
+
+/* ---- dtypes ---- */
+
+/* The dtype called name ("f32", "bf16", ...) in *out; TOCHA_E_ARGUMENT for an unknown name. */
+TOCHA_API int tocha_dtype_from_name(const char *name, int *out);
+/* The dtype's name, or NULL for a value out of range. */
+TOCHA_API const char *tocha_dtype_name(int dtype);
+/* Bytes per element, or 0 for a value out of range. */
+TOCHA_API int tocha_dtype_size(int dtype);
+
+/* ---- devices ---- */
+
+/* Every device this process can use: cuda:0..N-1 if the GPU is usable, then sim. Writes at
+** most cap pointers and the total count in *count. */
+TOCHA_API int tocha_device_list(tocha_device **out, int cap, int *count);
+/* The device called name: "cuda", "cuda:N" or "sim"; NULL or "" means the default device.
+** TOCHA_E_UNAVAILABLE with the reason if that device cannot be used here. */
+TOCHA_API int tocha_device_get(const char *name, tocha_device **out);
+/* The default device: TOCHA_DEVICE if set, else cuda:0 when usable, else sim. */
+TOCHA_API int tocha_device_default(tocha_device **out);
+/* Why the default device was chosen, e.g. "cuda: no NVIDIA driver (libcuda.so.1 not found)". */
+TOCHA_API const char *tocha_device_default_reason(void);
+/* Why CUDA is unusable here, or "" when it is usable. */
+TOCHA_API const char *tocha_cuda_unavailable_reason(void);
+/* Fills *out with the device's name, capability and current memory figures. */
+TOCHA_API int tocha_device_info_get(tocha_device *device, tocha_device_info *out);
+/* Waits until all work queued on the device has finished. */
+TOCHA_API int tocha_device_synchronize(tocha_device *device);
+
+/* ---- tensors ---- */
+
+/* Allocates an uninitialised tensor. shape must hold ndim sizes, each >= 1. */
+TOCHA_API int tocha_tensor_new(tocha_device *device, int dtype, int ndim, const int64_t *shape,
+                               tocha_tensor **out);
+/* Releases the device memory; the handle stays valid (and reports freed). Idempotent; NULL ok. */
+TOCHA_API void tocha_tensor_free(tocha_tensor *t);
+/* Releases the memory and the handle. NULL ok. */
+TOCHA_API void tocha_tensor_destroy(tocha_tensor *t);
+/* Copies nbytes (== t->nbytes) from host memory into t. */
+TOCHA_API int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbytes);
+/* Copies count elements starting at element offset from t into host memory dst. */
+TOCHA_API int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void *dst);
+/* Copies src into dst: same dtype and shape, any devices. */
+TOCHA_API int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src);
+/* Sets every element to value, converted as tocha_tensor_cast converts. */
+TOCHA_API int tocha_tensor_fill(tocha_tensor *t, double value);
+/* Fills with uniform values in [low, high) from seed: element i depends only on (seed, i). */
+TOCHA_API int tocha_tensor_uniform(tocha_tensor *t, uint64_t seed, double low, double high);
+/* Fills with normal values (mean, std) from seed: element i depends only on (seed, i). */
+TOCHA_API int tocha_tensor_normal(tocha_tensor *t, uint64_t seed, double mean, double std);
+/* Converts src into dst (same shape and device, any dtypes): floats round to nearest even;
+** floats to integers truncate toward zero and saturate, NaN becomes 0. */
+TOCHA_API int tocha_tensor_cast(tocha_tensor *dst, const tocha_tensor *src);
+/* Compares a with b (same dtype, shape and device) elementwise in f64. */
+TOCHA_API int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rtol,
+                                   double atol, tocha_compare_result *out);
+
+/* ---- kernels ---- */
+
+/* A kernel from CUDA C source: name is a __device__ function template in source (or a plain
+** function when template_args is ""), template_args its arguments ("float, 2, 2, 128"), and
+** params its parameter list, comma-separated, each "T*" for a tensor of dtype T or a scalar
+** type: "f32*, f32*, i32, i32". tocha generates the extern "C" entry point
+** "<name>_entry_point" that binds them. Nothing is compiled until the first build or launch. */
+TOCHA_API int tocha_kernel_new(const char *source, const char *name, const char *template_args,
+                               const char *params, tocha_kernel **out);
+/* Releases the kernel. Compiled modules stay in the process cache. NULL ok. */
+TOCHA_API void tocha_kernel_destroy(tocha_kernel *k);
+/* The generated entry point's source and name, and the full source compiled
+** (source .. "\n\n" .. entry point). Owned by k. */
+TOCHA_API const char *tocha_kernel_entry_point_source(const tocha_kernel *k);
+TOCHA_API const char *tocha_kernel_entry_point_name(const tocha_kernel *k);
+TOCHA_API const char *tocha_kernel_source(const tocha_kernel *k);
+/* A 32-hex-digit XXH3-128 hash of the full source. Owned by k. */
+TOCHA_API const char *tocha_kernel_hash(const tocha_kernel *k);
+/* Compiles the kernel for target ("sm_90", "sim") through the cache without loading it, and
+** reports the binary's size. Works with no GPU present. */
+TOCHA_API int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *binary_size);
+/* Launches on device with grid and block (x, y, z). Each argument is checked against params:
+** count, tensor or scalar, dtype, device, freed, integer range. */
+TOCHA_API int tocha_kernel_launch(tocha_kernel *k, tocha_device *device, const uint32_t grid[3],
+                                  const uint32_t block[3], const tocha_arg *args, int nargs);
+
+/* ---- kernel cache ---- */
+
+TOCHA_API int tocha_cache_stats_get(tocha_cache_stats *out);
+/* The disk cache folder in use, or "" when the disk cache is off (TOCHA_CACHE=off). */
+TOCHA_API const char *tocha_cache_dir(void);
+/* Number of entries and their bytes in the disk cache. */
+TOCHA_API int tocha_cache_usage(int64_t *entries, int64_t *bytes);
+/* Deletes every entry of the disk cache; *removed gets their count (may be NULL). */
+TOCHA_API int tocha_cache_clear(int64_t *removed);
+
+/* ---- timing ---- */
+
+/* An event on device: a point in its queue of work (host clock on sim). */
+TOCHA_API int tocha_event_new(tocha_device *device, tocha_event **out);
+TOCHA_API void tocha_event_destroy(tocha_event *e);
+/* Records the event after the work queued so far. */
+TOCHA_API int tocha_event_record(tocha_event *e);
+/* Milliseconds between two recorded events of one device; waits for end. */
+TOCHA_API int tocha_event_elapsed_ms(tocha_event *start, tocha_event *end, double *ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

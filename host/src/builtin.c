@@ -1,0 +1,64 @@
+/*
+** builtin.c: tocha's own tensor kernels (kernels/fill.cu, random.cu, cast.cu, compare.cu).
+** They are ordinary kernels built through the same compile and cache path as a user's; each
+** (op, dtype) variant is made once per process, on first use.
+*/
+#include "internal.h"
+#include "embedded.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+static tocha_kernel *made[TOCHA_OP_COUNT][TOCHA_DTYPE_COUNT][TOCHA_DTYPE_COUNT];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const struct {
+    const char *file, *function, *params; /* %s is the dtype's name; %2$s the second's */
+} ops[TOCHA_OP_COUNT] = {
+    [TOCHA_OP_FILL] = {"fill.cu", "tocha_fill", "%1$s* y, i64 n, f64 value"},
+    [TOCHA_OP_UNIFORM] = {"random.cu", "tocha_uniform", "%1$s* y, i64 n, u64 seed, f64 low, f64 high"},
+    [TOCHA_OP_NORMAL] = {"random.cu", "tocha_normal", "%1$s* y, i64 n, u64 seed, f64 mean, f64 std"},
+    [TOCHA_OP_CAST] = {"cast.cu", "tocha_cast", "%1$s* x, %2$s* y, i64 n"},
+    [TOCHA_OP_COMPARE] = {"compare.cu", "tocha_compare",
+                          "%1$s* a, %1$s* b, i64 n, f64 rtol, f64 atol, f64* max_abs, "
+                          "f64* max_rel, i64* mismatched, i64* first_mismatch"},
+};
+
+int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kernel **out)
+{
+    if (op != TOCHA_OP_CAST) dtype2 = 0;
+    pthread_mutex_lock(&lock);
+    tocha_kernel *k = made[op][dtype][dtype2];
+    int st = TOCHA_OK;
+    if (!k) {
+        char params[256], targs[96];
+        const char *a = tocha_dtype_name(dtype), *b = tocha_dtype_name(dtype2);
+        snprintf(params, sizeof params, ops[op].params, a, b);
+        if (op == TOCHA_OP_CAST)
+            snprintf(targs, sizeof targs, "%s, %s", tocha_dtype_ctype(dtype), tocha_dtype_ctype(dtype2));
+        else
+            snprintf(targs, sizeof targs, "%s", tocha_dtype_ctype(dtype));
+        const char *source = tocha_embedded_find(ops[op].file);
+        st = source ? tocha_kernel_new(source, ops[op].function, targs, params, &k)
+                    : tocha_fail(TOCHA_E_INTERNAL, "kernel source %s is not embedded", ops[op].file);
+        if (!st) made[op][dtype][dtype2] = k;
+    }
+    pthread_mutex_unlock(&lock);
+    *out = k;
+    return st;
+}
+
+void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t block[3])
+{
+    const int64_t threads = 256;
+    /* Enough blocks to fill the device a few times over; the loop strides over the rest. */
+    int64_t cap = d->kind == TOCHA_DEVICE_CUDA ? (int64_t)d->multiprocessors * 16
+                                                : (int64_t)d->multiprocessors * 4;
+    int64_t blocks = (n + threads - 1) / threads;
+    if (blocks > cap) blocks = cap;
+    if (blocks < 1) blocks = 1;
+    grid[0] = (uint32_t)blocks;
+    grid[1] = grid[2] = 1;
+    block[0] = (uint32_t)threads;
+    block[1] = block[2] = 1;
+}

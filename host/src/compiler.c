@@ -1,0 +1,60 @@
+/*
+** compiler.c: the translation unit each target compiles, and who compiles it.
+** cuda targets ("sm_90") compile with NVRTC; the simulator's target with the host C++
+** compiler. Both see the same kernel text behind a target-specific prelude.
+*/
+#include "internal.h"
+#include "embedded.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool is_sim_target(const char *target) { return strncmp(target, "sim", 3) == 0; }
+
+char *tocha_translation_unit(const char *source, const char *target, const char *entry,
+                             const char *sim_launcher)
+{
+    (void)entry;
+    tocha_text t = {0};
+    if (is_sim_target(target)) {
+        tocha_text_append(&t, tocha_embedded_find("sim/tocha_sim.h"));
+    } else {
+        tocha_text_append(&t, "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n");
+    }
+    tocha_text_append(&t, tocha_embedded_find("tocha.cuh"));
+    tocha_text_append(&t, "\n");
+    tocha_text_append(&t, source);
+    tocha_text_append(&t, "\n");
+    if (is_sim_target(target) && sim_launcher) tocha_text_append(&t, sim_launcher);
+    return tocha_text_take(&t);
+}
+
+int tocha_compile_unit(const char *unit, const char *target, void **binary, uint64_t *size)
+{
+    if (is_sim_target(target)) return tocha_sim_compile(unit, binary, size);
+    return tocha_nvrtc_compile(unit, target, binary, size);
+}
+
+int tocha_compiler_fingerprint(const char *target, const char **out)
+{
+    static _Thread_local char text[640];
+    if (is_sim_target(target)) {
+        const char *ident;
+        int st = tocha_sim_compiler_identity(&ident);
+        if (st) return st;
+        snprintf(text, sizeof text, "%s | -std=c++17 -O2 -fPIC -shared -pthread", ident);
+    } else {
+        const char *why = NULL;
+        if (!tocha_nvrtc_available(&why)) return tocha_fail(TOCHA_E_UNAVAILABLE, "%s", why);
+        snprintf(text, sizeof text, "%s | --std=c++17 -DTOCHA_CUDA=1", tocha_nvrtc_identity());
+    }
+    *out = text;
+    return TOCHA_OK;
+}
+
+const char *tocha_embedded_find(const char *name)
+{
+    for (const tocha_embedded_file *f = tocha_embedded_files; f->name; f++)
+        if (strcmp(f->name, name) == 0) return f->text;
+    return NULL;
+}

@@ -1,0 +1,334 @@
+/*
+** cuda_driver.c: the cuda device kind, through the CUDA driver API.
+** libcuda is opened with dlopen and its entry points found with cuGetProcAddress (a plain
+** dlsym of e.g. cuMemAlloc gets the legacy ABI), so that tocha starts where no driver is.
+*/
+#include "internal.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The driver ABI we ask cuGetProcAddress for: CUDA 12.0 semantics of every entry point. */
+#define ABI_VERSION 12000
+
+typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
+                                CUdriverProcAddressQueryResult *);
+
+static struct {
+    CUresult (*init)(unsigned);
+    CUresult (*driver_get_version)(int *);
+    CUresult (*get_error_name)(CUresult, const char **);
+    CUresult (*get_error_string)(CUresult, const char **);
+    CUresult (*device_get_count)(int *);
+    CUresult (*device_get)(CUdevice *, int);
+    CUresult (*device_get_name)(char *, int, CUdevice);
+    CUresult (*device_get_attribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*primary_ctx_retain)(CUcontext *, CUdevice);
+    CUresult (*ctx_set_current)(CUcontext);
+    CUresult (*ctx_synchronize)(void);
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+    CUresult (*mem_free)(CUdeviceptr);
+    CUresult (*mem_get_info)(size_t *, size_t *);
+    CUresult (*memcpy_htod)(CUdeviceptr, const void *, size_t);
+    CUresult (*memcpy_dtoh)(void *, CUdeviceptr, size_t);
+    CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*module_load_data)(CUmodule *, const void *);
+    CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*event_create)(CUevent *, unsigned);
+    CUresult (*event_destroy)(CUevent);
+    CUresult (*event_record)(CUevent, CUstream);
+    CUresult (*event_synchronize)(CUevent);
+    CUresult (*event_elapsed_time)(float *, CUevent, CUevent);
+} cu;
+
+static int driver_version;
+static _Thread_local CUcontext current;
+
+/* Turns a driver result into a tocha status with the driver's own words. */
+static int driver_fail(CUresult r, const char *what)
+{
+    const char *name = "?", *text = "?";
+    if (cu.get_error_name) cu.get_error_name(r, &name);
+    if (cu.get_error_string) cu.get_error_string(r, &text);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "%s: out of device memory (%s)", what, name);
+    return tocha_fail(TOCHA_E_DRIVER, "%s failed: %s (%s, %d)", what, text, name, (int)r);
+}
+
+static int use_context(tocha_device *d)
+{
+    if (current == d->context) return TOCHA_OK;
+    CUresult r = cu.ctx_set_current((CUcontext)d->context);
+    if (r != CUDA_SUCCESS) return driver_fail(r, "cuCtxSetCurrent");
+    current = d->context;
+    return TOCHA_OK;
+}
+
+#define CHECK(call, what)                                                                      \
+    do {                                                                                       \
+        CUresult r_ = (call);                                                                  \
+        if (r_ != CUDA_SUCCESS) return driver_fail(r_, what);                                  \
+    } while (0)
+
+static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CUdeviceptr p = 0;
+    CUresult r = cu.mem_alloc(&p, nbytes);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes",
+                          d->name, (unsigned long long)nbytes);
+    if (r != CUDA_SUCCESS) return driver_fail(r, "cuMemAlloc");
+    *out = (uint64_t)p;
+    return TOCHA_OK;
+}
+
+static void cuda_release(tocha_device *d, uint64_t ptr)
+{
+    if (use_context(d) == TOCHA_OK) cu.mem_free((CUdeviceptr)ptr);
+}
+
+static int cuda_write(tocha_device *d, uint64_t dst, const void *src, uint64_t n)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.memcpy_htod((CUdeviceptr)dst, src, n), "cuMemcpyHtoD");
+    return TOCHA_OK;
+}
+
+static int cuda_read(tocha_device *d, void *dst, uint64_t src, uint64_t n)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.memcpy_dtoh(dst, (CUdeviceptr)src, n), "cuMemcpyDtoH");
+    return TOCHA_OK;
+}
+
+static int cuda_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t n)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.memcpy_dtod_async((CUdeviceptr)dst, (CUdeviceptr)src, n, 0), "cuMemcpyDtoDAsync");
+    return TOCHA_OK;
+}
+
+static int cuda_load(tocha_device *d, const void *binary, uint64_t size, const char *entry,
+                     void **module, void **function)
+{
+    (void)size;
+    int st = use_context(d);
+    if (st) return st;
+    CUmodule m;
+    CHECK(cu.module_load_data(&m, binary), "cuModuleLoadData");
+    CUfunction f;
+    CUresult r = cu.module_get_function(&f, m, entry);
+    if (r != CUDA_SUCCESS) return driver_fail(r, "cuModuleGetFunction");
+    *module = m;
+    *function = f;
+    return TOCHA_OK;
+}
+
+static int cuda_launch(tocha_device *d, void *function, const uint32_t grid[3],
+                       const uint32_t block[3], void **args)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.launch_kernel((CUfunction)function, grid[0], grid[1], grid[2], block[0], block[1],
+                           block[2], 0, 0, args, NULL),
+          "cuLaunchKernel");
+    return TOCHA_OK;
+}
+
+static int cuda_synchronize(tocha_device *d)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.ctx_synchronize(), "cuCtxSynchronize (a kernel may have faulted)");
+    return TOCHA_OK;
+}
+
+static int cuda_memory(tocha_device *d, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    int st = use_context(d);
+    if (st) return st;
+    size_t f = 0, t = 0;
+    CHECK(cu.mem_get_info(&f, &t), "cuMemGetInfo");
+    *free_bytes = f;
+    *total_bytes = t;
+    return TOCHA_OK;
+}
+
+static int cuda_event_new(tocha_device *d, void **out)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CUevent e;
+    CHECK(cu.event_create(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    *out = e;
+    return TOCHA_OK;
+}
+
+static void cuda_event_destroy(tocha_device *d, void *e)
+{
+    if (use_context(d) == TOCHA_OK) cu.event_destroy((CUevent)e);
+}
+
+static int cuda_event_record(tocha_device *d, void *e)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.event_record((CUevent)e, 0), "cuEventRecord");
+    return TOCHA_OK;
+}
+
+static int cuda_event_elapsed(tocha_device *d, void *start, void *end, double *ms)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.event_synchronize((CUevent)end), "cuEventSynchronize");
+    float f = 0;
+    CHECK(cu.event_elapsed_time(&f, (CUevent)start, (CUevent)end), "cuEventElapsedTime");
+    *ms = f;
+    return TOCHA_OK;
+}
+
+static const tocha_backend cuda_backend = {
+    cuda_alloc,       cuda_release,       cuda_write,        cuda_read,
+    cuda_copy,        cuda_load,          cuda_launch,       cuda_synchronize,
+    cuda_memory,      cuda_event_new,     cuda_event_destroy, cuda_event_record,
+    cuda_event_elapsed,
+};
+
+/* Resolves every entry point; false (with *why) if one is missing. */
+static bool resolve(get_proc_fn get_proc, const char **why)
+{
+    static const struct {
+        const char *symbol;
+        size_t offset;
+    } table[] = {
+#define ENTRY(sym, field) {sym, offsetof(__typeof__(cu), field)}
+        ENTRY("cuInit", init),
+        ENTRY("cuDriverGetVersion", driver_get_version),
+        ENTRY("cuGetErrorName", get_error_name),
+        ENTRY("cuGetErrorString", get_error_string),
+        ENTRY("cuDeviceGetCount", device_get_count),
+        ENTRY("cuDeviceGet", device_get),
+        ENTRY("cuDeviceGetName", device_get_name),
+        ENTRY("cuDeviceGetAttribute", device_get_attribute),
+        ENTRY("cuDevicePrimaryCtxRetain", primary_ctx_retain),
+        ENTRY("cuCtxSetCurrent", ctx_set_current),
+        ENTRY("cuCtxSynchronize", ctx_synchronize),
+        ENTRY("cuMemAlloc", mem_alloc),
+        ENTRY("cuMemFree", mem_free),
+        ENTRY("cuMemGetInfo", mem_get_info),
+        ENTRY("cuMemcpyHtoD", memcpy_htod),
+        ENTRY("cuMemcpyDtoH", memcpy_dtoh),
+        ENTRY("cuMemcpyDtoDAsync", memcpy_dtod_async),
+        ENTRY("cuModuleLoadData", module_load_data),
+        ENTRY("cuModuleGetFunction", module_get_function),
+        ENTRY("cuLaunchKernel", launch_kernel),
+        ENTRY("cuEventCreate", event_create),
+        ENTRY("cuEventDestroy", event_destroy),
+        ENTRY("cuEventRecord", event_record),
+        ENTRY("cuEventSynchronize", event_synchronize),
+        ENTRY("cuEventElapsedTime", event_elapsed_time),
+#undef ENTRY
+    };
+    static char message[160];
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        if (get_proc(table[i].symbol, &fn, ABI_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=
+                CUDA_SUCCESS ||
+            !fn) {
+            snprintf(message, sizeof message,
+                     "the CUDA driver is too old: it lacks %s (CUDA 12.0 or newer is needed)",
+                     table[i].symbol);
+            *why = message;
+            return false;
+        }
+        memcpy((char *)&cu + table[i].offset, &fn, sizeof fn);
+    }
+    return true;
+}
+
+int tocha_cuda_driver_version(void) { return driver_version; }
+
+int tocha_cuda_discover(tocha_device *devs, int cap, int first_index, const char **why)
+{
+    static char message[256];
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        *why = "no NVIDIA driver: libcuda.so.1 was not found";
+        return 0;
+    }
+    get_proc_fn get_proc = (get_proc_fn)dlsym(lib, "cuGetProcAddress_v2");
+    if (!get_proc) {
+        *why = "the CUDA driver is too old: it lacks cuGetProcAddress_v2 (CUDA 12.0 or newer "
+               "is needed)";
+        return 0;
+    }
+    if (!resolve(get_proc, why)) return 0;
+    CUresult r = cu.init(0);
+    if (r == CUDA_ERROR_NO_DEVICE) {
+        *why = "no CUDA device: the driver is installed but sees no GPU";
+        return 0;
+    }
+    if (r != CUDA_SUCCESS) {
+        const char *name = "?";
+        cu.get_error_name(r, &name);
+        snprintf(message, sizeof message, "the CUDA driver failed to start: cuInit returned %s",
+                 name);
+        *why = message;
+        return 0;
+    }
+    cu.driver_get_version(&driver_version);
+    const char *nvrtc_why = NULL;
+    if (!tocha_nvrtc_available(&nvrtc_why)) {
+        *why = nvrtc_why;
+        return 0;
+    }
+    int major = 0, minor = 0;
+    tocha_nvrtc_version(&major, &minor);
+    if (driver_version / 1000 < major) {
+        snprintf(message, sizeof message,
+                 "the CUDA driver is too old: it supports CUDA %d.%d, NVRTC is %d.%d",
+                 driver_version / 1000, driver_version % 1000 / 10, major, minor);
+        *why = message;
+        return 0;
+    }
+    int count = 0;
+    if (cu.device_get_count(&count) != CUDA_SUCCESS || count == 0) {
+        *why = "no CUDA device: the driver is installed but sees no GPU";
+        return 0;
+    }
+    if (count > cap) count = cap;
+    for (int i = 0; i < count; i++) {
+        tocha_device *d = &devs[i];
+        CUdevice dev;
+        CUcontext ctx;
+        if (cu.device_get(&dev, i) != CUDA_SUCCESS || cu.primary_ctx_retain(&ctx, dev) != CUDA_SUCCESS) {
+            snprintf(message, sizeof message, "cuda:%d could not be opened", i);
+            *why = message;
+            return i;
+        }
+        memset(d, 0, sizeof *d);
+        d->index = first_index + i;
+        d->kind = TOCHA_DEVICE_CUDA;
+        d->ordinal = i;
+        d->context = ctx;
+        d->backend = &cuda_backend;
+        snprintf(d->name, sizeof d->name, "cuda:%d", i);
+        cu.device_get_name(d->product, sizeof d->product, dev);
+        cu.device_get_attribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+        cu.device_get_attribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+        cu.device_get_attribute(&d->multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+        snprintf(d->target, sizeof d->target, "sm_%d%d", d->cc_major, d->cc_minor);
+    }
+    return count;
+}

@@ -1,0 +1,151 @@
+/* internal.h: declarations shared by libtocha's modules; not part of the ABI. */
+#ifndef TOCHA_INTERNAL_H
+#define TOCHA_INTERNAL_H
+
+#include "tocha.h"
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TOCHA_MAX_DEVICES 17 /* up to 16 GPUs and the simulator */
+
+/* ---- error.c ---- */
+/* Records the formatted message for tocha_last_error() and returns status. */
+int tocha_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Clears the message. */
+void tocha_clear_error(void);
+
+/* ---- text.c: a growable string ---- */
+typedef struct {
+    char *data;
+    size_t len, cap;
+    bool failed; /* an allocation failed; data holds what fitted */
+} tocha_text;
+void tocha_text_append(tocha_text *t, const char *s);
+void tocha_text_appendf(tocha_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Returns the string (owned by the caller) or NULL if an allocation failed; resets t. */
+char *tocha_text_take(tocha_text *t);
+void tocha_text_release(tocha_text *t);
+/* Appends source with a line number before each line, so that a compiler's "(12): error"
+** can be read against it. */
+void tocha_text_append_numbered(tocha_text *t, const char *source);
+/* A copy of s, or NULL. */
+char *tocha_strdup(const char *s);
+
+/* ---- dtype.c ---- */
+/* The CUDA C type that holds the dtype, e.g. "__nv_bfloat16". */
+const char *tocha_dtype_ctype(int dtype);
+bool tocha_dtype_valid(int dtype);
+
+/* ---- devices ---- */
+typedef struct tocha_module tocha_module; /* a loaded binary: CUmodule or dlopen handle */
+
+/* What a device kind does; cuda_driver.c and sim.c each provide one. */
+typedef struct tocha_backend {
+    int (*alloc)(tocha_device *d, uint64_t nbytes, uint64_t *out);
+    void (*release)(tocha_device *d, uint64_t ptr);
+    int (*write)(tocha_device *d, uint64_t dst, const void *src, uint64_t nbytes);
+    int (*read)(tocha_device *d, void *dst, uint64_t src, uint64_t nbytes);
+    int (*copy)(tocha_device *d, uint64_t dst, uint64_t src, uint64_t nbytes);
+    /* Loads a binary built for this device's target and finds entry in it. */
+    int (*load)(tocha_device *d, const void *binary, uint64_t size, const char *entry,
+                void **module, void **function);
+    int (*launch)(tocha_device *d, void *function, const uint32_t grid[3],
+                  const uint32_t block[3], void **args);
+    int (*synchronize)(tocha_device *d);
+    int (*memory)(tocha_device *d, uint64_t *free_bytes, uint64_t *total_bytes);
+    int (*event_new)(tocha_device *d, void **out);
+    void (*event_destroy)(tocha_device *d, void *event);
+    int (*event_record)(tocha_device *d, void *event);
+    int (*event_elapsed)(tocha_device *d, void *start, void *end, double *ms);
+} tocha_backend;
+
+struct tocha_device {
+    int index; /* position in the process's device table; indexes per-device caches */
+    int kind;  /* tocha_device_kind */
+    int ordinal;
+    char name[32];
+    char product[128];
+    char target[32]; /* compile target: "sm_90" or "sim" */
+    int cc_major, cc_minor, multiprocessors;
+    const tocha_backend *backend;
+    void *context; /* CUcontext for cuda */
+};
+
+/* ---- cuda_driver.c ---- */
+/* Loads the driver and fills devs with one device per GPU (at most cap). Returns the count,
+** or 0 with *why set to the reason CUDA is unusable. */
+int tocha_cuda_discover(tocha_device *devs, int cap, int first_index, const char **why);
+int tocha_cuda_driver_version(void);
+
+/* ---- sim.c ---- */
+void tocha_sim_init(tocha_device *d, int index);
+/* Host compiler target name for sim binaries, e.g. "sim-x86_64". */
+const char *tocha_sim_target(void);
+
+/* ---- nvrtc.c ---- */
+/* Loads NVRTC; returns false with *why set when it cannot be loaded. */
+bool tocha_nvrtc_available(const char **why);
+/* Compiles source for arch ("sm_90") to a cubin; *binary is malloc'd. The log of a failure
+** becomes the error message. */
+int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uint64_t *size);
+/* "nvrtc 13.0" */
+const char *tocha_nvrtc_identity(void);
+/* The toolkit include folder holding cuda_fp16.h, or NULL. */
+const char *tocha_cuda_include_dir(void);
+
+/* ---- sim.c: compile with the host C++ compiler ---- */
+int tocha_sim_compile(const char *source, void **binary, uint64_t *size);
+/* Identity of the host compiler, e.g. "/usr/bin/c++ c++ (Debian 12.2.0-14) 12.2.0". */
+int tocha_sim_compiler_identity(const char **out);
+
+/* ---- compiler.c: the text each target compiles ---- */
+/* The full translation unit for target: prelude + kernel source (+ sim launcher). malloc'd. */
+char *tocha_translation_unit(const char *source, const char *target, const char *entry,
+                             const char *sim_launcher);
+/* Compiles a translation unit for target, consulting no cache. */
+int tocha_compile_unit(const char *unit, const char *target, void **binary, uint64_t *size);
+/* Compiler identity, version and options for target, as hashed into cache keys. */
+int tocha_compiler_fingerprint(const char *target, const char **out);
+
+/* ---- cache.c ---- */
+typedef struct tocha_cache_entry tocha_cache_entry;
+/* The binary for (unit, target): from memory, from disk, or compiled and stored. The entry
+** lives until the process ends. */
+int tocha_cache_build(const char *unit, const char *target, tocha_cache_entry **out);
+uint64_t tocha_cache_entry_size(const tocha_cache_entry *e);
+/* Loads the entry's binary on device (once per device) and returns the entry function. An
+** entry from disk that fails to load is deleted and rebuilt from unit. */
+int tocha_cache_entry_function(tocha_cache_entry *e, tocha_device *d, const char *unit,
+                               const char *entry,
+                               void **function);
+
+/* ---- device.c ---- */
+/* Resolves a device target name ("sm_90", "sim") to the target string used in keys. */
+int tocha_devices_init(void);
+
+/* ---- builtin.c: tocha's own tensor kernels ---- */
+typedef enum {
+    TOCHA_OP_FILL = 0,
+    TOCHA_OP_UNIFORM,
+    TOCHA_OP_NORMAL,
+    TOCHA_OP_CAST,
+    TOCHA_OP_COMPARE,
+    TOCHA_OP_COUNT
+} tocha_builtin_op;
+/* The kernel for op on dtype (and dtype2 for cast's destination; else ignored). */
+int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kernel **out);
+/* A 1-D launch shape covering n elements with a grid-stride loop. */
+void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t block[3]);
+
+/* ---- kernel.c ---- */
+/* Launch without argument checks, for callers that built args themselves (builtin ops). */
+int tocha_kernel_launch_raw(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
+                            const uint32_t block[3], void **args);
+
+/* ---- tensor.c ---- */
+/* TOCHA_E_FREED or TOCHA_E_ARGUMENT (naming what) when t cannot be used. */
+int tocha_tensor_check(const tocha_tensor *t, const char *what);
+
+#endif

@@ -1,0 +1,383 @@
+/*
+** kernel.c: kernels made from CUDA C source, their generated entry points, and launches.
+** A kernel names a __device__ function (template) in its source; tocha writes the extern "C"
+** __global__ entry point that binds its template arguments, as the seed's #[kernel] macro
+** does, and checks every launch's arguments against the parameter list before launching.
+*/
+#include "internal.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+typedef enum { SCALAR_I32, SCALAR_I64, SCALAR_U32, SCALAR_U64, SCALAR_F32, SCALAR_F64 } scalar_type;
+
+static const struct {
+    const char *name, *ctype;
+    double lo, hi; /* the integer range, for integer scalars */
+} scalars[] = {
+    [SCALAR_I32] = {"i32", "int", -2147483648.0, 2147483647.0},
+    [SCALAR_I64] = {"i64", "long long", -9223372036854775808.0, 9223372036854775807.0},
+    [SCALAR_U32] = {"u32", "unsigned int", 0.0, 4294967295.0},
+    [SCALAR_U64] = {"u64", "unsigned long long", 0.0, 18446744073709551615.0},
+    [SCALAR_F32] = {"f32", "float", 0, 0},
+    [SCALAR_F64] = {"f64", "double", 0, 0},
+};
+
+typedef struct {
+    bool tensor;
+    int type; /* a tocha_dtype for tensors, a scalar_type otherwise */
+    char name[32];
+} param;
+
+struct tocha_kernel {
+    char *entry_name;
+    char *entry_source;
+    char *source; /* kernel source .. "\n\n" .. entry point */
+    char *sim_launcher;
+    char hash[33];
+    int nparams;
+    param params[TOCHA_MAX_PARAMS];
+    tocha_cache_entry *built[TOCHA_MAX_DEVICES];
+    void *functions[TOCHA_MAX_DEVICES];
+};
+
+static bool valid_identifier(const char *s)
+{
+    if (!*s || !(isalpha((unsigned char)*s) || *s == '_')) return false;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_')) return false;
+    return true;
+}
+
+/* Parses one "T*" / "T* name" / "T name" item into p; index names it in errors. */
+static int parse_param(const char *item, size_t len, int index, param *p)
+{
+    char buf[96];
+    while (len && isspace((unsigned char)*item)) item++, len--;
+    while (len && isspace((unsigned char)item[len - 1])) len--;
+    if (len == 0 || len >= sizeof buf)
+        return tocha_fail(TOCHA_E_ARGUMENT, "params: parameter %d is empty or too long", index + 1);
+    memcpy(buf, item, len);
+    buf[len] = '\0';
+    char *star = strchr(buf, '*');
+    char *type = buf, *name = NULL;
+    p->tensor = star != NULL;
+    if (star) {
+        *star = '\0';
+        name = star + 1;
+    } else {
+        name = strpbrk(buf, " \t");
+        if (name) *name++ = '\0';
+    }
+    while (name && isspace((unsigned char)*name)) name++;
+    size_t tl = strlen(type);
+    while (tl && isspace((unsigned char)type[tl - 1])) type[--tl] = '\0';
+    if (name && *name) {
+        if (!valid_identifier(name) || strlen(name) >= sizeof p->name)
+            return tocha_fail(TOCHA_E_ARGUMENT, "params: parameter %d has an invalid name '%s'",
+                              index + 1, name);
+        snprintf(p->name, sizeof p->name, "%s", name);
+    } else {
+        snprintf(p->name, sizeof p->name, "p%d", index);
+    }
+    if (p->tensor) {
+        int dtype;
+        if (tocha_dtype_from_name(type, &dtype) != TOCHA_OK)
+            return tocha_fail(TOCHA_E_ARGUMENT,
+                              "params: parameter %d: unknown tensor dtype '%s*' (expected f32*, "
+                              "f64*, f16*, bf16*, u8*, i32* or i64*)",
+                              index + 1, type);
+        p->type = dtype;
+        return TOCHA_OK;
+    }
+    for (int s = 0; s < (int)(sizeof scalars / sizeof scalars[0]); s++)
+        if (strcmp(type, scalars[s].name) == 0) {
+            p->type = s;
+            return TOCHA_OK;
+        }
+    return tocha_fail(TOCHA_E_ARGUMENT,
+                      "params: parameter %d: unknown type '%s' (expected a tensor 'T*' or one of "
+                      "i32, i64, u32, u64, f32, f64)",
+                      index + 1, type);
+}
+
+static int parse_params(const char *params, tocha_kernel *k)
+{
+    k->nparams = 0;
+    const char *p = params;
+    while (*p && isspace((unsigned char)*p)) p++;
+    if (!*p) return TOCHA_OK;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (k->nparams == TOCHA_MAX_PARAMS)
+            return tocha_fail(TOCHA_E_ARGUMENT, "params: more than %d parameters", TOCHA_MAX_PARAMS);
+        int st = parse_param(p, len, k->nparams, &k->params[k->nparams]);
+        if (st) return st;
+        k->nparams++;
+        if (!comma) return TOCHA_OK;
+        p = comma + 1;
+    }
+}
+
+static const char *param_ctype(const param *p)
+{
+    return p->tensor ? tocha_dtype_ctype(p->type) : scalars[p->type].ctype;
+}
+
+static void generate(tocha_kernel *k, const char *source, const char *name, const char *targs)
+{
+    tocha_text t = {0};
+    tocha_text_appendf(&t, "extern \"C\" __global__ void %s(", k->entry_name);
+    for (int i = 0; i < k->nparams; i++)
+        tocha_text_appendf(&t, "%s%s %s%s", i ? ", " : "", param_ctype(&k->params[i]),
+                           k->params[i].tensor ? "*" : "", k->params[i].name);
+    tocha_text_appendf(&t, ")\n{\n    %s", name);
+    if (*targs) tocha_text_appendf(&t, "<%s>", targs);
+    tocha_text_append(&t, "(");
+    for (int i = 0; i < k->nparams; i++)
+        tocha_text_appendf(&t, "%s%s", i ? ", " : "", k->params[i].name);
+    tocha_text_append(&t, ");\n}\n");
+    k->entry_source = tocha_text_take(&t);
+
+    tocha_text_appendf(&t, "%s\n\n%s", source, k->entry_source ? k->entry_source : "");
+    k->source = tocha_text_take(&t);
+
+    tocha_text_append(&t, "extern \"C\" void tocha_sim_launch(void **a, const unsigned *grid, "
+                          "const unsigned *block,\n    unsigned long long first, unsigned long "
+                          "long last)\n{\n    tocha_sim::run(grid, block, first, last, [&] {\n");
+    tocha_text_appendf(&t, "        %s(", k->entry_name);
+    for (int i = 0; i < k->nparams; i++)
+        tocha_text_appendf(&t, "%s*(%s%s *)a[%d]", i ? ", " : "", param_ctype(&k->params[i]),
+                           k->params[i].tensor ? " *" : "", i);
+    tocha_text_append(&t, ");\n    });\n}\n");
+    k->sim_launcher = tocha_text_take(&t);
+}
+
+int tocha_kernel_new(const char *source, const char *name, const char *template_args,
+                     const char *params, tocha_kernel **out)
+{
+    *out = NULL;
+    if (!source || !*source) return tocha_fail(TOCHA_E_ARGUMENT, "source: expected CUDA C text");
+    if (!name || !valid_identifier(name))
+        return tocha_fail(TOCHA_E_ARGUMENT, "name: expected a C identifier, got '%s'",
+                          name ? name : "(null)");
+    if (!template_args) template_args = "";
+    if (!params) return tocha_fail(TOCHA_E_ARGUMENT, "params: expected a parameter list");
+    tocha_kernel *k = calloc(1, sizeof *k);
+    if (!k) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a kernel");
+    int st = parse_params(params, k);
+    if (st) {
+        free(k);
+        return st;
+    }
+    size_t n = strlen(name) + sizeof "_entry_point";
+    k->entry_name = malloc(n);
+    if (k->entry_name) snprintf(k->entry_name, n, "%s_entry_point", name);
+    if (k->entry_name) generate(k, source, name, template_args);
+    if (!k->entry_name || !k->entry_source || !k->source || !k->sim_launcher) {
+        tocha_kernel_destroy(k);
+        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a kernel");
+    }
+    XXH128_canonical_t canon;
+    XXH128_canonicalFromHash(&canon, XXH3_128bits(k->source, strlen(k->source)));
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        k->hash[2 * i] = digits[canon.digest[i] >> 4];
+        k->hash[2 * i + 1] = digits[canon.digest[i] & 15];
+    }
+    k->hash[32] = '\0';
+    *out = k;
+    return TOCHA_OK;
+}
+
+void tocha_kernel_destroy(tocha_kernel *k)
+{
+    if (!k) return;
+    free(k->entry_name);
+    free(k->entry_source);
+    free(k->source);
+    free(k->sim_launcher);
+    free(k);
+}
+
+const char *tocha_kernel_entry_point_source(const tocha_kernel *k) { return k->entry_source; }
+const char *tocha_kernel_entry_point_name(const tocha_kernel *k) { return k->entry_name; }
+const char *tocha_kernel_source(const tocha_kernel *k) { return k->source; }
+const char *tocha_kernel_hash(const tocha_kernel *k) { return k->hash; }
+
+static int build_for(tocha_kernel *k, const char *target, tocha_cache_entry **out)
+{
+    char *unit = tocha_translation_unit(k->source, target, k->entry_name, k->sim_launcher);
+    if (!unit) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for kernel source");
+    int st = tocha_cache_build(unit, target, out);
+    free(unit);
+    return st;
+}
+
+int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *binary_size)
+{
+    if (!target) return tocha_fail(TOCHA_E_ARGUMENT, "target: expected sm_XY or sim");
+    char resolved[32];
+    if (strcmp(target, "sim") == 0) {
+        snprintf(resolved, sizeof resolved, "%s", tocha_sim_target());
+    } else {
+        int major = 0, minor = 0, used = 0;
+        if (sscanf(target, "sm_%1d%d%n", &major, &minor, &used) != 2 || target[used] ||
+            strlen(target) >= sizeof resolved)
+            return tocha_fail(TOCHA_E_ARGUMENT, "target: expected sm_XY (e.g. sm_90) or sim, got '%s'",
+                              target);
+        snprintf(resolved, sizeof resolved, "%s", target);
+    }
+    tocha_cache_entry *e;
+    int st = build_for(k, resolved, &e);
+    if (st) return st;
+    if (binary_size) *binary_size = tocha_cache_entry_size(e);
+    return TOCHA_OK;
+}
+
+/* The loaded entry function on d, building and loading it on first use. */
+static int function_for(tocha_kernel *k, tocha_device *d, void **fn)
+{
+    int i = d->index;
+    if (k->functions[i]) {
+        *fn = k->functions[i];
+        return TOCHA_OK;
+    }
+    char *unit = tocha_translation_unit(k->source, d->target, k->entry_name, k->sim_launcher);
+    if (!unit) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for kernel source");
+    int st = tocha_cache_build(unit, d->target, &k->built[i]);
+    if (!st) st = tocha_cache_entry_function(k->built[i], d, unit, k->entry_name, &k->functions[i]);
+    free(unit);
+    if (st) return st;
+    *fn = k->functions[i];
+    return TOCHA_OK;
+}
+
+int tocha_kernel_launch_raw(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
+                            const uint32_t block[3], void **args)
+{
+    void *fn = NULL;
+    int st = function_for(k, d, &fn);
+    if (st) return st;
+    return d->backend->launch(d, fn, grid, block, args);
+}
+
+static int check_dims(const uint32_t grid[3], const uint32_t block[3])
+{
+    static const char *axes = "xyz";
+    static const uint32_t grid_max[3] = {2147483647u, 65535u, 65535u};
+    static const uint32_t block_max[3] = {1024u, 1024u, 64u};
+    for (int i = 0; i < 3; i++) {
+        if (grid[i] < 1 || grid[i] > grid_max[i])
+            return tocha_fail(TOCHA_E_ARGUMENT, "grid.%c: must be 1 to %u, got %u", axes[i],
+                              grid_max[i], grid[i]);
+        if (block[i] < 1 || block[i] > block_max[i])
+            return tocha_fail(TOCHA_E_ARGUMENT, "block.%c: must be 1 to %u, got %u", axes[i],
+                              block_max[i], block[i]);
+    }
+    uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+    if (threads > 1024)
+        return tocha_fail(TOCHA_E_ARGUMENT, "block: %llu threads per block, at most 1024",
+                          (unsigned long long)threads);
+    return TOCHA_OK;
+}
+
+typedef union {
+    int32_t i32;
+    int64_t i64;
+    uint32_t u32;
+    uint64_t u64;
+    float f32;
+    double f64;
+} scalar_value;
+
+static const char *arg_kind_name(int kind)
+{
+    return kind == TOCHA_ARG_TENSOR ? "a tensor" : kind == TOCHA_ARG_INT ? "an integer" : "a number";
+}
+
+/* Checks a scalar argument against its parameter and stores it in v. */
+static int check_scalar(const param *p, int i, const tocha_arg *a, scalar_value *v)
+{
+    const char *type = scalars[p->type].name;
+    if (a->kind != TOCHA_ARG_INT && a->kind != TOCHA_ARG_FLOAT)
+        return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected %s, got %s", i + 1,
+                          p->name, type, arg_kind_name(a->kind));
+    if (p->type == SCALAR_F32 || p->type == SCALAR_F64) {
+        double f = a->kind == TOCHA_ARG_INT ? (double)a->i : a->f;
+        if (p->type == SCALAR_F32) v->f32 = (float)f;
+        else v->f64 = f;
+        return TOCHA_OK;
+    }
+    if (a->kind == TOCHA_ARG_FLOAT && (a->f != floor(a->f) || !isfinite(a->f)))
+        return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected an integer (%s), got %g",
+                          i + 1, p->name, type, a->f);
+    if (a->kind == TOCHA_ARG_INT) {
+        int64_t x = a->i;
+        bool ok = p->type == SCALAR_I64 || (p->type == SCALAR_U64 && x >= 0) ||
+                  (p->type == SCALAR_I32 && x >= INT32_MIN && x <= INT32_MAX) ||
+                  (p->type == SCALAR_U32 && x >= 0 && x <= (int64_t)UINT32_MAX);
+        if (!ok)
+            return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): %lld is out of %s range",
+                              i + 1, p->name, (long long)x, type);
+        if (p->type == SCALAR_I32) v->i32 = (int32_t)x;
+        else if (p->type == SCALAR_U32) v->u32 = (uint32_t)x;
+        else if (p->type == SCALAR_I64) v->i64 = x;
+        else v->u64 = (uint64_t)x;
+        return TOCHA_OK;
+    }
+    double f = a->f;
+    /* hi of the 64-bit types rounds up to 2^63 / 2^64 in double: compare with >=. */
+    if (f < scalars[p->type].lo || f >= scalars[p->type].hi + (p->type <= SCALAR_U32 ? 1 : 0))
+        return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): %.17g is out of %s range", i + 1,
+                          p->name, f, type);
+    if (p->type == SCALAR_I32) v->i32 = (int32_t)f;
+    else if (p->type == SCALAR_U32) v->u32 = (uint32_t)f;
+    else if (p->type == SCALAR_I64) v->i64 = (int64_t)f;
+    else v->u64 = (uint64_t)f;
+    return TOCHA_OK;
+}
+
+int tocha_kernel_launch(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
+                        const uint32_t block[3], const tocha_arg *args, int nargs)
+{
+    if (!k) return tocha_fail(TOCHA_E_ARGUMENT, "kernel: expected a kernel, got NULL");
+    if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
+    if (nargs != k->nparams)
+        return tocha_fail(TOCHA_E_ARGUMENT, "expected %d arguments for %s, got %d", k->nparams,
+                          k->entry_name, nargs);
+    int st = check_dims(grid, block);
+    if (st) return st;
+    scalar_value values[TOCHA_MAX_PARAMS];
+    void *slots[TOCHA_MAX_PARAMS];
+    for (int i = 0; i < nargs; i++) {
+        const param *p = &k->params[i];
+        const tocha_arg *a = &args[i];
+        if (!p->tensor) {
+            st = check_scalar(p, i, a, &values[i]);
+            if (st) return st;
+            slots[i] = &values[i];
+            continue;
+        }
+        if (a->kind != TOCHA_ARG_TENSOR || !a->tensor)
+            return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected a tensor of %s, got %s",
+                              i + 1, p->name, tocha_dtype_name(p->type), arg_kind_name(a->kind));
+        const tocha_tensor *t = a->tensor;
+        if (t->freed)
+            return tocha_fail(TOCHA_E_FREED, "argument %d (%s): tensor was freed", i + 1, p->name);
+        if (t->dtype != p->type)
+            return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected dtype %s, got %s",
+                              i + 1, p->name, tocha_dtype_name(p->type), tocha_dtype_name(t->dtype));
+        if (t->device != d)
+            return tocha_fail(TOCHA_E_ARGUMENT,
+                              "argument %d (%s): tensor is on %s, the launch is on %s", i + 1,
+                              p->name, t->device->name, d->name);
+        slots[i] = (void *)&t->data;
+    }
+    return tocha_kernel_launch_raw(k, d, grid, block, slots);
+}

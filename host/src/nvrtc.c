@@ -1,0 +1,183 @@
+/*
+** nvrtc.c: CUDA C to cubin through NVRTC, loaded with dlopen.
+** NVRTC has no built-in cuda_fp16.h / cuda_bf16.h, so the toolkit's include folder is passed
+** with -I; it is found from CUDA_HOME, CUDA_PATH, /usr/local/cuda, or beside libnvrtc.
+*/
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static struct {
+    nvrtcResult (*version)(int *, int *);
+    nvrtcResult (*create)(nvrtcProgram *, const char *, const char *, int, const char *const *,
+                          const char *const *);
+    nvrtcResult (*compile)(nvrtcProgram, int, const char *const *);
+    nvrtcResult (*log_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*log)(nvrtcProgram, char *);
+    nvrtcResult (*cubin_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*cubin)(nvrtcProgram, char *);
+    nvrtcResult (*destroy)(nvrtcProgram *);
+    const char *(*error_string)(nvrtcResult);
+} nv;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static const char *load_error;
+static int nv_major, nv_minor;
+static char identity[64];
+static char include_dir[1024];
+
+static bool has_fp16_header(const char *dir)
+{
+    char path[1100];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/cuda_fp16.h", dir);
+    return stat(path, &st) == 0;
+}
+
+static void find_include_dir(void *lib)
+{
+    const char *envs[] = {"CUDA_HOME", "CUDA_PATH"};
+    for (int i = 0; i < 2; i++) {
+        const char *root = getenv(envs[i]);
+        if (!root || !*root) continue;
+        snprintf(include_dir, sizeof include_dir, "%.900s/include", root);
+        if (has_fp16_header(include_dir)) return;
+    }
+    snprintf(include_dir, sizeof include_dir, "/usr/local/cuda/include");
+    if (has_fp16_header(include_dir)) return;
+    /* Beside the library that was loaded: <root>/lib64/libnvrtc.so -> <root>/include. */
+    Dl_info info;
+    void *sym = lib ? dlsym(lib, "nvrtcVersion") : NULL;
+    if (sym && dladdr(sym, &info) && info.dli_fname) {
+        char path[900];
+        snprintf(path, sizeof path, "%s", info.dli_fname);
+        for (int up = 0; up < 2; up++) {
+            char *slash = strrchr(path, '/');
+            if (!slash) break;
+            *slash = '\0';
+        }
+        snprintf(include_dir, sizeof include_dir, "%s/include", path);
+        if (has_fp16_header(include_dir)) return;
+    }
+    include_dir[0] = '\0';
+}
+
+static void load(void)
+{
+    static const char *names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *root = getenv("CUDA_HOME");
+        if (root) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/lib64/libnvrtc.so", root);
+            lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        }
+    }
+    find_include_dir(lib);
+    if (!lib) {
+        load_error = "NVRTC is missing: libnvrtc.so.13 was not found (install the CUDA "
+                     "toolkit's NVRTC or add its lib folder to LD_LIBRARY_PATH)";
+        return;
+    }
+    void **slots[] = {(void **)&nv.version,    (void **)&nv.create,     (void **)&nv.compile,
+                      (void **)&nv.log_size,   (void **)&nv.log,        (void **)&nv.cubin_size,
+                      (void **)&nv.cubin,      (void **)&nv.destroy,    (void **)&nv.error_string};
+    const char *symbols[] = {"nvrtcVersion",         "nvrtcCreateProgram", "nvrtcCompileProgram",
+                             "nvrtcGetProgramLogSize", "nvrtcGetProgramLog", "nvrtcGetCUBINSize",
+                             "nvrtcGetCUBIN",        "nvrtcDestroyProgram", "nvrtcGetErrorString"};
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+        *slots[i] = dlsym(lib, symbols[i]);
+        if (!*slots[i]) {
+            load_error = "NVRTC is too old: it lacks nvrtcGetCUBIN";
+            return;
+        }
+    }
+    nv.version(&nv_major, &nv_minor);
+    snprintf(identity, sizeof identity, "nvrtc %d.%d", nv_major, nv_minor);
+}
+
+bool tocha_nvrtc_available(const char **why)
+{
+    pthread_once(&once, load);
+    if (load_error && why) *why = load_error;
+    return load_error == NULL;
+}
+
+int tocha_nvrtc_version(int *major, int *minor)
+{
+    pthread_once(&once, load);
+    *major = load_error ? 0 : nv_major;
+    *minor = load_error ? 0 : nv_minor;
+    return TOCHA_OK;
+}
+
+const char *tocha_nvrtc_identity(void)
+{
+    pthread_once(&once, load);
+    return identity;
+}
+
+const char *tocha_cuda_include_dir(void)
+{
+    pthread_once(&once, load);
+    return include_dir[0] ? include_dir : NULL;
+}
+
+int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uint64_t *size)
+{
+    const char *why = NULL;
+    if (!tocha_nvrtc_available(&why)) return tocha_fail(TOCHA_E_UNAVAILABLE, "%s", why);
+    if (!include_dir[0])
+        return tocha_fail(TOCHA_E_UNAVAILABLE, "the CUDA toolkit headers (cuda_fp16.h) were not "
+                                               "found: set CUDA_HOME");
+    char arch_opt[64], include_opt[1100];
+    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
+    snprintf(include_opt, sizeof include_opt, "-I%s", include_dir);
+    const char *opts[] = {arch_opt, include_opt, "--std=c++17", "-DTOCHA_CUDA=1"};
+    nvrtcProgram prog;
+    nvrtcResult r = nv.create(&prog, source, "tocha_kernel.cu", 0, NULL, NULL);
+    if (r != NVRTC_SUCCESS)
+        return tocha_fail(TOCHA_E_COMPILE, "nvrtcCreateProgram: %s", nv.error_string(r));
+    r = nv.compile(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+    if (r != NVRTC_SUCCESS) {
+        size_t n = 0;
+        nv.log_size(prog, &n);
+        char *log = malloc(n + 1);
+        if (log) {
+            nv.log(prog, log);
+            log[n] = '\0';
+        }
+        tocha_text msg = {0};
+        tocha_text_appendf(&msg, "NVRTC failed to compile for %s:\n%s\ngenerated source:\n",
+                           arch, log ? log : "(no log)");
+        tocha_text_append_numbered(&msg, source);
+        free(log);
+        nv.destroy(&prog);
+        char *text = tocha_text_take(&msg);
+        int st = tocha_fail(TOCHA_E_COMPILE, "%s", text ? text : "NVRTC failed to compile");
+        free(text);
+        return st;
+    }
+    size_t n = 0;
+    nv.cubin_size(prog, &n);
+    void *out = malloc(n ? n : 1);
+    if (!out) {
+        nv.destroy(&prog);
+        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a cubin");
+    }
+    nv.cubin(prog, out);
+    nv.destroy(&prog);
+    *binary = out;
+    *size = n;
+    return TOCHA_OK;
+}
+

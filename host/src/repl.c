@@ -1,0 +1,152 @@
+/*
+** repl.c: the REPL. Lines are read with libedit (history in ~/.tocha_history or
+** $TOCHA_HISTORY) when stdin is a terminal, and plainly from a pipe. An expression's values
+** are printed (`x` and `=x`); input continues until the chunk is complete; an error prints
+** its traceback and the session goes on; end of input (Ctrl-D) leaves.
+*/
+#include "repl.h"
+
+#include <editline/readline.h>
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char history_path[4096];
+
+static void open_history(void)
+{
+    const char *env = getenv("TOCHA_HISTORY");
+    const char *home = getenv("HOME");
+    if (env && *env)
+        snprintf(history_path, sizeof history_path, "%s", env);
+    else if (home && *home)
+        snprintf(history_path, sizeof history_path, "%s/.tocha_history", home);
+    using_history();
+    stifle_history(1000);
+    if (history_path[0]) read_history(history_path);
+}
+
+/* One line without its newline (malloc'd), or NULL at end of input. */
+static char *read_line(bool tty, const char *prompt)
+{
+    if (tty) return readline(prompt);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n < 0) {
+        free(line);
+        return NULL;
+    }
+    if (n > 0 && line[n - 1] == '\n') line[n - 1] = '\0';
+    return line;
+}
+
+/* Whether a load error means the chunk is only unfinished. */
+static bool incomplete(lua_State *L, int status)
+{
+    if (status != LUA_ERRSYNTAX) return false;
+    size_t len;
+    const char *msg = lua_tolstring(L, -1, &len);
+    return len >= 5 && strcmp(msg + len - 5, "<eof>") == 0;
+}
+
+/* Compiles the chunk: as an expression first (so values print), else as statements.
+** Returns the load status; the function or the message is on the stack. */
+static int load_chunk(lua_State *L, const char *chunk)
+{
+    const char *code = chunk[0] == '=' ? chunk + 1 : chunk;
+    lua_pushfstring(L, "return %s", code);
+    int status = luaL_loadbuffer(L, lua_tostring(L, -1), lua_objlen(L, -1), "=stdin");
+    lua_remove(L, -2);
+    if (status == 0 || chunk[0] == '=') return status;
+    lua_pop(L, 1);
+    return luaL_loadbuffer(L, chunk, strlen(chunk), "=stdin");
+}
+
+static void print_results(lua_State *L, int base)
+{
+    int n = lua_gettop(L) - base;
+    if (n <= 0) return;
+    lua_getglobal(L, "tostring");
+    for (int i = 1; i <= n; i++) {
+        lua_pushvalue(L, -1);
+        lua_pushvalue(L, base + i);
+        if (tocha_pcall(L, 1, 1) != 0) {
+            fprintf(stdout, "%s(error in tostring: %s)", i > 1 ? "\t" : "", lua_tostring(L, -1));
+        } else {
+            fprintf(stdout, "%s%s", i > 1 ? "\t" : "", lua_tostring(L, -1));
+        }
+        lua_pop(L, 1);
+    }
+    fputc('\n', stdout);
+    fflush(stdout);
+    lua_settop(L, base);
+}
+
+static void banner(lua_State *L)
+{
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "tocha.cli");
+    if (tocha_pcall(L, 1, 1) == 0) {
+        lua_getfield(L, -1, "banner");
+        if (tocha_pcall(L, 0, 1) == 0) fprintf(stdout, "%s\n", lua_tostring(L, -1));
+        else fprintf(stderr, "tocha: %s\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        /* The REPL offers tocha as a global, as a convenience. */
+        lua_getglobal(L, "require");
+        lua_pushstring(L, "tocha");
+        if (tocha_pcall(L, 1, 1) == 0) lua_setglobal(L, "tocha");
+        else lua_pop(L, 1);
+    } else {
+        fprintf(stderr, "tocha: %s\n", lua_tostring(L, -1));
+    }
+    lua_pop(L, 1);
+    fflush(stdout);
+}
+
+int tocha_repl(lua_State *L)
+{
+    bool tty = isatty(0);
+    if (tty) open_history();
+    banner(L);
+    char *chunk = NULL;
+    for (;;) {
+        char *line = read_line(tty, chunk ? ">> " : "> ");
+        if (!line) break;
+        size_t old = chunk ? strlen(chunk) : 0, add = strlen(line);
+        char *joined = realloc(chunk, old + add + 2);
+        if (!joined) {
+            free(line);
+            break;
+        }
+        if (old) joined[old++] = '\n';
+        memcpy(joined + old, line, add + 1);
+        chunk = joined;
+        free(line);
+        int base = lua_gettop(L);
+        int status = load_chunk(L, chunk);
+        if (incomplete(L, status)) {
+            lua_pop(L, 1);
+            continue;
+        }
+        if (tty && chunk[0]) {
+            add_history(chunk);
+            if (history_path[0]) write_history(history_path);
+        }
+        free(chunk);
+        chunk = NULL;
+        if (status == 0) status = tocha_pcall(L, 0, LUA_MULTRET);
+        if (status != 0) {
+            fprintf(stderr, "%s\n", lua_tostring(L, -1));
+            fflush(stderr);
+            lua_settop(L, base);
+            continue;
+        }
+        print_results(L, base);
+    }
+    free(chunk);
+    if (tty) fputc('\n', stdout);
+    return 0;
+}

@@ -1,0 +1,390 @@
+/*
+** sim.c: the sim device kind, a CPU simulator of the CUDA execution model.
+** A kernel's source is compiled by the host C++ compiler with a shim header for the CUDA
+** built-ins (kernels/sim/tocha_sim.h), loaded from memory with dlopen, and its grid runs with
+** blocks spread over the cores; the threads of a block run one after another, so kernels that
+** use barriers or warp intrinsics must give the simulator a path of their own.
+*/
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+typedef void (*sim_launcher)(void **args, const unsigned *grid, const unsigned *block,
+                             unsigned long long first, unsigned long long last);
+
+#if defined(__x86_64__)
+#define SIM_TARGET "sim-x86_64"
+#elif defined(__aarch64__)
+#define SIM_TARGET "sim-aarch64"
+#else
+#define SIM_TARGET "sim"
+#endif
+
+const char *tocha_sim_target(void) { return SIM_TARGET; }
+
+/* ---- memory ---- */
+
+static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
+{
+    uint64_t rounded = (nbytes + 255) & ~(uint64_t)255;
+    void *p = rounded >= nbytes ? aligned_alloc(256, rounded) : NULL;
+    if (!p)
+        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes",
+                          d->name, (unsigned long long)nbytes);
+    *out = (uint64_t)(uintptr_t)p;
+    return TOCHA_OK;
+}
+
+static void sim_release(tocha_device *d, uint64_t ptr)
+{
+    (void)d;
+    free((void *)(uintptr_t)ptr);
+}
+
+static int sim_write(tocha_device *d, uint64_t dst, const void *src, uint64_t n)
+{
+    (void)d;
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return TOCHA_OK;
+}
+
+static int sim_read(tocha_device *d, void *dst, uint64_t src, uint64_t n)
+{
+    (void)d;
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return TOCHA_OK;
+}
+
+static int sim_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t n)
+{
+    (void)d;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return TOCHA_OK;
+}
+
+static int sim_memory(tocha_device *d, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    (void)d;
+    struct sysinfo si;
+    if (sysinfo(&si) != 0) return tocha_fail(TOCHA_E_IO, "sysinfo: %s", strerror(errno));
+    *free_bytes = (uint64_t)si.freeram * si.mem_unit;
+    *total_bytes = (uint64_t)si.totalram * si.mem_unit;
+    return TOCHA_OK;
+}
+
+/* ---- modules ---- */
+
+/* $TMPDIR, else /tmp. */
+static const char *temp_dir(void)
+{
+    const char *dir = getenv("TMPDIR");
+    return dir && *dir && strlen(dir) < 4000 ? dir : "/tmp";
+}
+
+static int sim_load(tocha_device *d, const void *binary, uint64_t size, const char *entry,
+                    void **module, void **function)
+{
+    (void)d;
+    /* dlopen needs a file, and one with a name of its own: glibc hands back an already
+    ** loaded object for a path it has seen, so a reused /proc/self/fd/N would alias. */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tocha-sim-XXXXXX.so", temp_dir());
+    int fd = mkstemps(path, 3);
+    if (fd < 0) return tocha_fail(TOCHA_E_IO, "creating %s: %s", path, strerror(errno));
+    const char *p = binary;
+    uint64_t left = size;
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n <= 0) {
+            close(fd);
+            unlink(path);
+            return tocha_fail(TOCHA_E_IO, "writing a simulator module: %s", strerror(errno));
+        }
+        p += n;
+        left -= (uint64_t)n;
+    }
+    close(fd);
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    unlink(path);
+    if (!handle) return tocha_fail(TOCHA_E_DRIVER, "loading a simulator module: %s", dlerror());
+    void *launcher = dlsym(handle, "tocha_sim_launch");
+    if (!launcher || !dlsym(handle, entry)) {
+        dlclose(handle);
+        return tocha_fail(TOCHA_E_DRIVER, "simulator module lacks %s", entry);
+    }
+    *module = handle;
+    *function = launcher;
+    return TOCHA_OK;
+}
+
+/* ---- launches ---- */
+
+typedef struct {
+    sim_launcher run;
+    void **args;
+    unsigned grid[3], block[3];
+    unsigned long long blocks, chunk;
+    atomic_ullong next;
+} sim_job;
+
+static void *sim_worker(void *arg)
+{
+    sim_job *job = arg;
+    for (;;) {
+        unsigned long long first = atomic_fetch_add(&job->next, job->chunk);
+        if (first >= job->blocks) break;
+        unsigned long long last = first + job->chunk;
+        if (last > job->blocks) last = job->blocks;
+        job->run(job->args, job->grid, job->block, first, last);
+    }
+    return NULL;
+}
+
+static int sim_threads(void)
+{
+    const char *env = getenv("TOCHA_SIM_THREADS");
+    int n = env ? atoi(env) : 0;
+    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    return n > 256 ? 256 : n;
+}
+
+static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3],
+                      const uint32_t block[3], void **args)
+{
+    (void)d;
+    sim_job job = {.run = (sim_launcher)function, .args = args};
+    for (int i = 0; i < 3; i++) {
+        job.grid[i] = grid[i];
+        job.block[i] = block[i];
+    }
+    job.blocks = (unsigned long long)grid[0] * grid[1] * grid[2];
+    unsigned long long threads_per_block = (unsigned long long)block[0] * block[1] * block[2];
+    int workers = sim_threads();
+    /* Small grids run on the calling thread: starting threads would cost more than the work. */
+    if (workers == 1 || job.blocks * threads_per_block < 16384) {
+        job.run(args, job.grid, job.block, 0, job.blocks);
+        return TOCHA_OK;
+    }
+    if ((unsigned long long)workers > job.blocks) workers = (int)job.blocks;
+    job.chunk = job.blocks / ((unsigned long long)workers * 8);
+    if (job.chunk == 0) job.chunk = 1;
+    atomic_init(&job.next, 0);
+    pthread_t threads[256];
+    int started = 0;
+    for (int i = 1; i < workers; i++)
+        if (pthread_create(&threads[started], NULL, sim_worker, &job) == 0) started++;
+    sim_worker(&job);
+    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    return TOCHA_OK;
+}
+
+static int sim_synchronize(tocha_device *d)
+{
+    (void)d; /* launches are synchronous */
+    return TOCHA_OK;
+}
+
+/* ---- events: the host clock, since the simulator runs in the caller's time ---- */
+
+static int sim_event_new(tocha_device *d, void **out)
+{
+    (void)d;
+    double *t = calloc(1, sizeof *t);
+    if (!t) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for an event");
+    *out = t;
+    return TOCHA_OK;
+}
+
+static void sim_event_destroy(tocha_device *d, void *e)
+{
+    (void)d;
+    free(e);
+}
+
+static int sim_event_record(tocha_device *d, void *e)
+{
+    (void)d;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *(double *)e = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return TOCHA_OK;
+}
+
+static int sim_event_elapsed(tocha_device *d, void *start, void *end, double *ms)
+{
+    (void)d;
+    *ms = *(double *)end - *(double *)start;
+    return TOCHA_OK;
+}
+
+static const tocha_backend sim_backend = {
+    sim_alloc,      sim_release,       sim_write,        sim_read,
+    sim_copy,       sim_load,          sim_launch,       sim_synchronize,
+    sim_memory,     sim_event_new,     sim_event_destroy, sim_event_record,
+    sim_event_elapsed,
+};
+
+void tocha_sim_init(tocha_device *d, int index)
+{
+    memset(d, 0, sizeof *d);
+    d->index = index;
+    d->kind = TOCHA_DEVICE_SIM;
+    d->backend = &sim_backend;
+    d->multiprocessors = sim_threads();
+    snprintf(d->name, sizeof d->name, "sim");
+    snprintf(d->product, sizeof d->product, "CPU simulator, %d threads", d->multiprocessors);
+    snprintf(d->target, sizeof d->target, "%s", SIM_TARGET);
+}
+
+/* ---- the host compiler ---- */
+
+static const char *sim_cxx(void)
+{
+    const char *env = getenv("TOCHA_SIM_CXX");
+    return env && *env ? env : "c++";
+}
+
+/* Runs argv with stdout and stderr sent to log_path; returns the exit status or -1. */
+static int run_command(char *const argv[], const char *log_path)
+{
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &actions, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) return -1;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Reads a whole file into a malloc'd buffer (NUL-terminated); NULL on failure. */
+static char *read_file(const char *path, uint64_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *data = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            cap = cap ? cap * 2 : 131072;
+            char *grown = realloc(data, cap);
+            if (!grown) {
+                free(data);
+                fclose(f);
+                return NULL;
+            }
+            data = grown;
+        }
+        size_t n = fread(data + len, 1, 65536, f);
+        len += n;
+        if (n < 65536) break;
+    }
+    fclose(f);
+    data[len] = '\0';
+    if (size) *size = len;
+    return data;
+}
+
+static pthread_once_t identity_once = PTHREAD_ONCE_INIT;
+static char identity[512];
+
+static void find_identity(void)
+{
+    char dir[4100];
+    snprintf(dir, sizeof dir, "%s/tocha-cxx-XXXXXX", temp_dir());
+    if (!mkdtemp(dir)) return;
+    char log[4200];
+    snprintf(log, sizeof log, "%s/version", dir);
+    char *argv[] = {(char *)sim_cxx(), "--version", NULL};
+    if (run_command(argv, log) == 0) {
+        char *text = read_file(log, NULL);
+        if (text) {
+            text[strcspn(text, "\n")] = '\0';
+            snprintf(identity, sizeof identity, "%s: %s", sim_cxx(), text);
+            free(text);
+        }
+    }
+    unlink(log);
+    rmdir(dir);
+}
+
+int tocha_sim_compiler_identity(const char **out)
+{
+    pthread_once(&identity_once, find_identity);
+    if (!identity[0])
+        return tocha_fail(TOCHA_E_UNAVAILABLE,
+                          "the simulator's C++ compiler '%s' could not be run (install g++ or "
+                          "set TOCHA_SIM_CXX)",
+                          sim_cxx());
+    *out = identity;
+    return TOCHA_OK;
+}
+
+int tocha_sim_compile(const char *source, void **binary, uint64_t *size)
+{
+    const char *ident;
+    int st = tocha_sim_compiler_identity(&ident);
+    if (st) return st;
+    const char *include = tocha_cuda_include_dir();
+    if (!include)
+        return tocha_fail(TOCHA_E_UNAVAILABLE, "the CUDA toolkit headers (cuda_fp16.h) were not "
+                                               "found: set CUDA_HOME");
+    char dir[4100];
+    snprintf(dir, sizeof dir, "%s/tocha-sim-XXXXXX", temp_dir());
+    if (!mkdtemp(dir)) return tocha_fail(TOCHA_E_IO, "mkdtemp %s: %s", dir, strerror(errno));
+    char src_path[4200], so_path[4200], log_path[4200], include_opt[1100];
+    snprintf(src_path, sizeof src_path, "%s/kernel.cpp", dir);
+    snprintf(so_path, sizeof so_path, "%s/kernel.so", dir);
+    snprintf(log_path, sizeof log_path, "%s/log", dir);
+    snprintf(include_opt, sizeof include_opt, "-I%s", include);
+    st = TOCHA_OK;
+    FILE *f = fopen(src_path, "w");
+    if (!f || fputs(source, f) < 0 || fclose(f) != 0) {
+        st = tocha_fail(TOCHA_E_IO, "writing %s: %s", src_path, strerror(errno));
+        goto done;
+    }
+    char *argv[] = {(char *)sim_cxx(), "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread",
+                    "-DTOCHA_SIM=1", include_opt, "-o", so_path, src_path, NULL};
+    int rc = run_command(argv, log_path);
+    if (rc != 0) {
+        char *log = read_file(log_path, NULL);
+        tocha_text msg = {0};
+        tocha_text_appendf(&msg, "the simulator's compiler (%s) failed to compile:\n%s\n"
+                           "generated source:\n", sim_cxx(), log ? log : "(no log)");
+        tocha_text_append_numbered(&msg, source);
+        free(log);
+        char *text = tocha_text_take(&msg);
+        st = tocha_fail(TOCHA_E_COMPILE, "%s", text ? text : "the simulator's compiler failed");
+        free(text);
+        goto done;
+    }
+    *binary = read_file(so_path, size);
+    if (!*binary) st = tocha_fail(TOCHA_E_IO, "reading %s: %s", so_path, strerror(errno));
+done:
+    unlink(src_path);
+    unlink(so_path);
+    unlink(log_path);
+    rmdir(dir);
+    return st;
+}

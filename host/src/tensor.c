@@ -1,0 +1,245 @@
+/*
+** tensor.c: dense tensors on a device, and the operations every script needs on them.
+** Device-side work (fill, random, cast, compare) runs as kernels from kernels/; this file
+** checks arguments, allocates, and launches.
+*/
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* No tensor may hold more bytes than this: it keeps every size computation in range. */
+#define MAX_TENSOR_BYTES ((uint64_t)1 << 56)
+
+int tocha_tensor_check(const tocha_tensor *t, const char *what)
+{
+    if (!t) return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected a tensor, got NULL", what);
+    if (t->freed) return tocha_fail(TOCHA_E_FREED, "%s: tensor was freed", what);
+    return TOCHA_OK;
+}
+
+static void describe_shape(const tocha_tensor *t, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < t->ndim && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%lld", i ? "x" : "", (long long)t->shape[i]);
+}
+
+static int check_same_shape(const tocha_tensor *a, const tocha_tensor *b, const char *what)
+{
+    bool same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+    if (same) return TOCHA_OK;
+    char sa[160], sb[160];
+    describe_shape(a, sa, sizeof sa);
+    describe_shape(b, sb, sizeof sb);
+    return tocha_fail(TOCHA_E_ARGUMENT, "%s: shapes differ: [%s] and [%s]", what, sa, sb);
+}
+
+int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape, tocha_tensor **out)
+{
+    *out = NULL;
+    if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
+    if (!tocha_dtype_valid(dtype)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype: invalid dtype %d", dtype);
+    if (ndim < 1 || ndim > TOCHA_MAX_DIMS)
+        return tocha_fail(TOCHA_E_ARGUMENT, "shape: expected 1 to %d dimensions, got %d",
+                          TOCHA_MAX_DIMS, ndim);
+    uint64_t numel = 1, limit = MAX_TENSOR_BYTES / (uint64_t)tocha_dtype_size(dtype);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 1)
+            return tocha_fail(TOCHA_E_ARGUMENT, "shape[%d]: size must be at least 1, got %lld",
+                              i + 1, (long long)shape[i]);
+        if ((uint64_t)shape[i] > limit / numel)
+            return tocha_fail(TOCHA_E_ARGUMENT,
+                              "shape: too many elements (the limit is %llu bytes per tensor)",
+                              (unsigned long long)MAX_TENSOR_BYTES);
+        numel *= (uint64_t)shape[i];
+    }
+    tocha_tensor *t = calloc(1, sizeof *t);
+    if (!t) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a tensor");
+    t->device = d;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    t->numel = (int64_t)numel;
+    t->nbytes = numel * (uint64_t)tocha_dtype_size(dtype);
+    int st = d->backend->alloc(d, t->nbytes, &t->data);
+    if (st) {
+        free(t);
+        return st;
+    }
+    *out = t;
+    return TOCHA_OK;
+}
+
+void tocha_tensor_free(tocha_tensor *t)
+{
+    if (!t || t->freed) return;
+    t->device->backend->release(t->device, t->data);
+    t->data = 0;
+    t->freed = 1;
+}
+
+void tocha_tensor_destroy(tocha_tensor *t)
+{
+    tocha_tensor_free(t);
+    free(t);
+}
+
+int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbytes)
+{
+    int st = tocha_tensor_check(t, "tensor");
+    if (st) return st;
+    if (nbytes != t->nbytes)
+        return tocha_fail(TOCHA_E_ARGUMENT, "nbytes: the tensor holds %llu bytes, got %llu",
+                          (unsigned long long)t->nbytes, (unsigned long long)nbytes);
+    if (!src) return tocha_fail(TOCHA_E_ARGUMENT, "src: expected host memory, got NULL");
+    return t->device->backend->write(t->device, t->data, src, nbytes);
+}
+
+int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void *dst)
+{
+    int st = tocha_tensor_check(t, "tensor");
+    if (st) return st;
+    if (offset < 0 || count < 0 || offset > t->numel || count > t->numel - offset)
+        return tocha_fail(TOCHA_E_ARGUMENT,
+                          "range: elements %lld..%lld are outside the tensor's %lld",
+                          (long long)offset, (long long)(offset + count), (long long)t->numel);
+    if (!dst) return tocha_fail(TOCHA_E_ARGUMENT, "dst: expected host memory, got NULL");
+    uint64_t size = (uint64_t)tocha_dtype_size(t->dtype);
+    return t->device->backend->read(t->device, dst, t->data + (uint64_t)offset * size,
+                                    (uint64_t)count * size);
+}
+
+int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
+{
+    int st = tocha_tensor_check(dst, "dst");
+    if (!st) st = tocha_tensor_check(src, "src");
+    if (!st) st = check_same_shape(dst, src, "src");
+    if (st) return st;
+    if (dst->dtype != src->dtype)
+        return tocha_fail(TOCHA_E_ARGUMENT, "src: dtype %s differs from dst's %s (use cast)",
+                          tocha_dtype_name(src->dtype), tocha_dtype_name(dst->dtype));
+    if (dst->device == src->device)
+        return dst->device->backend->copy(dst->device, dst->data, src->data, dst->nbytes);
+    /* Between devices: through host memory, in pieces so that a huge tensor needs no huge
+    ** buffer. The source's queue is drained first by the read itself (it is synchronous). */
+    const uint64_t piece = (uint64_t)64 << 20;
+    void *buf = malloc(dst->nbytes < piece ? dst->nbytes : piece);
+    if (!buf) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a copy");
+    for (uint64_t at = 0; at < dst->nbytes && !st; at += piece) {
+        uint64_t n = dst->nbytes - at < piece ? dst->nbytes - at : piece;
+        st = src->device->backend->read(src->device, buf, src->data + at, n);
+        if (!st) st = dst->device->backend->write(dst->device, dst->data + at, buf, n);
+    }
+    free(buf);
+    return st;
+}
+
+/* Launches a built-in op over t's elements with the given leading pointers and scalars. */
+static int launch_builtin(tocha_builtin_op op, int dtype, int dtype2, tocha_device *d, int64_t n,
+                          void **args)
+{
+    tocha_kernel *k;
+    int st = tocha_builtin_kernel(op, dtype, dtype2, &k);
+    if (st) return st;
+    uint32_t grid[3], block[3];
+    tocha_builtin_grid(d, n, grid, block);
+    return tocha_kernel_launch_raw(k, d, grid, block, args);
+}
+
+int tocha_tensor_fill(tocha_tensor *t, double value)
+{
+    int st = tocha_tensor_check(t, "tensor");
+    if (st) return st;
+    void *args[] = {&t->data, &t->numel, &value};
+    return launch_builtin(TOCHA_OP_FILL, t->dtype, 0, t->device, t->numel, args);
+}
+
+int tocha_tensor_uniform(tocha_tensor *t, uint64_t seed, double low, double high)
+{
+    int st = tocha_tensor_check(t, "tensor");
+    if (st) return st;
+    if (!isfinite(low) || !isfinite(high) || !(low < high))
+        return tocha_fail(TOCHA_E_ARGUMENT, "low, high: expected finite low < high, got %g, %g",
+                          low, high);
+    void *args[] = {&t->data, &t->numel, &seed, &low, &high};
+    return launch_builtin(TOCHA_OP_UNIFORM, t->dtype, 0, t->device, t->numel, args);
+}
+
+int tocha_tensor_normal(tocha_tensor *t, uint64_t seed, double mean, double std)
+{
+    int st = tocha_tensor_check(t, "tensor");
+    if (st) return st;
+    if (!isfinite(mean) || !isfinite(std) || std < 0)
+        return tocha_fail(TOCHA_E_ARGUMENT, "mean, std: expected finite mean and std >= 0, got %g, %g",
+                          mean, std);
+    void *args[] = {&t->data, &t->numel, &seed, &mean, &std};
+    return launch_builtin(TOCHA_OP_NORMAL, t->dtype, 0, t->device, t->numel, args);
+}
+
+int tocha_tensor_cast(tocha_tensor *dst, const tocha_tensor *src)
+{
+    int st = tocha_tensor_check(dst, "dst");
+    if (!st) st = tocha_tensor_check(src, "src");
+    if (!st) st = check_same_shape(dst, src, "src");
+    if (st) return st;
+    if (dst->device != src->device)
+        return tocha_fail(TOCHA_E_ARGUMENT, "src: tensor is on %s, dst on %s", src->device->name,
+                          dst->device->name);
+    if (dst->dtype == src->dtype) return tocha_tensor_copy(dst, src);
+    void *args[] = {(void *)&src->data, &dst->data, &dst->numel};
+    return launch_builtin(TOCHA_OP_CAST, src->dtype, dst->dtype, dst->device, dst->numel, args);
+}
+
+int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rtol, double atol,
+                         tocha_compare_result *out)
+{
+    int st = tocha_tensor_check(a, "a");
+    if (!st) st = tocha_tensor_check(b, "b");
+    if (!st) st = check_same_shape(a, b, "b");
+    if (st) return st;
+    if (a->dtype != b->dtype)
+        return tocha_fail(TOCHA_E_ARGUMENT, "b: dtype %s differs from a's %s",
+                          tocha_dtype_name(b->dtype), tocha_dtype_name(a->dtype));
+    if (a->device != b->device)
+        return tocha_fail(TOCHA_E_ARGUMENT, "b: tensor is on %s, a on %s", b->device->name,
+                          a->device->name);
+    if (!(rtol >= 0) || !(atol >= 0))
+        return tocha_fail(TOCHA_E_ARGUMENT, "rtol, atol: expected >= 0, got %g, %g", rtol, atol);
+    tocha_device *d = a->device;
+    uint32_t grid[3], block[3];
+    tocha_builtin_grid(d, a->numel, grid, block);
+    int64_t partials = (int64_t)grid[0] * block[0];
+    tocha_tensor *parts[4] = {0};
+    int dtypes[4] = {TOCHA_F64, TOCHA_F64, TOCHA_I64, TOCHA_I64};
+    for (int i = 0; i < 4 && !st; i++) st = tocha_tensor_new(d, dtypes[i], 1, &partials, &parts[i]);
+    tocha_kernel *k = NULL;
+    if (!st) st = tocha_builtin_kernel(TOCHA_OP_COMPARE, a->dtype, 0, &k);
+    int64_t n = a->numel;
+    void *args[] = {(void *)&a->data, (void *)&b->data, &n, &rtol, &atol, &parts[0]->data,
+                    &parts[1]->data, &parts[2]->data, &parts[3]->data};
+    if (!st) st = tocha_kernel_launch_raw(k, d, grid, block, args);
+    double *host = st ? NULL : malloc((size_t)partials * 4 * sizeof(double));
+    if (!st && !host) st = tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a comparison");
+    for (int i = 0; i < 4 && !st; i++) st = tocha_tensor_read(parts[i], 0, partials, host + i * partials);
+    if (!st) {
+        tocha_compare_result r = {0, 0, 0, -1};
+        const int64_t *bad = (const int64_t *)(host + 2 * partials);
+        const int64_t *first = (const int64_t *)(host + 3 * partials);
+        for (int64_t i = 0; i < partials; i++) {
+            r.max_abs = fmax(r.max_abs, host[i]);
+            r.max_rel = fmax(r.max_rel, host[partials + i]);
+            r.mismatched += bad[i];
+            if (first[i] >= 0 && (r.first_mismatch < 0 || first[i] < r.first_mismatch))
+                r.first_mismatch = first[i];
+        }
+        *out = r;
+    }
+    free(host);
+    for (int i = 0; i < 4; i++) tocha_tensor_destroy(parts[i]);
+    return st;
+}

@@ -1,0 +1,79 @@
+/* text.c: a growable string for generated source, logs and paths. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool reserve(tocha_text *t, size_t extra)
+{
+    if (t->failed) return false;
+    if (t->len + extra + 1 <= t->cap) return true;
+    size_t cap = t->cap ? t->cap : 256;
+    while (cap < t->len + extra + 1) cap *= 2;
+    char *grown = realloc(t->data, cap);
+    if (!grown) {
+        t->failed = true;
+        return false;
+    }
+    t->data = grown;
+    t->cap = cap;
+    return true;
+}
+
+void tocha_text_append(tocha_text *t, const char *s)
+{
+    size_t n = strlen(s);
+    if (!reserve(t, n)) return;
+    memcpy(t->data + t->len, s, n + 1);
+    t->len += n;
+}
+
+void tocha_text_appendf(tocha_text *t, const char *fmt, ...)
+{
+    va_list ap, copy;
+    va_start(ap, fmt);
+    va_copy(copy, ap);
+    int need = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    if (need >= 0 && reserve(t, (size_t)need)) {
+        vsnprintf(t->data + t->len, (size_t)need + 1, fmt, ap);
+        t->len += (size_t)need;
+    }
+    va_end(ap);
+}
+
+char *tocha_text_take(tocha_text *t)
+{
+    char *s = t->failed ? NULL : t->data;
+    if (t->failed) free(t->data);
+    if (!t->failed && !s) s = tocha_strdup("");
+    *t = (tocha_text){0};
+    return s;
+}
+
+void tocha_text_release(tocha_text *t)
+{
+    free(t->data);
+    *t = (tocha_text){0};
+}
+
+char *tocha_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *copy = malloc(n);
+    if (copy) memcpy(copy, s, n);
+    return copy;
+}
+
+void tocha_text_append_numbered(tocha_text *t, const char *source)
+{
+    int line = 1;
+    const char *p = source;
+    while (*p) {
+        const char *end = strchr(p, '\n');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        tocha_text_appendf(t, "%5d | %.*s\n", line++, (int)n, p);
+        p += n + (end ? 1 : 0);
+    }
+}

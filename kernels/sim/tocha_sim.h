@@ -1,0 +1,60 @@
+// tocha_sim.h: the CUDA built-ins for the CPU simulator.
+// The simulator compiles a kernel's own source with the host C++ compiler; this header makes
+// the subset tocha's kernels use mean the same on the host. Threads of a block run one after
+// another on one host thread, so there is no __syncthreads() and no warp intrinsic here: a
+// kernel that needs them gives the simulator its own path under #ifdef TOCHA_SIM.
+#include <vector_types.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+#include <algorithm>
+
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __launch_bounds__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+
+static thread_local uint3 threadIdx;
+static thread_local uint3 blockIdx;
+static thread_local dim3 blockDim;
+static thread_local dim3 gridDim;
+
+using std::max;
+using std::min;
+
+static inline unsigned int __umulhi(unsigned int a, unsigned int b)
+{
+    return (unsigned int)(((unsigned long long)a * b) >> 32);
+}
+template <typename T> static inline T __ldg(const T *p) { return *p; }
+
+namespace tocha_sim {
+// Runs blocks [first, last) of the grid, each thread of a block in turn.
+template <typename Body>
+inline void run(const unsigned *grid, const unsigned *block, unsigned long long first,
+                unsigned long long last, Body body)
+{
+    gridDim = dim3(grid[0], grid[1], grid[2]);
+    blockDim = dim3(block[0], block[1], block[2]);
+    for (unsigned long long b = first; b < last; ++b) {
+        blockIdx.x = (unsigned)(b % grid[0]);
+        blockIdx.y = (unsigned)(b / grid[0] % grid[1]);
+        blockIdx.z = (unsigned)(b / ((unsigned long long)grid[0] * grid[1]));
+        for (unsigned z = 0; z < block[2]; ++z)
+            for (unsigned y = 0; y < block[1]; ++y)
+                for (unsigned x = 0; x < block[0]; ++x) {
+                    threadIdx.x = x;
+                    threadIdx.y = y;
+                    threadIdx.z = z;
+                    body();
+                }
+    }
+}
+} // namespace tocha_sim

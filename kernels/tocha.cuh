@@ -1,0 +1,80 @@
+// tocha.cuh: what every tocha kernel can use, on cuda and on the simulator alike.
+// Element conversions go through double (exact for every dtype but i64 past 2^53, which
+// converts between integers directly); float to integer truncates toward zero and saturates,
+// NaN becomes 0, so that a cast is defined for every input.
+#pragma once
+
+namespace tocha {
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+template <typename T> struct is_integer { static const bool value = false; };
+// (is_integer: integer dtypes round random values instead of keeping fractions.)
+template <> struct is_integer<unsigned char> { static const bool value = true; };
+template <> struct is_integer<int> { static const bool value = true; };
+template <> struct is_integer<long long> { static const bool value = true; };
+
+template <typename T> struct limits;
+template <> struct limits<unsigned char> { static __device__ double lo() { return 0.0; } static __device__ double hi() { return 255.0; } };
+template <> struct limits<int> { static __device__ double lo() { return -2147483648.0; } static __device__ double hi() { return 2147483647.0; } };
+template <> struct limits<long long> { static __device__ double lo() { return -9223372036854775808.0; } static __device__ double hi() { return 9223372036854775807.0; } };
+
+// The type a sum of D values is kept in: one that loses nothing D can hold.
+template <typename D> struct accumulator { typedef D type; };
+template <> struct accumulator<__half> { typedef float type; };
+template <> struct accumulator<__nv_bfloat16> { typedef float type; };
+
+__device__ __forceinline__ double to_double(float v) { return (double)v; }
+__device__ __forceinline__ double to_double(double v) { return v; }
+__device__ __forceinline__ double to_double(__half v) { return (double)__half2float(v); }
+__device__ __forceinline__ double to_double(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
+__device__ __forceinline__ double to_double(unsigned char v) { return (double)v; }
+__device__ __forceinline__ double to_double(int v) { return (double)v; }
+__device__ __forceinline__ double to_double(long long v) { return (double)v; }
+
+template <typename D> __device__ __forceinline__ D from_double(double v);
+template <> __device__ __forceinline__ float from_double<float>(double v) { return (float)v; }
+template <> __device__ __forceinline__ double from_double<double>(double v) { return v; }
+template <> __device__ __forceinline__ __half from_double<__half>(double v) { return __double2half(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_double<__nv_bfloat16>(double v) { return __double2bfloat16(v); }
+
+// Saturating, NaN to 0, truncating toward zero. hi() of i64 rounds up to 2^63 in double,
+// so the top is compared with >= and pinned to the largest value exactly.
+template <typename D> __device__ __forceinline__ D saturate(double v)
+{
+    if (v != v) return (D)0;
+    if (v <= limits<D>::lo()) return (D)limits<D>::lo();
+    if (v >= limits<D>::hi()) return sizeof(D) == 8 ? (D)0x7fffffffffffffffLL : (D)limits<D>::hi();
+    return (D)v;
+}
+template <> __device__ __forceinline__ unsigned char from_double<unsigned char>(double v) { return saturate<unsigned char>(v); }
+template <> __device__ __forceinline__ int from_double<int>(double v) { return saturate<int>(v); }
+template <> __device__ __forceinline__ long long from_double<long long>(double v) { return saturate<long long>(v); }
+
+// Everything passes through double except i64 into an integer, which keeps all its bits.
+template <typename D, typename S> struct converter {
+    static __device__ __forceinline__ D run(S v) { return from_double<D>(to_double(v)); }
+};
+template <> struct converter<long long, long long> {
+    static __device__ __forceinline__ long long run(long long v) { return v; }
+};
+template <> struct converter<int, long long> {
+    static __device__ __forceinline__ int run(long long v)
+    {
+        return (int)(v < -2147483648LL ? -2147483648LL : v > 2147483647LL ? 2147483647LL : v);
+    }
+};
+template <> struct converter<unsigned char, long long> {
+    static __device__ __forceinline__ unsigned char run(long long v)
+    {
+        return (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+};
+
+template <typename D, typename S> __device__ __forceinline__ D convert(S v)
+{
+    return converter<D, S>::run(v);
+}
+
+} // namespace tocha

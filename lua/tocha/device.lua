@@ -1,0 +1,82 @@
+-- tocha.device: the devices of this process (cuda:N and the simulator, sim).
+-- A device is a small table: name, kind ("cuda" or "sim"), and the C handle in .handle.
+local ffi = require "ffi"
+local native = require "tocha.ffi"
+local C, check = native.C, native.check
+
+local M = {}
+local by_handle = {}
+
+local Device = {}
+Device.__index = Device
+Device.__tostring = function(d) return "tocha.Device " .. d.name end
+
+local function wrap(handle)
+  local key = tostring(ffi.cast("uintptr_t", handle))
+  local d = by_handle[key]
+  if d then return d end
+  local info = ffi.new("tocha_device_info")
+  check(C.tocha_device_info_get(handle, info), "device")
+  d = setmetatable({
+    handle = handle,
+    name = ffi.string(info.name),
+    kind = info.kind == 0 and "cuda" or "sim",
+    product = ffi.string(info.product),
+    target = ffi.string(info.target),
+    compute_capability = info.kind == 0 and { info.cc_major, info.cc_minor } or nil,
+    multiprocessors = info.multiprocessors,
+  }, Device)
+  by_handle[key] = d
+  return d
+end
+M.wrap = wrap
+
+-- Current figures: name, product, kind, target, compute capability, memory free and total.
+function Device:info()
+  local info = ffi.new("tocha_device_info")
+  check(C.tocha_device_info_get(self.handle, info), "Device:info")
+  return {
+    name = self.name, product = self.product, kind = self.kind, target = self.target,
+    compute_capability = self.compute_capability and
+      (self.compute_capability[1] .. "." .. self.compute_capability[2]) or nil,
+    multiprocessors = self.multiprocessors,
+    memory_free = tonumber(info.memory_free), memory_total = tonumber(info.memory_total),
+  }
+end
+
+-- Waits for all work queued on the device.
+function Device:synchronize()
+  check(C.tocha_device_synchronize(self.handle), "Device:synchronize")
+end
+
+-- Every device this process can use.
+function M.list()
+  local out, count = ffi.new("tocha_device*[17]"), ffi.new("int[1]")
+  check(C.tocha_device_list(out, 17, count), "devices")
+  local list = {}
+  for i = 0, math.min(count[0], 17) - 1 do list[#list + 1] = wrap(out[i]) end
+  return list
+end
+
+-- The device called name ("cuda", "cuda:N", "sim"); nil or a Device gives the default / itself.
+-- Raises "tocha.<fname>: ..." when it is unknown or unavailable.
+function M.get(name, fname, level)
+  if getmetatable(name) == Device then return name end
+  local out = ffi.new("tocha_device*[1]")
+  if name ~= nil and type(name) ~= "string" then
+    error(("tocha.%s: device: expected a device name (cuda, cuda:N, sim), got %s")
+      :format(fname or "device", type(name)), (level or 1) + 2)
+  end
+  check(C.tocha_device_get(name, out), fname or "device", (level or 1) + 1)
+  return wrap(out[0])
+end
+
+-- The default device and why it was chosen.
+function M.default()
+  local out = ffi.new("tocha_device*[1]")
+  check(C.tocha_device_default(out), "default_device")
+  return wrap(out[0]), ffi.string(C.tocha_device_default_reason())
+end
+
+M.Device = Device
+return M

@@ -1,0 +1,143 @@
+-- tocha: GPU tensors and run-time compiled CUDA C kernels for Lua.
+--
+--   local tocha = require "tocha"
+--   local x = tocha.rand({2, 3, 4, 4}, {dtype = "f32", seed = 1})
+--   print(x)                         --> tocha.Tensor f32 [2x3x4x4] cuda:0 [0.1, ...]
+--
+-- Misuse (a bad shape, dtype or argument) raises "tocha.<function>: <detail>" at the
+-- caller's line. Conditions of the environment (no GPU, a compile failure) raise too, with
+-- the reason; use pcall where a script wants to go on without them.
+local ffi = require "ffi"
+local native = require "tocha.ffi"
+local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local tensor = require "tocha.tensor"
+local kernel = require "tocha.kernel"
+local C, check, fail = native.C, native.check, tensor.fail
+
+local tocha = {}
+
+tocha.version = ffi.string(C.tocha_version())
+tocha.dtypes = dtype.names
+
+-- Tensors
+tocha.empty, tocha.zeros, tocha.ones, tocha.full = tensor.empty, tensor.zeros, tensor.ones, tensor.full
+tocha.rand, tocha.randn, tocha.tensor = tensor.rand, tensor.randn, tensor.tensor
+tocha.manual_seed = tensor.manual_seed
+tocha.is_tensor = tensor.is_tensor
+tocha.Tensor = tensor.methods
+
+-- Devices
+tocha.devices = device.list
+tocha.device = function(name) return device.get(name, "device", 1) end
+tocha.default_device = device.default
+function tocha.synchronize(name)
+  device.get(name, "synchronize", 1):synchronize()
+end
+
+-- Kernels
+tocha.kernel = kernel.new
+
+-- Comparison. Tensors of different dtypes are compared in f64; b moves to a's device.
+local function comparable(a, b, fname)
+  if not tensor.is_tensor(a) then fail(fname, "a: expected a tensor, got " .. type(a), 2) end
+  if not tensor.is_tensor(b) then fail(fname, "b: expected a tensor, got " .. type(b), 2) end
+  if a.freed ~= 0 then fail(fname, "a: tensor was freed", 2) end
+  if b.freed ~= 0 then fail(fname, "b: tensor was freed", 2) end
+  if a.device ~= b.device then b = b:clone(device.wrap(a.device)) end
+  if a.dtype ~= b.dtype then return a:cast("f64"), b:cast("f64") end
+  return a, b
+end
+
+-- tocha.compare(a, b [, {rtol=, atol=}]): {max_abs, max_rel, mismatched, first_mismatch, ok}.
+-- Defaults rtol = 1e-5, atol = 1e-8 (numpy's); NaN matches NaN.
+function tocha.compare(a, b, opts)
+  opts = opts or {}
+  a, b = comparable(a, b, "compare")
+  local r = ffi.new("tocha_compare_result")
+  check(C.tocha_tensor_compare(a, b, opts.rtol or 1e-5, opts.atol or 1e-8, r), "compare")
+  return {
+    max_abs = r.max_abs, max_rel = r.max_rel, mismatched = tonumber(r.mismatched),
+    first_mismatch = r.first_mismatch >= 0 and tonumber(r.first_mismatch) + 1 or nil,
+    ok = r.mismatched == 0,
+  }
+end
+
+-- tocha.allclose(a, b [, rtol [, atol]]): true when |a - b| <= atol + rtol * |b| everywhere.
+function tocha.allclose(a, b, rtol, atol)
+  a, b = comparable(a, b, "allclose")
+  local r = ffi.new("tocha_compare_result")
+  check(C.tocha_tensor_compare(a, b, rtol or 1e-5, atol or 1e-8, r), "allclose")
+  return r.mismatched == 0
+end
+
+-- Timing: events on a device's queue (host clock on sim).
+local Event = {}
+Event.__index = Event
+function tocha.event(name)
+  local dev = device.get(name, "event", 1)
+  local out = ffi.new("tocha_event*[1]")
+  check(C.tocha_event_new(dev.handle, out), "event")
+  return setmetatable({ handle = ffi.gc(out[0], C.tocha_event_destroy), device = dev }, Event)
+end
+function Event:record()
+  check(C.tocha_event_record(self.handle), "Event:record")
+  return self
+end
+-- Milliseconds from self to later (waits for later to complete).
+function Event:elapsed(later)
+  local ms = ffi.new("double[1]")
+  check(C.tocha_event_elapsed_ms(self.handle, later.handle, ms), "Event:elapsed")
+  return ms[0]
+end
+
+-- tocha.time(fn [, device]): runs fn once between two events; returns milliseconds.
+function tocha.time(fn, name)
+  local start, stop = tocha.event(name), tocha.event(name)
+  start:record()
+  fn()
+  stop:record()
+  return start:elapsed(stop)
+end
+
+-- Kernel cache
+tocha.cache = {}
+function tocha.cache.stats()
+  local s = ffi.new("tocha_cache_stats")
+  check(C.tocha_cache_stats_get(s), "cache.stats")
+  return {
+    compiles = tonumber(s.compiles), memory_hits = tonumber(s.memory_hits),
+    disk_hits = tonumber(s.disk_hits), disk_writes = tonumber(s.disk_writes),
+    disk_rejects = tonumber(s.disk_rejects),
+  }
+end
+function tocha.cache.dir()
+  local d = ffi.string(C.tocha_cache_dir())
+  return d ~= "" and d or nil
+end
+function tocha.cache.usage()
+  local n, bytes = ffi.new("int64_t[1]"), ffi.new("int64_t[1]")
+  check(C.tocha_cache_usage(n, bytes), "cache.usage")
+  return tonumber(n[0]), tonumber(bytes[0])
+end
+function tocha.cache.clear()
+  local n = ffi.new("int64_t[1]")
+  check(C.tocha_cache_clear(n), "cache.clear")
+  return tonumber(n[0])
+end
+
+-- Versions of the parts underneath.
+function tocha.versions()
+  local drv, major, minor = ffi.new("int[1]"), ffi.new("int[1]"), ffi.new("int[1]")
+  C.tocha_driver_version(drv)
+  C.tocha_nvrtc_version(major, minor)
+  return {
+    tocha = tocha.version,
+    luajit = jit and jit.version or _VERSION,
+    driver = drv[0] > 0 and ("%d.%d"):format(math.floor(drv[0] / 1000), drv[0] % 1000 / 10) or nil,
+    nvrtc = major[0] > 0 and ("%d.%d"):format(major[0], minor[0]) or nil,
+    cuda_unavailable = ffi.string(C.tocha_cuda_unavailable_reason()),
+  }
+end
+
+return tocha

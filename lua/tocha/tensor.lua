@@ -1,0 +1,402 @@
+-- tocha.tensor: dense tensors on a device, as LuaJIT cdata with methods.
+--
+-- A tensor is a `tocha_tensor *` with a finalizer: its device memory goes back when it is
+-- collected, or at once with t:free() (idempotent; a freed tensor refuses every later use).
+-- Lua validates arguments and allocates; C and the device kernels do the work.
+local ffi = require "ffi"
+local native = require "tocha.ffi"
+local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local C, check, status = native.C, native.check, native.status
+
+local M = {}
+local Tensor = {}
+local methods = {}
+
+local MAX_DIMS = 8
+local PREVIEW = 6
+
+local function is_tensor(x) return ffi.istype("tocha_tensor *", x) or ffi.istype("tocha_tensor", x) end
+M.is_tensor = is_tensor
+
+-- Raises "tocha.<fname>: <msg>" at the user's line; level as in tocha.dtype.id.
+local function fail(fname, msg, level)
+  error("tocha." .. fname .. ": " .. msg, (level or 1) + 2)
+end
+M.fail = fail
+
+-- ---- shapes ----
+
+local function describe(x)
+  if type(x) == "number" then
+    if x ~= x then return "nan" end
+    return tostring(x)
+  end
+  return type(x)
+end
+
+-- Validates a shape given as a table of sizes; returns a plain copy.
+local function check_shape(shape, fname, level)
+  if type(shape) ~= "table" then
+    fail(fname, "shape: expected a table of sizes, got " .. type(shape), level + 1)
+  end
+  local n = #shape
+  if n == 0 then fail(fname, "shape: expected 1 to 8 dimensions, got 0", level + 1) end
+  if n > MAX_DIMS then
+    fail(fname, ("shape: expected 1 to %d dimensions, got %d"):format(MAX_DIMS, n), level + 1)
+  end
+  local out = {}
+  for i = 1, n do
+    local s = shape[i]
+    if type(s) ~= "number" or s ~= s or s < 1 or s ~= math.floor(s) then
+      fail(fname, ("shape[%d]: size must be a positive integer, got %s"):format(i, describe(s)), level + 1)
+    end
+    if s > 2 ^ 53 then
+      fail(fname, ("shape[%d]: size %s is too large"):format(i, describe(s)), level + 1)
+    end
+    out[i] = s
+  end
+  return out
+end
+M.check_shape = check_shape
+
+local function shape_string(t)
+  local parts = {}
+  for i = 0, t.ndim - 1 do parts[#parts + 1] = tostring(tonumber(t.shape[i])) end
+  return table.concat(parts, "x")
+end
+
+-- ---- allocation ----
+
+-- Allocates an uninitialised tensor; on device out-of-memory collects garbage and retries once.
+local function alloc(shape, dtype_name, dev, fname, level)
+  local dims = ffi.new("int64_t[?]", #shape, shape)
+  local id = dtype.id(dtype_name, fname, level + 1)
+  local out = ffi.new("tocha_tensor*[1]")
+  local st = C.tocha_tensor_new(dev.handle, id, #shape, dims, out)
+  if st == status.out_of_memory then
+    collectgarbage("collect")
+    collectgarbage("collect")
+    st = C.tocha_tensor_new(dev.handle, id, #shape, dims, out)
+  end
+  check(st, fname, level + 1)
+  return ffi.gc(out[0], C.tocha_tensor_destroy)
+end
+
+-- Reads the options table of a constructor: dtype (default f32), device (default device).
+local function options(opts, fname, level)
+  if opts ~= nil and type(opts) ~= "table" then
+    fail(fname, "options: expected a table {dtype=, device=}, got " .. type(opts), level + 1)
+  end
+  opts = opts or {}
+  local name = opts.dtype or "f32"
+  dtype.id(name, fname, level + 1)
+  return name, device.get(opts.device, fname, level + 1)
+end
+
+-- Splits constructor arguments: a shape table or leading sizes, then an options table.
+local function shape_and_options(fname, level, ...)
+  local first = ...
+  if type(first) == "number" then
+    local shape, n = {}, select("#", ...)
+    local opts
+    for i = 1, n do
+      local v = select(i, ...)
+      if type(v) == "table" and i == n then opts = v else shape[#shape + 1] = v end
+    end
+    return shape, opts
+  end
+  local shape, opts = ...
+  return shape, opts
+end
+
+local function make(fname, level, ...)
+  local shape, opts = shape_and_options(fname, level + 1, ...)
+  shape = check_shape(shape, fname, level + 1)
+  local name, dev = options(opts, fname, level + 1)
+  return alloc(shape, name, dev, fname, level + 1), opts or {}
+end
+
+-- tocha.empty(shape [, {dtype=, device=}]): contents undefined.
+function M.empty(...) return (make("empty", 1, ...)) end
+
+function M.zeros(...)
+  local t = make("zeros", 1, ...)
+  check(C.tocha_tensor_fill(t, 0), "zeros")
+  return t
+end
+
+function M.ones(...)
+  local t = make("ones", 1, ...)
+  check(C.tocha_tensor_fill(t, 1), "ones")
+  return t
+end
+
+-- tocha.full(shape, value [, opts])
+function M.full(shape, value, opts)
+  if type(value) ~= "number" then fail("full", "value: expected a number, got " .. type(value), 1) end
+  local t = make("full", 1, shape, opts)
+  check(C.tocha_tensor_fill(t, value), "full")
+  return t
+end
+
+-- Seeds for rand/randn when the caller gives none: a counter from tocha.manual_seed.
+local next_seed = 0
+function M.manual_seed(seed)
+  if type(seed) ~= "number" or seed < 0 or seed ~= math.floor(seed) or seed >= 2 ^ 53 then
+    fail("manual_seed", "seed: expected an integer from 0 to 2^53, got " .. describe(seed), 1)
+  end
+  next_seed = seed
+end
+
+local function take_seed(opts, fname, level)
+  local seed = opts.seed
+  if seed == nil then
+    seed = next_seed
+    next_seed = next_seed + 1
+  elseif type(seed) ~= "number" or seed < 0 or seed ~= math.floor(seed) or seed >= 2 ^ 53 then
+    fail(fname, "seed: expected an integer from 0 to 2^53, got " .. describe(seed), level + 1)
+  end
+  return seed
+end
+
+-- tocha.rand(shape [, {dtype=, device=, seed=, low=0, high=1}]): uniform in [low, high).
+function M.rand(...)
+  local t, opts = make("rand", 1, ...)
+  local seed = take_seed(opts, "rand", 1)
+  check(C.tocha_tensor_uniform(t, seed, opts.low or 0, opts.high or 1), "rand")
+  return t
+end
+
+-- tocha.randn(shape [, {dtype=, device=, seed=, mean=0, std=1}]): normal values.
+function M.randn(...)
+  local t, opts = make("randn", 1, ...)
+  local seed = take_seed(opts, "randn", 1)
+  check(C.tocha_tensor_normal(t, seed, opts.mean or 0, opts.std or 1), "randn")
+  return t
+end
+
+-- ---- from and to Lua tables ----
+
+-- The shape of a nested table of numbers, checking that it is rectangular.
+local function nested_shape(data, fname, level)
+  local shape, node = {}, data
+  while type(node) == "table" do
+    if #node == 0 then fail(fname, "data: empty table at depth " .. (#shape + 1), level + 1) end
+    shape[#shape + 1] = #node
+    node = node[1]
+  end
+  if #shape > MAX_DIMS then
+    fail(fname, ("data: expected 1 to %d dimensions, got %d"):format(MAX_DIMS, #shape), level + 1)
+  end
+  return shape
+end
+
+local function flatten(data, shape, fname, level)
+  local flat, n = {}, 0
+  local function walk(node, depth, where)
+    if depth > #shape then
+      if type(node) ~= "number" then
+        fail(fname, ("data%s: expected a number, got %s"):format(where, type(node)), level + 3)
+      end
+      n = n + 1
+      flat[n] = node
+      return
+    end
+    if type(node) ~= "table" or #node ~= shape[depth] then
+      fail(fname, ("data%s: ragged nesting: expected %d elements, got %s"):format(
+        where, shape[depth], type(node) == "table" and tostring(#node) or type(node)), level + 3)
+    end
+    for i = 1, shape[depth] do walk(node[i], depth + 1, where .. "[" .. i .. "]") end
+  end
+  walk(data, 1, "")
+  return flat, n
+end
+
+-- Writes n f64 values into t, converting on the device through the cast kernel.
+local function upload_numbers(t, flat, n, fname, level)
+  local name = dtype.name(t.dtype)
+  local buf = ffi.new("double[?]", n, flat)
+  if name == "f64" then
+    check(C.tocha_tensor_write(t, buf, n * 8), fname, level + 1)
+    return
+  end
+  local shape = {}
+  for i = 0, t.ndim - 1 do shape[i + 1] = tonumber(t.shape[i]) end
+  local staging = alloc(shape, "f64", device.wrap(t.device), fname, level + 1)
+  check(C.tocha_tensor_write(staging, buf, n * 8), fname, level + 1)
+  check(C.tocha_tensor_cast(t, staging), fname, level + 1)
+  C.tocha_tensor_free(staging)
+end
+
+-- tocha.tensor(data [, {dtype=, device=}]): a tensor from (nested) tables of numbers.
+function M.tensor(data, opts)
+  if type(data) ~= "table" then fail("tensor", "data: expected a table of numbers, got " .. type(data), 1) end
+  local shape = nested_shape(data, "tensor", 1)
+  local flat, n = flatten(data, shape, "tensor", 1)
+  local name, dev = options(opts, "tensor", 1)
+  local t = alloc(shape, name, dev, "tensor", 1)
+  upload_numbers(t, flat, n, "tensor", 1)
+  return t
+end
+
+-- ---- methods ----
+
+local function live(t, fname, level)
+  if t.freed ~= 0 then fail(fname, "tensor was freed", level + 1) end
+end
+
+function methods.shape(t)
+  local s = {}
+  for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.shape[i]) end
+  return s
+end
+function methods.size(t, dim)
+  if dim == nil then return methods.shape(t) end
+  if type(dim) ~= "number" or dim < 1 or dim > t.ndim or dim ~= math.floor(dim) then
+    fail("Tensor:size", ("dim: expected 1 to %d, got %s"):format(t.ndim, describe(dim)), 1)
+  end
+  return tonumber(t.shape[dim - 1])
+end
+function methods.dim(t) return t.ndim end
+function methods.dtype(t) return dtype.name(t.dtype) end
+function methods.device(t) return device.wrap(t.device).name end
+function methods.numel(t) return tonumber(t.numel) end
+function methods.nbytes(t) return tonumber(t.nbytes) end
+function methods.is_freed(t) return t.freed ~= 0 end
+
+-- Releases the device memory now; later uses raise "tensor was freed".
+function methods.free(t) C.tocha_tensor_free(t) end
+
+-- All elements as a flat array of Lua numbers (row-major), in f64.
+local function to_flat(t, fname, level)
+  live(t, fname, level + 1)
+  local n = tonumber(t.numel)
+  local name = dtype.name(t.dtype)
+  local buf
+  if name == "f64" or name == "i64" then
+    buf = ffi.new(dtype.host_ctype(name) .. "[?]", n)
+    check(C.tocha_tensor_read(t, 0, n, buf), fname, level + 1)
+  else
+    local staging = alloc(methods.shape(t), "f64", device.wrap(t.device), fname, level + 1)
+    check(C.tocha_tensor_cast(staging, t), fname, level + 1)
+    buf = ffi.new("double[?]", n)
+    check(C.tocha_tensor_read(staging, 0, n, buf), fname, level + 1)
+    C.tocha_tensor_free(staging)
+  end
+  local flat = {}
+  for i = 0, n - 1 do flat[i + 1] = tonumber(buf[i]) end
+  return flat
+end
+
+-- t:to_table([flat]): nested tables of numbers (or one flat table when flat is true).
+function methods.to_table(t, flat)
+  local values = to_flat(t, "Tensor:to_table", 1)
+  if flat then return values end
+  local shape = methods.shape(t)
+  local pos = 0
+  local function build(depth)
+    local out = {}
+    for i = 1, shape[depth] do
+      if depth == #shape then
+        pos = pos + 1
+        out[i] = values[pos]
+      else
+        out[i] = build(depth + 1)
+      end
+    end
+    return out
+  end
+  return build(1)
+end
+
+-- t:copy(src): copies src (same shape and dtype, any device) into t; returns t.
+function methods.copy(t, src)
+  if not is_tensor(src) then fail("Tensor:copy", "src: expected a tensor, got " .. type(src), 1) end
+  check(C.tocha_tensor_copy(t, src), "Tensor:copy")
+  return t
+end
+
+-- t:clone([device]): a new tensor with the same values, on t's device or the one named.
+function methods.clone(t, dev)
+  live(t, "Tensor:clone", 1)
+  local d = dev and device.get(dev, "Tensor:clone", 1) or device.wrap(t.device)
+  local out = alloc(methods.shape(t), dtype.name(t.dtype), d, "Tensor:clone", 1)
+  check(C.tocha_tensor_copy(out, t), "Tensor:clone")
+  return out
+end
+methods.to = methods.clone
+
+-- t:cast(dtype): a new tensor of that dtype (see tocha_tensor_cast for the rules).
+function methods.cast(t, name)
+  live(t, "Tensor:cast", 1)
+  local out = alloc(methods.shape(t), name, device.wrap(t.device), "Tensor:cast", 1)
+  check(C.tocha_tensor_cast(out, t), "Tensor:cast")
+  return out
+end
+
+-- t:fill(value): sets every element; returns t.
+function methods.fill(t, value)
+  if type(value) ~= "number" then fail("Tensor:fill", "value: expected a number, got " .. type(value), 1) end
+  check(C.tocha_tensor_fill(t, value), "Tensor:fill")
+  return t
+end
+
+-- t:uniform(seed, low, high) and t:normal(seed, mean, std): random fills in place.
+function methods.uniform(t, seed, low, high)
+  seed = take_seed({ seed = seed }, "Tensor:uniform", 1)
+  check(C.tocha_tensor_uniform(t, seed, low or 0, high or 1), "Tensor:uniform")
+  return t
+end
+function methods.normal(t, seed, mean, std)
+  seed = take_seed({ seed = seed }, "Tensor:normal", 1)
+  check(C.tocha_tensor_normal(t, seed, mean or 0, std or 1), "Tensor:normal")
+  return t
+end
+
+-- t:write(ptr, nbytes) / t:read(ptr [, offset, count]): raw host buffers in t's dtype.
+function methods.write(t, ptr, nbytes)
+  check(C.tocha_tensor_write(t, ptr, nbytes or t.nbytes), "Tensor:write")
+  return t
+end
+function methods.read(t, ptr, offset, count)
+  offset = offset or 0
+  count = count or (tonumber(t.numel) - offset)
+  check(C.tocha_tensor_read(t, offset, count, ptr), "Tensor:read")
+  return ptr
+end
+
+-- A host buffer holding a copy of all elements, as the dtype's C type (uint16_t for f16/bf16).
+function methods.to_host(t)
+  live(t, "Tensor:to_host", 1)
+  local buf = ffi.new(dtype.host_ctype(dtype.name(t.dtype)) .. "[?]", tonumber(t.numel))
+  check(C.tocha_tensor_read(t, 0, t.numel, buf), "Tensor:to_host")
+  return buf
+end
+
+local function preview(t)
+  local name = dtype.name(t.dtype)
+  local n = math.min(tonumber(t.numel), PREVIEW)
+  local buf = ffi.new(dtype.host_ctype(name) .. "[?]", n)
+  if C.tocha_tensor_read(t, 0, n, buf) ~= 0 then return "" end
+  local parts = {}
+  for i = 0, n - 1 do parts[#parts + 1] = ("%.6g"):format(dtype.decode(name, buf, i)) end
+  if tonumber(t.numel) > n then parts[#parts + 1] = "..." end
+  return " [" .. table.concat(parts, ", ") .. "]"
+end
+
+Tensor.__index = methods
+Tensor.__tostring = function(t)
+  local head = ("tocha.Tensor %s [%s] %s"):format(dtype.name(t.dtype), shape_string(t),
+    device.wrap(t.device).name)
+  if t.freed ~= 0 then return head .. " (freed)" end
+  return head .. preview(t)
+end
+Tensor.__len = function(t) return tonumber(t.shape[0]) end
+
+ffi.metatype("tocha_tensor", Tensor)
+
+M.methods = methods
+M.alloc = alloc
+M.shape_string = shape_string
+return M
