@@ -4,8 +4,10 @@
 find_program(LUAJIT_EXECUTABLE luajit REQUIRED)
 find_program(BUSTED_EXECUTABLE busted REQUIRED)
 set(TOCHA_LUA_PATH "${CMAKE_SOURCE_DIR}/lua/?.lua;${CMAKE_SOURCE_DIR}/lua/?/init.lua;${CMAKE_SOURCE_DIR}/bindings/?.lua;${CMAKE_BINARY_DIR}/lua/?.lua;${CMAKE_SOURCE_DIR}/spec/?.lua;;")
+# CMake lists use ';' too: escape the path's separators so that ENVIRONMENT keeps them.
+string(REPLACE ";" "\\;" TOCHA_LUA_PATH_ESCAPED "${TOCHA_LUA_PATH}")
 set(TOCHA_SPEC_ENV
-  "LUA_PATH=${TOCHA_LUA_PATH}"
+  "LUA_PATH=${TOCHA_LUA_PATH_ESCAPED}"
   "TOCHA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache"
   "TOCHA_EXE=$<TARGET_FILE:tocha_cli>"
   "TOCHA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")

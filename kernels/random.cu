@@ -1,7 +1,8 @@
 // random.cu: counter-based random fills. Element i is a function of (seed, i) alone, through
 // Philox-4x32-10 (Salmon et al., SC'11), so that every device and every grid gives the same
 // tensor for a seed. Uniform values take 53 random bits; normal values use Box-Muller.
-// Integer dtypes take floor() of uniform values and round normal ones.
+// Integer dtypes take floor() of uniform values and round normal ones. Uniform values are
+// bit-identical on every device; normal ones differ by the last bits of log() and cos().
 
 __device__ __forceinline__ void tocha_philox(unsigned long long counter, unsigned long long seed,
                                              unsigned out[4])
@@ -37,7 +38,8 @@ __device__ void tocha_uniform(D *y, long long n, unsigned long long seed, double
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         unsigned r[4];
         tocha_philox((unsigned long long)i, seed, r);
-        double v = low + (high - low) * tocha_unit(r[0], r[1]);
+        // Explicit rounding: a fused multiply-add here would differ from the simulator.
+        double v = __dadd_rn(low, __dmul_rn(__dsub_rn(high, low), tocha_unit(r[0], r[1])));
         if (tocha::is_integer<D>::value) v = floor(v);
         y[i] = tocha::from_double<D>(v);
     }

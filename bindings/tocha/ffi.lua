@@ -13,8 +13,8 @@ typedef struct tocha_device tocha_device;
 typedef struct tocha_kernel tocha_kernel;
 typedef struct tocha_event tocha_event;
 typedef struct tocha_tensor {
-  tocha_device *device; int32_t dtype; int32_t ndim; int64_t shape[8]; int64_t numel;
-  uint64_t nbytes; uint64_t data; int32_t freed;
+  tocha_device *dev; int32_t elem_type; int32_t ndim; int64_t dims[8]; int64_t count;
+  uint64_t bytes; uint64_t data; int32_t freed;
 } tocha_tensor;
 typedef struct tocha_device_info {
   char name[32]; char product[128]; int32_t kind; int32_t ordinal; int32_t cc_major, cc_minor;
@@ -62,6 +62,7 @@ const char *tocha_kernel_source(const tocha_kernel *k);
 const char *tocha_kernel_hash(const tocha_kernel *k);
 int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *binary_size);
 int tocha_kernel_launch(tocha_kernel *k, tocha_device *device, const uint32_t grid[3], const uint32_t block[3], const tocha_arg *args, int nargs);
+int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel **out);
 int tocha_cache_stats_get(tocha_cache_stats *out);
 const char *tocha_cache_dir(void);
 int tocha_cache_usage(int64_t *entries, int64_t *bytes);

@@ -55,14 +55,15 @@ typedef struct tocha_device tocha_device;
 typedef struct tocha_kernel tocha_kernel;
 typedef struct tocha_event tocha_event;
 
-/* A dense, contiguous, row-major tensor. Fields are read-only for callers. */
+/* A dense, contiguous, row-major tensor. Fields are read-only for callers. (Their names
+** leave shape, dtype, device, numel and nbytes free for the Lua methods of the same names.) */
 typedef struct tocha_tensor {
-    tocha_device *device;
-    int32_t dtype;  /* a tocha_dtype */
-    int32_t ndim;   /* 1..TOCHA_MAX_DIMS */
-    int64_t shape[TOCHA_MAX_DIMS];
-    int64_t numel;
-    uint64_t nbytes;
+    tocha_device *dev;
+    int32_t elem_type; /* a tocha_dtype */
+    int32_t ndim;      /* 1..TOCHA_MAX_DIMS */
+    int64_t dims[TOCHA_MAX_DIMS];
+    int64_t count;     /* elements */
+    uint64_t bytes;
     uint64_t data;  /* device address (cuda) or host address (sim); 0 once freed */
     int32_t freed;  /* 1 after tocha_tensor_free */
 } tocha_tensor;
@@ -152,7 +153,7 @@ TOCHA_API int tocha_tensor_new(tocha_device *device, int dtype, int ndim, const 
 TOCHA_API void tocha_tensor_free(tocha_tensor *t);
 /* Releases the memory and the handle. NULL ok. */
 TOCHA_API void tocha_tensor_destroy(tocha_tensor *t);
-/* Copies nbytes (== t->nbytes) from host memory into t. */
+/* Copies nbytes (== t->bytes) from host memory into t. */
 TOCHA_API int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbytes);
 /* Copies count elements starting at element offset from t into host memory dst. */
 TOCHA_API int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void *dst);
@@ -196,6 +197,10 @@ TOCHA_API int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *
 ** count, tensor or scalar, dtype, device, freed, integer range. */
 TOCHA_API int tocha_kernel_launch(tocha_kernel *k, tocha_device *device, const uint32_t grid[3],
                                   const uint32_t block[3], const tocha_arg *args, int nargs);
+
+/* tocha's own kernel for op ("fill", "uniform", "normal", "cast", "compare") on dtype (cast:
+** from dtype to dtype2). Owned by the library: do not destroy. For compile checks. */
+TOCHA_API int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel **out);
 
 /* ---- kernel cache ---- */
 

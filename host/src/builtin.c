@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 static tocha_kernel *made[TOCHA_OP_COUNT][TOCHA_DTYPE_COUNT][TOCHA_DTYPE_COUNT];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -61,4 +62,17 @@ void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t b
     grid[1] = grid[2] = 1;
     block[0] = (uint32_t)threads;
     block[1] = block[2] = 1;
+}
+
+int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel **out)
+{
+    static const char *names[TOCHA_OP_COUNT] = {"fill", "uniform", "normal", "cast", "compare"};
+    *out = NULL;
+    if (!tocha_dtype_valid(dtype)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype: invalid dtype %d", dtype);
+    if (!tocha_dtype_valid(dtype2)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype2: invalid dtype %d", dtype2);
+    for (int i = 0; i < TOCHA_OP_COUNT; i++)
+        if (op && strcmp(op, names[i]) == 0) return tocha_builtin_kernel((tocha_builtin_op)i, dtype, dtype2, out);
+    return tocha_fail(TOCHA_E_ARGUMENT,
+                      "op: unknown built-in kernel '%s' (expected fill, uniform, normal, cast or compare)",
+                      op ? op : "(null)");
 }

@@ -370,13 +370,13 @@ int tocha_kernel_launch(tocha_kernel *k, tocha_device *d, const uint32_t grid[3]
         const tocha_tensor *t = a->tensor;
         if (t->freed)
             return tocha_fail(TOCHA_E_FREED, "argument %d (%s): tensor was freed", i + 1, p->name);
-        if (t->dtype != p->type)
+        if (t->elem_type != p->type)
             return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected dtype %s, got %s",
-                              i + 1, p->name, tocha_dtype_name(p->type), tocha_dtype_name(t->dtype));
-        if (t->device != d)
+                              i + 1, p->name, tocha_dtype_name(p->type), tocha_dtype_name(t->elem_type));
+        if (t->dev != d)
             return tocha_fail(TOCHA_E_ARGUMENT,
                               "argument %d (%s): tensor is on %s, the launch is on %s", i + 1,
-                              p->name, t->device->name, d->name);
+                              p->name, t->dev->name, d->name);
         slots[i] = (void *)&t->data;
     }
     return tocha_kernel_launch_raw(k, d, grid, block, slots);

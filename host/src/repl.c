@@ -49,17 +49,29 @@ static bool incomplete(lua_State *L, int status)
     if (status != LUA_ERRSYNTAX) return false;
     size_t len;
     const char *msg = lua_tolstring(L, -1, &len);
-    return len >= 5 && strcmp(msg + len - 5, "<eof>") == 0;
+    /* LuaJIT quotes the token: "'end' expected near '<eof>'". */
+    return (len >= 5 && strcmp(msg + len - 5, "<eof>") == 0) ||
+           (len >= 7 && strcmp(msg + len - 7, "'<eof>'") == 0);
 }
 
+/* Returns its arguments. Expressions are compiled as "return pass(<expr>)" rather than
+** "return <expr>", so that a call in them is no tail call and its errors keep their line. */
+static int pass(lua_State *L) { return lua_gettop(L); }
+
 /* Compiles the chunk: as an expression first (so values print), else as statements.
-** Returns the load status; the function or the message is on the stack. */
-static int load_chunk(lua_State *L, const char *chunk)
+** Returns the load status; the function (and its argument, if any) or the message is on
+** the stack; *nargs tells how many arguments the function takes. */
+static int load_chunk(lua_State *L, const char *chunk, int *nargs)
 {
     const char *code = chunk[0] == '=' ? chunk + 1 : chunk;
-    lua_pushfstring(L, "return %s", code);
+    *nargs = 0;
+    lua_pushfstring(L, "local pass = ...; return pass(%s\n)", code);
     int status = luaL_loadbuffer(L, lua_tostring(L, -1), lua_objlen(L, -1), "=stdin");
     lua_remove(L, -2);
+    if (status == 0) {
+        lua_pushcfunction(L, pass);
+        *nargs = 1;
+    }
     if (status == 0 || chunk[0] == '=') return status;
     lua_pop(L, 1);
     return luaL_loadbuffer(L, chunk, strlen(chunk), "=stdin");
@@ -126,7 +138,8 @@ int tocha_repl(lua_State *L)
         chunk = joined;
         free(line);
         int base = lua_gettop(L);
-        int status = load_chunk(L, chunk);
+        int nargs = 0;
+        int status = load_chunk(L, chunk, &nargs);
         if (incomplete(L, status)) {
             lua_pop(L, 1);
             continue;
@@ -137,7 +150,7 @@ int tocha_repl(lua_State *L)
         }
         free(chunk);
         chunk = NULL;
-        if (status == 0) status = tocha_pcall(L, 0, LUA_MULTRET);
+        if (status == 0) status = tocha_pcall(L, nargs, LUA_MULTRET);
         if (status != 0) {
             fprintf(stderr, "%s\n", lua_tostring(L, -1));
             fflush(stderr);

@@ -25,13 +25,13 @@ static void describe_shape(const tocha_tensor *t, char *out, size_t cap)
     size_t len = 0;
     out[0] = '\0';
     for (int i = 0; i < t->ndim && len < cap; i++)
-        len += (size_t)snprintf(out + len, cap - len, "%s%lld", i ? "x" : "", (long long)t->shape[i]);
+        len += (size_t)snprintf(out + len, cap - len, "%s%lld", i ? "x" : "", (long long)t->dims[i]);
 }
 
 static int check_same_shape(const tocha_tensor *a, const tocha_tensor *b, const char *what)
 {
     bool same = a->ndim == b->ndim;
-    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+    for (int i = 0; same && i < a->ndim; i++) same = a->dims[i] == b->dims[i];
     if (same) return TOCHA_OK;
     char sa[160], sb[160];
     describe_shape(a, sa, sizeof sa);
@@ -60,13 +60,13 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
     }
     tocha_tensor *t = calloc(1, sizeof *t);
     if (!t) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a tensor");
-    t->device = d;
-    t->dtype = dtype;
+    t->dev = d;
+    t->elem_type = dtype;
     t->ndim = ndim;
-    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-    t->numel = (int64_t)numel;
-    t->nbytes = numel * (uint64_t)tocha_dtype_size(dtype);
-    int st = d->backend->alloc(d, t->nbytes, &t->data);
+    memcpy(t->dims, shape, (size_t)ndim * sizeof *shape);
+    t->count = (int64_t)numel;
+    t->bytes = numel * (uint64_t)tocha_dtype_size(dtype);
+    int st = d->backend->alloc(d, t->bytes, &t->data);
     if (st) {
         free(t);
         return st;
@@ -78,7 +78,7 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
 void tocha_tensor_free(tocha_tensor *t)
 {
     if (!t || t->freed) return;
-    t->device->backend->release(t->device, t->data);
+    t->dev->backend->release(t->dev, t->data);
     t->data = 0;
     t->freed = 1;
 }
@@ -93,24 +93,24 @@ int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbytes)
 {
     int st = tocha_tensor_check(t, "tensor");
     if (st) return st;
-    if (nbytes != t->nbytes)
+    if (nbytes != t->bytes)
         return tocha_fail(TOCHA_E_ARGUMENT, "nbytes: the tensor holds %llu bytes, got %llu",
-                          (unsigned long long)t->nbytes, (unsigned long long)nbytes);
+                          (unsigned long long)t->bytes, (unsigned long long)nbytes);
     if (!src) return tocha_fail(TOCHA_E_ARGUMENT, "src: expected host memory, got NULL");
-    return t->device->backend->write(t->device, t->data, src, nbytes);
+    return t->dev->backend->write(t->dev, t->data, src, nbytes);
 }
 
 int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void *dst)
 {
     int st = tocha_tensor_check(t, "tensor");
     if (st) return st;
-    if (offset < 0 || count < 0 || offset > t->numel || count > t->numel - offset)
+    if (offset < 0 || count < 0 || offset > t->count || count > t->count - offset)
         return tocha_fail(TOCHA_E_ARGUMENT,
                           "range: elements %lld..%lld are outside the tensor's %lld",
-                          (long long)offset, (long long)(offset + count), (long long)t->numel);
+                          (long long)offset, (long long)(offset + count), (long long)t->count);
     if (!dst) return tocha_fail(TOCHA_E_ARGUMENT, "dst: expected host memory, got NULL");
-    uint64_t size = (uint64_t)tocha_dtype_size(t->dtype);
-    return t->device->backend->read(t->device, dst, t->data + (uint64_t)offset * size,
+    uint64_t size = (uint64_t)tocha_dtype_size(t->elem_type);
+    return t->dev->backend->read(t->dev, dst, t->data + (uint64_t)offset * size,
                                     (uint64_t)count * size);
 }
 
@@ -120,20 +120,20 @@ int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
     if (!st) st = tocha_tensor_check(src, "src");
     if (!st) st = check_same_shape(dst, src, "src");
     if (st) return st;
-    if (dst->dtype != src->dtype)
+    if (dst->elem_type != src->elem_type)
         return tocha_fail(TOCHA_E_ARGUMENT, "src: dtype %s differs from dst's %s (use cast)",
-                          tocha_dtype_name(src->dtype), tocha_dtype_name(dst->dtype));
-    if (dst->device == src->device)
-        return dst->device->backend->copy(dst->device, dst->data, src->data, dst->nbytes);
+                          tocha_dtype_name(src->elem_type), tocha_dtype_name(dst->elem_type));
+    if (dst->dev == src->dev)
+        return dst->dev->backend->copy(dst->dev, dst->data, src->data, dst->bytes);
     /* Between devices: through host memory, in pieces so that a huge tensor needs no huge
     ** buffer. The source's queue is drained first by the read itself (it is synchronous). */
     const uint64_t piece = (uint64_t)64 << 20;
-    void *buf = malloc(dst->nbytes < piece ? dst->nbytes : piece);
+    void *buf = malloc(dst->bytes < piece ? dst->bytes : piece);
     if (!buf) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a copy");
-    for (uint64_t at = 0; at < dst->nbytes && !st; at += piece) {
-        uint64_t n = dst->nbytes - at < piece ? dst->nbytes - at : piece;
-        st = src->device->backend->read(src->device, buf, src->data + at, n);
-        if (!st) st = dst->device->backend->write(dst->device, dst->data + at, buf, n);
+    for (uint64_t at = 0; at < dst->bytes && !st; at += piece) {
+        uint64_t n = dst->bytes - at < piece ? dst->bytes - at : piece;
+        st = src->dev->backend->read(src->dev, buf, src->data + at, n);
+        if (!st) st = dst->dev->backend->write(dst->dev, dst->data + at, buf, n);
     }
     free(buf);
     return st;
@@ -155,8 +155,8 @@ int tocha_tensor_fill(tocha_tensor *t, double value)
 {
     int st = tocha_tensor_check(t, "tensor");
     if (st) return st;
-    void *args[] = {&t->data, &t->numel, &value};
-    return launch_builtin(TOCHA_OP_FILL, t->dtype, 0, t->device, t->numel, args);
+    void *args[] = {&t->data, &t->count, &value};
+    return launch_builtin(TOCHA_OP_FILL, t->elem_type, 0, t->dev, t->count, args);
 }
 
 int tocha_tensor_uniform(tocha_tensor *t, uint64_t seed, double low, double high)
@@ -166,8 +166,8 @@ int tocha_tensor_uniform(tocha_tensor *t, uint64_t seed, double low, double high
     if (!isfinite(low) || !isfinite(high) || !(low < high))
         return tocha_fail(TOCHA_E_ARGUMENT, "low, high: expected finite low < high, got %g, %g",
                           low, high);
-    void *args[] = {&t->data, &t->numel, &seed, &low, &high};
-    return launch_builtin(TOCHA_OP_UNIFORM, t->dtype, 0, t->device, t->numel, args);
+    void *args[] = {&t->data, &t->count, &seed, &low, &high};
+    return launch_builtin(TOCHA_OP_UNIFORM, t->elem_type, 0, t->dev, t->count, args);
 }
 
 int tocha_tensor_normal(tocha_tensor *t, uint64_t seed, double mean, double std)
@@ -177,8 +177,8 @@ int tocha_tensor_normal(tocha_tensor *t, uint64_t seed, double mean, double std)
     if (!isfinite(mean) || !isfinite(std) || std < 0)
         return tocha_fail(TOCHA_E_ARGUMENT, "mean, std: expected finite mean and std >= 0, got %g, %g",
                           mean, std);
-    void *args[] = {&t->data, &t->numel, &seed, &mean, &std};
-    return launch_builtin(TOCHA_OP_NORMAL, t->dtype, 0, t->device, t->numel, args);
+    void *args[] = {&t->data, &t->count, &seed, &mean, &std};
+    return launch_builtin(TOCHA_OP_NORMAL, t->elem_type, 0, t->dev, t->count, args);
 }
 
 int tocha_tensor_cast(tocha_tensor *dst, const tocha_tensor *src)
@@ -187,12 +187,12 @@ int tocha_tensor_cast(tocha_tensor *dst, const tocha_tensor *src)
     if (!st) st = tocha_tensor_check(src, "src");
     if (!st) st = check_same_shape(dst, src, "src");
     if (st) return st;
-    if (dst->device != src->device)
-        return tocha_fail(TOCHA_E_ARGUMENT, "src: tensor is on %s, dst on %s", src->device->name,
-                          dst->device->name);
-    if (dst->dtype == src->dtype) return tocha_tensor_copy(dst, src);
-    void *args[] = {(void *)&src->data, &dst->data, &dst->numel};
-    return launch_builtin(TOCHA_OP_CAST, src->dtype, dst->dtype, dst->device, dst->numel, args);
+    if (dst->dev != src->dev)
+        return tocha_fail(TOCHA_E_ARGUMENT, "src: tensor is on %s, dst on %s", src->dev->name,
+                          dst->dev->name);
+    if (dst->elem_type == src->elem_type) return tocha_tensor_copy(dst, src);
+    void *args[] = {(void *)&src->data, &dst->data, &dst->count};
+    return launch_builtin(TOCHA_OP_CAST, src->elem_type, dst->elem_type, dst->dev, dst->count, args);
 }
 
 int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rtol, double atol,
@@ -202,24 +202,24 @@ int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rt
     if (!st) st = tocha_tensor_check(b, "b");
     if (!st) st = check_same_shape(a, b, "b");
     if (st) return st;
-    if (a->dtype != b->dtype)
+    if (a->elem_type != b->elem_type)
         return tocha_fail(TOCHA_E_ARGUMENT, "b: dtype %s differs from a's %s",
-                          tocha_dtype_name(b->dtype), tocha_dtype_name(a->dtype));
-    if (a->device != b->device)
-        return tocha_fail(TOCHA_E_ARGUMENT, "b: tensor is on %s, a on %s", b->device->name,
-                          a->device->name);
+                          tocha_dtype_name(b->elem_type), tocha_dtype_name(a->elem_type));
+    if (a->dev != b->dev)
+        return tocha_fail(TOCHA_E_ARGUMENT, "b: tensor is on %s, a on %s", b->dev->name,
+                          a->dev->name);
     if (!(rtol >= 0) || !(atol >= 0))
         return tocha_fail(TOCHA_E_ARGUMENT, "rtol, atol: expected >= 0, got %g, %g", rtol, atol);
-    tocha_device *d = a->device;
+    tocha_device *d = a->dev;
     uint32_t grid[3], block[3];
-    tocha_builtin_grid(d, a->numel, grid, block);
+    tocha_builtin_grid(d, a->count, grid, block);
     int64_t partials = (int64_t)grid[0] * block[0];
     tocha_tensor *parts[4] = {0};
     int dtypes[4] = {TOCHA_F64, TOCHA_F64, TOCHA_I64, TOCHA_I64};
     for (int i = 0; i < 4 && !st; i++) st = tocha_tensor_new(d, dtypes[i], 1, &partials, &parts[i]);
     tocha_kernel *k = NULL;
-    if (!st) st = tocha_builtin_kernel(TOCHA_OP_COMPARE, a->dtype, 0, &k);
-    int64_t n = a->numel;
+    if (!st) st = tocha_builtin_kernel(TOCHA_OP_COMPARE, a->elem_type, 0, &k);
+    int64_t n = a->count;
     void *args[] = {(void *)&a->data, (void *)&b->data, &n, &rtol, &atol, &parts[0]->data,
                     &parts[1]->data, &parts[2]->data, &parts[3]->data};
     if (!st) st = tocha_kernel_launch_raw(k, d, grid, block, args);

@@ -34,6 +34,10 @@ static inline unsigned int __umulhi(unsigned int a, unsigned int b)
     return (unsigned int)(((unsigned long long)a * b) >> 32);
 }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
+// The host compiler does not contract a * b + c unless asked to, so these are plain.
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
 
 namespace tocha_sim {
 // Runs blocks [first, last) of the grid, each thread of a block in turn.

@@ -37,6 +37,7 @@ end
 
 -- Kernels
 tocha.kernel = kernel.new
+tocha.builtin_kernel = kernel.builtin
 
 -- Comparison. Tensors of different dtypes are compared in f64; b moves to a's device.
 local function comparable(a, b, fname)
@@ -44,8 +45,8 @@ local function comparable(a, b, fname)
   if not tensor.is_tensor(b) then fail(fname, "b: expected a tensor, got " .. type(b), 2) end
   if a.freed ~= 0 then fail(fname, "a: tensor was freed", 2) end
   if b.freed ~= 0 then fail(fname, "b: tensor was freed", 2) end
-  if a.device ~= b.device then b = b:clone(device.wrap(a.device)) end
-  if a.dtype ~= b.dtype then return a:cast("f64"), b:cast("f64") end
+  if a.dev ~= b.dev then b = b:clone(device.wrap(a.dev)) end
+  if a.elem_type ~= b.elem_type then return a:cast("f64"), b:cast("f64") end
   return a, b
 end
 

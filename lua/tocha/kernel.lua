@@ -58,6 +58,25 @@ function M.new(spec)
   }, Kernel)
 end
 
+-- tocha's own kernel for op ("fill", "uniform", "normal", "cast", "compare") on dtype (cast:
+-- from dtype to dtype2), as a Kernel whose handle the library owns. For compile checks.
+function M.builtin(op, dtype_name, dtype2_name)
+  local dtype = require "tocha.dtype"
+  local a = dtype.id(dtype_name, "builtin_kernel", 1)
+  local b = dtype.id(dtype2_name or dtype_name, "builtin_kernel", 1)
+  local out = ffi.new("tocha_kernel*[1]")
+  check(C.tocha_builtin_kernel_get(op, a, b, out), "builtin_kernel")
+  local handle = out[0]
+  return setmetatable({
+    handle = handle,
+    name = op,
+    entry_point_name = ffi.string(C.tocha_kernel_entry_point_name(handle)),
+    entry_point_source = ffi.string(C.tocha_kernel_entry_point_source(handle)),
+    source = ffi.string(C.tocha_kernel_source(handle)),
+    nparams = 0,
+  }, Kernel)
+end
+
 -- A content hash of the full source (32 hex digits).
 function Kernel:hash() return ffi.string(C.tocha_kernel_hash(self.handle)) end
 
@@ -98,7 +117,7 @@ function Kernel:launch(grid, block, ...)
     local a = args[i - 1]
     if tensor.is_tensor(v) then
       a.kind, a.tensor = 0, v
-      dev = dev or v.device
+      dev = dev or v.dev
     elseif type(v) == "number" then
       a.kind, a.tensor, a.f = 2, nil, v
     elseif ffi.istype("int64_t", v) or ffi.istype("uint64_t", v) then

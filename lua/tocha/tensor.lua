@@ -62,7 +62,7 @@ M.check_shape = check_shape
 
 local function shape_string(t)
   local parts = {}
-  for i = 0, t.ndim - 1 do parts[#parts + 1] = tostring(tonumber(t.shape[i])) end
+  for i = 0, t.ndim - 1 do parts[#parts + 1] = tostring(tonumber(t.dims[i])) end
   return table.concat(parts, "x")
 end
 
@@ -215,15 +215,15 @@ end
 
 -- Writes n f64 values into t, converting on the device through the cast kernel.
 local function upload_numbers(t, flat, n, fname, level)
-  local name = dtype.name(t.dtype)
+  local name = dtype.name(t.elem_type)
   local buf = ffi.new("double[?]", n, flat)
   if name == "f64" then
     check(C.tocha_tensor_write(t, buf, n * 8), fname, level + 1)
     return
   end
   local shape = {}
-  for i = 0, t.ndim - 1 do shape[i + 1] = tonumber(t.shape[i]) end
-  local staging = alloc(shape, "f64", device.wrap(t.device), fname, level + 1)
+  for i = 0, t.ndim - 1 do shape[i + 1] = tonumber(t.dims[i]) end
+  local staging = alloc(shape, "f64", device.wrap(t.dev), fname, level + 1)
   check(C.tocha_tensor_write(staging, buf, n * 8), fname, level + 1)
   check(C.tocha_tensor_cast(t, staging), fname, level + 1)
   C.tocha_tensor_free(staging)
@@ -248,7 +248,7 @@ end
 
 function methods.shape(t)
   local s = {}
-  for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.shape[i]) end
+  for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.dims[i]) end
   return s
 end
 function methods.size(t, dim)
@@ -256,13 +256,13 @@ function methods.size(t, dim)
   if type(dim) ~= "number" or dim < 1 or dim > t.ndim or dim ~= math.floor(dim) then
     fail("Tensor:size", ("dim: expected 1 to %d, got %s"):format(t.ndim, describe(dim)), 1)
   end
-  return tonumber(t.shape[dim - 1])
+  return tonumber(t.dims[dim - 1])
 end
 function methods.dim(t) return t.ndim end
-function methods.dtype(t) return dtype.name(t.dtype) end
-function methods.device(t) return device.wrap(t.device).name end
-function methods.numel(t) return tonumber(t.numel) end
-function methods.nbytes(t) return tonumber(t.nbytes) end
+function methods.dtype(t) return dtype.name(t.elem_type) end
+function methods.device(t) return device.wrap(t.dev).name end
+function methods.numel(t) return tonumber(t.count) end
+function methods.nbytes(t) return tonumber(t.bytes) end
 function methods.is_freed(t) return t.freed ~= 0 end
 
 -- Releases the device memory now; later uses raise "tensor was freed".
@@ -271,14 +271,14 @@ function methods.free(t) C.tocha_tensor_free(t) end
 -- All elements as a flat array of Lua numbers (row-major), in f64.
 local function to_flat(t, fname, level)
   live(t, fname, level + 1)
-  local n = tonumber(t.numel)
-  local name = dtype.name(t.dtype)
+  local n = tonumber(t.count)
+  local name = dtype.name(t.elem_type)
   local buf
   if name == "f64" or name == "i64" then
     buf = ffi.new(dtype.host_ctype(name) .. "[?]", n)
     check(C.tocha_tensor_read(t, 0, n, buf), fname, level + 1)
   else
-    local staging = alloc(methods.shape(t), "f64", device.wrap(t.device), fname, level + 1)
+    local staging = alloc(methods.shape(t), "f64", device.wrap(t.dev), fname, level + 1)
     check(C.tocha_tensor_cast(staging, t), fname, level + 1)
     buf = ffi.new("double[?]", n)
     check(C.tocha_tensor_read(staging, 0, n, buf), fname, level + 1)
@@ -320,8 +320,8 @@ end
 -- t:clone([device]): a new tensor with the same values, on t's device or the one named.
 function methods.clone(t, dev)
   live(t, "Tensor:clone", 1)
-  local d = dev and device.get(dev, "Tensor:clone", 1) or device.wrap(t.device)
-  local out = alloc(methods.shape(t), dtype.name(t.dtype), d, "Tensor:clone", 1)
+  local d = dev and device.get(dev, "Tensor:clone", 1) or device.wrap(t.dev)
+  local out = alloc(methods.shape(t), dtype.name(t.elem_type), d, "Tensor:clone", 1)
   check(C.tocha_tensor_copy(out, t), "Tensor:clone")
   return out
 end
@@ -330,9 +330,16 @@ methods.to = methods.clone
 -- t:cast(dtype): a new tensor of that dtype (see tocha_tensor_cast for the rules).
 function methods.cast(t, name)
   live(t, "Tensor:cast", 1)
-  local out = alloc(methods.shape(t), name, device.wrap(t.device), "Tensor:cast", 1)
+  local out = alloc(methods.shape(t), name, device.wrap(t.dev), "Tensor:cast", 1)
   check(C.tocha_tensor_cast(out, t), "Tensor:cast")
   return out
+end
+
+-- t:cast_into(dst): converts t into dst (same shape and device, any dtype); returns dst.
+function methods.cast_into(t, dst)
+  if not is_tensor(dst) then fail("Tensor:cast_into", "dst: expected a tensor, got " .. type(dst), 1) end
+  check(C.tocha_tensor_cast(dst, t), "Tensor:cast_into")
+  return dst
 end
 
 -- t:fill(value): sets every element; returns t.
@@ -356,12 +363,12 @@ end
 
 -- t:write(ptr, nbytes) / t:read(ptr [, offset, count]): raw host buffers in t's dtype.
 function methods.write(t, ptr, nbytes)
-  check(C.tocha_tensor_write(t, ptr, nbytes or t.nbytes), "Tensor:write")
+  check(C.tocha_tensor_write(t, ptr, nbytes or t.bytes), "Tensor:write")
   return t
 end
 function methods.read(t, ptr, offset, count)
   offset = offset or 0
-  count = count or (tonumber(t.numel) - offset)
+  count = count or (tonumber(t.count) - offset)
   check(C.tocha_tensor_read(t, offset, count, ptr), "Tensor:read")
   return ptr
 end
@@ -369,30 +376,30 @@ end
 -- A host buffer holding a copy of all elements, as the dtype's C type (uint16_t for f16/bf16).
 function methods.to_host(t)
   live(t, "Tensor:to_host", 1)
-  local buf = ffi.new(dtype.host_ctype(dtype.name(t.dtype)) .. "[?]", tonumber(t.numel))
-  check(C.tocha_tensor_read(t, 0, t.numel, buf), "Tensor:to_host")
+  local buf = ffi.new(dtype.host_ctype(dtype.name(t.elem_type)) .. "[?]", tonumber(t.count))
+  check(C.tocha_tensor_read(t, 0, t.count, buf), "Tensor:to_host")
   return buf
 end
 
 local function preview(t)
-  local name = dtype.name(t.dtype)
-  local n = math.min(tonumber(t.numel), PREVIEW)
+  local name = dtype.name(t.elem_type)
+  local n = math.min(tonumber(t.count), PREVIEW)
   local buf = ffi.new(dtype.host_ctype(name) .. "[?]", n)
   if C.tocha_tensor_read(t, 0, n, buf) ~= 0 then return "" end
   local parts = {}
   for i = 0, n - 1 do parts[#parts + 1] = ("%.6g"):format(dtype.decode(name, buf, i)) end
-  if tonumber(t.numel) > n then parts[#parts + 1] = "..." end
+  if tonumber(t.count) > n then parts[#parts + 1] = "..." end
   return " [" .. table.concat(parts, ", ") .. "]"
 end
 
 Tensor.__index = methods
 Tensor.__tostring = function(t)
-  local head = ("tocha.Tensor %s [%s] %s"):format(dtype.name(t.dtype), shape_string(t),
-    device.wrap(t.device).name)
+  local head = ("tocha.Tensor %s [%s] %s"):format(dtype.name(t.elem_type), shape_string(t),
+    device.wrap(t.dev).name)
   if t.freed ~= 0 then return head .. " (freed)" end
   return head .. preview(t)
 end
-Tensor.__len = function(t) return tonumber(t.shape[0]) end
+Tensor.__len = function(t) return tonumber(t.dims[0]) end
 
 ffi.metatype("tocha_tensor", Tensor)
 

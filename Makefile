@@ -1,0 +1,33 @@
+# Thin wrapper over CMake and CTest. `make demo` and `make test` are the README's two
+# commands: each installs missing Debian packages (as root; otherwise prints the apt-get
+# line), configures, builds incrementally, then runs.
+BUILD ?= build
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build demo test format lint clean
+
+all: build
+
+deps:
+	@sh scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD)
+
+demo: build
+	./$(BUILD)/tocha examples/quickstart.lua
+
+test: build
+	sh scripts/run-tests.sh $(BUILD)
+
+format:
+	clang-format -i host/include/*.h host/src/*.c host/src/*.h
+
+lint:
+	luacheck lua bindings spec examples
+
+clean:
+	rm -rf $(BUILD)
