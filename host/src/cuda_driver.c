@@ -262,9 +262,14 @@ int tocha_cuda_driver_version(void) { return driver_version; }
 int tocha_cuda_discover(tocha_device *devs, int cap, int first_index, const char **why)
 {
     static char message[256];
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    /* TOCHA_CUDA_LIBRARY names another driver library (a test double, or a driver kept
+    ** outside the loader's path). */
+    const char *forced = getenv("TOCHA_CUDA_LIBRARY");
+    const char *library = forced && *forced ? forced : "libcuda.so.1";
+    void *lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-        *why = "no NVIDIA driver: libcuda.so.1 was not found";
+        snprintf(message, sizeof message, "no NVIDIA driver: %.200s was not found", library);
+        *why = message;
         return 0;
     }
     get_proc_fn get_proc = (get_proc_fn)dlsym(lib, "cuGetProcAddress_v2");

@@ -71,7 +71,19 @@ static void find_include_dir(void *lib)
 static void load(void)
 {
     static const char *names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+    static char message[1200];
     void *lib = NULL;
+    const char *forced = getenv("TOCHA_NVRTC_LIBRARY");
+    if (forced && *forced) {
+        lib = dlopen(forced, RTLD_NOW | RTLD_LOCAL);
+        find_include_dir(lib);
+        if (!lib) {
+            snprintf(message, sizeof message, "NVRTC is missing: TOCHA_NVRTC_LIBRARY=%.1000s could not be loaded",
+                     forced);
+            load_error = message;
+            return;
+        }
+    }
     for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
         lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!lib) {

@@ -1,0 +1,113 @@
+-- The kernel cache across processes: a miss then a hit, bad entries rebuilt, TOCHA_CACHE=off
+-- and TOCHA_CACHE_DIR. Each run is a child process with a cache folder of its own.
+local process = require "support.process"
+
+-- Builds one kernel (fill f32) on sim in a child; returns its cache counters.
+local function run_once(env)
+  local out, err, status = process.run {
+    args = { "-e", [[
+      local tocha = require "tocha"
+      tocha.zeros({ 5 }, { device = "sim" })
+      local s = tocha.cache.stats()
+      io.write(s.compiles, " ", s.disk_hits, " ", s.disk_rejects, " ", tostring(tocha.cache.dir()))
+    ]] },
+    env = env,
+  }
+  assert.are.equal(0, status, err)
+  local compiles, hits, rejects, dir = out:match("^(%d+) (%d+) (%d+) (.*)$")
+  return { compiles = tonumber(compiles), hits = tonumber(hits), rejects = tonumber(rejects), dir = dir }
+end
+
+local function entries(dir)
+  local list = {}
+  local p = io.popen("ls " .. process.quote(dir) .. " 2>/dev/null")
+  for name in p:lines() do
+    if name:match("%.tkc$") then list[#list + 1] = dir .. "/" .. name end
+  end
+  p:close()
+  return list
+end
+
+local function rewrite(path, fn)
+  local f = assert(io.open(path, "rb"))
+  local data = f:read("*a")
+  f:close()
+  f = assert(io.open(path, "wb"))
+  f:write(fn(data))
+  f:close()
+end
+
+describe("tocha kernel cache", function()
+  local dir
+  before_each(function() dir = process.tempdir() end)
+  after_each(function() process.remove_tree(dir) end)
+
+  it("compiles on a miss and compiles nothing on the next run", function()
+    local first = run_once { TOCHA_CACHE_DIR = dir }
+    assert.are.same({ compiles = 1, hits = 0, rejects = 0, dir = dir }, first)
+    assert.are.equal(1, #entries(dir))
+    local second = run_once { TOCHA_CACHE_DIR = dir }
+    assert.are.same({ compiles = 0, hits = 1, rejects = 0, dir = dir }, second)
+  end)
+
+  it("rebuilds a truncated entry", function()
+    run_once { TOCHA_CACHE_DIR = dir }
+    local path = entries(dir)[1]
+    rewrite(path, function(data) return data:sub(1, math.floor(#data / 2)) end)
+    assert.are.same({ compiles = 1, hits = 0, rejects = 1, dir = dir }, run_once { TOCHA_CACHE_DIR = dir })
+    assert.are.same({ compiles = 0, hits = 1, rejects = 0, dir = dir }, run_once { TOCHA_CACHE_DIR = dir })
+  end)
+
+  it("rebuilds an entry whose payload is garbage", function()
+    run_once { TOCHA_CACHE_DIR = dir }
+    local path = entries(dir)[1]
+    rewrite(path, function(data) return data:sub(1, 64) .. string.rep("\255", #data - 64) end)
+    assert.are.same({ compiles = 1, hits = 0, rejects = 1, dir = dir }, run_once { TOCHA_CACHE_DIR = dir })
+    assert.are.same({ compiles = 0, hits = 1, rejects = 0, dir = dir }, run_once { TOCHA_CACHE_DIR = dir })
+  end)
+
+  it("rebuilds an empty entry", function()
+    run_once { TOCHA_CACHE_DIR = dir }
+    rewrite(entries(dir)[1], function() return "" end)
+    assert.are.same({ compiles = 1, hits = 0, rejects = 1, dir = dir }, run_once { TOCHA_CACHE_DIR = dir })
+  end)
+
+  it("writes nothing and compiles every time with TOCHA_CACHE=off", function()
+    local env = { TOCHA_CACHE_DIR = dir, TOCHA_CACHE = "off" }
+    assert.are.same({ compiles = 1, hits = 0, rejects = 0, dir = "nil" }, run_once(env))
+    assert.are.same({ compiles = 1, hits = 0, rejects = 0, dir = "nil" }, run_once(env))
+    assert.are.equal(0, #entries(dir))
+  end)
+
+  it("creates a missing TOCHA_CACHE_DIR, private to the user", function()
+    local nested = dir .. "/a/b"
+    run_once { TOCHA_CACHE_DIR = nested }
+    assert.are.equal(1, #entries(nested))
+    local p = io.popen("stat -c %a " .. process.quote(nested))
+    assert.are.equal("700", p:read("*l"))
+    p:close()
+  end)
+
+  it("uses $XDG_CACHE_HOME/tocha when TOCHA_CACHE_DIR is unset", function()
+    local r = run_once { TOCHA_CACHE_DIR = false, XDG_CACHE_HOME = dir }
+    assert.are.equal(dir .. "/tocha", r.dir)
+    assert.are.equal(1, #entries(dir .. "/tocha"))
+  end)
+
+  it("answers a kernel built twice in one process from memory", function()
+    local out, err, status = process.run {
+      args = { "-e", [[
+        local tocha = require "tocha"
+        local src = "__device__ void twice(float *x) { x[0] = 1; }"
+        local a = tocha.kernel { source = src, name = "twice", params = "f32* x" }
+        local b = tocha.kernel { source = src, name = "twice", params = "f32* x" }
+        a:build("sim"); b:build("sim")
+        local s = tocha.cache.stats()
+        io.write(s.compiles, " ", s.memory_hits)
+      ]] },
+      env = { TOCHA_CACHE_DIR = dir },
+    }
+    assert.are.equal(0, status, err)
+    assert.are.equal("1 1", out)
+  end)
+end)
