@@ -18,7 +18,8 @@ foreach(spec IN LISTS TOCHA_SPECS)
     COMMAND ${LUAJIT_EXECUTABLE} ${BUSTED_EXECUTABLE} --exclude-tags=gpu --output=utfTerminal ${spec}
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "${TOCHA_SPEC_ENV}" LABELS cpu)
-  file(STRINGS ${spec} gpu_tags REGEX "#gpu")
+  # A spec has GPU tests when it tags them itself or runs over ref.devices() (which tags cuda).
+  file(STRINGS ${spec} gpu_tags REGEX "#gpu|ref\\.devices\\(\\)")
   if(gpu_tags)
     add_test(NAME ${name}_gpu
       COMMAND ${CMAKE_SOURCE_DIR}/scripts/run-gpu-spec.sh ${LUAJIT_EXECUTABLE} ${BUSTED_EXECUTABLE} ${spec}

@@ -66,16 +66,21 @@ for _, dev in ipairs(ref.devices()) do
       end)
 
       it("give Box-Muller normal values within one rounding, for every dtype", function()
+        -- Devices' log() and cos() may differ from the host's in the last bits (a few ulps of
+        -- f64); after that, one rounding to the dtype.
         for _, dt in ipairs(ref.all_dtypes) do
           local seed = math.random(0, 2 ^ 40)
-          local mean = dt == "u8" and 100 or 0.5
+          local mean, std = dt == "u8" and 100 or 0.5, 2
           local t = tocha.randn(ref.random_shape(3, 11), { dtype = dt, device = device, seed = seed,
-            mean = mean, std = 2 })
+            mean = mean, std = std })
           local integer = ref.convert(0.5, dt) ~= 0.5
+          local exact = {}
           assert_elements(t, function(i)
-            return ref.convert(ref.normal(i - 1, seed, mean, 2, integer), dt)
-          end, function(_, e)
-            return integer and 1 or math.max(math.abs(e) * ref.eps[dt], 1e-300) * 1.0000001
+            exact[i] = ref.normal(i - 1, seed, mean, std, false)
+            return ref.convert(ref.normal(i - 1, seed, mean, std, integer), dt)
+          end, function(i, e)
+            if integer then return 1 end
+            return math.abs(e) * ref.eps[dt] + 16 * 2 ^ -52 * (math.abs(mean) + math.abs(exact[i] - mean))
           end, dt .. " seed " .. seed)
         end
       end)
