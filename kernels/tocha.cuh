@@ -1,16 +1,13 @@
-// tocha.cuh: what every tocha kernel can use, on cuda and on the simulator alike.
+// tocha.cuh: what every tocha kernel can use, on cuda and on the simulator alike. It is
+// placed before each kernel's source in the translation unit tocha compiles.
+//
 // Element conversions go through double (exact for every dtype but i64 past 2^53, which
 // converts between integers directly); float to integer truncates toward zero and saturates,
 // NaN becomes 0, so that a cast is defined for every input.
-#pragma once
-
 namespace tocha {
 
-typedef long long i64;
-typedef unsigned long long u64;
-
+// Integer dtypes round random values instead of keeping fractions.
 template <typename T> struct is_integer { static const bool value = false; };
-// (is_integer: integer dtypes round random values instead of keeping fractions.)
 template <> struct is_integer<unsigned char> { static const bool value = true; };
 template <> struct is_integer<int> { static const bool value = true; };
 template <> struct is_integer<long long> { static const bool value = true; };
@@ -20,11 +17,6 @@ template <> struct limits<unsigned char> { static __device__ double lo() { retur
 template <> struct limits<int> { static __device__ double lo() { return -2147483648.0; } static __device__ double hi() { return 2147483647.0; } };
 template <> struct limits<long long> { static __device__ double lo() { return -9223372036854775808.0; } static __device__ double hi() { return 9223372036854775807.0; } };
 
-// The type a sum of D values is kept in: one that loses nothing D can hold.
-template <typename D> struct accumulator { typedef D type; };
-template <> struct accumulator<__half> { typedef float type; };
-template <> struct accumulator<__nv_bfloat16> { typedef float type; };
-
 __device__ __forceinline__ double to_double(float v) { return (double)v; }
 __device__ __forceinline__ double to_double(double v) { return v; }
 __device__ __forceinline__ double to_double(__half v) { return (double)__half2float(v); }
@@ -32,12 +24,7 @@ __device__ __forceinline__ double to_double(__nv_bfloat16 v) { return (double)__
 __device__ __forceinline__ double to_double(unsigned char v) { return (double)v; }
 __device__ __forceinline__ double to_double(int v) { return (double)v; }
 __device__ __forceinline__ double to_double(long long v) { return (double)v; }
-
-template <typename D> __device__ __forceinline__ D from_double(double v);
-template <> __device__ __forceinline__ float from_double<float>(double v) { return (float)v; }
-template <> __device__ __forceinline__ double from_double<double>(double v) { return v; }
-template <> __device__ __forceinline__ __half from_double<__half>(double v) { return __double2half(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_double<__nv_bfloat16>(double v) { return __double2bfloat16(v); }
+__device__ __forceinline__ double to_double(unsigned long long v) { return (double)v; }
 
 // Saturating, NaN to 0, truncating toward zero. hi() of i64 rounds up to 2^63 in double,
 // so the top is compared with >= and pinned to the largest value exactly.
@@ -48,6 +35,12 @@ template <typename D> __device__ __forceinline__ D saturate(double v)
     if (v >= limits<D>::hi()) return sizeof(D) == 8 ? (D)0x7fffffffffffffffLL : (D)limits<D>::hi();
     return (D)v;
 }
+
+template <typename D> __device__ __forceinline__ D from_double(double v);
+template <> __device__ __forceinline__ float from_double<float>(double v) { return (float)v; }
+template <> __device__ __forceinline__ double from_double<double>(double v) { return v; }
+template <> __device__ __forceinline__ __half from_double<__half>(double v) { return __double2half(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_double<__nv_bfloat16>(double v) { return __double2bfloat16(v); }
 template <> __device__ __forceinline__ unsigned char from_double<unsigned char>(double v) { return saturate<unsigned char>(v); }
 template <> __device__ __forceinline__ int from_double<int>(double v) { return saturate<int>(v); }
 template <> __device__ __forceinline__ long long from_double<long long>(double v) { return saturate<long long>(v); }
@@ -76,5 +69,22 @@ template <typename D, typename S> __device__ __forceinline__ D convert(S v)
 {
     return converter<D, S>::run(v);
 }
+
+// The type a sum of D values is kept in: one that loses nothing D can hold. Integer sums are
+// exact (u8 in int, i32 in i64; i64 wraps, as unsigned arithmetic does) and then converted
+// back to D by convert(), which saturates.
+template <typename D> struct accumulator { typedef D type; };
+template <> struct accumulator<__half> { typedef float type; };
+template <> struct accumulator<__nv_bfloat16> { typedef float type; };
+template <> struct accumulator<unsigned char> { typedef int type; };
+template <> struct accumulator<int> { typedef long long type; };
+template <> struct accumulator<long long> { typedef unsigned long long type; };
+
+// D into its accumulator, and an accumulator back into D.
+template <typename A, typename D> __device__ __forceinline__ A widen(D v) { return (A)v; }
+template <> __device__ __forceinline__ float widen<float, __half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float widen<float, __nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename D, typename A> __device__ __forceinline__ D narrow(A v) { return convert<D>(v); }
+template <> __device__ __forceinline__ long long narrow<long long, unsigned long long>(unsigned long long v) { return (long long)v; }
 
 } // namespace tocha

@@ -60,6 +60,8 @@ const char *tocha_kernel_entry_point_source(const tocha_kernel *k);
 const char *tocha_kernel_entry_point_name(const tocha_kernel *k);
 const char *tocha_kernel_source(const tocha_kernel *k);
 const char *tocha_kernel_hash(const tocha_kernel *k);
+const char *tocha_kernel_params(const tocha_kernel *k);
+int tocha_kernel_param_count(const tocha_kernel *k);
 int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *binary_size);
 int tocha_kernel_launch(tocha_kernel *k, tocha_device *device, const uint32_t grid[3], const uint32_t block[3], const tocha_arg *args, int nargs);
 int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel **out);
@@ -71,6 +73,41 @@ int tocha_event_new(tocha_device *device, tocha_event **out);
 void tocha_event_destroy(tocha_event *e);
 int tocha_event_record(tocha_event *e);
 int tocha_event_elapsed_ms(tocha_event *start, tocha_event *end, double *ms);
+
+typedef struct tocha_shape { int32_t ndim; int64_t dims[8]; } tocha_shape;
+typedef struct tocha_buffer { uint64_t data; tocha_shape shape; } tocha_buffer;
+typedef struct tocha_arg_list { int32_t count; tocha_arg args[32]; } tocha_arg_list;
+typedef struct tocha_runtime_op { const void *vtable; } tocha_runtime_op;
+typedef struct tocha_upsample {
+  tocha_runtime_op op; int32_t direction; int32_t dtype; int32_t scale_h, scale_w; int32_t block;
+  char name[48]; char id[96]; tocha_kernel *kernel; struct tocha_upsample *backward;
+} tocha_upsample;
+int tocha_op_n_activation_inputs(const tocha_runtime_op *op);
+int tocha_op_compute_concrete_output_shape(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs, tocha_shape *out);
+int tocha_op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3]);
+void tocha_op_block(const tocha_runtime_op *op, uint32_t block[3]);
+int tocha_op_pack_args(const tocha_runtime_op *op, const tocha_buffer *inputs, int n_inputs, const uint64_t *params, int n_params, uint64_t output, const tocha_shape *output_shape, int32_t output_row_stride, tocha_arg_list *visitor);
+int tocha_op_param_shapes(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs, const tocha_shape *output, tocha_shape *out, int cap, int *count);
+int tocha_op_param_names(const tocha_runtime_op *op, const char *const **names, int *count);
+int tocha_op_param_init_data(const tocha_runtime_op *op, int index, const void **data, uint64_t *size);
+int64_t tocha_op_forward_output_row_stride(const tocha_runtime_op *op, const tocha_shape *output);
+int tocha_op_has_backward(const tocha_runtime_op *op);
+int tocha_op_backward_grid(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs, const tocha_shape *output, uint32_t grid[3]);
+int tocha_op_backward_block(const tocha_runtime_op *op, uint32_t block[3]);
+int tocha_op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer *inputs, int n_inputs, const uint64_t *params, int n_params, uint64_t output, const tocha_shape *output_shape, uint64_t grad_output, int32_t grad_output_row_stride, const uint64_t *grad_inputs, int n_grad_inputs, const uint64_t *grad_params, int n_grad_params, tocha_arg_list *visitor);
+int64_t tocha_op_backward_grad_output_row_stride(const tocha_runtime_op *op, const tocha_shape *output);
+int tocha_op_n_launches(const tocha_runtime_op *op);
+int tocha_op_grid_for_launch(const tocha_runtime_op *op, int launch, const tocha_shape *inputs, int n_inputs, const tocha_shape *output, uint32_t grid[3]);
+int tocha_op_pack_args_for_launch(const tocha_runtime_op *op, int launch, const tocha_buffer *inputs, int n_inputs, const uint64_t *params, int n_params, uint64_t output, const tocha_shape *output_shape, int32_t output_row_stride, tocha_arg_list *visitor);
+int tocha_op_n_backward_launches(const tocha_runtime_op *op);
+int tocha_op_backward_grid_for_launch(const tocha_runtime_op *op, int launch, const tocha_shape *inputs, int n_inputs, const tocha_shape *output, uint32_t grid[3]);
+int tocha_op_pack_backward_args_for_launch(const tocha_runtime_op *op, int launch, const tocha_buffer *inputs, int n_inputs, const uint64_t *params, int n_params, uint64_t output, const tocha_shape *output_shape, uint64_t grad_output, int32_t grad_output_row_stride, const uint64_t *grad_inputs, int n_grad_inputs, const uint64_t *grad_params, int n_grad_params, tocha_arg_list *visitor);
+int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *device, const uint32_t grid[3], const uint32_t block[3], const tocha_arg_list *args);
+int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block, int backward_block, tocha_upsample **out);
+void tocha_upsample_destroy(tocha_upsample *up);
+const char *tocha_upsample_kernel_source(const tocha_upsample *up);
+int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, tocha_tensor *y);
+int tocha_upsample_backward(tocha_upsample *up, const tocha_tensor *dy, tocha_tensor *dx);
 ]]
 end
 

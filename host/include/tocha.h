@@ -95,7 +95,13 @@ typedef struct tocha_cache_stats {
 } tocha_cache_stats;
 
 /* One argument of a raw launch: a tensor, or a scalar given as integer or float. */
-typedef enum tocha_arg_kind { TOCHA_ARG_TENSOR = 0, TOCHA_ARG_INT = 1, TOCHA_ARG_FLOAT = 2 } tocha_arg_kind;
+/* TOCHA_ARG_POINTER carries a raw device address in i (what RuntimeOp::pack_args produces). */
+typedef enum tocha_arg_kind {
+    TOCHA_ARG_TENSOR = 0,
+    TOCHA_ARG_INT = 1,
+    TOCHA_ARG_FLOAT = 2,
+    TOCHA_ARG_POINTER = 3
+} tocha_arg_kind;
 typedef struct tocha_arg {
     int32_t kind;
     tocha_tensor *tensor;
@@ -188,6 +194,9 @@ TOCHA_API void tocha_kernel_destroy(tocha_kernel *k);
 TOCHA_API const char *tocha_kernel_entry_point_source(const tocha_kernel *k);
 TOCHA_API const char *tocha_kernel_entry_point_name(const tocha_kernel *k);
 TOCHA_API const char *tocha_kernel_source(const tocha_kernel *k);
+/* The parameter list as normalised ("f32* x, i32 n"), and its length. Owned by k. */
+TOCHA_API const char *tocha_kernel_params(const tocha_kernel *k);
+TOCHA_API int tocha_kernel_param_count(const tocha_kernel *k);
 /* A 32-hex-digit XXH3-128 hash of the full source. Owned by k. */
 TOCHA_API const char *tocha_kernel_hash(const tocha_kernel *k);
 /* Compiles the kernel for target ("sm_90", "sim") through the cache without loading it, and
@@ -221,6 +230,177 @@ TOCHA_API void tocha_event_destroy(tocha_event *e);
 TOCHA_API int tocha_event_record(tocha_event *e);
 /* Milliseconds between two recorded events of one device; waits for end. */
 TOCHA_API int tocha_event_elapsed_ms(tocha_event *start, tocha_event *end, double *ms);
+
+/* ---- ops: the seed's Kernel and RuntimeOp interfaces ---- */
+
+/* A concrete shape, and a device buffer with its shape (the seed's (RawPtr, &[usize])). */
+typedef struct tocha_shape {
+    int32_t ndim;
+    int64_t dims[TOCHA_MAX_DIMS];
+} tocha_shape;
+typedef struct tocha_buffer {
+    uint64_t data;
+    tocha_shape shape;
+} tocha_buffer;
+/* The seed's ArgVisitor: pack_args appends the launch arguments here, in order. */
+typedef struct tocha_arg_list {
+    int32_t count;
+    tocha_arg args[TOCHA_MAX_PARAMS];
+} tocha_arg_list;
+
+typedef struct tocha_runtime_op tocha_runtime_op;
+/* The seed's RuntimeOp. The first five are required; every other slot may be NULL, and the
+** tocha_op_* dispatchers below then give the seed's default: no parameters, the natural row
+** stride (output_shape[-1]), no backward, one launch, and *_for_launch equal to the plain
+** method. Methods that can fail return a tocha_status. */
+typedef struct tocha_runtime_op_vtable {
+    int (*n_activation_inputs)(const tocha_runtime_op *op);
+    int (*compute_concrete_output_shape)(const tocha_runtime_op *op, const tocha_shape *inputs,
+                                         int n_inputs, tocha_shape *out);
+    int (*grid)(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3]);
+    void (*block)(const tocha_runtime_op *op, uint32_t block[3]);
+    int (*pack_args)(const tocha_runtime_op *op, const tocha_buffer *inputs, int n_inputs,
+                     const uint64_t *params, int n_params, uint64_t output,
+                     const tocha_shape *output_shape, int32_t output_row_stride,
+                     tocha_arg_list *visitor);
+    int (*param_shapes)(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
+                        const tocha_shape *output, tocha_shape *out, int cap, int *count);
+    int (*param_names)(const tocha_runtime_op *op, const char *const **names, int *count);
+    int (*param_init_data)(const tocha_runtime_op *op, int index, const void **data,
+                           uint64_t *size);
+    int64_t (*forward_output_row_stride)(const tocha_runtime_op *op, const tocha_shape *output);
+    int (*has_backward)(const tocha_runtime_op *op);
+    int (*backward_grid)(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
+                         const tocha_shape *output, uint32_t grid[3]);
+    void (*backward_block)(const tocha_runtime_op *op, uint32_t block[3]);
+    int (*pack_backward_args)(const tocha_runtime_op *op, const tocha_buffer *inputs, int n_inputs,
+                              const uint64_t *params, int n_params, uint64_t output,
+                              const tocha_shape *output_shape, uint64_t grad_output,
+                              int32_t grad_output_row_stride, const uint64_t *grad_inputs,
+                              int n_grad_inputs, const uint64_t *grad_params, int n_grad_params,
+                              tocha_arg_list *visitor);
+    int64_t (*backward_grad_output_row_stride)(const tocha_runtime_op *op,
+                                               const tocha_shape *output);
+    int (*n_launches)(const tocha_runtime_op *op);
+    int (*grid_for_launch)(const tocha_runtime_op *op, int launch, const tocha_shape *inputs,
+                           int n_inputs, const tocha_shape *output, uint32_t grid[3]);
+    int (*pack_args_for_launch)(const tocha_runtime_op *op, int launch, const tocha_buffer *inputs,
+                                int n_inputs, const uint64_t *params, int n_params,
+                                uint64_t output, const tocha_shape *output_shape,
+                                int32_t output_row_stride, tocha_arg_list *visitor);
+    int (*n_backward_launches)(const tocha_runtime_op *op);
+    int (*backward_grid_for_launch)(const tocha_runtime_op *op, int launch,
+                                    const tocha_shape *inputs, int n_inputs,
+                                    const tocha_shape *output, uint32_t grid[3]);
+    int (*pack_backward_args_for_launch)(const tocha_runtime_op *op, int launch,
+                                         const tocha_buffer *inputs, int n_inputs,
+                                         const uint64_t *params, int n_params, uint64_t output,
+                                         const tocha_shape *output_shape, uint64_t grad_output,
+                                         int32_t grad_output_row_stride,
+                                         const uint64_t *grad_inputs, int n_grad_inputs,
+                                         const uint64_t *grad_params, int n_grad_params,
+                                         tocha_arg_list *visitor);
+} tocha_runtime_op_vtable;
+
+struct tocha_runtime_op {
+    const tocha_runtime_op_vtable *vtable;
+};
+
+/* Dispatchers: each calls the op's method, or applies the seed's default when it is NULL. */
+TOCHA_API int tocha_op_n_activation_inputs(const tocha_runtime_op *op);
+TOCHA_API int tocha_op_compute_concrete_output_shape(const tocha_runtime_op *op,
+                                                     const tocha_shape *inputs, int n_inputs,
+                                                     tocha_shape *out);
+TOCHA_API int tocha_op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3]);
+TOCHA_API void tocha_op_block(const tocha_runtime_op *op, uint32_t block[3]);
+TOCHA_API int tocha_op_pack_args(const tocha_runtime_op *op, const tocha_buffer *inputs,
+                                 int n_inputs, const uint64_t *params, int n_params,
+                                 uint64_t output, const tocha_shape *output_shape,
+                                 int32_t output_row_stride, tocha_arg_list *visitor);
+TOCHA_API int tocha_op_param_shapes(const tocha_runtime_op *op, const tocha_shape *inputs,
+                                    int n_inputs, const tocha_shape *output, tocha_shape *out,
+                                    int cap, int *count);
+TOCHA_API int tocha_op_param_names(const tocha_runtime_op *op, const char *const **names, int *count);
+/* *data is NULL (and *size 0) when the slot is left zero-initialised, the default. */
+TOCHA_API int tocha_op_param_init_data(const tocha_runtime_op *op, int index, const void **data,
+                                       uint64_t *size);
+TOCHA_API int64_t tocha_op_forward_output_row_stride(const tocha_runtime_op *op, const tocha_shape *output);
+TOCHA_API int tocha_op_has_backward(const tocha_runtime_op *op);
+TOCHA_API int tocha_op_backward_grid(const tocha_runtime_op *op, const tocha_shape *inputs,
+                                     int n_inputs, const tocha_shape *output, uint32_t grid[3]);
+TOCHA_API int tocha_op_backward_block(const tocha_runtime_op *op, uint32_t block[3]);
+TOCHA_API int tocha_op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer *inputs,
+                                          int n_inputs, const uint64_t *params, int n_params,
+                                          uint64_t output, const tocha_shape *output_shape,
+                                          uint64_t grad_output, int32_t grad_output_row_stride,
+                                          const uint64_t *grad_inputs, int n_grad_inputs,
+                                          const uint64_t *grad_params, int n_grad_params,
+                                          tocha_arg_list *visitor);
+TOCHA_API int64_t tocha_op_backward_grad_output_row_stride(const tocha_runtime_op *op,
+                                                           const tocha_shape *output);
+TOCHA_API int tocha_op_n_launches(const tocha_runtime_op *op);
+TOCHA_API int tocha_op_grid_for_launch(const tocha_runtime_op *op, int launch,
+                                       const tocha_shape *inputs, int n_inputs,
+                                       const tocha_shape *output, uint32_t grid[3]);
+TOCHA_API int tocha_op_pack_args_for_launch(const tocha_runtime_op *op, int launch,
+                                            const tocha_buffer *inputs, int n_inputs,
+                                            const uint64_t *params, int n_params, uint64_t output,
+                                            const tocha_shape *output_shape,
+                                            int32_t output_row_stride, tocha_arg_list *visitor);
+TOCHA_API int tocha_op_n_backward_launches(const tocha_runtime_op *op);
+TOCHA_API int tocha_op_backward_grid_for_launch(const tocha_runtime_op *op, int launch,
+                                                const tocha_shape *inputs, int n_inputs,
+                                                const tocha_shape *output, uint32_t grid[3]);
+TOCHA_API int tocha_op_pack_backward_args_for_launch(
+    const tocha_runtime_op *op, int launch, const tocha_buffer *inputs, int n_inputs,
+    const uint64_t *params, int n_params, uint64_t output, const tocha_shape *output_shape,
+    uint64_t grad_output, int32_t grad_output_row_stride, const uint64_t *grad_inputs,
+    int n_grad_inputs, const uint64_t *grad_params, int n_grad_params, tocha_arg_list *visitor);
+
+/* Launches k with arguments packed by an op (raw pointers and integers): checks count, kinds
+** and integer ranges; pointers cannot be checked further. */
+TOCHA_API int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *device,
+                                         const uint32_t grid[3], const uint32_t block[3],
+                                         const tocha_arg_list *args);
+
+/* ---- the seed's kernels: UpsampleNearest2dForward / UpsampleNearest2dBackward ---- */
+
+typedef enum tocha_upsample_direction {
+    TOCHA_UPSAMPLE_FORWARD = 0,
+    TOCHA_UPSAMPLE_BACKWARD = 1
+} tocha_upsample_direction;
+
+#define TOCHA_UPSAMPLE_MAX_SCALE 64
+
+/* One upsample kernel: its constants, its Kernel (source, entry point, hash) and, for the
+** forward kernel, the RuntimeOp and the backward kernel it launches. */
+typedef struct tocha_upsample {
+    tocha_runtime_op op;   /* RuntimeOp (forward kernels); first, so it casts */
+    int32_t direction;     /* tocha_upsample_direction */
+    int32_t dtype;
+    int32_t scale_h, scale_w;
+    int32_t block;         /* block_ow (forward) or block_iw (backward) */
+    char name[48];         /* "upsample_nearest2d_forward" */
+    char id[96];           /* "upsample_nearest2d_forward__f32__2__2__128" */
+    tocha_kernel *kernel;
+    struct tocha_upsample *backward; /* forward kernels: the backward kernel; else NULL */
+} tocha_upsample;
+
+/* Constructs the kernel for these compile-time constants: scales 1..TOCHA_UPSAMPLE_MAX_SCALE,
+** block a multiple of 32 from 32 to 1024. A forward kernel also makes its backward kernel with
+** block_iw = backward_block (0: the same as block). Nothing is compiled yet. */
+TOCHA_API int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block,
+                                 int backward_block, tocha_upsample **out);
+/* Releases the kernel (and its backward kernel). NULL ok. */
+TOCHA_API void tocha_upsample_destroy(tocha_upsample *up);
+/* The kernel's source text as written in its .cu file. */
+TOCHA_API const char *tocha_upsample_kernel_source(const tocha_upsample *up);
+/* Forward: y = upsample(x). x is [B, C, H, W] of the kernel's dtype; y [B, C, H*sh, W*sw] on the
+** same device. Every check runs before anything is launched. */
+TOCHA_API int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, tocha_tensor *y);
+/* Backward: dx = the gradient for dy. up is a backward kernel, or a forward kernel whose
+** backward kernel runs; dy is [B, C, H*sh, W*sw], dx [B, C, H, W]. */
+TOCHA_API int tocha_upsample_backward(tocha_upsample *up, const tocha_tensor *dy, tocha_tensor *dx);
 
 #ifdef __cplusplus
 }

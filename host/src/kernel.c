@@ -38,6 +38,7 @@ struct tocha_kernel {
     char *entry_source;
     char *source; /* kernel source .. "\n\n" .. entry point */
     char *sim_launcher;
+    char *params_text; /* the parameter list, normalised */
     char hash[33];
     int nparams;
     param params[TOCHA_MAX_PARAMS];
@@ -156,6 +157,13 @@ static void generate(tocha_kernel *k, const char *source, const char *name, cons
                            k->params[i].tensor ? " *" : "", i);
     tocha_text_append(&t, ");\n    });\n}\n");
     k->sim_launcher = tocha_text_take(&t);
+
+    for (int i = 0; i < k->nparams; i++)
+        tocha_text_appendf(&t, "%s%s%s %s", i ? ", " : "",
+                           k->params[i].tensor ? tocha_dtype_name(k->params[i].type)
+                                               : scalars[k->params[i].type].name,
+                           k->params[i].tensor ? "*" : "", k->params[i].name);
+    k->params_text = tocha_text_take(&t);
 }
 
 int tocha_kernel_new(const char *source, const char *name, const char *template_args,
@@ -179,7 +187,7 @@ int tocha_kernel_new(const char *source, const char *name, const char *template_
     k->entry_name = malloc(n);
     if (k->entry_name) snprintf(k->entry_name, n, "%s_entry_point", name);
     if (k->entry_name) generate(k, source, name, template_args);
-    if (!k->entry_name || !k->entry_source || !k->source || !k->sim_launcher) {
+    if (!k->entry_name || !k->entry_source || !k->source || !k->sim_launcher || !k->params_text) {
         tocha_kernel_destroy(k);
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a kernel");
     }
@@ -202,6 +210,7 @@ void tocha_kernel_destroy(tocha_kernel *k)
     free(k->entry_source);
     free(k->source);
     free(k->sim_launcher);
+    free(k->params_text);
     free(k);
 }
 
@@ -209,6 +218,8 @@ const char *tocha_kernel_entry_point_source(const tocha_kernel *k) { return k->e
 const char *tocha_kernel_entry_point_name(const tocha_kernel *k) { return k->entry_name; }
 const char *tocha_kernel_source(const tocha_kernel *k) { return k->source; }
 const char *tocha_kernel_hash(const tocha_kernel *k) { return k->hash; }
+const char *tocha_kernel_params(const tocha_kernel *k) { return k->params_text; }
+int tocha_kernel_param_count(const tocha_kernel *k) { return k->nparams; }
 
 static int build_for(tocha_kernel *k, const char *target, tocha_cache_entry **out)
 {
@@ -298,7 +309,10 @@ typedef union {
 
 static const char *arg_kind_name(int kind)
 {
-    return kind == TOCHA_ARG_TENSOR ? "a tensor" : kind == TOCHA_ARG_INT ? "an integer" : "a number";
+    return kind == TOCHA_ARG_TENSOR    ? "a tensor"
+           : kind == TOCHA_ARG_INT     ? "an integer"
+           : kind == TOCHA_ARG_POINTER ? "a device pointer"
+                                       : "a number";
 }
 
 /* Checks a scalar argument against its parameter and stores it in v. */
@@ -378,6 +392,35 @@ int tocha_kernel_launch(tocha_kernel *k, tocha_device *d, const uint32_t grid[3]
                               "argument %d (%s): tensor is on %s, the launch is on %s", i + 1,
                               p->name, t->dev->name, d->name);
         slots[i] = (void *)&t->data;
+    }
+    return tocha_kernel_launch_raw(k, d, grid, block, slots);
+}
+
+int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
+                               const uint32_t block[3], const tocha_arg_list *list)
+{
+    if (!k) return tocha_fail(TOCHA_E_ARGUMENT, "kernel: expected a kernel, got NULL");
+    if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
+    if (!list) return tocha_fail(TOCHA_E_ARGUMENT, "args: expected an argument list, got NULL");
+    if (list->count != k->nparams)
+        return tocha_fail(TOCHA_E_ARGUMENT, "expected %d arguments for %s, got %d", k->nparams,
+                          k->entry_name, list->count);
+    int st = check_dims(grid, block);
+    if (st) return st;
+    scalar_value values[TOCHA_MAX_PARAMS];
+    void *slots[TOCHA_MAX_PARAMS];
+    for (int i = 0; i < list->count; i++) {
+        const param *p = &k->params[i];
+        const tocha_arg *a = &list->args[i];
+        if (p->tensor) {
+            if (a->kind != TOCHA_ARG_POINTER || a->i == 0)
+                return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected a device pointer",
+                                  i + 1, p->name);
+            slots[i] = (void *)&a->i;
+            continue;
+        }
+        if ((st = check_scalar(p, i, a, &values[i]))) return st;
+        slots[i] = &values[i];
     }
     return tocha_kernel_launch_raw(k, d, grid, block, slots);
 }

@@ -37,6 +37,12 @@ end
 
 -- Kernels
 tocha.kernel = kernel.new
+local upsample = require "tocha.upsample"
+tocha.UpsampleNearest2dForward = upsample.UpsampleNearest2dForward
+tocha.UpsampleNearest2dBackward = upsample.UpsampleNearest2dBackward
+tocha.launch_packed = upsample.launch_packed
+tocha.nn = require "tocha.nn"
+tocha.gradcheck = require "tocha.gradcheck"
 tocha.builtin_kernel = kernel.builtin
 
 -- Comparison. Tensors of different dtypes are compared in f64; b moves to a's device.

@@ -41,18 +41,23 @@ function M.new(spec)
   local params = string_field(spec, "params", true)
   local out = ffi.new("tocha_kernel*[1]")
   check(C.tocha_kernel_new(source, name, targs, params, out), "kernel")
-  local handle = ffi.gc(out[0], C.tocha_kernel_destroy)
-  local nparams = 0
-  for _ in params:gmatch("[^,]+") do nparams = nparams + 1 end
+  local k = M.wrap(ffi.gc(out[0], C.tocha_kernel_destroy))
+  k.name = name
+  k.kernel_source = source
+  return k
+end
+
+-- A Kernel over a handle owned by C (owner keeps it alive), with the same fields as new().
+function M.wrap(handle, owner)
   return setmetatable({
     handle = handle,
-    name = name,
-    kernel_source = source,
+    owner = owner,
     entry_point_name = ffi.string(C.tocha_kernel_entry_point_name(handle)),
     entry_point_source = ffi.string(C.tocha_kernel_entry_point_source(handle)),
     source = ffi.string(C.tocha_kernel_source(handle)),
-    nparams = nparams,
-    args = ffi.new("tocha_arg[?]", math.max(nparams, 1)),
+    params = ffi.string(C.tocha_kernel_params(handle)),
+    nparams = C.tocha_kernel_param_count(handle),
+    args = ffi.new("tocha_arg[?]", math.max(C.tocha_kernel_param_count(handle), 1)),
     grid = ffi.new("uint32_t[3]"),
     block = ffi.new("uint32_t[3]"),
   }, Kernel)
@@ -66,15 +71,9 @@ function M.builtin(op, dtype_name, dtype2_name)
   local b = dtype.id(dtype2_name or dtype_name, "builtin_kernel", 1)
   local out = ffi.new("tocha_kernel*[1]")
   check(C.tocha_builtin_kernel_get(op, a, b, out), "builtin_kernel")
-  local handle = out[0]
-  return setmetatable({
-    handle = handle,
-    name = op,
-    entry_point_name = ffi.string(C.tocha_kernel_entry_point_name(handle)),
-    entry_point_source = ffi.string(C.tocha_kernel_entry_point_source(handle)),
-    source = ffi.string(C.tocha_kernel_source(handle)),
-    nparams = 0,
-  }, Kernel)
+  local k = M.wrap(out[0])
+  k.name = op
+  return k
 end
 
 -- A content hash of the full source (32 hex digits).

@@ -66,6 +66,15 @@ local function shape_string(t)
   return table.concat(parts, "x")
 end
 
+-- Raises unless a and b have one shape: "<what>: expected shape [..] (like x), got [..]".
+function M.same_shape(a, b, fname, what, level)
+  local same = a.ndim == b.ndim
+  for i = 0, a.ndim - 1 do same = same and a.dims[i] == b.dims[i] end
+  if not same then
+    fail(fname, ("%s: expected shape [%s], got [%s]"):format(what, shape_string(a), shape_string(b)), level + 1)
+  end
+end
+
 -- ---- allocation ----
 
 -- Allocates an uninitialised tensor; on device out-of-memory collects garbage and retries once.

@@ -1,0 +1,395 @@
+-- tocha.upsample: the seed's kernels, UpsampleNearest2dForward and UpsampleNearest2dBackward.
+--
+--   local up = tocha.UpsampleNearest2dForward.new(2, 2, 128)        -- f32 unless a dtype is given
+--   local y  = up:forward(x)        -- x [B, C, H, W] -> y [B, C, 2H, 2W]
+--   local dx = up:backward(x, dy)   -- through UpsampleNearest2dBackward(2, 2, block_iw)
+--
+-- Fields, as the seed's: name, id ("upsample_nearest2d_forward__f32__2__2__128"), scale_h,
+-- scale_w, block_ow / block_iw, kernel_source (the .cu file), entry_point_source, source
+-- (kernel_source .. "\n\n" .. entry_point_source), entry_point_name, hash (of source), and
+-- args_signature, the parameter list a raw launch of .kernel is checked against.
+-- The forward kernel is also a RuntimeOp: every method of the seed's trait is callable, with
+-- launch indices counted from 1 as Lua counts.
+local ffi = require "ffi"
+local native = require "tocha.ffi"
+local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local tensor = require "tocha.tensor"
+local kernel = require "tocha.kernel"
+local C, check, fail = native.C, native.check, tensor.fail
+
+local M = {}
+
+local function check_int(fname, what, v, lo, hi, level)
+  if type(v) ~= "number" or v ~= v or v ~= math.floor(v) or v < lo or v > hi then
+    local got = type(v) == "number" and (v ~= v and "nan" or tostring(v)) or type(v)
+    fail(fname, ("%s: expected an integer from %d to %d, got %s"):format(what, lo, hi, got), level + 1)
+  end
+end
+
+-- Wraps a tocha_upsample handle (owned elsewhere when owner is given) as a kernel table.
+local function describe(handle, class, block_field, owner)
+  local k = kernel.wrap(handle.kernel, owner or handle)
+  local self = setmetatable({
+    handle = handle,
+    owner = owner,
+    name = ffi.string(handle.name),
+    id = ffi.string(handle.id),
+    dtype = dtype.name(handle.dtype),
+    scale_h = handle.scale_h,
+    scale_w = handle.scale_w,
+    kernel = k,
+    kernel_source = ffi.string(C.tocha_upsample_kernel_source(handle)),
+    entry_point_source = k.entry_point_source,
+    source = k.source,
+    entry_point_name = k.entry_point_name,
+    hash = k:hash(),
+    args_signature = k.params,
+  }, class)
+  self[block_field] = handle.block
+  return self
+end
+
+local function construct(fname, direction, scale_h, scale_w, block, dtype_name, backward_block, level)
+  check_int(fname, "scale_h", scale_h, 1, 64, level + 1)
+  check_int(fname, "scale_w", scale_w, 1, 64, level + 1)
+  local block_name = direction == 0 and "block_ow" or "block_iw"
+  check_int(fname, block_name, block, 1, 1024, level + 1)
+  if backward_block ~= nil then check_int(fname, "block_iw", backward_block, 1, 1024, level + 1) end
+  local id = dtype.id(dtype_name or "f32", fname, level + 1)
+  local out = ffi.new("tocha_upsample*[1]")
+  check(C.tocha_upsample_new(direction, id, scale_h, scale_w, block, backward_block or 0, out),
+    fname, level + 1)
+  return ffi.gc(out[0], C.tocha_upsample_destroy)
+end
+
+-- ---- shapes ----
+
+-- The forward's output shape for x, checked by the op (4-D, every size within i32).
+local scratch_shape, scratch_out = ffi.new("tocha_shape"), ffi.new("tocha_shape")
+local function output_shape_of(self, x, fname, level)
+  scratch_shape.ndim = x.ndim
+  for i = 0, x.ndim - 1 do scratch_shape.dims[i] = x.dims[i] end
+  local st = C.tocha_op_compute_concrete_output_shape(ffi.cast("tocha_runtime_op *", self.handle),
+    scratch_shape, 1, scratch_out)
+  if st ~= 0 then fail(fname, (native.message():gsub("^inputs%[1%]", "x")), level + 1) end
+  return { tonumber(scratch_out.dims[0]), tonumber(scratch_out.dims[1]), tonumber(scratch_out.dims[2]),
+    tonumber(scratch_out.dims[3]) }
+end
+
+local function same_device_alloc(shape, like, fname, level)
+  return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev), fname, level + 1)
+end
+
+local function need_tensor(v, fname, what, level)
+  if not tensor.is_tensor(v) then
+    fail(fname, ("%s: expected a tensor, got %s"):format(what, type(v)), level + 1)
+  end
+  if v.freed ~= 0 then fail(fname, what .. ": tensor was freed", level + 1) end
+  if v.ndim ~= 4 then
+    fail(fname, ("%s: expected a 4-D tensor [B, C, H, W], got %d-D"):format(what, v.ndim), level + 1)
+  end
+end
+
+-- ---- UpsampleNearest2dBackward ----
+
+local Backward = {}
+Backward.__index = Backward
+Backward.__tostring = function(k) return "tocha.UpsampleNearest2dBackward " .. k.id end
+M.UpsampleNearest2dBackward = Backward
+
+-- UpsampleNearest2dBackward.new(scale_h, scale_w, block_iw [, dtype])
+function Backward.new(scale_h, scale_w, block_iw, dtype_name)
+  local h = construct("UpsampleNearest2dBackward.new", 1, scale_h, scale_w, block_iw, dtype_name, nil, 1)
+  return describe(h, Backward, "block_iw")
+end
+
+-- k:run(dy [, dx]): dx [B, C, OH / scale_h, OW / scale_w] = the gradient for dy.
+function Backward:run(dy, dx)
+  local fname = "UpsampleNearest2dBackward:run"
+  need_tensor(dy, fname, "dy", 1)
+  if dx == nil then
+    local oh, ow = tonumber(dy.dims[2]), tonumber(dy.dims[3])
+    if oh % self.scale_h ~= 0 or ow % self.scale_w ~= 0 then
+      fail(fname, ("dy: height %d and width %d must be multiples of the scales %d and %d")
+        :format(oh, ow, self.scale_h, self.scale_w), 1)
+    end
+    dx = same_device_alloc({ tonumber(dy.dims[0]), tonumber(dy.dims[1]), oh / self.scale_h,
+      ow / self.scale_w }, dy, fname, 1)
+  end
+  check(C.tocha_upsample_backward(self.handle, dy, dx), fname)
+  return dx
+end
+Backward.backward = Backward.run
+
+-- ---- UpsampleNearest2dForward ----
+
+local Forward = {}
+Forward.__index = Forward
+Forward.__tostring = function(k) return "tocha.UpsampleNearest2dForward " .. k.id end
+M.UpsampleNearest2dForward = Forward
+
+-- UpsampleNearest2dForward.new(scale_h, scale_w, block_ow [, dtype [, block_iw]])
+-- block_iw is the backward kernel's block width; it defaults to block_ow.
+function Forward.new(scale_h, scale_w, block_ow, dtype_name, block_iw)
+  local h = construct("UpsampleNearest2dForward.new", 0, scale_h, scale_w, block_ow, dtype_name, block_iw, 1)
+  local self = describe(h, Forward, "block_ow")
+  self.backward_kernel = describe(h.backward, Backward, "block_iw", h)
+  return self
+end
+
+-- up:forward(x [, y]): y = upsample(x); y is allocated on x's device when not given.
+function Forward:forward(x, y)
+  if y == nil then
+    need_tensor(x, "UpsampleNearest2dForward:forward", "x", 1)
+    y = same_device_alloc(output_shape_of(self, x, "UpsampleNearest2dForward:forward", 1), x,
+      "UpsampleNearest2dForward:forward", 1)
+  end
+  check(C.tocha_upsample_forward(self.handle, x, y), "UpsampleNearest2dForward:forward")
+  return y
+end
+
+-- up:backward(x, dy [, dx]): dx, the gradient for dy, shaped like x.
+function Forward:backward(x, dy, dx)
+  if dx == nil then
+    need_tensor(x, "UpsampleNearest2dForward:backward", "x", 1)
+    dx = same_device_alloc({ tonumber(x.dims[0]), tonumber(x.dims[1]), tonumber(x.dims[2]),
+      tonumber(x.dims[3]) }, x, "UpsampleNearest2dForward:backward", 1)
+  elseif tensor.is_tensor(x) and tensor.is_tensor(dx) then
+    tensor.same_shape(x, dx, "UpsampleNearest2dForward:backward", "dx", 1)
+  end
+  check(C.tocha_upsample_backward(self.handle, dy, dx), "UpsampleNearest2dForward:backward")
+  return dx
+end
+
+-- ---- the RuntimeOp methods ----
+
+local function op(self) return ffi.cast("tocha_runtime_op *", self.handle) end
+
+local function to_shape(t, fname, what, level)
+  if tensor.is_tensor(t) then t = t:shape() end
+  if type(t) ~= "table" then fail(fname, what .. ": expected a shape table", level + 1) end
+  local s = ffi.new("tocha_shape")
+  s.ndim = #t
+  for i = 1, math.min(#t, 8) do s.dims[i - 1] = t[i] end
+  return s
+end
+
+local function shapes(list, fname, what, level)
+  if type(list) ~= "table" then fail(fname, what .. ": expected a list of shapes", level + 1) end
+  local arr = ffi.new("tocha_shape[?]", math.max(#list, 1))
+  for i = 1, #list do arr[i - 1] = to_shape(list[i], fname, what .. "[" .. i .. "]", level + 1) end
+  return arr, #list
+end
+
+local function from_shape(s)
+  local out = {}
+  for i = 0, s.ndim - 1 do out[i + 1] = tonumber(s.dims[i]) end
+  return out
+end
+
+local function dims3(a) return { tonumber(a[0]), tonumber(a[1]), tonumber(a[2]) } end
+
+local function address(v)
+  if tensor.is_tensor(v) then return v.data end
+  if v == nil then return 0 end
+  return ffi.cast("uint64_t", v)
+end
+
+-- Inputs are {tensor, ...} or {{address, shape}, ...}.
+local function buffers(list, fname, level)
+  local arr = ffi.new("tocha_buffer[?]", math.max(#list, 1))
+  for i = 1, #list do
+    local item = list[i]
+    if tensor.is_tensor(item) then
+      arr[i - 1].data = item.data
+      arr[i - 1].shape = to_shape(item, fname, "inputs", level + 1)
+    else
+      arr[i - 1].data = address(item[1])
+      arr[i - 1].shape = to_shape(item[2], fname, "inputs", level + 1)
+    end
+  end
+  return arr, #list
+end
+
+local function addresses(list)
+  list = list or {}
+  local arr = ffi.new("uint64_t[?]", math.max(#list, 1))
+  for i = 1, #list do arr[i - 1] = address(list[i]) end
+  return arr, #list
+end
+
+-- The visitor's arguments as Lua values: addresses as uint64_t cdata, integers as numbers.
+local function visited(list)
+  local out = {}
+  for i = 0, list.count - 1 do
+    local a = list.args[i]
+    out[i + 1] = a.kind == 3 and ffi.new("uint64_t", a.i) or tonumber(a.i)
+  end
+  return out
+end
+
+function Forward:n_activation_inputs() return C.tocha_op_n_activation_inputs(op(self)) end
+
+function Forward:param_shapes(input_shapes, output_shape)
+  local fname = "UpsampleNearest2dForward:param_shapes"
+  local ins, n = shapes(input_shapes or {}, fname, "input_shapes", 1)
+  local out, count = ffi.new("tocha_shape[8]"), ffi.new("int[1]")
+  check(C.tocha_op_param_shapes(op(self), ins, n, output_shape and to_shape(output_shape, fname, "output_shape", 1), out, 8, count), fname)
+  local list = {}
+  for i = 0, count[0] - 1 do list[i + 1] = from_shape(out[i]) end
+  return list
+end
+
+function Forward:param_names()
+  local names, count = ffi.new("const char *const *[1]"), ffi.new("int[1]")
+  check(C.tocha_op_param_names(op(self), names, count), "UpsampleNearest2dForward:param_names")
+  local list = {}
+  for i = 0, count[0] - 1 do list[i + 1] = ffi.string(names[0][i]) end
+  return list
+end
+
+-- nil: the slot is left zero-initialised.
+function Forward:param_init_data(index)
+  local data, size = ffi.new("const void *[1]"), ffi.new("uint64_t[1]")
+  check(C.tocha_op_param_init_data(op(self), (index or 1) - 1, data, size), "UpsampleNearest2dForward:param_init_data")
+  if data[0] == nil then return nil end
+  return ffi.string(data[0], size[0])
+end
+
+function Forward:compute_concrete_output_shape(input_shapes)
+  local fname = "UpsampleNearest2dForward:compute_concrete_output_shape"
+  local ins, n = shapes(input_shapes, fname, "input_shapes", 1)
+  local out = ffi.new("tocha_shape")
+  check(C.tocha_op_compute_concrete_output_shape(op(self), ins, n, out), fname)
+  return from_shape(out)
+end
+
+function Forward:grid(output_shape)
+  local g = ffi.new("uint32_t[3]")
+  check(C.tocha_op_grid(op(self), to_shape(output_shape, "UpsampleNearest2dForward:grid", "output_shape", 1), g),
+    "UpsampleNearest2dForward:grid")
+  return dims3(g)
+end
+
+function Forward:block()
+  local b = ffi.new("uint32_t[3]")
+  C.tocha_op_block(op(self), b)
+  return dims3(b)
+end
+
+-- up:pack_args(inputs, params, output, output_shape [, output_row_stride]): the launch's Args.
+function Forward:pack_args(inputs, params, output, output_shape, row_stride)
+  local fname = "UpsampleNearest2dForward:pack_args"
+  local ins, n = buffers(inputs, fname, 1)
+  local ps, np = addresses(params)
+  local list = ffi.new("tocha_arg_list")
+  output_shape = output_shape or (tensor.is_tensor(output) and output:shape())
+  check(C.tocha_op_pack_args(op(self), ins, n, ps, np, address(output),
+    to_shape(output_shape, fname, "output_shape", 1), row_stride or 0, list), fname)
+  return visited(list)
+end
+
+function Forward:forward_output_row_stride(output_shape)
+  return tonumber(C.tocha_op_forward_output_row_stride(op(self),
+    to_shape(output_shape, "UpsampleNearest2dForward:forward_output_row_stride", "output_shape", 1)))
+end
+
+function Forward:has_backward() return C.tocha_op_has_backward(op(self)) ~= 0 end
+
+function Forward:backward_grid(input_shapes, output_shape)
+  local fname = "UpsampleNearest2dForward:backward_grid"
+  local ins, n = shapes(input_shapes, fname, "input_shapes", 1)
+  local g = ffi.new("uint32_t[3]")
+  check(C.tocha_op_backward_grid(op(self), ins, n, output_shape and to_shape(output_shape, fname, "output_shape", 1), g), fname)
+  return dims3(g)
+end
+
+function Forward:backward_block()
+  local b = ffi.new("uint32_t[3]")
+  check(C.tocha_op_backward_block(op(self), b), "UpsampleNearest2dForward:backward_block")
+  return dims3(b)
+end
+
+-- up:pack_backward_args(inputs, params, output, output_shape, grad_output,
+--                       grad_output_row_stride, grad_inputs, grad_params)
+function Forward:pack_backward_args(inputs, params, output, output_shape, grad_output, grad_stride,
+                                    grad_inputs, grad_params)
+  local fname = "UpsampleNearest2dForward:pack_backward_args"
+  local ins, n = buffers(inputs, fname, 1)
+  local ps, np = addresses(params)
+  local gi, ngi = addresses(grad_inputs)
+  local gp, ngp = addresses(grad_params)
+  local list = ffi.new("tocha_arg_list")
+  output_shape = output_shape or (tensor.is_tensor(grad_output) and grad_output:shape())
+  check(C.tocha_op_pack_backward_args(op(self), ins, n, ps, np, address(output),
+    to_shape(output_shape, fname, "output_shape", 1), address(grad_output), grad_stride or 0,
+    gi, ngi, gp, ngp, list), fname)
+  return visited(list)
+end
+
+function Forward:backward_grad_output_row_stride(output_shape)
+  return tonumber(C.tocha_op_backward_grad_output_row_stride(op(self),
+    to_shape(output_shape, "UpsampleNearest2dForward:backward_grad_output_row_stride", "output_shape", 1)))
+end
+
+function Forward:n_launches() return C.tocha_op_n_launches(op(self)) end
+function Forward:n_backward_launches() return C.tocha_op_n_backward_launches(op(self)) end
+
+function Forward:grid_for_launch(i, input_shapes, output_shape)
+  local fname = "UpsampleNearest2dForward:grid_for_launch"
+  local ins, n = shapes(input_shapes, fname, "input_shapes", 1)
+  local g = ffi.new("uint32_t[3]")
+  check(C.tocha_op_grid_for_launch(op(self), i - 1, ins, n, to_shape(output_shape, fname, "output_shape", 1), g), fname)
+  return dims3(g)
+end
+
+function Forward:pack_args_for_launch(i, inputs, params, output, output_shape, row_stride)
+  local fname = "UpsampleNearest2dForward:pack_args_for_launch"
+  local ins, n = buffers(inputs, fname, 1)
+  local ps, np = addresses(params)
+  local list = ffi.new("tocha_arg_list")
+  output_shape = output_shape or (tensor.is_tensor(output) and output:shape())
+  check(C.tocha_op_pack_args_for_launch(op(self), i - 1, ins, n, ps, np, address(output),
+    to_shape(output_shape, fname, "output_shape", 1), row_stride or 0, list), fname)
+  return visited(list)
+end
+
+function Forward:backward_grid_for_launch(i, input_shapes, output_shape)
+  local fname = "UpsampleNearest2dForward:backward_grid_for_launch"
+  local ins, n = shapes(input_shapes, fname, "input_shapes", 1)
+  local g = ffi.new("uint32_t[3]")
+  check(C.tocha_op_backward_grid_for_launch(op(self), i - 1, ins, n,
+    output_shape and to_shape(output_shape, fname, "output_shape", 1), g), fname)
+  return dims3(g)
+end
+
+function Forward:pack_backward_args_for_launch(i, inputs, params, output, output_shape, grad_output,
+                                               grad_stride, grad_inputs, grad_params)
+  local fname = "UpsampleNearest2dForward:pack_backward_args_for_launch"
+  local ins, n = buffers(inputs, fname, 1)
+  local ps, np = addresses(params)
+  local gi, ngi = addresses(grad_inputs)
+  local gp, ngp = addresses(grad_params)
+  local list = ffi.new("tocha_arg_list")
+  output_shape = output_shape or (tensor.is_tensor(grad_output) and grad_output:shape())
+  check(C.tocha_op_pack_backward_args_for_launch(op(self), i - 1, ins, n, ps, np, address(output),
+    to_shape(output_shape, fname, "output_shape", 1), address(grad_output), grad_stride or 0,
+    gi, ngi, gp, ngp, list), fname)
+  return visited(list)
+end
+
+-- Launches the kernel with arguments an op packed (raw addresses and integers).
+function M.launch_packed(k, dev, grid, block, args)
+  local list = ffi.new("tocha_arg_list")
+  list.count = #args
+  for i, v in ipairs(args) do
+    local a = list.args[i - 1]
+    if type(v) == "number" then a.kind, a.f = 2, v else a.kind, a.i = 3, v end
+  end
+  local g, b = ffi.new("uint32_t[3]", grid), ffi.new("uint32_t[3]", block)
+  check(C.tocha_kernel_launch_packed(k.handle, device.get(dev, "launch_packed", 1).handle, g, b, list),
+    "launch_packed")
+end
+
+return M
