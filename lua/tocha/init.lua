@@ -43,6 +43,7 @@ tocha.UpsampleNearest2dBackward = upsample.UpsampleNearest2dBackward
 tocha.launch_packed = upsample.launch_packed
 tocha.nn = require "tocha.nn"
 tocha.gradcheck = require "tocha.gradcheck"
+tocha.image = require "tocha.image"
 tocha.builtin_kernel = kernel.builtin
 
 -- Comparison. Tensors of different dtypes are compared in f64; b moves to a's device.

@@ -1,0 +1,84 @@
+-- tocha.image: PNG files to and from u8 tensors, through stb (Debian's libstb).
+--
+--   local img = tocha.image.read("in.png")          -- u8 [1, C, H, W], C = the file's channels
+--   tocha.image.write("out.png", img)               -- C of 1 (grey), 2, 3 (RGB) or 4 (RGBA)
+--
+-- Files store pixels interleaved (H, W, C); tensors are NCHW, so the channels are split on
+-- the host.
+local ffi = require "ffi"
+local tensor = require "tocha.tensor"
+
+local M = {}
+
+if not pcall(ffi.typeof, "struct tocha_stb_marker") then
+  ffi.cdef [[
+struct tocha_stb_marker { int unused; };
+unsigned char *stbi_load(const char *filename, int *x, int *y, int *channels_in_file, int desired_channels);
+void stbi_image_free(void *retval_from_stbi_load);
+const char *stbi_failure_reason(void);
+int stbi_write_png(const char *filename, int w, int h, int comp, const void *data, int stride_in_bytes);
+]]
+end
+
+local stb
+local function library()
+  if not stb then
+    local ok, lib = pcall(ffi.load, "stb")
+    if not ok then ok, lib = pcall(ffi.load, "libstb.so.0") end
+    if not ok then
+      error("tocha.image: libstb is missing (install Debian's libstb-dev)", 3)
+    end
+    stb = lib
+  end
+  return stb
+end
+
+-- Reads a PNG (or any format stb reads) into a u8 tensor [1, C, H, W] on device.
+function M.read(path, device)
+  if type(path) ~= "string" then tensor.fail("image.read", "path: expected a string, got " .. type(path), 1) end
+  local lib = library()
+  local w, h, c = ffi.new("int[1]"), ffi.new("int[1]"), ffi.new("int[1]")
+  local pixels = lib.stbi_load(path, w, h, c, 0)
+  if pixels == nil then
+    tensor.fail("image.read", ("%s: %s"):format(path, ffi.string(lib.stbi_failure_reason())), 1)
+  end
+  local W, H, C = w[0], h[0], c[0]
+  local planar = ffi.new("uint8_t[?]", W * H * C)
+  for y = 0, H - 1 do
+    for x = 0, W - 1 do
+      local src = (y * W + x) * C
+      for ch = 0, C - 1 do planar[(ch * H + y) * W + x] = pixels[src + ch] end
+    end
+  end
+  lib.stbi_image_free(pixels)
+  local t = tensor.empty({ 1, C, H, W }, { dtype = "u8", device = device })
+  t:write(planar, W * H * C)
+  return t
+end
+
+-- Writes a u8 tensor [1, C, H, W] (or [C, H, W]) as a PNG.
+function M.write(path, t)
+  if type(path) ~= "string" then tensor.fail("image.write", "path: expected a string, got " .. type(path), 1) end
+  if not tensor.is_tensor(t) or t:dtype() ~= "u8" then
+    tensor.fail("image.write", "image: expected a u8 tensor [1, C, H, W]", 1)
+  end
+  local s = t:shape()
+  if #s == 4 and s[1] == 1 then table.remove(s, 1) end
+  if #s ~= 3 or s[1] < 1 or s[1] > 4 then
+    tensor.fail("image.write", "image: expected shape [1, C, H, W] with C from 1 to 4, got [" .. table.concat(t:shape(), "x") .. "]", 1)
+  end
+  local C, H, W = s[1], s[2], s[3]
+  local planar = t:to_host()
+  local pixels = ffi.new("uint8_t[?]", W * H * C)
+  for y = 0, H - 1 do
+    for x = 0, W - 1 do
+      local dst = (y * W + x) * C
+      for ch = 0, C - 1 do pixels[dst + ch] = planar[(ch * H + y) * W + x] end
+    end
+  end
+  if library().stbi_write_png(path, W, H, C, pixels, W * C) == 0 then
+    tensor.fail("image.write", path .. ": could not be written", 1)
+  end
+end
+
+return M

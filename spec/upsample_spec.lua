@@ -1,0 +1,441 @@
+-- The seed's kernels, UpsampleNearest2dForward and UpsampleNearest2dBackward: fields and
+-- hashes, every RuntimeOp method, forward and backward on every device against a plain-Lua
+-- reference, gradcheck, and bad input.
+local tocha = require "tocha"
+local ffi = require "ffi"
+local ref = require "support.reference"
+local up_ref = require "support.upsample_reference"
+
+local POISON = 77
+local Forward, Backward = tocha.UpsampleNearest2dForward, tocha.UpsampleNearest2dBackward
+
+local function fails_with(message, fn)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "expected an error: " .. message)
+  assert.are.equal(message, (tostring(err):gsub("^[^:]*:%d+: ", "")))
+end
+
+-- A random case whose output stays small enough for the Lua reference.
+local function random_case()
+  while true do
+    local shape = { math.random(1, 37), math.random(1, 37), math.random(1, 37), math.random(1, 37) }
+    local sh, sw = math.random(1, 8), math.random(1, 8)
+    if math.random() < 0.3 then sh, sw = math.random(1, 8), 1 end
+    local n = shape[1] * shape[2] * shape[3] * shape[4] * sh * sw
+    if n <= 60000 then return shape, sh, sw end
+  end
+end
+
+local BLOCKS = { 32, 64, 96, 128, 256, 512, 1024 }
+
+describe("tocha upsample kernels", function()
+  describe("fields", function()
+    it("follow the seed: name, id, constants, sources and the entry point", function()
+      for _, case in ipairs({ { 2, 2, 128, "f32" }, { 3, 1, 64, "bf16" }, { 1, 4, 1024, "u8" } }) do
+        local sh, sw, block, dt = unpack(case)
+        local f = Forward.new(sh, sw, block, dt)
+        assert.are.equal("upsample_nearest2d_forward", f.name)
+        assert.are.equal(("upsample_nearest2d_forward__%s__%d__%d__%d"):format(dt, sh, sw, block), f.id)
+        assert.are.same({ sh, sw, block, dt }, { f.scale_h, f.scale_w, f.block_ow, f.dtype })
+        assert.are.equal("upsample_nearest2d_forward_entry_point", f.entry_point_name)
+        assert.are.equal(f.kernel_source .. "\n\n" .. f.entry_point_source, f.source)
+        assert.truthy(f.kernel_source:find("__device__ void upsample_nearest2d_forward(", 1, true))
+        local b = Backward.new(sh, sw, block, dt)
+        assert.are.equal("upsample_nearest2d_backward", b.name)
+        assert.are.equal(("upsample_nearest2d_backward__%s__%d__%d__%d"):format(dt, sh, sw, block), b.id)
+        assert.are.equal(block, b.block_iw)
+        assert.are.equal("upsample_nearest2d_backward_entry_point", b.entry_point_name)
+        assert.are.equal(b.kernel_source .. "\n\n" .. b.entry_point_source, b.source)
+      end
+    end)
+
+    it("generate the entry point that binds D and the constants", function()
+      local f = Forward.new(2, 3, 128, "f16")
+      assert.are.equal([[
+extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H, int W, int OH, int OW)
+{
+    upsample_nearest2d_forward<__half, 2, 3, 128>(x, y, B, C, H, W, OH, OW);
+}
+]], f.entry_point_source)
+      assert.are.equal("f16* x, f16* y, i32 B, i32 C, i32 H, i32 W, i32 OH, i32 OW", f.args_signature)
+      assert.are.equal("f16* dy, f16* dx, i32 B, i32 C, i32 H, i32 W, i32 OH, i32 OW",
+        Backward.new(2, 3, 128, "f16").args_signature)
+    end)
+
+    it("hash the source: a constant or the dtype changes it, nothing else does", function()
+      local base = Forward.new(2, 2, 128, "f32").hash
+      assert.are.equal(base, Forward.new(2, 2, 128).hash)
+      assert.are.equal(base, Forward.new(2, 2, 128, "f32", 256).hash) -- the backward's block is not the forward's source
+      for _, other in ipairs({ { 3, 2, 128, "f32" }, { 2, 3, 128, "f32" }, { 2, 2, 64, "f32" }, { 2, 2, 128, "f64" } }) do
+        assert.are_not.equal(base, Forward.new(unpack(other)).hash)
+      end
+      assert.are_not.equal(Backward.new(2, 2, 128).hash, base)
+      assert.are.equal(32, #base)
+    end)
+
+    it("give the forward kernel a backward kernel, block_iw defaulting to block_ow", function()
+      assert.are.equal(256, Forward.new(2, 2, 256).backward_kernel.block_iw)
+      assert.are.equal(64, Forward.new(2, 2, 256, "f32", 64).backward_kernel.block_iw)
+      assert.are.equal("upsample_nearest2d_backward__f32__2__2__64", Forward.new(2, 2, 256, "f32", 64).backward_kernel.id)
+    end)
+  end)
+
+  describe("RuntimeOp", function()
+    local shapes = { { 1, 1, 1, 1 }, { 2, 3, 5, 7 }, { 1, 1, 40000, 3 }, { 3, 700, 50, 33 } }
+
+    it("has the seed's constant answers", function()
+      local up = Forward.new(2, 3, 128)
+      assert.are.equal(1, up:n_activation_inputs())
+      assert.are.same({}, up:param_shapes({ { 1, 1, 2, 2 } }, { 1, 1, 4, 6 }))
+      assert.are.same({}, up:param_names())
+      assert.is_nil(up:param_init_data(1))
+      assert.is_true(up:has_backward())
+      assert.are.equal(1, up:n_launches())
+      assert.are.equal(1, up:n_backward_launches())
+      assert.are.same({ 128, 1, 1 }, up:block())
+      assert.are.same({ 128, 1, 1 }, Forward.new(2, 3, 128, "f32", 32):block())
+      assert.are.same({ 32, 1, 1 }, Forward.new(2, 3, 128, "f32", 32):backward_block())
+    end)
+
+    it("computes the output shape and natural row strides", function()
+      local up = Forward.new(2, 3, 64)
+      for _, s in ipairs(shapes) do
+        local out = up:compute_concrete_output_shape({ s })
+        assert.are.same({ s[1], s[2], s[3] * 2, s[4] * 3 }, out)
+        assert.are.equal(out[4], up:forward_output_row_stride(out))
+        assert.are.equal(out[4], up:backward_grad_output_row_stride(out))
+      end
+    end)
+
+    it("has grids that cover each output and input element exactly once", function()
+      for _, block in ipairs({ 32, 128, 1024 }) do
+        local up = Forward.new(3, 2, block, "f32", 64)
+        for _, s in ipairs(shapes) do
+          local out = up:compute_concrete_output_shape({ s })
+          for _, pass in ipairs({
+            { grid = up:grid(out), rows = out[1] * out[2] * out[3], cols = out[4], block = up:block()[1] },
+            { grid = up:backward_grid({ s }, out), rows = s[1] * s[2] * s[3], cols = s[4], block = up:backward_block()[1] },
+          }) do
+            local g = pass.grid
+            -- Columns: tiles of `block` threads, the last tile partly idle, none wholly idle.
+            assert.are.equal(math.ceil(pass.cols / pass.block), g[1])
+            -- Rows: row = y + z * gridDim.y covers 0..rows-1; no z-slab lies wholly past the end.
+            assert.is_true(g[2] * g[3] >= pass.rows and g[2] * (g[3] - 1) < pass.rows)
+            assert.is_true(g[2] <= 65535 and g[3] <= 65535)
+            -- Walk every (block, thread) as the kernels map them and count the hits.
+            if pass.rows * pass.cols <= 50000 then
+              local hits, n = {}, 0
+              for z = 0, g[3] - 1 do
+                for yb = 0, g[2] - 1 do
+                  local row = yb + z * g[2]
+                  for xb = 0, g[1] - 1 do
+                    for t = 0, pass.block - 1 do
+                      local col = xb * pass.block + t
+                      if row < pass.rows and col < pass.cols then
+                        local k = row * pass.cols + col
+                        hits[k] = (hits[k] or 0) + 1
+                        n = n + 1
+                      end
+                    end
+                  end
+                end
+              end
+              assert.are.equal(pass.rows * pass.cols, n)
+              for k = 0, pass.rows * pass.cols - 1 do assert(hits[k] == 1, "element " .. k) end
+            end
+          end
+          assert.are.same(up:grid(out), up:grid_for_launch(1, { s }, out))
+          assert.are.same(up:backward_grid({ s }, out), up:backward_grid_for_launch(1, { s }, out))
+        end
+      end
+    end)
+
+    it("packs the Args in the signature's order: x, y, B, C, H, W, OH, OW", function()
+      local up = Forward.new(2, 3, 128)
+      local x = tocha.zeros({ 2, 3, 5, 7 }, { device = "sim" })
+      local y = up:forward(x)
+      local args = up:pack_args({ x }, {}, y, y:shape(), 21)
+      assert.are.same({ x.data, y.data, 2, 3, 5, 7, 10, 21 }, args)
+      assert.are.same(args, up:pack_args_for_launch(1, { x }, {}, y, y:shape(), 21))
+      local dx = tocha.zeros({ 2, 3, 5, 7 }, { device = "sim" })
+      local bargs = up:pack_backward_args({ x }, {}, y, y:shape(), y, 21, { dx }, {})
+      assert.are.same({ y.data, dx.data, 2, 3, 5, 7, 10, 21 }, bargs)
+      assert.are.same(bargs, up:pack_backward_args_for_launch(1, { x }, {}, y, y:shape(), y, 21, { dx }, {}))
+    end)
+
+    it("launches what it packs", function()
+      local up = Forward.new(2, 2, 32)
+      local x = tocha.rand({ 1, 2, 3, 5 }, { device = "sim", seed = 4 })
+      local y = tocha.empty({ 1, 2, 6, 10 }, { device = "sim" }):fill(POISON)
+      tocha.launch_packed(up.kernel, "sim", up:grid(y:shape()), up:block(), up:pack_args({ x }, {}, y))
+      assert.are.same(up_ref.forward(x:to_table(true), x:shape(), 2, 2), y:to_table(true))
+    end)
+
+    it("refuses a launch index past the launches", function()
+      local up = Forward.new(2, 2, 32)
+      fails_with("tocha.UpsampleNearest2dForward:grid_for_launch: launch: forward has launches 0..0, got 1",
+        function() up:grid_for_launch(2, { { 1, 1, 2, 2 } }, { 1, 1, 4, 4 }) end)
+    end)
+  end)
+
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+
+      setup(function() ref.rng("upsample " .. device) end)
+
+      it("forward matches the reference bit for bit, for every dtype", function()
+        for _, dt in ipairs(ref.all_dtypes) do
+          local shape, sh, sw = random_case()
+          local block = BLOCKS[math.random(#BLOCKS)]
+          local up = Forward.new(sh, sw, block, dt)
+          local x = tocha.rand(shape, { dtype = dt, device = device, seed = math.random(0, 1e6), low = -100, high = 100 })
+          local y = tocha.empty({ shape[1], shape[2], shape[3] * sh, shape[4] * sw }, { dtype = dt, device = device }):fill(POISON)
+          up:forward(x, y)
+          local label = ("%s %s x%d,%d block %d"):format(dt, table.concat(shape, "x"), sh, sw, block)
+          assert.are.same(up_ref.forward(x:to_table(true), shape, sh, sw), y:to_table(true), label)
+        end
+      end)
+
+      it("backward matches the reference: exactly for integers, within rounding for floats", function()
+        for _, dt in ipairs(ref.all_dtypes) do
+          local shape, sh, sw = random_case()
+          local block = BLOCKS[math.random(#BLOCKS)]
+          local up = Forward.new(sh, sw, 128, dt, block)
+          local out = { shape[1], shape[2], shape[3] * sh, shape[4] * sw }
+          local lo = dt == "u8" and 0 or -100
+          local hi = dt == "u8" and math.floor(256 / (sh * sw)) or 100 -- u8 sums stay in range
+          local dy = tocha.rand(out, { dtype = dt, device = device, seed = math.random(0, 1e6), low = lo, high = hi })
+          local x = tocha.empty(shape, { dtype = dt, device = device })
+          local dx = tocha.empty(shape, { dtype = dt, device = device }):fill(POISON)
+          up:backward(x, dy, dx)
+          local dyv = dy:to_table(true)
+          local expect = up_ref.backward(dyv, shape, sh, sw)
+          local got = dx:to_table(true)
+          local label = ("%s %s x%d,%d block_iw %d"):format(dt, table.concat(shape, "x"), sh, sw, block)
+          for i = 1, #expect do
+            local e = ref.convert(expect[i], dt)
+            local tol = 0
+            if ref.eps[dt] > 0 then
+              -- the accumulator (f32 for f16/bf16/f32) rounds each of sh*sw additions
+              local acc_eps = dt == "f64" and 2 ^ -52 or 2 ^ -23
+              local magnitude = 0
+              local plane = math.floor((i - 1) / (shape[3] * shape[4]))
+              local ih = math.floor((i - 1) / shape[4]) % shape[3]
+              local iw = (i - 1) % shape[4]
+              for a = 0, sh - 1 do
+                for b = 0, sw - 1 do
+                  magnitude = magnitude + math.abs(dyv[((plane * out[3] + ih * sh + a) * out[4]) + iw * sw + b + 1])
+                end
+              end
+              tol = math.abs(e) * ref.eps[dt] + sh * sw * acc_eps * magnitude
+            end
+            assert(math.abs(got[i] - e) <= tol, ("%s: element %d is %.17g, expected %.17g"):format(label, i, got[i], e))
+          end
+        end
+      end)
+
+      it("covers more rows than one grid dimension holds (grid z > 1)", function()
+        local up = Forward.new(2, 1, 32, "i32")
+        local x = tocha.rand({ 1, 1, 40000, 3 }, { dtype = "i32", device = device, seed = 8, low = -1000, high = 1000 })
+        assert.are.same({ 1, 65535, 2 }, up:grid({ 1, 1, 80000, 3 }))
+        local y = tocha.empty({ 1, 1, 80000, 3 }, { dtype = "i32", device = device }):fill(POISON)
+        up:forward(x, y)
+        assert.are.same(up_ref.forward(x:to_table(true), x:shape(), 2, 1), y:to_table(true))
+        local dx = up:backward(x, y)
+        assert.are.same(up_ref.backward(y:to_table(true), x:shape(), 2, 1), dx:to_table(true))
+      end)
+
+      it("backward through UpsampleNearest2dBackward alone gives the same", function()
+        local b = Backward.new(3, 2, 64, "i32")
+        local dy = tocha.rand({ 2, 2, 9, 8 }, { dtype = "i32", device = device, seed = 9, low = -50, high = 50 })
+        local dx = b:run(dy)
+        assert.are.same({ 2, 2, 3, 4 }, dx:shape())
+        assert.are.same(up_ref.backward(dy:to_table(true), { 2, 2, 3, 4 }, 3, 2), dx:to_table(true))
+      end)
+
+      it("passes gradcheck in f64", function()
+        local shape, sh, sw = random_case()
+        shape[1], shape[2] = 1, math.min(shape[2], 2)
+        local up = Forward.new(sh, sw, 64, "f64")
+        local x = tocha.randn(shape, { dtype = "f64", device = device, seed = 5 })
+        local ok, report = tocha.gradcheck(up, x, { max_checks = 40 })
+        assert.is_true(ok, ("max error %g at %s"):format(report.max_abs, tostring(report.worst)))
+        local ok2 = tocha.gradcheck(tocha.nn.UpsampleNearest2d(2, 3), tocha.randn({ 1, 2, 3, 4 }, { dtype = "f64", device = device, seed = 6 }))
+        assert.is_true(ok2)
+      end)
+
+      it("gradcheck catches a wrong backward", function()
+        local up = Forward.new(2, 2, 64, "f64")
+        local wrong = {
+          forward = function(_, x) return up:forward(x) end,
+          backward = function(_, x, dy) return up:backward(x, dy):cast("f64"):fill(1) end,
+        }
+        assert.is_false((tocha.gradcheck(wrong, tocha.randn({ 1, 1, 3, 3 }, { dtype = "f64", device = device, seed = 1 }))))
+      end)
+
+      it("nn.UpsampleNearest2d keeps output and gradInput", function()
+        local m = tocha.nn.UpsampleNearest2d(2)
+        local x = tocha.rand({ 1, 2, 3, 3 }, { device = device, seed = 2, dtype = "bf16" })
+        local y = m:forward(x)
+        assert.are.equal(y, m.output)
+        assert.are.same({ 1, 2, 6, 6 }, y:shape())
+        local dx = m:backward(x, tocha.ones({ 1, 2, 6, 6 }, { device = device, dtype = "bf16" }))
+        assert.are.equal(dx, m.gradInput)
+        assert.are.same(up_ref.backward(tocha.ones({ 72 }):to_table(true), { 1, 2, 3, 3 }, 2, 2), dx:to_table(true))
+        assert.are.equal(m:updateOutput(x):to_table(true)[1], y:to_table(true)[1])
+      end)
+
+      describe("bad input, refused before anything runs", function()
+        local up, y
+        before_each(function()
+          up = Forward.new(2, 2, 32)
+          y = tocha.empty({ 1, 1, 4, 4 }, { device = device }):fill(POISON)
+        end)
+        after_each(function()
+          for _, v in ipairs(y:to_table(true)) do assert.are.equal(POISON, v) end
+        end)
+
+        it("an input that is not 4-D", function()
+          fails_with("tocha.UpsampleNearest2dForward:forward: x: expected a 4-D tensor [B, C, H, W], got 3-D",
+            function() up:forward(tocha.ones({ 1, 2, 2 }, { device = device }), y) end)
+        end)
+        it("a dtype other than the kernel's", function()
+          fails_with("tocha.UpsampleNearest2dForward:forward: x: expected dtype f32 (the kernel's), got f64",
+            function() up:forward(tocha.ones({ 1, 1, 2, 2 }, { dtype = "f64", device = device }), y) end)
+        end)
+        it("y of the wrong shape", function()
+          fails_with("tocha.UpsampleNearest2dForward:forward: y: expected shape [1, 1, 6, 6] (the forward's output), got [1, 1, 4, 4]",
+            function() up:forward(tocha.ones({ 1, 1, 3, 3 }, { device = device }), y) end)
+        end)
+        it("dy whose shape is not the forward's output", function()
+          fails_with("tocha.UpsampleNearest2dForward:backward: dy: expected shape [1, 1, 2, 2] (the forward's output for dx), got [1, 1, 4, 4]",
+            function() up:backward(tocha.ones({ 1, 1, 1, 1 }, { device = device }), y) end)
+        end)
+        it("dx whose shape is not x's", function()
+          fails_with("tocha.UpsampleNearest2dForward:backward: dx: expected shape [1x1x2x2], got [1x1x4x4]",
+            function() up:backward(tocha.ones({ 1, 1, 2, 2 }, { device = device }), tocha.ones({ 1, 1, 4, 4 }, { device = device }), y) end)
+        end)
+        it("a freed tensor", function()
+          local x = tocha.ones({ 1, 1, 2, 2 }, { device = device })
+          x:free()
+          fails_with("tocha.UpsampleNearest2dForward:forward: x: tensor was freed", function() up:forward(x, y) end)
+        end)
+        it("something that is not a tensor", function()
+          fails_with("tocha.UpsampleNearest2dForward:forward: x: expected a tensor, got table",
+            function() up:forward({ 1, 2 }) end)
+        end)
+        it("tensors on different devices", function()
+          if device == "sim" then return end -- needs a second device
+          fails_with(("tocha.UpsampleNearest2dForward:forward: y: tensor is on %s, x on sim"):format(y:device()),
+            function() up:forward(tocha.ones({ 1, 1, 2, 2 }, { device = "sim" }), y) end)
+        end)
+        it("an output dimension past i32", function()
+          fails_with("tocha.UpsampleNearest2dForward:forward: x: the output [1, 1, 2, 2147483648] has a dimension past 2147483647",
+            function() up:forward(tocha.empty({ 1, 1, 1, 2 ^ 30 }, { device = device, dtype = "f32" })) end)
+        end)
+      end)
+    end)
+  end
+
+  describe("past 2^31 output elements #gpu", function()
+    -- Element i of a uniform fill is known from (seed, i) alone, so positions are checked
+    -- against the reference without copying the whole tensor back.
+    local function element(t, index, ctype)
+      local buf = ffi.new(ctype .. "[1]")
+      t:read(buf, index, 1)
+      return tonumber(buf[0])
+    end
+
+    local function positions(n, count)
+      local list = { 0, 1, n - 2, n - 1, 2 ^ 31 - 1, 2 ^ 31, 2 ^ 31 + 1 }
+      for _ = 1, count do list[#list + 1] = math.random(0, n - 1) end
+      return list
+    end
+
+    it("forward is exact at boundary and sampled positions (u8)", function()
+      local B, C, H, W, sh, sw = 1, 2, 32768, 16385, 2, 1 -- y: 2 * 65536 * 16385 > 2^31
+      local seed = 21
+      local x = tocha.rand({ B, C, H, W }, { dtype = "u8", device = "cuda", seed = seed, low = 0, high = 256 })
+      local up = Forward.new(sh, sw, 256, "u8")
+      local y = up:forward(x)
+      local OH, OW = H * sh, W * sw
+      local n = B * C * OH * OW
+      assert.is_true(n > 2 ^ 31)
+      for _, j in ipairs(positions(n, 200)) do
+        local ow, oh, plane = j % OW, math.floor(j / OW) % OH, math.floor(j / (OW * OH))
+        local i = (plane * H + math.floor(oh / sh)) * W + math.floor(ow / sw)
+        local e = ref.convert(ref.uniform(i, seed, 0, 256, true), "u8")
+        assert.are.equal(e, element(y, j, "uint8_t"), "y[" .. j .. "]")
+      end
+    end)
+
+    it("backward is exact at boundary and sampled positions (f16 dy of 2^31+ elements)", function()
+      local B, C, H, W, sh, sw = 1, 1, 16384, 32769, 2, 2 -- dy: 32768 * 65538 > 2^31
+      local seed = 22
+      local OH, OW = H * sh, W * sw
+      local dy = tocha.rand({ B, C, OH, OW }, { dtype = "f16", device = "cuda", seed = seed, low = -4, high = 4 })
+      local up = Forward.new(sh, sw, 128, "f16")
+      local dx = tocha.empty({ B, C, H, W }, { dtype = "f16", device = "cuda" })
+      up:backward(dx, dy, dx)
+      local n = B * C * H * W
+      local last = B * C * OH * OW - 1
+      local checks = positions(n, 200)
+      -- The dx element whose block holds dy's last element, and those around 2^31 in dy.
+      checks[#checks + 1] = (H - 1) * W + (W - 1)
+      checks[#checks + 1] = math.floor(2 ^ 31 / OW / sh) * W
+      for _, i in ipairs(checks) do
+        if i < n then
+          local iw, ih = i % W, math.floor(i / W)
+          local s = 0
+          for a = 0, sh - 1 do
+            for b = 0, sw - 1 do
+              local j = (ih * sh + a) * OW + iw * sw + b
+              assert(j <= last)
+              s = s + ref.convert(ref.uniform(j, seed, -4, 4, false), "f16")
+            end
+          end
+          local ffi_half = element(dx, i, "uint16_t")
+          local got = require("tocha.dtype").decode("f16", ffi.new("uint16_t[1]", ffi_half), 0)
+          assert.are.equal(ref.convert(s, "f16"), got, "dx[" .. i .. "]")
+        end
+      end
+    end)
+  end)
+
+  describe("construction", function()
+    it("refuses scales that are not positive integers", function()
+      fails_with("tocha.UpsampleNearest2dForward.new: scale_h: expected an integer from 1 to 64, got 0",
+        function() Forward.new(0, 2, 128) end)
+      fails_with("tocha.UpsampleNearest2dForward.new: scale_w: expected an integer from 1 to 64, got -2",
+        function() Forward.new(2, -2, 128) end)
+      fails_with("tocha.UpsampleNearest2dBackward.new: scale_h: expected an integer from 1 to 64, got 1.5",
+        function() Backward.new(1.5, 2, 128) end)
+      fails_with("tocha.UpsampleNearest2dForward.new: scale_h: expected an integer from 1 to 64, got string",
+        function() Forward.new("2", 2, 128) end)
+    end)
+    it("refuses a block width the kernel does not accept", function()
+      fails_with("tocha.UpsampleNearest2dForward.new: block_ow: expected a multiple of 32 from 32 to 1024, got 100",
+        function() Forward.new(2, 2, 100) end)
+      fails_with("tocha.UpsampleNearest2dBackward.new: block_iw: expected an integer from 1 to 1024, got 2048",
+        function() Backward.new(2, 2, 2048) end)
+      fails_with("tocha.UpsampleNearest2dForward.new: block_iw: expected a multiple of 32 from 32 to 1024, got 48",
+        function() Forward.new(2, 2, 64, "f32", 48) end)
+    end)
+    it("refuses an unknown dtype", function()
+      fails_with("tocha.UpsampleNearest2dForward.new: dtype: unknown dtype 'f8' (expected f32, f64, f16, bf16, u8, i32 or i64)",
+        function() Forward.new(2, 2, 128, "f8") end)
+    end)
+  end)
+
+  describe("NVRTC", function()
+    local arch = os.getenv("TOCHA_ARCH") or "sm_90"
+    it("compiles both kernels for " .. arch .. " for every dtype, with no GPU needed", function()
+      for _, dt in ipairs(ref.all_dtypes) do
+        local f = Forward.new(2, 2, 128, dt)
+        assert.is_true(f.kernel:build(arch) > 1000, dt)
+        assert.is_true(f.backward_kernel.kernel:build(arch) > 1000, dt)
+      end
+    end)
+  end)
+end)
