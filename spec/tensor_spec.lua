@@ -24,9 +24,7 @@ end
 for _, dev in ipairs(ref.devices()) do
   describe("tocha.tensor on " .. dev.name .. dev.tag, function()
     local device = dev.name
-    local rng
-
-    setup(function() rng = ref.rng("tensor " .. device) end)
+    setup(function() ref.rng("tensor " .. device) end)
 
     describe("zeros(), ones(), full() and fill()", function()
       it("write every element of every dtype", function()

@@ -104,7 +104,7 @@ local function options(opts, fname, level)
 end
 
 -- Splits constructor arguments: a shape table or leading sizes, then an options table.
-local function shape_and_options(fname, level, ...)
+local function shape_and_options(...)
   local first = ...
   if type(first) == "number" then
     local shape, n = {}, select("#", ...)
@@ -120,7 +120,7 @@ local function shape_and_options(fname, level, ...)
 end
 
 local function make(fname, level, ...)
-  local shape, opts = shape_and_options(fname, level + 1, ...)
+  local shape, opts = shape_and_options(...)
   shape = check_shape(shape, fname, level + 1)
   local name, dev = options(opts, fname, level + 1)
   return alloc(shape, name, dev, fname, level + 1), opts or {}
