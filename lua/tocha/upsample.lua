@@ -16,6 +16,7 @@ local dtype = require "tocha.dtype"
 local device = require "tocha.device"
 local tensor = require "tocha.tensor"
 local kernel = require "tocha.kernel"
+local tuning = require "tocha.upsample_tuning"
 local C, check, fail = native.C, native.check, tensor.fail
 
 local M = {}
@@ -98,8 +99,10 @@ Backward.__index = Backward
 Backward.__tostring = function(k) return "tocha.UpsampleNearest2dBackward " .. k.id end
 M.UpsampleNearest2dBackward = Backward
 
--- UpsampleNearest2dBackward.new(scale_h, scale_w, block_iw [, dtype])
+-- UpsampleNearest2dBackward.new(scale_h, scale_w [, block_iw [, dtype]]): without block_iw,
+-- the fastest measured for the case (tocha.upsample_tuning).
 function Backward.new(scale_h, scale_w, block_iw, dtype_name)
+  if block_iw == nil then block_iw = tuning.block(scale_h, scale_w, dtype_name, "backward") end
   local h = construct("UpsampleNearest2dBackward.new", 1, scale_h, scale_w, block_iw, dtype_name, nil, 1)
   return describe(h, Backward, "block_iw")
 end
@@ -129,9 +132,14 @@ Forward.__index = Forward
 Forward.__tostring = function(k) return "tocha.UpsampleNearest2dForward " .. k.id end
 M.UpsampleNearest2dForward = Forward
 
--- UpsampleNearest2dForward.new(scale_h, scale_w, block_ow [, dtype [, block_iw]])
--- block_iw is the backward kernel's block width; it defaults to block_ow.
+-- UpsampleNearest2dForward.new(scale_h, scale_w [, block_ow [, dtype [, block_iw]]])
+-- block_iw is the backward kernel's block width; it defaults to block_ow when block_ow is
+-- given. Without them, each is the fastest measured for the case (tocha.upsample_tuning).
 function Forward.new(scale_h, scale_w, block_ow, dtype_name, block_iw)
+  if block_ow == nil then
+    block_ow = tuning.block(scale_h, scale_w, dtype_name, "forward")
+    block_iw = block_iw or tuning.block(scale_h, scale_w, dtype_name, "backward")
+  end
   local h = construct("UpsampleNearest2dForward.new", 0, scale_h, scale_w, block_ow, dtype_name, block_iw, 1)
   local self = describe(h, Forward, "block_ow")
   self.backward_kernel = describe(h.backward, Backward, "block_iw", h)
@@ -160,6 +168,11 @@ function Forward:backward(x, dy, dx)
   end
   check(C.tocha_upsample_backward(self.handle, dy, dx), "UpsampleNearest2dForward:backward")
   return dx
+end
+
+-- The block width new() picks when given none.
+function Forward.default_block(scale_h, scale_w, dtype_name, op)
+  return tuning.block(scale_h, scale_w, dtype_name, op or "forward")
 end
 
 -- ---- the RuntimeOp methods ----

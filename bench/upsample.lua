@@ -1,0 +1,247 @@
+-- bench/upsample.lua: times tocha's nearest-upsample kernels on the default device.
+--
+--   tocha bench/upsample.lua [--out DIR] [--quick] [--sweep] [--launches N]
+--
+-- Per case: the device-to-device copy bandwidth (measured in this run), then every variant is
+-- first checked against a reference (the seed's plain mapping as a separate kernel, compared
+-- on the device element for element, and sampled positions against plain Lua) and only then
+-- timed: the median of device-event times over N launches (default 50) after a warm-up, with
+-- two input/output sets in turn so that the L2 cache never holds a launch's input. Effective
+-- bandwidth = (input bytes + output bytes) / median time.
+-- Writes DIR/tocha.csv (the cases' times), DIR/cases.csv (for bench/upsample_torch.py) and
+-- DIR/host.csv (host cost of a small launch, cold and warm build times).
+-- --sweep times every block width for each case, with a progress bar on a terminal.
+local tocha = require "tocha"
+local ffi = require "ffi"
+local cases = require "bench.cases"
+
+local opts = { out = "results/tmp", launches = 50 }
+local i = 1
+while i <= #arg do
+  local a = arg[i]
+  if a == "--out" then opts.out = arg[i + 1]; i = i + 1
+  elseif a == "--quick" then opts.quick = true
+  elseif a == "--sweep" then opts.sweep = true
+  elseif a == "--launches" then opts.launches = tonumber(arg[i + 1]); i = i + 1
+  else error("unknown argument " .. a) end
+  i = i + 1
+end
+os.execute("mkdir -p '" .. opts.out .. "'")
+
+local device = tocha.default_device()
+local is_tty = os.getenv("TERM") and os.execute("test -t 2") == 0
+
+ffi.cdef [[
+struct tocha_bench_timespec { long tv_sec; long tv_nsec; };
+int clock_gettime(int clk, struct tocha_bench_timespec *ts);
+]]
+local ts = ffi.new("struct tocha_bench_timespec")
+local function now_ms()
+  ffi.C.clock_gettime(1, ts)
+  return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
+end
+
+local function median(list)
+  table.sort(list)
+  local n = #list
+  return n % 2 == 1 and list[(n + 1) / 2] or (list[n / 2] + list[n / 2 + 1]) / 2
+end
+
+-- Median milliseconds of fn(k) over n launches, each between two events, after a warm-up.
+local function time_launches(fn, n)
+  for k = 1, 5 do fn(k) end
+  local starts, stops = {}, {}
+  for k = 1, n do starts[k], stops[k] = tocha.event(device), tocha.event(device) end
+  for k = 1, n do
+    starts[k]:record()
+    fn(k)
+    stops[k]:record()
+  end
+  local times = {}
+  for k = 1, n do times[k] = starts[k]:elapsed(stops[k]) end
+  return median(times)
+end
+
+local function copy_bandwidth()
+  local n = 256 * 2 ^ 20 -- 1 GiB of f32
+  local src = tocha.empty({ n }, { device = device })
+  local dst = tocha.empty({ n }, { device = device })
+  src:fill(1)
+  local ms = time_launches(function() dst:copy(src) end, 20)
+  src:free(); dst:free()
+  return 2 * n * 4 / (ms * 1e6) -- GB/s, read + written
+end
+
+-- The seed's plain mapping, as an independent reference kernel: one thread per element.
+local REFERENCE = [[
+template <typename D, int SH, int SW>
+__device__ void reference_forward(const D *x, D *y, long long planes, int H, int W)
+{
+    const long long OH = (long long)H * SH, OW = (long long)W * SW, n = planes * OH * OW;
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)blockDim.x * gridDim.x) {
+        const long long ow = j % OW, oh = j / OW % OH, p = j / (OW * OH);
+        y[j] = x[(p * H + oh / SH) * W + ow / SW];
+    }
+}
+template <typename D, int SH, int SW>
+__device__ void reference_backward(const D *dy, D *dx, long long planes, int H, int W)
+{
+    typedef typename tocha::accumulator<D>::type A;
+    const long long OH = (long long)H * SH, OW = (long long)W * SW, n = planes * H * W;
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)blockDim.x * gridDim.x) {
+        const long long iw = j % W, ih = j / W % H, p = j / ((long long)W * H);
+        A s = A(0);
+        for (int a = 0; a < SH; ++a)
+            for (int b = 0; b < SW; ++b)
+                s += tocha::widen<A>(dy[(p * OH + ih * SH + a) * OW + iw * SW + b]);
+        dx[j] = tocha::narrow<D>(s);
+    }
+}
+]]
+local CTYPES = { f32 = "float", f16 = "__half", bf16 = "__nv_bfloat16", u8 = "unsigned char" }
+local function reference(op, c)
+  return tocha.kernel { source = REFERENCE, name = "reference_" .. op,
+    template_args = ("%s, %d, %d"):format(CTYPES[c.dtype], c.sh, c.sw),
+    params = ("%s* a, %s* b, i64 planes, i32 H, i32 W"):format(c.dtype, c.dtype) }
+end
+
+local function check(c, k, expect, got)
+  local r = tocha.compare(got, expect, { rtol = 0, atol = 0 })
+  if not r.ok then
+    error(("%s %s %s: %d elements differ from the reference (first at %d)"):format(c.op, c.dtype,
+      k.id, r.mismatched, r.first_mismatch))
+  end
+end
+
+local function run_case(c, block, rows)
+  local B, C, H, W = unpack(c.shape)
+  local OH, OW = H * c.sh, W * c.sw
+  local input_shape = c.op == "forward" and c.shape or { B, C, OH, OW }
+  local output_shape = c.op == "forward" and { B, C, OH, OW } or c.shape
+  local up = tocha.UpsampleNearest2dForward.new(c.sh, c.sw, block, c.dtype, block)
+  local sets = {}
+  for s = 1, 2 do
+    local lo, hi = -8, 8
+    if c.dtype == "u8" then lo, hi = 0, 256 end
+    sets[s] = { input = tocha.rand(input_shape, { dtype = c.dtype, device = device, seed = s, low = lo, high = hi }),
+      output = tocha.empty(output_shape, { dtype = c.dtype, device = device }) }
+  end
+  local launch
+  if c.op == "forward" then
+    launch = function(k) local s = sets[k % 2 + 1]; up:forward(s.input, s.output) end
+  else
+    launch = function(k) local s = sets[k % 2 + 1]; up:backward(s.output, s.input, s.output) end
+  end
+  -- Check before timing: poison, run, compare with the reference kernel.
+  local expect = tocha.empty(output_shape, { dtype = c.dtype, device = device })
+  local ref = reference(c.op, c)
+  ref:launch(1024, 256, sets[2].input, expect, B * C, H, W) -- launch(1) uses set 2
+  sets[2].output:fill(77)
+  launch(1)
+  check(c, up, expect, sets[2].output)
+  expect:free()
+  local ms = time_launches(launch, opts.launches)
+  local gbps = c.bytes / (ms * 1e6)
+  for s = 1, 2 do sets[s].input:free(); sets[s].output:free() end
+  rows[#rows + 1] = { "tocha", c.op, c.dtype, B, C, H, W, c.sh, c.sw, block, c.bytes, ms, gbps }
+  return ms, gbps
+end
+
+local function progress(done, total, label)
+  if not is_tty then return end
+  local width = 30
+  local filled = math.floor(width * done / total)
+  io.stderr:write(("\r[%s%s] %d/%d %s\27[K"):format(("#"):rep(filled), ("."):rep(width - filled), done, total, label))
+  if done == total then io.stderr:write("\n") end
+end
+
+local function write_csv(path, header, rows)
+  local f = assert(io.open(path, "w"))
+  f:write(table.concat(header, ","), "\n")
+  for _, r in ipairs(rows) do
+    local cells = {}
+    for k, v in ipairs(r) do cells[k] = type(v) == "number" and (v == math.floor(v) and ("%d"):format(v) or ("%.6g"):format(v)) or tostring(v) end
+    f:write(table.concat(cells, ","), "\n")
+  end
+  f:close()
+end
+
+-- ---- the run ----
+
+local list = cases.list { quick = opts.quick, target_bytes = device.kind == "sim" and 2 ^ 20 or nil }
+if device.kind == "sim" then opts.launches = math.min(opts.launches, 3) end
+print(("benchmark on %s (%s), %d cases, %d launches each"):format(device.name, device.product, #list, opts.launches))
+local copy_gbps = copy_bandwidth()
+print(("device-to-device copy: %.1f GB/s (read + written)"):format(copy_gbps))
+
+local case_rows = {}
+for k, c in ipairs(list) do
+  case_rows[k] = { c.op, c.dtype, c.shape[1], c.shape[2], c.shape[3], c.shape[4], c.sh, c.sw, c.bytes }
+end
+write_csv(opts.out .. "/cases.csv", { "op", "dtype", "B", "C", "H", "W", "scale_h", "scale_w", "bytes" }, case_rows)
+
+local rows = {}
+local blocks = opts.sweep and { 32, 64, 128, 256, 512, 1024 } or { false } -- false: the default
+local total, done = #list * #blocks, 0
+for _, c in ipairs(list) do
+  for b = 1, #blocks do
+    local block = blocks[b] or tocha.UpsampleNearest2dForward.default_block(c.sh, c.sw, c.dtype, c.op)
+    local ms, gbps = run_case(c, block, rows)
+    done = done + 1
+    progress(done, total, ("%s %s %dx%d W=%d"):format(c.op, c.dtype, c.sh, c.sw, c.shape[4]))
+    if not is_tty or not opts.sweep then
+      print(("%-8s %-4s %dx%d W=%-4d block %-4d %8.3f ms %7.1f GB/s %5.1f%% of copy"):format(c.op, c.dtype,
+        c.sh, c.sw, c.shape[4], block, ms, gbps, 100 * gbps / copy_gbps))
+    end
+  end
+end
+for _, r in ipairs(rows) do
+  r[#r + 1] = 100 * r[13] / copy_gbps
+  r[#r + 1] = copy_gbps
+end
+write_csv(opts.out .. "/tocha.csv", cases.columns, rows)
+
+-- ---- host costs ----
+local host = {}
+do -- one small forward call from Lua: 20,000 calls, synchronized once
+  local up = tocha.UpsampleNearest2dForward.new(2, 2, 128)
+  local x = tocha.rand({ 1, 16, 32, 32 }, { device = device, seed = 1 })
+  local y = up:forward(x)
+  tocha.synchronize(device)
+  local n = 20000
+  local t0 = now_ms()
+  for _ = 1, n do up:forward(x, y) end
+  tocha.synchronize(device)
+  host[#host + 1] = { "forward_call_us", (now_ms() - t0) * 1e3 / n }
+end
+do -- builds: cold (no cache) and warm (disk cache) to the first launch, each in a fresh process
+  local script = [[
+    local tocha = require "tocha"
+    local ffi = require "ffi"
+    ffi.cdef "struct bench_ts { long s; long ns; }; int clock_gettime(int clk, struct bench_ts *ts);"
+    local ts = ffi.new("struct bench_ts")
+    local function now() ffi.C.clock_gettime(1, ts) return tonumber(ts.s) * 1e3 + tonumber(ts.ns) / 1e6 end
+    local x = tocha.ones({ 1, 1, 8, 8 })
+    tocha.synchronize()
+    local t0 = now()
+    local up = tocha.UpsampleNearest2dForward.new(2, 2, 96)
+    up:forward(x)
+    tocha.synchronize()
+    io.write(now() - t0)
+  ]]
+  local exe = arg[-1] or "tocha"
+  local dir = os.tmpname()
+  os.remove(dir)
+  local function run(env)
+    local p = io.popen(env .. " '" .. exe .. "' -e '" .. script:gsub("'", "'\\''") .. "'")
+    local out = p:read("*a")
+    p:close()
+    return tonumber(out)
+  end
+  host[#host + 1] = { "cold_build_ms", run("TOCHA_CACHE_DIR=" .. dir) }
+  host[#host + 1] = { "warm_first_launch_ms", run("TOCHA_CACHE_DIR=" .. dir) }
+  os.execute("rm -rf '" .. dir .. "'")
+end
+write_csv(opts.out .. "/host.csv", { "measure", "value" }, host)
+for _, h in ipairs(host) do print(("%-22s %.3f"):format(h[1], h[2])) end
+print("wrote " .. opts.out .. "/tocha.csv, cases.csv, host.csv")
