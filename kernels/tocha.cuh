@@ -87,4 +87,29 @@ template <> __device__ __forceinline__ float widen<float, __nv_bfloat16>(__nv_bf
 template <typename D, typename A> __device__ __forceinline__ D narrow(A v) { return convert<D>(v); }
 template <> __device__ __forceinline__ long long narrow<long long, unsigned long long>(unsigned long long v) { return (long long)v; }
 
+// Sixteen bytes of D, for vector stores: one 128-bit store instruction per pack.
+template <typename D> struct vec16 {
+    static const int n = sizeof(D) >= 16 ? 1 : 16 / (int)sizeof(D);
+};
+template <typename D, int N> struct alignas(16) pack { D v[N]; };
+
+// Stores a pack at p, which must be 16-byte aligned. The simulator copies bytes, which the
+// host compiler turns into one vector store without breaking C++'s aliasing rules.
+template <typename D, int N> __device__ __forceinline__ void store_pack(D *p, const pack<D, N> &x)
+{
+#ifdef TOCHA_SIM
+    __builtin_memcpy((void *)p, (const void *)&x, sizeof x);
+#else
+    *reinterpret_cast<pack<D, N> *>(p) = x;
+#endif
+}
+
+// Elements from p up to its next 16-byte boundary (0 when p is aligned), at most n.
+template <typename D> __device__ __forceinline__ int head_to_16(const D *p, long long n)
+{
+    const int mis = (int)(((unsigned long long)p & 15u) / sizeof(D));
+    const int head = mis ? (16 / (int)sizeof(D)) - mis : 0;
+    return head < n ? head : (int)n;
+}
+
 } // namespace tocha

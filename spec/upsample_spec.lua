@@ -108,41 +108,46 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
     end)
 
     it("has grids that cover each output and input element exactly once", function()
+      -- The kernels' mapping, walked in Lua: a warp per row (grid-stride over rows), and within
+      -- a row single elements up to the first 16-byte boundary, 16-byte vectors (lanes strided
+      -- by 32), then single elements to the end.
+      local function walk(g, block, rows, cols, elem_size)
+        local warps, hits, n = block / 32, {}, 0
+        local vec = 16 / elem_size
+        for bx = 0, g[1] - 1 do
+          for w = 0, warps - 1 do
+            local row = bx * warps + w
+            while row < rows do
+              local mis = (row * cols) % vec -- the base address is 256-byte aligned
+              local head = math.min(mis > 0 and vec - mis or 0, cols)
+              local vectors = math.floor((cols - head) / vec)
+              local function hit(col)
+                local k = row * cols + col
+                hits[k] = (hits[k] or 0) + 1
+                n = n + 1
+              end
+              for col = 0, head - 1 do hit(col) end
+              for v = 0, vectors - 1 do
+                for e = 0, vec - 1 do hit(head + v * vec + e) end
+              end
+              for col = head + vectors * vec, cols - 1 do hit(col) end
+              row = row + g[1] * warps
+            end
+          end
+        end
+        assert.are.equal(rows * cols, n)
+        for k = 0, rows * cols - 1 do assert(hits[k] == 1, "element " .. k) end
+      end
       for _, block in ipairs({ 32, 128, 1024 }) do
         local up = Forward.new(3, 2, block, "f32", 64)
         for _, s in ipairs(shapes) do
           local out = up:compute_concrete_output_shape({ s })
-          for _, pass in ipairs({
-            { grid = up:grid(out), rows = out[1] * out[2] * out[3], cols = out[4], block = up:block()[1] },
-            { grid = up:backward_grid({ s }, out), rows = s[1] * s[2] * s[3], cols = s[4], block = up:backward_block()[1] },
-          }) do
-            local g = pass.grid
-            -- Columns: tiles of `block` threads, the last tile partly idle, none wholly idle.
-            assert.are.equal(math.ceil(pass.cols / pass.block), g[1])
-            -- Rows: row = y + z * gridDim.y covers 0..rows-1; no z-slab lies wholly past the end.
-            assert.is_true(g[2] * g[3] >= pass.rows and g[2] * (g[3] - 1) < pass.rows)
-            assert.is_true(g[2] <= 65535 and g[3] <= 65535)
-            -- Walk every (block, thread) as the kernels map them and count the hits.
-            if pass.rows * pass.cols <= 50000 then
-              local hits, n = {}, 0
-              for z = 0, g[3] - 1 do
-                for yb = 0, g[2] - 1 do
-                  local row = yb + z * g[2]
-                  for xb = 0, g[1] - 1 do
-                    for t = 0, pass.block - 1 do
-                      local col = xb * pass.block + t
-                      if row < pass.rows and col < pass.cols then
-                        local k = row * pass.cols + col
-                        hits[k] = (hits[k] or 0) + 1
-                        n = n + 1
-                      end
-                    end
-                  end
-                end
-              end
-              assert.are.equal(pass.rows * pass.cols, n)
-              for k = 0, pass.rows * pass.cols - 1 do assert(hits[k] == 1, "element " .. k) end
-            end
+          local rows, in_rows = out[1] * out[2] * out[3], s[1] * s[2] * s[3]
+          assert.are.same({ math.ceil(rows / (block / 32)), 1, 1 }, up:grid(out))
+          assert.are.same({ math.ceil(in_rows / 2), 1, 1 }, up:backward_grid({ s }, out))
+          if rows * out[4] <= 50000 then
+            walk(up:grid(out), block, rows, out[4], 4)
+            walk(up:backward_grid({ s }, out), 64, in_rows, s[4], 4)
           end
           assert.are.same(up:grid(out), up:grid_for_launch(1, { s }, out))
           assert.are.same(up:backward_grid({ s }, out), up:backward_grid_for_launch(1, { s }, out))
@@ -235,10 +240,10 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
         end
       end)
 
-      it("covers more rows than one grid dimension holds (grid z > 1)", function()
+      it("covers many narrow rows, each with single elements around its vectors", function()
         local up = Forward.new(2, 1, 32, "i32")
         local x = tocha.rand({ 1, 1, 40000, 3 }, { dtype = "i32", device = device, seed = 8, low = -1000, high = 1000 })
-        assert.are.same({ 1, 65535, 2 }, up:grid({ 1, 1, 80000, 3 }))
+        assert.are.same({ 80000, 1, 1 }, up:grid({ 1, 1, 80000, 3 }))
         local y = tocha.empty({ 1, 1, 80000, 3 }, { dtype = "i32", device = device }):fill(POISON)
         up:forward(x, y)
         assert.are.same(up_ref.forward(x:to_table(true), x:shape(), 2, 1), y:to_table(true))

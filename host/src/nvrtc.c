@@ -144,6 +144,27 @@ const char *tocha_cuda_include_dir(void)
     return include_dir[0] ? include_dir : NULL;
 }
 
+/* With TOCHA_DUMP_DIR set, each compiled unit and its cubin are written there (named by the
+** source's hash), for reading the SASS with cuobjdump. Best effort. */
+static void dump(const char *source, const char *arch, const void *cubin, size_t size)
+{
+    const char *dir = getenv("TOCHA_DUMP_DIR");
+    if (!dir || !*dir) return;
+    char path[1200];
+    unsigned long long h = 1469598103934665603ull; /* FNV-1a: a file name, not a cache key */
+    for (const char *p = source; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    const char *ext[2] = {"cu", "cubin"};
+    const void *data[2] = {source, cubin};
+    size_t sizes[2] = {strlen(source), size};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%.1000s/%016llx-%s.%s", dir, h, arch, ext[i]);
+        FILE *f = fopen(path, "wb");
+        if (!f) return;
+        fwrite(data[i], 1, sizes[i], f);
+        fclose(f);
+    }
+}
+
 int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uint64_t *size)
 {
     const char *why = NULL;
@@ -188,6 +209,7 @@ int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uin
     }
     nv.cubin(prog, out);
     nv.destroy(&prog);
+    dump(source, arch, out, n);
     *binary = out;
     *size = n;
     return TOCHA_OK;

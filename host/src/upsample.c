@@ -3,9 +3,9 @@
 ** construction from compile-time constants, the checked forward and backward launches, and
 ** the forward kernel's RuntimeOp. The kernels themselves are kernels/upsample_nearest2d_*.cu.
 **
-** Launch mapping (both directions): grid.x = column tiles of `block` columns, one thread per
-** column; grid.y and grid.z together count rows, a row being one (b, c, output row) forward or
-** (b, c, input row) backward: row = blockIdx.y + blockIdx.z * gridDim.y.
+** Launch mapping (both directions): one warp per row at a time, a row being one (b, c, output
+** row) forward and one (b, c, input row) backward; `block` threads are block / 32 warps;
+** grid.x = ceil(rows / warps), capped at the grid's limit, with a grid-stride loop beyond.
 */
 #include "internal.h"
 #include "embedded.h"
@@ -102,18 +102,13 @@ const char *tocha_upsample_kernel_source(const tocha_upsample *up)
 
 /* ---- shapes and grids ---- */
 
-/* Grid for rows x columns with `block` columns per CTA; rows split over y and z. */
-static int tile_grid(int64_t rows, int64_t cols, int block, uint32_t grid[3])
+/* Grid for `rows` rows, one warp per row, block / 32 warps per CTA. */
+static int row_grid(int64_t rows, int block, uint32_t grid[3])
 {
-    int64_t y = rows < 65535 ? rows : 65535;
-    int64_t z = (rows + y - 1) / y;
-    if (z > 65535)
-        return tocha_fail(TOCHA_E_ARGUMENT,
-                          "shape: %lld rows (B*C*rows) exceed the grid's 65535 x 65535",
-                          (long long)rows);
-    grid[0] = (uint32_t)((cols + block - 1) / block);
-    grid[1] = (uint32_t)y;
-    grid[2] = (uint32_t)z;
+    int64_t warps = block / 32;
+    int64_t blocks = (rows + warps - 1) / warps;
+    grid[0] = (uint32_t)(blocks < INT32_MAX ? blocks : INT32_MAX);
+    grid[1] = grid[2] = 1;
     return TOCHA_OK;
 }
 
@@ -189,8 +184,7 @@ static int launch(tocha_upsample *k, const tocha_tensor *src, tocha_tensor *dst,
     bool forward = k->direction == TOCHA_UPSAMPLE_FORWARD;
     int64_t rows = in->dims[0] * in->dims[1] * (forward ? out->dims[2] : in->dims[2]);
     uint32_t grid[3], block[3] = {(uint32_t)k->block, 1, 1};
-    int st = tile_grid(rows, forward ? out->dims[3] : in->dims[3], k->block, grid);
-    if (st) return st;
+    row_grid(rows, k->block, grid);
     void *args[8] = {(void *)&src->data, &dst->data, &dims[0], &dims[1], &dims[2], &dims[3], &dims[4], &dims[5]};
     return tocha_kernel_launch_raw(k->kernel, dst->dev, grid, block, args);
 }
@@ -264,8 +258,7 @@ static int check_output(const tocha_shape *output)
 static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3])
 {
     int st = check_output(output);
-    return st ? st : tile_grid(output->dims[0] * output->dims[1] * output->dims[2], output->dims[3],
-                               self(op)->block, grid);
+    return st ? st : row_grid(output->dims[0] * output->dims[1] * output->dims[2], self(op)->block, grid);
 }
 
 static void op_block(const tocha_runtime_op *op, uint32_t block[3])
@@ -318,7 +311,7 @@ static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *input
     if (st) return st;
     const tocha_shape *in = &inputs[0];
     if (in->ndim != 4) return tocha_fail(TOCHA_E_ARGUMENT, "inputs[1]: expected 4-D, got %d-D", in->ndim);
-    return tile_grid(in->dims[0] * in->dims[1] * in->dims[2], in->dims[3], self(op)->backward->block, grid);
+    return row_grid(in->dims[0] * in->dims[1] * in->dims[2], self(op)->backward->block, grid);
 }
 
 static void op_backward_block(const tocha_runtime_op *op, uint32_t block[3])
