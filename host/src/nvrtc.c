@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 static struct {
     nvrtcResult (*version)(int *, int *);
@@ -151,8 +152,7 @@ static void dump(const char *source, const char *arch, const void *cubin, size_t
     const char *dir = getenv("TOCHA_DUMP_DIR");
     if (!dir || !*dir) return;
     char path[1200];
-    unsigned long long h = 1469598103934665603ull; /* FNV-1a: a file name, not a cache key */
-    for (const char *p = source; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    unsigned long long h = (unsigned long long)XXH3_64bits(source, strlen(source));
     const char *ext[2] = {"cu", "cubin"};
     const void *data[2] = {source, cubin};
     size_t sizes[2] = {strlen(source), size};
