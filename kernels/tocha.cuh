@@ -87,21 +87,89 @@ template <> __device__ __forceinline__ float widen<float, __nv_bfloat16>(__nv_bf
 template <typename D, typename A> __device__ __forceinline__ D narrow(A v) { return convert<D>(v); }
 template <> __device__ __forceinline__ long long narrow<long long, unsigned long long>(unsigned long long v) { return (long long)v; }
 
-// Sixteen bytes of D, for vector stores: one 128-bit store instruction per pack.
+// Sixteen bytes of D, for vector stores: one 128-bit store instruction per pack. The elements
+// are kept as raw bits in four 32-bit words, so that the store is a single uint4 store (a
+// struct of D, assigned, is split into element stores by the compiler).
 template <typename D> struct vec16 {
     static const int n = sizeof(D) >= 16 ? 1 : 16 / (int)sizeof(D);
 };
-template <typename D, int N> struct alignas(16) pack { D v[N]; };
 
-// Stores a pack at p, which must be 16-byte aligned. The simulator copies bytes, which the
-// host compiler turns into one vector store without breaking C++'s aliasing rules.
-template <typename D, int N> __device__ __forceinline__ void store_pack(D *p, const pack<D, N> &x)
+template <int BYTES> struct bits_of;
+template <> struct bits_of<1> { typedef unsigned char type; };
+template <> struct bits_of<2> { typedef unsigned short type; };
+template <> struct bits_of<4> { typedef unsigned int type; };
+template <> struct bits_of<8> { typedef unsigned long long type; };
+
+template <typename D> struct pack16 {
+    unsigned w[4];
+    __device__ __forceinline__ pack16() { w[0] = w[1] = w[2] = w[3] = 0u; }
+    // Element e (a compile-time constant after unrolling) takes v's bits.
+    __device__ __forceinline__ void set(int e, D v)
+    {
+        typename bits_of<sizeof(D)>::type b;
+        memcpy(&b, &v, sizeof b);
+        if (sizeof(D) == 8) {
+            w[2 * e] = (unsigned)(unsigned long long)b;
+            w[2 * e + 1] = (unsigned)((unsigned long long)b >> 32);
+        } else {
+            w[e * sizeof(D) / 4] |= (unsigned)b << (8 * (e * sizeof(D) % 4));
+        }
+    }
+};
+
+// Stores a pack at p, which must be 16-byte aligned. On the GPU an explicit 128-bit store:
+// a uint4 assignment was split by the compiler into 32-bit stores (seen in the SASS).
+template <typename D> __device__ __forceinline__ void store_pack(D *p, const pack16<D> &x)
 {
 #ifdef TOCHA_SIM
-    __builtin_memcpy((void *)p, (const void *)&x, sizeof x);
+    memcpy((void *)p, (const void *)x.w, 16);
 #else
-    *reinterpret_cast<pack<D, N> *>(p) = x;
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]),
+                 "r"(x.w[2]), "r"(x.w[3])
+                 : "memory");
 #endif
+}
+
+// Stores the first BYTES (8 or 16) bytes of a pack at p, aligned to BYTES.
+template <int BYTES, typename D> __device__ __forceinline__ void store_words(D *p, const pack16<D> &x)
+{
+#ifdef TOCHA_SIM
+    memcpy((void *)p, (const void *)x.w, BYTES);
+#else
+    if (BYTES == 16)
+        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]),
+                     "r"(x.w[2]), "r"(x.w[3])
+                     : "memory");
+    else
+        asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]) : "memory");
+#endif
+}
+
+// Loads 16 bytes at p (16-byte aligned) as four words; the simulator copies them.
+__device__ __forceinline__ void load16(const void *p, unsigned w[4])
+{
+#ifdef TOCHA_SIM
+    memcpy(w, p, 16);
+#else
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                 : "l"(p));
+#endif
+}
+
+// Element e of a 16-byte group of D held as four words.
+template <typename D> __device__ __forceinline__ D element_of(const unsigned w[4], int e)
+{
+    D v;
+    if (sizeof(D) == 8) {
+        unsigned long long b = (unsigned long long)w[2 * e] | ((unsigned long long)w[2 * e + 1] << 32);
+        memcpy(&v, &b, 8);
+    } else {
+        typename bits_of<sizeof(D)>::type b =
+            (typename bits_of<sizeof(D)>::type)(w[e * sizeof(D) / 4] >> (8 * (e * sizeof(D) % 4)));
+        memcpy(&v, &b, sizeof(D));
+    }
+    return v;
 }
 
 // Elements from p up to its next 16-byte boundary (0 when p is aligned), at most n.

@@ -7,21 +7,30 @@
 // is written exactly once, with no atomics (dx needs no zeroing) and a fixed summation order
 // (i, then j: deterministic). The sum is kept in tocha::accumulator<D> (f32 for f16 and bf16).
 //
-// Mapping (v2): each warp computes whole dx rows, a row being one (b, c, ih); BLOCK_IW / 32
-// warps per CTA, grid.x = ceil(rows / warps per CTA), grid-stride beyond. Each lane writes
-// 16-byte vectors of dx (16 / sizeof(D) elements) at aligned addresses, reading for them
-// SCALE_H runs of 16 / sizeof(D) * SCALE_W consecutive dy elements; the elements before a
-// row's first aligned address and after its last are done one by one.
+// Mapping (v3): each warp computes whole dx rows, a row being one (b, c, ih); BLOCK_IW / 32
+// warps per CTA, grid.x = ceil(rows / warps per CTA), grid-stride beyond. Reading dy is most
+// of the traffic, so the mapping serves the loads: each lane takes K consecutive dx elements,
+// K = 16 / (SCALE_W * sizeof(D)) (at least 1), so that its share of each dy row is 16 bytes,
+// read with one 16-byte load when the dy row is 16-byte aligned (a warp then reads 512
+// contiguous bytes per instruction) and element by element when it is not.
 //
 // History, H200, % of device-to-device copy (4.23 TB/s):
-//   v1 the seed's mapping, one thread per dx element: f32 2x2 93%, 2x1 59%; f16 2x2 49%,
-//      2x1 20% (2-byte stores). (PyTorch 2.11: f32 2x2 70%, f16/bf16 2x2 38%.)
-//   v2 this file: 16-byte dx stores, warp per row.
+//   v1 the seed's mapping, one thread per dx element: f32 2x2 93%, 4x4 101%, 2x1 59%;
+//      f16 2x2 49%, 2x1 20% (2-byte stores, 4-byte loads). (PyTorch 2.11: f32 2x2 70%,
+//      f16/bf16 2x2 38%.)
+//   v2 16-byte dx stores, warp per row: f32 2x2 92%, 2x1 95%, but 4x4 49% and f16 4x4 25%:
+//      a lane reading 16 x SCALE_W consecutive bytes per dy row strides the warp's loads
+//      across 32 x 64 bytes, and L1 serves each sector several times.
+//   v3 loads first, as above: f32 2x2 90%, 4x4 77%, f16 2x2 92%, 4x4 85%, but f16 2x1 41%:
+//      its eight 2-byte dx stores per lane cost more than v2's one 16-byte store.
+//   v4 this file: v3, and dx stored 8 or 16 bytes at once where a lane's elements allow.
 template <typename D, int SCALE_H, int SCALE_W, int BLOCK_IW>
 __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, int H, int W, int OH, int OW)
 {
     typedef typename tocha::accumulator<D>::type A;
-    const int VEC = tocha::vec16<D>::n;
+    const int PER_LOAD = tocha::vec16<D>::n;                        // dy elements in 16 bytes
+    const int K = PER_LOAD / SCALE_W > 0 ? PER_LOAD / SCALE_W : 1;  // dx elements per lane step
+    const int GROUPS = (K * SCALE_W + PER_LOAD - 1) / PER_LOAD;     // 16-byte loads per dy row
     const int WARPS = BLOCK_IW / 32;
     const long long rows = (long long)B * C * H;
     const int lane = threadIdx.x & 31;
@@ -31,37 +40,48 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
         const int ih = (int)(row - plane * H);
         const D *src = dy + (plane * OH + (long long)ih * SCALE_H) * OW;
         D *out = dx + row * (long long)W;
-        const int head = tocha::head_to_16(out, W);
-        const int vectors = (W - head) / VEC;
-        const int tail = head + vectors * VEC;
-        // Single elements: the head and the tail of the row.
-        const int single = lane < head ? lane : tail + lane - head;
-        if (lane < head + (W - tail)) {
-            A sum = A(0);
+        for (int iw0 = lane * K; iw0 < W; iw0 += 32 * K) {
+            A sum[K];
 #pragma unroll
-            for (int i = 0; i < SCALE_H; ++i)
-#pragma unroll
-                for (int j = 0; j < SCALE_W; ++j)
-                    sum += tocha::widen<A>(src[(long long)i * OW + (long long)single * SCALE_W + j]);
-            out[single] = tocha::narrow<D>(sum);
-        }
-        for (int v = lane; v < vectors; v += 32) {
-            const int iw0 = head + v * VEC;
-            A sum[tocha::vec16<D>::n];
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) sum[e] = A(0);
+            for (int e = 0; e < K; ++e) sum[e] = A(0);
+            const bool whole = iw0 + K <= W && (K * SCALE_W) % PER_LOAD == 0;
 #pragma unroll
             for (int i = 0; i < SCALE_H; ++i) {
                 const D *r = src + (long long)i * OW + (long long)iw0 * SCALE_W;
+                if (whole && ((unsigned long long)r & 15u) == 0) {
 #pragma unroll
-                for (int e = 0; e < VEC; ++e)
+                    for (int g = 0; g < GROUPS; ++g) {
+                        unsigned w[4];
+                        tocha::load16(r + g * PER_LOAD, w);
 #pragma unroll
-                    for (int j = 0; j < SCALE_W; ++j) sum[e] += tocha::widen<A>(r[e * SCALE_W + j]);
+                        for (int q = 0; q < PER_LOAD; ++q) {
+                            const int at = g * PER_LOAD + q; // position in this lane's run
+                            sum[at / SCALE_W] += tocha::widen<A>(tocha::element_of<D>(w, q));
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int e = 0; e < K; ++e)
+                        if (iw0 + e < W)
+#pragma unroll
+                            for (int j = 0; j < SCALE_W; ++j)
+                                sum[e] += tocha::widen<A>(r[e * SCALE_W + j]);
+                }
             }
-            tocha::pack<D, tocha::vec16<D>::n> p;
+            // dx: one 8- or 16-byte store when this lane's K elements make one and are aligned.
+            const int BYTES = K * (int)sizeof(D);
+            if ((BYTES == 8 || BYTES == 16) && iw0 + K <= W &&
+                ((unsigned long long)(out + iw0) & (unsigned)(BYTES - 1)) == 0) {
+                tocha::pack16<D> p;
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) p.v[e] = tocha::narrow<D>(sum[e]);
-            tocha::store_pack(out + iw0, p);
+                for (int e = 0; e < K; ++e) p.set(e, tocha::narrow<D>(sum[e]));
+                if (BYTES == 16) tocha::store_words<16>(out + iw0, p);
+                else tocha::store_words<8>(out + iw0, p);
+            } else {
+#pragma unroll
+                for (int e = 0; e < K; ++e)
+                    if (iw0 + e < W) out[iw0 + e] = tocha::narrow<D>(sum[e]);
+            }
         }
     }
 }

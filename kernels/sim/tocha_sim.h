@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 #include <algorithm>
 
 #undef __global__
