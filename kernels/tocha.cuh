@@ -145,16 +145,29 @@ template <int BYTES, typename D> __device__ __forceinline__ void store_words(D *
 #endif
 }
 
-// Loads 16 bytes at p (16-byte aligned) as four words; the simulator copies them.
-__device__ __forceinline__ void load16(const void *p, unsigned w[4])
+// Loads BYTES (4, 8 or 16) bytes at p, aligned to BYTES, into the first words of w, through
+// the read-only path; the simulator copies them.
+template <int BYTES> __device__ __forceinline__ void load_words(const void *p, unsigned w[4])
 {
 #ifdef TOCHA_SIM
-    memcpy(w, p, 16);
+    memcpy(w, p, BYTES);
 #else
-    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                 : "l"(p));
+    if (BYTES == 16)
+        asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                     : "l"(p));
+    else if (BYTES == 8)
+        asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+    else
+        asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
 #endif
+}
+__device__ __forceinline__ void load16(const void *p, unsigned w[4]) { load_words<16>(p, w); }
+
+// Whether p is aligned to `bytes` (a power of two).
+__device__ __forceinline__ bool aligned_to(const void *p, unsigned bytes)
+{
+    return ((unsigned long long)p & (bytes - 1u)) == 0;
 }
 
 // Element e of a 16-byte group of D held as four words.
@@ -172,11 +185,12 @@ template <typename D> __device__ __forceinline__ D element_of(const unsigned w[4
     return v;
 }
 
-// Elements from p up to its next 16-byte boundary (0 when p is aligned), at most n.
-template <typename D> __device__ __forceinline__ int head_to_16(const D *p, long long n)
+// Elements from p up to its next BYTES boundary (0 when p is aligned), at most n. p must be
+// aligned to sizeof(D).
+template <int BYTES, typename D> __device__ __forceinline__ int head_to(const D *p, long long n)
 {
-    const int mis = (int)(((unsigned long long)p & 15u) / sizeof(D));
-    const int head = mis ? (16 / (int)sizeof(D)) - mis : 0;
+    const int mis = (int)(((unsigned long long)p & (BYTES - 1u)) / sizeof(D));
+    const int head = mis ? (BYTES / (int)sizeof(D)) - mis : 0;
     return head < n ? head : (int)n;
 }
 

@@ -7,12 +7,12 @@
 // is written exactly once, with no atomics (dx needs no zeroing) and a fixed summation order
 // (i, then j: deterministic). The sum is kept in tocha::accumulator<D> (f32 for f16 and bf16).
 //
-// Mapping (v3): each warp computes whole dx rows, a row being one (b, c, ih); BLOCK_IW / 32
+// Mapping: each warp computes whole dx rows, a row being one (b, c, ih); BLOCK_IW / 32
 // warps per CTA, grid.x = ceil(rows / warps per CTA), grid-stride beyond. Reading dy is most
 // of the traffic, so the mapping serves the loads: each lane takes K consecutive dx elements,
 // K = 16 / (SCALE_W * sizeof(D)) (at least 1), so that its share of each dy row is 16 bytes,
 // read with one 16-byte load when the dy row is 16-byte aligned (a warp then reads 512
-// contiguous bytes per instruction) and element by element when it is not.
+// contiguous bytes per instruction), else with the widest load its alignment allows.
 //
 // History, H200, % of device-to-device copy (4.23 TB/s):
 //   v1 the seed's mapping, one thread per dx element: f32 2x2 93%, 4x4 101%, 2x1 59%;
@@ -23,14 +23,31 @@
 //      across 32 x 64 bytes, and L1 serves each sector several times.
 //   v3 loads first, as above: f32 2x2 90%, 4x4 77%, f16 2x2 92%, 4x4 85%, but f16 2x1 41%:
 //      its eight 2-byte dx stores per lane cost more than v2's one 16-byte store.
-//   v4 this file: v3, and dx stored 8 or 16 bytes at once where a lane's elements allow.
+//   v4 v3, and dx stored 8 or 16 bytes at once where a lane's elements allow: f16 2x1 93% at
+//      W = 1024, but 42% at W = 1023, where every other dy row is not 16-byte aligned and
+//      falls back to loads of single elements.
+//   v5 this file: such rows take the widest aligned load (8 or 4 bytes) instead.
+// Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
+template <int LW, int K, int SCALE_W, typename D, typename A>
+__device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)
+{
+    const int PER = LW / (int)sizeof(D); // elements per load
+#pragma unroll
+    for (int g = 0; g < K * SCALE_W / PER; ++g) {
+        unsigned w[4];
+        tocha::load_words<LW>(r + g * PER, w);
+#pragma unroll
+        for (int q = 0; q < PER; ++q) sum[(g * PER + q) / SCALE_W] += tocha::widen<A>(tocha::element_of<D>(w, q));
+    }
+}
+
 template <typename D, int SCALE_H, int SCALE_W, int BLOCK_IW>
 __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, int H, int W, int OH, int OW)
 {
     typedef typename tocha::accumulator<D>::type A;
     const int PER_LOAD = tocha::vec16<D>::n;                        // dy elements in 16 bytes
     const int K = PER_LOAD / SCALE_W > 0 ? PER_LOAD / SCALE_W : 1;  // dx elements per lane step
-    const int GROUPS = (K * SCALE_W + PER_LOAD - 1) / PER_LOAD;     // 16-byte loads per dy row
+    const int RUN = K * SCALE_W * (int)sizeof(D);                   // dy bytes per lane per row
     const int WARPS = BLOCK_IW / 32;
     const long long rows = (long long)B * C * H;
     const int lane = threadIdx.x & 31;
@@ -44,21 +61,17 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
             A sum[K];
 #pragma unroll
             for (int e = 0; e < K; ++e) sum[e] = A(0);
-            const bool whole = iw0 + K <= W && (K * SCALE_W) % PER_LOAD == 0;
+            const bool whole = iw0 + K <= W;
 #pragma unroll
             for (int i = 0; i < SCALE_H; ++i) {
                 const D *r = src + (long long)i * OW + (long long)iw0 * SCALE_W;
-                if (whole && ((unsigned long long)r & 15u) == 0) {
-#pragma unroll
-                    for (int g = 0; g < GROUPS; ++g) {
-                        unsigned w[4];
-                        tocha::load16(r + g * PER_LOAD, w);
-#pragma unroll
-                        for (int q = 0; q < PER_LOAD; ++q) {
-                            const int at = g * PER_LOAD + q; // position in this lane's run
-                            sum[at / SCALE_W] += tocha::widen<A>(tocha::element_of<D>(w, q));
-                        }
-                    }
+                // The widest load the row's alignment allows (the same for every lane).
+                if (whole && RUN % 16 == 0 && tocha::aligned_to(r, 16)) {
+                    upsample_nearest2d_backward_run<16, K, SCALE_W>(r, sum);
+                } else if (whole && RUN % 8 == 0 && tocha::aligned_to(r, 8)) {
+                    upsample_nearest2d_backward_run<8, K, SCALE_W>(r, sum);
+                } else if (whole && RUN % 4 == 0 && sizeof(D) <= 4 && tocha::aligned_to(r, 4)) {
+                    upsample_nearest2d_backward_run<4, K, SCALE_W>(r, sum);
                 } else {
 #pragma unroll
                     for (int e = 0; e < K; ++e)
@@ -70,8 +83,7 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
             }
             // dx: one 8- or 16-byte store when this lane's K elements make one and are aligned.
             const int BYTES = K * (int)sizeof(D);
-            if ((BYTES == 8 || BYTES == 16) && iw0 + K <= W &&
-                ((unsigned long long)(out + iw0) & (unsigned)(BYTES - 1)) == 0) {
+            if ((BYTES == 8 || BYTES == 16) && whole && tocha::aligned_to(out + iw0, BYTES == 8 ? 8 : 16)) {
                 tocha::pack16<D> p;
 #pragma unroll
                 for (int e = 0; e < K; ++e) p.set(e, tocha::narrow<D>(sum[e]));

@@ -3,14 +3,14 @@
 //   x: [B, C, H, W]  ->  y: [B, C, OH = H * SCALE_H, OW = W * SCALE_W]
 //   y[b, c, oh, ow] = x[b, c, oh / SCALE_H, ow / SCALE_W]      (integer division)
 //
-// Mapping (v2): each warp writes whole output rows, a row being one (b, c, oh); the CTA's
-// BLOCK_OW threads are BLOCK_OW / 32 warps, so BLOCK_OW sets how many rows a CTA writes at
-// once. grid.x = ceil(rows / warps per CTA); a grid-stride loop covers what a grid cannot.
-// Within a row each lane writes 16-byte vectors (16 / sizeof(D) elements) at 16-byte aligned
-// addresses; the few elements before the row's first aligned address and after its last are
-// written one by one. Loads are plain: neighbouring lanes read neighbouring inputs, so each
-// input byte comes from DRAM once and is reused from L1.
-// Every offset is 64-bit: tensors past 2^31 elements are addressed correctly.
+// Mapping: each warp writes whole output rows, a row being one (b, c, oh); the CTA's BLOCK_OW
+// threads are BLOCK_OW / 32 warps, so BLOCK_OW sets how many rows a CTA writes at once.
+// grid.x = ceil(rows / warps per CTA); a grid-stride loop covers what a grid cannot.
+// Within a row: the elements up to the first 128-byte boundary one by one, then 16-byte
+// vectors (16 / sizeof(D) elements) with lanes side by side, so that every store instruction
+// of the warp fills whole 128-byte lines, then the last few elements one by one. A vector's
+// inputs (16 / sizeof(D) / SCALE_W of them) come in one 4-, 8- or 16-byte load when they are
+// that aligned, else one by one. Every offset is 64-bit.
 //
 // History, H200, 512 MB moved per case, % of device-to-device copy (4.23 TB/s):
 //   v1 the seed's mapping: one thread per output element, one CTA per (row, BLOCK_OW tile).
@@ -18,13 +18,19 @@
 //      memory transaction unused. (PyTorch 2.11: 45.1%, 26.3%, 14.4%.)
 //   v2 16-byte stores, warp per row: no gain at first (f32 2x2 61%): the SASS showed the
 //      compiler had split the struct store into 32-bit stores.
-//   v3 this file: the same with an explicit 128-bit store (st.global.v4): f32 2x2 84%,
-//      f16 2x2 88%, f16 1x2 91%, u8 2x2 63% (sixteen 1-byte loads per store) at W = 1024;
-//      widths that are not multiples of 16 (1020, 1023) 55-73%, reason not yet measured.
+//   v3 the same with an explicit 128-bit store (st.global.v4): f32 2x2 84%, f16 2x2 87%,
+//      f16 1x2 90%, u8 2x2 64% (sixteen 1-byte loads per store) at W = 1024; widths that are
+//      not multiples of 16 (1020, 1023) 53-73%. Prediction for v4: a row that starts inside
+//      a 128-byte line makes each warp store touch 5 lines instead of 4 (25% more L2
+//      requests), and loads of single elements are most of the instructions.
+//   v4 this file: warp stores start on 128-byte boundaries; inputs loaded as vectors.
 template <typename D, int SCALE_H, int SCALE_W, int BLOCK_OW>
 __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H, int W, int OH, int OW)
 {
     const int VEC = tocha::vec16<D>::n;
+    const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0;      // inputs per vector, if whole
+    const int IN_BYTES = IN * (int)sizeof(D);
+    const bool VECTOR_IN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
     const int WARPS = BLOCK_OW / 32;
     const long long rows = (long long)B * C * OH;
     const int lane = threadIdx.x & 31;
@@ -34,14 +40,25 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
         const int oh = (int)(row - plane * OH);
         const D *in = x + (plane * H + oh / SCALE_H) * (long long)W;
         D *out = y + row * (long long)OW;
-        const int head = tocha::head_to_16(out, OW);
-        if (lane < head) out[lane] = in[lane / SCALE_W];
+        const int head = tocha::head_to<128>(out, OW);
+        for (int i = lane; i < head; i += 32) out[i] = in[i / SCALE_W];
         const int vectors = (OW - head) / VEC;
+        // Whether each vector's inputs can come in one load: they start on an input element
+        // boundary and the load is aligned (both the same for every vector of the row).
+        const bool whole_in = VECTOR_IN && head % SCALE_W == 0 &&
+                              tocha::aligned_to(in + head / SCALE_W, VECTOR_IN ? IN_BYTES : 1);
         for (int v = lane; v < vectors; v += 32) {
             const int ow0 = head + v * VEC;
             tocha::pack16<D> p;
+            if (whole_in) {
+                unsigned w[4];
+                tocha::load_words<(VECTOR_IN ? IN_BYTES : 4)>(in + ow0 / SCALE_W, w);
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) p.set(e, in[(ow0 + e) / SCALE_W]);
+                for (int e = 0; e < VEC; ++e) p.set(e, tocha::element_of<D>(w, e / SCALE_W));
+            } else {
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) p.set(e, in[(ow0 + e) / SCALE_W]);
+            }
             tocha::store_pack(out + ow0, p);
         }
         const int tail = head + vectors * VEC;
