@@ -4,6 +4,9 @@
 // Element conversions go through double (exact for every dtype but i64 past 2^53, which
 // converts between integers directly); float to integer truncates toward zero and saturates,
 // NaN becomes 0, so that a cast is defined for every input.
+// 16-byte vectors (upsample: per lane) in one work item of a row, times 32 lanes.
+#define TOCHA_UPSAMPLE_SEGMENT 4
+
 namespace tocha {
 
 // Integer dtypes round random values instead of keeping fractions.
@@ -86,6 +89,9 @@ template <> __device__ __forceinline__ float widen<float, __half>(__half v) { re
 template <> __device__ __forceinline__ float widen<float, __nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <typename D, typename A> __device__ __forceinline__ D narrow(A v) { return convert<D>(v); }
 template <> __device__ __forceinline__ long long narrow<long long, unsigned long long>(unsigned long long v) { return (long long)v; }
+
+__device__ __forceinline__ int max_int(int a, int b) { return a > b ? a : b; }
+__device__ __forceinline__ int min_int(int a, int b) { return a < b ? a : b; }
 
 // Sixteen bytes of D, for vector stores: one 128-bit store instruction per pack. The elements
 // are kept as raw bits in four 32-bit words, so that the store is a single uint4 store (a

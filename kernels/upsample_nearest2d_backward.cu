@@ -7,12 +7,14 @@
 // is written exactly once, with no atomics (dx needs no zeroing) and a fixed summation order
 // (i, then j: deterministic). The sum is kept in tocha::accumulator<D> (f32 for f16 and bf16).
 //
-// Mapping: each warp computes whole dx rows, a row being one (b, c, ih); BLOCK_IW / 32
-// warps per CTA, grid.x = ceil(rows / warps per CTA), grid-stride beyond. Reading dy is most
+// Mapping: a warp's work item is one segment of a dx row, a row being one (b, c, ih) and a
+// segment 32 * K * TOCHA_UPSAMPLE_SEGMENT elements of it; BLOCK_IW / 32 warps per CTA,
+// grid.x = ceil(rows * segments / warps per CTA), grid-stride beyond. Reading dy is most
 // of the traffic, so the mapping serves the loads: each lane takes K consecutive dx elements,
 // K = 16 / (SCALE_W * sizeof(D)) (at least 1), so that its share of each dy row is 16 bytes,
 // read with one 16-byte load when the dy row is 16-byte aligned (a warp then reads 512
-// contiguous bytes per instruction), else with the widest load its alignment allows.
+// contiguous bytes per instruction), else with 8-byte loads when it is 8-byte aligned, else
+// element by element.
 //
 // History, H200, % of device-to-device copy (4.23 TB/s):
 //   v1 the seed's mapping, one thread per dx element: f32 2x2 93%, 4x4 101%, 2x1 59%;
@@ -26,7 +28,11 @@
 //   v4 v3, and dx stored 8 or 16 bytes at once where a lane's elements allow: f16 2x1 93% at
 //      W = 1024, but 42% at W = 1023, where every other dy row is not 16-byte aligned and
 //      falls back to loads of single elements.
-//   v5 this file: such rows take the widest aligned load (8 or 4 bytes) instead.
+//   v5 such rows take the widest aligned load (8 or 4 bytes) instead: f16 2x1 W=1023 47%,
+//      but f32 3x3 70% and 4x4 58% (from 96% and 77%): 4-byte loads through the read-only
+//      path are slower than plain ones, and a warp per whole row leaves too few warps when
+//      rows are few and long (4x4 f32: 7,700 rows for 8,448 warp slots).
+//   v6 this file: no 4-byte path; work items of row segments instead of whole rows.
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)
@@ -49,15 +55,20 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
     const int K = PER_LOAD / SCALE_W > 0 ? PER_LOAD / SCALE_W : 1;  // dx elements per lane step
     const int RUN = K * SCALE_W * (int)sizeof(D);                   // dy bytes per lane per row
     const int WARPS = BLOCK_IW / 32;
-    const long long rows = (long long)B * C * H;
+    const int SEG = 32 * K * TOCHA_UPSAMPLE_SEGMENT; // dx elements per work item
+    const int segs = tocha::max_int(1, (W + SEG - 1) / SEG);
+    const long long items = (long long)B * C * H * segs;
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
-    for (long long row = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); row < rows; row += stride) {
+    for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
+        const long long row = item / segs;
+        const int seg = (int)(item - row * segs);
         const long long plane = row / H;
         const int ih = (int)(row - plane * H);
         const D *src = dy + (plane * OH + (long long)ih * SCALE_H) * OW;
         D *out = dx + row * (long long)W;
-        for (int iw0 = lane * K; iw0 < W; iw0 += 32 * K) {
+        const int iw_end = tocha::min_int(W, (seg + 1) * SEG);
+        for (int iw0 = seg * SEG + lane * K; iw0 < iw_end; iw0 += 32 * K) {
             A sum[K];
 #pragma unroll
             for (int e = 0; e < K; ++e) sum[e] = A(0);
@@ -70,8 +81,6 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
                     upsample_nearest2d_backward_run<16, K, SCALE_W>(r, sum);
                 } else if (whole && RUN % 8 == 0 && tocha::aligned_to(r, 8)) {
                     upsample_nearest2d_backward_run<8, K, SCALE_W>(r, sum);
-                } else if (whole && RUN % 4 == 0 && sizeof(D) <= 4 && tocha::aligned_to(r, 4)) {
-                    upsample_nearest2d_backward_run<4, K, SCALE_W>(r, sum);
                 } else {
 #pragma unroll
                     for (int e = 0; e < K; ++e)

@@ -108,51 +108,82 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
     end)
 
     it("has grids that cover each output and input element exactly once", function()
-      -- The kernels' mapping, walked in Lua: a warp per row (grid-stride over rows), and within
-      -- a row single elements up to the first 16-byte boundary, 16-byte vectors (lanes strided
-      -- by 32), then single elements to the end.
-      local function walk(g, block, rows, cols, elem_size)
+      -- The kernels' mappings, walked in Lua for f32 (see the kernels' headers): a warp per
+      -- work item, one segment of a row, grid-stride over items.
+      local SEGMENT, VEC = 4, 4
+      local function forward_segments(cols) return math.max(1, math.ceil(math.floor(cols / VEC) / (32 * SEGMENT))) end
+      local function backward_k(sw) return math.max(1, math.floor(VEC / sw)) end
+      local function backward_segments(cols, sw) return math.max(1, math.ceil(cols / (32 * backward_k(sw) * SEGMENT))) end
+
+      local function visit(g, block, rows, segs, cols, each_item)
         local warps, hits, n = block / 32, {}, 0
-        local vec = 16 / elem_size
+        local function hit(row, col)
+          assert(col >= 0 and col < cols)
+          local k = row * cols + col
+          hits[k] = (hits[k] or 0) + 1
+          n = n + 1
+        end
         for bx = 0, g[1] - 1 do
           for w = 0, warps - 1 do
-            local row = bx * warps + w
-            while row < rows do
-              local mis = (row * cols) % vec -- the base address is 256-byte aligned
-              local head = math.min(mis > 0 and vec - mis or 0, cols)
-              local vectors = math.floor((cols - head) / vec)
-              local function hit(col)
-                local k = row * cols + col
-                hits[k] = (hits[k] or 0) + 1
-                n = n + 1
-              end
-              for col = 0, head - 1 do hit(col) end
-              for v = 0, vectors - 1 do
-                for e = 0, vec - 1 do hit(head + v * vec + e) end
-              end
-              for col = head + vectors * vec, cols - 1 do hit(col) end
-              row = row + g[1] * warps
+            local item = bx * warps + w
+            while item < rows * segs do
+              each_item(math.floor(item / segs), item % segs, hit)
+              item = item + g[1] * warps
             end
           end
         end
         assert.are.equal(rows * cols, n)
         for k = 0, rows * cols - 1 do assert(hits[k] == 1, "element " .. k) end
       end
+
+      local function walk_forward(g, block, rows, cols)
+        local segs = forward_segments(cols)
+        visit(g, block, rows, segs, cols, function(row, seg, hit)
+          local mis = (row * cols * 4) % 128 / 4 -- the base address is 256-byte aligned
+          local head = math.min(mis > 0 and 32 - mis or 0, cols)
+          local vectors = math.floor((cols - head) / VEC)
+          if seg == 0 then for col = 0, head - 1 do hit(row, col) end end
+          local v_end = seg == segs - 1 and vectors or math.min(vectors, (seg + 1) * 32 * SEGMENT)
+          for v = seg * 32 * SEGMENT, v_end - 1 do
+            for e = 0, VEC - 1 do hit(row, head + v * VEC + e) end
+          end
+          if seg == segs - 1 then for col = head + vectors * VEC, cols - 1 do hit(row, col) end end
+        end)
+      end
+
+      local function walk_backward(g, block, rows, cols, sw)
+        local k, segs = backward_k(sw), backward_segments(cols, sw)
+        local seg_len = 32 * k * SEGMENT
+        visit(g, block, rows, segs, cols, function(row, seg, hit)
+          for lane = 0, 31 do
+            local iw0 = seg * seg_len + lane * k
+            while iw0 < math.min(cols, (seg + 1) * seg_len) do
+              for e = 0, k - 1 do if iw0 + e < cols then hit(row, iw0 + e) end end
+              iw0 = iw0 + 32 * k
+            end
+          end
+        end)
+      end
+
       for _, block in ipairs({ 32, 128, 1024 }) do
         local up = Forward.new(3, 2, block, "f32", 64)
         for _, s in ipairs(shapes) do
           local out = up:compute_concrete_output_shape({ s })
           local rows, in_rows = out[1] * out[2] * out[3], s[1] * s[2] * s[3]
-          assert.are.same({ math.ceil(rows / (block / 32)), 1, 1 }, up:grid(out))
-          assert.are.same({ math.ceil(in_rows / 2), 1, 1 }, up:backward_grid({ s }, out))
+          assert.are.same({ math.ceil(rows * forward_segments(out[4]) / (block / 32)), 1, 1 }, up:grid(out))
+          assert.are.same({ math.ceil(in_rows * backward_segments(s[4], 2) / 2), 1, 1 }, up:backward_grid({ s }, out))
           if rows * out[4] <= 50000 then
-            walk(up:grid(out), block, rows, out[4], 4)
-            walk(up:backward_grid({ s }, out), 64, in_rows, s[4], 4)
+            walk_forward(up:grid(out), block, rows, out[4])
+            walk_backward(up:backward_grid({ s }, out), 64, in_rows, s[4], 2)
           end
           assert.are.same(up:grid(out), up:grid_for_launch(1, { s }, out))
           assert.are.same(up:backward_grid({ s }, out), up:backward_grid_for_launch(1, { s }, out))
         end
       end
+      -- Long rows split into several segments, walked too.
+      local up = Forward.new(1, 2, 64, "f32", 64)
+      walk_forward(up:grid({ 1, 1, 3, 2000 }), 64, 3, 2000)
+      walk_backward(up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 3, 2000 }), 64, 3, 1000, 2)
     end)
 
     it("packs the Args in the signature's order: x, y, B, C, H, W, OH, OW", function()
@@ -265,10 +296,27 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
         end
       end)
 
+      it("splits long rows into several work items and covers them all", function()
+        for _, dt in ipairs({ "f32", "f16", "u8" }) do
+          for _, s in ipairs({ { 1, 2 }, { 2, 1 }, { 2, 3 } }) do
+            local up = Forward.new(s[1], s[2], 64, dt)
+            local shape = { 1, 1, 2, 2501 + s[2] }
+            local x = tocha.rand(shape, { dtype = "i32", device = device, seed = 3, low = 0, high = 40 }):cast(dt)
+            local y = up:forward(x)
+            local label = ("%s %dx%d"):format(dt, s[1], s[2])
+            assert.are.same(up_ref.forward(x:to_table(true), shape, s[1], s[2]), y:to_table(true), label)
+            local dx = up:backward(x, y)
+            local expect = up_ref.backward(y:to_table(true), shape, s[1], s[2])
+            for i = 1, #expect do expect[i] = ref.convert(expect[i], dt) end
+            assert.are.same(expect, dx:to_table(true), label .. " backward")
+          end
+        end
+      end)
+
       it("covers many narrow rows, each with single elements around its vectors", function()
         local up = Forward.new(2, 1, 32, "i32")
         local x = tocha.rand({ 1, 1, 40000, 3 }, { dtype = "i32", device = device, seed = 8, low = -1000, high = 1000 })
-        assert.are.same({ 80000, 1, 1 }, up:grid({ 1, 1, 80000, 3 }))
+        assert.are.same({ 80000, 1, 1 }, up:grid({ 1, 1, 80000, 3 })) -- a warp per row
         local y = tocha.empty({ 1, 1, 80000, 3 }, { dtype = "i32", device = device }):fill(POISON)
         up:forward(x, y)
         assert.are.same(up_ref.forward(x:to_table(true), x:shape(), 2, 1), y:to_table(true))

@@ -3,9 +3,10 @@
 ** construction from compile-time constants, the checked forward and backward launches, and
 ** the forward kernel's RuntimeOp. The kernels themselves are kernels/upsample_nearest2d_*.cu.
 **
-** Launch mapping (both directions): one warp per row at a time, a row being one (b, c, output
-** row) forward and one (b, c, input row) backward; `block` threads are block / 32 warps;
-** grid.x = ceil(rows / warps), capped at the grid's limit, with a grid-stride loop beyond.
+** Launch mapping (both directions): one warp per work item, a work item being one segment of
+** a row (one (b, c, output row) forward, one (b, c, input row) backward; see the kernels'
+** headers for the segment length); `block` threads are block / 32 warps; grid.x =
+** ceil(items / warps), capped at the grid's limit, with a grid-stride loop beyond.
 */
 #include "internal.h"
 #include "embedded.h"
@@ -102,11 +103,30 @@ const char *tocha_upsample_kernel_source(const tocha_upsample *up)
 
 /* ---- shapes and grids ---- */
 
-/* Grid for `rows` rows, one warp per row, block / 32 warps per CTA. */
-static int row_grid(int64_t rows, int block, uint32_t grid[3])
+/* Vectors of 16 bytes per lane in one work item (TOCHA_UPSAMPLE_SEGMENT in kernels/tocha.cuh). */
+#define SEGMENT 4
+
+/* Work items per row of `cols` elements: the kernels' segments (see their headers). */
+static int64_t segments(int direction, int dtype, int scale_w, int64_t cols)
+{
+    int64_t per16 = 16 / tocha_dtype_size(dtype);
+    int64_t per_item;
+    if (direction == TOCHA_UPSAMPLE_FORWARD) {
+        per_item = 32 * SEGMENT; /* vectors */
+        cols /= per16;
+    } else {
+        int64_t k = per16 / scale_w > 0 ? per16 / scale_w : 1;
+        per_item = 32 * k * SEGMENT; /* dx elements */
+    }
+    int64_t segs = (cols + per_item - 1) / per_item;
+    return segs > 0 ? segs : 1;
+}
+
+/* Grid for `items` work items, one warp each, block / 32 warps per CTA. */
+static int row_grid(int64_t items, int block, uint32_t grid[3])
 {
     int64_t warps = block / 32;
-    int64_t blocks = (rows + warps - 1) / warps;
+    int64_t blocks = (items + warps - 1) / warps;
     grid[0] = (uint32_t)(blocks < INT32_MAX ? blocks : INT32_MAX);
     grid[1] = grid[2] = 1;
     return TOCHA_OK;
@@ -183,8 +203,9 @@ static int launch(tocha_upsample *k, const tocha_tensor *src, tocha_tensor *dst,
                        (int32_t)in->dims[3], (int32_t)out->dims[2], (int32_t)out->dims[3]};
     bool forward = k->direction == TOCHA_UPSAMPLE_FORWARD;
     int64_t rows = in->dims[0] * in->dims[1] * (forward ? out->dims[2] : in->dims[2]);
+    int64_t segs = segments(k->direction, k->dtype, k->scale_w, forward ? out->dims[3] : in->dims[3]);
     uint32_t grid[3], block[3] = {(uint32_t)k->block, 1, 1};
-    row_grid(rows, k->block, grid);
+    row_grid(rows * segs, k->block, grid);
     void *args[8] = {(void *)&src->data, &dst->data, &dims[0], &dims[1], &dims[2], &dims[3], &dims[4], &dims[5]};
     return tocha_kernel_launch_raw(k->kernel, dst->dev, grid, block, args);
 }
@@ -258,7 +279,11 @@ static int check_output(const tocha_shape *output)
 static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3])
 {
     int st = check_output(output);
-    return st ? st : row_grid(output->dims[0] * output->dims[1] * output->dims[2], self(op)->block, grid);
+    const tocha_upsample *up = self(op);
+    return st ? st
+              : row_grid(output->dims[0] * output->dims[1] * output->dims[2] *
+                             segments(TOCHA_UPSAMPLE_FORWARD, up->dtype, up->scale_w, output->dims[3]),
+                         up->block, grid);
 }
 
 static void op_block(const tocha_runtime_op *op, uint32_t block[3])
@@ -311,7 +336,10 @@ static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *input
     if (st) return st;
     const tocha_shape *in = &inputs[0];
     if (in->ndim != 4) return tocha_fail(TOCHA_E_ARGUMENT, "inputs[1]: expected 4-D, got %d-D", in->ndim);
-    return row_grid(in->dims[0] * in->dims[1] * in->dims[2], self(op)->backward->block, grid);
+    const tocha_upsample *b = self(op)->backward;
+    return row_grid(in->dims[0] * in->dims[1] * in->dims[2] *
+                        segments(TOCHA_UPSAMPLE_BACKWARD, b->dtype, b->scale_w, in->dims[3]),
+                    b->block, grid);
 }
 
 static void op_backward_block(const tocha_runtime_op *op, uint32_t block[3])
