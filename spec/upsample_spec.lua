@@ -482,6 +482,19 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
   end)
 
   describe("construction", function()
+    it("picks the measured block widths when none is given, and honours any given", function()
+      local tuning = require "tocha.upsample_tuning"
+      for _, dt in ipairs({ "f32", "f16", "bf16", "u8" }) do
+        local up = Forward.new(2, 2, nil, dt)
+        assert.are.equal(tuning.best["forward " .. dt] or tuning.fallback, up.block_ow)
+        assert.are.equal(tuning.best["backward " .. dt] or tuning.fallback, up.backward_kernel.block_iw)
+        assert.are.equal(tuning.best["backward " .. dt] or tuning.fallback, Backward.new(2, 2, nil, dt).block_iw)
+      end
+      assert.are.equal(64, tuning.best["forward f32"])
+      assert.are.equal(256, Forward.new(2, 2, 256).block_ow)
+      assert.are.equal(256, Forward.new(2, 2, 256).backward_kernel.block_iw)
+    end)
+
     it("refuses scales that are not positive integers", function()
       fails_with("tocha.UpsampleNearest2dForward.new: scale_h: expected an integer from 1 to 64, got 0",
         function() Forward.new(0, 2, 128) end)
