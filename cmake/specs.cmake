@@ -28,3 +28,10 @@ foreach(spec IN LISTS TOCHA_SPECS)
       SKIP_RETURN_CODE 77)
   endif()
 endforeach()
+
+# The install tree: `cmake --install` into a fresh prefix, then require "tocha" from the
+# installed tocha and from plain luajit.
+add_test(NAME install_check
+  COMMAND ${CMAKE_SOURCE_DIR}/scripts/install-check.sh ${CMAKE_BINARY_DIR} ${LUAJIT_EXECUTABLE})
+set_tests_properties(install_check PROPERTIES LABELS cpu
+  ENVIRONMENT "TOCHA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache")

@@ -72,13 +72,14 @@ static void set_paths(lua_State *L)
     snprintf(dir, sizeof dir, "%s", exe);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = '\0';
-    char paths[8192];
+    char paths[8400];
     if (strcmp(dir, TOCHA_BINARY_DIR) == 0)
         snprintf(paths, sizeof paths,
                  "%1$s/lua/?.lua;%1$s/lua/?/init.lua;%1$s/bindings/?.lua;%2$s/lua/?.lua;",
                  TOCHA_SOURCE_DIR, TOCHA_BINARY_DIR);
     else
-        snprintf(paths, sizeof paths, "%1$s/?.lua;%1$s/?/init.lua;", TOCHA_INSTALL_LUADIR);
+        snprintf(paths, sizeof paths, "%1$s/%2$s/?.lua;%1$s/%2$s/?/init.lua;", dir,
+                 TOCHA_LUADIR_FROM_BIN);
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "path");
     lua_pushfstring(L, "%s%s", paths, lua_tostring(L, -1));

@@ -2,18 +2,47 @@
 ** repl.c: the REPL. Lines are read with libedit (history in ~/.tocha_history or
 ** $TOCHA_HISTORY) when stdin is a terminal, and plainly from a pipe. An expression's values
 ** are printed (`x` and `=x`); input continues until the chunk is complete; an error prints
-** its traceback and the session goes on; end of input (Ctrl-D) leaves.
+** its traceback and the session goes on; Ctrl-C interrupts a running chunk; end of input
+** (Ctrl-D) leaves.
 */
 #include "repl.h"
 
 #include <editline/readline.h>
 #include <lauxlib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static char history_path[4096];
+
+/* Ctrl-C while a chunk runs interrupts it, not the session (as lua.c does): the handler sets
+** a hook, and the hook raises "interrupted!" in the running code at its next instruction. */
+static lua_State *running;
+
+static void stop_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted!");
+}
+
+static void on_interrupt(int sig)
+{
+    signal(sig, SIG_DFL); /* a second Ctrl-C before the hook runs ends the process */
+    if (running) lua_sethook(running, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+static int run_interruptible(lua_State *L, int nargs)
+{
+    running = L;
+    signal(SIGINT, on_interrupt);
+    int status = tocha_pcall(L, nargs, LUA_MULTRET);
+    signal(SIGINT, SIG_DFL);
+    running = NULL;
+    return status;
+}
 
 static void open_history(void)
 {
@@ -150,7 +179,7 @@ int tocha_repl(lua_State *L)
         }
         free(chunk);
         chunk = NULL;
-        if (status == 0) status = tocha_pcall(L, nargs, LUA_MULTRET);
+        if (status == 0) status = run_interruptible(L, nargs);
         if (status != 0) {
             fprintf(stderr, "%s\n", lua_tostring(L, -1));
             fflush(stderr);
