@@ -72,6 +72,43 @@ local function copy_bandwidth()
   return 2 * n * 4 / (ms * 1e6) -- GB/s, read + written
 end
 
+-- Pure streams, for the floor of a read/write mix: 16-byte stores only, and 16-byte loads
+-- only (summed into one word per thread so that nothing is optimised away).
+local STREAMS = [[
+__device__ void write_stream(int *p, long long n16, unsigned v)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)blockDim.x * gridDim.x) {
+        tocha::pack16<int> q;
+        q.set(0, (int)v); q.set(1, (int)v); q.set(2, (int)v); q.set(3, (int)v);
+        tocha::store_pack(p + 4 * i, q);
+    }
+}
+__device__ void read_stream(const int *p, int *out, long long n16)
+{
+    unsigned acc = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)blockDim.x * gridDim.x) {
+        unsigned w[4];
+        tocha::load16(p + 4 * i, w);
+        acc ^= w[0] ^ w[1] ^ w[2] ^ w[3];
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = (int)acc;
+}
+]]
+
+-- Write-only and read-only bandwidth (GB/s) over 1 GiB, by the kernels above.
+local function stream_bandwidths()
+  local n = 256 * 2 ^ 20
+  local buf = tocha.empty({ n }, { dtype = "i32", device = device }):fill(1)
+  local sink = tocha.empty({ 1024 * 1024 }, { dtype = "i32", device = device })
+  local write = tocha.kernel { source = STREAMS, name = "write_stream", params = "i32* p, i64 n16, u32 v" }
+  local read = tocha.kernel { source = STREAMS, name = "read_stream", params = "i32* p, i32* out, i64 n16" }
+  local blocks = device.kind == "sim" and 8 or 4096
+  local wms = time_launches(function() write:launch(blocks, 256, buf, n / 4, 7) end, 20)
+  local rms = time_launches(function() read:launch(blocks, 256, buf, sink, n / 4) end, 20)
+  buf:free(); sink:free()
+  return n * 4 / (wms * 1e6), n * 4 / (rms * 1e6)
+end
+
 -- The seed's plain mapping, as an independent reference kernel: one thread per element.
 local REFERENCE = [[
 template <typename D, int SH, int SW>
@@ -173,6 +210,9 @@ if device.kind == "sim" then opts.launches = math.min(opts.launches, 3) end
 print(("benchmark on %s (%s), %d cases, %d launches each"):format(device.name, device.product, #list, opts.launches))
 local copy_gbps = copy_bandwidth()
 print(("device-to-device copy: %.1f GB/s (read + written)"):format(copy_gbps))
+local write_gbps, read_gbps = stream_bandwidths()
+print(("16-byte streams: write-only %.1f GB/s (%.1f%% of copy), read-only %.1f GB/s (%.1f%% of copy)")
+  :format(write_gbps, 100 * write_gbps / copy_gbps, read_gbps, 100 * read_gbps / copy_gbps))
 
 local case_rows = {}
 for k, c in ipairs(list) do
@@ -195,14 +235,25 @@ for _, c in ipairs(list) do
     end
   end
 end
+-- The floor of each case's mix: its input at the read-only rate, its output at the write-only
+-- rate, as % of copy.
 for _, r in ipairs(rows) do
+  local scale = r[8] * r[9]
+  local in_bytes, out_bytes
+  if r[2] == "forward" then in_bytes, out_bytes = r[11] / (1 + scale), r[11] * scale / (1 + scale)
+  else in_bytes, out_bytes = r[11] * scale / (1 + scale), r[11] / (1 + scale) end
+  local mix_gbps = r[11] / (in_bytes / read_gbps + out_bytes / write_gbps)
   r[#r + 1] = 100 * r[13] / copy_gbps
   r[#r + 1] = copy_gbps
+  r[#r + 1] = 100 * mix_gbps / copy_gbps
 end
-write_csv(opts.out .. "/tocha.csv", cases.columns, rows)
+local columns = {}
+for k, v in ipairs(cases.columns) do columns[k] = v end
+columns[#columns + 1] = "mix_floor_pct_copy"
+write_csv(opts.out .. "/tocha.csv", columns, rows)
 
 -- ---- host costs ----
-local host = {}
+local host = { { "write_only_pct_copy", 100 * write_gbps / copy_gbps }, { "read_only_pct_copy", 100 * read_gbps / copy_gbps } }
 do -- one small forward call from Lua: 20,000 calls, synchronized once
   local up = tocha.UpsampleNearest2dForward.new(2, 2, 128)
   local x = tocha.rand({ 1, 16, 32, 32 }, { device = device, seed = 1 })
