@@ -83,6 +83,17 @@ __device__ void write_stream(int *p, long long n16, unsigned v)
         tocha::store_pack(p + 4 * i, q);
     }
 }
+__device__ void write_stream_cs(int *p, long long n16, unsigned v)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)blockDim.x * gridDim.x) {
+#ifdef TOCHA_SIM
+        int q[4] = {(int)v, (int)v, (int)v, (int)v};
+        memcpy(p + 4 * i, q, 16);
+#else
+        asm volatile("st.global.cs.v4.u32 [%0], {%1, %1, %1, %1};" ::"l"(p + 4 * i), "r"(v) : "memory");
+#endif
+    }
+}
 __device__ void read_stream(const int *p, int *out, long long n16)
 {
     unsigned acc = 0;
@@ -105,6 +116,9 @@ local function stream_bandwidths()
   local blocks = device.kind == "sim" and 8 or 4096
   local wms = time_launches(function() write:launch(blocks, 256, buf, n / 4, 7) end, 20)
   local rms = time_launches(function() read:launch(blocks, 256, buf, sink, n / 4) end, 20)
+  local write_cs = tocha.kernel { source = STREAMS, name = "write_stream_cs", params = "i32* p, i64 n16, u32 v" }
+  local cms = time_launches(function() write_cs:launch(blocks, 256, buf, n / 4, 7) end, 20)
+  print(("write-only with st.global.cs: %.1f GB/s"):format(n * 4 / (cms * 1e6)))
   buf:free(); sink:free()
   return n * 4 / (wms * 1e6), n * 4 / (rms * 1e6)
 end
