@@ -90,15 +90,6 @@ template <> __device__ __forceinline__ float widen<float, __nv_bfloat16>(__nv_bf
 template <typename D, typename A> __device__ __forceinline__ D narrow(A v) { return convert<D>(v); }
 template <> __device__ __forceinline__ long long narrow<long long, unsigned long long>(unsigned long long v) { return (long long)v; }
 
-// a / b for a >= 0, b > 0: in 32 bits when a fits (a 64-bit division is a long software
-// routine on the GPU, and the kernels divide once or twice per work item).
-__device__ __forceinline__ long long div_nonneg(long long a, long long b)
-{
-    if (((unsigned long long)a >> 32) == 0 && ((unsigned long long)b >> 32) == 0)
-        return (long long)((unsigned)a / (unsigned)b);
-    return a / b;
-}
-
 __device__ __forceinline__ int max_int(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int min_int(int a, int b) { return a < b ? a : b; }
 

@@ -32,9 +32,7 @@
 //      but f32 3x3 70% and 4x4 58% (from 96% and 77%): 4-byte loads through the read-only
 //      path are slower than plain ones, and a warp per whole row leaves too few warps when
 //      rows are few and long (4x4 f32: 7,700 rows for 8,448 warp slots).
-//   v6 no 4-byte path; work items of row segments instead of whole rows: f32 89-100%,
-//      f16 2x2 83-98%, f16 2x1 at W = 1023 44%.
-//   v7 this file: the per-item divisions in 32 bits when the values fit.
+//   v6 this file: no 4-byte path; work items of row segments instead of whole rows.
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)
@@ -63,9 +61,9 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
     for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
-        const long long row = tocha::div_nonneg(item, segs);
+        const long long row = item / segs;
         const int seg = (int)(item - row * segs);
-        const long long plane = tocha::div_nonneg(row, H);
+        const long long plane = row / H;
         const int ih = (int)(row - plane * H);
         const D *src = dy + (plane * OH + (long long)ih * SCALE_H) * OW;
         D *out = dx + row * (long long)W;

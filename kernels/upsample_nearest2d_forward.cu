@@ -27,12 +27,7 @@
 //      requests), and loads of single elements are most of the instructions.
 //   v4 warp stores start on 128-byte boundaries; inputs loaded as vectors: unaligned widths
 //      +5-10 points (f32 2x2 W=1023 67%, f16 2x2 W=1020 77%), u8 2x2 81%, u8 2x1 92%.
-//   v5 work items of row segments instead of whole rows: f32 2x2 87%, 4x4 81% (W = 1024),
-//      unaligned widths 71-82%. ncu, f32 2x2 W = 1024: 143 us, DRAM 74% of peak, L2 89%,
-//      60 M warp instructions, about 70 per warp store, many in two 64-bit divisions per
-//      work item; a pure 16-byte write stream reaches 101.5% of copy, so the memory is not
-//      the limit.
-//   v6 this file: the per-item divisions in 32 bits when the values fit.
+//   v5 this file: work items of row segments instead of whole rows.
 template <typename D, int SCALE_H, int SCALE_W, int BLOCK_OW>
 __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H, int W, int OH, int OW)
 {
@@ -47,9 +42,9 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
     for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
-        const long long row = tocha::div_nonneg(item, segs);
+        const long long row = item / segs;
         const int seg = (int)(item - row * segs);
-        const long long plane = tocha::div_nonneg(row, OH);
+        const long long plane = row / OH;
         const int oh = (int)(row - plane * OH);
         const D *in = x + (plane * H + oh / SCALE_H) * (long long)W;
         D *out = y + row * (long long)OW;
