@@ -3,12 +3,7 @@
 local tocha = require "tocha"
 
 -- Asserts that fn raises exactly message (after the "file:line: " position).
-local function fails_with(message, fn)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error: " .. message)
-  err = tostring(err):gsub("^[^:]*:%d+: ", "")
-  assert.are.equal(message, err)
-end
+local fails_with = require("support.assertions").fails_with
 
 describe("tocha errors", function()
   after_each(function()

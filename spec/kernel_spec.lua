@@ -20,11 +20,7 @@ local function axpy(dtype, a)
   }
 end
 
-local function fails_with(message, fn)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error: " .. message)
-  assert.are.equal(message, (tostring(err):gsub("^[^:]*:%d+: ", "")))
-end
+local fails_with = require("support.assertions").fails_with
 
 describe("tocha.kernel", function()
   describe("new()", function()

@@ -9,11 +9,7 @@ local up_ref = require "support.upsample_reference"
 local POISON = 77
 local Forward, Backward = tocha.UpsampleNearest2dForward, tocha.UpsampleNearest2dBackward
 
-local function fails_with(message, fn)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error: " .. message)
-  assert.are.equal(message, (tostring(err):gsub("^[^:]*:%d+: ", "")))
-end
+local fails_with = require("support.assertions").fails_with
 
 -- A random case whose output stays small enough for the Lua reference.
 local function random_case()

@@ -203,22 +203,29 @@ end
 
 local function flatten(data, shape, fname, level)
   local flat, n = {}, 0
+  -- Returns a message on bad data; raised below, at the caller's level (the recursion's depth
+  -- varies, so no error is raised inside it).
   local function walk(node, depth, where)
     if depth > #shape then
       if type(node) ~= "number" then
-        fail(fname, ("data%s: expected a number, got %s"):format(where, type(node)), level + 3)
+        return ("data%s: expected a number, got %s"):format(where, type(node))
       end
       n = n + 1
       flat[n] = node
-      return
+      return nil
     end
     if type(node) ~= "table" or #node ~= shape[depth] then
-      fail(fname, ("data%s: ragged nesting: expected %d elements, got %s"):format(
-        where, shape[depth], type(node) == "table" and tostring(#node) or type(node)), level + 3)
+      return ("data%s: ragged nesting: expected %d elements, got %s"):format(
+        where, shape[depth], type(node) == "table" and tostring(#node) or type(node))
     end
-    for i = 1, shape[depth] do walk(node[i], depth + 1, where .. "[" .. i .. "]") end
+    for i = 1, shape[depth] do
+      local bad = walk(node[i], depth + 1, where .. "[" .. i .. "]")
+      if bad then return bad end
+    end
+    return nil
   end
-  walk(data, 1, "")
+  local bad = walk(data, 1, "")
+  if bad then fail(fname, bad, level + 1) end
   return flat, n
 end
 
