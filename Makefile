@@ -27,7 +27,7 @@ format:
 	clang-format -i host/include/*.h host/src/*.c host/src/*.h
 
 lint:
-	luacheck lua bindings spec examples
+	luacheck lua bindings spec examples bench
 
 clean:
 	rm -rf $(BUILD)

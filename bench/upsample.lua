@@ -202,7 +202,8 @@ local function progress(done, total, label)
   if not is_tty then return end
   local width = 30
   local filled = math.floor(width * done / total)
-  io.stderr:write(("\r[%s%s] %d/%d %s\27[K"):format(("#"):rep(filled), ("."):rep(width - filled), done, total, label))
+  io.stderr:write(("\r[%s%s] %d/%d %s\27[K"):format(("#"):rep(filled), ("."):rep(width - filled),
+    done, total, label))
   if done == total then io.stderr:write("\n") end
 end
 
