@@ -212,7 +212,11 @@ local function write_csv(path, header, rows)
   f:write(table.concat(header, ","), "\n")
   for _, r in ipairs(rows) do
     local cells = {}
-    for k, v in ipairs(r) do cells[k] = type(v) == "number" and (v == math.floor(v) and ("%d"):format(v) or ("%.6g"):format(v)) or tostring(v) end
+    for k, v in ipairs(r) do
+      if type(v) ~= "number" then cells[k] = tostring(v)
+      elseif v == math.floor(v) then cells[k] = ("%d"):format(v)
+      else cells[k] = ("%.6g"):format(v) end
+    end
     f:write(table.concat(cells, ","), "\n")
   end
   f:close()
