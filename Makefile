@@ -4,7 +4,7 @@
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test format lint clean
+.PHONY: all deps build demo test specs format lint clean
 
 all: build
 
@@ -20,7 +20,13 @@ build: deps $(BUILD)/build.ninja
 demo: build
 	./$(BUILD)/tocha examples/quickstart.lua
 
+# The specs, then the same specs under ASan and UBSan.
 test: build
+	sh scripts/run-tests.sh $(BUILD)
+	sh scripts/sanitize.sh $(BUILD)-asan
+
+# The specs alone, for a quick loop while developing.
+specs: build
 	sh scripts/run-tests.sh $(BUILD)
 
 format:
@@ -30,4 +36,4 @@ lint:
 	luacheck lua bindings spec examples bench
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-asan

@@ -10,7 +10,7 @@ ctest --test-dir "$build" --output-on-failure -V >"$log" 2>&1 || status=$?
 grep -E '^[0-9]+: [0-9]+ success|^[0-9]+: [0-9]+ passed, [0-9]+ failed|Test +#[0-9]+:|tests passed|tests failed|did not run|Not Run|Skipped|\*\*\*Failed|Error|Failure|^[0-9]+: tocha' "$log" |
   grep -vE '^[0-9]+: (Test command|Environment)' || true
 if [ "$status" -ne 0 ]; then
-  for n in $(grep -E 'Test +#[0-9]+:.*(\*\*\*|Timeout|Exception)' "$log" | sed -E 's/.*Test +#([0-9]+):.*/\1/'); do
+  for n in $(grep -E 'Test +#[0-9]+:.*(\*\*\*Failed|Timeout|Exception)' "$log" | sed -E 's/.*Test +#([0-9]+):.*/\1/'); do
     echo "--- output of test $n (whole log: $log) ---"
     grep -E "^$n: " "$log" | tail -n 150
   done

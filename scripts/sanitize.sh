@@ -1,0 +1,9 @@
+#!/bin/sh
+# Builds libtocha and tocha with AddressSanitizer and UndefinedBehaviorSanitizer in its own
+# folder and runs every CPU spec there. Any sanitizer report fails the run.
+set -eu
+build="${1:-build-asan}"
+[ -f "$build/build.ninja" ] || cmake -S . -B "$build" -G Ninja -DTOCHA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build "$build" >/dev/null
+echo "== specs under AddressSanitizer and UndefinedBehaviorSanitizer ($build)"
+sh scripts/run-tests.sh "$build"
