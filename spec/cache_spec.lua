@@ -94,6 +94,54 @@ describe("tocha kernel cache", function()
     assert.are.equal(1, #entries(dir .. "/tocha"))
   end)
 
+  -- Builds three kernels for sm_90 (no GPU needed) and prints the cache counters.
+  local BUILD_THREE = [[
+    local tocha = require "tocha"
+    for _, b in ipairs({ 32, 64, 96 }) do
+      tocha.UpsampleNearest2dForward.new(2, 2, b).kernel:build("sm_90")
+    end
+    local s = tocha.cache.stats()
+    io.write(s.compiles, " ", s.disk_hits, " ", s.disk_rejects)
+  ]]
+
+  it("gives 8 processes building the same kernels at once one valid entry per kernel", function()
+    local script = {}
+    for i = 1, 8 do
+      script[#script + 1] = ("(TOCHA_CACHE_DIR=%s %s -e %s > %s/out%d 2>&1; echo $? > %s/rc%d) &"):format(
+        process.quote(dir), process.quote(process.exe), process.quote(BUILD_THREE), dir, i, dir, i)
+    end
+    script[#script + 1] = "wait"
+    os.execute(table.concat(script, "\n"))
+    for i = 1, 8 do
+      local f = assert(io.open(dir .. "/rc" .. i))
+      local rc = f:read("*l")
+      f:close()
+      local g = assert(io.open(dir .. "/out" .. i))
+      local out = g:read("*a")
+      g:close()
+      assert.are.equal("0", rc, out)
+      local compiles, hits, rejects = out:match("^(%d+) (%d+) (%d+)$")
+      assert.are.equal(3, tonumber(compiles) + tonumber(hits), out)
+      assert.are.equal("0", rejects)
+    end
+    assert.are.equal(3, #entries(dir))
+    local out = process.run { args = { "-e", BUILD_THREE }, env = { TOCHA_CACHE_DIR = dir } }
+    assert.are.equal("0 3 0", out)
+  end)
+
+  it("loads nothing wrong after writers are killed (SIGKILL) mid-build", function()
+    for _, delay in ipairs({ "0.05", "0.15", "0.3" }) do
+      os.execute(("TOCHA_CACHE_DIR=%s %s -e %s >/dev/null 2>&1 & pid=$!; sleep %s; kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null")
+        :format(process.quote(dir), process.quote(process.exe), process.quote(BUILD_THREE), delay))
+    end
+    local out, err, status = process.run { args = { "-e", BUILD_THREE }, env = { TOCHA_CACHE_DIR = dir } }
+    assert.are.equal(0, status, err)
+    local compiles, hits, rejects = out:match("^(%d+) (%d+) (%d+)$")
+    assert.are.equal(3, tonumber(compiles) + tonumber(hits))
+    assert.are.equal("0", rejects) -- an entry is whole or absent: never half-written
+    assert.are.equal(3, #entries(dir))
+  end)
+
   it("answers a kernel built twice in one process from memory", function()
     local out, err, status = process.run {
       args = { "-e", [[
