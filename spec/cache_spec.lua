@@ -142,6 +142,27 @@ describe("tocha kernel cache", function()
     assert.are.equal(3, #entries(dir))
   end)
 
+  it("works without a disk cache, and says so once, when the folder cannot be used", function()
+    local file = dir .. "/plain-file"
+    local f = assert(io.open(file, "w"))
+    f:write("x")
+    f:close()
+    for _, bad in ipairs({ file, file .. "/sub" }) do
+      local out, err, status = process.run {
+        args = { "-e", [[
+          local tocha = require "tocha"
+          tocha.zeros({ 2 }, { device = "sim" }); tocha.ones({ 2 }, { device = "sim" })
+          io.write(tocha.cache.stats().compiles, " ", tostring(tocha.cache.dir()))
+        ]] },
+        env = { TOCHA_CACHE_DIR = bad },
+      }
+      assert.are.equal(0, status, err)
+      assert.are.equal("1 nil", out)
+      local _, count = err:gsub("tocha: kernel cache folder " .. bad:gsub("%p", "%%%0") .. " is unusable %(", "")
+      assert.are.equal(1, count, err)
+    end
+  end)
+
   it("answers a kernel built twice in one process from memory", function()
     local out, err, status = process.run {
       args = { "-e", [[

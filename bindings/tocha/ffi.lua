@@ -67,6 +67,7 @@ int tocha_kernel_launch(tocha_kernel *k, tocha_device *device, const uint32_t gr
 int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel **out);
 int tocha_cache_stats_get(tocha_cache_stats *out);
 const char *tocha_cache_dir(void);
+const char *tocha_cache_warning(void);
 int tocha_cache_usage(int64_t *entries, int64_t *bytes);
 int tocha_cache_clear(int64_t *removed);
 int tocha_event_new(tocha_device *device, tocha_event **out);

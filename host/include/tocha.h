@@ -216,6 +216,9 @@ TOCHA_API int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, to
 TOCHA_API int tocha_cache_stats_get(tocha_cache_stats *out);
 /* The disk cache folder in use, or "" when the disk cache is off (TOCHA_CACHE=off). */
 TOCHA_API const char *tocha_cache_dir(void);
+/* Why the disk cache is off although it was asked for (a folder that cannot be created or
+** written), or "" when it is fine or off by TOCHA_CACHE=off. */
+TOCHA_API const char *tocha_cache_warning(void);
 /* Number of entries and their bytes in the disk cache. */
 TOCHA_API int tocha_cache_usage(int64_t *entries, int64_t *bytes);
 /* Deletes every entry of the disk cache; *removed gets their count (may be NULL). */

@@ -49,6 +49,7 @@ static tocha_cache_entry *entries;
 static tocha_cache_stats stats;
 static pthread_once_t dir_once = PTHREAD_ONCE_INIT;
 static char cache_dir[1024];
+static char cache_warning[1400];
 
 /* ---- the folder ---- */
 
@@ -82,9 +83,24 @@ static void find_dir(void)
     else
         return;
     struct stat st;
-    if (!make_dirs(cache_dir) || stat(cache_dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
-        access(cache_dir, W_OK) != 0)
-        cache_dir[0] = '\0'; /* unusable: work from memory alone */
+    const char *why = NULL;
+    if (!make_dirs(cache_dir)) why = strerror(errno);
+    else if (stat(cache_dir, &st) != 0) why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode)) why = "not a folder";
+    else if (access(cache_dir, W_OK) != 0) why = "not writable";
+    if (why) {
+        /* Unusable: work from memory alone, and leave a word for the caller to show. */
+        snprintf(cache_warning, sizeof cache_warning,
+                 "kernel cache folder %.1024s is unusable (%s): compiling without a disk cache",
+                 cache_dir, why);
+        cache_dir[0] = '\0';
+    }
+}
+
+const char *tocha_cache_warning(void)
+{
+    pthread_once(&dir_once, find_dir);
+    return cache_warning;
 }
 
 const char *tocha_cache_dir(void)

@@ -134,6 +134,15 @@ function tocha.cache.clear()
   return tonumber(n[0])
 end
 
+-- "" or why the disk cache is off although it was asked for.
+function tocha.cache.warning() return ffi.string(C.tocha_cache_warning()) end
+
+-- Say once per process when the disk cache cannot be used: work goes on without it.
+do
+  local warning = tocha.cache.warning()
+  if warning ~= "" then io.stderr:write("tocha: ", warning, "\n") end
+end
+
 -- Versions of the parts underneath.
 function tocha.versions()
   local drv, major, minor = ffi.new("int[1]"), ffi.new("int[1]"), ffi.new("int[1]")
