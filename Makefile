@@ -20,10 +20,11 @@ build: deps $(BUILD)/build.ninja
 demo: build
 	./$(BUILD)/tocha examples/quickstart.lua
 
-# The specs, then the same specs under ASan and UBSan.
+# The specs, then the same specs under ASan and UBSan, then bounded fuzzing.
 test: build
 	sh scripts/run-tests.sh $(BUILD)
 	sh scripts/sanitize.sh $(BUILD)-asan
+	sh scripts/fuzz.sh $(BUILD)-fuzz
 
 # The specs alone, for a quick loop while developing.
 specs: build
@@ -36,4 +37,4 @@ lint:
 	luacheck lua bindings spec examples bench
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz

@@ -151,7 +151,28 @@ static void entry_path(const char *hex, char *out, size_t cap)
 
 /* ---- disk ---- */
 
-/* The payload of a valid entry (malloc'd), or NULL; a bad entry is deleted. */
+int tocha_cache_parse_entry(const unsigned char *data, uint64_t size, const unsigned char key[16],
+                            uint64_t *payload_offset, uint64_t *payload_size)
+{
+    entry_header h;
+    if (size < sizeof h) return -1;
+    memcpy(&h, data, sizeof h);
+    if (memcmp(h.magic, MAGIC, 8) != 0 || h.schema != SCHEMA_VERSION || h.header_size != sizeof h ||
+        memcmp(h.key, key, 16) != 0 || h.payload_size != size - sizeof h)
+        return -1;
+    unsigned char check[16];
+    hash_payload(data + sizeof h, h.payload_size, check);
+    if (memcmp(check, h.payload_hash, 16) != 0) return -1;
+    *payload_offset = sizeof h;
+    *payload_size = h.payload_size;
+    return 0;
+}
+
+/* No entry is larger than this: a bigger file is not one of ours. */
+#define MAX_ENTRY_BYTES ((uint64_t)1 << 30)
+
+/* The payload of a valid entry (malloc'd), or NULL; a bad entry is deleted. Only a regular
+** file owned by this user is read, and a link is never followed. */
 static void *disk_read(const unsigned char key[16], const char *hex, uint64_t *size)
 {
     char path[1200];
@@ -159,34 +180,29 @@ static void *disk_read(const unsigned char key[16], const char *hex, uint64_t *s
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return NULL;
     struct stat st = {0};
-    entry_header h;
-    void *payload = NULL;
-    bool valid = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-                 (uint64_t)st.st_size >= sizeof h && read(fd, &h, sizeof h) == (ssize_t)sizeof h &&
-                 memcmp(h.magic, MAGIC, 8) == 0 && h.schema == SCHEMA_VERSION &&
-                 h.header_size == sizeof h && memcmp(h.key, key, 16) == 0 &&
-                 h.payload_size == (uint64_t)st.st_size - sizeof h;
-    if (valid) {
-        payload = malloc(h.payload_size ? h.payload_size : 1);
-        uint64_t got = 0;
-        while (payload && got < h.payload_size) {
-            ssize_t n = read(fd, (char *)payload + got, h.payload_size - got);
+    unsigned char *data = NULL;
+    uint64_t got = 0, offset = 0, payload = 0;
+    bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+    if (ours && (uint64_t)st.st_size <= MAX_ENTRY_BYTES) {
+        data = malloc(st.st_size ? (size_t)st.st_size : 1);
+        while (data && got < (uint64_t)st.st_size) {
+            ssize_t n = read(fd, data + got, (uint64_t)st.st_size - got);
             if (n <= 0) break;
             got += (uint64_t)n;
         }
-        unsigned char check[16];
-        if (payload && got == h.payload_size) hash_payload(payload, got, check);
-        valid = payload && got == h.payload_size && memcmp(check, h.payload_hash, 16) == 0;
     }
     close(fd);
+    bool valid = data && got == (uint64_t)st.st_size &&
+                 tocha_cache_parse_entry(data, got, key, &offset, &payload) == 0;
     if (!valid) {
-        free(payload);
-        if (st.st_uid == geteuid()) unlink(path);
+        free(data);
+        if (ours) unlink(path); /* another user's file is left alone, and not loaded */
         stats.disk_rejects++;
         return NULL;
     }
-    *size = h.payload_size;
-    return payload;
+    memmove(data, data + offset, payload);
+    *size = payload;
+    return data;
 }
 
 static bool write_all(int fd, const void *data, uint64_t size)

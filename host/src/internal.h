@@ -115,6 +115,10 @@ typedef struct tocha_cache_entry tocha_cache_entry;
 ** lives until the process ends. */
 int tocha_cache_build(const char *unit, const char *target, tocha_cache_entry **out);
 uint64_t tocha_cache_entry_size(const tocha_cache_entry *e);
+/* Checks a whole entry file in memory against key: 0 and the payload's place when it is valid
+** (magic, schema, header size, key, payload size and payload hash), -1 otherwise. */
+int tocha_cache_parse_entry(const unsigned char *data, uint64_t size, const unsigned char key[16],
+                            uint64_t *payload_offset, uint64_t *payload_size);
 /* Loads the entry's binary on device (once per device) and returns the entry function. An
 ** entry from disk that fails to load is deleted and rebuilt from unit. */
 int tocha_cache_entry_function(tocha_cache_entry *e, tocha_device *d, const char *unit,

@@ -1,0 +1,137 @@
+/*
+** validation.c: libFuzzer target over the C ABI's argument checks: tensor shapes and dtypes,
+** kernel names and parameter lists, upsample constants, RuntimeOp shapes, and launch
+** argument lists. Every call must return a status (never crash, hang or leak); the first
+** input byte picks the surface, the rest are its arguments.
+*/
+#include "tocha.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+
+typedef struct {
+    const unsigned char *p;
+    size_t left;
+} input;
+
+static uint64_t take(input *in, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes && in->left; i++, in->p++, in->left--) v |= (uint64_t)*in->p << (8 * i);
+    return v;
+}
+
+/* A NUL-terminated copy of the next up-to-n bytes (the caller frees it). */
+static char *take_text(input *in, size_t n)
+{
+    size_t len = take(in, 1) % (n + 1);
+    if (len > in->left) len = in->left;
+    char *s = malloc(len + 1);
+    if (!s) return NULL;
+    memcpy(s, in->p, len);
+    s[len] = '\0';
+    in->p += len;
+    in->left -= len;
+    return s;
+}
+
+static void shapes(input *in)
+{
+    tocha_device *sim = NULL;
+    if (tocha_device_get("sim", &sim)) return;
+    int dtype = (int)(take(in, 1) % 9) - 1; /* includes invalid values */
+    int ndim = (int)(take(in, 1) % 11) - 1;
+    int64_t dims[10];
+    for (int i = 0; i < 10; i++) dims[i] = (int64_t)take(in, 8);
+    /* The run limits allocations (ASAN_OPTIONS=max_allocation_size_mb, allocator_may_return_
+    ** null), so a huge but valid shape meets an out-of-memory error; small ones are written. */
+    tocha_tensor *t = NULL;
+    if (tocha_tensor_new(sim, dtype, ndim, dims, &t) == TOCHA_OK) {
+        if (t->bytes <= (1u << 20)) tocha_tensor_fill(t, 1.0);
+        tocha_tensor_free(t);
+        tocha_tensor_free(t);
+        if (tocha_tensor_fill(t, 2.0) != TOCHA_E_FREED) __builtin_trap(); /* use after free */
+    }
+    tocha_tensor_destroy(t);
+}
+
+static void kernels(input *in)
+{
+    char *name = take_text(in, 40), *targs = take_text(in, 40), *params = take_text(in, 200);
+    tocha_kernel *k = NULL;
+    if (name && targs && params && tocha_kernel_new("__device__ void f() {}", name, targs, params, &k) == TOCHA_OK) {
+        tocha_kernel_entry_point_source(k);
+        tocha_kernel_hash(k);
+    }
+    tocha_kernel_destroy(k);
+    free(name);
+    free(targs);
+    free(params);
+}
+
+static void upsample(input *in)
+{
+    int direction = (int)(int32_t)take(in, 4), dtype = (int)(int32_t)take(in, 4);
+    int sh = (int)(int32_t)take(in, 4), sw = (int)(int32_t)take(in, 4);
+    int block = (int)(int32_t)take(in, 4), bblock = (int)(int32_t)take(in, 4);
+    tocha_upsample *up = NULL;
+    if (tocha_upsample_new(direction, dtype, sh, sw, block, bblock, &up) != TOCHA_OK) return;
+    if (up->direction == TOCHA_UPSAMPLE_FORWARD) {
+        tocha_shape s = {.ndim = (int32_t)(take(in, 1) % 10)};
+        for (int i = 0; i < 8; i++) s.dims[i] = (int64_t)take(in, 8);
+        tocha_shape out;
+        uint32_t grid[3];
+        if (tocha_op_compute_concrete_output_shape(&up->op, &s, 1, &out) == TOCHA_OK) {
+            tocha_op_grid(&up->op, &out, grid);
+            tocha_op_backward_grid(&up->op, &s, 1, &out, grid);
+        }
+        tocha_op_grid(&up->op, &s, grid);
+        tocha_arg_list list = {.count = (int32_t)(take(in, 1) % 40)};
+        tocha_buffer b = {.data = take(in, 8), .shape = s};
+        tocha_op_pack_args(&up->op, &b, 1, NULL, 0, take(in, 8), &s, 0, &list);
+    }
+    tocha_upsample_destroy(up);
+}
+
+/* Launch argument lists against a fixed signature; a list that passes launches an empty
+** kernel on a tiny grid. */
+static void launches(input *in)
+{
+    static tocha_kernel *k;
+    static tocha_tensor *t;
+    tocha_device *sim = NULL;
+    if (tocha_device_get("sim", &sim)) return;
+    if (!k && tocha_kernel_new("__device__ void nop(float *a, int n, double x, unsigned long long u) {}",
+                               "nop", "", "f32* a, i32 n, f64 x, u64 u", &k))
+        return;
+    if (!t) {
+        int64_t dims[1] = {4};
+        if (tocha_tensor_new(sim, TOCHA_F32, 1, dims, &t)) return;
+    }
+    int nargs = (int)(take(in, 1) % 7);
+    tocha_arg args[6];
+    for (int i = 0; i < nargs; i++) {
+        args[i].kind = (int32_t)(take(in, 1) % 5);
+        args[i].tensor = take(in, 1) & 1 ? t : NULL;
+        args[i].i = (int64_t)take(in, 8);
+        uint64_t bits = take(in, 8);
+        memcpy(&args[i].f, &bits, 8);
+    }
+    uint32_t grid[3] = {1 + (uint32_t)(take(in, 1) % 4), 1, 1}, block[3] = {1 + (uint32_t)(take(in, 1) % 64), 1, 1};
+    tocha_kernel_launch(k, sim, grid, block, args, nargs);
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
+{
+    input in = {data, size};
+    switch (take(&in, 1) % 4) {
+    case 0: shapes(&in); break;
+    case 1: kernels(&in); break;
+    case 2: upsample(&in); break;
+    default: launches(&in); break;
+    }
+    return 0;
+}
