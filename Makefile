@@ -23,7 +23,7 @@ demo: build
 # The specs, then the same specs under ASan and UBSan, then bounded fuzzing.
 test: build
 	sh scripts/run-tests.sh $(BUILD)
-	sh scripts/sanitize.sh $(BUILD)-asan
+	sh scripts/sanitize.sh $(BUILD)-asan $(CURDIR)/$(BUILD)/kernel-cache
 	sh scripts/fuzz.sh $(BUILD)-fuzz
 
 # The specs alone, for a quick loop while developing.

@@ -6,9 +6,12 @@ find_program(BUSTED_EXECUTABLE busted REQUIRED)
 set(TOCHA_LUA_PATH "${CMAKE_SOURCE_DIR}/lua/?.lua;${CMAKE_SOURCE_DIR}/lua/?/init.lua;${CMAKE_SOURCE_DIR}/bindings/?.lua;${CMAKE_BINARY_DIR}/lua/?.lua;${CMAKE_SOURCE_DIR}/spec/?.lua;;")
 # CMake lists use ';' too: escape the path's separators so that ENVIRONMENT keeps them.
 string(REPLACE ";" "\\;" TOCHA_LUA_PATH_ESCAPED "${TOCHA_LUA_PATH}")
+# The specs' kernel cache; the sanitizer build shares the normal build's (the kernels the
+# simulator loads are built by the host compiler either way).
+set(TOCHA_TEST_CACHE_DIR "${CMAKE_BINARY_DIR}/kernel-cache" CACHE PATH "Kernel cache for the specs")
 set(TOCHA_SPEC_ENV
   "LUA_PATH=${TOCHA_LUA_PATH_ESCAPED}"
-  "TOCHA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache"
+  "TOCHA_CACHE_DIR=${TOCHA_TEST_CACHE_DIR}"
   "TOCHA_EXE=$<TARGET_FILE:tocha_cli>"
   "TOCHA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 if(TOCHA_SANITIZE)
@@ -45,7 +48,7 @@ endforeach()
 add_test(NAME install_check
   COMMAND ${CMAKE_SOURCE_DIR}/scripts/install-check.sh ${CMAKE_BINARY_DIR} ${LUAJIT_EXECUTABLE})
 set_tests_properties(install_check PROPERTIES LABELS cpu
-  ENVIRONMENT "TOCHA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache;${TOCHA_SANITIZER_ENV}")
+  ENVIRONMENT "TOCHA_CACHE_DIR=${TOCHA_TEST_CACHE_DIR};${TOCHA_SANITIZER_ENV}")
 
 # Create, free and collect tensors and kernels 10,000 times: host memory and device memory
 # return to where they started. (LeakSanitizer stays off here too for now: it reports two
@@ -54,7 +57,7 @@ set_tests_properties(install_check PROPERTIES LABELS cpu
 add_test(NAME lifecycle_check COMMAND $<TARGET_FILE:tocha_cli> ${CMAKE_SOURCE_DIR}/spec/lifecycle.lua
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(lifecycle_check PROPERTIES LABELS cpu
-  ENVIRONMENT "TOCHA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache;TOCHA_DEVICE=sim;${TOCHA_SANITIZER_ENV}")
+  ENVIRONMENT "TOCHA_CACHE_DIR=${TOCHA_TEST_CACHE_DIR};TOCHA_DEVICE=sim;${TOCHA_SANITIZER_ENV}")
 if(TOCHA_SANITIZE)
   # ASan holds freed memory in quarantine (256 MB by default), which the resident-memory
   # check would read as growth.
