@@ -39,21 +39,46 @@ const char *tocha_sim_target(void) { return SIM_TARGET; }
 
 /* ---- memory ---- */
 
+/* TOCHA_SIM_MEMORY_LIMIT (bytes) caps the simulator's device memory, so that running out of
+** device memory can be tried on any machine. Each allocation keeps its size in a 256-byte
+** header before the address handed out (which stays 256-byte aligned). */
+#define SIM_HEADER 256
+static atomic_ullong sim_in_use;
+static pthread_once_t limit_once = PTHREAD_ONCE_INIT;
+static unsigned long long sim_limit;
+
+static void read_limit(void)
+{
+    const char *env = getenv("TOCHA_SIM_MEMORY_LIMIT");
+    sim_limit = env && *env ? strtoull(env, NULL, 10) : 0;
+}
+
 static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
 {
+    pthread_once(&limit_once, read_limit);
     uint64_t rounded = (nbytes + 255) & ~(uint64_t)255;
-    void *p = rounded >= nbytes ? aligned_alloc(256, rounded) : NULL;
-    if (!p)
+    unsigned long long now = atomic_fetch_add(&sim_in_use, rounded) + rounded;
+    void *p = NULL;
+    if (rounded >= nbytes && (sim_limit == 0 || now <= sim_limit))
+        p = aligned_alloc(256, rounded + SIM_HEADER);
+    if (!p) {
+        atomic_fetch_sub(&sim_in_use, rounded);
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes",
                           d->name, (unsigned long long)nbytes);
-    *out = (uint64_t)(uintptr_t)p;
+    }
+    memcpy(p, &rounded, sizeof rounded);
+    *out = (uint64_t)(uintptr_t)p + SIM_HEADER;
     return TOCHA_OK;
 }
 
 static void sim_release(tocha_device *d, uint64_t ptr)
 {
     (void)d;
-    free((void *)(uintptr_t)ptr);
+    void *p = (void *)(uintptr_t)(ptr - SIM_HEADER);
+    uint64_t rounded;
+    memcpy(&rounded, p, sizeof rounded);
+    atomic_fetch_sub(&sim_in_use, rounded);
+    free(p);
 }
 
 static int sim_write(tocha_device *d, uint64_t dst, const void *src, uint64_t n)
@@ -80,6 +105,13 @@ static int sim_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t n)
 static int sim_memory(tocha_device *d, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     (void)d;
+    pthread_once(&limit_once, read_limit);
+    if (sim_limit) {
+        unsigned long long used = atomic_load(&sim_in_use);
+        *total_bytes = sim_limit;
+        *free_bytes = used < sim_limit ? sim_limit - used : 0;
+        return TOCHA_OK;
+    }
     struct sysinfo si;
     if (sysinfo(&si) != 0) return tocha_fail(TOCHA_E_IO, "sysinfo: %s", strerror(errno));
     *free_bytes = (uint64_t)si.freeram * si.mem_unit;

@@ -1,0 +1,47 @@
+-- Running out of device memory, tried on the simulator with TOCHA_SIM_MEMORY_LIMIT: an
+-- allocation that fails collects garbage and retries once; one that still fails is a clear
+-- error, and the session goes on.
+local process = require "support.process"
+
+local LIMIT = 8 * 2 ^ 20
+
+local function run(code)
+  return process.run { args = { "-e", code }, env = { TOCHA_SIM_MEMORY_LIMIT = tostring(LIMIT), TOCHA_DEVICE = "sim" } }
+end
+
+describe("device memory", function()
+  it("is reported as the simulator's limit", function()
+    local out, err, status = run([[io.write(require("tocha").device("sim"):info().memory_total)]])
+    assert.are.equal(0, status, err)
+    assert.are.equal(tostring(LIMIT), out)
+  end)
+
+  it("is reclaimed from garbage when an allocation fails: 100 x 4 MiB under an 8 MiB limit", function()
+    local out, err, status = run([[
+      local tocha = require "tocha"
+      collectgarbage("stop") -- only the retry on a failed allocation may collect
+      for _ = 1, 100 do tocha.empty({ 1024 * 1024 }) end
+      io.write("ok")
+    ]])
+    assert.are.equal(0, status, err)
+    assert.are.equal("ok", out)
+  end)
+
+  it("runs out with a clear error while the tensors are held, and goes on once one is freed", function()
+    local out, err, status = run([[
+      local tocha = require "tocha"
+      local a, b = tocha.empty({ 1024 * 1024 }), tocha.empty({ 1024 * 1024 })
+      local ok, message = pcall(tocha.zeros, { 1024 * 1024 })
+      io.write(tostring(ok), "|", message, "|")
+      a:free()
+      local c = tocha.ones({ 1024 * 1024 })
+      io.write(c:to_host()[1024 * 1024 - 1], "|", tostring(b:is_freed()))
+    ]])
+    assert.are.equal(0, status, err)
+    local ok, message, value, b_freed = out:match("^(%a+)|(.-)|(%d+)|(%a+)$")
+    assert.are.equal("false", ok)
+    assert.truthy(message:find("tocha.zeros: out of memory on sim allocating 4194304 bytes$"), message)
+    assert.are.equal("1", value)
+    assert.are.equal("false", b_freed)
+  end)
+end)
