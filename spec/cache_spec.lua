@@ -163,6 +163,32 @@ describe("tocha kernel cache", function()
     end
   end)
 
+  it("neither loads nor deletes an entry owned by another user", function()
+    run_once { TOCHA_CACHE_DIR = dir }
+    local path = entries(dir)[1]
+    if os.execute("chown 12345 " .. process.quote(path) .. " 2>/dev/null") ~= 0 then
+      pending("needs root to give the entry to another user")
+      return
+    end
+    assert.are.same({ compiles = 1, hits = 0, rejects = 1, dir = dir }, run_once { TOCHA_CACHE_DIR = dir })
+    local p = io.popen("stat -c %u " .. process.quote(path))
+    assert.are.equal("12345", p:read("*l")) -- still there, still theirs
+    p:close()
+  end)
+
+  it("never writes through a link planted at an entry's name", function()
+    run_once { TOCHA_CACHE_DIR = dir }
+    local path = entries(dir)[1]
+    local target = dir .. "/outside"
+    os.remove(path)
+    os.execute(("ln -s %s %s"):format(process.quote(target), process.quote(path)))
+    assert.are.same({ compiles = 1, hits = 0, rejects = 0, dir = dir }, run_once { TOCHA_CACHE_DIR = dir })
+    assert.is_nil(io.open(target, "r")) -- nothing was written where the link pointed
+    local p = io.popen("test -L " .. process.quote(path) .. " && echo link || echo file")
+    assert.are.equal("file", p:read("*l")) -- the new entry replaced the link itself
+    p:close()
+  end)
+
   it("answers a kernel built twice in one process from memory", function()
     local out, err, status = process.run {
       args = { "-e", [[

@@ -224,7 +224,9 @@ static void disk_write(const unsigned char key[16], const char *hex, const void 
     char tmp[1200], path[1200];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s-XXXXXX", cache_dir, hex);
     entry_path(hex, path, sizeof path);
-    int fd = mkstemp(tmp); /* O_EXCL: never follows a planted link */
+    struct stat existing;
+    if (lstat(path, &existing) == 0 && existing.st_uid != geteuid()) return; /* not ours to replace */
+    int fd = mkstemp(tmp); /* O_EXCL: never follows a planted link; rename replaces a link itself */
     if (fd < 0) return;
     entry_header h;
     memset(&h, 0, sizeof h);
