@@ -42,7 +42,7 @@ int tocha_compiler_fingerprint(const char *target, const char **out)
         const char *ident;
         int st = tocha_sim_compiler_identity(&ident);
         if (st) return st;
-        snprintf(text, sizeof text, "%s | -std=c++17 -O2 -fPIC -shared -pthread", ident);
+        snprintf(text, sizeof text, "%s | %s", ident, tocha_sim_options());
     } else {
         const char *why = NULL;
         if (!tocha_nvrtc_available(&why)) return tocha_fail(TOCHA_E_UNAVAILABLE, "%s", why);

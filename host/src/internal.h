@@ -97,6 +97,8 @@ const char *tocha_cuda_include_dir(void);
 
 /* ---- sim.c: compile with the host C++ compiler ---- */
 int tocha_sim_compile(const char *source, void **binary, uint64_t *size);
+/* The simulator's compile options, as one string (hashed into cache keys). */
+const char *tocha_sim_options(void);
 /* Identity of the host compiler, e.g. "/usr/bin/c++ c++ (Debian 12.2.0-14) 12.2.0". */
 int tocha_sim_compiler_identity(const char **out);
 
@@ -126,7 +128,7 @@ int tocha_cache_entry_function(tocha_cache_entry *e, tocha_device *d, const char
                                void **function);
 
 /* ---- device.c ---- */
-/* Resolves a device target name ("sm_90", "sim") to the target string used in keys. */
+/* Finds the devices once (every usable GPU, then the simulator); always TOCHA_OK. */
 int tocha_devices_init(void);
 
 /* ---- builtin.c: tocha's own tensor kernels ---- */

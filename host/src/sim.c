@@ -286,6 +286,22 @@ void tocha_sim_init(tocha_device *d, int index)
 
 /* ---- the host compiler ---- */
 
+/* The simulator's compile options: used to compile and hashed into cache keys. */
+static const char *const sim_flags[] = {"-std=c++17", "-O2", "-fPIC", "-shared", "-pthread",
+                                        "-DTOCHA_SIM=1"};
+#define SIM_FLAG_COUNT (sizeof sim_flags / sizeof sim_flags[0])
+
+const char *tocha_sim_options(void)
+{
+    static char joined[128];
+    if (!joined[0]) {
+        size_t len = 0;
+        for (size_t i = 0; i < SIM_FLAG_COUNT && len < sizeof joined; i++)
+            len += (size_t)snprintf(joined + len, sizeof joined - len, "%s%s", i ? " " : "", sim_flags[i]);
+    }
+    return joined;
+}
+
 static const char *sim_cxx(void)
 {
     const char *env = getenv("TOCHA_SIM_CXX");
@@ -396,8 +412,15 @@ int tocha_sim_compile(const char *source, void **binary, uint64_t *size)
         st = tocha_fail(TOCHA_E_IO, "writing %s: %s", src_path, strerror(errno));
         goto done;
     }
-    char *argv[] = {(char *)sim_cxx(), "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread",
-                    "-DTOCHA_SIM=1", include_opt, "-o", so_path, src_path, NULL};
+    char *argv[SIM_FLAG_COUNT + 6];
+    size_t argc = 0;
+    argv[argc++] = (char *)sim_cxx();
+    for (size_t i = 0; i < SIM_FLAG_COUNT; i++) argv[argc++] = (char *)sim_flags[i];
+    argv[argc++] = include_opt;
+    argv[argc++] = "-o";
+    argv[argc++] = so_path;
+    argv[argc++] = src_path;
+    argv[argc] = NULL;
     int rc = run_command(argv, log_path);
     if (rc != 0) {
         char *log = read_file(log_path, NULL);
