@@ -30,6 +30,8 @@ void tocha_text_release(tocha_text *t);
 /* Appends source with a line number before each line, so that a compiler's "(12): error"
 ** can be read against it. */
 void tocha_text_append_numbered(tocha_text *t, const char *source);
+/* Writes ndim sizes joined by sep ("2x3", "1, 1, 4, 4") into out (cap bytes, cut if short). */
+void tocha_format_dims(const int64_t *dims, int ndim, const char *sep, char *out, size_t cap);
 /* A copy of s, or NULL. */
 char *tocha_strdup(const char *s);
 

@@ -20,22 +20,14 @@ int tocha_tensor_check(const tocha_tensor *t, const char *what)
     return TOCHA_OK;
 }
 
-static void describe_shape(const tocha_tensor *t, char *out, size_t cap)
-{
-    size_t len = 0;
-    out[0] = '\0';
-    for (int i = 0; i < t->ndim && len < cap; i++)
-        len += (size_t)snprintf(out + len, cap - len, "%s%lld", i ? "x" : "", (long long)t->dims[i]);
-}
-
 static int check_same_shape(const tocha_tensor *a, const tocha_tensor *b, const char *what)
 {
     bool same = a->ndim == b->ndim;
     for (int i = 0; same && i < a->ndim; i++) same = a->dims[i] == b->dims[i];
     if (same) return TOCHA_OK;
     char sa[160], sb[160];
-    describe_shape(a, sa, sizeof sa);
-    describe_shape(b, sb, sizeof sb);
+    tocha_format_dims(a->dims, a->ndim, "x", sa, sizeof sa);
+    tocha_format_dims(b->dims, b->ndim, "x", sb, sizeof sb);
     return tocha_fail(TOCHA_E_ARGUMENT, "%s: shapes differ: [%s] and [%s]", what, sa, sb);
 }
 

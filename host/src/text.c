@@ -77,3 +77,11 @@ void tocha_text_append_numbered(tocha_text *t, const char *source)
         p += n + (end ? 1 : 0);
     }
 }
+
+void tocha_format_dims(const int64_t *dims, int ndim, const char *sep, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < ndim && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%lld", i ? sep : "", (long long)dims[i]);
+}

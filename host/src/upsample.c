@@ -162,15 +162,6 @@ static tocha_shape shape_of(const tocha_tensor *t)
     return s;
 }
 
-static void describe(const tocha_shape *s, char *buf, size_t cap)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < s->ndim && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "[", (long long)s->dims[i]);
-    if (len < cap) snprintf(buf + len, cap - len, "]");
-}
-
 static int check_tensor(const tocha_upsample *up, const tocha_tensor *t, const char *what)
 {
     int st = tocha_tensor_check(t, what);
@@ -189,9 +180,9 @@ static int check_shape_is(const tocha_tensor *t, const tocha_shape *want, const 
     for (int i = 0; same && i < got.ndim; i++) same = got.dims[i] == want->dims[i];
     if (same) return TOCHA_OK;
     char a[200], b[200];
-    describe(want, a, sizeof a);
-    describe(&got, b, sizeof b);
-    return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected shape %s (%s), got %s", what, a, why, b);
+    tocha_format_dims(want->dims, want->ndim, ", ", a, sizeof a);
+    tocha_format_dims(got.dims, got.ndim, ", ", b, sizeof b);
+    return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected shape [%s] (%s), got [%s]", what, a, why, b);
 }
 
 /* ---- launches ---- */

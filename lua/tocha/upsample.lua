@@ -291,16 +291,48 @@ function Forward:block()
   return dims3(b)
 end
 
--- up:pack_args(inputs, params, output, output_shape [, output_row_stride]): the launch's Args.
-function Forward:pack_args(inputs, params, output, output_shape, row_stride)
-  local fname = "UpsampleNearest2dForward:pack_args"
-  local ins, n = buffers(inputs, fname, 1)
+-- The forward pack methods: `launch` is nil for pack_args, else 1-based for _for_launch.
+local function pack_forward(self, fname, launch, inputs, params, output, output_shape, row_stride)
+  local ins, n = buffers(inputs, fname, 2)
   local ps, np = addresses(params)
   local list = ffi.new("tocha_arg_list")
   output_shape = output_shape or (tensor.is_tensor(output) and output:shape())
-  check(C.tocha_op_pack_args(op(self), ins, n, ps, np, address(output),
-    to_shape(output_shape, fname, "output_shape", 1), row_stride or 0, list), fname)
+  local shape = to_shape(output_shape, fname, "output_shape", 2)
+  local st
+  if launch then
+    st = C.tocha_op_pack_args_for_launch(op(self), launch - 1, ins, n, ps, np, address(output), shape, row_stride or 0, list)
+  else
+    st = C.tocha_op_pack_args(op(self), ins, n, ps, np, address(output), shape, row_stride or 0, list)
+  end
+  check(st, fname, 2)
   return visited(list)
+end
+
+-- The backward pack methods, likewise.
+local function pack_backward(self, fname, launch, inputs, params, output, output_shape, grad_output,
+                             grad_stride, grad_inputs, grad_params)
+  local ins, n = buffers(inputs, fname, 2)
+  local ps, np = addresses(params)
+  local gi, ngi = addresses(grad_inputs)
+  local gp, ngp = addresses(grad_params)
+  local list = ffi.new("tocha_arg_list")
+  output_shape = output_shape or (tensor.is_tensor(grad_output) and grad_output:shape())
+  local shape = to_shape(output_shape, fname, "output_shape", 2)
+  local st
+  if launch then
+    st = C.tocha_op_pack_backward_args_for_launch(op(self), launch - 1, ins, n, ps, np, address(output), shape,
+      address(grad_output), grad_stride or 0, gi, ngi, gp, ngp, list)
+  else
+    st = C.tocha_op_pack_backward_args(op(self), ins, n, ps, np, address(output), shape,
+      address(grad_output), grad_stride or 0, gi, ngi, gp, ngp, list)
+  end
+  check(st, fname, 2)
+  return visited(list)
+end
+
+-- up:pack_args(inputs, params, output [, output_shape [, output_row_stride]]): the launch's Args.
+function Forward:pack_args(...)
+  return pack_forward(self, "UpsampleNearest2dForward:pack_args", nil, ...)
 end
 
 function Forward:forward_output_row_stride(output_shape)
@@ -326,19 +358,8 @@ end
 
 -- up:pack_backward_args(inputs, params, output, output_shape, grad_output,
 --                       grad_output_row_stride, grad_inputs, grad_params)
-function Forward:pack_backward_args(inputs, params, output, output_shape, grad_output, grad_stride,
-                                    grad_inputs, grad_params)
-  local fname = "UpsampleNearest2dForward:pack_backward_args"
-  local ins, n = buffers(inputs, fname, 1)
-  local ps, np = addresses(params)
-  local gi, ngi = addresses(grad_inputs)
-  local gp, ngp = addresses(grad_params)
-  local list = ffi.new("tocha_arg_list")
-  output_shape = output_shape or (tensor.is_tensor(grad_output) and grad_output:shape())
-  check(C.tocha_op_pack_backward_args(op(self), ins, n, ps, np, address(output),
-    to_shape(output_shape, fname, "output_shape", 1), address(grad_output), grad_stride or 0,
-    gi, ngi, gp, ngp, list), fname)
-  return visited(list)
+function Forward:pack_backward_args(...)
+  return pack_backward(self, "UpsampleNearest2dForward:pack_backward_args", nil, ...)
 end
 
 function Forward:backward_grad_output_row_stride(output_shape)
@@ -357,15 +378,8 @@ function Forward:grid_for_launch(i, input_shapes, output_shape)
   return dims3(g)
 end
 
-function Forward:pack_args_for_launch(i, inputs, params, output, output_shape, row_stride)
-  local fname = "UpsampleNearest2dForward:pack_args_for_launch"
-  local ins, n = buffers(inputs, fname, 1)
-  local ps, np = addresses(params)
-  local list = ffi.new("tocha_arg_list")
-  output_shape = output_shape or (tensor.is_tensor(output) and output:shape())
-  check(C.tocha_op_pack_args_for_launch(op(self), i - 1, ins, n, ps, np, address(output),
-    to_shape(output_shape, fname, "output_shape", 1), row_stride or 0, list), fname)
-  return visited(list)
+function Forward:pack_args_for_launch(i, ...)
+  return pack_forward(self, "UpsampleNearest2dForward:pack_args_for_launch", i, ...)
 end
 
 function Forward:backward_grid_for_launch(i, input_shapes, output_shape)
@@ -377,19 +391,8 @@ function Forward:backward_grid_for_launch(i, input_shapes, output_shape)
   return dims3(g)
 end
 
-function Forward:pack_backward_args_for_launch(i, inputs, params, output, output_shape, grad_output,
-                                               grad_stride, grad_inputs, grad_params)
-  local fname = "UpsampleNearest2dForward:pack_backward_args_for_launch"
-  local ins, n = buffers(inputs, fname, 1)
-  local ps, np = addresses(params)
-  local gi, ngi = addresses(grad_inputs)
-  local gp, ngp = addresses(grad_params)
-  local list = ffi.new("tocha_arg_list")
-  output_shape = output_shape or (tensor.is_tensor(grad_output) and grad_output:shape())
-  check(C.tocha_op_pack_backward_args_for_launch(op(self), i - 1, ins, n, ps, np, address(output),
-    to_shape(output_shape, fname, "output_shape", 1), address(grad_output), grad_stride or 0,
-    gi, ngi, gp, ngp, list), fname)
-  return visited(list)
+function Forward:pack_backward_args_for_launch(i, ...)
+  return pack_backward(self, "UpsampleNearest2dForward:pack_backward_args_for_launch", i, ...)
 end
 
 -- Launches the kernel with arguments an op packed (raw addresses and integers).
