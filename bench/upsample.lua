@@ -1,6 +1,6 @@
 -- bench/upsample.lua: times tocha's nearest-upsample kernels on the default device.
 --
---   tocha bench/upsample.lua [--out DIR] [--quick] [--sweep] [--launches N]
+--   tocha bench/upsample.lua [--out DIR] [--quick] [--sweep] [--launches N] [--only PATTERN]
 --
 -- Per case: the device-to-device copy bandwidth (measured in this run), then every variant is
 -- first checked against a reference (the seed's plain mapping as a separate kernel, compared
@@ -11,6 +11,7 @@
 -- Writes DIR/tocha.csv (the cases' times), DIR/cases.csv (for bench/upsample_torch.py) and
 -- DIR/host.csv (host cost of a small launch, cold and warm build times).
 -- --sweep times every block width for each case, with a progress bar on a terminal.
+-- --only keeps the cases whose label ("forward f16 2x2 W=1023") matches a Lua pattern.
 local tocha = require "tocha"
 local ffi = require "ffi"
 local cases = require "bench.cases"
@@ -23,6 +24,7 @@ while i <= #arg do
   elseif a == "--quick" then opts.quick = true
   elseif a == "--sweep" then opts.sweep = true
   elseif a == "--launches" then opts.launches = tonumber(arg[i + 1]); i = i + 1
+  elseif a == "--only" then opts.only = arg[i + 1]; i = i + 1
   else error("unknown argument " .. a) end
   i = i + 1
 end
@@ -224,7 +226,13 @@ end
 
 -- ---- the run ----
 
+local function label(c) return ("%s %s %dx%d W=%d"):format(c.op, c.dtype, c.sh, c.sw, c.shape[4]) end
 local list = cases.list { quick = opts.quick, target_bytes = device.kind == "sim" and 2 ^ 20 or nil }
+if opts.only then
+  local kept = {}
+  for _, c in ipairs(list) do if label(c):find(opts.only) then kept[#kept + 1] = c end end
+  list = kept
+end
 if device.kind == "sim" then opts.launches = math.min(opts.launches, 3) end
 print(("benchmark on %s (%s), %d cases, %d launches each"):format(device.name, device.product, #list, opts.launches))
 local copy_gbps = copy_bandwidth()
@@ -247,7 +255,7 @@ for _, c in ipairs(list) do
     local block = blocks[b] or tocha.UpsampleNearest2dForward.default_block(c.sh, c.sw, c.dtype, c.op)
     local ms, gbps = run_case(c, block, rows)
     done = done + 1
-    progress(done, total, ("%s %s %dx%d W=%d"):format(c.op, c.dtype, c.sh, c.sw, c.shape[4]))
+    progress(done, total, label(c))
     if not is_tty or not opts.sweep then
       print(("%-8s %-4s %dx%d W=%-4d block %-4d %8.3f ms %7.1f GB/s %5.1f%% of copy"):format(c.op, c.dtype,
         c.sh, c.sw, c.shape[4], block, ms, gbps, 100 * gbps / copy_gbps))

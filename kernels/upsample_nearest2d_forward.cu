@@ -3,16 +3,18 @@
 //   x: [B, C, H, W]  ->  y: [B, C, OH = H * SCALE_H, OW = W * SCALE_W]
 //   y[b, c, oh, ow] = x[b, c, oh / SCALE_H, ow / SCALE_W]      (integer division)
 //
-// Mapping: a warp's work item is one segment of an output row, a row being one (b, c, oh) and
-// a segment 32 * TOCHA_UPSAMPLE_SEGMENT 16-byte vectors of it (segments = max(1, ceil(OW /
-// vector elements / that))), so that short and long rows alike give the GPU enough
-// independent warps. The CTA's BLOCK_OW threads are BLOCK_OW / 32 warps; grid.x =
-// ceil(rows * segments / warps per CTA); a grid-stride loop covers what a grid cannot.
-// Within a row: the elements up to the first 128-byte boundary one by one, then 16-byte
-// vectors (16 / sizeof(D) elements) with lanes side by side, so that every store instruction
-// of the warp fills whole 128-byte lines, then the last few elements one by one. A vector's
-// inputs (16 / sizeof(D) / SCALE_W of them) come in one 4-, 8- or 16-byte load when they are
-// that aligned, else one by one. Every offset is 64-bit.
+// Mapping: a warp's work item is one segment of an input row, a row being one (b, c, ih), and
+// the item writes that segment of the row's SCALE_H output rows (oh = ih * SCALE_H + r), so
+// the input is read once. A segment is 32 * TOCHA_UPSAMPLE_SEGMENT 16-byte output vectors
+// (segments = max(1, floor(OW / vector elements) / that, rounded up)), so that short and long
+// rows alike give the GPU enough independent warps. The CTA's BLOCK_OW threads are
+// BLOCK_OW / 32 warps; grid.x = ceil(B * C * H * segments / warps per CTA); a grid-stride
+// loop covers what a grid cannot.
+// Within an output row: the elements up to the first 128-byte boundary one by one, then
+// 16-byte vectors (16 / sizeof(D) elements) with lanes side by side, so that every store
+// instruction of the warp fills whole 128-byte lines, then the last few elements one by one.
+// A vector's inputs (16 / sizeof(D) / SCALE_W of them) come in one 4-, 8- or 16-byte load
+// when they are that aligned, else one by one. Every offset is 64-bit.
 //
 // History, H200, 512 MB moved per case, % of device-to-device copy (4.23 TB/s):
 //   v1 the seed's mapping: one thread per output element, one CTA per (row, BLOCK_OW tile).
@@ -27,52 +29,89 @@
 //      requests), and loads of single elements are most of the instructions.
 //   v4 warp stores start on 128-byte boundaries; inputs loaded as vectors: unaligned widths
 //      +5-10 points (f32 2x2 W=1023 67%, f16 2x2 W=1020 77%), u8 2x2 81%, u8 2x1 92%.
-//   v5 this file: work items of row segments instead of whole rows.
+//   v5 work items of row segments instead of whole rows: f32 2x2 86.7% (W=1024), 77.5%
+//      (W=1020); f32 1x2 89.5%; u8 3x3 48.7% (results/2026-11-30-h200-8b00370).
+//      Prediction for v6: the SCALE_H output rows of one input row were separate items, so
+//      each read its input again through L2 (1x2, which reads it once, is the fastest case);
+//      L2 throughput was at 89%. One item per input row segment, writing all SCALE_H rows,
+//      reads the input once: 2x2 and 2x1 closer to 1x2.
+//   v6 this file: a work item is one segment of an input row and writes its SCALE_H output
+//      rows; when those rows lie alike against 128-byte lines (SCALE_H == 1, or a row is a
+//      whole number of lines) each vector is built once and stored SCALE_H times, else the
+//      rows are written one after another and their input reloads hit L1.
+namespace tocha {
+
+// Writes segment `seg` of `segs` of ROWS output rows, `OW` elements apart, that all come from
+// the input row `in`; the rows must lie alike against 128-byte lines when ROWS > 1.
+template <typename D, int SCALE_W, int ROWS>
+__device__ __forceinline__ void upsample_rows_segment(const D *in, D *out, int OW, int seg, int segs, int lane)
+{
+    const int VEC = vec16<D>::n;
+    const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0; // inputs per vector, if whole
+    const int IN_BYTES = IN * (int)sizeof(D);
+    const bool VECTOR_IN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
+    const int SEG = 32 * TOCHA_UPSAMPLE_SEGMENT; // vectors per work item
+    const int head = head_to<128>(out, OW);
+    const int vectors = (OW - head) / VEC;
+    const bool first = seg == 0, last = seg == segs - 1;
+    if (first)
+        for (int i = lane; i < head; i += 32) {
+            const D v = in[i / SCALE_W];
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + i] = v;
+        }
+    // Whether each vector's inputs can come in one load: they start on an input element
+    // boundary and the load is aligned (both the same for every vector of the row).
+    const bool whole_in = VECTOR_IN && head % SCALE_W == 0 && aligned_to(in + head / SCALE_W, VECTOR_IN ? IN_BYTES : 1);
+    const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
+    for (int v = seg * SEG + lane; v < v_end; v += 32) {
+        const int ow0 = head + v * VEC;
+        pack16<D> p;
+        if (whole_in) {
+            unsigned w[4];
+            load_words<(VECTOR_IN ? IN_BYTES : 4)>(in + ow0 / SCALE_W, w);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) p.set(e, element_of<D>(w, e / SCALE_W));
+        } else {
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) p.set(e, in[(ow0 + e) / SCALE_W]);
+        }
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
+    }
+    const int tail = head + vectors * VEC;
+    if (last && lane < OW - tail) {
+        const D v = in[(tail + lane) / SCALE_W];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + tail + lane] = v;
+    }
+}
+
+} // namespace tocha
+
 template <typename D, int SCALE_H, int SCALE_W, int BLOCK_OW>
 __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H, int W, int OH, int OW)
 {
     const int VEC = tocha::vec16<D>::n;
-    const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0;      // inputs per vector, if whole
-    const int IN_BYTES = IN * (int)sizeof(D);
-    const bool VECTOR_IN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
     const int WARPS = BLOCK_OW / 32;
     const int SEG = 32 * TOCHA_UPSAMPLE_SEGMENT; // vectors per work item
     const int segs = tocha::max_int(1, (OW / VEC + SEG - 1) / SEG);
-    const long long items = (long long)B * C * OH * segs;
+    const long long items = (long long)B * C * H * segs;
+    // The item's output rows lie alike against 128-byte lines when each row is a whole number
+    // of lines long (or there is one row per input row).
+    const bool alike = SCALE_H == 1 || (long long)OW * sizeof(D) % 128 == 0;
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
     for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
-        const long long row = item / segs;
-        const int seg = (int)(item - row * segs);
-        const long long plane = row / OH;
-        const int oh = (int)(row - plane * OH);
-        const D *in = x + (plane * H + oh / SCALE_H) * (long long)W;
-        D *out = y + row * (long long)OW;
-        const int head = tocha::head_to<128>(out, OW);
-        const int vectors = (OW - head) / VEC;
-        const bool first = seg == 0, last = seg == segs - 1;
-        if (first)
-            for (int i = lane; i < head; i += 32) out[i] = in[i / SCALE_W];
-        // Whether each vector's inputs can come in one load: they start on an input element
-        // boundary and the load is aligned (both the same for every vector of the row).
-        const bool whole_in = VECTOR_IN && head % SCALE_W == 0 &&
-                              tocha::aligned_to(in + head / SCALE_W, VECTOR_IN ? IN_BYTES : 1);
-        const int v_end = last ? vectors : tocha::min_int(vectors, (seg + 1) * SEG);
-        for (int v = seg * SEG + lane; v < v_end; v += 32) {
-            const int ow0 = head + v * VEC;
-            tocha::pack16<D> p;
-            if (whole_in) {
-                unsigned w[4];
-                tocha::load_words<(VECTOR_IN ? IN_BYTES : 4)>(in + ow0 / SCALE_W, w);
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) p.set(e, tocha::element_of<D>(w, e / SCALE_W));
-            } else {
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) p.set(e, in[(ow0 + e) / SCALE_W]);
-            }
-            tocha::store_pack(out + ow0, p);
+        const long long in_row = item / segs; // (b, c, ih): output rows in_row * SCALE_H + r
+        const int seg = (int)(item - in_row * segs);
+        const D *in = x + in_row * W;
+        D *out = y + in_row * SCALE_H * (long long)OW;
+        if (alike) {
+            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H>(in, out, OW, seg, segs, lane);
+        } else {
+            for (int r = 0; r < SCALE_H; ++r)
+                tocha::upsample_rows_segment<D, SCALE_W, 1>(in, out + (long long)r * OW, OW, seg, segs, lane);
         }
-        const int tail = head + vectors * VEC;
-        if (last && lane < OW - tail) out[tail + lane] = in[(tail + lane) / SCALE_W];
     }
 }

@@ -111,10 +111,12 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
       local function backward_k(sw) return math.max(1, math.floor(VEC / sw)) end
       local function backward_segments(cols, sw) return math.max(1, math.ceil(cols / (32 * backward_k(sw) * SEGMENT))) end
 
-      local function visit(g, block, rows, segs, cols, each_item)
+      -- Work items are (row of `rows`, segment); each writes whole elements of `out_rows`
+      -- rows of `cols`, which must all be hit exactly once.
+      local function visit(g, block, rows, segs, out_rows, cols, each_item)
         local warps, hits, n = block / 32, {}, 0
         local function hit(row, col)
-          assert(col >= 0 and col < cols)
+          assert(row >= 0 and row < out_rows and col >= 0 and col < cols)
           local k = row * cols + col
           hits[k] = (hits[k] or 0) + 1
           n = n + 1
@@ -128,29 +130,32 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
             end
           end
         end
-        assert.are.equal(rows * cols, n)
-        for k = 0, rows * cols - 1 do assert(hits[k] == 1, "element " .. k) end
+        assert.are.equal(out_rows * cols, n)
+        for k = 0, out_rows * cols - 1 do assert(hits[k] == 1, "element " .. k) end
       end
 
-      local function walk_forward(g, block, rows, cols)
+      -- Forward: an item is a segment of an input row and writes it to the sh output rows.
+      local function walk_forward(g, block, in_rows, sh, cols)
         local segs = forward_segments(cols)
-        visit(g, block, rows, segs, cols, function(row, seg, hit)
-          local mis = (row * cols * 4) % 128 / 4 -- the base address is 256-byte aligned
-          local head = math.min(mis > 0 and 32 - mis or 0, cols)
-          local vectors = math.floor((cols - head) / VEC)
-          if seg == 0 then for col = 0, head - 1 do hit(row, col) end end
-          local v_end = seg == segs - 1 and vectors or math.min(vectors, (seg + 1) * 32 * SEGMENT)
-          for v = seg * 32 * SEGMENT, v_end - 1 do
-            for e = 0, VEC - 1 do hit(row, head + v * VEC + e) end
+        visit(g, block, in_rows, segs, in_rows * sh, cols, function(in_row, seg, hit)
+          for row = in_row * sh, in_row * sh + sh - 1 do
+            local mis = (row * cols * 4) % 128 / 4 -- the base address is 256-byte aligned
+            local head = math.min(mis > 0 and 32 - mis or 0, cols)
+            local vectors = math.floor((cols - head) / VEC)
+            if seg == 0 then for col = 0, head - 1 do hit(row, col) end end
+            local v_end = seg == segs - 1 and vectors or math.min(vectors, (seg + 1) * 32 * SEGMENT)
+            for v = seg * 32 * SEGMENT, v_end - 1 do
+              for e = 0, VEC - 1 do hit(row, head + v * VEC + e) end
+            end
+            if seg == segs - 1 then for col = head + vectors * VEC, cols - 1 do hit(row, col) end end
           end
-          if seg == segs - 1 then for col = head + vectors * VEC, cols - 1 do hit(row, col) end end
         end)
       end
 
       local function walk_backward(g, block, rows, cols, sw)
         local k, segs = backward_k(sw), backward_segments(cols, sw)
         local seg_len = 32 * k * SEGMENT
-        visit(g, block, rows, segs, cols, function(row, seg, hit)
+        visit(g, block, rows, segs, rows, cols, function(row, seg, hit)
           for lane = 0, 31 do
             local iw0 = seg * seg_len + lane * k
             while iw0 < math.min(cols, (seg + 1) * seg_len) do
@@ -166,10 +171,10 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
         for _, s in ipairs(shapes) do
           local out = up:compute_concrete_output_shape({ s })
           local rows, in_rows = out[1] * out[2] * out[3], s[1] * s[2] * s[3]
-          assert.are.same({ math.ceil(rows * forward_segments(out[4]) / (block / 32)), 1, 1 }, up:grid(out))
+          assert.are.same({ math.ceil(in_rows * forward_segments(out[4]) / (block / 32)), 1, 1 }, up:grid(out))
           assert.are.same({ math.ceil(in_rows * backward_segments(s[4], 2) / 2), 1, 1 }, up:backward_grid({ s }, out))
           if rows * out[4] <= 50000 then
-            walk_forward(up:grid(out), block, rows, out[4])
+            walk_forward(up:grid(out), block, in_rows, 3, out[4])
             walk_backward(up:backward_grid({ s }, out), 64, in_rows, s[4], 2)
           end
           assert.are.same(up:grid(out), up:grid_for_launch(1, { s }, out))
@@ -178,7 +183,9 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
       end
       -- Long rows split into several segments, walked too.
       local up = Forward.new(1, 2, 64, "f32", 64)
-      walk_forward(up:grid({ 1, 1, 3, 2000 }), 64, 3, 2000)
+      walk_forward(up:grid({ 1, 1, 3, 2000 }), 64, 3, 1, 2000)
+      up = Forward.new(2, 2, 64, "f32", 64)
+      walk_forward(up:grid({ 1, 1, 6, 2000 }), 64, 3, 2, 2000)
       walk_backward(up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 3, 2000 }), 64, 3, 1000, 2)
     end)
 
@@ -309,10 +316,24 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
         end
       end)
 
+      it("is exact on long rows of several work items, lined up with 128-byte lines or not", function()
+        -- Forward rows of 2048 f32 are whole lines (each vector built once, stored to both
+        -- rows); 2046 and 8198 are not (rows written one after another).
+        for _, c in ipairs({ { "f32", 1024 }, { "f32", 1023 }, { "u8", 4099 }, { "f16", 2048 } }) do
+          local dt, W = c[1], c[2]
+          local up = Forward.new(2, 2, 128, dt)
+          local shape = { 1, 2, 3, W }
+          local x = tocha.rand(shape, { dtype = "i32", device = device, seed = W, low = 0, high = 100 }):cast(dt)
+          local y = tocha.empty({ 1, 2, 6, 2 * W }, { dtype = dt, device = device }):fill(POISON)
+          up:forward(x, y)
+          assert.are.same(up_ref.forward(x:to_table(true), shape, 2, 2), y:to_table(true), dt .. " W=" .. W)
+        end
+      end)
+
       it("covers many narrow rows, each with single elements around its vectors", function()
         local up = Forward.new(2, 1, 32, "i32")
         local x = tocha.rand({ 1, 1, 40000, 3 }, { dtype = "i32", device = device, seed = 8, low = -1000, high = 1000 })
-        assert.are.same({ 80000, 1, 1 }, up:grid({ 1, 1, 80000, 3 })) -- a warp per row
+        assert.are.same({ 40000, 1, 1 }, up:grid({ 1, 1, 80000, 3 })) -- a warp per input row
         local y = tocha.empty({ 1, 1, 80000, 3 }, { dtype = "i32", device = device }):fill(POISON)
         up:forward(x, y)
         assert.are.same(up_ref.forward(x:to_table(true), x:shape(), 2, 1), y:to_table(true))

@@ -4,8 +4,8 @@
 ** the forward kernel's RuntimeOp. The kernels themselves are kernels/upsample_nearest2d_*.cu.
 **
 ** Launch mapping (both directions): one warp per work item, a work item being one segment of
-** a row (one (b, c, output row) forward, one (b, c, input row) backward; see the kernels'
-** headers for the segment length); `block` threads are block / 32 warps; grid.x =
+** an input row (b, c, ih) (forward: of its scale_h output rows; backward: of its dx row; see
+** the kernels' headers for the segment length); `block` threads are block / 32 warps; grid.x =
 ** ceil(items / warps), capped at the grid's limit, with a grid-stride loop beyond.
 */
 #include "internal.h"
@@ -193,7 +193,7 @@ static int launch(tocha_upsample *k, const tocha_tensor *src, tocha_tensor *dst,
     int32_t dims[6] = {(int32_t)in->dims[0], (int32_t)in->dims[1], (int32_t)in->dims[2],
                        (int32_t)in->dims[3], (int32_t)out->dims[2], (int32_t)out->dims[3]};
     bool forward = k->direction == TOCHA_UPSAMPLE_FORWARD;
-    int64_t rows = in->dims[0] * in->dims[1] * (forward ? out->dims[2] : in->dims[2]);
+    int64_t rows = in->dims[0] * in->dims[1] * in->dims[2];
     int64_t segs = segments(k->direction, k->dtype, k->scale_w, forward ? out->dims[3] : in->dims[3]);
     uint32_t grid[3], block[3] = {(uint32_t)k->block, 1, 1};
     row_grid(rows * segs, k->block, grid);
@@ -271,8 +271,11 @@ static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32
 {
     int st = check_output(output);
     const tocha_upsample *up = self(op);
+    if (!st && output->dims[2] % up->scale_h != 0)
+        st = tocha_fail(TOCHA_E_ARGUMENT, "output_shape: height %lld is not a multiple of scale_h %d",
+                        (long long)output->dims[2], up->scale_h);
     return st ? st
-              : row_grid(output->dims[0] * output->dims[1] * output->dims[2] *
+              : row_grid(output->dims[0] * output->dims[1] * (output->dims[2] / up->scale_h) *
                              segments(TOCHA_UPSAMPLE_FORWARD, up->dtype, up->scale_w, output->dims[3]),
                          up->block, grid);
 }
