@@ -170,6 +170,28 @@ template <int BYTES> __device__ __forceinline__ void load_words(const void *p, u
 }
 __device__ __forceinline__ void load16(const void *p, unsigned w[4]) { load_words<16>(p, w); }
 
+// Loads the BYTES (4, 8 or 16) bytes at p, which need only be aligned to their elements,
+// into the first words of w: the 4-byte words that cover them, each shifted into place by
+// a funnel shift. The word past the span is read only when p is not word-aligned, and then
+// it holds the span's last byte, so nothing outside the span's words is touched.
+template <int BYTES> __device__ __forceinline__ void load_span(const void *p, unsigned w[4])
+{
+#ifdef TOCHA_SIM
+    memcpy(w, p, BYTES);
+#else
+    const int N = BYTES / 4;
+    const unsigned long long a = (unsigned long long)p;
+    const unsigned r = (unsigned)(a & 3u);
+    const unsigned *q = (const unsigned *)(a - r);
+    unsigned raw[N + 1];
+#pragma unroll
+    for (int i = 0; i < N; ++i) raw[i] = q[i];
+    raw[N] = r ? q[N] : 0u;
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = __funnelshift_r(raw[i], raw[i + 1], 8 * r);
+#endif
+}
+
 // Whether p is aligned to `bytes` (a power of two).
 __device__ __forceinline__ bool aligned_to(const void *p, unsigned bytes)
 {

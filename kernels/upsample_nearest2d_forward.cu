@@ -41,45 +41,75 @@
 //      rows are written one after another and their input reloads hit L1.
 namespace tocha {
 
+// The 16-byte pack of output elements ow0 .. ow0 + VEC - 1 of a row whose inputs are `in`.
+// SPAN (the vector's inputs can be IN_BYTES = 4, 8 or 16 contiguous bytes) and `whole` (they
+// are: ow0 starts an input element): loaded at once, with one load when `aligned`, else from
+// the words around them; otherwise one by one.
+template <typename D, int SCALE_W, bool SPAN>
+__device__ __forceinline__ pack16<D> forward_pack(const D *in, int ow0, bool whole, bool aligned)
+{
+    const int VEC = vec16<D>::n;
+    const int IN_BYTES = SPAN ? VEC / SCALE_W * (int)sizeof(D) : 4;
+    pack16<D> p;
+    if (SPAN && whole) {
+        unsigned w[4];
+        if (aligned)
+            load_words<IN_BYTES>(in + ow0 / SCALE_W, w);
+        else
+            load_span<IN_BYTES>(in + ow0 / SCALE_W, w);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) p.set(e, element_of<D>(w, e / SCALE_W));
+    } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) p.set(e, in[(ow0 + e) / SCALE_W]);
+    }
+    return p;
+}
+
 // Writes segment `seg` of `segs` of ROWS output rows, `OW` elements apart, that all come from
 // the input row `in`; the rows must lie alike against 128-byte lines when ROWS > 1.
+// A row: single elements up to its first 16-byte boundary (at most VEC - 1), 16-byte vectors
+// up to its first 128-byte boundary (at most 7, one partial line, by the first segment's
+// lanes), then segments of 16-byte vectors whose every warp store fills whole lines, then
+// at most VEC - 1 single elements.
 template <typename D, int SCALE_W, int ROWS>
 __device__ __forceinline__ void upsample_rows_segment(const D *in, D *out, int OW, int seg, int segs, int lane)
 {
     const int VEC = vec16<D>::n;
     const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0; // inputs per vector, if whole
     const int IN_BYTES = IN * (int)sizeof(D);
-    const bool VECTOR_IN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
+    const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
     const int SEG = 32 * TOCHA_UPSAMPLE_SEGMENT; // vectors per work item
-    const int head = head_to<128>(out, OW);
-    const int vectors = (OW - head) / VEC;
+    const int single = head_to<16>(out, OW);
+    const int pre = (tocha::min_int(head_to<128>(out, OW), OW) - single) / VEC;
+    const int lined = single + pre * VEC; // the first line boundary, or near the row's end
+    const int vectors = (OW - lined) / VEC;
     const bool first = seg == 0, last = seg == segs - 1;
-    if (first)
-        for (int i = lane; i < head; i += 32) {
-            const D v = in[i / SCALE_W];
+    // Whether every vector starts on an input element, and whether its inputs are then aligned
+    // for one load: the same for all vectors of the row, each starting IN inputs after the last.
+    const bool whole = SPAN && single % SCALE_W == 0;
+    const bool aligned = whole && aligned_to(in + single / SCALE_W, SPAN ? IN_BYTES : 1);
+    if (first) {
+        if (lane < single) {
+            const D v = in[lane / SCALE_W];
 #pragma unroll
-            for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + i] = v;
+            for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + lane] = v;
         }
-    // Whether each vector's inputs can come in one load: they start on an input element
-    // boundary and the load is aligned (both the same for every vector of the row).
-    const bool whole_in = VECTOR_IN && head % SCALE_W == 0 && aligned_to(in + head / SCALE_W, VECTOR_IN ? IN_BYTES : 1);
+        if (lane < pre) {
+            const int ow0 = single + lane * VEC;
+            const pack16<D> p = forward_pack<D, SCALE_W, SPAN>(in, ow0, whole, aligned);
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
+        }
+    }
     const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
     for (int v = seg * SEG + lane; v < v_end; v += 32) {
-        const int ow0 = head + v * VEC;
-        pack16<D> p;
-        if (whole_in) {
-            unsigned w[4];
-            load_words<(VECTOR_IN ? IN_BYTES : 4)>(in + ow0 / SCALE_W, w);
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) p.set(e, element_of<D>(w, e / SCALE_W));
-        } else {
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) p.set(e, in[(ow0 + e) / SCALE_W]);
-        }
+        const int ow0 = lined + v * VEC;
+        const pack16<D> p = forward_pack<D, SCALE_W, SPAN>(in, ow0, whole, aligned);
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
     }
-    const int tail = head + vectors * VEC;
+    const int tail = lined + vectors * VEC;
     if (last && lane < OW - tail) {
         const D v = in[(tail + lane) / SCALE_W];
 #pragma unroll

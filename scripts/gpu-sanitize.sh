@@ -1,6 +1,9 @@
 #!/bin/sh
 # On a machine with a GPU: runs the #gpu specs under compute-sanitizer's memcheck, racecheck
 # and initcheck, one busted run per tool over every spec with GPU tests, forced onto cuda.
+# Host backtraces are off (--show-backtrace device): to record one for each CUDA call the
+# tool unwinds the host stack with libgcc, which aborts the process (SIGABRT, no message) when
+# the call came from code that LuaJIT compiled, since those frames carry no unwind tables.
 # Any sanitizer error fails the run (its exit code is non-zero); each tool's full report goes
 # to DIR/<tool>.log.
 #   sh scripts/gpu-sanitize.sh BUILD [DIR] [TOOLS...]
@@ -21,7 +24,7 @@ for tool in $tools; do
   extra=""
   [ "$tool" = memcheck ] && extra="--leak-check full"
   compute-sanitizer --tool "$tool" $extra --error-exitcode 86 --print-limit 50 \
-    luajit "$(command -v busted)" --tags=gpu --output=TAP $specs >"$dir/$tool.log" 2>&1
+    --show-backtrace device "$build/tocha" "$(command -v busted)" --tags=gpu --output=TAP $specs >"$dir/$tool.log" 2>&1
   rc=$?
   echo "$tool: exit $rc; $(grep -E '^=+ (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$dir/$tool.log" | sed 's/^=* //' | tr '\n' ' ')"
   echo "  busted: $(grep -c '^ok ' "$dir/$tool.log") ok, $(grep -c '^not ok ' "$dir/$tool.log") not ok"

@@ -139,15 +139,23 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
         local segs = forward_segments(cols)
         visit(g, block, in_rows, segs, in_rows * sh, cols, function(in_row, seg, hit)
           for row = in_row * sh, in_row * sh + sh - 1 do
-            local mis = (row * cols * 4) % 128 / 4 -- the base address is 256-byte aligned
-            local head = math.min(mis > 0 and 32 - mis or 0, cols)
-            local vectors = math.floor((cols - head) / VEC)
-            if seg == 0 then for col = 0, head - 1 do hit(row, col) end end
+            local function to(bytes) -- elements from the row's start to its next `bytes` boundary
+              local mis = (row * cols * 4) % bytes / 4 -- the base address is 256-byte aligned
+              return math.min(mis > 0 and bytes / 4 - mis or 0, cols)
+            end
+            local single = to(16)
+            local pre = math.floor((to(128) - single) / VEC)
+            local lined = single + pre * VEC
+            local vectors = math.floor((cols - lined) / VEC)
+            if seg == 0 then
+              for col = 0, single - 1 do hit(row, col) end
+              for col = single, lined - 1 do hit(row, col) end
+            end
             local v_end = seg == segs - 1 and vectors or math.min(vectors, (seg + 1) * 32 * SEGMENT)
             for v = seg * 32 * SEGMENT, v_end - 1 do
-              for e = 0, VEC - 1 do hit(row, head + v * VEC + e) end
+              for e = 0, VEC - 1 do hit(row, lined + v * VEC + e) end
             end
-            if seg == segs - 1 then for col = head + vectors * VEC, cols - 1 do hit(row, col) end end
+            if seg == segs - 1 then for col = lined + vectors * VEC, cols - 1 do hit(row, col) end end
           end
         end)
       end
