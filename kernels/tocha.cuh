@@ -170,9 +170,9 @@ template <int BYTES> __device__ __forceinline__ void load_words(const void *p, u
 }
 __device__ __forceinline__ void load16(const void *p, unsigned w[4]) { load_words<16>(p, w); }
 
-// Loads the BYTES (4, 8 or 16) bytes at p, which need only be aligned to their elements,
-// into the first words of w: the 4-byte words that cover them, each shifted into place by
-// a funnel shift. The word past the span is read only when p is not word-aligned, and then
+// Loads the BYTES (a multiple of 4, at most 16) bytes at p, which need only be aligned to
+// their elements, into the first words of w: the 4-byte words that cover them, each shifted
+// into place by a funnel shift. The word past the span is read only when p is not word-aligned, and then
 // it holds the span's last byte, so nothing outside the span's words is touched.
 template <int BYTES> __device__ __forceinline__ void load_span(const void *p, unsigned w[4])
 {

@@ -81,6 +81,13 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
                     upsample_nearest2d_backward_run<16, K, SCALE_W>(r, sum);
                 } else if (whole && RUN % 8 == 0 && tocha::aligned_to(r, 8)) {
                     upsample_nearest2d_backward_run<8, K, SCALE_W>(r, sum);
+                } else if (whole && RUN % 4 == 0 && RUN <= 16) {
+                    // Only element-aligned: the words around the run, shifted into place.
+                    unsigned w[4];
+                    tocha::load_span<(RUN % 4 == 0 && RUN <= 16 ? RUN : 4)>(r, w);
+#pragma unroll
+                    for (int q = 0; q < K * SCALE_W; ++q)
+                        sum[q / SCALE_W] += tocha::widen<A>(tocha::element_of<D>(w, q));
                 } else {
 #pragma unroll
                     for (int e = 0; e < K; ++e)

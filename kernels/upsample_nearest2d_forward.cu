@@ -41,24 +41,40 @@
 //      rows are written one after another and their input reloads hit L1.
 namespace tocha {
 
-// The 16-byte pack of output elements ow0 .. ow0 + VEC - 1 of a row whose inputs are `in`.
+// The 16-byte pack of output elements ow0 .. ow0 + VEC - 1 of a row whose W inputs are `in`.
 // SPAN (the vector's inputs can be IN_BYTES = 4, 8 or 16 contiguous bytes) and `whole` (they
 // are: ow0 starts an input element): loaded at once, with one load when `aligned`, else from
-// the words around them; otherwise one by one.
-template <typename D, int SCALE_W, bool SPAN>
-__device__ __forceinline__ pack16<D> forward_pack(const D *in, int ow0, bool whole, bool aligned)
+// the words around them. WINDOW (SCALE_W does not divide VEC, as for 3x3, but the inputs any
+// vector needs fit in 8 bytes): the 8 bytes from its first input, when they lie in the row,
+// each element then shifted out of them. Otherwise one by one.
+template <typename D, int SCALE_W, bool SPAN, bool WINDOW>
+__device__ __forceinline__ pack16<D> forward_pack(const D *in, int W, int ow0, bool whole, bool aligned)
 {
     const int VEC = vec16<D>::n;
     const int IN_BYTES = SPAN ? VEC / SCALE_W * (int)sizeof(D) : 4;
     pack16<D> p;
+    const int i0 = ow0 / SCALE_W;
     if (SPAN && whole) {
         unsigned w[4];
         if (aligned)
-            load_words<IN_BYTES>(in + ow0 / SCALE_W, w);
+            load_words<IN_BYTES>(in + i0, w);
         else
-            load_span<IN_BYTES>(in + ow0 / SCALE_W, w);
+            load_span<IN_BYTES>(in + i0, w);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) p.set(e, element_of<D>(w, e / SCALE_W));
+    } else if (WINDOW && i0 + 8 / (int)sizeof(D) <= W) {
+        unsigned w[4];
+        load_span<8>(in + i0, w);
+        const unsigned long long window = (unsigned long long)w[0] | ((unsigned long long)w[1] << 32);
+        const int m = ow0 - i0 * SCALE_W; // ow0's place in its input element's run
+        typedef typename bits_of<(sizeof(D) < 8 ? sizeof(D) : 4)>::type bits;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+            const bits b = (bits)(window >> (8 * sizeof(D) * ((m + e) / SCALE_W)));
+            D v;
+            memcpy(&v, &b, sizeof v);
+            p.set(e, v);
+        }
     } else {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) p.set(e, in[(ow0 + e) / SCALE_W]);
@@ -73,12 +89,13 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, int ow0, bool who
 // lanes), then segments of 16-byte vectors whose every warp store fills whole lines, then
 // at most VEC - 1 single elements.
 template <typename D, int SCALE_W, int ROWS>
-__device__ __forceinline__ void upsample_rows_segment(const D *in, D *out, int OW, int seg, int segs, int lane)
+__device__ __forceinline__ void upsample_rows_segment(const D *in, D *out, int W, int OW, int seg, int segs, int lane)
 {
     const int VEC = vec16<D>::n;
     const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0; // inputs per vector, if whole
     const int IN_BYTES = IN * (int)sizeof(D);
     const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
+    const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
     const int SEG = 32 * TOCHA_UPSAMPLE_SEGMENT; // vectors per work item
     const int single = head_to<16>(out, OW);
     const int pre = (tocha::min_int(head_to<128>(out, OW), OW) - single) / VEC;
@@ -97,7 +114,7 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, D *out, int O
         }
         if (lane < pre) {
             const int ow0 = single + lane * VEC;
-            const pack16<D> p = forward_pack<D, SCALE_W, SPAN>(in, ow0, whole, aligned);
+            const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, W, ow0, whole, aligned);
 #pragma unroll
             for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
         }
@@ -105,7 +122,7 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, D *out, int O
     const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
     for (int v = seg * SEG + lane; v < v_end; v += 32) {
         const int ow0 = lined + v * VEC;
-        const pack16<D> p = forward_pack<D, SCALE_W, SPAN>(in, ow0, whole, aligned);
+        const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, W, ow0, whole, aligned);
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
     }
@@ -138,10 +155,10 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
         const D *in = x + in_row * W;
         D *out = y + in_row * SCALE_H * (long long)OW;
         if (alike) {
-            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H>(in, out, OW, seg, segs, lane);
+            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H>(in, out, W, OW, seg, segs, lane);
         } else {
             for (int r = 0; r < SCALE_H; ++r)
-                tocha::upsample_rows_segment<D, SCALE_W, 1>(in, out + (long long)r * OW, OW, seg, segs, lane);
+                tocha::upsample_rows_segment<D, SCALE_W, 1>(in, out + (long long)r * OW, W, OW, seg, segs, lane);
         }
     }
 }

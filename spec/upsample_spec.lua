@@ -286,7 +286,7 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
         -- Rows of every width start at every alignment, exercising the single-element head and
         -- tail, the vector stores and the 4-, 8- and 16-byte loads of both kernels.
         for _, dt in ipairs({ "f32", "f16", "u8" }) do
-          for _, s in ipairs({ { 1, 1 }, { 2, 2 }, { 1, 2 }, { 2, 1 }, { 3, 3 }, { 1, 8 }, { 4, 4 } }) do
+          for _, s in ipairs({ { 1, 1 }, { 2, 2 }, { 1, 2 }, { 2, 1 }, { 3, 3 }, { 1, 8 }, { 4, 4 }, { 1, 5 }, { 2, 7 } }) do
             local up = Forward.new(s[1], s[2], 64, dt)
             for W = 1, 40 do
               local shape = { 1, 2, 3, W }
