@@ -14,7 +14,10 @@
 // K = 16 / (SCALE_W * sizeof(D)) (at least 1), so that its share of each dy row is 16 bytes,
 // read with one 16-byte load when the dy row is 16-byte aligned (a warp then reads 512
 // contiguous bytes per instruction), else with 8-byte loads when it is 8-byte aligned, else
-// element by element.
+// (when it is a multiple of 4 bytes) from the 4-byte words around it, else element by
+// element. The lanes' runs start after the dx row's first few elements, up to its first
+// boundary of K * sizeof(D) bytes when that is 8 or 16 (done one by one by the first
+// segment), so that each lane stores its K dx elements at once.
 //
 // History, H200, % of device-to-device copy (4.23 TB/s):
 //   v1 the seed's mapping, one thread per dx element: f32 2x2 93%, 4x4 101%, 2x1 59%;
@@ -32,7 +35,13 @@
 //      but f32 3x3 70% and 4x4 58% (from 96% and 77%): 4-byte loads through the read-only
 //      path are slower than plain ones, and a warp per whole row leaves too few warps when
 //      rows are few and long (4x4 f32: 7,700 rows for 8,448 warp slots).
-//   v6 this file: no 4-byte path; work items of row segments instead of whole rows.
+//   v6 no 4-byte path; work items of row segments instead of whole rows: f32 95.9%, f16 83.8%
+//      (medians), but f16 2x1 W=1023 43%, 1x2 W=1023 68%. Loading those element-aligned dy
+//      runs from shifted words (one load per 4 bytes) left them where they were (43%, 68%):
+//      the dx side is the cost there, eight 2-byte stores per lane in 16-byte strides.
+//      Prediction for v7: lanes aligned to the dx row's 16-byte boundaries store 16 bytes at
+//      once; f16 2x1 W=1023 near its W=1024 figure (92%).
+//   v7 this file: lanes' runs start on the dx row's boundaries.
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)
@@ -67,8 +76,21 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
         const int ih = (int)(row - plane * H);
         const D *src = dy + (plane * OH + (long long)ih * SCALE_H) * OW;
         D *out = dx + row * (long long)W;
-        const int iw_end = tocha::min_int(W, (seg + 1) * SEG);
-        for (int iw0 = seg * SEG + lane * K; iw0 < iw_end; iw0 += 32 * K) {
+        // dx elements before the row's first boundary of K elements' bytes (8 or 16), summed
+        // one per lane; the lanes' runs start there.
+        const int BYTES = K * (int)sizeof(D);
+        const int head = BYTES == 8 || BYTES == 16 ? tocha::head_to<(BYTES == 8 ? 8 : 16)>(out, W) : 0;
+        if (seg == 0 && lane < head) {
+            A sum = A(0);
+#pragma unroll
+            for (int i = 0; i < SCALE_H; ++i)
+#pragma unroll
+                for (int j = 0; j < SCALE_W; ++j)
+                    sum += tocha::widen<A>(src[(long long)i * OW + (long long)lane * SCALE_W + j]);
+            out[lane] = tocha::narrow<D>(sum);
+        }
+        const int iw_end = seg == segs - 1 ? W : head + (seg + 1) * SEG;
+        for (int iw0 = head + seg * SEG + lane * K; iw0 < iw_end; iw0 += 32 * K) {
             A sum[K];
 #pragma unroll
             for (int e = 0; e < K; ++e) sum[e] = A(0);
@@ -98,7 +120,6 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
                 }
             }
             // dx: one 8- or 16-byte store when this lane's K elements make one and are aligned.
-            const int BYTES = K * (int)sizeof(D);
             if ((BYTES == 8 || BYTES == 16) && whole && tocha::aligned_to(out + iw0, BYTES == 8 ? 8 : 16)) {
                 tocha::pack16<D> p;
 #pragma unroll

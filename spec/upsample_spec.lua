@@ -160,13 +160,22 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
         end)
       end
 
+      -- Backward: lanes take runs of k dx elements from the row's first boundary of k * 4
+      -- bytes (when that is 8 or 16), the elements before it one per lane.
       local function walk_backward(g, block, rows, cols, sw)
         local k, segs = backward_k(sw), backward_segments(cols, sw)
         local seg_len = 32 * k * SEGMENT
         visit(g, block, rows, segs, rows, cols, function(row, seg, hit)
+          local bytes, head = k * 4, 0
+          if bytes == 8 or bytes == 16 then
+            local mis = (row * cols * 4) % bytes / 4 -- the base address is 256-byte aligned
+            head = math.min(mis > 0 and bytes / 4 - mis or 0, cols)
+          end
+          if seg == 0 then for col = 0, head - 1 do hit(row, col) end end
+          local iw_end = seg == segs - 1 and cols or head + (seg + 1) * seg_len
           for lane = 0, 31 do
-            local iw0 = seg * seg_len + lane * k
-            while iw0 < math.min(cols, (seg + 1) * seg_len) do
+            local iw0 = head + seg * seg_len + lane * k
+            while iw0 < iw_end do
               for e = 0, k - 1 do if iw0 + e < cols then hit(row, iw0 + e) end end
               iw0 = iw0 + 32 * k
             end
@@ -195,6 +204,9 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
       up = Forward.new(2, 2, 64, "f32", 64)
       walk_forward(up:grid({ 1, 1, 6, 2000 }), 64, 3, 2, 2000)
       walk_backward(up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 3, 2000 }), 64, 3, 1000, 2)
+      walk_backward(up:backward_grid({ { 1, 1, 5, 1023 } }, { 1, 1, 10, 2046 }), 64, 5, 1023, 2)
+      up = Forward.new(2, 1, 64, "f32", 64)
+      walk_backward(up:backward_grid({ { 1, 1, 5, 1023 } }, { 1, 1, 10, 1023 }), 64, 5, 1023, 1)
     end)
 
     it("packs the Args in the signature's order: x, y, B, C, H, W, OH, OW", function()
@@ -326,7 +338,8 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
 
       it("is exact on long rows of several work items, lined up with 128-byte lines or not", function()
         -- Forward rows of 2048 f32 are whole lines (each vector built once, stored to both
-        -- rows); 2046 and 8198 are not (rows written one after another).
+        -- rows); 2046 and 8198 are not (rows written one after another). Backward: dx rows
+        -- of 1023 f32 and 4099 u8 start off their 8- and 16-byte boundaries.
         for _, c in ipairs({ { "f32", 1024 }, { "f32", 1023 }, { "u8", 4099 }, { "f16", 2048 } }) do
           local dt, W = c[1], c[2]
           local up = Forward.new(2, 2, 128, dt)
@@ -335,6 +348,11 @@ extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __h
           local y = tocha.empty({ 1, 2, 6, 2 * W }, { dtype = dt, device = device }):fill(POISON)
           up:forward(x, y)
           assert.are.same(up_ref.forward(x:to_table(true), shape, 2, 2), y:to_table(true), dt .. " W=" .. W)
+          local dx = tocha.empty(shape, { dtype = dt, device = device }):fill(POISON)
+          up:backward(x, y, dx)
+          local expect = up_ref.backward(y:to_table(true), shape, 2, 2)
+          for i = 1, #expect do expect[i] = ref.convert(expect[i], dt) end
+          assert.are.same(expect, dx:to_table(true), dt .. " W=" .. W .. " backward")
         end
       end)
 
