@@ -36,6 +36,26 @@ extern "C" __global__ void axpy_entry_point(float *x, float *y, long long n, flo
       assert.are.equal(AXPY .. "\n\n" .. k.entry_point_source, k.source)
     end)
 
+    it("gives the entry point the source's TOCHA_ENTRY_BOUNDS of the template arguments", function()
+      local bounded = "#define TOCHA_ENTRY_BOUNDS(D, A) __launch_bounds__(A * 32)\n" .. AXPY
+      local k = tocha.kernel { source = bounded, name = "axpy", template_args = "float, 4",
+        params = "f32* x, f32* y, i64 n, f32 b" }
+      assert.truthy(k.entry_point_source:find(
+        'extern "C" __global__ void TOCHA_ENTRY_BOUNDS(float, 4) axpy_entry_point(float *x', 1, true))
+      assert.is_true(k:build("sm_90") > 1000) -- NVRTC takes the expansion
+      -- A bound that does not compile shows that the macro is expanded there.
+      local broken = tocha.kernel { source = "#define TOCHA_ENTRY_BOUNDS(D, A) not_an_attribute\n" .. AXPY,
+        name = "axpy", template_args = "float, 4", params = "f32* x, f32* y, i64 n, f32 b" }
+      local ok, err = pcall(broken.build, broken, "sm_90")
+      assert.is_false(ok)
+      assert.truthy(err:find("not_an_attribute", 1, true))
+      -- The simulator ignores launch bounds and runs it.
+      local x = tocha.tensor({ 1, 2, 3 }, { device = "sim" })
+      local y = tocha.tensor({ 10, 20, 30 }, { device = "sim" })
+      k:launch({ 1, 1, 1 }, { 128, 1, 1 }, x, y, 3, 0.5)
+      assert.are.same({ 14.5, 28.5, 42.5 }, y:to_table())
+    end)
+
     it("hashes the full source: the same text gives the same hash, a constant changes it", function()
       assert.are.equal(axpy("f32", 3):hash(), axpy("f32", 3):hash())
       assert.are_not.equal(axpy("f32", 3):hash(), axpy("f32", 4):hash())

@@ -48,7 +48,7 @@ describe("tocha upsample kernels", function()
     it("generate the entry point that binds D and the constants", function()
       local f = Forward.new(2, 3, 128, "f16")
       assert.are.equal([[
-extern "C" __global__ void upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H, int W, int OH, int OW)
+extern "C" __global__ void TOCHA_ENTRY_BOUNDS(__half, 2, 3, 128) upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H, int W, int OH, int OW)
 {
     upsample_nearest2d_forward<__half, 2, 3, 128>(x, y, B, C, H, W, OH, OW);
 }

@@ -133,7 +133,12 @@ static const char *param_ctype(const param *p)
 static void generate(tocha_kernel *k, const char *source, const char *name, const char *targs)
 {
     tocha_text t = {0};
-    tocha_text_appendf(&t, "extern \"C\" __global__ void %s(", k->entry_name);
+    /* A source may give its entry point attributes (launch bounds) that depend on the
+       template arguments, by defining the macro TOCHA_ENTRY_BOUNDS(template arguments...). */
+    if (strstr(source, "TOCHA_ENTRY_BOUNDS"))
+        tocha_text_appendf(&t, "extern \"C\" __global__ void TOCHA_ENTRY_BOUNDS(%s) %s(", targs, k->entry_name);
+    else
+        tocha_text_appendf(&t, "extern \"C\" __global__ void %s(", k->entry_name);
     for (int i = 0; i < k->nparams; i++)
         tocha_text_appendf(&t, "%s%s %s%s", i ? ", " : "", param_ctype(&k->params[i]),
                            k->params[i].tensor ? "*" : "", k->params[i].name);
