@@ -172,17 +172,26 @@ __device__ __forceinline__ void load16(const void *p, unsigned w[4]) { load_word
 
 // Loads the BYTES (a multiple of 4, at most 16) bytes at p, which need only be aligned to
 // their elements, into the first words of w: the 4-byte words that cover them, each shifted
-// into place by a funnel shift. The word past the span is read only when p is not word-aligned, and then
-// it holds the span's last byte, so nothing outside the span's words is touched.
-template <int BYTES> __device__ __forceinline__ void load_span(const void *p, unsigned w[4])
+// into place by a funnel shift. The word past the span is read only when p is not
+// word-aligned; when that word would reach past `end` (the end of the allocation), the span
+// is read byte by byte instead, so nothing outside [p - 3, end) is ever touched.
+template <int BYTES> __device__ __forceinline__ void load_span(const void *p, const void *end, unsigned w[4])
 {
 #ifdef TOCHA_SIM
+    (void)end;
     memcpy(w, p, BYTES);
 #else
     const int N = BYTES / 4;
     const unsigned long long a = (unsigned long long)p;
     const unsigned r = (unsigned)(a & 3u);
     const unsigned *q = (const unsigned *)(a - r);
+    if (r && (unsigned long long)(q + N + 1) > (unsigned long long)end) {
+        const unsigned char *b = (const unsigned char *)p;
+#pragma unroll
+        for (int i = 0; i < N; ++i)
+            w[i] = b[4 * i] | (b[4 * i + 1] << 8) | (b[4 * i + 2] << 16) | ((unsigned)b[4 * i + 3] << 24);
+        return;
+    }
     unsigned raw[N + 1];
 #pragma unroll
     for (int i = 0; i < N; ++i) raw[i] = q[i];

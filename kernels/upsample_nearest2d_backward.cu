@@ -73,6 +73,7 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
     const int SEG = 32 * K * TOCHA_UPSAMPLE_SEGMENT; // dx elements per work item
     const int segs = tocha::max_int(1, (W + SEG - 1) / SEG);
     const long long items = (long long)B * C * H * segs;
+    const D *dy_end = dy + (long long)B * C * OH * OW;
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
     for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
@@ -112,7 +113,7 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
                 } else if (whole && RUN % 4 == 0 && RUN <= 16) {
                     // Only element-aligned: the words around the run, shifted into place.
                     unsigned w[4];
-                    tocha::load_span<(RUN % 4 == 0 && RUN <= 16 ? RUN : 4)>(r, w);
+                    tocha::load_span<(RUN % 4 == 0 && RUN <= 16 ? RUN : 4)>(r, dy_end, w);
 #pragma unroll
                     for (int q = 0; q < K * SCALE_W; ++q)
                         sum[q / SCALE_W] += tocha::widen<A>(tocha::element_of<D>(w, q));
