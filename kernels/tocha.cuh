@@ -173,25 +173,17 @@ __device__ __forceinline__ void load16(const void *p, unsigned w[4]) { load_word
 // Loads the BYTES (a multiple of 4, at most 16) bytes at p, which need only be aligned to
 // their elements, into the first words of w: the 4-byte words that cover them, each shifted
 // into place by a funnel shift. The word past the span is read only when p is not
-// word-aligned; when that word would reach past `end` (the end of the allocation), the span
-// is read byte by byte instead, so nothing outside [p - 3, end) is ever touched.
-template <int BYTES> __device__ __forceinline__ void load_span(const void *p, const void *end, unsigned w[4])
+// word-aligned; it may reach up to 3 bytes past the span, so a caller first asks
+// span_fits() whether those words lie inside the allocation.
+template <int BYTES> __device__ __forceinline__ void load_span(const void *p, unsigned w[4])
 {
 #ifdef TOCHA_SIM
-    (void)end;
     memcpy(w, p, BYTES);
 #else
     const int N = BYTES / 4;
     const unsigned long long a = (unsigned long long)p;
     const unsigned r = (unsigned)(a & 3u);
     const unsigned *q = (const unsigned *)(a - r);
-    if (r && (unsigned long long)(q + N + 1) > (unsigned long long)end) {
-        const unsigned char *b = (const unsigned char *)p;
-#pragma unroll
-        for (int i = 0; i < N; ++i)
-            w[i] = b[4 * i] | (b[4 * i + 1] << 8) | (b[4 * i + 2] << 16) | ((unsigned)b[4 * i + 3] << 24);
-        return;
-    }
     unsigned raw[N + 1];
 #pragma unroll
     for (int i = 0; i < N; ++i) raw[i] = q[i];
@@ -199,6 +191,16 @@ template <int BYTES> __device__ __forceinline__ void load_span(const void *p, co
 #pragma unroll
     for (int i = 0; i < N; ++i) w[i] = __funnelshift_r(raw[i], raw[i + 1], 8 * r);
 #endif
+}
+
+// Whether the words load_span<BYTES>(p) reads end at or before `end` (their start, p rounded
+// down to 4 bytes, is inside any allocation that holds p: allocations are 4-byte aligned).
+// A check in the caller, which then takes its element-by-element path: a slow path inside
+// load_span cost the kernels registers, and with them 5-15 points.
+template <int BYTES> __device__ __forceinline__ bool span_fits(const void *p, const void *end)
+{
+    const unsigned long long a = (unsigned long long)p;
+    return (a & ~3ull) + BYTES + ((a & 3u) ? 4u : 0u) <= (unsigned long long)end;
 }
 
 // Whether p is aligned to `bytes` (a power of two).

@@ -73,7 +73,6 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
     const int SEG = 32 * K * TOCHA_UPSAMPLE_SEGMENT; // dx elements per work item
     const int segs = tocha::max_int(1, (W + SEG - 1) / SEG);
     const long long items = (long long)B * C * H * segs;
-    const D *dy_end = dy + (long long)B * C * OH * OW;
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
     for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
@@ -82,6 +81,7 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
         const long long plane = row / H;
         const int ih = (int)(row - plane * H);
         const D *src = dy + (plane * OH + (long long)ih * SCALE_H) * OW;
+        const bool last_row = item >= items - segs; // its last dy row is the input's last
         D *out = dx + row * (long long)W;
         // dx elements before the row's first boundary of K elements' bytes (8 or 16), summed
         // one per lane; the lanes' runs start there.
@@ -110,10 +110,12 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
                     upsample_nearest2d_backward_run<16, K, SCALE_W>(r, sum);
                 } else if (whole && RUN % 8 == 0 && tocha::aligned_to(r, 8)) {
                     upsample_nearest2d_backward_run<8, K, SCALE_W>(r, sum);
-                } else if (whole && RUN % 4 == 0 && RUN <= 16) {
+                } else if (whole && RUN % 4 == 0 && RUN <= 16 &&
+                           (!(last_row && i == SCALE_H - 1) ||
+                            tocha::span_fits<(RUN % 4 == 0 && RUN <= 16 ? RUN : 4)>(r, src + (long long)i * OW + OW))) {
                     // Only element-aligned: the words around the run, shifted into place.
                     unsigned w[4];
-                    tocha::load_span<(RUN % 4 == 0 && RUN <= 16 ? RUN : 4)>(r, dy_end, w);
+                    tocha::load_span<(RUN % 4 == 0 && RUN <= 16 ? RUN : 4)>(r, w);
 #pragma unroll
                     for (int q = 0; q < K * SCALE_W; ++q)
                         sum[q / SCALE_W] += tocha::widen<A>(tocha::element_of<D>(w, q));

@@ -44,27 +44,28 @@ namespace tocha {
 // The 16-byte pack of output elements ow0 .. ow0 + VEC - 1 of a row whose W inputs are `in`.
 // SPAN (the vector's inputs can be IN_BYTES = 4, 8 or 16 contiguous bytes) and `whole` (they
 // are: ow0 starts an input element): loaded at once, with one load when `aligned`, else from
-// the words around them. WINDOW (SCALE_W does not divide VEC, as for 3x3, but the inputs any
-// vector needs fit in 8 bytes): the 8 bytes from its first input, when they lie in the row,
-// each element then shifted out of them. Otherwise one by one.
+// the words around them (in the input's last row, only when those words end inside it).
+// WINDOW (SCALE_W does not divide VEC, as for 3x3, but the inputs any vector needs fit in 8
+// bytes): the 8 bytes from its first input, when they lie in the row (the same check for
+// their words in the last row), each element then shifted out of them. Otherwise one by one.
 template <typename D, int SCALE_W, bool SPAN, bool WINDOW>
-__device__ __forceinline__ pack16<D> forward_pack(const D *in, const D *x_end, int W, int ow0, bool whole, bool aligned)
+__device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, int W, int ow0, bool whole, bool aligned)
 {
     const int VEC = vec16<D>::n;
     const int IN_BYTES = SPAN ? VEC / SCALE_W * (int)sizeof(D) : 4;
     pack16<D> p;
     const int i0 = ow0 / SCALE_W;
-    if (SPAN && whole) {
+    if (SPAN && whole && (aligned || !last_row || span_fits<IN_BYTES>(in + i0, in + W))) {
         unsigned w[4];
         if (aligned)
             load_words<IN_BYTES>(in + i0, w);
         else
-            load_span<IN_BYTES>(in + i0, x_end, w);
+            load_span<IN_BYTES>(in + i0, w);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) p.set(e, element_of<D>(w, e / SCALE_W));
-    } else if (WINDOW && i0 + 8 / (int)sizeof(D) <= W) {
+    } else if (WINDOW && i0 + 8 / (int)sizeof(D) <= W && (!last_row || span_fits<8>(in + i0, in + W))) {
         unsigned w[4];
-        load_span<8>(in + i0, x_end, w);
+        load_span<8>(in + i0, w);
         const unsigned long long window = (unsigned long long)w[0] | ((unsigned long long)w[1] << 32);
         const int m = ow0 - i0 * SCALE_W; // ow0's place in its input element's run
         typedef typename bits_of<(sizeof(D) < 8 ? sizeof(D) : 4)>::type bits;
@@ -89,7 +90,7 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, const D *x_end, i
 // lanes), then segments of 16-byte vectors whose every warp store fills whole lines, then
 // at most VEC - 1 single elements.
 template <typename D, int SCALE_W, int ROWS>
-__device__ __forceinline__ void upsample_rows_segment(const D *in, const D *x_end, D *out, int W, int OW, int seg, int segs, int lane)
+__device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane)
 {
     const int VEC = vec16<D>::n;
     const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0; // inputs per vector, if whole
@@ -114,7 +115,7 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, const D *x_en
         }
         if (lane < pre) {
             const int ow0 = single + lane * VEC;
-            const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, x_end, W, ow0, whole, aligned);
+            const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, whole, aligned);
 #pragma unroll
             for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
         }
@@ -122,7 +123,7 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, const D *x_en
     const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
     for (int v = seg * SEG + lane; v < v_end; v += 32) {
         const int ow0 = lined + v * VEC;
-        const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, x_end, W, ow0, whole, aligned);
+        const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, whole, aligned);
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
     }
@@ -154,19 +155,19 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     // The item's output rows lie alike against 128-byte lines when each row is a whole number
     // of lines long (or there is one row per input row).
     const bool alike = SCALE_H == 1 || (long long)OW * sizeof(D) % 128 == 0;
-    const D *x_end = x + (long long)B * C * H * W;
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
     for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
         const long long in_row = item / segs; // (b, c, ih): output rows in_row * SCALE_H + r
         const int seg = (int)(item - in_row * segs);
         const D *in = x + in_row * W;
+        const bool last_row = item >= items - segs; // the input's last row
         D *out = y + in_row * SCALE_H * (long long)OW;
         if (alike) {
-            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H>(in, x_end, out, W, OW, seg, segs, lane);
+            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H>(in, last_row, out, W, OW, seg, segs, lane);
         } else {
             for (int r = 0; r < SCALE_H; ++r)
-                tocha::upsample_rows_segment<D, SCALE_W, 1>(in, x_end, out + (long long)r * OW, W, OW, seg, segs, lane);
+                tocha::upsample_rows_segment<D, SCALE_W, 1>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane);
         }
     }
 }
