@@ -41,7 +41,10 @@
 //      the dx side is the cost there, eight 2-byte stores per lane in 16-byte strides.
 //      Prediction for v7: lanes aligned to the dx row's 16-byte boundaries store 16 bytes at
 //      once; f16 2x1 W=1023 near its W=1024 figure (92%).
-//   v7 this file: lanes' runs start on the dx row's boundaries.
+//   v7 this file: lanes' runs start on the dx row's boundaries, with launch bounds (32
+//      registers: without them v7 took 37 and lost 5-6 points on 2x2). f16 2x1 W=1023 43% ->
+//      79%, 1x2 W=1023 68% -> 92%, f16 3x3 80% -> 92%; medians f32 95.7%, f16 91.7%
+//      (results/2026-11-30-h200-c907d4a).
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)

@@ -35,10 +35,21 @@
 //      each read its input again through L2 (1x2, which reads it once, is the fastest case);
 //      L2 throughput was at 89%. One item per input row segment, writing all SCALE_H rows,
 //      reads the input once: 2x2 and 2x1 closer to 1x2.
-//   v6 this file: a work item is one segment of an input row and writes its SCALE_H output
-//      rows; when those rows lie alike against 128-byte lines (SCALE_H == 1, or a row is a
-//      whole number of lines) each vector is built once and stored SCALE_H times, else the
-//      rows are written one after another and their input reloads hit L1.
+//   v6 a work item is one segment of an input row and writes its SCALE_H output rows; when
+//      those rows lie alike against 128-byte lines (SCALE_H == 1, or a row is a whole number
+//      of lines) each vector is built once and stored SCALE_H times, else the rows are
+//      written one after another and their input reloads hit L1. f32 2x2 91.5% (W=1024),
+//      3x3 88.6%, u8 3x3 84.3%; medians f32 83%, f16 82%, u8 78%. Storing the vectors to
+//      rows that lie differently (16-byte aligned, warp stores over 5 lines) was 3-11 points
+//      worse. Still short: u8 and f16 rows of odd width (scalar input loads, up to 127
+//      single-byte head stores per row), 3x3 (inputs loaded one by one).
+//   v7 this file: single elements only up to the row's first 16-byte boundary, 16-byte
+//      vectors from there (the first segment's lanes fill the partial line); element-aligned
+//      input spans from the 4-byte words around them (tocha::load_span); for SCALE_W not
+//      dividing the vector (3x3), an 8-byte input window with each element shifted out;
+//      launch bounds (32 registers for SCALE_H == 1, else 40). u8 2x2 W=1023 61% -> 78%,
+//      f16 3x3 W=1020 73% -> 75%, f32 1x2 W=1024 90.5% -> 92.4%; medians f32 84.0%, f16
+//      84.3%, u8 81.5% (results/2026-11-30-h200-c907d4a).
 namespace tocha {
 
 // The 16-byte pack of output elements ow0 .. ow0 + VEC - 1 of a row whose W inputs are `in`.
