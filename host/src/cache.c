@@ -71,6 +71,9 @@ static void find_dir(void)
 {
     const char *off = getenv("TOCHA_CACHE");
     if (off && strcmp(off, "off") == 0) return;
+    if (off && *off && strcmp(off, "on") != 0)
+        snprintf(cache_warning, sizeof cache_warning,
+                 "TOCHA_CACHE: unknown value '%.60s' (expected on or off): the disk cache stays on", off);
     const char *dir = getenv("TOCHA_CACHE_DIR");
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");

@@ -47,15 +47,35 @@ static atomic_ullong sim_in_use;
 static pthread_once_t limit_once = PTHREAD_ONCE_INIT;
 static unsigned long long sim_limit;
 
+static char limit_error[160];
+
+/* TOCHA_SIM_MEMORY_LIMIT: bytes, optionally with a K, M or G suffix (powers of 1024). A value
+   that is not one is an error on every allocation, never silently no limit. */
 static void read_limit(void)
 {
     const char *env = getenv("TOCHA_SIM_MEMORY_LIMIT");
-    sim_limit = env && *env ? strtoull(env, NULL, 10) : 0;
+    sim_limit = 0;
+    if (!env || !*env) return;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(env, &end, 10);
+    unsigned shift = 0;
+    if (end && (*end == 'K' || *end == 'k')) shift = 10, end++;
+    else if (end && (*end == 'M' || *end == 'm')) shift = 20, end++;
+    else if (end && (*end == 'G' || *end == 'g')) shift = 30, end++;
+    if (errno || end == env || *end || env[0] == '-' || v == 0 || v > (~0ull >> shift)) {
+        snprintf(limit_error, sizeof limit_error,
+                 "TOCHA_SIM_MEMORY_LIMIT: expected a positive number of bytes (with K, M or G "
+                 "allowed), got '%.60s'", env);
+        return;
+    }
+    sim_limit = v << shift;
 }
 
 static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
 {
     pthread_once(&limit_once, read_limit);
+    if (limit_error[0]) return tocha_fail(TOCHA_E_ARGUMENT, "%s", limit_error);
     uint64_t rounded = (nbytes + 255) & ~(uint64_t)255;
     unsigned long long now = atomic_fetch_add(&sim_in_use, rounded) + rounded;
     void *p = NULL;
@@ -187,13 +207,24 @@ static void *sim_worker(void *arg)
     return NULL;
 }
 
+/* Worker threads for a launch: TOCHA_SIM_THREADS (1 to 256), else one per online CPU (at
+   most 256). Returns 0 after setting the error when the variable holds anything else. */
 static int sim_threads(void)
 {
     const char *env = getenv("TOCHA_SIM_THREADS");
-    int n = env ? atoi(env) : 0;
-    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (env && *env) {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(env, &end, 10);
+        if (errno || end == env || *end || n < 1 || n > 256) {
+            tocha_fail(TOCHA_E_ARGUMENT, "TOCHA_SIM_THREADS: expected an integer from 1 to 256, got '%.60s'", env);
+            return 0;
+        }
+        return (int)n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1) n = 1;
-    return n > 256 ? 256 : n;
+    return n > 256 ? 256 : (int)n;
 }
 
 static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3],
@@ -208,6 +239,7 @@ static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3],
     job.blocks = (unsigned long long)grid[0] * grid[1] * grid[2];
     unsigned long long threads_per_block = (unsigned long long)block[0] * block[1] * block[2];
     int workers = sim_threads();
+    if (workers == 0) return TOCHA_E_ARGUMENT;
     /* Small grids run on the calling thread: starting threads would cost more than the work. */
     if (workers == 1 || job.blocks * threads_per_block < 16384) {
         job.run(args, job.grid, job.block, 0, job.blocks);
