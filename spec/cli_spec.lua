@@ -1,5 +1,5 @@
 -- The tocha executable through pipes: scripts and their arguments, -e, -l, -i, exit codes,
--- the REPL, and the info and cache commands.
+-- the REPL, and the info and cache commands. Its bad input is in bad_cli_spec.lua.
 local process = require "support.process"
 
 local function write_script(text)
@@ -24,29 +24,6 @@ describe("the tocha executable", function()
       assert.are.equal("ok\ta b\tc\t2\ta b\tc\n", out)
     end)
 
-    it("exits 1 with tocha: message and a traceback on an error", function()
-      local script = write_script("local x = 1\nerror('boom')\n")
-      local out, err, status = tocha({ script })
-      os.remove(script)
-      assert.are.equal(1, status)
-      assert.are.equal("", out)
-      assert.truthy(err:find("^tocha: [^\n]*:2: boom\nstack traceback:"))
-    end)
-
-    it("exits 1 on a syntax error", function()
-      local script = write_script("local = 1\n")
-      local _, err, status = tocha({ script })
-      os.remove(script)
-      assert.are.equal(1, status)
-      assert.truthy(err:find("^tocha: [^\n]*:1: '<name>' expected near '='"))
-    end)
-
-    it("exits 1 when the script does not exist", function()
-      local _, err, status = tocha({ "/nonexistent/script.lua" })
-      assert.are.equal(1, status)
-      assert.truthy(err:find("cannot open /nonexistent/script.lua", 1, true))
-    end)
-
     it("lets scripts require tocha", function()
       local out, err, status = tocha({ "-e", "local t = require 'tocha' io.write(t.ones({2}, {device='sim'}):to_table()[2])" })
       assert.are.equal(0, status, err)
@@ -59,12 +36,6 @@ describe("the tocha executable", function()
       local out, _, status = tocha({ "-e", "x = 2", "-e", "io.write(x * 21)" })
       assert.are.equal(0, status)
       assert.are.equal("42", out)
-    end)
-
-    it("-e exits 1 on an error", function()
-      local _, err, status = tocha({ "-e", "error('bad')" })
-      assert.are.equal(1, status)
-      assert.truthy(err:find("^tocha: %(command line%):1: bad"))
     end)
 
     it("-l requires a module into a global", function()
@@ -83,12 +54,6 @@ describe("the tocha executable", function()
       local out, _, status = tocha({ "--help" })
       assert.are.equal(0, status)
       assert.truthy(out:find("usage: tocha [options] [script [args...]]", 1, true))
-    end)
-
-    it("refuses an unknown option", function()
-      local _, err, status = tocha({ "-q" })
-      assert.are.equal(1, status)
-      assert.truthy(err:find("tocha: unknown option '-q'", 1, true))
     end)
 
     it("-i enters the REPL after the script", function()
@@ -152,10 +117,5 @@ describe("the tocha executable", function()
       process.remove_tree(dir)
     end)
 
-    it("cache refuses an unknown command", function()
-      local _, err, status = tocha({ "cache", "purge" })
-      assert.are.equal(1, status)
-      assert.truthy(err:find("unknown command 'purge' (expected info or clear)", 1, true))
-    end)
   end)
 end)

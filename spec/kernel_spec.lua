@@ -1,26 +1,10 @@
--- Raw kernels: the generated entry point, the hash, compile errors with their log, and
--- launches whose arguments are checked against the parameter list.
+-- Raw kernels: the generated entry point, the hash, and launches. Their bad input (parameter
+-- lists, compile errors, launch arguments) is in bad_kernels_spec.lua and bad_launch_spec.lua.
 local tocha = require "tocha"
 local ref = require "support.reference"
 
-local AXPY = [[
-template <typename D, int A>
-__device__ void axpy(const D *x, D *y, long long n, D b)
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = (D)A * x[i] + y[i] + b;
-}
-]]
-
-local function axpy(dtype, a)
-  local ctype = ({ f32 = "float", f64 = "double", i32 = "int" })[dtype]
-  return tocha.kernel {
-    source = AXPY, name = "axpy", template_args = ctype .. ", " .. a,
-    params = ("%s* x, %s* y, i64 n, %s b"):format(dtype, dtype, dtype),
-  }
-end
-
-local fails_with = require("support.assertions").fails_with
+local kernels = require "support.kernels"
+local AXPY, axpy = kernels.AXPY, kernels.axpy
 
 describe("tocha.kernel", function()
   describe("new()", function()
@@ -63,46 +47,6 @@ extern "C" __global__ void axpy_entry_point(float *x, float *y, long long n, flo
       assert.truthy(axpy("f32", 3):hash():match("^%x+$"))
       assert.are.equal(32, #axpy("f32", 3):hash())
     end)
-
-    it("refuses a parameter of unknown type", function()
-      fails_with("tocha.kernel: params: parameter 2: unknown type 'int' (expected a tensor 'T*' or one of i32, i64, u32, u64, f32, f64)",
-        function() tocha.kernel { source = AXPY, name = "axpy", params = "f32* x, int n" } end)
-    end)
-    it("refuses a tensor parameter of unknown dtype", function()
-      fails_with("tocha.kernel: params: parameter 1: unknown tensor dtype 'float*' (expected f32*, f64*, f16*, bf16*, u8*, i32* or i64*)",
-        function() tocha.kernel { source = AXPY, name = "axpy", params = "float* x" } end)
-    end)
-    it("refuses a name that is not an identifier", function()
-      fails_with("tocha.kernel: name: expected a C identifier, got 'my kernel'",
-        function() tocha.kernel { source = AXPY, name = "my kernel", params = "" } end)
-    end)
-  end)
-
-  describe("build()", function()
-    it("returns NVRTC's log with numbered source lines on a compile error", function()
-      local k = tocha.kernel { source = "__device__ void broken(float *x) { x[0] = undefined_name; }",
-        name = "broken", params = "f32* x" }
-      local ok, err = pcall(k.build, k, "sm_90")
-      assert.is_false(ok)
-      assert.truthy(err:find("tocha.Kernel:build: NVRTC failed to compile for sm_90", 1, true))
-      assert.truthy(err:find("undefined_name", 1, true))
-      assert.truthy(err:find("tocha_kernel.cu%(%d+%): error"))
-      assert.truthy(err:find("%d+ | __device__ void broken"))
-    end)
-
-    it("reports the simulator compiler's errors the same way", function()
-      local k = tocha.kernel { source = "__device__ void broken2(float *x) { x[0] = nope; }",
-        name = "broken2", params = "f32* x" }
-      local ok, err = pcall(k.build, k, "sim")
-      assert.is_false(ok)
-      assert.truthy(err:find("the simulator's compiler", 1, true))
-      assert.truthy(err:find("nope", 1, true))
-    end)
-
-    it("refuses an unknown target", function()
-      fails_with("tocha.Kernel:build: target: expected sm_XY (e.g. sm_90) or sim, got 'gfx90a'",
-        function() axpy("f32", 2):build("gfx90a") end)
-    end)
   end)
 
   for _, dev in ipairs(ref.devices()) do
@@ -126,75 +70,6 @@ extern "C" __global__ void axpy_entry_point(float *x, float *y, long long n, flo
             assert(math.abs(got[i] - e) <= bound, ("element %d: %.17g vs %.17g"):format(i, got[i], e))
           end
         end
-      end)
-
-      describe("checks its arguments", function()
-        local k, x, y
-        before_each(function()
-          k = axpy("f32", 2)
-          x = tocha.zeros({ 8 }, { device = device })
-          y = tocha.zeros({ 8 }, { device = device })
-        end)
-        after_each(function()
-          -- Nothing was launched: y is untouched, and the kernel still launches.
-          assert.are.same({ 0, 0, 0, 0, 0, 0, 0, 0 }, y:to_table())
-          k:launch(1, 8, x, y, 8, 1)
-          assert.are.same({ 1, 1, 1, 1, 1, 1, 1, 1 }, y:to_table())
-          y:fill(0)
-        end)
-
-        it("by count", function()
-          fails_with("tocha.Kernel:launch: expected 4 arguments for axpy_entry_point, got 3",
-            function() k:launch(1, 8, x, y, 8) end)
-        end)
-        it("by kind: a number where a tensor goes", function()
-          fails_with("tocha.Kernel:launch: argument 1 (x): expected a tensor of f32, got a number",
-            function() k:launch(1, 8, 5, y, 8, 1) end)
-        end)
-        it("by kind: a tensor where a number goes", function()
-          fails_with("tocha.Kernel:launch: argument 3 (n): expected i64, got a tensor",
-            function() k:launch(1, 8, x, y, x, 1) end)
-        end)
-        it("by dtype", function()
-          local h = tocha.zeros({ 8 }, { dtype = "f16", device = device })
-          fails_with("tocha.Kernel:launch: argument 2 (y): expected dtype f32, got f16",
-            function() k:launch(1, 8, x, h, 8, 1) end)
-        end)
-        it("by integer value", function()
-          fails_with("tocha.Kernel:launch: argument 3 (n): expected an integer (i64), got 2.5",
-            function() k:launch(1, 8, x, y, 2.5, 1) end)
-        end)
-        it("by freed tensor", function()
-          local z = tocha.zeros({ 8 }, { device = device })
-          z:free()
-          fails_with("tocha.Kernel:launch: argument 1 (x): tensor was freed",
-            function() k:launch(1, 8, z, y, 8, 1) end)
-        end)
-        it("by a value that is neither tensor nor number", function()
-          fails_with("tocha.Kernel:launch: argument 4: expected a tensor or a number, got string",
-            function() k:launch(1, 8, x, y, 8, "1") end)
-        end)
-        it("by block size", function()
-          fails_with("tocha.Kernel:launch: block: 2048 threads per block, at most 1024",
-            function() k:launch(1, { 64, 32 }, x, y, 8, 1) end)
-        end)
-        it("by grid size", function()
-          fails_with("tocha.Kernel:launch: grid.y: must be 1 to 65535, got 70000",
-            function() k:launch({ 1, 70000 }, 8, x, y, 8, 1) end)
-        end)
-        it("by device", function()
-          if device == "sim" then return end -- needs a second device
-          local other = tocha.zeros({ 8 }, { device = "sim" })
-          fails_with(("tocha.Kernel:launch: argument 2 (y): tensor is on sim, the launch is on %s"):format(x:device()),
-            function() k:launch(1, 8, x, other, 8, 1) end)
-        end)
-      end)
-
-      it("checks i32 range", function()
-        local k = tocha.kernel { source = "__device__ void nop(int n) {}", name = "nop", params = "i32 n" }
-        k:launch(1, 1, 2 ^ 31 - 1)
-        fails_with("tocha.Kernel:launch: argument 1 (n): 2147483648 is out of i32 range",
-          function() k:launch(1, 1, 2 ^ 31) end)
       end)
     end)
   end

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The driver ABI we ask cuGetProcAddress for: CUDA 12.0 semantics of every entry point. */
 #define ABI_VERSION 12000
@@ -261,14 +262,19 @@ int tocha_cuda_driver_version(void) { return driver_version; }
 
 int tocha_cuda_discover(tocha_device *devs, int cap, int first_index, const char **why)
 {
-    static char message[256];
+    static char message[400];
     /* TOCHA_CUDA_LIBRARY names another driver library (a test double, or a driver kept
     ** outside the loader's path). */
     const char *forced = getenv("TOCHA_CUDA_LIBRARY");
     const char *library = forced && *forced ? forced : "libcuda.so.1";
     void *lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-        snprintf(message, sizeof message, "no NVIDIA driver: %.200s was not found", library);
+        /* Missing, or there but not a loadable library: say which (the loader's words). */
+        if (strchr(library, '/') && access(library, F_OK) == 0)
+            snprintf(message, sizeof message, "no NVIDIA driver: %.120s could not be loaded (%.100s)",
+                     library, dlerror());
+        else
+            snprintf(message, sizeof message, "no NVIDIA driver: %.200s was not found", library);
         *why = message;
         return 0;
     }

@@ -119,6 +119,10 @@ static int parse_params(const char *params, tocha_kernel *k)
             return tocha_fail(TOCHA_E_ARGUMENT, "params: more than %d parameters", TOCHA_MAX_PARAMS);
         int st = parse_param(p, len, k->nparams, &k->params[k->nparams]);
         if (st) return st;
+        for (int i = 0; i < k->nparams; i++)
+            if (strcmp(k->params[i].name, k->params[k->nparams].name) == 0)
+                return tocha_fail(TOCHA_E_ARGUMENT, "params: parameter %d repeats the name '%s' of parameter %d",
+                                  k->nparams + 1, k->params[i].name, i + 1);
         k->nparams++;
         if (!comma) return TOCHA_OK;
         p = comma + 1;

@@ -291,6 +291,15 @@ function Forward:block()
   return dims3(b)
 end
 
+-- A 1-based launch index checked against the op's count, as the C index (0-based); the error
+-- is raised `level` frames above the caller of this function.
+local function launch_index(i, count, fname, level)
+  if type(i) ~= "number" or i ~= math.floor(i) or i < 1 or i > count then
+    error(("tocha.%s: launch: expected an integer from 1 to %d, got %s"):format(fname, count, tostring(i)), level + 1)
+  end
+  return i - 1
+end
+
 -- The forward pack methods: `launch` is nil for pack_args, else 1-based for _for_launch.
 local function pack_forward(self, fname, launch, inputs, params, output, output_shape, row_stride)
   local ins, n = buffers(inputs, fname, 2)
@@ -300,7 +309,8 @@ local function pack_forward(self, fname, launch, inputs, params, output, output_
   local shape = to_shape(output_shape, fname, "output_shape", 2)
   local st
   if launch then
-    st = C.tocha_op_pack_args_for_launch(op(self), launch - 1, ins, n, ps, np, address(output), shape, row_stride or 0, list)
+    local index = launch_index(launch, C.tocha_op_n_launches(op(self)), fname, 2)
+    st = C.tocha_op_pack_args_for_launch(op(self), index, ins, n, ps, np, address(output), shape, row_stride or 0, list)
   else
     st = C.tocha_op_pack_args(op(self), ins, n, ps, np, address(output), shape, row_stride or 0, list)
   end
@@ -320,7 +330,8 @@ local function pack_backward(self, fname, launch, inputs, params, output, output
   local shape = to_shape(output_shape, fname, "output_shape", 2)
   local st
   if launch then
-    st = C.tocha_op_pack_backward_args_for_launch(op(self), launch - 1, ins, n, ps, np, address(output), shape,
+    st = C.tocha_op_pack_backward_args_for_launch(op(self),
+      launch_index(launch, C.tocha_op_n_backward_launches(op(self)), fname, 2), ins, n, ps, np, address(output), shape,
       address(grad_output), grad_stride or 0, gi, ngi, gp, ngp, list)
   else
     st = C.tocha_op_pack_backward_args(op(self), ins, n, ps, np, address(output), shape,
@@ -374,7 +385,8 @@ function Forward:grid_for_launch(i, input_shapes, output_shape)
   local fname = "UpsampleNearest2dForward:grid_for_launch"
   local ins, n = shapes(input_shapes, fname, "input_shapes", 1)
   local g = ffi.new("uint32_t[3]")
-  check(C.tocha_op_grid_for_launch(op(self), i - 1, ins, n, to_shape(output_shape, fname, "output_shape", 1), g), fname)
+  local index = launch_index(i, C.tocha_op_n_launches(op(self)), fname, 2)
+  check(C.tocha_op_grid_for_launch(op(self), index, ins, n, to_shape(output_shape, fname, "output_shape", 1), g), fname)
   return dims3(g)
 end
 
@@ -386,7 +398,8 @@ function Forward:backward_grid_for_launch(i, input_shapes, output_shape)
   local fname = "UpsampleNearest2dForward:backward_grid_for_launch"
   local ins, n = shapes(input_shapes, fname, "input_shapes", 1)
   local g = ffi.new("uint32_t[3]")
-  check(C.tocha_op_backward_grid_for_launch(op(self), i - 1, ins, n,
+  local index = launch_index(i, C.tocha_op_n_backward_launches(op(self)), fname, 2)
+  check(C.tocha_op_backward_grid_for_launch(op(self), index, ins, n,
     output_shape and to_shape(output_shape, fname, "output_shape", 1), g), fname)
   return dims3(g)
 end

@@ -1,0 +1,71 @@
+-- Bad input to the tocha executable: failing and malformed scripts, missing files, options
+-- without their argument, unknown options and commands. Each ends the process with status 1
+-- and a message on stderr that starts with "tocha: " and names what was wrong; stdout stays
+-- clean for the output of scripts.
+local process = require "support.process"
+
+local function write_script(text)
+  local path = os.tmpname() .. ".lua"
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  return path
+end
+
+local function tocha(args, stdin, env)
+  return process.run { args = args, stdin = stdin, env = env }
+end
+
+describe("bad use of the tocha executable", function()
+    it("exits 1 with tocha: message and a traceback on an error", function()
+      local script = write_script("local x = 1\nerror('boom')\n")
+      local out, err, status = tocha({ script })
+      os.remove(script)
+      assert.are.equal(1, status)
+      assert.are.equal("", out)
+      assert.truthy(err:find("^tocha: [^\n]*:2: boom\nstack traceback:"))
+    end)
+    it("exits 1 on a syntax error", function()
+      local script = write_script("local = 1\n")
+      local _, err, status = tocha({ script })
+      os.remove(script)
+      assert.are.equal(1, status)
+      assert.truthy(err:find("^tocha: [^\n]*:1: '<name>' expected near '='"))
+    end)
+    it("exits 1 when the script does not exist", function()
+      local _, err, status = tocha({ "/nonexistent/script.lua" })
+      assert.are.equal(1, status)
+      assert.truthy(err:find("cannot open /nonexistent/script.lua", 1, true))
+    end)
+    it("-e exits 1 on an error", function()
+      local _, err, status = tocha({ "-e", "error('bad')" })
+      assert.are.equal(1, status)
+      assert.truthy(err:find("^tocha: %(command line%):1: bad"))
+    end)
+    it("refuses an unknown option", function()
+      local _, err, status = tocha({ "-q" })
+      assert.are.equal(1, status)
+      assert.truthy(err:find("tocha: unknown option '-q'", 1, true))
+    end)
+    it("cache refuses an unknown command", function()
+      local _, err, status = tocha({ "cache", "purge" })
+      assert.are.equal(1, status)
+      assert.truthy(err:find("unknown command 'purge' (expected info or clear)", 1, true))
+    end)
+    it("-e without its code", function()
+      local out, err, status = tocha({ "-e" })
+      assert.are.equal(1, status)
+      assert.are.equal("", out)
+      assert.truthy(err:find("^tocha: %-e needs an argument\nusage: tocha"))
+    end)
+    it("-l without a module name", function()
+      local _, err, status = tocha({ "-l" })
+      assert.are.equal(1, status)
+      assert.truthy(err:find("^tocha: %-l needs an argument\nusage: tocha"))
+    end)
+    it("-l of a module that does not exist", function()
+      local _, err, status = tocha({ "-l", "no_such_module_x" })
+      assert.are.equal(1, status)
+      assert.truthy(err:find("^tocha: module 'no_such_module_x' not found"))
+    end)
+end)

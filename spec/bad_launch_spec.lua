@@ -1,0 +1,126 @@
+-- Bad launches of raw kernels: every argument is checked against the parameter list (count,
+-- kind, dtype, integer value and range, freed tensors, device) and the grid and block against
+-- the device's limits, before anything runs: the output is untouched and the kernel still
+-- launches afterwards.
+local tocha = require "tocha"
+local ref = require "support.reference"
+local axpy = require("support.kernels").axpy
+
+local fails_with = require("support.assertions").fails_with
+
+describe("bad launches", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+
+    describe("checks its arguments", function()
+      local k, x, y
+      before_each(function()
+        k = axpy("f32", 2)
+        x = tocha.zeros({ 8 }, { device = device })
+        y = tocha.zeros({ 8 }, { device = device })
+      end)
+      after_each(function()
+        -- Nothing was launched: y is untouched, and the kernel still launches.
+        assert.are.same({ 0, 0, 0, 0, 0, 0, 0, 0 }, y:to_table())
+        k:launch(1, 8, x, y, 8, 1)
+        assert.are.same({ 1, 1, 1, 1, 1, 1, 1, 1 }, y:to_table())
+        y:fill(0)
+      end)
+
+      it("by count", function()
+        fails_with("tocha.Kernel:launch: expected 4 arguments for axpy_entry_point, got 3",
+          function() k:launch(1, 8, x, y, 8) end)
+      end)
+      it("by kind: a number where a tensor goes", function()
+        fails_with("tocha.Kernel:launch: argument 1 (x): expected a tensor of f32, got a number",
+          function() k:launch(1, 8, 5, y, 8, 1) end)
+      end)
+      it("by kind: a tensor where a number goes", function()
+        fails_with("tocha.Kernel:launch: argument 3 (n): expected i64, got a tensor",
+          function() k:launch(1, 8, x, y, x, 1) end)
+      end)
+      it("by dtype", function()
+        local h = tocha.zeros({ 8 }, { dtype = "f16", device = device })
+        fails_with("tocha.Kernel:launch: argument 2 (y): expected dtype f32, got f16",
+          function() k:launch(1, 8, x, h, 8, 1) end)
+      end)
+      it("by integer value", function()
+        fails_with("tocha.Kernel:launch: argument 3 (n): expected an integer (i64), got 2.5",
+          function() k:launch(1, 8, x, y, 2.5, 1) end)
+      end)
+      it("by freed tensor", function()
+        local z = tocha.zeros({ 8 }, { device = device })
+        z:free()
+        fails_with("tocha.Kernel:launch: argument 1 (x): tensor was freed",
+          function() k:launch(1, 8, z, y, 8, 1) end)
+      end)
+      it("by a value that is neither tensor nor number", function()
+        fails_with("tocha.Kernel:launch: argument 4: expected a tensor or a number, got string",
+          function() k:launch(1, 8, x, y, 8, "1") end)
+      end)
+      it("by block size", function()
+        fails_with("tocha.Kernel:launch: block: 2048 threads per block, at most 1024",
+          function() k:launch(1, { 64, 32 }, x, y, 8, 1) end)
+      end)
+      it("by grid size", function()
+        fails_with("tocha.Kernel:launch: grid.y: must be 1 to 65535, got 70000",
+          function() k:launch({ 1, 70000 }, 8, x, y, 8, 1) end)
+      end)
+      it("by a grid of zero blocks", function()
+        fails_with("tocha.Kernel:launch: grid[1]: expected a positive integer, got 0",
+          function() k:launch(0, 8, x, y, 8, 1) end)
+      end)
+      it("by a negative grid", function()
+        fails_with("tocha.Kernel:launch: grid[1]: expected a positive integer, got -1",
+          function() k:launch(-1, 8, x, y, 8, 1) end)
+      end)
+      it("by a fractional grid", function()
+        fails_with("tocha.Kernel:launch: grid[1]: expected a positive integer, got 1.5",
+          function() k:launch(1.5, 8, x, y, 8, 1) end)
+      end)
+      it("by a grid that is neither a number nor a list", function()
+        fails_with("tocha.Kernel:launch: grid: expected a number or {x [, y [, z]]}",
+          function() k:launch("1", 8, x, y, 8, 1) end)
+      end)
+      it("by a grid of four dimensions", function()
+        fails_with("tocha.Kernel:launch: grid: expected a number or {x [, y [, z]]}",
+          function() k:launch({ 1, 1, 1, 1 }, 8, x, y, 8, 1) end)
+      end)
+      it("by a grid.x past 2^31 - 1", function()
+        fails_with("tocha.Kernel:launch: grid.x: must be 1 to 2147483647, got 2147483648",
+          function() k:launch({ 2 ^ 31, 1, 1 }, 8, x, y, 8, 1) end)
+      end)
+      it("by a block of zero threads", function()
+        fails_with("tocha.Kernel:launch: block[1]: expected a positive integer, got 0",
+          function() k:launch(1, 0, x, y, 8, 1) end)
+      end)
+      it("by a NaN block dimension", function()
+        fails_with("tocha.Kernel:launch: block[2]: expected a positive integer, got nan",
+          function() k:launch(1, { 8, 0 / 0 }, x, y, 8, 1) end)
+      end)
+      it("by an infinite integer argument", function()
+        fails_with("tocha.Kernel:launch: argument 3 (n): expected an integer (i64), got inf",
+          function() k:launch(1, 8, x, y, math.huge, 1) end)
+      end)
+      it("by a missing argument in the middle", function()
+        fails_with("tocha.Kernel:launch: argument 3: expected a tensor or a number, got nil",
+          function() k:launch(1, 8, x, y, nil, 1) end)
+      end)
+      it("by device", function()
+        if device == "sim" then return end -- needs a second device
+        local other = tocha.zeros({ 8 }, { device = "sim" })
+        fails_with(("tocha.Kernel:launch: argument 2 (y): tensor is on sim, the launch is on %s"):format(x:device()),
+          function() k:launch(1, 8, x, other, 8, 1) end)
+      end)
+    end)
+
+    it("checks i32 range", function()
+      local k = tocha.kernel { source = "__device__ void nop(int n) {}", name = "nop", params = "i32 n" }
+      k:launch(1, 1, 2 ^ 31 - 1)
+      fails_with("tocha.Kernel:launch: argument 1 (n): 2147483648 is out of i32 range",
+        function() k:launch(1, 1, 2 ^ 31) end)
+    end)
+    end)
+  end
+end)

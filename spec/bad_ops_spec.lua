@@ -1,0 +1,146 @@
+-- Bad input to the upsample ops: construction (scales, block widths, dtypes), the launches
+-- (shapes, dtypes, devices, freed tensors, the i32 output limit) and the RuntimeOp methods
+-- (shapes, launch indices). Every case is refused before anything runs, with the argument
+-- named and the error at the caller's line; the outputs stay as they were.
+local tocha = require "tocha"
+local ref = require "support.reference"
+
+local POISON = 77
+local Forward, Backward = tocha.UpsampleNearest2dForward, tocha.UpsampleNearest2dBackward
+
+local fails_with = require("support.assertions").fails_with
+
+describe("bad upsample input", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+    describe("bad input, refused before anything runs", function()
+      local up, y
+      before_each(function()
+        up = Forward.new(2, 2, 32)
+        y = tocha.empty({ 1, 1, 4, 4 }, { device = device }):fill(POISON)
+      end)
+      after_each(function()
+        for _, v in ipairs(y:to_table(true)) do assert.are.equal(POISON, v) end
+      end)
+
+      it("an input that is not 4-D", function()
+        fails_with("tocha.UpsampleNearest2dForward:forward: x: expected a 4-D tensor [B, C, H, W], got 3-D",
+          function() up:forward(tocha.ones({ 1, 2, 2 }, { device = device }), y) end)
+      end)
+      it("a dtype other than the kernel's", function()
+        fails_with("tocha.UpsampleNearest2dForward:forward: x: expected dtype f32 (the kernel's), got f64",
+          function() up:forward(tocha.ones({ 1, 1, 2, 2 }, { dtype = "f64", device = device }), y) end)
+      end)
+      it("y of the wrong shape", function()
+        fails_with("tocha.UpsampleNearest2dForward:forward: y: expected shape [1, 1, 6, 6] (the forward's output), got [1, 1, 4, 4]",
+          function() up:forward(tocha.ones({ 1, 1, 3, 3 }, { device = device }), y) end)
+      end)
+      it("dy whose shape is not the forward's output", function()
+        fails_with("tocha.UpsampleNearest2dForward:backward: dy: expected shape [1, 1, 2, 2] (the forward's output for dx), got [1, 1, 4, 4]",
+          function() up:backward(tocha.ones({ 1, 1, 1, 1 }, { device = device }), y) end)
+      end)
+      it("dx whose shape is not x's", function()
+        fails_with("tocha.UpsampleNearest2dForward:backward: dx: expected shape [1x1x2x2], got [1x1x4x4]",
+          function() up:backward(tocha.ones({ 1, 1, 2, 2 }, { device = device }), tocha.ones({ 1, 1, 4, 4 }, { device = device }), y) end)
+      end)
+      it("a freed tensor", function()
+        local x = tocha.ones({ 1, 1, 2, 2 }, { device = device })
+        x:free()
+        fails_with("tocha.UpsampleNearest2dForward:forward: x: tensor was freed", function() up:forward(x, y) end)
+      end)
+      it("something that is not a tensor", function()
+        fails_with("tocha.UpsampleNearest2dForward:forward: x: expected a tensor, got table",
+          function() up:forward({ 1, 2 }) end)
+      end)
+      it("tensors on different devices", function()
+        if device == "sim" then return end -- needs a second device
+        fails_with(("tocha.UpsampleNearest2dForward:forward: y: tensor is on %s, x on sim"):format(y:device()),
+          function() up:forward(tocha.ones({ 1, 1, 2, 2 }, { device = "sim" }), y) end)
+      end)
+      it("an output dimension past i32", function()
+        fails_with("tocha.UpsampleNearest2dForward:forward: x: the output [1, 1, 2, 2147483648] has a dimension past 2147483647",
+          function() up:forward(tocha.empty({ 1, 1, 1, 2 ^ 30 }, { device = device, dtype = "f32" })) end)
+      end)
+      it("an output tensor of another dtype", function()
+        fails_with("tocha.UpsampleNearest2dForward:forward: y: expected dtype f32 (the kernel's), got f16",
+          function() up:forward(tocha.ones({ 1, 1, 2, 2 }, { device = device }), tocha.ones({ 1, 1, 4, 4 }, { device = device, dtype = "f16" })) end)
+      end)
+      it("no input at all", function()
+        fails_with("tocha.UpsampleNearest2dForward:forward: x: expected a tensor, got nil", function() up:forward() end)
+      end)
+    end)
+    end)
+  end
+
+  describe("RuntimeOp methods", function()
+    local up = Forward.new(2, 2, 64)
+    it("an output shape whose height is not a multiple of scale_h", function()
+      fails_with("tocha.UpsampleNearest2dForward:grid: output_shape: height 5 is not a multiple of scale_h 2",
+        function() up:grid({ 1, 1, 5, 4 }) end)
+    end)
+    it("an output shape that is not 4-D", function()
+      fails_with("tocha.UpsampleNearest2dForward:grid: output_shape: expected 4-D, got 3-D",
+        function() up:grid({ 1, 1, 4 }) end)
+    end)
+    it("an output shape with a zero size", function()
+      fails_with("tocha.UpsampleNearest2dForward:grid: output_shape: size 0 of dimension 3 is outside 1..2147483647",
+        function() up:grid({ 1, 1, 0, 4 }) end)
+    end)
+    it("no input shapes", function()
+      fails_with("tocha.UpsampleNearest2dForward:compute_concrete_output_shape: inputs: expected 1 input shape, got 0",
+        function() up:compute_concrete_output_shape({}) end)
+    end)
+    it("two input shapes", function()
+      fails_with("tocha.UpsampleNearest2dForward:compute_concrete_output_shape: inputs: expected 1 input shape, got 2",
+        function() up:compute_concrete_output_shape({ { 1, 2, 3, 4 }, { 1, 2, 3, 4 } }) end)
+    end)
+    it("an input shape that is not 4-D", function()
+      fails_with("tocha.UpsampleNearest2dForward:compute_concrete_output_shape: inputs[1]: expected a 4-D tensor [B, C, H, W], got 3-D",
+        function() up:compute_concrete_output_shape({ { 1, 2, 3 } }) end)
+    end)
+    it("a launch index outside the op's launches", function()
+      fails_with("tocha.UpsampleNearest2dForward:grid_for_launch: launch: expected an integer from 1 to 1, got 0",
+        function() up:grid_for_launch(0, { { 1, 1, 2, 2 } }, { 1, 1, 4, 4 }) end)
+      fails_with("tocha.UpsampleNearest2dForward:grid_for_launch: launch: expected an integer from 1 to 1, got 2",
+        function() up:grid_for_launch(2, { { 1, 1, 2, 2 } }, { 1, 1, 4, 4 }) end)
+      local x = tocha.zeros({ 1, 1, 2, 2 }, { device = "sim" })
+      local y = tocha.zeros({ 1, 1, 4, 4 }, { device = "sim" })
+      fails_with("tocha.UpsampleNearest2dForward:pack_args_for_launch: launch: expected an integer from 1 to 1, got 2",
+        function() up:pack_args_for_launch(2, { x }, {}, y) end)
+      fails_with("tocha.UpsampleNearest2dForward:pack_backward_args_for_launch: launch: expected an integer from 1 to 1, got 0",
+        function() up:pack_backward_args_for_launch(0, { x }, {}, y, y:shape(), y, 4, { x }, {}) end)
+      fails_with("tocha.UpsampleNearest2dForward:backward_grid_for_launch: launch: expected an integer from 1 to 1, got 1.5",
+        function() up:backward_grid_for_launch(1.5, { { 1, 1, 2, 2 } }, { 1, 1, 4, 4 }) end)
+    end)
+  end)
+
+  describe("construction", function()
+    it("refuses scales that are not positive integers", function()
+      fails_with("tocha.UpsampleNearest2dForward.new: scale_h: expected an integer from 1 to 64, got 0",
+        function() Forward.new(0, 2, 128) end)
+      fails_with("tocha.UpsampleNearest2dForward.new: scale_w: expected an integer from 1 to 64, got -2",
+        function() Forward.new(2, -2, 128) end)
+      fails_with("tocha.UpsampleNearest2dBackward.new: scale_h: expected an integer from 1 to 64, got 1.5",
+        function() Backward.new(1.5, 2, 128) end)
+      fails_with("tocha.UpsampleNearest2dForward.new: scale_h: expected an integer from 1 to 64, got string",
+        function() Forward.new("2", 2, 128) end)
+    end)
+    it("refuses a block width the kernel does not accept", function()
+      fails_with("tocha.UpsampleNearest2dForward.new: block_ow: expected a multiple of 32 from 32 to 1024, got 100",
+        function() Forward.new(2, 2, 100) end)
+      fails_with("tocha.UpsampleNearest2dBackward.new: block_iw: expected an integer from 1 to 1024, got 2048",
+        function() Backward.new(2, 2, 2048) end)
+      fails_with("tocha.UpsampleNearest2dForward.new: block_iw: expected a multiple of 32 from 32 to 1024, got 48",
+        function() Forward.new(2, 2, 64, "f32", 48) end)
+    end)
+    it("refuses an unknown dtype", function()
+      fails_with("tocha.UpsampleNearest2dForward.new: dtype: unknown dtype 'f8' (expected f32, f64, f16, bf16, u8, i32 or i64)",
+        function() Forward.new(2, 2, 128, "f8") end)
+    end)
+    it("refuses a module scale of zero", function()
+      fails_with("tocha.nn.UpsampleNearest2d: scale_h: expected an integer from 1 to 64, got 0",
+        function() tocha.nn.UpsampleNearest2d(0) end)
+    end)
+  end)
+end)
