@@ -46,7 +46,7 @@ int tocha_compiler_fingerprint(const char *target, const char **out)
     } else {
         const char *why = NULL;
         if (!tocha_nvrtc_available(&why)) return tocha_fail(TOCHA_E_UNAVAILABLE, "%s", why);
-        snprintf(text, sizeof text, "%s | --std=c++17 -DTOCHA_CUDA=1", tocha_nvrtc_identity());
+        snprintf(text, sizeof text, "%s | %s", tocha_nvrtc_identity(), tocha_nvrtc_options());
     }
     *out = text;
     return TOCHA_OK;

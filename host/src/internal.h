@@ -94,6 +94,8 @@ bool tocha_nvrtc_available(const char **why);
 int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uint64_t *size);
 /* "nvrtc 13.0" */
 const char *tocha_nvrtc_identity(void);
+/* NVRTC's fixed compile options, space-separated: used to compile and to key the cache. */
+const char *tocha_nvrtc_options(void);
 /* The toolkit include folder holding cuda_fp16.h, or NULL. */
 const char *tocha_cuda_include_dir(void);
 

@@ -165,6 +165,22 @@ static void dump(const char *source, const char *arch, const void *cubin, size_t
     }
 }
 
+/* NVRTC's fixed compile options (besides the target and the include folder, which are part of
+** the key already): used to compile and hashed into cache keys, so that changing one rebuilds. */
+static const char *const nvrtc_flags[] = {"--std=c++17", "-DTOCHA_CUDA=1"};
+#define NVRTC_FLAG_COUNT (sizeof nvrtc_flags / sizeof nvrtc_flags[0])
+
+const char *tocha_nvrtc_options(void)
+{
+    static char joined[128];
+    if (!joined[0]) {
+        size_t len = 0;
+        for (size_t i = 0; i < NVRTC_FLAG_COUNT && len < sizeof joined; i++)
+            len += (size_t)snprintf(joined + len, sizeof joined - len, "%s%s", i ? " " : "", nvrtc_flags[i]);
+    }
+    return joined;
+}
+
 int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uint64_t *size)
 {
     const char *why = NULL;
@@ -175,7 +191,8 @@ int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uin
     char arch_opt[64], include_opt[1100];
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
     snprintf(include_opt, sizeof include_opt, "-I%s", include_dir);
-    const char *opts[] = {arch_opt, include_opt, "--std=c++17", "-DTOCHA_CUDA=1"};
+    const char *opts[2 + NVRTC_FLAG_COUNT] = {arch_opt, include_opt};
+    for (size_t i = 0; i < NVRTC_FLAG_COUNT; i++) opts[2 + i] = nvrtc_flags[i];
     nvrtcProgram prog;
     nvrtcResult r = nv.create(&prog, source, "tocha_kernel.cu", 0, NULL, NULL);
     if (r != NVRTC_SUCCESS)
