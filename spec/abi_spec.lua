@@ -1,0 +1,81 @@
+-- The Lua bindings declare tocha.h's structs again, by hand, for the FFI (bindings/tocha/ffi.lua).
+-- A drift between the two would corrupt memory silently, so this spec compiles a small C
+-- program against the real header with the host compiler and compares every struct's size and
+-- every field's offset, and the status codes and limits, with what LuaJIT sees.
+local ffi = require "ffi"
+require "tocha" -- loads the cdefs
+local bindings = require "tocha.ffi"
+local process = require "support.process"
+
+local STRUCTS = {
+  tocha_tensor = { "dev", "elem_type", "ndim", "dims", "count", "bytes", "data", "freed" },
+  tocha_device_info = { "name", "product", "kind", "ordinal", "cc_major", "cc_minor", "multiprocessors",
+    "memory_free", "memory_total", "target" },
+  tocha_compare_result = { "max_abs", "max_rel", "mismatched", "first_mismatch" },
+  tocha_cache_stats = { "compiles", "memory_hits", "disk_hits", "disk_writes", "disk_rejects" },
+  tocha_arg = { "kind", "tensor", "i", "f" },
+  tocha_shape = { "ndim", "dims" },
+  tocha_buffer = { "data", "shape" },
+  tocha_arg_list = { "count", "args" },
+  tocha_runtime_op = { "vtable" },
+  tocha_upsample = { "op", "direction", "dtype", "scale_h", "scale_w", "block", "name", "id", "kernel", "backward" },
+}
+local STATUS = { ok = "TOCHA_OK", argument = "TOCHA_E_ARGUMENT", out_of_memory = "TOCHA_E_OUT_OF_MEMORY",
+  unavailable = "TOCHA_E_UNAVAILABLE", compile = "TOCHA_E_COMPILE", driver = "TOCHA_E_DRIVER",
+  io = "TOCHA_E_IO", freed = "TOCHA_E_FREED", internal = "TOCHA_E_INTERNAL" }
+
+-- What the C compiler sees: "struct size" and "struct.field offset" lines, then "NAME value".
+local function c_layout()
+  local src_dir = assert(os.getenv("TOCHA_SOURCE_DIR"), "TOCHA_SOURCE_DIR is set by CTest")
+  local dir = process.tempdir()
+  local lines = { "#include <stdio.h>", "#include <stddef.h>", '#include "tocha.h"', "int main(void)", "{" }
+  for name, fields in pairs(STRUCTS) do
+    lines[#lines + 1] = ('    printf("%s %%zu\\n", sizeof(%s));'):format(name, name)
+    for _, f in ipairs(fields) do
+      lines[#lines + 1] = ('    printf("%s.%s %%zu\\n", offsetof(%s, %s));'):format(name, f, name, f)
+    end
+  end
+  for _, c in pairs(STATUS) do lines[#lines + 1] = ('    printf("%s %%d\\n", (int)%s);'):format(c, c) end
+  lines[#lines + 1] = '    printf("TOCHA_MAX_DIMS %d\\nTOCHA_MAX_PARAMS %d\\n", TOCHA_MAX_DIMS, TOCHA_MAX_PARAMS);'
+  lines[#lines + 1] = "    return 0;\n}"
+  local f = assert(io.open(dir .. "/layout.c", "w"))
+  f:write(table.concat(lines, "\n"), "\n")
+  f:close()
+  local cc = os.getenv("CC") or "cc"
+  local ok = os.execute(("%s -std=c11 -I'%s/host/include' -o '%s/layout' '%s/layout.c'"):format(cc, src_dir, dir, dir))
+  assert(ok == 0 or ok == true, "the layout program did not compile")
+  local p = assert(io.popen("'" .. dir .. "/layout'"))
+  local out = {}
+  for line in p:lines() do
+    local k, v = line:match("^(%S+) (%-?%d+)$")
+    out[k] = tonumber(v)
+  end
+  p:close()
+  process.remove_tree(dir)
+  return out
+end
+
+describe("the FFI declarations", function()
+  local c = c_layout()
+
+  it("give every struct the size and every field the offset the header gives", function()
+    local checked = 0
+    for name, fields in pairs(STRUCTS) do
+      assert.are.equal(c[name], ffi.sizeof(name), "sizeof " .. name)
+      for _, f in ipairs(fields) do
+        assert.are.equal(c[name .. "." .. f], ffi.offsetof(name, f), name .. "." .. f)
+        checked = checked + 1
+      end
+    end
+    assert.are.equal(48, checked)
+  end)
+
+  it("use the header's status codes and limits", function()
+    for lua_name, c_name in pairs(STATUS) do
+      assert.are.equal(c[c_name], bindings.status[lua_name], c_name)
+    end
+    assert.are.equal(c.TOCHA_MAX_DIMS, ffi.sizeof("int64_t[8]") / 8)
+    assert.are.equal(c.TOCHA_MAX_DIMS * 8, ffi.sizeof(ffi.typeof("tocha_shape")) - ffi.offsetof("tocha_shape", "dims"))
+    assert.are.equal(c.TOCHA_MAX_PARAMS, (ffi.sizeof("tocha_arg_list") - ffi.offsetof("tocha_arg_list", "args")) / ffi.sizeof("tocha_arg"))
+  end)
+end)
