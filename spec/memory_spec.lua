@@ -1,6 +1,6 @@
--- Running out of device memory, tried on the simulator with TOCHA_SIM_MEMORY_LIMIT: an
--- allocation that fails collects garbage and retries once; one that still fails is a clear
--- error, and the session goes on.
+-- Running out of device memory, tried on the simulator with TOCHA_SIM_MEMORY_LIMIT and on a
+-- real GPU (#gpu): an allocation that fails collects garbage and retries once; one that still
+-- fails is a clear error, and the session goes on.
 local process = require "support.process"
 
 local LIMIT = 8 * 2 ^ 20
@@ -43,5 +43,29 @@ describe("device memory", function()
     assert.truthy(message:find("tocha.zeros: out of memory on sim allocating 4194304 bytes$"), message)
     assert.are.equal("1", value)
     assert.are.equal("false", b_freed)
+  end)
+
+  describe("on a GPU #gpu", function()
+    local tocha = require "tocha"
+
+    it("is reclaimed from garbage: 2x the device's memory in unreferenced 8 GiB tensors", function()
+      local dev = tocha.default_device()
+      local total = dev:info().memory_total
+      local n = math.ceil(2 * total / 2 ^ 33)
+      collectgarbage("stop") -- only the retry on a failed allocation may collect
+      for _ = 1, n do tocha.empty({ 2 ^ 31 }, { device = dev }) end
+      collectgarbage("restart")
+      collectgarbage("collect")
+    end)
+
+    it("refuses more than the device has, with a clear error, and goes on", function()
+      local dev = tocha.default_device()
+      local bytes = 2 ^ 42 -- 4 TiB
+      local ok, message = pcall(tocha.empty, { bytes / 4 }, { device = dev })
+      assert.is_false(ok)
+      assert.truthy(message:find(("tocha.empty: out of memory on %s allocating %d bytes$"):format(dev.name, bytes)), message)
+      local t = tocha.ones({ 1000 }, { device = dev })
+      assert.are.equal(1, t:to_table()[1000])
+    end)
   end)
 end)
