@@ -4,17 +4,7 @@
 -- clean for the output of scripts.
 local process = require "support.process"
 
-local function write_script(text)
-  local path = os.tmpname() .. ".lua"
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-  return path
-end
-
-local function tocha(args, stdin, env)
-  return process.run { args = args, stdin = stdin, env = env }
-end
+local write_script, tocha = process.write_script, process.tocha
 
 describe("bad use of the tocha executable", function()
     it("exits 1 with tocha: message and a traceback on an error", function()

@@ -4,12 +4,7 @@
 -- a default. (The cache folder's own faults are in cache_spec.lua.)
 local process = require "support.process"
 
-local function default_device(env)
-  return process.run {
-    args = { "-e", "local d, why = require('tocha').default_device() io.write(d.name, ' | ', why)" },
-    env = env,
-  }
-end
+local default_device = process.default_device
 
 describe("bad environment", function()
   it("refuses an unknown TOCHA_DEVICE value", function()

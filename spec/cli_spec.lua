@@ -2,17 +2,7 @@
 -- the REPL, and the info and cache commands. Its bad input is in bad_cli_spec.lua.
 local process = require "support.process"
 
-local function write_script(text)
-  local path = os.tmpname() .. ".lua"
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-  return path
-end
-
-local function tocha(args, stdin, env)
-  return process.run { args = args, stdin = stdin, env = env }
-end
+local write_script, tocha = process.write_script, process.tocha
 
 describe("the tocha executable", function()
   describe("running a script", function()

@@ -3,12 +3,7 @@
 local tocha = require "tocha"
 local process = require "support.process"
 
-local function default_device(env)
-  return process.run {
-    args = { "-e", "local d, why = require('tocha').default_device() io.write(d.name, ' | ', why)" },
-    env = env,
-  }
-end
+local default_device = process.default_device
 
 describe("tocha devices", function()
   it("lists sim after any GPU, with its figures", function()

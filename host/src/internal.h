@@ -32,6 +32,8 @@ void tocha_text_release(tocha_text *t);
 void tocha_text_append_numbered(tocha_text *t, const char *source);
 /* Writes ndim sizes joined by sep ("2x3", "1, 1, 4, 4") into out (cap bytes, cut if short). */
 void tocha_format_dims(const int64_t *dims, int ndim, const char *sep, char *out, size_t cap);
+/* Joins n words with single spaces into out (cap bytes, always terminated; cut if too long). */
+void tocha_join_words(const char *const *words, size_t n, char *out, size_t cap);
 /* A copy of s, or NULL. */
 char *tocha_strdup(const char *s);
 

@@ -173,11 +173,7 @@ static const char *const nvrtc_flags[] = {"--std=c++17", "-DTOCHA_CUDA=1"};
 const char *tocha_nvrtc_options(void)
 {
     static char joined[128];
-    if (!joined[0]) {
-        size_t len = 0;
-        for (size_t i = 0; i < NVRTC_FLAG_COUNT && len < sizeof joined; i++)
-            len += (size_t)snprintf(joined + len, sizeof joined - len, "%s%s", i ? " " : "", nvrtc_flags[i]);
-    }
+    if (!joined[0]) tocha_join_words(nvrtc_flags, NVRTC_FLAG_COUNT, joined, sizeof joined);
     return joined;
 }
 

@@ -326,11 +326,7 @@ static const char *const sim_flags[] = {"-std=c++17", "-O2", "-fPIC", "-shared",
 const char *tocha_sim_options(void)
 {
     static char joined[128];
-    if (!joined[0]) {
-        size_t len = 0;
-        for (size_t i = 0; i < SIM_FLAG_COUNT && len < sizeof joined; i++)
-            len += (size_t)snprintf(joined + len, sizeof joined - len, "%s%s", i ? " " : "", sim_flags[i]);
-    }
+    if (!joined[0]) tocha_join_words(sim_flags, SIM_FLAG_COUNT, joined, sizeof joined);
     return joined;
 }
 

@@ -85,3 +85,11 @@ void tocha_format_dims(const int64_t *dims, int ndim, const char *sep, char *out
     for (int i = 0; i < ndim && len < cap; i++)
         len += (size_t)snprintf(out + len, cap - len, "%s%lld", i ? sep : "", (long long)dims[i]);
 }
+
+void tocha_join_words(const char *const *words, size_t n, char *out, size_t cap)
+{
+    size_t len = 0;
+    if (cap) out[0] = '\0';
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? " " : "", words[i]);
+}

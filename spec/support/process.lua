@@ -49,4 +49,26 @@ function M.remove_tree(dir)
   if dir and dir:match("^/tmp/") then os.execute("rm -rf " .. quote(dir)) end
 end
 
+-- Writes text to a fresh .lua file and returns its path.
+function M.write_script(text)
+  local path = os.tmpname() .. ".lua"
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  return path
+end
+
+-- The tocha executable with these arguments, stdin and environment: stdout, stderr, status.
+function M.tocha(args, stdin, env)
+  return M.run { args = args, stdin = stdin, env = env }
+end
+
+-- A child's default device under `env`: "name | why" on stdout.
+function M.default_device(env)
+  return M.run {
+    args = { "-e", "local d, why = require('tocha').default_device() io.write(d.name, ' | ', why)" },
+    env = env,
+  }
+end
+
 return M
