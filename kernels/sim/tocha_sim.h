@@ -35,6 +35,14 @@ static inline unsigned int __umulhi(unsigned int a, unsigned int b)
     return (unsigned int)(((unsigned long long)a * b) >> 32);
 }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
+// Byte n of the result is byte (s >> 4n) & 7 of the eight bytes y:x (x the low four).
+static inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s)
+{
+    const unsigned long long v = ((unsigned long long)y << 32) | x;
+    unsigned int r = 0;
+    for (int n = 0; n < 4; ++n) r |= (unsigned int)((v >> (8 * ((s >> (4 * n)) & 7u))) & 0xffu) << (8 * n);
+    return r;
+}
 // The host compiler does not contract a * b + c unless asked to, so these are plain.
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dsub_rn(double a, double b) { return a - b; }

@@ -1,0 +1,205 @@
+// Variant of kernels/upsample_nearest2d_forward.cu, waiting to be measured on the H200: the
+// WINDOW path (3x3 and other scales that do not divide a vector) builds each output word with
+// one __byte_perm of the window instead of shifting out element by element. See
+// docs/performance.md, "What is short"; measure with bench/ab.sh.
+// upsample_nearest2d_forward.cu: nearest-neighbour 2-D upsampling, NCHW.
+//
+//   x: [B, C, H, W]  ->  y: [B, C, OH = H * SCALE_H, OW = W * SCALE_W]
+//   y[b, c, oh, ow] = x[b, c, oh / SCALE_H, ow / SCALE_W]      (integer division)
+//
+// Mapping: a warp's work item is one segment of an input row, a row being one (b, c, ih), and
+// the item writes that segment of the row's SCALE_H output rows (oh = ih * SCALE_H + r), so
+// the input is read once. A segment is 32 * TOCHA_UPSAMPLE_SEGMENT 16-byte output vectors
+// (segments = max(1, floor(OW / vector elements) / that, rounded up)), so that short and long
+// rows alike give the GPU enough independent warps. The CTA's BLOCK_OW threads are
+// BLOCK_OW / 32 warps; grid.x = ceil(B * C * H * segments / warps per CTA); a grid-stride
+// loop covers what a grid cannot.
+// Within an output row: the elements up to the first 128-byte boundary one by one, then
+// 16-byte vectors (16 / sizeof(D) elements) with lanes side by side, so that every store
+// instruction of the warp fills whole 128-byte lines, then the last few elements one by one.
+// A vector's inputs (16 / sizeof(D) / SCALE_W of them) come in one 4-, 8- or 16-byte load
+// when they are that aligned, else one by one. Every offset is 64-bit.
+//
+// History, H200, 512 MB moved per case, % of device-to-device copy (4.23 TB/s):
+//   v1 the seed's mapping: one thread per output element, one CTA per (row, BLOCK_OW tile).
+//      f32 2x2 24.9%, f16 2x2 10.0%, u8 2x2 5.0%: 4-, 2- and 1-byte stores leave most of each
+//      memory transaction unused. (PyTorch 2.11: 45.1%, 26.3%, 14.4%.)
+//   v2 16-byte stores, warp per row: no gain at first (f32 2x2 61%): the SASS showed the
+//      compiler had split the struct store into 32-bit stores.
+//   v3 the same with an explicit 128-bit store (st.global.v4): f32 2x2 84%, f16 2x2 87%,
+//      f16 1x2 90%, u8 2x2 64% (sixteen 1-byte loads per store) at W = 1024; widths that are
+//      not multiples of 16 (1020, 1023) 53-73%. Prediction for v4: a row that starts inside
+//      a 128-byte line makes each warp store touch 5 lines instead of 4 (25% more L2
+//      requests), and loads of single elements are most of the instructions.
+//   v4 warp stores start on 128-byte boundaries; inputs loaded as vectors: unaligned widths
+//      +5-10 points (f32 2x2 W=1023 67%, f16 2x2 W=1020 77%), u8 2x2 81%, u8 2x1 92%.
+//   v5 work items of row segments instead of whole rows: f32 2x2 86.7% (W=1024), 77.5%
+//      (W=1020); f32 1x2 89.5%; u8 3x3 48.7% (results/2026-11-30-h200-8b00370).
+//      Prediction for v6: the SCALE_H output rows of one input row were separate items, so
+//      each read its input again through L2 (1x2, which reads it once, is the fastest case);
+//      L2 throughput was at 89%. One item per input row segment, writing all SCALE_H rows,
+//      reads the input once: 2x2 and 2x1 closer to 1x2.
+//   v6 a work item is one segment of an input row and writes its SCALE_H output rows; when
+//      those rows lie alike against 128-byte lines (SCALE_H == 1, or a row is a whole number
+//      of lines) each vector is built once and stored SCALE_H times, else the rows are
+//      written one after another and their input reloads hit L1. f32 2x2 91.5% (W=1024),
+//      3x3 88.6%, u8 3x3 84.3%; medians f32 83%, f16 82%, u8 78%. Storing the vectors to
+//      rows that lie differently (16-byte aligned, warp stores over 5 lines) was 3-11 points
+//      worse. Still short: u8 and f16 rows of odd width (scalar input loads, up to 127
+//      single-byte head stores per row), 3x3 (inputs loaded one by one).
+//   v7 this file: single elements only up to the row's first 16-byte boundary, 16-byte
+//      vectors from there (the first segment's lanes fill the partial line); element-aligned
+//      input spans from the 4-byte words around them (tocha::load_span); for SCALE_W not
+//      dividing the vector (3x3), an 8-byte input window with each element shifted out;
+//      launch bounds (32 registers for SCALE_H == 1, else 40). u8 2x2 W=1023 61% -> 78%,
+//      f16 3x3 W=1020 73% -> 75%, f32 1x2 W=1024 90.5% -> 92.4%; medians f32 84.0%, f16
+//      84.3%, u8 81.5% (results/2026-11-30-h200-c907d4a).
+namespace tocha {
+
+// The byte-permute selector of output word k of a vector whose first element is m outputs
+// into its input element's run: byte b of the word is byte j of element e, which is input
+// (m + e) / SCALE_W of the window, so window byte ((m + e) / SCALE_W) * sizeof(D) + j.
+template <typename D, int SCALE_W>
+__device__ __forceinline__ unsigned window_selector(int k, int m)
+{
+    unsigned sel = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+        const int e = (4 * k + b) / (int)sizeof(D), j = (4 * k + b) % (int)sizeof(D);
+        sel |= (unsigned)((m + e) / SCALE_W * (int)sizeof(D) + j) << (4 * b);
+    }
+    return sel;
+}
+
+// The 16-byte pack of output elements ow0 .. ow0 + VEC - 1 of a row whose W inputs are `in`.
+// SPAN (the vector's inputs can be IN_BYTES = 4, 8 or 16 contiguous bytes) and `whole` (they
+// are: ow0 starts an input element): loaded at once, with one load when `aligned`, else from
+// the words around them (in the input's last row, only when those words end inside it).
+// WINDOW (SCALE_W does not divide VEC, as for 3x3, but the inputs any vector needs fit in 8
+// bytes): the 8 bytes from its first input, when they lie in the row (the same check for
+// their words in the last row), each element then shifted out of them. Otherwise one by one.
+template <typename D, int SCALE_W, bool SPAN, bool WINDOW>
+__device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, int W, int ow0, bool whole, bool aligned)
+{
+    const int VEC = vec16<D>::n;
+    const int IN_BYTES = SPAN ? VEC / SCALE_W * (int)sizeof(D) : 4;
+    pack16<D> p;
+    const int i0 = ow0 / SCALE_W;
+    if (SPAN && whole && (aligned || !last_row || span_fits<IN_BYTES>(in + i0, in + W))) {
+        unsigned w[4];
+        if (aligned)
+            load_words<IN_BYTES>(in + i0, w);
+        else
+            load_span<IN_BYTES>(in + i0, w);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) p.set(e, element_of<D>(w, e / SCALE_W));
+    } else if (WINDOW && i0 + 8 / (int)sizeof(D) <= W && (!last_row || span_fits<8>(in + i0, in + W))) {
+        unsigned w[4];
+        load_span<8>(in + i0, w);
+        const int m = ow0 - i0 * SCALE_W; // ow0's place in its input element's run
+        // Each output word is one byte permute of the window; its selector depends on m alone,
+        // so the SCALE_W candidates are constants and m picks one.
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            unsigned sel = window_selector<D, SCALE_W>(k, 0);
+#pragma unroll
+            for (int mm = 1; mm < (SCALE_W <= 8 ? SCALE_W : 1); ++mm)
+                if (m == mm) sel = window_selector<D, SCALE_W>(k, mm);
+            if (SCALE_W > 8) sel = window_selector<D, SCALE_W>(k, m);
+            p.w[k] = __byte_perm(w[0], w[1], sel);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) p.set(e, in[(ow0 + e) / SCALE_W]);
+    }
+    return p;
+}
+
+// Writes segment `seg` of `segs` of ROWS output rows, `OW` elements apart, that all come from
+// the input row `in`; the rows must lie alike against 128-byte lines when ROWS > 1.
+// A row: single elements up to its first 16-byte boundary (at most VEC - 1), 16-byte vectors
+// up to its first 128-byte boundary (at most 7, one partial line, by the first segment's
+// lanes), then segments of 16-byte vectors whose every warp store fills whole lines, then
+// at most VEC - 1 single elements.
+template <typename D, int SCALE_W, int ROWS>
+__device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane)
+{
+    const int VEC = vec16<D>::n;
+    const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0; // inputs per vector, if whole
+    const int IN_BYTES = IN * (int)sizeof(D);
+    const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
+    const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
+    const int SEG = 32 * TOCHA_UPSAMPLE_SEGMENT; // vectors per work item
+    const int single = head_to<16>(out, OW);
+    const int pre = (tocha::min_int(head_to<128>(out, OW), OW) - single) / VEC;
+    const int lined = single + pre * VEC; // the first line boundary, or near the row's end
+    const int vectors = (OW - lined) / VEC;
+    const bool first = seg == 0, last = seg == segs - 1;
+    // Whether every vector starts on an input element, and whether its inputs are then aligned
+    // for one load: the same for all vectors of the row, each starting IN inputs after the last.
+    const bool whole = SPAN && single % SCALE_W == 0;
+    const bool aligned = whole && aligned_to(in + single / SCALE_W, SPAN ? IN_BYTES : 1);
+    if (first) {
+        if (lane < single) {
+            const D v = in[lane / SCALE_W];
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + lane] = v;
+        }
+        if (lane < pre) {
+            const int ow0 = single + lane * VEC;
+            const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, whole, aligned);
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
+        }
+    }
+    const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
+    for (int v = seg * SEG + lane; v < v_end; v += 32) {
+        const int ow0 = lined + v * VEC;
+        const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, whole, aligned);
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
+    }
+    const int tail = lined + vectors * VEC;
+    if (last && lane < OW - tail) {
+        const D v = in[(tail + lane) / SCALE_W];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + tail + lane] = v;
+    }
+}
+
+} // namespace tocha
+
+// The entry point's launch bounds. One output row per input row (SCALE_H == 1): room for 2048
+// threads per SM, so at most 32 registers, full occupancy (1x2 f32 93% against 90.5%
+// unbounded, at 48 registers and 2/3 occupancy). Several rows: 32 registers made the
+// compiler spill (28-36 bytes) and cost 8-18 points (f32 2x2 80% against 91%), so those keep
+// room for 1536 threads (40 registers), which measured the same as no bound.
+#define TOCHA_ENTRY_BOUNDS(D, SCALE_H, SCALE_W, BLOCK) __launch_bounds__(BLOCK, ((SCALE_H) == 1 ? 2048 : 1536) / (BLOCK))
+
+template <typename D, int SCALE_H, int SCALE_W, int BLOCK_OW>
+__device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H, int W, int OH, int OW)
+{
+    const int VEC = tocha::vec16<D>::n;
+    const int WARPS = BLOCK_OW / 32;
+    const int SEG = 32 * TOCHA_UPSAMPLE_SEGMENT; // vectors per work item
+    const int segs = tocha::max_int(1, (OW / VEC + SEG - 1) / SEG);
+    const long long items = (long long)B * C * H * segs;
+    // The item's output rows lie alike against 128-byte lines when each row is a whole number
+    // of lines long (or there is one row per input row).
+    const bool alike = SCALE_H == 1 || (long long)OW * sizeof(D) % 128 == 0;
+    const int lane = threadIdx.x & 31;
+    const long long stride = (long long)gridDim.x * WARPS;
+    for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
+        const long long in_row = item / segs; // (b, c, ih): output rows in_row * SCALE_H + r
+        const int seg = (int)(item - in_row * segs);
+        const D *in = x + in_row * W;
+        const bool last_row = item >= items - segs; // the input's last row
+        D *out = y + in_row * SCALE_H * (long long)OW;
+        if (alike) {
+            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H>(in, last_row, out, W, OW, seg, segs, lane);
+        } else {
+            for (int r = 0; r < SCALE_H; ++r)
+                tocha::upsample_rows_segment<D, SCALE_W, 1>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane);
+        }
+    }
+}
