@@ -4,7 +4,8 @@
 #
 #   sh bench/ab.sh BUILD PATTERN KERNEL=VARIANT [KERNEL=VARIANT ...]
 #
-# KERNEL is a file in kernels/ (upsample_nearest2d_forward.cu), VARIANT a changed copy of it.
+# KERNEL is a file in kernels/ (upsample_nearest2d_forward.cu), VARIANT a changed copy of it
+# or a patch against it (a name ending in .patch, applied with `patch`).
 # Each variant in turn replaces the kernel, the build folder is rebuilt (the kernels are
 # embedded), and bench/upsample.lua times the cases whose label matches PATTERN (a Lua
 # pattern, as --only). The tree's kernels are put back at the end, also on failure. Prints one
@@ -32,7 +33,10 @@ for spec in "$@"; do
   kernel="${spec%%=*}"; variant="${spec#*=}"
   [ -f "kernels/$kernel" ] || { echo "ab.sh: no kernels/$kernel" >&2; exit 2; }
   [ -e "$work/orig.$kernel" ] || cp "kernels/$kernel" "$work/orig.$kernel"
-  cp "$variant" "kernels/$kernel"
+  case "$variant" in
+    *.patch) cp "$work/orig.$kernel" "kernels/$kernel"; patch -s "kernels/$kernel" < "$variant" ;;
+    *) cp "$variant" "kernels/$kernel" ;;
+  esac
   run "v$i:$(basename "$variant")"
   cp "$work/orig.$kernel" "kernels/$kernel"
 done

@@ -99,6 +99,20 @@ describe("bad upsample input", function()
       fails_with("tocha.UpsampleNearest2dForward:compute_concrete_output_shape: inputs[1]: expected a 4-D tensor [B, C, H, W], got 3-D",
         function() up:compute_concrete_output_shape({ { 1, 2, 3 } }) end)
     end)
+    it("pack inputs that are not a list of tensors or {address, shape}", function()
+      local y = tocha.zeros({ 1, 1, 4, 4 }, { device = "sim" })
+      fails_with("tocha.UpsampleNearest2dForward:pack_args: inputs: expected a list of tensors or {address, shape}",
+        function() up:pack_args(5, {}, y) end)
+      fails_with("tocha.UpsampleNearest2dForward:pack_args: inputs[1]: expected a tensor or {address, shape}, got number",
+        function() up:pack_args({ 5 }, {}, y) end)
+    end)
+    it("a pack without an output shape", function()
+      local x = tocha.zeros({ 1, 1, 2, 2 }, { device = "sim" })
+      fails_with("tocha.UpsampleNearest2dForward:pack_args: output_shape: expected a shape table",
+        function() up:pack_args({ x }, {}, nil) end)
+      fails_with("tocha.UpsampleNearest2dForward:pack_backward_args: output_shape: expected a shape table",
+        function() up:pack_backward_args({ x }, {}, nil, nil, nil) end)
+    end)
     it("a launch index outside the op's launches", function()
       fails_with("tocha.UpsampleNearest2dForward:grid_for_launch: launch: expected an integer from 1 to 1, got 0",
         function() up:grid_for_launch(0, { { 1, 1, 2, 2 } }, { 1, 1, 4, 4 }) end)

@@ -207,24 +207,33 @@ static void *sim_worker(void *arg)
     return NULL;
 }
 
-/* Worker threads for a launch: TOCHA_SIM_THREADS (1 to 256), else one per online CPU (at
-   most 256). Returns 0 after setting the error when the variable holds anything else. */
+/* Worker threads for a launch: TOCHA_SIM_THREADS (1 to 256), else one per online CPU (at most
+   256). Read once, like the memory limit; a value outside that range is an error on every
+   launch (the device's figures then show the CPU count). */
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+static int sim_thread_count;
+static char threads_error[160];
+
+static void read_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    sim_thread_count = n < 1 ? 1 : n > 256 ? 256 : (int)n;
+    const char *env = getenv("TOCHA_SIM_THREADS");
+    if (!env || !*env) return;
+    char *end = NULL;
+    errno = 0;
+    n = strtol(env, &end, 10);
+    if (errno || end == env || *end || n < 1 || n > 256)
+        snprintf(threads_error, sizeof threads_error,
+                 "TOCHA_SIM_THREADS: expected an integer from 1 to 256, got '%.60s'", env);
+    else
+        sim_thread_count = (int)n;
+}
+
 static int sim_threads(void)
 {
-    const char *env = getenv("TOCHA_SIM_THREADS");
-    if (env && *env) {
-        char *end = NULL;
-        errno = 0;
-        long n = strtol(env, &end, 10);
-        if (errno || end == env || *end || n < 1 || n > 256) {
-            tocha_fail(TOCHA_E_ARGUMENT, "TOCHA_SIM_THREADS: expected an integer from 1 to 256, got '%.60s'", env);
-            return 0;
-        }
-        return (int)n;
-    }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
-    return n > 256 ? 256 : (int)n;
+    pthread_once(&threads_once, read_threads);
+    return sim_thread_count;
 }
 
 static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3],
@@ -239,7 +248,7 @@ static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3],
     job.blocks = (unsigned long long)grid[0] * grid[1] * grid[2];
     unsigned long long threads_per_block = (unsigned long long)block[0] * block[1] * block[2];
     int workers = sim_threads();
-    if (workers == 0) return TOCHA_E_ARGUMENT;
+    if (threads_error[0]) return tocha_fail(TOCHA_E_ARGUMENT, "%s", threads_error);
     /* Small grids run on the calling thread: starting threads would cost more than the work. */
     if (workers == 1 || job.blocks * threads_per_block < 16384) {
         job.run(args, job.grid, job.block, 0, job.blocks);

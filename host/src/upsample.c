@@ -122,14 +122,14 @@ static int64_t segments(int direction, int dtype, int scale_w, int64_t cols)
     return segs > 0 ? segs : 1;
 }
 
-/* Grid for `items` work items, one warp each, block / 32 warps per CTA. */
-static int row_grid(int64_t items, int block, uint32_t grid[3])
+/* Grid for `items` work items, one warp each, block / 32 warps per CTA (capped at the grid's
+** limit: the kernels loop over what it does not cover). */
+static void row_grid(int64_t items, int block, uint32_t grid[3])
 {
     int64_t warps = block / 32;
     int64_t blocks = (items + warps - 1) / warps;
     grid[0] = (uint32_t)(blocks < INT32_MAX ? blocks : INT32_MAX);
     grid[1] = grid[2] = 1;
-    return TOCHA_OK;
 }
 
 /* Checks an input shape [B, C, H, W] and derives the output shape; names the argument. */
@@ -274,10 +274,11 @@ static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32
     if (!st && output->dims[2] % up->scale_h != 0)
         st = tocha_fail(TOCHA_E_ARGUMENT, "output_shape: height %lld is not a multiple of scale_h %d",
                         (long long)output->dims[2], up->scale_h);
-    return st ? st
-              : row_grid(output->dims[0] * output->dims[1] * (output->dims[2] / up->scale_h) *
-                             segments(TOCHA_UPSAMPLE_FORWARD, up->dtype, up->scale_w, output->dims[3]),
-                         up->block, grid);
+    if (st) return st;
+    row_grid(output->dims[0] * output->dims[1] * (output->dims[2] / up->scale_h) *
+                 segments(TOCHA_UPSAMPLE_FORWARD, up->dtype, up->scale_w, output->dims[3]),
+             up->block, grid);
+    return TOCHA_OK;
 }
 
 static void op_block(const tocha_runtime_op *op, uint32_t block[3])
@@ -331,9 +332,9 @@ static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *input
     const tocha_shape *in = &inputs[0];
     if (in->ndim != 4) return tocha_fail(TOCHA_E_ARGUMENT, "inputs[1]: expected 4-D, got %d-D", in->ndim);
     const tocha_upsample *b = self(op)->backward;
-    return row_grid(in->dims[0] * in->dims[1] * in->dims[2] *
-                        segments(TOCHA_UPSAMPLE_BACKWARD, b->dtype, b->scale_w, in->dims[3]),
-                    b->block, grid);
+    row_grid(in->dims[0] * in->dims[1] * in->dims[2] * segments(TOCHA_UPSAMPLE_BACKWARD, b->dtype, b->scale_w, in->dims[3]),
+             b->block, grid);
+    return TOCHA_OK;
 }
 
 static void op_backward_block(const tocha_runtime_op *op, uint32_t block[3])

@@ -211,12 +211,15 @@ end
 
 -- Inputs are {tensor, ...} or {{address, shape}, ...}.
 local function buffers(list, fname, level)
+  if type(list) ~= "table" then fail(fname, "inputs: expected a list of tensors or {address, shape}", level + 1) end
   local arr = ffi.new("tocha_buffer[?]", math.max(#list, 1))
   for i = 1, #list do
     local item = list[i]
     if tensor.is_tensor(item) then
       arr[i - 1].data = item.data
       arr[i - 1].shape = to_shape(item, fname, "inputs", level + 1)
+    elseif type(item) ~= "table" then
+      fail(fname, ("inputs[%d]: expected a tensor or {address, shape}, got %s"):format(i, type(item)), level + 1)
     else
       arr[i - 1].data = address(item[1])
       arr[i - 1].shape = to_shape(item[2], fname, "inputs", level + 1)
@@ -301,15 +304,21 @@ local function launch_index(i, count, fname, level)
 end
 
 -- The forward pack methods: `launch` is nil for pack_args, else 1-based for _for_launch.
-local function pack_forward(self, fname, launch, inputs, params, output, output_shape, row_stride)
-  local ins, n = buffers(inputs, fname, 2)
+-- What both directions start from: the inputs as buffers, the params as addresses, the output
+-- shape (the shape of `shaped` when none is given) and an empty argument list. Errors are
+-- raised at the user's line, two frames above this function.
+local function pack_start(fname, inputs, params, output_shape, shaped)
+  local ins, n = buffers(inputs, fname, 3)
   local ps, np = addresses(params)
-  local list = ffi.new("tocha_arg_list")
-  output_shape = output_shape or (tensor.is_tensor(output) and output:shape())
-  local shape = to_shape(output_shape, fname, "output_shape", 2)
+  output_shape = output_shape or (tensor.is_tensor(shaped) and shaped:shape())
+  return ins, n, ps, np, to_shape(output_shape, fname, "output_shape", 3), ffi.new("tocha_arg_list")
+end
+
+local function pack_forward(self, fname, launch, inputs, params, output, output_shape, row_stride)
+  local ins, n, ps, np, shape, list = pack_start(fname, inputs, params, output_shape, output)
   local st
   if launch then
-    local index = launch_index(launch, C.tocha_op_n_launches(op(self)), fname, 2)
+    local index = launch_index(launch, C.tocha_op_n_launches(op(self)), fname, 3)
     st = C.tocha_op_pack_args_for_launch(op(self), index, ins, n, ps, np, address(output), shape, row_stride or 0, list)
   else
     st = C.tocha_op_pack_args(op(self), ins, n, ps, np, address(output), shape, row_stride or 0, list)
@@ -321,17 +330,13 @@ end
 -- The backward pack methods, likewise.
 local function pack_backward(self, fname, launch, inputs, params, output, output_shape, grad_output,
                              grad_stride, grad_inputs, grad_params)
-  local ins, n = buffers(inputs, fname, 2)
-  local ps, np = addresses(params)
+  local ins, n, ps, np, shape, list = pack_start(fname, inputs, params, output_shape, grad_output)
   local gi, ngi = addresses(grad_inputs)
   local gp, ngp = addresses(grad_params)
-  local list = ffi.new("tocha_arg_list")
-  output_shape = output_shape or (tensor.is_tensor(grad_output) and grad_output:shape())
-  local shape = to_shape(output_shape, fname, "output_shape", 2)
   local st
   if launch then
-    st = C.tocha_op_pack_backward_args_for_launch(op(self),
-      launch_index(launch, C.tocha_op_n_backward_launches(op(self)), fname, 2), ins, n, ps, np, address(output), shape,
+    local index = launch_index(launch, C.tocha_op_n_backward_launches(op(self)), fname, 3)
+    st = C.tocha_op_pack_backward_args_for_launch(op(self), index, ins, n, ps, np, address(output), shape,
       address(grad_output), grad_stride or 0, gi, ngi, gp, ngp, list)
   else
     st = C.tocha_op_pack_backward_args(op(self), ins, n, ps, np, address(output), shape,
@@ -343,7 +348,8 @@ end
 
 -- up:pack_args(inputs, params, output [, output_shape [, output_row_stride]]): the launch's Args.
 function Forward:pack_args(...)
-  return pack_forward(self, "UpsampleNearest2dForward:pack_args", nil, ...)
+  local args = pack_forward(self, "UpsampleNearest2dForward:pack_args", nil, ...)
+  return args -- not a tail call: errors name the caller's line
 end
 
 function Forward:forward_output_row_stride(output_shape)
@@ -370,7 +376,8 @@ end
 -- up:pack_backward_args(inputs, params, output, output_shape, grad_output,
 --                       grad_output_row_stride, grad_inputs, grad_params)
 function Forward:pack_backward_args(...)
-  return pack_backward(self, "UpsampleNearest2dForward:pack_backward_args", nil, ...)
+  local args = pack_backward(self, "UpsampleNearest2dForward:pack_backward_args", nil, ...)
+  return args -- not a tail call: errors name the caller's line
 end
 
 function Forward:backward_grad_output_row_stride(output_shape)
@@ -391,7 +398,8 @@ function Forward:grid_for_launch(i, input_shapes, output_shape)
 end
 
 function Forward:pack_args_for_launch(i, ...)
-  return pack_forward(self, "UpsampleNearest2dForward:pack_args_for_launch", i, ...)
+  local args = pack_forward(self, "UpsampleNearest2dForward:pack_args_for_launch", i, ...)
+  return args -- not a tail call: errors name the caller's line
 end
 
 function Forward:backward_grid_for_launch(i, input_shapes, output_shape)
@@ -405,7 +413,8 @@ function Forward:backward_grid_for_launch(i, input_shapes, output_shape)
 end
 
 function Forward:pack_backward_args_for_launch(i, ...)
-  return pack_backward(self, "UpsampleNearest2dForward:pack_backward_args_for_launch", i, ...)
+  local args = pack_backward(self, "UpsampleNearest2dForward:pack_backward_args_for_launch", i, ...)
+  return args -- not a tail call: errors name the caller's line
 end
 
 -- Launches the kernel with arguments an op packed (raw addresses and integers).
