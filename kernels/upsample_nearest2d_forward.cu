@@ -43,14 +43,37 @@
 //      rows that lie differently (16-byte aligned, warp stores over 5 lines) was 3-11 points
 //      worse. Still short: u8 and f16 rows of odd width (scalar input loads, up to 127
 //      single-byte head stores per row), 3x3 (inputs loaded one by one).
-//   v7 this file: single elements only up to the row's first 16-byte boundary, 16-byte
+//   v7 single elements only up to the row's first 16-byte boundary, 16-byte
 //      vectors from there (the first segment's lanes fill the partial line); element-aligned
 //      input spans from the 4-byte words around them (tocha::load_span); for SCALE_W not
 //      dividing the vector (3x3), an 8-byte input window with each element shifted out;
 //      launch bounds (32 registers for SCALE_H == 1, else 40). u8 2x2 W=1023 61% -> 78%,
 //      f16 3x3 W=1020 73% -> 75%, f32 1x2 W=1024 90.5% -> 92.4%; medians f32 84.0%, f16
 //      84.3%, u8 81.5% (results/2026-11-30-h200-c907d4a).
+//   v8 this file: for 3x3-style scales each output word of a vector is one byte permute of the
+//      8-byte window, its selector picked by the vector's place in its input element's run
+//      (u8 3x3 W=1020 49% -> 78%, f16 3x3 W=1020 75% -> 80%); where measured better, each
+//      lane builds four vectors before storing them (tocha::forward_batch: 4x4 +1-6 points,
+//      f32 2x1 +1-9, f32 3x3 +1.5-2). Tried and not kept: the output as one flat range with
+//      lines filled across rows' ends (per-vector row tracking: 1x2 W=1024 92.5% -> 86.8%,
+//      u8 2x2 W=1020 81% -> 59%); batches of two at 40 registers (within 1-3 points either
+//      way; spills at 32).
 namespace tocha {
+
+// The byte-permute selector of output word k of a vector whose first element is m outputs
+// into its input element's run: byte b of the word is byte j of element e, which is input
+// (m + e) / SCALE_W of the window, so window byte ((m + e) / SCALE_W) * sizeof(D) + j.
+template <typename D, int SCALE_W>
+__device__ __forceinline__ unsigned window_selector(int k, int m)
+{
+    unsigned sel = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+        const int e = (4 * k + b) / (int)sizeof(D), j = (4 * k + b) % (int)sizeof(D);
+        sel |= (unsigned)((m + e) / SCALE_W * (int)sizeof(D) + j) << (4 * b);
+    }
+    return sel;
+}
 
 // The 16-byte pack of output elements ow0 .. ow0 + VEC - 1 of a row whose W inputs are `in`.
 // SPAN (the vector's inputs can be IN_BYTES = 4, 8 or 16 contiguous bytes) and `whole` (they
@@ -77,15 +100,17 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, in
     } else if (WINDOW && i0 + 8 / (int)sizeof(D) <= W && (!last_row || span_fits<8>(in + i0, in + W))) {
         unsigned w[4];
         load_span<8>(in + i0, w);
-        const unsigned long long window = (unsigned long long)w[0] | ((unsigned long long)w[1] << 32);
         const int m = ow0 - i0 * SCALE_W; // ow0's place in its input element's run
-        typedef typename bits_of<(sizeof(D) < 8 ? sizeof(D) : 4)>::type bits;
+        // Each output word is one byte permute of the window; its selector depends on m alone,
+        // so the SCALE_W candidates are constants and m picks one.
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-            const bits b = (bits)(window >> (8 * sizeof(D) * ((m + e) / SCALE_W)));
-            D v;
-            memcpy(&v, &b, sizeof v);
-            p.set(e, v);
+        for (int k = 0; k < 4; ++k) {
+            unsigned sel = window_selector<D, SCALE_W>(k, 0);
+#pragma unroll
+            for (int mm = 1; mm < (SCALE_W <= 8 ? SCALE_W : 1); ++mm)
+                if (m == mm) sel = window_selector<D, SCALE_W>(k, mm);
+            if (SCALE_W > 8) sel = window_selector<D, SCALE_W>(k, m);
+            p.w[k] = __byte_perm(w[0], w[1], sel);
         }
     } else {
 #pragma unroll
@@ -96,11 +121,12 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, in
 
 // Writes segment `seg` of `segs` of ROWS output rows, `OW` elements apart, that all come from
 // the input row `in`; the rows must lie alike against 128-byte lines when ROWS > 1.
+// Each lane builds BATCH packs (1, or forward_batch's) before it stores them.
 // A row: single elements up to its first 16-byte boundary (at most VEC - 1), 16-byte vectors
 // up to its first 128-byte boundary (at most 7, one partial line, by the first segment's
 // lanes), then segments of 16-byte vectors whose every warp store fills whole lines, then
 // at most VEC - 1 single elements.
-template <typename D, int SCALE_W, int ROWS>
+template <typename D, int SCALE_W, int ROWS, int BATCH>
 __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane)
 {
     const int VEC = vec16<D>::n;
@@ -132,11 +158,28 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
         }
     }
     const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
-    for (int v = seg * SEG + lane; v < v_end; v += 32) {
-        const int ow0 = lined + v * VEC;
-        const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, whole, aligned);
+    if (BATCH == 1) {
+        for (int v = seg * SEG + lane; v < v_end; v += 32) {
+            const int ow0 = lined + v * VEC;
+            const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, whole, aligned);
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
+            for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
+        }
+    } else {
+        // All BATCH packs first, then their stores: BATCH loads in flight per lane.
+        for (int v = seg * SEG + lane; v < v_end; v += 32 * BATCH) {
+            pack16<D> p[BATCH];
+#pragma unroll
+            for (int u = 0; u < BATCH; ++u)
+                if (v + 32 * u < v_end)
+                    p[u] = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, lined + (v + 32 * u) * VEC, whole, aligned);
+#pragma unroll
+            for (int u = 0; u < BATCH; ++u)
+                if (v + 32 * u < v_end) {
+#pragma unroll
+                    for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + lined + (v + 32 * u) * VEC, p[u]);
+                }
+        }
     }
     const int tail = lined + vectors * VEC;
     if (last && lane < OW - tail) {
@@ -146,14 +189,28 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
     }
 }
 
+// How many packs a lane builds before storing them, for an input row's SCALE_H output rows.
+// Four put four loads in flight per lane, at the price of 64 registers (half the SM's
+// warps). Measured better for 4x4 (every dtype, 1-6 points), f32 3x3 (1.5-2) and f32 2x1
+// (1-9); worse where each pack is a funnel-shifted span or a byte-permuted window (u8 and
+// f16 rows of odd length: up to 16 points) and for f32 2x2 at widths that are not whole
+// lines (2-3). One row per input row: 1 (batched at 32 registers it spilled and lost up to 20).
+template <typename D, int SCALE_H, int SCALE_W> struct forward_batch {
+    static const int value = SCALE_H >= 4 || (sizeof(D) == 4 && SCALE_H >= 2 && SCALE_W != 2) ? 4 : 1;
+};
+
 } // namespace tocha
 
 // The entry point's launch bounds. One output row per input row (SCALE_H == 1): room for 2048
 // threads per SM, so at most 32 registers, full occupancy (1x2 f32 93% against 90.5%
 // unbounded, at 48 registers and 2/3 occupancy). Several rows: 32 registers made the
 // compiler spill (28-36 bytes) and cost 8-18 points (f32 2x2 80% against 91%), so those keep
-// room for 1536 threads (40 registers), which measured the same as no bound.
-#define TOCHA_ENTRY_BOUNDS(D, SCALE_H, SCALE_W, BLOCK) __launch_bounds__(BLOCK, ((SCALE_H) == 1 ? 2048 : 1536) / (BLOCK))
+// room for 1536 threads (40 registers), which measured the same as no bound; batched ones
+// room for 1024 (64 registers; at 48 they spilled).
+#define TOCHA_ENTRY_BOUNDS(D, SCALE_H, SCALE_W, BLOCK)                                                   \
+    __launch_bounds__(BLOCK, ((SCALE_H) == 1                                          ? 2048          \
+                              : tocha::forward_batch<D, SCALE_H, SCALE_W>::value > 1 ? 1024          \
+                                                                                      : 1536) / (BLOCK))
 
 template <typename D, int SCALE_H, int SCALE_W, int BLOCK_OW>
 __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H, int W, int OH, int OW)
@@ -175,10 +232,10 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
         const bool last_row = item >= items - segs; // the input's last row
         D *out = y + in_row * SCALE_H * (long long)OW;
         if (alike) {
-            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H>(in, last_row, out, W, OW, seg, segs, lane);
+            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H, tocha::forward_batch<D, SCALE_H, SCALE_W>::value>(in, last_row, out, W, OW, seg, segs, lane);
         } else {
             for (int r = 0; r < SCALE_H; ++r)
-                tocha::upsample_rows_segment<D, SCALE_W, 1>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane);
+                tocha::upsample_rows_segment<D, SCALE_W, 1, tocha::forward_batch<D, SCALE_H, SCALE_W>::value>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane);
         }
     }
 }

@@ -17,17 +17,26 @@ src="$(pwd)"
 export LUA_PATH="$src/lua/?.lua;$src/lua/?/init.lua;$src/bindings/?.lua;$src/$build/lua/?.lua;$src/spec/?.lua;;"
 export TOCHA_CACHE_DIR="$src/$build/kernel-cache" TOCHA_EXE="$src/$build/tocha" TOCHA_SOURCE_DIR="$src"
 export TOCHA_DEVICE=cuda
-specs=$(grep -l -E '#gpu|ref\.devices\(\)' spec/*_spec.lua)
+# memory_spec runs out of device memory on purpose, and the tool reports each refused
+# cuMemAlloc as an error: it runs on its own, under memcheck with API errors unreported (its
+# leaks and bad accesses still count).
+specs=$(grep -l -E '#gpu|ref\.devices\(\)' spec/*_spec.lua | grep -v '/memory_spec.lua$')
 failed=0
-for tool in $tools; do
-  # --check-api-memory-access and leak checking belong to memcheck alone.
-  extra=""
-  [ "$tool" = memcheck ] && extra="--leak-check full"
-  compute-sanitizer --tool "$tool" $extra --error-exitcode 86 --print-limit 50 \
-    --show-backtrace device "$build/tocha" "$(command -v busted)" --tags=gpu --output=TAP $specs >"$dir/$tool.log" 2>&1
+sanitize() { # $1: log name, $2: tool, then the tool's extra options; specs from $specs
+  log="$dir/$1.log"; tool="$2"; shift 2
+  compute-sanitizer --tool "$tool" "$@" --error-exitcode 86 --print-limit 50 \
+    --show-backtrace device "$build/tocha" "$(command -v busted)" --tags=gpu --output=TAP $specs >"$log" 2>&1
   rc=$?
-  echo "$tool: exit $rc; $(grep -E '^=+ (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$dir/$tool.log" | sed 's/^=* //' | tr '\n' ' ')"
-  echo "  busted: $(grep -c '^ok ' "$dir/$tool.log") ok, $(grep -c '^not ok ' "$dir/$tool.log") not ok"
+  echo "$1: exit $rc; $(grep -E '^=+ (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$log" | sed 's/^=* //' | tr '\n' ' ')"
+  echo "  busted: $(grep -c '^ok ' "$log") ok, $(grep -c '^not ok ' "$log") not ok"
   [ $rc -eq 0 ] || failed=1
+}
+for tool in $tools; do
+  # Leak checking belongs to memcheck alone.
+  if [ "$tool" = memcheck ]; then sanitize memcheck memcheck --leak-check full; else sanitize "$tool" "$tool"; fi
 done
+case " $tools " in *" memcheck "*)
+  specs=spec/memory_spec.lua
+  sanitize memcheck-out-of-memory memcheck --leak-check full --report-api-errors no ;;
+esac
 exit $failed
