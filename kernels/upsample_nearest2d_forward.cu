@@ -10,11 +10,12 @@
 // rows alike give the GPU enough independent warps. The CTA's BLOCK_OW threads are
 // BLOCK_OW / 32 warps; grid.x = ceil(B * C * H * segments / warps per CTA); a grid-stride
 // loop covers what a grid cannot.
-// Within an output row: the elements up to the first 128-byte boundary one by one, then
-// 16-byte vectors (16 / sizeof(D) elements) with lanes side by side, so that every store
-// instruction of the warp fills whole 128-byte lines, then the last few elements one by one.
-// A vector's inputs (16 / sizeof(D) / SCALE_W of them) come in one 4-, 8- or 16-byte load
-// when they are that aligned, else one by one. Every offset is 64-bit.
+// Within an output row: the elements up to the first 16-byte boundary one by one, then
+// 16-byte vectors (16 / sizeof(D) elements) with lanes side by side on the 128-byte line grid,
+// so that every store instruction of the warp fills whole lines, then the last few elements
+// one by one. A vector's inputs (16 / sizeof(D) / SCALE_W of them) come in one 4-, 8- or
+// 16-byte load (shifted into place when only element-aligned), from an 8-byte window for
+// 3x3-style scales, else one by one. Every offset is 64-bit.
 //
 // History, H200, 512 MB moved per case, % of device-to-device copy (4.23 TB/s):
 //   v1 the seed's mapping: one thread per output element, one CTA per (row, BLOCK_OW tile).
@@ -54,10 +55,13 @@
 //      8-byte window, its selector picked by the vector's place in its input element's run
 //      (u8 3x3 W=1020 49% -> 78%, f16 3x3 W=1020 75% -> 80%); where measured better, each
 //      lane builds four vectors before storing them (tocha::forward_batch: 4x4 +1-6 points,
-//      f32 2x1 +1-9, f32 3x3 +1.5-2). Tried and not kept: the output as one flat range with
-//      lines filled across rows' ends (per-vector row tracking: 1x2 W=1024 92.5% -> 86.8%,
-//      u8 2x2 W=1020 81% -> 59%); batches of two at 40 registers (within 1-3 points either
-//      way; spills at 32).
+//      f32 2x1 +1-9, f32 3x3 +1.5-2); a row's vectors on the line grid from its first 16-byte
+//      boundary, the partial first line taken in the first warp step instead of a step of
+//      its own (u8 2x1 W=1020 83% -> 86%, f32 2x1 W=1023 83% -> 85%, most cases within a
+//      point: that extra step was not what holds 1x2 W=1020 at 86%). MEDIANS
+//      Tried and not kept: the output as one flat range with lines filled across rows' ends
+//      (per-vector row tracking: 1x2 W=1024 92.5% -> 86.8%, u8 2x2 W=1020 81% -> 59%);
+//      batches of two at 40 registers (within 1-3 points either way; spills at 32).
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
@@ -122,10 +126,11 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, in
 // Writes segment `seg` of `segs` of ROWS output rows, `OW` elements apart, that all come from
 // the input row `in`; the rows must lie alike against 128-byte lines when ROWS > 1.
 // Each lane builds BATCH packs (1, or forward_batch's) before it stores them.
-// A row: single elements up to its first 16-byte boundary (at most VEC - 1), 16-byte vectors
-// up to its first 128-byte boundary (at most 7, one partial line, by the first segment's
-// lanes), then segments of 16-byte vectors whose every warp store fills whole lines, then
-// at most VEC - 1 single elements.
+// A row: single elements up to its first 16-byte boundary (at most VEC - 1), then 16-byte
+// vectors, then at most VEC - 1 single elements. The vectors sit in slots of the 128-byte
+// line grid, slot 0 at the line boundary at or before the first vector, `skip` slots before
+// it: lane l of a warp takes slot 32k + l, so every warp store fills whole lines, and the
+// partial line at the row's start costs no warp step of its own.
 template <typename D, int SCALE_W, int ROWS, int BATCH>
 __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane)
 {
@@ -136,30 +141,23 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
     const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
     const int SEG = 32 * TOCHA_UPSAMPLE_SEGMENT; // vectors per work item
     const int single = head_to<16>(out, OW);
-    const int pre = (tocha::min_int(head_to<128>(out, OW), OW) - single) / VEC;
-    const int lined = single + pre * VEC; // the first line boundary, or near the row's end
-    const int vectors = (OW - lined) / VEC;
+    const int skip = (int)(((unsigned long long)(out + single) & 127u) / 16u);
+    const int lined = single - skip * VEC;           // slot 0's column (negative when skip > 0)
+    const int vectors = skip + (OW - single) / VEC; // slots up to the row's last whole vector
     const bool first = seg == 0, last = seg == segs - 1;
     // Whether every vector starts on an input element, and whether its inputs are then aligned
     // for one load: the same for all vectors of the row, each starting IN inputs after the last.
     const bool whole = SPAN && single % SCALE_W == 0;
     const bool aligned = whole && aligned_to(in + single / SCALE_W, SPAN ? IN_BYTES : 1);
-    if (first) {
-        if (lane < single) {
-            const D v = in[lane / SCALE_W];
+    if (first && lane < single) {
+        const D v = in[lane / SCALE_W];
 #pragma unroll
-            for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + lane] = v;
-        }
-        if (lane < pre) {
-            const int ow0 = single + lane * VEC;
-            const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, whole, aligned);
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
-        }
+        for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + lane] = v;
     }
     const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
     if (BATCH == 1) {
         for (int v = seg * SEG + lane; v < v_end; v += 32) {
+            if (v < skip) continue;
             const int ow0 = lined + v * VEC;
             const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, whole, aligned);
 #pragma unroll
@@ -171,11 +169,11 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
             pack16<D> p[BATCH];
 #pragma unroll
             for (int u = 0; u < BATCH; ++u)
-                if (v + 32 * u < v_end)
+                if (v + 32 * u >= skip && v + 32 * u < v_end)
                     p[u] = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, lined + (v + 32 * u) * VEC, whole, aligned);
 #pragma unroll
             for (int u = 0; u < BATCH; ++u)
-                if (v + 32 * u < v_end) {
+                if (v + 32 * u >= skip && v + 32 * u < v_end) {
 #pragma unroll
                     for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + lined + (v + 32 * u) * VEC, p[u]);
                 }

@@ -141,16 +141,18 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
               local mis = (row * cols * 4) % bytes / 4 -- the base address is 256-byte aligned
               return math.min(mis > 0 and bytes / 4 - mis or 0, cols)
             end
+            -- Vectors in slots of the 128-byte line grid, the first `skip` slots before the row.
             local single = to(16)
-            local pre = math.floor((to(128) - single) / VEC)
-            local lined = single + pre * VEC
-            local vectors = math.floor((cols - lined) / VEC)
+            local skip = ((row * cols + single) * 4) % 128 / 16
+            local lined = single - skip * VEC
+            local vectors = skip + math.floor((cols - single) / VEC)
             if seg == 0 then
               for col = 0, single - 1 do hit(row, col) end
-              for col = single, lined - 1 do hit(row, col) end
             end
             local v_end = seg == segs - 1 and vectors or math.min(vectors, (seg + 1) * 32 * SEGMENT)
-            for v = seg * 32 * SEGMENT, v_end - 1 do
+            for v = math.max(skip, seg * 32 * SEGMENT), v_end - 1 do
+              -- Slot v is 16-byte slot v % 8 of its line: a warp's 32 slots fill 4 whole lines.
+              assert.are.equal((v % 8) * 16, ((row * cols + lined + v * VEC) * 4) % 128)
               for e = 0, VEC - 1 do hit(row, lined + v * VEC + e) end
             end
             if seg == segs - 1 then for col = lined + vectors * VEC, cols - 1 do hit(row, col) end end
