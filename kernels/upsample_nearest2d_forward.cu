@@ -58,7 +58,8 @@
 //      f32 2x1 +1-9, f32 3x3 +1.5-2); a row's vectors on the line grid from its first 16-byte
 //      boundary, the partial first line taken in the first warp step instead of a step of
 //      its own (u8 2x1 W=1020 83% -> 86%, f32 2x1 W=1023 83% -> 85%, most cases within a
-//      point: that extra step was not what holds 1x2 W=1020 at 86%). MEDIANS
+//      point: that extra step was not what holds 1x2 W=1020 at 86%). Medians f32 85.2%, f16
+//      84.3%, u8 83.3% (results/2026-11-30-h200-4d03ac2).
 //      Tried and not kept: the output as one flat range with lines filled across rows' ends
 //      (per-vector row tracking: 1x2 W=1024 92.5% -> 86.8%, u8 2x2 W=1020 81% -> 59%);
 //      batches of two at 40 registers (within 1-3 points either way; spills at 32).

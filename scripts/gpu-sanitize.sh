@@ -23,11 +23,11 @@ export TOCHA_DEVICE=cuda
 specs=$(grep -l -E '#gpu|ref\.devices\(\)' spec/*_spec.lua | grep -v '/memory_spec.lua$')
 failed=0
 sanitize() { # $1: log name, $2: tool, then the tool's extra options; specs from $specs
-  log="$dir/$1.log"; tool="$2"; shift 2
+  name="$1"; log="$dir/$1.log"; tool="$2"; shift 2
   compute-sanitizer --tool "$tool" "$@" --error-exitcode 86 --print-limit 50 \
     --show-backtrace device "$build/tocha" "$(command -v busted)" --tags=gpu --output=TAP $specs >"$log" 2>&1
   rc=$?
-  echo "$1: exit $rc; $(grep -E '^=+ (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$log" | sed 's/^=* //' | tr '\n' ' ')"
+  echo "$name: exit $rc; $(grep -E '^=+ (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$log" | sed 's/^=* //' | tr '\n' ' ')"
   echo "  busted: $(grep -c '^ok ' "$log") ok, $(grep -c '^not ok ' "$log") not ok"
   [ $rc -eq 0 ] || failed=1
 }
