@@ -115,7 +115,9 @@ static int run_script(lua_State *L, const char *path, int argc, char **argv, int
     return report(L, tocha_pcall(L, nargs, 0));
 }
 
-/* Calls require("tocha.cli")[name](args...) for the info and cache commands. */
+/* Calls require("tocha.cli")[name](args...) for the info and cache commands. Their errors
+** are usage errors that already name the command ("tocha cache: ..."): printed as they are,
+** without a traceback. */
 static int run_command(lua_State *L, const char *name, int argc, char **argv)
 {
     lua_getglobal(L, "require");
@@ -125,7 +127,11 @@ static int run_command(lua_State *L, const char *name, int argc, char **argv)
     lua_getfield(L, -1, name);
     lua_remove(L, -2);
     for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
-    return report(L, tocha_pcall(L, argc, 0));
+    if (lua_pcall(L, argc, 0, 0) == 0) return 0;
+    const char *msg = lua_tostring(L, -1);
+    fprintf(stderr, "%s\n", msg ? msg : "tocha: (error object is not a string)");
+    lua_pop(L, 1);
+    return 1;
 }
 
 typedef struct {

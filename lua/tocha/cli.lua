@@ -14,7 +14,10 @@ function M.banner()
   return ("tocha %s on %s -- device %s"):format(v.tocha, v.luajit, device_line)
 end
 
-function M.info()
+function M.info(...)
+  if select("#", ...) > 0 then
+    error(("tocha info: unexpected argument '%s' (info takes none)"):format(tostring((...))), 0)
+  end
   local v = tocha.versions()
   print(("tocha %s (%s)"):format(v.tocha, v.luajit))
   print("CUDA driver: " .. (v.driver or "not loaded"))
@@ -38,6 +41,10 @@ function M.info()
 end
 
 function M.cache(command, ...)
+  -- Checked before anything runs: `cache clear extra` must not clear.
+  if select("#", ...) > 0 then
+    error(("tocha cache: unexpected argument '%s' (cache takes one command)"):format(tostring((...))), 0)
+  end
   if command == nil or command == "info" then
     local dir = tocha.cache.dir()
     if not dir then
@@ -52,7 +59,6 @@ function M.cache(command, ...)
   else
     error(("tocha cache: unknown command '%s' (expected info or clear)"):format(tostring(command)), 0)
   end
-  if select("#", ...) > 0 then error("tocha cache: too many arguments", 0) end
 end
 
 return M
