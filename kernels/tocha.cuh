@@ -4,7 +4,8 @@
 // Element conversions go through double (exact for every dtype but i64 past 2^53, which
 // converts between integers directly); float to integer truncates toward zero and saturates,
 // NaN becomes 0, so that a cast is defined for every input.
-// 16-byte vectors (upsample: per lane) in one work item of a row, times 32 lanes.
+// 16-byte vectors (upsample: per lane) in one work item of a row, times 32 lanes. The host
+// sizes grids with the same number (SEGMENT in host/src/upsample.c; upsample_spec checks).
 #define TOCHA_UPSAMPLE_SEGMENT 4
 
 namespace tocha {

@@ -105,6 +105,11 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
       -- The kernels' mappings, walked in Lua for f32 (see the kernels' headers): a warp per
       -- work item, one segment of a row, grid-stride over items.
       local SEGMENT, VEC = 4, 4
+      -- The segment length is the kernels' (kernels/tocha.cuh) and the host's grid's
+      -- (host/src/upsample.c, checked through up:grid below): all three must agree.
+      local src_dir = assert(os.getenv("TOCHA_SOURCE_DIR"), "TOCHA_SOURCE_DIR is set by CTest")
+      local cuh = assert(io.open(src_dir .. "/kernels/tocha.cuh")):read("*a")
+      assert.are.equal(SEGMENT, tonumber(cuh:match("#define TOCHA_UPSAMPLE_SEGMENT (%d+)")))
       local function forward_segments(cols) return math.max(1, math.ceil(math.floor(cols / VEC) / (32 * SEGMENT))) end
       local function backward_k(sw) return math.max(1, math.floor(VEC / sw)) end
       local function backward_segments(cols, sw) return math.max(1, math.ceil(cols / (32 * backward_k(sw) * SEGMENT))) end

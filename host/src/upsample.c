@@ -103,7 +103,8 @@ const char *tocha_upsample_kernel_source(const tocha_upsample *up)
 
 /* ---- shapes and grids ---- */
 
-/* Vectors of 16 bytes per lane in one work item (TOCHA_UPSAMPLE_SEGMENT in kernels/tocha.cuh). */
+/* Vectors of 16 bytes per lane in one work item: TOCHA_UPSAMPLE_SEGMENT in kernels/tocha.cuh
+** (spec/upsample_spec.lua checks that the two agree). */
 #define SEGMENT 4
 
 /* Work items per row of `cols` elements: the kernels' segments (see their headers). */
