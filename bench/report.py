@@ -27,6 +27,8 @@ def main(out, title):
     ours = read(os.path.join(out, "tocha.csv"))
     theirs = {key(r): r for r in read(os.path.join(out, "torch.csv"))}
     host = {r["measure"]: float(r["value"]) for r in read(os.path.join(out, "host.csv"))}
+    def us(key):  # a host measure in microseconds, or "-" where the run did not take it
+        return f"{host[key]:.2f} us" if key in host else "-"
     copy = float(ours[0]["copy_gbps"])
     lines = [f"# {title}", "",
              f"Device-to-device copy in this run: {copy:.0f} GB/s (read + written). "
@@ -60,6 +62,8 @@ def main(out, title):
               f"of copy, read-only {host.get('read_only_pct_copy', float('nan')):.1f}%.", "",
               "| host measure | value | target |", "| --- | --- | --- |",
               f"| one small forward call from Lua (1x16x32x32, 20,000 calls) | {host.get('forward_call_us', float('nan')):.2f} us | <= 3 us |",
+              f"| the same, host side only (batches of 250 calls, drained between) | {us('forward_call_host_us')} | |",
+              f"| the driver alone: cuLaunchKernel of an empty kernel, same arguments, same batches | {us('driver_launch_us')} | |",
               f"| cold kernel build (no cache) to first launch | {host.get('cold_build_ms', float('nan')):.1f} ms | <= 500 ms |",
               f"| warm (disk cache) new() to first launch | {host.get('warm_first_launch_ms', float('nan')):.2f} ms | <= 5 ms |"]
     with open(os.path.join(out, "report.md"), "w") as f:

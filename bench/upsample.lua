@@ -9,7 +9,8 @@
 -- two input/output sets in turn so that the L2 cache never holds a launch's input. Effective
 -- bandwidth = (input bytes + output bytes) / median time.
 -- Writes DIR/tocha.csv (the cases' times), DIR/cases.csv (for bench/upsample_torch.py) and
--- DIR/host.csv (host cost of a small launch, cold and warm build times).
+-- DIR/host.csv (host cost of a small launch, with its host part alone and the driver's own
+-- cost of the same launch on cuda (bench/launch_floor.lua), cold and warm build times).
 -- --sweep times every block width for each case, with a progress bar on a terminal.
 -- --only keeps the cases whose label ("forward f16 2x2 W=1023") matches a Lua pattern.
 local tocha = require "tocha"
@@ -291,6 +292,22 @@ do -- one small forward call from Lua: 20,000 calls, synchronized once
   for _ = 1, n do up:forward(x, y) end
   tocha.synchronize(device)
   host[#host + 1] = { "forward_call_us", (now_ms() - t0) * 1e3 / n }
+  -- The host's part alone: batches of 250 calls, each timed and then drained, so that the
+  -- launch queue never fills and no call waits for the GPU. Beside it, the driver's own cost
+  -- of the same launch (an empty kernel of the same parameters, straight through libcuda).
+  local batch, spent = 250, 0
+  for _ = 1, n / batch do
+    local b0 = now_ms()
+    for _ = 1, batch do up:forward(x, y) end
+    spent = spent + now_ms() - b0
+    tocha.synchronize(device)
+  end
+  host[#host + 1] = { "forward_call_host_us", spent * 1e3 / n }
+  if device.kind == "cuda" then
+    local us, why = require("bench.launch_floor").floor(now_ms, n, batch)
+    if us then host[#host + 1] = { "driver_launch_us", us }
+    else io.stderr:write("launch floor not measured: ", why, "\n") end
+  end
 end
 do -- builds: cold (no cache) and warm (disk cache) to the first launch, each in a fresh process
   local script = [[
