@@ -156,7 +156,7 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
         for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + lane] = v;
     }
     const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
-    if (BATCH == 1 || (SPAN && !aligned)) { // shifted spans: one at a time (measured better)
+    if (BATCH == 1) {
         for (int v = seg * SEG + lane; v < v_end; v += 32) {
             if (v < skip) continue;
             const int ow0 = lined + v * VEC;
@@ -165,14 +165,13 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
             for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
         }
     } else {
-        // All BATCH packs first, then their stores: BATCH loads in flight per lane. Spans here
-        // are aligned (whole and aligned are SPAN), which leaves the compiler one load path.
+        // All BATCH packs first, then their stores: BATCH loads in flight per lane.
         for (int v = seg * SEG + lane; v < v_end; v += 32 * BATCH) {
             pack16<D> p[BATCH];
 #pragma unroll
             for (int u = 0; u < BATCH; ++u)
                 if (v + 32 * u >= skip && v + 32 * u < v_end)
-                    p[u] = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, lined + (v + 32 * u) * VEC, SPAN, SPAN);
+                    p[u] = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, lined + (v + 32 * u) * VEC, whole, aligned);
 #pragma unroll
             for (int u = 0; u < BATCH; ++u)
                 if (v + 32 * u >= skip && v + 32 * u < v_end) {
@@ -189,16 +188,14 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
     }
 }
 
-// How many packs a lane builds before storing them, for an input row's SCALE_H output rows;
-// rows whose input spans are only element-aligned (funnel-shifted) take one at a time anyway.
+// How many packs a lane builds before storing them, for an input row's SCALE_H output rows.
 // Four put four loads in flight per lane, at the price of 64 registers (half the SM's
-// warps). Measured, against one at a time at 40 registers: f32, f16 and bf16 2x2 +2-5.5
-// points at W = 1024 and 1020, 4x4 +2.5-3.5, f32 3x3 +1.5-2, f16 2x1 W=1024 +2; rows of
-// odd length 2 points worse (their shifted spans now run at half the warps); u8 below 4x4 up
-// to 7 points worse (its windows and spans are costly to build), so u8 batches 4x4 only.
-// One row per input row: 1 (batched at 32 registers it spilled and lost up to 20).
+// warps). Measured better for 4x4 (every dtype, 1-6 points), f32 3x3 (1.5-2) and f32 2x1
+// (1-9); worse where each pack is a funnel-shifted span or a byte-permuted window (u8 and
+// f16 rows of odd length: up to 16 points) and for f32 2x2 at widths that are not whole
+// lines (2-3). One row per input row: 1 (batched at 32 registers it spilled and lost up to 20).
 template <typename D, int SCALE_H, int SCALE_W> struct forward_batch {
-    static const int value = SCALE_H >= 2 && (sizeof(D) >= 2 || SCALE_H >= 4) ? 4 : 1;
+    static const int value = SCALE_H >= 4 || (sizeof(D) == 4 && SCALE_H >= 2 && SCALE_W != 2) ? 4 : 1;
 };
 
 } // namespace tocha
