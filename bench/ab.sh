@@ -2,43 +2,60 @@
 # bench/ab.sh: times kernel variants against the tree's own kernels, on this machine, in one
 # command, so that the comparison shares the machine, its clocks and its copy bandwidth.
 #
-#   sh bench/ab.sh BUILD PATTERN KERNEL=VARIANT [KERNEL=VARIANT ...]
+#   sh bench/ab.sh BUILD PATTERN FILE=VARIANT[+FILE=VARIANT...] ...
 #
-# KERNEL is a file in kernels/ (upsample_nearest2d_forward.cu), VARIANT a changed copy of it
-# or a patch against it (a name ending in .patch, applied with `patch`).
-# Each variant in turn replaces the kernel, the build folder is rebuilt (the kernels are
+# Each argument after PATTERN is one variant, one column of the result: FILE is a file of the
+# tree (a bare name means kernels/NAME, as upsample_nearest2d_forward.cu), VARIANT a changed
+# copy of it or a patch against it (a name ending in .patch, applied with `patch`); a variant
+# that needs several files joins them with "+" (a kernel and the host code that launches it;
+# two patches of one file apply one after the other).
+# Each variant in turn replaces its files, the build folder is rebuilt (the kernels are
 # embedded), and bench/upsample.lua times the cases whose label matches PATTERN (a Lua
-# pattern, as --only). The tree's kernels are put back at the end, also on failure. Prints one
-# row per case: the label, then % of copy for the tree and for each variant.
+# pattern, as --only). The tree's files are put back after each variant and at the end, also
+# on failure. Prints one row per case: the label, then % of copy for the tree and for each
+# variant.
 set -eu
-build="${1:?usage: ab.sh BUILD PATTERN KERNEL=VARIANT...}"; pattern="${2:?pattern}"; shift 2
+build="${1:?usage: ab.sh BUILD PATTERN FILE=VARIANT[+FILE=VARIANT...]...}"; pattern="${2:?pattern}"; shift 2
 work="$(mktemp -d)"
+# A file's saved original: its path with / as %.
+saved() { echo "$work/orig.$(echo "$1" | tr / %)"; }
+put_back() {
+  for f in "$work"/orig.*; do
+    [ -e "$f" ] || continue
+    cp "$f" "$(echo "${f#"$work"/orig.}" | tr % /)"
+  done
+}
 restore() {
-  for f in "$work"/orig.*; do [ -e "$f" ] && cp "$f" "kernels/${f#"$work"/orig.}"; done
+  put_back
   touch kernels/*.cu kernels/*.cuh   # copies keep old times: make the rebuild see them
   cmake --build "$build" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap restore EXIT INT TERM
 run() { # $1: column name
-  touch kernels/*.cu kernels/*.cuh
+  touch kernels/*.cu kernels/*.cuh host/src/*.c
   cmake --build "$build" >/dev/null
   "$build/tocha" bench/upsample.lua --out "$work/out" --only "$pattern" |
     awk -v col="$1" '/% of copy$/ { print $1 " " $2 " " $3 " " $4 "\t" col "\t" $(NF-2) }' >> "$work/rows"
 }
 run tree
 i=0
-for spec in "$@"; do
+for column in "$@"; do
   i=$((i + 1))
-  kernel="${spec%%=*}"; variant="${spec#*=}"
-  [ -f "kernels/$kernel" ] || { echo "ab.sh: no kernels/$kernel" >&2; exit 2; }
-  [ -e "$work/orig.$kernel" ] || cp "kernels/$kernel" "$work/orig.$kernel"
-  case "$variant" in
-    *.patch) cp "$work/orig.$kernel" "kernels/$kernel"; patch -s "kernels/$kernel" < "$variant" ;;
-    *) cp "$variant" "kernels/$kernel" ;;
-  esac
-  run "v$i:$(basename "$variant")"
-  cp "$work/orig.$kernel" "kernels/$kernel"
+  names=""
+  for spec in $(echo "$column" | tr + ' '); do
+    file="${spec%%=*}"; variant="${spec#*=}"
+    case "$file" in */*) ;; *) file="kernels/$file" ;; esac
+    [ -f "$file" ] || { echo "ab.sh: no $file" >&2; exit 2; }
+    [ -e "$(saved "$file")" ] || cp "$file" "$(saved "$file")"
+    case "$variant" in
+      *.patch) patch -s --no-backup-if-mismatch "$file" < "$variant" ;; # patches stack
+      *) cp "$variant" "$file" ;;
+    esac
+    names="$names${names:++}$(basename "$variant")"
+  done
+  run "v$i:$names"
+  put_back
 done
 # One row per case, the columns in the order run.
 awk -F'\t' '
