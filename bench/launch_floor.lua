@@ -1,11 +1,10 @@
 -- bench/launch_floor.lua: the CUDA driver's own cost of a launch, as a floor for tocha's.
 --
--- floor(calls, batch) loads an empty kernel with the upsample kernels' parameter list (two
--- pointers, six 32-bit integers) straight through libcuda, launches it `calls` times from Lua
--- through the FFI in batches of `batch` (each batch timed, then drained, so that the launch
--- queue never fills and the time is the host's alone) and returns microseconds per call.
--- It runs in tocha's context: tocha must have used the device first (its primary context
--- is then current on this thread). Returns nil and a reason where there is no driver.
+-- empty_launch() loads an empty kernel with the upsample kernels' parameter list (two
+-- pointers, six 32-bit integers) straight through libcuda and returns three functions:
+-- launch() (one cuLaunchKernel of it, from Lua through the FFI), sync() and close(). It runs
+-- in tocha's context: tocha must have used the device first (its primary context is then
+-- current on this thread). Returns nil and a reason where there is no driver.
 local ffi = require "ffi"
 
 local M = {}
@@ -32,8 +31,7 @@ local PTX = [[
 }
 ]]
 
--- now_ms: a monotonic clock in milliseconds (the benchmark's).
-function M.floor(now_ms, calls, batch)
+function M.empty_launch()
   local ok, cu = pcall(ffi.load, "libcuda.so.1")
   if not ok then return nil, "no CUDA driver" end
   local ctx = ffi.new("void *[1]")
@@ -41,25 +39,20 @@ function M.floor(now_ms, calls, batch)
   local module, fn = ffi.new("void *[1]"), ffi.new("void *[1]")
   local r = cu.cuModuleLoadData(module, PTX)
   if r ~= 0 then return nil, "cuModuleLoadData failed: " .. r end
+  local function close() cu.cuModuleUnload(module[0]) end
   r = cu.cuModuleGetFunction(fn, module[0], "tocha_empty_launch")
-  if r ~= 0 then cu.cuModuleUnload(module[0]); return nil, "cuModuleGetFunction failed: " .. r end
+  if r ~= 0 then close(); return nil, "cuModuleGetFunction failed: " .. r end
   local ptrs = ffi.new("uint64_t[2]", 0, 0)
   local ints = ffi.new("int32_t[6]", 1, 16, 32, 32, 64, 64)
   local params = ffi.new("void *[8]")
   params[0], params[1] = ptrs, ptrs + 1
   for i = 0, 5 do params[2 + i] = ints + i end
-  r = cu.cuLaunchKernel(fn[0], 128, 1, 1, 128, 1, 1, 0, nil, params, nil)
-  if r == 0 then r = cu.cuCtxSynchronize() end
-  if r ~= 0 then cu.cuModuleUnload(module[0]); return nil, "the empty kernel did not run: " .. r end
-  local spent = 0
-  for _ = 1, calls / batch do
-    local t0 = now_ms()
-    for _ = 1, batch do cu.cuLaunchKernel(fn[0], 128, 1, 1, 128, 1, 1, 0, nil, params, nil) end
-    spent = spent + now_ms() - t0
-    cu.cuCtxSynchronize()
-  end
-  cu.cuModuleUnload(module[0])
-  return spent * 1e3 / (math.floor(calls / batch) * batch)
+  local function launch() return cu.cuLaunchKernel(fn[0], 128, 1, 1, 128, 1, 1, 0, nil, params, nil) end
+  local function sync() return cu.cuCtxSynchronize() end
+  r = launch()
+  if r == 0 then r = sync() end
+  if r ~= 0 then close(); return nil, "the empty kernel did not run: " .. r end
+  return launch, sync, close
 end
 
 return M

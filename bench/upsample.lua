@@ -295,18 +295,26 @@ do -- one small forward call from Lua: 20,000 calls, synchronized once
   -- The host's part alone: batches of 250 calls, each timed and then drained, so that the
   -- launch queue never fills and no call waits for the GPU. Beside it, the driver's own cost
   -- of the same launch (an empty kernel of the same parameters, straight through libcuda).
-  local batch, spent = 250, 0
-  for _ = 1, n / batch do
-    local b0 = now_ms()
-    for _ = 1, batch do up:forward(x, y) end
-    spent = spent + now_ms() - b0
-    tocha.synchronize(device)
+  local function us_per_call(call, sync) -- n calls in batches of 250, drained between
+    local spent = 0
+    for _ = 1, n / 250 do
+      local b0 = now_ms()
+      for _ = 1, 250 do call() end
+      spent = spent + now_ms() - b0
+      sync()
+    end
+    return spent * 1e3 / n
   end
-  host[#host + 1] = { "forward_call_host_us", spent * 1e3 / n }
+  host[#host + 1] = { "forward_call_host_us",
+    us_per_call(function() up:forward(x, y) end, function() tocha.synchronize(device) end) }
   if device.kind == "cuda" then
-    local us, why = require("bench.launch_floor").floor(now_ms, n, batch)
-    if us then host[#host + 1] = { "driver_launch_us", us }
-    else io.stderr:write("launch floor not measured: ", why, "\n") end
+    local launch, sync, close = require("bench.launch_floor").empty_launch()
+    if launch then
+      host[#host + 1] = { "driver_launch_us", us_per_call(launch, sync) }
+      close()
+    else
+      io.stderr:write("launch floor not measured: ", sync, "\n")
+    end
   end
 end
 do -- builds: cold (no cache) and warm (disk cache) to the first launch, each in a fresh process

@@ -14,10 +14,15 @@ function M.banner()
   return ("tocha %s on %s -- device %s"):format(v.tocha, v.luajit, device_line)
 end
 
-function M.info(...)
+-- A command's arguments past those it takes are refused before it does anything.
+local function refuse_extra(command, takes, ...)
   if select("#", ...) > 0 then
-    error(("tocha info: unexpected argument '%s' (info takes none)"):format(tostring((...))), 0)
+    error(("tocha %s: unexpected argument '%s' (%s takes %s)"):format(command, tostring((...)), command, takes), 0)
   end
+end
+
+function M.info(...)
+  refuse_extra("info", "none", ...)
   local v = tocha.versions()
   print(("tocha %s (%s)"):format(v.tocha, v.luajit))
   print("CUDA driver: " .. (v.driver or "not loaded"))
@@ -41,10 +46,7 @@ function M.info(...)
 end
 
 function M.cache(command, ...)
-  -- Checked before anything runs: `cache clear extra` must not clear.
-  if select("#", ...) > 0 then
-    error(("tocha cache: unexpected argument '%s' (cache takes one command)"):format(tostring((...))), 0)
-  end
+  refuse_extra("cache", "one command", ...) -- `cache clear extra` must not clear
   if command == nil or command == "info" then
     local dir = tocha.cache.dir()
     if not dir then
