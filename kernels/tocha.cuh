@@ -124,29 +124,47 @@ template <typename D> struct pack16 {
     }
 };
 
-// Stores a pack at p, which must be 16-byte aligned. On the GPU an explicit 128-bit store:
-// a uint4 assignment was split by the compiler into 32-bit stores (seen in the SASS).
-template <typename D> __device__ __forceinline__ void store_pack(D *p, const pack16<D> &x)
+// The asm below spells each access out: the compiler split a uint4 store into 32-bit stores
+// (seen in the SASS), and cache hints have no C spelling. The hints are chosen per kernel from
+// measurements (docs/performance.md, "Cache hints"):
+// - STREAMING stores (st.global.cs): the line is written once and not read back, so L2 may
+//   evict it first.
+// - FETCH_256 loads (ld.global.nc.L2::256B): L2 fetches the whole 256-byte block around the
+//   load from DRAM, so a warp's next loads along the row find their lines there.
+
+// Stores a pack at p, which must be 16-byte aligned: one 128-bit store.
+template <bool STREAMING = false, typename D> __device__ __forceinline__ void store_pack(D *p, const pack16<D> &x)
 {
 #ifdef TOCHA_SIM
     memcpy((void *)p, (const void *)x.w, 16);
 #else
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]),
-                 "r"(x.w[2]), "r"(x.w[3])
-                 : "memory");
+    if (STREAMING)
+        asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]),
+                     "r"(x.w[2]), "r"(x.w[3])
+                     : "memory");
+    else
+        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]),
+                     "r"(x.w[2]), "r"(x.w[3])
+                     : "memory");
 #endif
 }
 
 // Stores the first BYTES (8 or 16) bytes of a pack at p, aligned to BYTES.
-template <int BYTES, typename D> __device__ __forceinline__ void store_words(D *p, const pack16<D> &x)
+template <int BYTES, bool STREAMING = false, typename D> __device__ __forceinline__ void store_words(D *p, const pack16<D> &x)
 {
 #ifdef TOCHA_SIM
     memcpy((void *)p, (const void *)x.w, BYTES);
 #else
-    if (BYTES == 16)
+    if (BYTES == 16 && STREAMING)
+        asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]),
+                     "r"(x.w[2]), "r"(x.w[3])
+                     : "memory");
+    else if (BYTES == 16)
         asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]),
                      "r"(x.w[2]), "r"(x.w[3])
                      : "memory");
+    else if (STREAMING)
+        asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]) : "memory");
     else
         asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]) : "memory");
 #endif
@@ -154,21 +172,30 @@ template <int BYTES, typename D> __device__ __forceinline__ void store_words(D *
 
 // Loads BYTES (4, 8 or 16) bytes at p, aligned to BYTES, into the first words of w, through
 // the read-only path; the simulator copies them.
-template <int BYTES> __device__ __forceinline__ void load_words(const void *p, unsigned w[4])
+template <int BYTES, bool FETCH_256 = false> __device__ __forceinline__ void load_words(const void *p, unsigned w[4])
 {
 #ifdef TOCHA_SIM
     memcpy(w, p, BYTES);
 #else
-    if (BYTES == 16)
+    if (BYTES == 16 && FETCH_256)
+        asm volatile("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                     : "l"(p));
+    else if (BYTES == 16)
         asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
                      : "l"(p));
+    else if (BYTES == 8 && FETCH_256)
+        asm volatile("ld.global.nc.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
     else if (BYTES == 8)
         asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+    else if (FETCH_256)
+        asm volatile("ld.global.nc.L2::256B.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
     else
         asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
 #endif
 }
+
 __device__ __forceinline__ void load16(const void *p, unsigned w[4]) { load_words<16>(p, w); }
 
 // Loads the BYTES (a multiple of 4, at most 16) bytes at p, which need only be aligned to
@@ -176,7 +203,7 @@ __device__ __forceinline__ void load16(const void *p, unsigned w[4]) { load_word
 // into place by a funnel shift. The word past the span is read only when p is not
 // word-aligned; it may reach up to 3 bytes past the span, so a caller first asks
 // span_fits() whether those words lie inside the allocation.
-template <int BYTES> __device__ __forceinline__ void load_span(const void *p, unsigned w[4])
+template <int BYTES, bool FETCH_256 = false> __device__ __forceinline__ void load_span(const void *p, unsigned w[4])
 {
 #ifdef TOCHA_SIM
     memcpy(w, p, BYTES);
@@ -187,8 +214,10 @@ template <int BYTES> __device__ __forceinline__ void load_span(const void *p, un
     const unsigned *q = (const unsigned *)(a - r);
     unsigned raw[N + 1];
 #pragma unroll
-    for (int i = 0; i < N; ++i) raw[i] = q[i];
-    raw[N] = r ? q[N] : 0u;
+    for (int i = 0; i <= N; ++i) {
+        raw[i] = 0u;
+        if (i < N || r) load_words<4, FETCH_256>(q + i, &raw[i]);
+    }
 #pragma unroll
     for (int i = 0; i < N; ++i) w[i] = __funnelshift_r(raw[i], raw[i + 1], 8 * r);
 #endif

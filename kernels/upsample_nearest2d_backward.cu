@@ -41,10 +41,15 @@
 //      the dx side is the cost there, eight 2-byte stores per lane in 16-byte strides.
 //      Prediction for v7: lanes aligned to the dx row's 16-byte boundaries store 16 bytes at
 //      once; f16 2x1 W=1023 near its W=1024 figure (92%).
-//   v7 this file: lanes' runs start on the dx row's boundaries, with launch bounds (32
-//      registers: without them v7 took 37 and lost 5-6 points on 2x2). f16 2x1 W=1023 43% ->
-//      79%, 1x2 W=1023 68% -> 92%, f16 3x3 80% -> 92%; medians f32 95.7%, f16 91.7%
+//   v7 lanes' runs start on the dx row's boundaries, with launch bounds (32 registers:
+//      without them v7 took 37 and lost 5-6 points on 2x2). f16 2x1 W=1023 43% -> 79%, 1x2
+//      W=1023 68% -> 92%, f16 3x3 80% -> 92%; medians f32 95.7%, f16 91.7%
 //      (results/2026-11-30-h200-c907d4a).
+//   v8 this file: dx stored with the streaming hint (st.global.cs: written once, never read
+//      here): +0.2-1.5 points, f16 2x1 W=1023 78.7% -> 80.2%, f16 2x2 W=1023 89.7% -> 90.5%
+//      (results/2026-11-30-h200-ab-cache-hints). Shifted runs load their words through the
+//      read-only path like the aligned ones (within 0.3 points). Fetching 256 bytes into L2
+//      per load (the forward's hint) lost up to 3 points here (4x4 W=1020/1023).
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)
@@ -72,6 +77,9 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
     const int PER_LOAD = tocha::vec16<D>::n;                        // dy elements in 16 bytes
     const int K = PER_LOAD / SCALE_W > 0 ? PER_LOAD / SCALE_W : 1;  // dx elements per lane step
     const int RUN = K * SCALE_W * (int)sizeof(D);                   // dy bytes per lane per row
+    // The width load_span is instantiated at: RUN where a shifted run can be loaded so (4 to 16
+    // bytes, whole words), else a placeholder 4 for the branch that then never runs.
+    const int SPAN_BYTES = RUN % 4 == 0 && RUN <= 16 ? RUN : 4;
     const int WARPS = BLOCK_IW / 32;
     const int SEG = 32 * K * TOCHA_UPSAMPLE_SEGMENT; // dx elements per work item
     const int segs = tocha::max_int(1, (W + SEG - 1) / SEG);
@@ -115,10 +123,10 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
                     upsample_nearest2d_backward_run<8, K, SCALE_W>(r, sum);
                 } else if (whole && RUN % 4 == 0 && RUN <= 16 &&
                            (!(last_row && i == SCALE_H - 1) ||
-                            tocha::span_fits<(RUN % 4 == 0 && RUN <= 16 ? RUN : 4)>(r, src + (long long)i * OW + OW))) {
+                            tocha::span_fits<SPAN_BYTES>(r, src + (long long)i * OW + OW))) {
                     // Only element-aligned: the words around the run, shifted into place.
                     unsigned w[4];
-                    tocha::load_span<(RUN % 4 == 0 && RUN <= 16 ? RUN : 4)>(r, w);
+                    tocha::load_span<SPAN_BYTES>(r, w);
 #pragma unroll
                     for (int q = 0; q < K * SCALE_W; ++q)
                         sum[q / SCALE_W] += tocha::widen<A>(tocha::element_of<D>(w, q));
@@ -136,8 +144,8 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
                 tocha::pack16<D> p;
 #pragma unroll
                 for (int e = 0; e < K; ++e) p.set(e, tocha::narrow<D>(sum[e]));
-                if (BYTES == 16) tocha::store_words<16>(out + iw0, p);
-                else tocha::store_words<8>(out + iw0, p);
+                if (BYTES == 16) tocha::store_words<16, true>(out + iw0, p);
+                else tocha::store_words<8, true>(out + iw0, p);
             } else {
 #pragma unroll
                 for (int e = 0; e < K; ++e)

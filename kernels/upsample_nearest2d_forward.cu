@@ -51,10 +51,10 @@
 //      launch bounds (32 registers for SCALE_H == 1, else 40). u8 2x2 W=1023 61% -> 78%,
 //      f16 3x3 W=1020 73% -> 75%, f32 1x2 W=1024 90.5% -> 92.4%; medians f32 84.0%, f16
 //      84.3%, u8 81.5% (results/2026-11-30-h200-c907d4a).
-//   v8 this file: for 3x3-style scales each output word of a vector is one byte permute of the
+//   v8 for 3x3-style scales each output word of a vector is one byte permute of the
 //      8-byte window, its selector picked by the vector's place in its input element's run
 //      (u8 3x3 W=1020 49% -> 78%, f16 3x3 W=1020 75% -> 80%); where measured better, each
-//      lane builds four vectors before storing them (tocha::forward_batch: 4x4 +1-6 points,
+//      lane builds four vectors before storing them (4x4 +1-6 points,
 //      f32 2x1 +1-9, f32 3x3 +1.5-2); a row's vectors on the line grid from its first 16-byte
 //      boundary, the partial first line taken in the first warp step instead of a step of
 //      its own (u8 2x1 W=1020 83% -> 86%, f32 2x1 W=1023 83% -> 85%, most cases within a
@@ -63,6 +63,21 @@
 //      Tried and not kept: the output as one flat range with lines filled across rows' ends
 //      (per-vector row tracking: 1x2 W=1024 92.5% -> 86.8%, u8 2x2 W=1020 81% -> 59%);
 //      batches of two at 40 registers (within 1-3 points either way; spills at 32).
+//   v9 this file, three measured changes (A/B runs in results/2026-11-30-h200-ab-*):
+//      (1) batched packs only where a row's spans are aligned, which leaves the batched loop
+//      one load path, and batching for every multi-row f32/f16/bf16 case and u8 4x4: f32 2x2
+//      W=1020 85% -> 90.4%, f16 2x2 W=1020 84.9% -> 90.4%, 4x4 +1-3.5; (2) the register
+//      budget per case (forward_plan: 48 registers for f16/bf16 2x1); (3) cache hints: every
+//      input load asks L2 for its 256-byte block (ld.global.nc.L2::256B; a warp's next loads
+//      along the row then hit L2), and the multi-row stores of alike rows stream
+//      (st.global.cs): 1x2 W=1020 f32 87.0% -> 90.2%, f16 85.7% -> 89.2%; u8 3x3 W=1020
+//      78.5% -> 81.5%; f16 3x3 W=1020 83.8% -> 86.6%; 4x4 W=1023 +2.5.
+//      Tried and not kept: a persistent grid (16 or 32 CTAs per SM, each warp looping over
+//      items) with and without an L2 prefetch of the warp's next item: 2-31 points worse
+//      everywhere; L1::no_allocate loads: up to 28 points worse (rows of non-alike widths
+//      reload their inputs from L1); streaming stores for every row: 1x2, 2x1 and odd widths
+//      1-3 points worse; streaming for non-alike rows of 2x2-4x4 too: +1 on f32/f16 W=1020,
+//      -1.5 on u8 W=1023; block width 128 instead of 64: within 1 point.
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
@@ -97,14 +112,14 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, in
     if (SPAN && whole && (aligned || !last_row || span_fits<IN_BYTES>(in + i0, in + W))) {
         unsigned w[4];
         if (aligned)
-            load_words<IN_BYTES>(in + i0, w);
+            load_words<IN_BYTES, true>(in + i0, w);
         else
-            load_span<IN_BYTES>(in + i0, w);
+            load_span<IN_BYTES, true>(in + i0, w);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) p.set(e, element_of<D>(w, e / SCALE_W));
     } else if (WINDOW && i0 + 8 / (int)sizeof(D) <= W && (!last_row || span_fits<8>(in + i0, in + W))) {
         unsigned w[4];
-        load_span<8>(in + i0, w);
+        load_span<8, true>(in + i0, w);
         const int m = ow0 - i0 * SCALE_W; // ow0's place in its input element's run
         // Each output word is one byte permute of the window; its selector depends on m alone,
         // so the SCALE_W candidates are constants and m picks one.
@@ -126,13 +141,14 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, in
 
 // Writes segment `seg` of `segs` of ROWS output rows, `OW` elements apart, that all come from
 // the input row `in`; the rows must lie alike against 128-byte lines when ROWS > 1.
-// Each lane builds BATCH packs (1, or forward_batch's) before it stores them.
+// Each lane builds BATCH packs (1, or forward_plan's batch) before it stores them; STREAM:
+// the vectors are stored with the streaming hint (store_pack).
 // A row: single elements up to its first 16-byte boundary (at most VEC - 1), then 16-byte
 // vectors, then at most VEC - 1 single elements. The vectors sit in slots of the 128-byte
 // line grid, slot 0 at the line boundary at or before the first vector, `skip` slots before
 // it: lane l of a warp takes slot 32k + l, so every warp store fills whole lines, and the
 // partial line at the row's start costs no warp step of its own.
-template <typename D, int SCALE_W, int ROWS, int BATCH>
+template <typename D, int SCALE_W, int ROWS, int BATCH, bool STREAM>
 __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane)
 {
     const int VEC = vec16<D>::n;
@@ -156,27 +172,31 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
         for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + lane] = v;
     }
     const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
-    if (BATCH == 1) {
+    // One pack at a time: unbatched cases, and rows of shifted spans (measured better so).
+    // This loop is kept apart from the batched one, which at BATCH 1 would do the same work:
+    // that form spilled 16 bytes at 32 registers (f32 1x2).
+    if (BATCH == 1 || (SPAN && !aligned)) {
         for (int v = seg * SEG + lane; v < v_end; v += 32) {
             if (v < skip) continue;
             const int ow0 = lined + v * VEC;
             const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, whole, aligned);
 #pragma unroll
-            for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + ow0, p);
+            for (int r = 0; r < ROWS; ++r) store_pack<STREAM>(out + (long long)r * OW + ow0, p);
         }
     } else {
-        // All BATCH packs first, then their stores: BATCH loads in flight per lane.
+        // All BATCH packs first, then their stores: BATCH loads in flight per lane. Spans here
+        // are aligned (whole and aligned are SPAN), which leaves the compiler one load path.
         for (int v = seg * SEG + lane; v < v_end; v += 32 * BATCH) {
             pack16<D> p[BATCH];
 #pragma unroll
             for (int u = 0; u < BATCH; ++u)
                 if (v + 32 * u >= skip && v + 32 * u < v_end)
-                    p[u] = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, lined + (v + 32 * u) * VEC, whole, aligned);
+                    p[u] = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, lined + (v + 32 * u) * VEC, SPAN, SPAN);
 #pragma unroll
             for (int u = 0; u < BATCH; ++u)
                 if (v + 32 * u >= skip && v + 32 * u < v_end) {
 #pragma unroll
-                    for (int r = 0; r < ROWS; ++r) store_pack(out + (long long)r * OW + lined + (v + 32 * u) * VEC, p[u]);
+                    for (int r = 0; r < ROWS; ++r) store_pack<STREAM>(out + (long long)r * OW + lined + (v + 32 * u) * VEC, p[u]);
                 }
         }
     }
@@ -188,33 +208,44 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
     }
 }
 
-// How many packs a lane builds before storing them, for an input row's SCALE_H output rows.
-// Four put four loads in flight per lane, at the price of 64 registers (half the SM's
-// warps). Measured better for 4x4 (every dtype, 1-6 points), f32 3x3 (1.5-2) and f32 2x1
-// (1-9); worse where each pack is a funnel-shifted span or a byte-permuted window (u8 and
-// f16 rows of odd length: up to 16 points) and for f32 2x2 at widths that are not whole
-// lines (2-3). One row per input row: 1 (batched at 32 registers it spilled and lost up to 20).
-template <typename D, int SCALE_H, int SCALE_W> struct forward_batch {
-    static const int value = SCALE_H >= 4 || (sizeof(D) == 4 && SCALE_H >= 2 && SCALE_W != 2) ? 4 : 1;
+// How a case runs: how many packs a lane builds before storing them (batch), and how many
+// threads per SM the launch bounds leave room for (threads: the register budget, 65536 /
+// threads, so 32, 40, 48 or 64). A table of measured cases written as a rule; the numbers
+// are in the history above and in docs/performance.md.
+// - One output row per input row (SCALE_H == 1): one pack at a time, 2048 threads (32
+//   registers, full occupancy: 1x2 f32 93% against 90.5% unbounded at 48 registers; batched
+//   at 32 registers it spilled and lost up to 20 points).
+// - Several rows: four packs per lane, four loads in flight, for f32, f16 and bf16 (and u8
+//   4x4; u8's spans and windows are costly to build, and batched it lost up to 7 below
+//   4x4). Batched against one at a time (results/2026-11-30-h200-ab-aligned-batch): 2x2
+//   +1.8-5.5 points at W = 1024 and 1020 (to 90-91%), 4x4 +2.5-3.5. Rows of shifted spans
+//   take one at a time anyway (upsample_rows_segment).
+// - Registers for the batched: 64 (1024 threads), but 48 (1280) for f16/bf16 with SCALE_W
+//   == 1, whose rows of odd widths are half shifted spans and whose warps then gain from the
+//   extra quarter of resident warps: f16 2x1 W=1020 86.0% -> 87.8%, W=1023 81.3% -> 83.9%,
+//   for -1 at W = 1024 (results/2026-11-30-h200-ab-plan). 48 for every batched case lost up
+//   to 2 points elsewhere; at 40 registers the batched spill.
+// - Unbatched several rows: 1536 threads (40 registers; at 32 they spilled 28-36 bytes and
+//   lost 8-18 points; 40 measured the same as no bound).
+template <typename D, int SCALE_H, int SCALE_W> struct forward_plan {
+    static const int batch = SCALE_H >= 2 && (sizeof(D) >= 2 || SCALE_H >= 4) ? 4 : 1;
+    static const int threads = SCALE_H == 1                     ? 2048
+                               : batch == 1                     ? 1536
+                               : sizeof(D) == 2 && SCALE_W == 1 ? 1280
+                                                                : 1024;
 };
 
 } // namespace tocha
 
-// The entry point's launch bounds. One output row per input row (SCALE_H == 1): room for 2048
-// threads per SM, so at most 32 registers, full occupancy (1x2 f32 93% against 90.5%
-// unbounded, at 48 registers and 2/3 occupancy). Several rows: 32 registers made the
-// compiler spill (28-36 bytes) and cost 8-18 points (f32 2x2 80% against 91%), so those keep
-// room for 1536 threads (40 registers), which measured the same as no bound; batched ones
-// room for 1024 (64 registers; at 48 they spilled).
-#define TOCHA_ENTRY_BOUNDS(D, SCALE_H, SCALE_W, BLOCK)                                                   \
-    __launch_bounds__(BLOCK, ((SCALE_H) == 1                                          ? 2048          \
-                              : tocha::forward_batch<D, SCALE_H, SCALE_W>::value > 1 ? 1024          \
-                                                                                      : 1536) / (BLOCK))
+// The entry point's launch bounds: forward_plan's threads per SM.
+#define TOCHA_ENTRY_BOUNDS(D, SCALE_H, SCALE_W, BLOCK) \
+    __launch_bounds__(BLOCK, tocha::forward_plan<D, SCALE_H, SCALE_W>::threads / (BLOCK))
 
 template <typename D, int SCALE_H, int SCALE_W, int BLOCK_OW>
 __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H, int W, int OH, int OW)
 {
     const int VEC = tocha::vec16<D>::n;
+    const int BATCH = tocha::forward_plan<D, SCALE_H, SCALE_W>::batch;
     const int WARPS = BLOCK_OW / 32;
     const int SEG = 32 * TOCHA_UPSAMPLE_SEGMENT; // vectors per work item
     const int segs = tocha::max_int(1, (OW / VEC + SEG - 1) / SEG);
@@ -231,10 +262,10 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
         const bool last_row = item >= items - segs; // the input's last row
         D *out = y + in_row * SCALE_H * (long long)OW;
         if (alike) {
-            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H, tocha::forward_batch<D, SCALE_H, SCALE_W>::value>(in, last_row, out, W, OW, seg, segs, lane);
+            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H, BATCH, (SCALE_H > 1)>(in, last_row, out, W, OW, seg, segs, lane);
         } else {
             for (int r = 0; r < SCALE_H; ++r)
-                tocha::upsample_rows_segment<D, SCALE_W, 1, tocha::forward_batch<D, SCALE_H, SCALE_W>::value>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane);
+                tocha::upsample_rows_segment<D, SCALE_W, 1, BATCH, false>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane);
         }
     }
 }
