@@ -51,7 +51,7 @@ describe("bad environment", function()
     return process.run { args = { "-e", "require('tocha').zeros({ 64 }, { device = 'sim' })" }, env = env }
   end
 
-  for _, value in ipairs({ "abc", "0", "-5", "12Q", "" .. string.rep("9", 30) }) do
+  for _, value in ipairs({ "abc", "0", "-5", "+5", " 5M", "12Q", "" .. string.rep("9", 30) }) do
     it("refuses TOCHA_SIM_MEMORY_LIMIT=" .. value:sub(1, 8), function()
       local _, err, status = sim_work { TOCHA_SIM_MEMORY_LIMIT = value }
       assert.are.equal(1, status)
@@ -70,7 +70,7 @@ describe("bad environment", function()
     assert.are.equal("false out of memory 1000", out) -- 4 MiB is refused, 4 KB fits after it
   end)
 
-  for _, value in ipairs({ "0", "abc", "300", "2.5" }) do
+  for _, value in ipairs({ "0", "abc", "300", "2.5", "-3", "+4", " 4" }) do
     it("refuses TOCHA_SIM_THREADS=" .. value, function()
       local _, err, status = sim_work { TOCHA_SIM_THREADS = value }
       assert.are.equal(1, status)

@@ -50,12 +50,20 @@ describe("device memory", function()
 
     it("is reclaimed from garbage: 2x the device's memory in unreferenced 8 GiB tensors", function()
       local dev = tocha.default_device()
-      local total = dev:info().memory_total
-      local n = math.ceil(2 * total / 2 ^ 33)
+      local before = dev:info()
+      local n = math.ceil(2 * before.memory_total / 2 ^ 33)
       collectgarbage("stop") -- only the retry on a failed allocation may collect
-      for _ = 1, n do tocha.empty({ 2 ^ 31 }, { device = dev }) end
+      local last
+      for _ = 1, n do last = tocha.empty({ 2 ^ 31 }, { device = dev }) end -- raises if one fails
+      assert.is_true(n * 2 ^ 33 > before.memory_free) -- more than fits at once: the retry collected
+      last:fill(3)
+      local tail = require("ffi").new("float[1]")
+      assert.are.equal(3, last:read(tail, 2 ^ 31 - 1, 1)[0]) -- the last one is whole and usable
+      last:free() -- the others are garbage; the collection below gives them back
       collectgarbage("restart")
       collectgarbage("collect")
+      -- Everything is given back: free memory within 1 GiB of where it started.
+      assert.is_true(dev:info().memory_free > before.memory_free - 2 ^ 30)
     end)
 
     it("refuses more than the device has, with a clear error, and goes on", function()

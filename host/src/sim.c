@@ -49,6 +49,17 @@ static unsigned long long sim_limit;
 
 static char limit_error[160];
 
+/* The whole number that text starts with: decimal digits only (no sign, no spaces), its end
+   in *rest. False when text does not start with a digit or the number overflows. Both
+   environment readers below parse with it, so that they take and refuse the same things. */
+static bool leading_count(const char *text, unsigned long long *value, char **rest)
+{
+    if (*text < '0' || *text > '9') return false;
+    errno = 0;
+    *value = strtoull(text, rest, 10);
+    return errno == 0;
+}
+
 /* TOCHA_SIM_MEMORY_LIMIT: bytes, optionally with a K, M or G suffix (powers of 1024). A value
    that is not one is an error on every allocation, never silently no limit. */
 static void read_limit(void)
@@ -56,14 +67,14 @@ static void read_limit(void)
     const char *env = getenv("TOCHA_SIM_MEMORY_LIMIT");
     sim_limit = 0;
     if (!env || !*env) return;
+    unsigned long long v = 0;
     char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(env, &end, 10);
     unsigned shift = 0;
-    if (end && (*end == 'K' || *end == 'k')) shift = 10, end++;
-    else if (end && (*end == 'M' || *end == 'm')) shift = 20, end++;
-    else if (end && (*end == 'G' || *end == 'g')) shift = 30, end++;
-    if (errno || end == env || *end || env[0] == '-' || v == 0 || v > (~0ull >> shift)) {
+    bool ok = leading_count(env, &v, &end);
+    if (ok && (*end == 'K' || *end == 'k')) shift = 10, end++;
+    else if (ok && (*end == 'M' || *end == 'm')) shift = 20, end++;
+    else if (ok && (*end == 'G' || *end == 'g')) shift = 30, end++;
+    if (!ok || *end || v == 0 || v > (~0ull >> shift)) {
         snprintf(limit_error, sizeof limit_error,
                  "TOCHA_SIM_MEMORY_LIMIT: expected a positive number of bytes (with K, M or G "
                  "allowed), got '%.60s'", env);
@@ -220,14 +231,13 @@ static void read_threads(void)
     sim_thread_count = n < 1 ? 1 : n > 256 ? 256 : (int)n;
     const char *env = getenv("TOCHA_SIM_THREADS");
     if (!env || !*env) return;
+    unsigned long long v = 0;
     char *end = NULL;
-    errno = 0;
-    n = strtol(env, &end, 10);
-    if (errno || end == env || *end || n < 1 || n > 256)
+    if (!leading_count(env, &v, &end) || *end || v < 1 || v > 256)
         snprintf(threads_error, sizeof threads_error,
                  "TOCHA_SIM_THREADS: expected an integer from 1 to 256, got '%.60s'", env);
     else
-        sim_thread_count = (int)n;
+        sim_thread_count = (int)v;
 }
 
 static int sim_threads(void)
