@@ -4,9 +4,14 @@
 // Element conversions go through double (exact for every dtype but i64 past 2^53, which
 // converts between integers directly); float to integer truncates toward zero and saturates,
 // NaN becomes 0, so that a cast is defined for every input.
-// 16-byte vectors (upsample: per lane) in one work item of a row, times 32 lanes. The host
-// sizes grids with the same number (SEGMENT in host/src/upsample.c; upsample_spec checks).
+// The upsample kernels' work item is a segment of a row: per lane, TOCHA_UPSAMPLE_SEGMENT
+// 16-byte vectors (forward) or runs of K dx elements (backward), or the short
+// TOCHA_UPSAMPLE_SEGMENT_SHORT where that measured better: forward items whose scale_h > 1
+// output rows are alike against 128-byte lines, backward items whose scale_h > 1 dy rows a
+// lane reads as whole 16-byte loads (docs/performance.md, "Work item length"). The host sizes
+// grids by the same rule (host/src/upsample.c, segments(); upsample_spec checks the three).
 #define TOCHA_UPSAMPLE_SEGMENT 4
+#define TOCHA_UPSAMPLE_SEGMENT_SHORT 2
 
 namespace tocha {
 

@@ -8,7 +8,7 @@
 // (i, then j: deterministic). The sum is kept in tocha::accumulator<D> (f32 for f16 and bf16).
 //
 // Mapping: a warp's work item is one segment of a dx row, a row being one (b, c, ih) and a
-// segment 32 * K * TOCHA_UPSAMPLE_SEGMENT elements of it; BLOCK_IW / 32 warps per CTA,
+// segment 32 * K * TOCHA_UPSAMPLE_SEGMENT(_SHORT) elements of it; BLOCK_IW / 32 warps per CTA,
 // grid.x = ceil(rows * segments / warps per CTA), grid-stride beyond. Reading dy is most
 // of the traffic, so the mapping serves the loads: each lane takes K consecutive dx elements,
 // K = 16 / (SCALE_W * sizeof(D)) (at least 1), so that its share of each dy row is 16 bytes,
@@ -81,7 +81,9 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
     // bytes, whole words), else a placeholder 4 for the branch that then never runs.
     const int SPAN_BYTES = RUN % 4 == 0 && RUN <= 16 ? RUN : 4;
     const int WARPS = BLOCK_IW / 32;
-    const int SEG = 32 * K * TOCHA_UPSAMPLE_SEGMENT; // dx elements per work item
+    // dx elements per work item: the short item (tocha.cuh) where a lane reads several dy rows
+    // in whole 16-byte loads.
+    const int SEG = 32 * K * (SCALE_H > 1 && RUN == 16 ? TOCHA_UPSAMPLE_SEGMENT_SHORT : TOCHA_UPSAMPLE_SEGMENT);
     const int segs = tocha::max_int(1, (W + SEG - 1) / SEG);
     const long long items = (long long)B * C * H * segs;
     const int lane = threadIdx.x & 31;

@@ -5,7 +5,7 @@
 //
 // Mapping: a warp's work item is one segment of an input row, a row being one (b, c, ih), and
 // the item writes that segment of the row's SCALE_H output rows (oh = ih * SCALE_H + r), so
-// the input is read once. A segment is 32 * TOCHA_UPSAMPLE_SEGMENT 16-byte output vectors
+// the input is read once. A segment is 32 * TOCHA_UPSAMPLE_SEGMENT(_SHORT) 16-byte output vectors
 // (segments = max(1, floor(OW / vector elements) / that, rounded up)), so that short and long
 // rows alike give the GPU enough independent warps. The CTA's BLOCK_OW threads are
 // BLOCK_OW / 32 warps; grid.x = ceil(B * C * H * segments / warps per CTA); a grid-stride
@@ -139,8 +139,9 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, in
     return p;
 }
 
-// Writes segment `seg` of `segs` of ROWS output rows, `OW` elements apart, that all come from
-// the input row `in`; the rows must lie alike against 128-byte lines when ROWS > 1.
+// Writes segment `seg` of `segs` (SEG vector slots each) of ROWS output rows, `OW` elements
+// apart, that all come from the input row `in`; the rows must lie alike against 128-byte
+// lines when ROWS > 1.
 // Each lane builds BATCH packs (1, or forward_plan's batch) before it stores them; STREAM:
 // the vectors are stored with the streaming hint (store_pack).
 // A row: single elements up to its first 16-byte boundary (at most VEC - 1), then 16-byte
@@ -148,7 +149,7 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, in
 // line grid, slot 0 at the line boundary at or before the first vector, `skip` slots before
 // it: lane l of a warp takes slot 32k + l, so every warp store fills whole lines, and the
 // partial line at the row's start costs no warp step of its own.
-template <typename D, int SCALE_W, int ROWS, int BATCH, bool STREAM>
+template <typename D, int SCALE_W, int ROWS, int BATCH, bool STREAM, int SEG>
 __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane)
 {
     const int VEC = vec16<D>::n;
@@ -156,7 +157,6 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
     const int IN_BYTES = IN * (int)sizeof(D);
     const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
     const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
-    const int SEG = 32 * TOCHA_UPSAMPLE_SEGMENT; // vectors per work item
     const int single = head_to<16>(out, OW);
     const int skip = (int)(((unsigned long long)(out + single) & 127u) / 16u);
     const int lined = single - skip * VEC;           // slot 0's column (negative when skip > 0)
@@ -247,12 +247,17 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     const int VEC = tocha::vec16<D>::n;
     const int BATCH = tocha::forward_plan<D, SCALE_H, SCALE_W>::batch;
     const int WARPS = BLOCK_OW / 32;
-    const int SEG = 32 * TOCHA_UPSAMPLE_SEGMENT; // vectors per work item
+    // The item's output rows lie alike against 128-byte lines when each row is a whole number
+    // of lines long (or there is one row per input row). Several alike rows take the short
+    // work item (tocha.cuh).
+    const bool lines = (long long)OW * sizeof(D) % 128 == 0;
+    const bool alike = SCALE_H == 1 || lines;
+    // Vectors per item: a constant in each branch below, so that the loops know it.
+    const int SEG_ALIKE = 32 * (SCALE_H > 1 ? TOCHA_UPSAMPLE_SEGMENT_SHORT : TOCHA_UPSAMPLE_SEGMENT);
+    const int SEG_APART = 32 * TOCHA_UPSAMPLE_SEGMENT;
+    const int SEG = alike ? SEG_ALIKE : SEG_APART;
     const int segs = tocha::max_int(1, (OW / VEC + SEG - 1) / SEG);
     const long long items = (long long)B * C * H * segs;
-    // The item's output rows lie alike against 128-byte lines when each row is a whole number
-    // of lines long (or there is one row per input row).
-    const bool alike = SCALE_H == 1 || (long long)OW * sizeof(D) % 128 == 0;
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
     for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
@@ -262,10 +267,10 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
         const bool last_row = item >= items - segs; // the input's last row
         D *out = y + in_row * SCALE_H * (long long)OW;
         if (alike) {
-            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H, BATCH, (SCALE_H > 1)>(in, last_row, out, W, OW, seg, segs, lane);
+            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H, BATCH, (SCALE_H > 1), SEG_ALIKE>(in, last_row, out, W, OW, seg, segs, lane);
         } else {
             for (int r = 0; r < SCALE_H; ++r)
-                tocha::upsample_rows_segment<D, SCALE_W, 1, BATCH, false>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane);
+                tocha::upsample_rows_segment<D, SCALE_W, 1, BATCH, false, SEG_APART>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane);
         }
     }
 }

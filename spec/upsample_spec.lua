@@ -104,15 +104,23 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
     it("has grids that cover each output and input element exactly once", function()
       -- The kernels' mappings, walked in Lua for f32 (see the kernels' headers): a warp per
       -- work item, one segment of a row, grid-stride over items.
-      local SEGMENT, VEC = 4, 4
-      -- The segment length is the kernels' (kernels/tocha.cuh) and the host's grid's
-      -- (host/src/upsample.c, checked through up:grid below): all three must agree.
+      local SEGMENT, SHORT, VEC = 4, 2, 4
+      -- The segment lengths and their rule are the kernels' (kernels/tocha.cuh) and the host's
+      -- grid's (host/src/upsample.c, checked through up:grid below): all three must agree.
       local src_dir = assert(os.getenv("TOCHA_SOURCE_DIR"), "TOCHA_SOURCE_DIR is set by CTest")
       local cuh = assert(io.open(src_dir .. "/kernels/tocha.cuh")):read("*a")
       assert.are.equal(SEGMENT, tonumber(cuh:match("#define TOCHA_UPSAMPLE_SEGMENT (%d+)")))
-      local function forward_segments(cols) return math.max(1, math.ceil(math.floor(cols / VEC) / (32 * SEGMENT))) end
+      assert.are.equal(SHORT, tonumber(cuh:match("#define TOCHA_UPSAMPLE_SEGMENT_SHORT (%d+)")))
+      -- Forward: the short item when several output rows are each whole 128-byte lines.
+      local function forward_seg_len(cols, sh) return 32 * ((sh > 1 and cols * 4 % 128 == 0) and SHORT or SEGMENT) end
+      local function forward_segments(cols, sh) return math.max(1, math.ceil(math.floor(cols / VEC) / forward_seg_len(cols, sh))) end
+      -- Backward: the short item when a lane reads several dy rows in whole 16-byte loads.
       local function backward_k(sw) return math.max(1, math.floor(VEC / sw)) end
-      local function backward_segments(cols, sw) return math.max(1, math.ceil(cols / (32 * backward_k(sw) * SEGMENT))) end
+      local function backward_seg_len(sw, sh)
+        local k = backward_k(sw)
+        return 32 * k * ((sh > 1 and k * sw * 4 == 16) and SHORT or SEGMENT)
+      end
+      local function backward_segments(cols, sw, sh) return math.max(1, math.ceil(cols / backward_seg_len(sw, sh))) end
 
       -- Work items are (row of `rows`, segment); each writes whole elements of `out_rows`
       -- rows of `cols`, which must all be hit exactly once.
@@ -139,7 +147,7 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
 
       -- Forward: an item is a segment of an input row and writes it to the sh output rows.
       local function walk_forward(g, block, in_rows, sh, cols)
-        local segs = forward_segments(cols)
+        local segs, seg_len = forward_segments(cols, sh), forward_seg_len(cols, sh)
         visit(g, block, in_rows, segs, in_rows * sh, cols, function(in_row, seg, hit)
           for row = in_row * sh, in_row * sh + sh - 1 do
             local function to(bytes) -- elements from the row's start to its next `bytes` boundary
@@ -154,8 +162,8 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
             if seg == 0 then
               for col = 0, single - 1 do hit(row, col) end
             end
-            local v_end = seg == segs - 1 and vectors or math.min(vectors, (seg + 1) * 32 * SEGMENT)
-            for v = math.max(skip, seg * 32 * SEGMENT), v_end - 1 do
+            local v_end = seg == segs - 1 and vectors or math.min(vectors, (seg + 1) * seg_len)
+            for v = math.max(skip, seg * seg_len), v_end - 1 do
               -- Slot v is 16-byte slot v % 8 of its line: a warp's 32 slots fill 4 whole lines.
               assert.are.equal((v % 8) * 16, ((row * cols + lined + v * VEC) * 4) % 128)
               for e = 0, VEC - 1 do hit(row, lined + v * VEC + e) end
@@ -167,9 +175,8 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
 
       -- Backward: lanes take runs of k dx elements from the row's first boundary of k * 4
       -- bytes (when that is 8 or 16), the elements before it one per lane.
-      local function walk_backward(g, block, rows, cols, sw)
-        local k, segs = backward_k(sw), backward_segments(cols, sw)
-        local seg_len = 32 * k * SEGMENT
+      local function walk_backward(g, block, rows, cols, sw, sh)
+        local k, segs, seg_len = backward_k(sw), backward_segments(cols, sw, sh), backward_seg_len(sw, sh)
         visit(g, block, rows, segs, rows, cols, function(row, seg, hit)
           local bytes, head = k * 4, 0
           if bytes == 8 or bytes == 16 then
@@ -193,25 +200,32 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         for _, s in ipairs(shapes) do
           local out = up:compute_concrete_output_shape({ s })
           local rows, in_rows = out[1] * out[2] * out[3], s[1] * s[2] * s[3]
-          assert.are.same({ math.ceil(in_rows * forward_segments(out[4]) / (block / 32)), 1, 1 }, up:grid(out))
-          assert.are.same({ math.ceil(in_rows * backward_segments(s[4], 2) / 2), 1, 1 }, up:backward_grid({ s }, out))
+          assert.are.same({ math.ceil(in_rows * forward_segments(out[4], 3) / (block / 32)), 1, 1 }, up:grid(out))
+          assert.are.same({ math.ceil(in_rows * backward_segments(s[4], 2, 3) / 2), 1, 1 }, up:backward_grid({ s }, out))
           if rows * out[4] <= 50000 then
             walk_forward(up:grid(out), block, in_rows, 3, out[4])
-            walk_backward(up:backward_grid({ s }, out), 64, in_rows, s[4], 2)
+            walk_backward(up:backward_grid({ s }, out), 64, in_rows, s[4], 2, 3)
           end
           assert.are.same(up:grid(out), up:grid_for_launch(1, { s }, out))
           assert.are.same(up:backward_grid({ s }, out), up:backward_grid_for_launch(1, { s }, out))
         end
       end
-      -- Long rows split into several segments, walked too.
+      -- Long rows split into several segments, walked too, with items of both lengths: forward
+      -- rows of whole lines (2048 floats) with one and with several rows per input row,
+      -- backward with one dy row per dx row and with several.
       local up = Forward.new(1, 2, 64, "f32", 64)
       walk_forward(up:grid({ 1, 1, 3, 2000 }), 64, 3, 1, 2000)
+      walk_forward(up:grid({ 1, 1, 3, 2048 }), 64, 3, 1, 2048)
+      walk_backward(up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 3, 2000 }), 64, 3, 1000, 2, 1)
       up = Forward.new(2, 2, 64, "f32", 64)
       walk_forward(up:grid({ 1, 1, 6, 2000 }), 64, 3, 2, 2000)
-      walk_backward(up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 3, 2000 }), 64, 3, 1000, 2)
-      walk_backward(up:backward_grid({ { 1, 1, 5, 1023 } }, { 1, 1, 10, 2046 }), 64, 5, 1023, 2)
+      walk_forward(up:grid({ 1, 1, 6, 2048 }), 64, 3, 2, 2048)
+      assert.are.same({ 3 * 2048 / 4 / (32 * SHORT) / 2, 1, 1 }, up:grid({ 1, 1, 6, 2048 })) -- short items
+      assert.are.same({ 3 * 4 / 2, 1, 1 }, up:grid({ 1, 1, 6, 2000 })) -- long ones: 500 vectors in 4
+      walk_backward(up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 6, 2000 }), 64, 3, 1000, 2, 2)
+      walk_backward(up:backward_grid({ { 1, 1, 5, 1023 } }, { 1, 1, 10, 2046 }), 64, 5, 1023, 2, 2)
       up = Forward.new(2, 1, 64, "f32", 64)
-      walk_backward(up:backward_grid({ { 1, 1, 5, 1023 } }, { 1, 1, 10, 1023 }), 64, 5, 1023, 1)
+      walk_backward(up:backward_grid({ { 1, 1, 5, 1023 } }, { 1, 1, 10, 1023 }), 64, 5, 1023, 1, 2)
     end)
 
     it("packs the Args in the signature's order: x, y, B, C, H, W, OH, OW", function()

@@ -103,21 +103,28 @@ const char *tocha_upsample_kernel_source(const tocha_upsample *up)
 
 /* ---- shapes and grids ---- */
 
-/* Vectors of 16 bytes per lane in one work item: TOCHA_UPSAMPLE_SEGMENT in kernels/tocha.cuh
-** (spec/upsample_spec.lua checks that the two agree). */
+/* Per lane in one work item: 16-byte vectors (forward) or runs of K dx elements (backward),
+** SEGMENT, or SEGMENT_SHORT where the kernels take the short item: TOCHA_UPSAMPLE_SEGMENT(_SHORT)
+** and the rule in kernels/tocha.cuh (spec/upsample_spec.lua checks that the three agree). */
 #define SEGMENT 4
+#define SEGMENT_SHORT 2
 
-/* Work items per row of `cols` elements: the kernels' segments (see their headers). */
-static int64_t segments(int direction, int dtype, int scale_w, int64_t cols)
+/* Work items per row of `cols` elements (forward: output columns; backward: dx columns): the
+** kernels' segments (see their headers). */
+static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int64_t cols)
 {
-    int64_t per16 = 16 / tocha_dtype_size(dtype);
+    int64_t size = tocha_dtype_size(dtype), per16 = 16 / size;
     int64_t per_item;
     if (direction == TOCHA_UPSAMPLE_FORWARD) {
-        per_item = 32 * SEGMENT; /* vectors */
+        /* Several output rows alike against 128-byte lines: the short item. */
+        bool lines = cols * size % 128 == 0;
+        per_item = 32 * (scale_h > 1 && lines ? SEGMENT_SHORT : SEGMENT); /* vectors */
         cols /= per16;
     } else {
+        /* Several dy rows, each lane's share of one a whole 16-byte load: the short item. */
         int64_t k = per16 / scale_w > 0 ? per16 / scale_w : 1;
-        per_item = 32 * k * SEGMENT; /* dx elements */
+        bool whole16 = k * scale_w * size == 16;
+        per_item = 32 * k * (scale_h > 1 && whole16 ? SEGMENT_SHORT : SEGMENT); /* dx elements */
     }
     int64_t segs = (cols + per_item - 1) / per_item;
     return segs > 0 ? segs : 1;
@@ -195,7 +202,7 @@ static int launch(tocha_upsample *k, const tocha_tensor *src, tocha_tensor *dst,
                        (int32_t)in->dims[3], (int32_t)out->dims[2], (int32_t)out->dims[3]};
     bool forward = k->direction == TOCHA_UPSAMPLE_FORWARD;
     int64_t rows = in->dims[0] * in->dims[1] * in->dims[2];
-    int64_t segs = segments(k->direction, k->dtype, k->scale_w, forward ? out->dims[3] : in->dims[3]);
+    int64_t segs = segments(k->direction, k->dtype, k->scale_h, k->scale_w, forward ? out->dims[3] : in->dims[3]);
     uint32_t grid[3], block[3] = {(uint32_t)k->block, 1, 1};
     row_grid(rows * segs, k->block, grid);
     void *args[8] = {(void *)&src->data, &dst->data, &dims[0], &dims[1], &dims[2], &dims[3], &dims[4], &dims[5]};
@@ -277,7 +284,7 @@ static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32
                         (long long)output->dims[2], up->scale_h);
     if (st) return st;
     row_grid(output->dims[0] * output->dims[1] * (output->dims[2] / up->scale_h) *
-                 segments(TOCHA_UPSAMPLE_FORWARD, up->dtype, up->scale_w, output->dims[3]),
+                 segments(TOCHA_UPSAMPLE_FORWARD, up->dtype, up->scale_h, up->scale_w, output->dims[3]),
              up->block, grid);
     return TOCHA_OK;
 }
@@ -333,7 +340,7 @@ static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *input
     const tocha_shape *in = &inputs[0];
     if (in->ndim != 4) return tocha_fail(TOCHA_E_ARGUMENT, "inputs[1]: expected 4-D, got %d-D", in->ndim);
     const tocha_upsample *b = self(op)->backward;
-    row_grid(in->dims[0] * in->dims[1] * in->dims[2] * segments(TOCHA_UPSAMPLE_BACKWARD, b->dtype, b->scale_w, in->dims[3]),
+    row_grid(in->dims[0] * in->dims[1] * in->dims[2] * segments(TOCHA_UPSAMPLE_BACKWARD, b->dtype, b->scale_h, b->scale_w, in->dims[3]),
              b->block, grid);
     return TOCHA_OK;
 }
