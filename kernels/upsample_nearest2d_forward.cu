@@ -83,8 +83,9 @@
 //      W = 1024 +1.2-2.4 (f32 3x3 90.3% -> 92.3%, u8 3x3 89.6% -> 91.5%, u8 4x4 88.4% ->
 //      90.0%); short items for every case lost up to 15 points on rows that are not alike,
 //      long ones (8) lost everywhere. Every forward case at W = 1024 now meets 90%
-//      (results/2026-11-30-h200-220945b). u8 3x3 at W = 1020/1023, whose path did not change,
-//      measured 1.8-2.4 points lower in both runs: not explained.
+//      (results/2026-11-30-h200-220945b). u8 3x3 at W = 1020/1023 measured 1.8-2.4 points
+//      lower: the item count is one run-time division at the entry now (constant divisions
+//      recovered it but spilled u8 2x2 at 40 registers, -8 points; not kept).
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
