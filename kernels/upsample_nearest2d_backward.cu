@@ -45,7 +45,7 @@
 //      without them v7 took 37 and lost 5-6 points on 2x2). f16 2x1 W=1023 43% -> 79%, 1x2
 //      W=1023 68% -> 92%, f16 3x3 80% -> 92%; medians f32 95.7%, f16 91.7%
 //      (results/2026-11-30-h200-c907d4a).
-//   v8 this file: dx stored with the streaming hint (st.global.cs: written once, never read
+//   v8 dx stored with the streaming hint (st.global.cs: written once, never read
 //      here): +0.2-1.5 points, f16 2x1 W=1023 78.7% -> 80.2%, f16 2x2 W=1023 89.7% -> 90.5%
 //      (results/2026-11-30-h200-ab-cache-hints). Shifted runs load their words through the
 //      read-only path like the aligned ones (within 0.3 points). Fetching 256 bytes into L2

@@ -63,7 +63,7 @@
 //      Tried and not kept: the output as one flat range with lines filled across rows' ends
 //      (per-vector row tracking: 1x2 W=1024 92.5% -> 86.8%, u8 2x2 W=1020 81% -> 59%);
 //      batches of two at 40 registers (within 1-3 points either way; spills at 32).
-//   v9 this file, three measured changes (A/B runs in results/2026-11-30-h200-ab-*):
+//   v9 three measured changes (A/B runs in results/2026-11-30-h200-ab-*):
 //      (1) batched packs only where a row's spans are aligned, which leaves the batched loop
 //      one load path, and batching for every multi-row f32/f16/bf16 case and u8 4x4: f32 2x2
 //      W=1020 85% -> 90.4%, f16 2x2 W=1020 84.9% -> 90.4%, 4x4 +1-3.5; (2) the register

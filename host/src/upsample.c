@@ -121,7 +121,7 @@ static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int6
         per_item = 32 * (scale_h > 1 && lines ? SEGMENT_SHORT : SEGMENT); /* vectors */
         cols /= per16;
     } else {
-        /* Several dy rows, each lane's share of one a whole 16-byte load: the short item. */
+        /* Several dy rows, each lane's share of a row one whole 16-byte load: the short item. */
         int64_t k = per16 / scale_w > 0 ? per16 / scale_w : 1;
         bool whole16 = k * scale_w * size == 16;
         per_item = 32 * k * (scale_h > 1 && whole16 ? SEGMENT_SHORT : SEGMENT); /* dx elements */
