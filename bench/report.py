@@ -4,10 +4,12 @@
 
 Reads DIR/tocha.csv, DIR/torch.csv and DIR/host.csv (written on the GPU machine by
 bench/upsample.lua and bench/upsample_torch.py in one command) and writes DIR/report.md and
-DIR/plot.png (gnuplot). Targets: >= 90% of the copy bandwidth measured in the same run.
+DIR/plot.png (gnuplot): a table per group (op and dtype; the README's table is its medians),
+then one row per case. Targets: >= 90% of the copy bandwidth measured in the same run.
 """
 import csv
 import os
+import statistics
 import subprocess
 import sys
 
@@ -23,6 +25,31 @@ def key(r):
     return (r["op"], r["dtype"], r["scale_h"], r["scale_w"], r["W"])
 
 
+def group_table(ours, theirs):
+    """One row per op and dtype group (f16 and bf16 together): % of copy and x PyTorch as
+    min / median / max, PyTorch's median % of copy, and the cases at the target. The README's
+    table is this one's medians."""
+    groups = {}
+    for r in ours:
+        kind = "f16, bf16" if r["dtype"] in ("f16", "bf16") else r["dtype"]
+        groups.setdefault((r["op"], kind), []).append(r)
+    def spread(values, fmt):
+        return " / ".join(fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
+    lines = ["| group | % of copy min / median / max | PyTorch % of copy (median) | "
+             "x PyTorch min / median / max | cases at target |", "| --- | --- | --- | --- | --- |"]
+    for (op, kind), rows in groups.items():
+        pct = [float(r["pct_copy"]) for r in rows]
+        pairs = [(r, theirs[key(r)]) for r in rows if key(r) in theirs]
+        torch = [float(t["pct_copy"]) for _, t in pairs]
+        speedup = [float(t["median_ms"]) / float(r["median_ms"]) for r, t in pairs]
+        met = sum(p >= TARGET for p in pct)
+        lines.append(f"| {op} {kind} | {spread(pct, '{:.1f}')} | "
+                     f"{statistics.median(torch):.1f} | {spread(speedup, '{:.2f}')} | "
+                     f"{met} of {len(rows)} |" if pairs else
+                     f"| {op} {kind} | {spread(pct, '{:.1f}')} | - | - | {met} of {len(rows)} |")
+    return lines
+
+
 def main(out, title):
     ours = read(os.path.join(out, "tocha.csv"))
     theirs = {key(r): r for r in read(os.path.join(out, "torch.csv"))}
@@ -35,7 +62,8 @@ def main(out, title):
              f"Target: >= {TARGET:.0f}% of it.", "",
              "The mix floor is the case's input at the read-only rate plus its output at the "
              "write-only rate (16-byte streams measured in the same run), as % of copy: what a "
-             "kernel that only moves those bytes could reach.", "",
+             "kernel that only moves those bytes could reach.", ""]
+    lines += group_table(ours, theirs) + ["",
              "| op | dtype | scale | W | block | tocha ms | tocha GB/s | % copy | mix floor % | torch ms | torch % copy | x torch | target |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     plot_rows = []

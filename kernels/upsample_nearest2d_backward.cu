@@ -55,7 +55,7 @@
 //      half the rows' loads to wait on; 4x4 +2.6-5.6 points (f16 4x4 W=1023 86.2% -> 91.8%),
 //      2x1 +2-5.5 (f16 2x1 W=1020 83.7% -> 88.8%), 2x2 +1.5-2.6. 1x2 (one dy row) lost 1.4-4.8
 //      with short items and 3x3 (12-byte runs) moved -1.3 to +0.9, so they keep the long
-//      one. Medians f32 96.7%, f16 92.0% (results/2026-11-30-h200-220945b).
+//      one. Medians f32 96.7%, f16/bf16 91.9% (results/2026-11-30-h200-220945b).
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)
