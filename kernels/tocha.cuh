@@ -137,23 +137,6 @@ template <typename D> struct pack16 {
 // - FETCH_256 loads (ld.global.nc.L2::256B): L2 fetches the whole 256-byte block around the
 //   load from DRAM, so a warp's next loads along the row find their lines there.
 
-// Stores a pack at p, which must be 16-byte aligned: one 128-bit store.
-template <bool STREAMING = false, typename D> __device__ __forceinline__ void store_pack(D *p, const pack16<D> &x)
-{
-#ifdef TOCHA_SIM
-    memcpy((void *)p, (const void *)x.w, 16);
-#else
-    if (STREAMING)
-        asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]),
-                     "r"(x.w[2]), "r"(x.w[3])
-                     : "memory");
-    else
-        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]),
-                     "r"(x.w[2]), "r"(x.w[3])
-                     : "memory");
-#endif
-}
-
 // Stores the first BYTES (8 or 16) bytes of a pack at p, aligned to BYTES.
 template <int BYTES, bool STREAMING = false, typename D> __device__ __forceinline__ void store_words(D *p, const pack16<D> &x)
 {
@@ -173,6 +156,12 @@ template <int BYTES, bool STREAMING = false, typename D> __device__ __forceinlin
     else
         asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]) : "memory");
 #endif
+}
+
+// Stores a pack at p, which must be 16-byte aligned: one 128-bit store.
+template <bool STREAMING = false, typename D> __device__ __forceinline__ void store_pack(D *p, const pack16<D> &x)
+{
+    store_words<16, STREAMING>(p, x);
 }
 
 // Loads BYTES (4, 8 or 16) bytes at p, aligned to BYTES, into the first words of w, through

@@ -83,9 +83,10 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
     const int PER_LOAD = tocha::vec16<D>::n;                        // dy elements in 16 bytes
     const int K = PER_LOAD / SCALE_W > 0 ? PER_LOAD / SCALE_W : 1;  // dx elements per lane step
     const int RUN = K * SCALE_W * (int)sizeof(D);                   // dy bytes per lane per row
-    // The width load_span is instantiated at: RUN where a shifted run can be loaded so (4 to 16
-    // bytes, whole words), else a placeholder 4 for the branch that then never runs.
-    const int SPAN_BYTES = RUN % 4 == 0 && RUN <= 16 ? RUN : 4;
+    // Whether a shifted run can be loaded as the words around it (4 to 16 bytes, whole words);
+    // load_span's width: RUN then, else a placeholder 4 for the branch that never runs.
+    const bool SHIFTED_LOADS = RUN % 4 == 0 && RUN <= 16;
+    const int SPAN_BYTES = SHIFTED_LOADS ? RUN : 4;
     const int WARPS = BLOCK_IW / 32;
     // dx elements per work item: the short item (tocha.cuh) where a lane reads several dy rows
     // in whole 16-byte loads.
@@ -129,7 +130,7 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
                     upsample_nearest2d_backward_run<16, K, SCALE_W>(r, sum);
                 } else if (whole && RUN % 8 == 0 && tocha::aligned_to(r, 8)) {
                     upsample_nearest2d_backward_run<8, K, SCALE_W>(r, sum);
-                } else if (whole && RUN % 4 == 0 && RUN <= 16 &&
+                } else if (whole && SHIFTED_LOADS &&
                            (!(last_row && i == SCALE_H - 1) ||
                             tocha::span_fits<SPAN_BYTES>(r, src + (long long)i * OW + OW))) {
                     // Only element-aligned: the words around the run, shifted into place.
@@ -152,8 +153,7 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
                 tocha::pack16<D> p;
 #pragma unroll
                 for (int e = 0; e < K; ++e) p.set(e, tocha::narrow<D>(sum[e]));
-                if (BYTES == 16) tocha::store_words<16, true>(out + iw0, p);
-                else tocha::store_words<8, true>(out + iw0, p);
+                tocha::store_words<(BYTES == 16 ? 16 : 8), true>(out + iw0, p);
             } else {
 #pragma unroll
                 for (int e = 0; e < K; ++e)

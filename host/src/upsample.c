@@ -130,11 +130,13 @@ static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int6
     return segs > 0 ? segs : 1;
 }
 
-/* Grid for `items` work items, one warp each, block / 32 warps per CTA (capped at the grid's
-** limit: the kernels loop over what it does not cover). */
-static void row_grid(int64_t items, int block, uint32_t grid[3])
+/* k's grid for `rows` rows of `cols` columns (forward: input rows, output columns; backward:
+** dx rows and columns): one warp per work item, block / 32 warps per CTA, capped at the grid's
+** limit (the kernels loop over what it does not cover). */
+static void kernel_grid(const tocha_upsample *k, int64_t rows, int64_t cols, uint32_t grid[3])
 {
-    int64_t warps = block / 32;
+    int64_t items = rows * segments(k->direction, k->dtype, k->scale_h, k->scale_w, cols);
+    int64_t warps = k->block / 32;
     int64_t blocks = (items + warps - 1) / warps;
     grid[0] = (uint32_t)(blocks < INT32_MAX ? blocks : INT32_MAX);
     grid[1] = grid[2] = 1;
@@ -201,10 +203,8 @@ static int launch(tocha_upsample *k, const tocha_tensor *src, tocha_tensor *dst,
     int32_t dims[6] = {(int32_t)in->dims[0], (int32_t)in->dims[1], (int32_t)in->dims[2],
                        (int32_t)in->dims[3], (int32_t)out->dims[2], (int32_t)out->dims[3]};
     bool forward = k->direction == TOCHA_UPSAMPLE_FORWARD;
-    int64_t rows = in->dims[0] * in->dims[1] * in->dims[2];
-    int64_t segs = segments(k->direction, k->dtype, k->scale_h, k->scale_w, forward ? out->dims[3] : in->dims[3]);
     uint32_t grid[3], block[3] = {(uint32_t)k->block, 1, 1};
-    row_grid(rows * segs, k->block, grid);
+    kernel_grid(k, in->dims[0] * in->dims[1] * in->dims[2], forward ? out->dims[3] : in->dims[3], grid);
     void *args[8] = {(void *)&src->data, &dst->data, &dims[0], &dims[1], &dims[2], &dims[3], &dims[4], &dims[5]};
     return tocha_kernel_launch_raw(k->kernel, dst->dev, grid, block, args);
 }
@@ -283,9 +283,7 @@ static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32
         st = tocha_fail(TOCHA_E_ARGUMENT, "output_shape: height %lld is not a multiple of scale_h %d",
                         (long long)output->dims[2], up->scale_h);
     if (st) return st;
-    row_grid(output->dims[0] * output->dims[1] * (output->dims[2] / up->scale_h) *
-                 segments(TOCHA_UPSAMPLE_FORWARD, up->dtype, up->scale_h, up->scale_w, output->dims[3]),
-             up->block, grid);
+    kernel_grid(up, output->dims[0] * output->dims[1] * (output->dims[2] / up->scale_h), output->dims[3], grid);
     return TOCHA_OK;
 }
 
@@ -339,9 +337,7 @@ static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *input
     if (st) return st;
     const tocha_shape *in = &inputs[0];
     if (in->ndim != 4) return tocha_fail(TOCHA_E_ARGUMENT, "inputs[1]: expected 4-D, got %d-D", in->ndim);
-    const tocha_upsample *b = self(op)->backward;
-    row_grid(in->dims[0] * in->dims[1] * in->dims[2] * segments(TOCHA_UPSAMPLE_BACKWARD, b->dtype, b->scale_h, b->scale_w, in->dims[3]),
-             b->block, grid);
+    kernel_grid(self(op)->backward, in->dims[0] * in->dims[1] * in->dims[2], in->dims[3], grid);
     return TOCHA_OK;
 }
 
