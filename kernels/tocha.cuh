@@ -99,6 +99,10 @@ template <> __device__ __forceinline__ long long narrow<long long, unsigned long
 __device__ __forceinline__ int max_int(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int min_int(int a, int b) { return a < b ? a : b; }
 
+// log2 of N, a power of two, at compile time.
+template <int N> struct log2_of { static const int value = 1 + log2_of<N / 2>::value; };
+template <> struct log2_of<1> { static const int value = 0; };
+
 // Sixteen bytes of D, for vector stores: one 128-bit store instruction per pack. The elements
 // are kept as raw bits in four 32-bit words, so that the store is a single uint4 store (a
 // struct of D, assigned, is split into element stores by the compiler).

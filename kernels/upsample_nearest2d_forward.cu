@@ -263,8 +263,10 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     // Vectors per item: a constant in each branch below, so that the loops know it.
     const int SEG_ALIKE = 32 * (SCALE_H > 1 ? TOCHA_UPSAMPLE_SEGMENT_SHORT : TOCHA_UPSAMPLE_SEGMENT);
     const int SEG_APART = 32 * TOCHA_UPSAMPLE_SEGMENT;
-    const int SEG = alike ? SEG_ALIKE : SEG_APART;
-    const int segs = tocha::max_int(1, (OW / VEC + SEG - 1) / SEG);
+    // Items per row by a shift: both lengths are powers of two (a run-time division here
+    // cost u8 3x3 W=1020 2 points, and constant divisions in each branch spilled u8 2x2).
+    const int SEG_SHIFT = alike ? tocha::log2_of<SEG_ALIKE>::value : tocha::log2_of<SEG_APART>::value;
+    const int segs = tocha::max_int(1, (OW / VEC + (1 << SEG_SHIFT) - 1) >> SEG_SHIFT);
     const long long items = (long long)B * C * H * segs;
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
