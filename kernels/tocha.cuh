@@ -221,6 +221,44 @@ template <int BYTES, bool FETCH_256 = false> __device__ __forceinline__ void loa
 #endif
 }
 
+// The TMA's bulk copies from shared to global memory, for kernels that build a block of
+// output once in shared memory and store it to several places: sm_90 and later. The simulator
+// has no shared memory; kernels keep a path of their own for it and for older GPUs.
+#if !defined(TOCHA_SIM) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TOCHA_BULK_COPIES 1
+
+// Bytes of dynamic shared memory this launch gave each CTA.
+__device__ __forceinline__ unsigned dynamic_shared_bytes()
+{
+    unsigned n;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+    return n;
+}
+
+// Makes this thread's ordinary stores to shared memory visible to the bulk copies issued after
+// the warp's next __syncwarp().
+__device__ __forceinline__ void fence_shared_for_bulk() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Starts copying `bytes` (a multiple of 16) from shared src to global dst, both 16-byte
+// aligned, in the calling thread's current bulk group.
+__device__ __forceinline__ void bulk_store(void *dst, const void *src, unsigned bytes)
+{
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst),
+                 "r"((unsigned)__cvta_generic_to_shared(src)), "r"(bytes)
+                 : "memory");
+}
+
+// Closes the calling thread's current bulk group.
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Waits until the calling thread's bulk groups have read their shared memory (which may then
+// be written again).
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+
+// Waits until the calling thread's bulk groups are complete.
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+#endif
+
 // Whether the words load_span<BYTES>(p) reads end at or before `end` (their start, p rounded
 // down to 4 bytes, is inside any allocation that holds p: allocations are 4-byte aligned).
 // A check in the caller, which then takes its element-by-element path: a slow path inside

@@ -16,6 +16,10 @@
 // one by one. A vector's inputs (16 / sizeof(D) / SCALE_W of them) come in one 4-, 8- or
 // 16-byte load (shifted into place when only element-aligned), from an 8-byte window for
 // 3x3-style scales, else one by one. Every offset is 64-bit.
+// Bulk copies (sm_90 on, when the launch gives each warp a buffer in dynamic shared memory;
+// the host does so for several output rows that are whole 16-byte vectors but not whole
+// lines): the segment's vectors are built once into shared memory and the TMA copies them to
+// each row (upsample_rows_bulk), instead of each row being built and stored on its own.
 //
 // History, H200, 512 MB moved per case, % of device-to-device copy (4.23 TB/s):
 //   v1 the seed's mapping: one thread per output element, one CTA per (row, BLOCK_OW tile).
@@ -86,6 +90,22 @@
 //      (results/2026-11-30-h200-220945b). u8 3x3 at W = 1020/1023 measured 1.8-2.4 points
 //      lower: the item count is one run-time division at the entry now (constant divisions
 //      recovered it but spilled u8 2x2 at 40 registers, -8 points; not kept).
+//      Since: the count by a shift (both lengths are powers of two) brought u8 3x3 back
+//      (W=1020 79.3% -> 81.1%, W=1023 80.1% -> 81.3%; results/2026-11-30-h200-ab-segment).
+//   v11 this file: bulk copies for several output rows that are whole vectors but not whole
+//      lines (results/2026-11-30-h200-ab-bulk): each segment is built once into shared memory
+//      and the TMA copies it to every row (cp.async.bulk), where each row used to be built
+//      and stored on its own. f32 2x2 W=1020 90.0% -> 94.3%, f32 3x3 W=1020 87.7% -> 91.8%,
+//      f32 4x4 W=1023 86.0% -> 90.7%, f16 4x4 W=1020 85.7% -> 91.0%, u8 4x4 W=1020 84.8% ->
+//      89.5%; 13 cases better, none worse. What the A/B runs taught, in order: static shared
+//      memory in every launch cost every case that reloads inputs from L1 (3-12 points: the
+//      carveout shrinks L1), hence dynamic shared memory given by the host only where used;
+//      a copy whose shared-memory source and global destination lie differently against 32
+//      bytes (16 bytes apart) runs 4-6 points slower, whether or not its destination is
+//      aligned, hence the segment on each row's line grid and the second image one vector
+//      on; alike rows (W = 1024) gained on 2x1 (+1) and lost on u8 2x2 (-3) and 3x3 (-0.5),
+//      so they keep their stores. One buffer per warp: a warp does one item (but past 2^31
+//      items), so a second buffer (tried first) only took shared memory.
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
@@ -216,6 +236,83 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
     }
 }
 
+#ifdef TOCHA_BULK_COPIES
+// Segment `seg` of `segs` of ROWS output rows that all come from the input row `in`, by bulk
+// copies. The rows must be 16-byte aligned and a whole number of vectors long, so that a
+// vector is the same 16 bytes in every row; they may lie differently against 128-byte lines.
+// As in upsample_rows_segment, the segment is slots seg * SEG .. of each row's own line grid
+// (a row's slot 0 at the line boundary at or before its start), so that each copy starts and
+// ends on line boundaries (but at the row's ends) and no line is written by two items. The
+// rows' slots start at most 7 vectors apart, so the lanes build the segment's vectors from the
+// earliest row's first slot on (at most SEG + 7) into image A of `buf`; a copy reads its
+// source at the same place against 32 bytes as it writes, so where a row needs the other
+// phase the vectors also go to image B, one vector further on (buf holds 2 * (SEG + 16)
+// vectors, 128-byte aligned). Then lane 0 issues one copy per row, as one bulk group; the
+// caller waits before buf is reused. Packs are built as in upsample_rows_segment.
+template <typename D, int SCALE_W, int ROWS, int BATCH, int SEG>
+__device__ __forceinline__ void upsample_rows_bulk(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane, uint4 *buf)
+{
+    const int VEC = vec16<D>::n;
+    const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0;
+    const int IN_BYTES = IN * (int)sizeof(D);
+    const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
+    const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
+    const int IMAGE = SEG + 16;
+    const int vectors = OW / VEC;
+    int most_skip = 0;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+        most_skip = max_int(most_skip, (int)(((unsigned long long)(out + (long long)r * OW) & 127u) / 16u));
+    const int v0 = max_int(0, seg * SEG - most_skip);
+    const int v_end = seg == segs - 1 ? vectors : min_int(vectors, (seg + 1) * SEG);
+    // Row r's copy [lo, hi) reads image A at buf + lo - v0; image B where that is not at the
+    // copy's destination's place against 32 bytes.
+    bool need_b = false;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const unsigned long long row = (unsigned long long)(out + (long long)r * OW);
+        const int lo = max_int(0, seg * SEG - (int)((row & 127u) / 16u));
+        need_b |= (((row + (unsigned long long)lo * 16u) ^ ((unsigned long long)(lo - v0) * 16u)) & 16u) != 0;
+    }
+    const bool aligned = SPAN && aligned_to(in, IN_BYTES); // every vector starts an input element
+    if (BATCH == 1 || (SPAN && !aligned)) {
+        for (int v = v0 + lane; v < v_end; v += 32) {
+            const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, v * VEC, SPAN, aligned);
+            const uint4 b = make_uint4(p.w[0], p.w[1], p.w[2], p.w[3]);
+            buf[v - v0] = b;
+            if (need_b) buf[IMAGE + 1 + v - v0] = b;
+        }
+    } else {
+        for (int v = v0 + lane; v < v_end; v += 32 * BATCH) {
+            pack16<D> p[BATCH];
+#pragma unroll
+            for (int u = 0; u < BATCH; ++u)
+                if (v + 32 * u < v_end) p[u] = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, (v + 32 * u) * VEC, SPAN, SPAN);
+#pragma unroll
+            for (int u = 0; u < BATCH; ++u)
+                if (v + 32 * u < v_end) {
+                    const uint4 b = make_uint4(p[u].w[0], p[u].w[1], p[u].w[2], p[u].w[3]);
+                    buf[v + 32 * u - v0] = b;
+                    if (need_b) buf[IMAGE + 1 + v + 32 * u - v0] = b;
+                }
+        }
+    }
+    fence_shared_for_bulk();
+    __syncwarp();
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            D *const row = out + (long long)r * OW;
+            const int lo = max_int(0, seg * SEG - (int)(((unsigned long long)row & 127u) / 16u));
+            const int hi = seg == segs - 1 ? vectors : min_int(vectors, (seg + 1) * SEG - (int)(((unsigned long long)row & 127u) / 16u));
+            const bool b = ((((unsigned long long)(row + (long long)lo * VEC)) ^ ((unsigned long long)(lo - v0) * 16u)) & 16u) != 0;
+            if (hi > lo) bulk_store(row + (long long)lo * VEC, buf + (b ? IMAGE + 1 : 0) + (lo - v0), (unsigned)(hi - lo) * 16u);
+        }
+        bulk_commit();
+    }
+}
+#endif
+
 // How a case runs: how many packs a lane builds before storing them (batch), and how many
 // threads per SM the launch bounds leave room for (threads: the register budget, 65536 /
 // threads, so 32, 40, 48 or 64). A table of measured cases written as a rule; the numbers
@@ -270,6 +367,31 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     const long long items = (long long)B * C * H * segs;
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
+#ifdef TOCHA_BULK_COPIES
+    // Bulk copies, when the launch gave each warp a buffer in dynamic shared memory (the host
+    // does so where they measured faster: rows that are 16-byte multiples but not whole
+    // lines) and the rows allow them (upsample_rows_bulk). Items are the short length.
+    const int BULK_SLOTS = 2 * (SEG_ALIKE + 16);
+    if (SCALE_H > 1 && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u &&
+        (long long)OW * sizeof(D) % 16 == 0 && OW >= VEC && tocha::aligned_to(y, 16)) {
+        extern __shared__ __align__(128) uint4 tocha_bulk_buffers[];
+        uint4 *const buf = tocha_bulk_buffers + (threadIdx.x >> 5) * BULK_SLOTS;
+        const int bulk_segs = tocha::max_int(1, (OW / VEC + SEG_ALIKE - 1) >> tocha::log2_of<SEG_ALIKE>::value);
+        const long long bulk_items = (long long)B * C * H * bulk_segs;
+        for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < bulk_items; item += stride) {
+            const long long in_row = item / bulk_segs;
+            const int seg = (int)(item - in_row * bulk_segs);
+            // A warp's second item (grid-stride) waits until the first one's copies have read buf.
+            if (lane == 0) tocha::bulk_wait_read();
+            __syncwarp();
+            tocha::upsample_rows_bulk<D, SCALE_W, SCALE_H, BATCH, SEG_ALIKE>(
+                x + in_row * W, item >= bulk_items - bulk_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, bulk_segs, lane, buf);
+        }
+        // Shared memory must outlive the copies that read it.
+        if (lane == 0) tocha::bulk_wait_all();
+        return;
+    }
+#endif
     for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
         const long long in_row = item / segs; // (b, c, ih): output rows in_row * SCALE_H + r
         const int seg = (int)(item - in_row * segs);

@@ -369,6 +369,29 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end
       end)
 
+      it("is exact where output rows are whole vectors but not whole lines (bulk copies on cuda)", function()
+        -- On sm_90 these forwards build each segment once in shared memory and copy it to every
+        -- output row: rows at each 16-byte place against lines and sectors (the two images),
+        -- several segments per row, short rows of one segment, and every block width (512 and
+        -- up take no buffer and the per-row path).
+        local cases = {
+          { "f32", 4, 4, 1023 }, { "f32", 3, 3, 1020 }, { "f32", 2, 1, 1020 }, { "u8", 4, 4, 1020 },
+          { "f16", 2, 2, 1020 }, { "bf16", 4, 4, 1022 }, { "f64", 2, 2, 333 }, { "i32", 5, 3, 12 },
+          { "f32", 2, 2, 2 }, { "u8", 3, 16, 1 },
+        }
+        for n, c in ipairs(cases) do
+          local dt, sh, sw, W = c[1], c[2], c[3], c[4]
+          local block = ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1]
+          local up = Forward.new(sh, sw, block, dt)
+          local shape = { 1, 2, 3, W }
+          local x = tocha.rand(shape, { dtype = "i32", device = device, seed = n, low = 0, high = 100 }):cast(dt)
+          local y = tocha.empty({ 1, 2, 3 * sh, W * sw }, { dtype = dt, device = device }):fill(POISON)
+          up:forward(x, y)
+          local label = ("%s %dx%d W=%d block %d"):format(dt, sh, sw, W, block)
+          assert.are.same(up_ref.forward(x:to_table(true), shape, sh, sw), y:to_table(true), label)
+        end
+      end)
+
       it("covers many narrow rows, each with single elements around its vectors", function()
         local up = Forward.new(2, 1, 32, "i32")
         local x = tocha.rand({ 1, 1, 40000, 3 }, { dtype = "i32", device = device, seed = 8, low = -1000, high = 1000 })

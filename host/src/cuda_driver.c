@@ -135,12 +135,12 @@ static int cuda_load(tocha_device *d, const void *binary, uint64_t size, const c
 }
 
 static int cuda_launch(tocha_device *d, void *function, const uint32_t grid[3],
-                       const uint32_t block[3], void **args)
+                       const uint32_t block[3], uint32_t shared_bytes, void **args)
 {
     int st = use_context(d);
     if (st) return st;
     CHECK(cu.launch_kernel((CUfunction)function, grid[0], grid[1], grid[2], block[0], block[1],
-                           block[2], 0, 0, args, NULL),
+                           block[2], shared_bytes, 0, args, NULL),
           "cuLaunchKernel");
     return TOCHA_OK;
 }

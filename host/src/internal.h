@@ -55,8 +55,10 @@ typedef struct tocha_backend {
     /* Loads a binary built for this device's target and finds entry in it. */
     int (*load)(tocha_device *d, const void *binary, uint64_t size, const char *entry,
                 void **module, void **function);
+    /* shared_bytes: the launch's dynamic shared memory per CTA (the simulator has none: its
+    ** kernels take their own path where cuda uses shared memory). */
     int (*launch)(tocha_device *d, void *function, const uint32_t grid[3],
-                  const uint32_t block[3], void **args);
+                  const uint32_t block[3], uint32_t shared_bytes, void **args);
     int (*synchronize)(tocha_device *d);
     int (*memory)(tocha_device *d, uint64_t *free_bytes, uint64_t *total_bytes);
     int (*event_new)(tocha_device *d, void **out);
@@ -155,6 +157,10 @@ void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t b
 /* Launch without argument checks, for callers that built args themselves (builtin ops). */
 int tocha_kernel_launch_raw(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
                             const uint32_t block[3], void **args);
+/* The same with shared_bytes of dynamic shared memory per CTA (at most 48 KiB, the default
+** limit of a function). */
+int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
+                               const uint32_t block[3], uint32_t shared_bytes, void **args);
 
 /* ---- tensor.c ---- */
 /* TOCHA_E_FREED or TOCHA_E_ARGUMENT (naming what) when t cannot be used. */

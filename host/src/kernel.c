@@ -278,13 +278,19 @@ static int function_for(tocha_kernel *k, tocha_device *d, void **fn)
     return TOCHA_OK;
 }
 
-int tocha_kernel_launch_raw(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
-                            const uint32_t block[3], void **args)
+int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
+                               const uint32_t block[3], uint32_t shared_bytes, void **args)
 {
     void *fn = NULL;
     int st = function_for(k, d, &fn);
     if (st) return st;
-    return d->backend->launch(d, fn, grid, block, args);
+    return d->backend->launch(d, fn, grid, block, shared_bytes, args);
+}
+
+int tocha_kernel_launch_raw(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
+                            const uint32_t block[3], void **args)
+{
+    return tocha_kernel_launch_shared(k, d, grid, block, 0, args);
 }
 
 static int check_dims(const uint32_t grid[3], const uint32_t block[3])

@@ -247,9 +247,10 @@ static int sim_threads(void)
 }
 
 static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3],
-                      const uint32_t block[3], void **args)
+                      const uint32_t block[3], uint32_t shared_bytes, void **args)
 {
     (void)d;
+    (void)shared_bytes; /* no shared memory here: kernels take their TOCHA_SIM path */
     sim_job job = {.run = (sim_launcher)function, .args = args};
     for (int i = 0; i < 3; i++) {
         job.grid[i] = grid[i];

@@ -110,15 +110,15 @@ const char *tocha_upsample_kernel_source(const tocha_upsample *up)
 #define SEGMENT_SHORT 2
 
 /* Work items per row of `cols` elements (forward: output columns; backward: dx columns): the
-** kernels' segments (see their headers). */
-static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int64_t cols)
+** kernels' segments (see their headers). bulk: the forward launch takes bulk copies. */
+static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int64_t cols, bool bulk)
 {
     int64_t size = tocha_dtype_size(dtype), per16 = 16 / size;
     int64_t per_item;
     if (direction == TOCHA_UPSAMPLE_FORWARD) {
-        /* Several output rows alike against 128-byte lines: the short item. */
+        /* Several output rows alike against 128-byte lines, or bulk copies: the short item. */
         bool lines = cols * size % 128 == 0;
-        per_item = 32 * (scale_h > 1 && lines ? SEGMENT_SHORT : SEGMENT); /* vectors */
+        per_item = 32 * (scale_h > 1 && (lines || bulk) ? SEGMENT_SHORT : SEGMENT); /* vectors */
         cols /= per16;
     } else {
         /* Several dy rows, each lane's share of a row one whole 16-byte load: the short item. */
@@ -132,10 +132,10 @@ static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int6
 
 /* k's grid for `rows` rows of `cols` columns (forward: input rows, output columns; backward:
 ** dx rows and columns): one warp per work item, block / 32 warps per CTA, capped at the grid's
-** limit (the kernels loop over what it does not cover). */
-static void kernel_grid(const tocha_upsample *k, int64_t rows, int64_t cols, uint32_t grid[3])
+** limit (the kernels loop over what it does not cover). bulk: as segments(). */
+static void kernel_grid(const tocha_upsample *k, int64_t rows, int64_t cols, bool bulk, uint32_t grid[3])
 {
-    int64_t items = rows * segments(k->direction, k->dtype, k->scale_h, k->scale_w, cols);
+    int64_t items = rows * segments(k->direction, k->dtype, k->scale_h, k->scale_w, cols, bulk);
     int64_t warps = k->block / 32;
     int64_t blocks = (items + warps - 1) / warps;
     grid[0] = (uint32_t)(blocks < INT32_MAX ? blocks : INT32_MAX);
@@ -197,6 +197,21 @@ static int check_shape_is(const tocha_tensor *t, const tocha_shape *want, const 
 
 /* ---- launches ---- */
 
+/* Dynamic shared memory for a launch: the forward's bulk-copy buffers, two images of a short
+** segment (plus 16 vectors) per warp, where the GPU has bulk copies (sm_90 on) and they
+** measured faster: several output rows that are whole 16-byte vectors but not whole 128-byte
+** lines (docs/performance.md, "Bulk copies"); else 0. The kernel checks again what it needs
+** (the buffer, rows of whole vectors, y aligned), so that this rule decides speed only. */
+static uint32_t launch_shared_bytes(const tocha_upsample *k, const tocha_tensor *y, const tocha_shape *out)
+{
+    int64_t row_bytes = out->dims[3] * tocha_dtype_size(k->dtype);
+    uint32_t bytes = (uint32_t)(k->block / 32) * 2u * (32u * SEGMENT_SHORT + 16u) * 16u;
+    bool bulk = k->direction == TOCHA_UPSAMPLE_FORWARD && k->scale_h > 1 && y->dev->kind == TOCHA_DEVICE_CUDA &&
+                y->dev->cc_major >= 9 && row_bytes >= 16 && row_bytes % 16 == 0 && row_bytes % 128 != 0 &&
+                (uintptr_t)y->data % 16 == 0 && bytes <= 48u * 1024u;
+    return bulk ? bytes : 0;
+}
+
 static int launch(tocha_upsample *k, const tocha_tensor *src, tocha_tensor *dst,
                   const tocha_shape *in, const tocha_shape *out)
 {
@@ -204,9 +219,10 @@ static int launch(tocha_upsample *k, const tocha_tensor *src, tocha_tensor *dst,
                        (int32_t)in->dims[3], (int32_t)out->dims[2], (int32_t)out->dims[3]};
     bool forward = k->direction == TOCHA_UPSAMPLE_FORWARD;
     uint32_t grid[3], block[3] = {(uint32_t)k->block, 1, 1};
-    kernel_grid(k, in->dims[0] * in->dims[1] * in->dims[2], forward ? out->dims[3] : in->dims[3], grid);
+    uint32_t shared_bytes = launch_shared_bytes(k, dst, out);
+    kernel_grid(k, in->dims[0] * in->dims[1] * in->dims[2], forward ? out->dims[3] : in->dims[3], shared_bytes > 0, grid);
     void *args[8] = {(void *)&src->data, &dst->data, &dims[0], &dims[1], &dims[2], &dims[3], &dims[4], &dims[5]};
-    return tocha_kernel_launch_raw(k->kernel, dst->dev, grid, block, args);
+    return tocha_kernel_launch_shared(k->kernel, dst->dev, grid, block, shared_bytes, args);
 }
 
 int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, tocha_tensor *y)
@@ -283,7 +299,7 @@ static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32
         st = tocha_fail(TOCHA_E_ARGUMENT, "output_shape: height %lld is not a multiple of scale_h %d",
                         (long long)output->dims[2], up->scale_h);
     if (st) return st;
-    kernel_grid(up, output->dims[0] * output->dims[1] * (output->dims[2] / up->scale_h), output->dims[3], grid);
+    kernel_grid(up, output->dims[0] * output->dims[1] * (output->dims[2] / up->scale_h), output->dims[3], false, grid);
     return TOCHA_OK;
 }
 
@@ -337,7 +353,7 @@ static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *input
     if (st) return st;
     const tocha_shape *in = &inputs[0];
     if (in->ndim != 4) return tocha_fail(TOCHA_E_ARGUMENT, "inputs[1]: expected 4-D, got %d-D", in->ndim);
-    kernel_grid(self(op)->backward, in->dims[0] * in->dims[1] * in->dims[2], in->dims[3], grid);
+    kernel_grid(self(op)->backward, in->dims[0] * in->dims[1] * in->dims[2], in->dims[3], false, grid);
     return TOCHA_OK;
 }
 
