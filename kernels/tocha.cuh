@@ -222,41 +222,97 @@ template <int BYTES, bool FETCH_256 = false> __device__ __forceinline__ void loa
 }
 
 // The TMA's bulk copies from shared to global memory, for kernels that build a block of
-// output once in shared memory and store it to several places: sm_90 and later. The simulator
-// has no shared memory; kernels keep a path of their own for it and for older GPUs.
-#if !defined(TOCHA_SIM) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// output once in shared memory and store it to several places: sm_90 and later, and the
+// simulator. There a warp's work that uses them runs on its lane 0 alone (the lanes of a
+// block run one after another, so no lane could wait for another): the shared memory is one
+// buffer per host thread, a copy is a memcpy, and the fences and waits have nothing to do.
+#if defined(TOCHA_SIM) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
 #define TOCHA_BULK_COPIES 1
+// The lanes that share a warp's work around bulk copies: 32, or lane 0 alone on the simulator.
+#ifdef TOCHA_SIM
+#define TOCHA_BULK_LANES 1
+#else
+#define TOCHA_BULK_LANES 32
+#endif
 
 // Bytes of dynamic shared memory this launch gave each CTA.
 __device__ __forceinline__ unsigned dynamic_shared_bytes()
 {
+#ifdef TOCHA_SIM
+    return tocha_sim::dynamic_shared;
+#else
     unsigned n;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
     return n;
+#endif
+}
+
+// The calling warp's share of the launch's dynamic shared memory: `slots` 16-byte slots,
+// 128-byte aligned when slots is a multiple of 8.
+__device__ __forceinline__ uint4 *warp_shared_slots(int slots)
+{
+#ifdef TOCHA_SIM
+    return (uint4 *)tocha_sim::shared_buffer((size_t)slots * 16u);
+#else
+    extern __shared__ __align__(128) uint4 tocha_dynamic_shared[];
+    return tocha_dynamic_shared + (threadIdx.x >> 5) * slots;
+#endif
+}
+
+// The warp's lanes meet here; their shared-memory stores before it are seen by all after it.
+__device__ __forceinline__ void warp_sync()
+{
+#ifndef TOCHA_SIM
+    __syncwarp();
+#endif
 }
 
 // Makes this thread's ordinary stores to shared memory visible to the bulk copies issued after
-// the warp's next __syncwarp().
-__device__ __forceinline__ void fence_shared_for_bulk() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// the warp's next warp_sync().
+__device__ __forceinline__ void fence_shared_for_bulk()
+{
+#ifndef TOCHA_SIM
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
 
 // Starts copying `bytes` (a multiple of 16) from shared src to global dst, both 16-byte
 // aligned, in the calling thread's current bulk group.
 __device__ __forceinline__ void bulk_store(void *dst, const void *src, unsigned bytes)
 {
+#ifdef TOCHA_SIM
+    memcpy(dst, src, bytes);
+#else
     asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst),
                  "r"((unsigned)__cvta_generic_to_shared(src)), "r"(bytes)
                  : "memory");
+#endif
 }
 
 // Closes the calling thread's current bulk group.
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_commit()
+{
+#ifndef TOCHA_SIM
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
 
 // Waits until the calling thread's bulk groups have read their shared memory (which may then
 // be written again).
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read()
+{
+#ifndef TOCHA_SIM
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
 
 // Waits until the calling thread's bulk groups are complete.
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all()
+{
+#ifndef TOCHA_SIM
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
 #endif
 
 // Whether the words load_span<BYTES>(p) reads end at or before `end` (their start, p rounded

@@ -105,7 +105,12 @@
 //      aligned, hence the segment on each row's line grid and the second image one vector
 //      on; alike rows (W = 1024) gained on 2x1 (+1) and lost on u8 2x2 (-3) and 3x3 (-0.5),
 //      so they keep their stores. One buffer per warp: a warp does one item (but past 2^31
-//      items), so a second buffer (tried first) only took shared memory.
+//      items), so a second buffer (tried first) only took shared memory. The simulator runs
+//      this path too, lane 0 doing each warp's work (TOCHA_BULK_LANES).
+//      Tried and not kept: bulk copies for rows of any width (each row's copy from its first
+//      16-byte boundary, an image shifted by funnel shifts for each row that starts inside a
+//      vector): correct, but 5-30 points slower, also on vector rows and on cases that do not
+//      take the path (registers; docs/performance.md, "Bulk copies").
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
@@ -258,6 +263,9 @@ __device__ __forceinline__ void upsample_rows_bulk(const D *in, bool last_row, D
     const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
     const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
     const int IMAGE = SEG + 16;
+#ifdef TOCHA_SIM
+    if (lane != 0) return; // lane 0 does the warp's work, one vector at a time (tocha.cuh)
+#endif
     const int vectors = OW / VEC;
     int most_skip = 0;
 #pragma unroll
@@ -275,8 +283,8 @@ __device__ __forceinline__ void upsample_rows_bulk(const D *in, bool last_row, D
         need_b |= (((row + (unsigned long long)lo * 16u) ^ ((unsigned long long)(lo - v0) * 16u)) & 16u) != 0;
     }
     const bool aligned = SPAN && aligned_to(in, IN_BYTES); // every vector starts an input element
-    if (BATCH == 1 || (SPAN && !aligned)) {
-        for (int v = v0 + lane; v < v_end; v += 32) {
+    if (TOCHA_BULK_LANES == 1 || BATCH == 1 || (SPAN && !aligned)) {
+        for (int v = v0 + lane; v < v_end; v += TOCHA_BULK_LANES) {
             const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, v * VEC, SPAN, aligned);
             const uint4 b = make_uint4(p.w[0], p.w[1], p.w[2], p.w[3]);
             buf[v - v0] = b;
@@ -298,7 +306,7 @@ __device__ __forceinline__ void upsample_rows_bulk(const D *in, bool last_row, D
         }
     }
     fence_shared_for_bulk();
-    __syncwarp();
+    warp_sync();
     if (lane == 0) {
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {
@@ -374,8 +382,7 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     const int BULK_SLOTS = 2 * (SEG_ALIKE + 16);
     if (SCALE_H > 1 && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u &&
         (long long)OW * sizeof(D) % 16 == 0 && OW >= VEC && tocha::aligned_to(y, 16)) {
-        extern __shared__ __align__(128) uint4 tocha_bulk_buffers[];
-        uint4 *const buf = tocha_bulk_buffers + (threadIdx.x >> 5) * BULK_SLOTS;
+        uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
         const int bulk_segs = tocha::max_int(1, (OW / VEC + SEG_ALIKE - 1) >> tocha::log2_of<SEG_ALIKE>::value);
         const long long bulk_items = (long long)B * C * H * bulk_segs;
         for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < bulk_items; item += stride) {
@@ -383,7 +390,7 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
             const int seg = (int)(item - in_row * bulk_segs);
             // A warp's second item (grid-stride) waits until the first one's copies have read buf.
             if (lane == 0) tocha::bulk_wait_read();
-            __syncwarp();
+            tocha::warp_sync();
             tocha::upsample_rows_bulk<D, SCALE_W, SCALE_H, BATCH, SEG_ALIKE>(
                 x + in_row * W, item >= bulk_items - bulk_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, bulk_segs, lane, buf);
         }

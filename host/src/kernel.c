@@ -158,8 +158,9 @@ static void generate(tocha_kernel *k, const char *source, const char *name, cons
     k->source = tocha_text_take(&t);
 
     tocha_text_append(&t, "extern \"C\" void tocha_sim_launch(void **a, const unsigned *grid, "
-                          "const unsigned *block,\n    unsigned long long first, unsigned long "
-                          "long last)\n{\n    tocha_sim::run(grid, block, first, last, [&] {\n");
+                          "const unsigned *block,\n    unsigned shared_bytes, unsigned long long "
+                          "first, unsigned long long last)\n{\n    tocha_sim::run(grid, block, "
+                          "shared_bytes, first, last, [&] {\n");
     tocha_text_appendf(&t, "        %s(", k->entry_name);
     for (int i = 0; i < k->nparams; i++)
         tocha_text_appendf(&t, "%s*(%s%s *)a[%d]", i ? ", " : "", param_ctype(&k->params[i]),

@@ -25,7 +25,8 @@
 extern char **environ;
 
 typedef void (*sim_launcher)(void **args, const unsigned *grid, const unsigned *block,
-                             unsigned long long first, unsigned long long last);
+                             unsigned shared_bytes, unsigned long long first,
+                             unsigned long long last);
 
 #if defined(__x86_64__)
 #define SIM_TARGET "sim-x86_64"
@@ -200,7 +201,7 @@ static int sim_load(tocha_device *d, const void *binary, uint64_t size, const ch
 typedef struct {
     sim_launcher run;
     void **args;
-    unsigned grid[3], block[3];
+    unsigned grid[3], block[3], shared_bytes;
     unsigned long long blocks, chunk;
     atomic_ullong next;
 } sim_job;
@@ -213,7 +214,7 @@ static void *sim_worker(void *arg)
         if (first >= job->blocks) break;
         unsigned long long last = first + job->chunk;
         if (last > job->blocks) last = job->blocks;
-        job->run(job->args, job->grid, job->block, first, last);
+        job->run(job->args, job->grid, job->block, job->shared_bytes, first, last);
     }
     return NULL;
 }
@@ -250,8 +251,9 @@ static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3],
                       const uint32_t block[3], uint32_t shared_bytes, void **args)
 {
     (void)d;
-    (void)shared_bytes; /* no shared memory here: kernels take their TOCHA_SIM path */
-    sim_job job = {.run = (sim_launcher)function, .args = args};
+    /* The launch's dynamic shared memory is only its size here (dynamic_shared_bytes() in a
+    ** kernel): a kernel that uses it has a path of its own for the simulator. */
+    sim_job job = {.run = (sim_launcher)function, .args = args, .shared_bytes = shared_bytes};
     for (int i = 0; i < 3; i++) {
         job.grid[i] = grid[i];
         job.block[i] = block[i];
@@ -262,7 +264,7 @@ static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3],
     if (threads_error[0]) return tocha_fail(TOCHA_E_ARGUMENT, "%s", threads_error);
     /* Small grids run on the calling thread: starting threads would cost more than the work. */
     if (workers == 1 || job.blocks * threads_per_block < 16384) {
-        job.run(args, job.grid, job.block, 0, job.blocks);
+        job.run(args, job.grid, job.block, shared_bytes, 0, job.blocks);
         return TOCHA_OK;
     }
     if ((unsigned long long)workers > job.blocks) workers = (int)job.blocks;

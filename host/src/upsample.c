@@ -216,17 +216,18 @@ static void read_bulk_copies(void)
 }
 
 /* Dynamic shared memory for a launch: the forward's bulk-copy buffers, two images of a short
-** segment (plus 16 vectors) per warp, where the GPU has bulk copies (sm_90 on) and they
-** measured faster: several output rows that are whole 16-byte vectors but not whole 128-byte
-** lines (docs/performance.md, "Bulk copies"); else 0. The kernel checks again what it needs
-** (the buffer, rows of whole vectors, y aligned), so that this rule decides speed only. */
+** segment (plus 16 vectors) per warp, where the device has bulk copies (sm_90 on, and the
+** simulator, which runs the same path) and they measured faster: several output rows that are
+** whole 16-byte vectors but not whole 128-byte lines (docs/performance.md, "Bulk copies");
+** else 0. The kernel checks again what it needs (the buffer, rows of whole vectors, y
+** aligned), so that this rule decides speed only. */
 static uint32_t launch_shared_bytes(const tocha_upsample *k, const tocha_tensor *y, const tocha_shape *out)
 {
     int64_t row_bytes = out->dims[3] * tocha_dtype_size(k->dtype);
     uint32_t bytes = (uint32_t)(k->block / 32) * 2u * (32u * SEGMENT_SHORT + 16u) * 16u;
-    bool bulk = k->direction == TOCHA_UPSAMPLE_FORWARD && k->scale_h > 1 && y->dev->kind == TOCHA_DEVICE_CUDA &&
-                y->dev->cc_major >= 9 && row_bytes >= 16 && row_bytes % 16 == 0 && row_bytes % 128 != 0 &&
-                (uintptr_t)y->data % 16 == 0 && bytes <= 48u * 1024u;
+    bool device = y->dev->kind == TOCHA_DEVICE_SIM || y->dev->cc_major >= 9;
+    bool bulk = k->direction == TOCHA_UPSAMPLE_FORWARD && k->scale_h > 1 && device && row_bytes >= 16 &&
+                row_bytes % 16 == 0 && row_bytes % 128 != 0 && (uintptr_t)y->data % 16 == 0 && bytes <= 48u * 1024u;
     return bulk ? bytes : 0;
 }
 

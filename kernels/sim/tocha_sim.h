@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <algorithm>
+#include <vector>
 
 #undef __global__
 #undef __device__
@@ -48,12 +49,34 @@ static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dsub_rn(double a, double b) { return a - b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 
+// The funnel shift right: the low 32 bits of hi:lo shifted right by s & 31.
+static inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned int s)
+{
+    s &= 31u;
+    return s ? (lo >> s) | (hi << (32u - s)) : lo;
+}
+
 namespace tocha_sim {
+// The launch's dynamic shared memory in bytes: only a size here, which a kernel reads to know
+// what the launch gave it (tocha::dynamic_shared_bytes()).
+static thread_local unsigned dynamic_shared;
+
+// A buffer of at least `bytes` for the shared memory of the one warp that runs at a time on
+// this host thread (tocha::warp_shared_slots()), 128-byte aligned.
+inline void *shared_buffer(size_t bytes)
+{
+    static thread_local std::vector<uint4> slots;
+    const size_t n = bytes / sizeof(uint4) + 8;
+    if (slots.size() < n) slots.resize(n);
+    return (void *)(((uintptr_t)slots.data() + 127u) & ~(uintptr_t)127u);
+}
+
 // Runs blocks [first, last) of the grid, each thread of a block in turn.
 template <typename Body>
-inline void run(const unsigned *grid, const unsigned *block, unsigned long long first,
-                unsigned long long last, Body body)
+inline void run(const unsigned *grid, const unsigned *block, unsigned shared_bytes,
+                unsigned long long first, unsigned long long last, Body body)
 {
+    dynamic_shared = shared_bytes;
     gridDim = dim3(grid[0], grid[1], grid[2]);
     blockDim = dim3(block[0], block[1], block[2]);
     for (unsigned long long b = first; b < last; ++b) {
