@@ -373,8 +373,8 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         -- These forwards build each segment once in shared memory and copy it to every output
         -- row (on sm_90, and on the simulator with lane 0 doing each warp's work): rows at each
         -- 16-byte place against lines and sectors (the two images), several segments per row,
-        -- short rows of one segment, and every block width (512 and up take no buffer and the
-        -- per-row path).
+        -- short rows of one segment, and every block width (1024 takes no buffer, as it would
+        -- need more than 48 KiB, and so the per-row path).
         local cases = {
           { "f32", 4, 4, 1023 }, { "f32", 3, 3, 1020 }, { "f32", 2, 1, 1020 }, { "u8", 4, 4, 1020 },
           { "f16", 2, 2, 1020 }, { "bf16", 4, 4, 1022 }, { "f64", 2, 2, 333 }, { "i32", 5, 3, 12 },

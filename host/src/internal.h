@@ -55,8 +55,8 @@ typedef struct tocha_backend {
     /* Loads a binary built for this device's target and finds entry in it. */
     int (*load)(tocha_device *d, const void *binary, uint64_t size, const char *entry,
                 void **module, void **function);
-    /* shared_bytes: the launch's dynamic shared memory per CTA (the simulator has none: its
-    ** kernels take their own path where cuda uses shared memory). */
+    /* shared_bytes: the launch's dynamic shared memory per CTA (on the simulator only a size
+    ** that its kernels can read: tocha::dynamic_shared_bytes()). */
     int (*launch)(tocha_device *d, void *function, const uint32_t grid[3],
                   const uint32_t block[3], uint32_t shared_bytes, void **args);
     int (*synchronize)(tocha_device *d);

@@ -49,13 +49,6 @@ static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dsub_rn(double a, double b) { return a - b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 
-// The funnel shift right: the low 32 bits of hi:lo shifted right by s & 31.
-static inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned int s)
-{
-    s &= 31u;
-    return s ? (lo >> s) | (hi << (32u - s)) : lo;
-}
-
 namespace tocha_sim {
 // The launch's dynamic shared memory in bytes: only a size here, which a kernel reads to know
 // what the launch gave it (tocha::dynamic_shared_bytes()).
