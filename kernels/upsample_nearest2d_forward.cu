@@ -82,7 +82,7 @@
 //      reload their inputs from L1); streaming stores for every row: 1x2, 2x1 and odd widths
 //      1-3 points worse; streaming for non-alike rows of 2x2-4x4 too: +1 on f32/f16 W=1020,
 //      -1.5 on u8 W=1023; block width 128 instead of 64: within 1 point.
-//   v10 this file: work items of several alike rows half as long (TOCHA_UPSAMPLE_SEGMENT_SHORT,
+//   v10 work items of several alike rows half as long (TOCHA_UPSAMPLE_SEGMENT_SHORT,
 //      2 vectors per lane; results/2026-11-30-h200-ab-segment): every multi-row case at
 //      W = 1024 +1.2-2.4 (f32 3x3 90.3% -> 92.3%, u8 3x3 89.6% -> 91.5%, u8 4x4 88.4% ->
 //      90.0%); short items for every case lost up to 15 points on rows that are not alike,
