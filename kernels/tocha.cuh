@@ -325,6 +325,12 @@ template <int BYTES> __device__ __forceinline__ bool span_fits(const void *p, co
     return (a & ~3ull) + BYTES + ((a & 3u) ? 4u : 0u) <= (unsigned long long)end;
 }
 
+// The 16-byte slots from the 128-byte line boundary at or before p up to p.
+__device__ __forceinline__ int slots_past_line(const void *p)
+{
+    return (int)(((unsigned long long)p & 127u) / 16u);
+}
+
 // Whether p is aligned to `bytes` (a power of two).
 __device__ __forceinline__ bool aligned_to(const void *p, unsigned bytes)
 {

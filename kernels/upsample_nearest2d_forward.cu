@@ -191,7 +191,7 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
     const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
     const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
     const int single = head_to<16>(out, OW);
-    const int skip = (int)(((unsigned long long)(out + single) & 127u) / 16u);
+    const int skip = slots_past_line(out + single);
     const int lined = single - skip * VEC;           // slot 0's column (negative when skip > 0)
     const int vectors = skip + (OW - single) / VEC; // slots up to the row's last whole vector
     const bool first = seg == 0, last = seg == segs - 1;
@@ -269,8 +269,7 @@ __device__ __forceinline__ void upsample_rows_bulk(const D *in, bool last_row, D
     const int vectors = OW / VEC;
     int most_skip = 0;
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-        most_skip = max_int(most_skip, (int)(((unsigned long long)(out + (long long)r * OW) & 127u) / 16u));
+    for (int r = 0; r < ROWS; ++r) most_skip = max_int(most_skip, slots_past_line(out + (long long)r * OW));
     const int v0 = max_int(0, seg * SEG - most_skip);
     const int v_end = seg == segs - 1 ? vectors : min_int(vectors, (seg + 1) * SEG);
     // Row r's copy [lo, hi) reads image A at buf + lo - v0; image B where that is not at the
@@ -279,7 +278,7 @@ __device__ __forceinline__ void upsample_rows_bulk(const D *in, bool last_row, D
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
         const unsigned long long row = (unsigned long long)(out + (long long)r * OW);
-        const int lo = max_int(0, seg * SEG - (int)((row & 127u) / 16u));
+        const int lo = max_int(0, seg * SEG - slots_past_line(out + (long long)r * OW));
         need_b |= (((row + (unsigned long long)lo * 16u) ^ ((unsigned long long)(lo - v0) * 16u)) & 16u) != 0;
     }
     const bool aligned = SPAN && aligned_to(in, IN_BYTES); // every vector starts an input element
@@ -311,8 +310,8 @@ __device__ __forceinline__ void upsample_rows_bulk(const D *in, bool last_row, D
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {
             D *const row = out + (long long)r * OW;
-            const int lo = max_int(0, seg * SEG - (int)(((unsigned long long)row & 127u) / 16u));
-            const int hi = seg == segs - 1 ? vectors : min_int(vectors, (seg + 1) * SEG - (int)(((unsigned long long)row & 127u) / 16u));
+            const int lo = max_int(0, seg * SEG - slots_past_line(row));
+            const int hi = seg == segs - 1 ? vectors : min_int(vectors, (seg + 1) * SEG - slots_past_line(row));
             const bool b = ((((unsigned long long)(row + (long long)lo * VEC)) ^ ((unsigned long long)(lo - v0) * 16u)) & 16u) != 0;
             if (hi > lo) bulk_store(row + (long long)lo * VEC, buf + (b ? IMAGE + 1 : 0) + (lo - v0), (unsigned)(hi - lo) * 16u);
         }
