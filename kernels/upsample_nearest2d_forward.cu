@@ -20,6 +20,10 @@
 // the host does so for several output rows that are whole 16-byte vectors but not whole
 // lines): the segment's vectors are built once into shared memory and the TMA copies them to
 // each row (upsample_rows_bulk), instead of each row being built and stored on its own.
+// Row images (when the launch gives the same buffer; the host does so for four or more output
+// rows that are not whole 16-byte vectors): the segment's columns are built once into shared
+// memory and each row's lanes read their vectors from it at the row's own place against 16
+// bytes, then store them as the per-row path does (upsample_rows_image).
 //
 // History, H200, 512 MB moved per case, % of device-to-device copy (4.23 TB/s):
 //   v1 the seed's mapping: one thread per output element, one CTA per (row, BLOCK_OW tile).
@@ -92,7 +96,7 @@
 //      recovered it but spilled u8 2x2 at 40 registers, -8 points; not kept).
 //      Since: the count by a shift (both lengths are powers of two) brought u8 3x3 back
 //      (W=1020 79.3% -> 81.1%, W=1023 80.1% -> 81.3%; results/2026-11-30-h200-ab-segment).
-//   v11 this file: bulk copies for several output rows that are whole vectors but not whole
+//   v11 bulk copies for several output rows that are whole vectors but not whole
 //      lines (results/2026-11-30-h200-ab-bulk): each segment is built once into shared memory
 //      and the TMA copies it to every row (cp.async.bulk), where each row used to be built
 //      and stored on its own. f32 2x2 W=1020 90.0% -> 94.3%, f32 3x3 W=1020 87.7% -> 91.8%,
@@ -111,6 +115,19 @@
 //      16-byte boundary, an image shifted by funnel shifts for each row that starts inside a
 //      vector): correct, but 5-30 points slower, also on vector rows and on cases that do not
 //      take the path (registers; docs/performance.md, "Bulk copies").
+//   v12 this file: row images for four or more output rows that are not whole vectors
+//      (results/2026-11-30-h200-ab-image): each segment built once into shared memory, each
+//      row's vectors read from it (aligned shared loads, funnel-shifted where the row starts
+//      1-3 bytes off a word) and stored on the row's line grid. f16 and bf16 4x4 W=1023
+//      83.5% -> 87.9%, u8 4x4 W=1023 83.3% -> 84.7%, W=1020 89.3% -> 89.7%. For two and three
+//      rows the same path lost 3-30 points (f16 2x2 W=1023 86.7% -> 72.0%, f16 3x3 W=1020
+//      85.4% -> 77.6%; u8 spilled at 40 registers): building a row again from L1 costs less
+//      than the image's build, the warp's wait for it and its shared loads, until four rows
+//      share one build.
+//      Tried and not kept: lanes sharing their loads of shifted spans (each lane one aligned
+//      load, its neighbour's by a shuffle, instead of two or three word loads): 3-18 points
+//      worse wherever it ran (f16 2x2 W=1023 87.2% -> 75.4%, f32 2x1 W=1023 84.9% -> 78.1%) and
+//      it spilled the 1x2 kernels (results/2026-11-30-h200-ab-lanes).
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
@@ -320,6 +337,110 @@ __device__ __forceinline__ void upsample_rows_bulk(const D *in, bool last_row, D
 }
 #endif
 
+#ifdef TOCHA_BULK_COPIES
+// The 16 bytes at byte b of shared buffer `base`, b's place against 16 bytes being ph (the same
+// for every lane of a row): the widest aligned shared loads that place allows, shifted into
+// place where it is not a multiple of 4 (then up to 3 bytes past the 16 are read).
+__device__ __forceinline__ void read_shared16(const unsigned char *base, int b, unsigned ph, unsigned w[4])
+{
+    const unsigned char *p = base + b;
+    if (ph == 0) {
+        const uint4 t = *(const uint4 *)p;
+        w[0] = t.x, w[1] = t.y, w[2] = t.z, w[3] = t.w;
+    } else if ((ph & 7u) == 0) {
+        const uint2 a = *(const uint2 *)p, c = *(const uint2 *)(p + 8);
+        w[0] = a.x, w[1] = a.y, w[2] = c.x, w[3] = c.y;
+    } else if ((ph & 3u) == 0) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) w[k] = ((const unsigned *)p)[k];
+    } else {
+        const unsigned *q = (const unsigned *)(p - (ph & 3u));
+        unsigned raw[5];
+#pragma unroll
+        for (int k = 0; k < 5; ++k) raw[k] = q[k];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) w[k] = __funnelshift_r(raw[k], raw[k + 1], 8u * (ph & 3u));
+    }
+}
+
+// Segment `seg` of `segs` of ROWS output rows that come from the input row `in` and lie
+// differently against 16-byte vectors (a row is not a whole number of them), through shared
+// memory: the lanes build the segment's columns once, element-contiguous, into `buf` (the
+// image), then store each row's vectors on that row's own line grid as upsample_rows_segment
+// does, each read from the image at the row's own place against 16 bytes; a row's single
+// elements at its ends come from the input. The image starts at an input element, moved back
+// to where the vectors' inputs are aligned loads when they can be.
+template <typename D, int SCALE_W, int ROWS, int SEG>
+__device__ __forceinline__ void upsample_rows_image(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane, uint4 *buf)
+{
+    const int VEC = vec16<D>::n;
+    const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0;
+    const int IN_BYTES = IN * (int)sizeof(D);
+    const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
+    const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
+#ifdef TOCHA_SIM
+    if (lane != 0) return; // lane 0 does the warp's work (as upsample_rows_bulk)
+    const int LANES = 1;
+#else
+    const int LANES = 32;
+#endif
+    const bool first = seg == 0, last = seg == segs - 1;
+    warp_sync(); // the warp's previous item has read buf
+    // The columns the rows' vectors of this segment cover.
+    int c_lo = OW, c_hi = 0;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        D *const row = out + (long long)r * OW;
+        const int single = head_to<16>(row, OW);
+        const int skip = slots_past_line(row + single);
+        const int lined = single - skip * VEC, vectors = skip + (OW - single) / VEC;
+        const int lo = max_int(seg * SEG, skip), hi = last ? vectors : min_int(vectors, (seg + 1) * SEG);
+        if (hi > lo) {
+            c_lo = min_int(c_lo, lined + lo * VEC);
+            c_hi = max_int(c_hi, lined + hi * VEC);
+        }
+    }
+    int i0 = c_lo / SCALE_W;
+    if (SPAN) i0 = max_int(0, i0 - (int)(((unsigned long long)(in + i0) & (unsigned)(IN_BYTES - 1)) / sizeof(D)));
+    const int c0 = i0 * SCALE_W;
+    const bool aligned = SPAN && aligned_to(in + i0, SPAN ? IN_BYTES : 1);
+    const int n = c_hi > c0 ? (c_hi - c0 + VEC - 1) / VEC : 0;
+    for (int j = lane; j < n; j += LANES) {
+        const int ow0 = c0 + j * VEC;
+        pack16<D> p;
+        if (ow0 + VEC <= OW || !last_row) { // past OW: columns no row stores
+            p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, SPAN, aligned);
+        } else {
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+                if (ow0 + e < OW) p.set(e, in[(ow0 + e) / SCALE_W]);
+        }
+        buf[j] = make_uint4(p.w[0], p.w[1], p.w[2], p.w[3]);
+    }
+    warp_sync();
+    const unsigned char *image = (const unsigned char *)buf;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        D *const row = out + (long long)r * OW;
+        const int single = head_to<16>(row, OW);
+        const int skip = slots_past_line(row + single);
+        const int lined = single - skip * VEC, vectors = skip + (OW - single) / VEC;
+        const int lo = max_int(seg * SEG, skip), hi = last ? vectors : min_int(vectors, (seg + 1) * SEG);
+        const unsigned ph = (unsigned)((lined - c0) * (int)sizeof(D)) & 15u;
+        for (int v = lo + lane; v < hi; v += LANES) {
+            pack16<D> p;
+            read_shared16(image, (lined + v * VEC - c0) * (int)sizeof(D), ph, p.w);
+            store_pack<false>(row + lined + v * VEC, p);
+        }
+        if (first)
+            for (int t = lane; t < single; t += LANES) row[t] = in[t / SCALE_W];
+        const int tail = lined + vectors * VEC;
+        if (last)
+            for (int t = tail + lane; t < OW; t += LANES) row[t] = in[t / SCALE_W];
+    }
+}
+#endif
+
 // How a case runs: how many packs a lane builds before storing them (batch), and how many
 // threads per SM the launch bounds leave room for (threads: the register budget, 65536 /
 // threads, so 32, 40, 48 or 64). A table of measured cases written as a rule; the numbers
@@ -395,6 +516,22 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
         }
         // Shared memory must outlive the copies that read it.
         if (lane == 0) tocha::bulk_wait_all();
+        return;
+    }
+    // Four or more rows that are not whole vectors (or not 16-byte aligned), when the launch
+    // gave the buffer: through an image of the segment in shared memory (upsample_rows_image;
+    // with two or three rows it measured 3-30 points slower than building each row, with four
+    // 1.5-4.5 faster). Items are the short length.
+    if (SCALE_H >= 4 && !lines && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u && OW >= VEC) {
+        uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
+        const int image_segs = tocha::max_int(1, (OW / VEC + SEG_ALIKE - 1) >> tocha::log2_of<SEG_ALIKE>::value);
+        const long long image_items = (long long)B * C * H * image_segs;
+        for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < image_items; item += stride) {
+            const long long in_row = item / image_segs;
+            const int seg = (int)(item - in_row * image_segs);
+            tocha::upsample_rows_image<D, SCALE_W, SCALE_H, SEG_ALIKE>(
+                x + in_row * W, item >= image_items - image_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, image_segs, lane, buf);
+        }
         return;
     }
 #endif

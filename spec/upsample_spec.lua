@@ -393,6 +393,30 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end
       end)
 
+      it("is exact where four or more output rows are not whole vectors (row images)", function()
+        -- These forwards build each segment once into shared memory, element by element in a
+        -- row's order, and each row's vectors read it at that row's own place against 16
+        -- bytes (16, 8, 4 or 1-2 bytes off): spans, windows and single elements as inputs,
+        -- several segments per row, rows shorter than one segment, every block width (1024
+        -- takes no buffer and so the per-row path).
+        local cases = {
+          { "f16", 4, 4, 1023 }, { "u8", 4, 4, 1023 }, { "bf16", 5, 3, 701 }, { "u8", 4, 3, 1021 },
+          { "f32", 4, 2, 1023 }, { "i32", 6, 1, 333 }, { "u8", 8, 8, 3 }, { "f64", 4, 1, 3 },
+          { "u8", 4, 1, 17 }, { "f16", 4, 4, 1021 }, { "u8", 7, 5, 301 }, { "f32", 4, 3, 1021 },
+        }
+        for n, c in ipairs(cases) do
+          local dt, sh, sw, W = c[1], c[2], c[3], c[4]
+          local block = ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1]
+          local up = Forward.new(sh, sw, block, dt)
+          local shape = { 1, 2, 3, W }
+          local x = tocha.rand(shape, { dtype = "i32", device = device, seed = n, low = 0, high = 70 }):cast(dt) -- below POISON
+          local y = tocha.empty({ 1, 2, 3 * sh, W * sw }, { dtype = dt, device = device }):fill(POISON)
+          up:forward(x, y)
+          local label = ("%s %dx%d W=%d block %d"):format(dt, sh, sw, W, block)
+          assert.are.same(up_ref.forward(x:to_table(true), shape, sh, sw), y:to_table(true), label)
+        end
+      end)
+
       it("covers many narrow rows, each with single elements around its vectors", function()
         local up = Forward.new(2, 1, 32, "i32")
         local x = tocha.rand({ 1, 1, 40000, 3 }, { dtype = "i32", device = device, seed = 8, low = -1000, high = 1000 })

@@ -111,15 +111,16 @@ const char *tocha_upsample_kernel_source(const tocha_upsample *up)
 #define SEGMENT_SHORT 2
 
 /* Work items per row of `cols` elements (forward: output columns; backward: dx columns): the
-** kernels' segments (see their headers). bulk: the forward launch takes bulk copies. */
-static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int64_t cols, bool bulk)
+** kernels' segments (see their headers). shared: the forward launch gives shared memory, whose
+** paths (bulk copies, row images) take the short item. */
+static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int64_t cols, bool shared)
 {
     int64_t size = tocha_dtype_size(dtype), per16 = 16 / size;
     int64_t per_item;
     if (direction == TOCHA_UPSAMPLE_FORWARD) {
-        /* Several output rows alike against 128-byte lines, or bulk copies: the short item. */
+        /* Several output rows alike against 128-byte lines, or shared memory: the short item. */
         bool lines = cols * size % 128 == 0;
-        per_item = 32 * (scale_h > 1 && (lines || bulk) ? SEGMENT_SHORT : SEGMENT); /* vectors */
+        per_item = 32 * (scale_h > 1 && (lines || shared) ? SEGMENT_SHORT : SEGMENT); /* vectors */
         cols /= per16;
     } else {
         /* Several dy rows, each lane's share of a row one whole 16-byte load: the short item. */
@@ -133,10 +134,10 @@ static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int6
 
 /* k's grid for `rows` rows of `cols` columns (forward: input rows, output columns; backward:
 ** dx rows and columns): one warp per work item, block / 32 warps per CTA, capped at the grid's
-** limit (the kernels loop over what it does not cover). bulk: as segments(). */
-static void kernel_grid(const tocha_upsample *k, int64_t rows, int64_t cols, bool bulk, uint32_t grid[3])
+** limit (the kernels loop over what it does not cover). shared: as segments(). */
+static void kernel_grid(const tocha_upsample *k, int64_t rows, int64_t cols, bool shared, uint32_t grid[3])
 {
-    int64_t items = rows * segments(k->direction, k->dtype, k->scale_h, k->scale_w, cols, bulk);
+    int64_t items = rows * segments(k->direction, k->dtype, k->scale_h, k->scale_w, cols, shared);
     int64_t warps = k->block / 32;
     int64_t blocks = (items + warps - 1) / warps;
     grid[0] = (uint32_t)(blocks < INT32_MAX ? blocks : INT32_MAX);
@@ -215,20 +216,22 @@ static void read_bulk_copies(void)
         snprintf(bulk_error, sizeof bulk_error, "TOCHA_BULK_COPIES: expected on or off, got '%.60s'", env);
 }
 
-/* Dynamic shared memory for a launch: the forward's bulk-copy buffers, two images of a short
-** segment (plus 16 vectors) per warp, where the device has bulk copies (sm_90 on, and the
-** simulator, which runs the same path) and they measured faster: several output rows that are
-** whole 16-byte vectors but not whole 128-byte lines (docs/performance.md, "Bulk copies");
-** else 0. The kernel checks again what it needs (the buffer, rows of whole vectors, y
-** aligned), so that this rule decides speed only. */
+/* Dynamic shared memory for a launch: the forward's per-warp buffer, two images of a short
+** segment (plus 16 vectors) per warp, on devices with bulk copies (sm_90 on, and the simulator,
+** which runs the same paths), for several output rows that are not whole 128-byte lines and
+** where the kernel's shared-memory paths measured faster (docs/performance.md, "Bulk copies"
+** and "Row images"): rows of whole 16-byte vectors with y aligned (bulk copies), and four or
+** more rows of any width (a row image); else 0. The kernel checks again what each path needs,
+** so that this rule decides speed only. */
 static uint32_t launch_shared_bytes(const tocha_upsample *k, const tocha_tensor *y, const tocha_shape *out)
 {
     int64_t row_bytes = out->dims[3] * tocha_dtype_size(k->dtype);
     uint32_t bytes = (uint32_t)(k->block / 32) * 2u * (32u * SEGMENT_SHORT + 16u) * 16u;
     bool device = y->dev->kind == TOCHA_DEVICE_SIM || y->dev->cc_major >= 9;
-    bool bulk = k->direction == TOCHA_UPSAMPLE_FORWARD && k->scale_h > 1 && device && row_bytes >= 16 &&
-                row_bytes % 16 == 0 && row_bytes % 128 != 0 && (uintptr_t)y->data % 16 == 0 && bytes <= 48u * 1024u;
-    return bulk ? bytes : 0;
+    bool bulk = row_bytes % 16 == 0 && (uintptr_t)y->data % 16 == 0, image = k->scale_h >= 4;
+    bool shared = k->direction == TOCHA_UPSAMPLE_FORWARD && k->scale_h > 1 && device && row_bytes >= 16 &&
+                  row_bytes % 128 != 0 && bytes <= 48u * 1024u && (bulk || image);
+    return shared ? bytes : 0;
 }
 
 static int launch(tocha_upsample *k, const tocha_tensor *src, tocha_tensor *dst,

@@ -44,6 +44,11 @@ static inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned 
     for (int n = 0; n < 4; ++n) r |= (unsigned int)((v >> (8 * ((s >> (4 * n)) & 7u))) & 0xffu) << (8 * n);
     return r;
 }
+// The 64 bits hi:lo shifted right by shift % 32, low word.
+static inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned int shift)
+{
+    return (unsigned int)((((unsigned long long)hi << 32) | lo) >> (shift & 31u));
+}
 // The host compiler does not contract a * b + c unless asked to, so these are plain.
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dsub_rn(double a, double b) { return a - b; }
