@@ -23,18 +23,23 @@ SPEEDUP_TARGETS = [("forward", ("f32",), 1.9), ("forward", ("f16", "bf16"), 3.0)
 # in docs/performance.md, in the section each names. Keys into REASONS below.
 REASONS = {
     "rows-apart": "several output rows per input row that are not whole 16-byte vectors, so "
-                  "each row is built and stored on its own, its input reloaded from L1 (about "
-                  "twice the instructions of W = 1024). Tried: bulk copies from shifted images "
-                  "(correct but slower), one build stored to rows of the same 16-byte phase "
-                  "(-6), smaller and larger items, batches, register budgets "
-                  "(docs/performance.md: \"Bulk copies (v11)\", \"What is short, why\").",
+                  "with two or three rows each row is built and stored on its own, its input "
+                  "reloaded from L1 (about twice the instructions of W = 1024); four or more are "
+                  "built once into shared memory and each row read from it (row images, +1.5-4.5). "
+                  "Tried: row images for two or three rows (-3 to -30), lanes sharing shifted "
+                  "loads (-3 to -18), bulk copies from shifted images (correct but slower), one "
+                  "build stored to rows of the same 16-byte phase (-6), smaller and larger items, "
+                  "batches, register budgets (docs/performance.md: \"Row images (v12)\", \"Bulk "
+                  "copies (v11)\", \"What is short, why\").",
     "one-row": "one output row per input row of a width that is not whole 128-byte lines: each "
                "row's partial first and last lines. Tried: vectors on each row's line grid "
                "(kept, +1-3), the output as one flat range (-6 to -22) "
                "(docs/performance.md: \"What was learnt\").",
     "dy-shifted": "backward rows whose dy and dx are both unaligned: every dy load is a shifted "
                   "span. Tried: 8-byte dx runs (-6 to -8), 40 registers (+1-1.5 here, -0.5 at "
-                  "W = 1024) (docs/performance.md: \"What is short, why\", \"Next\").",
+                  "W = 1024), lanes sharing their loads (the code spilled the 32-register "
+                  "kernels: -8 to -28) (docs/performance.md: \"What is short, why\", \"Row "
+                  "images (v12)\", \"Next\").",
     "factor": "the x PyTorch target derives from PyTorch's 2x2 (45% of copy f32 forward, 24-26% "
               "f16/bf16, 65-72% f32 backward, 33% bf16 backward); where PyTorch does better, the "
               "factor asks for the % of copy shown (\"needs\"), against the case's mix floor "
