@@ -7,8 +7,9 @@
 // The upsample kernels' work item is a segment of a row: per lane, TOCHA_UPSAMPLE_SEGMENT
 // 16-byte vectors (forward) or runs of K dx elements (backward), or the short
 // TOCHA_UPSAMPLE_SEGMENT_SHORT where that measured better: forward items whose scale_h > 1
-// output rows are alike against 128-byte lines, backward items whose scale_h > 1 dy rows a
-// lane reads as whole 16-byte loads (docs/performance.md, "Work item length"). The host sizes
+// output rows are alike against 128-byte lines (or one step for some of those cases: the
+// forward's forward_plan) or go through shared memory, backward items whose scale_h > 1 dy
+// rows a lane reads as whole 16-byte loads (docs/performance.md, "Work item length"). The host sizes
 // grids by the same rule (host/src/upsample.c, segments(); upsample_spec checks the three).
 #define TOCHA_UPSAMPLE_SEGMENT 4
 #define TOCHA_UPSAMPLE_SEGMENT_SHORT 2

@@ -124,6 +124,10 @@
 //      85.4% -> 77.6%; u8 spilled at 40 registers): building a row again from L1 costs less
 //      than the image's build, the warp's wait for it and its shared loads, until four rows
 //      share one build.
+//      Then: one-step items for several alike rows where they measured better (forward_plan's
+//      alike_steps: four or more rows, u8 but 2x2): f32 4x4 W=1024 90.7% -> 91.7%, u8 4x4
+//      89.8% -> 90.9%, u8 3x3 91.6% -> 92.6%, u8 2x1 92.8% -> 94.9%, f16/bf16 4x4 +0.7; none
+//      worse by more than 0.5 (results/2026-11-30-h200-ab-steps).
 //      Tried and not kept: lanes sharing their loads of shifted spans (each lane one aligned
 //      load, its neighbour's by a shuffle, instead of two or three word loads): 3-18 points
 //      worse wherever it ran (f16 2x2 W=1023 87.2% -> 75.4%, f32 2x1 W=1023 84.9% -> 78.1%) and
@@ -460,8 +464,15 @@ __device__ __forceinline__ void upsample_rows_image(const D *in, bool last_row, 
 //   to 2 points elsewhere; at 40 registers the batched spill.
 // - Unbatched several rows: 1536 threads (40 registers; at 32 they spilled 28-36 bytes and
 //   lost 8-18 points; 40 measured the same as no bound).
+// - The work item of several rows alike against lines (alike_steps, warp steps per item):
+//   one step for four or more rows and for u8 but 2x2, else TOCHA_UPSAMPLE_SEGMENT_SHORT's
+//   two. One step against two (results/2026-11-30-h200-ab-segment/ab-shift-short1.txt):
+//   4x4 W=1024 +1-1.3 (f32 89.9% -> 91.2%), u8 3x3 +1.3, u8 2x1 +2; 2x2, 3x3 and 2x1 of the
+//   other dtypes lost 6-17 (f16 2x2 92.8% -> 75.6%), u8 2x2 1.4. The host's grid takes the
+//   same rule (host/src/upsample.c, alike_steps()).
 template <typename D, int SCALE_H, int SCALE_W> struct forward_plan {
     static const int batch = SCALE_H >= 2 && (sizeof(D) >= 2 || SCALE_H >= 4) ? 4 : 1;
+    static const int alike_steps = SCALE_H >= 4 || (sizeof(D) == 1 && !(SCALE_H == 2 && SCALE_W == 2)) ? 1 : TOCHA_UPSAMPLE_SEGMENT_SHORT;
     static const int threads = SCALE_H == 1                     ? 2048
                                : batch == 1                     ? 1536
                                : sizeof(D) == 2 && SCALE_W == 1 ? 1280
@@ -481,13 +492,14 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     const int BATCH = tocha::forward_plan<D, SCALE_H, SCALE_W>::batch;
     const int WARPS = BLOCK_OW / 32;
     // The item's output rows lie alike against 128-byte lines when each row is a whole number
-    // of lines long (or there is one row per input row). Several alike rows take the short
-    // work item (tocha.cuh).
+    // of lines long (or there is one row per input row). Several alike rows take a short work
+    // item (forward_plan's alike_steps), the shared-memory paths the short one (tocha.cuh).
     const bool lines = (long long)OW * sizeof(D) % 128 == 0;
     const bool alike = SCALE_H == 1 || lines;
     // Vectors per item: a constant in each branch below, so that the loops know it.
-    const int SEG_ALIKE = 32 * (SCALE_H > 1 ? TOCHA_UPSAMPLE_SEGMENT_SHORT : TOCHA_UPSAMPLE_SEGMENT);
+    const int SEG_ALIKE = 32 * (SCALE_H > 1 ? tocha::forward_plan<D, SCALE_H, SCALE_W>::alike_steps : TOCHA_UPSAMPLE_SEGMENT);
     const int SEG_APART = 32 * TOCHA_UPSAMPLE_SEGMENT;
+    const int SEG_SHARED = 32 * TOCHA_UPSAMPLE_SEGMENT_SHORT; // the shared-memory paths' items
     // Items per row by a shift: both lengths are powers of two (a run-time division here
     // cost u8 3x3 W=1020 2 points, and constant divisions in each branch spilled u8 2x2).
     const int SEG_SHIFT = alike ? tocha::log2_of<SEG_ALIKE>::value : tocha::log2_of<SEG_APART>::value;
@@ -499,11 +511,11 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     // Bulk copies, when the launch gave each warp a buffer in dynamic shared memory (the host
     // does so where they measured faster: rows that are 16-byte multiples but not whole
     // lines) and the rows allow them (upsample_rows_bulk). Items are the short length.
-    const int BULK_SLOTS = 2 * (SEG_ALIKE + 16);
+    const int BULK_SLOTS = 2 * (SEG_SHARED + 16);
     if (SCALE_H > 1 && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u &&
         (long long)OW * sizeof(D) % 16 == 0 && OW >= VEC && tocha::aligned_to(y, 16)) {
         uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
-        const int bulk_segs = tocha::max_int(1, (OW / VEC + SEG_ALIKE - 1) >> tocha::log2_of<SEG_ALIKE>::value);
+        const int bulk_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
         const long long bulk_items = (long long)B * C * H * bulk_segs;
         for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < bulk_items; item += stride) {
             const long long in_row = item / bulk_segs;
@@ -511,7 +523,7 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
             // A warp's second item (grid-stride) waits until the first one's copies have read buf.
             if (lane == 0) tocha::bulk_wait_read();
             tocha::warp_sync();
-            tocha::upsample_rows_bulk<D, SCALE_W, SCALE_H, BATCH, SEG_ALIKE>(
+            tocha::upsample_rows_bulk<D, SCALE_W, SCALE_H, BATCH, SEG_SHARED>(
                 x + in_row * W, item >= bulk_items - bulk_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, bulk_segs, lane, buf);
         }
         // Shared memory must outlive the copies that read it.
@@ -524,12 +536,12 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     // 1.5-4.5 faster). Items are the short length.
     if (SCALE_H >= 4 && !lines && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u && OW >= VEC) {
         uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
-        const int image_segs = tocha::max_int(1, (OW / VEC + SEG_ALIKE - 1) >> tocha::log2_of<SEG_ALIKE>::value);
+        const int image_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
         const long long image_items = (long long)B * C * H * image_segs;
         for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < image_items; item += stride) {
             const long long in_row = item / image_segs;
             const int seg = (int)(item - in_row * image_segs);
-            tocha::upsample_rows_image<D, SCALE_W, SCALE_H, SEG_ALIKE>(
+            tocha::upsample_rows_image<D, SCALE_W, SCALE_H, SEG_SHARED>(
                 x + in_row * W, item >= image_items - image_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, image_segs, lane, buf);
         }
         return;

@@ -112,7 +112,13 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
       assert.are.equal(SEGMENT, tonumber(cuh:match("#define TOCHA_UPSAMPLE_SEGMENT (%d+)")))
       assert.are.equal(SHORT, tonumber(cuh:match("#define TOCHA_UPSAMPLE_SEGMENT_SHORT (%d+)")))
       -- Forward: the short item when several output rows are each whole 128-byte lines.
-      local function forward_seg_len(cols, sh) return 32 * ((sh > 1 and cols * 4 % 128 == 0) and SHORT or SEGMENT) end
+      -- f32 rows alike against lines: one warp step for four or more rows (forward_plan's
+      -- alike_steps), else the short item; rows that are not take the long one (no shared
+      -- memory through the RuntimeOp's grid).
+      local function forward_seg_len(cols, sh)
+        if sh > 1 and cols * 4 % 128 == 0 then return 32 * (sh >= 4 and 1 or SHORT) end
+        return 32 * SEGMENT
+      end
       local function forward_segments(cols, sh) return math.max(1, math.ceil(math.floor(cols / VEC) / forward_seg_len(cols, sh))) end
       -- Backward: the short item when a lane reads several dy rows in whole 16-byte loads.
       local function backward_k(sw) return math.max(1, math.floor(VEC / sw)) end
@@ -223,6 +229,10 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
       assert.are.same({ 3 * 2048 / 4 / (32 * SHORT) / 2, 1, 1 }, up:grid({ 1, 1, 6, 2048 })) -- short items
       assert.are.same({ 3 * 4 / 2, 1, 1 }, up:grid({ 1, 1, 6, 2000 })) -- long ones: 500 vectors in 4
       walk_backward(up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 6, 2000 }), 64, 3, 1000, 2, 2)
+      up = Forward.new(4, 4, 64, "f32", 64)
+      walk_forward(up:grid({ 1, 1, 12, 2048 }), 64, 3, 4, 2048)
+      assert.are.same({ 3 * 2048 / 4 / 32 / 2, 1, 1 }, up:grid({ 1, 1, 12, 2048 })) -- one-step items
+      walk_forward(up:grid({ 1, 1, 12, 2044 }), 64, 3, 4, 2044)
       walk_backward(up:backward_grid({ { 1, 1, 5, 1023 } }, { 1, 1, 10, 2046 }), 64, 5, 1023, 2, 2)
       up = Forward.new(2, 1, 64, "f32", 64)
       walk_backward(up:backward_grid({ { 1, 1, 5, 1023 } }, { 1, 1, 10, 1023 }), 64, 5, 1023, 1, 2)

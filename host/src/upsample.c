@@ -110,6 +110,15 @@ const char *tocha_upsample_kernel_source(const tocha_upsample *up)
 #define SEGMENT 4
 #define SEGMENT_SHORT 2
 
+/* Warp steps per work item of several forward output rows alike against lines: the kernel's
+** forward_plan alike_steps (kernels/upsample_nearest2d_forward.cu), one step for four or more
+** rows and for u8 but 2x2, else SEGMENT_SHORT. */
+static int64_t alike_steps(int dtype, int scale_h, int scale_w)
+{
+    bool one = scale_h >= 4 || (tocha_dtype_size(dtype) == 1 && !(scale_h == 2 && scale_w == 2));
+    return one ? 1 : SEGMENT_SHORT;
+}
+
 /* Work items per row of `cols` elements (forward: output columns; backward: dx columns): the
 ** kernels' segments (see their headers). shared: the forward launch gives shared memory, whose
 ** paths (bulk copies, row images) take the short item. */
@@ -118,9 +127,11 @@ static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int6
     int64_t size = tocha_dtype_size(dtype), per16 = 16 / size;
     int64_t per_item;
     if (direction == TOCHA_UPSAMPLE_FORWARD) {
-        /* Several output rows alike against 128-byte lines, or shared memory: the short item. */
+        /* Several output rows: alike against 128-byte lines, alike_steps; with shared memory,
+        ** the short item. */
         bool lines = cols * size % 128 == 0;
-        per_item = 32 * (scale_h > 1 && (lines || shared) ? SEGMENT_SHORT : SEGMENT); /* vectors */
+        int64_t steps = scale_h == 1 ? SEGMENT : lines ? alike_steps(dtype, scale_h, scale_w) : shared ? SEGMENT_SHORT : SEGMENT;
+        per_item = 32 * steps; /* vectors */
         cols /= per16;
     } else {
         /* Several dy rows, each lane's share of a row one whole 16-byte load: the short item. */
