@@ -26,7 +26,7 @@ REASONS = {
                   "with two or three rows each row is built and stored on its own, its input "
                   "reloaded from L1 (about twice the instructions of W = 1024); four or more are "
                   "built once into shared memory and each row read from it (row images, +1.5-4.5). "
-                  "Tried: row images for two or three rows (-3 to -30), lanes sharing shifted "
+                  "Tried: row images for two or three rows (-3 to -30; -1.5 to -9 on long items), lanes sharing shifted "
                   "loads (-3 to -18), bulk copies from shifted images (correct but slower), one "
                   "build stored to rows of the same 16-byte phase (-6), smaller and larger items, "
                   "batches, register budgets (docs/performance.md: \"Row images (v12)\", \"Bulk "
