@@ -367,6 +367,25 @@ __device__ __forceinline__ void read_shared16(const unsigned char *base, int b, 
     }
 }
 
+// Where an output row's vectors lie (as in upsample_rows_segment): `single` elements up to its
+// first 16-byte boundary, its slots on the 128-byte line grid from `lined` (slot 0's column,
+// `skip` slots before the first vector), `vectors` slots up to its last whole vector, and the
+// slots lo .. hi - 1 that segment `seg` (of SEG slots; the last takes the rest) stores, and
+// `tail`, the column after its last whole vector.
+template <typename D, int SEG> struct row_slots {
+    int single, lined, lo, hi, tail;
+    __device__ __forceinline__ row_slots(const D *row, int OW, int seg, bool last)
+    {
+        const int VEC = vec16<D>::n;
+        single = head_to<16>(row, OW);
+        const int skip = slots_past_line(row + single), vectors = skip + (OW - single) / VEC;
+        lined = single - skip * VEC;
+        lo = max_int(seg * SEG, skip);
+        hi = last ? vectors : min_int(vectors, (seg + 1) * SEG);
+        tail = lined + vectors * VEC;
+    }
+};
+
 // Segment `seg` of `segs` of ROWS output rows that come from the input row `in` and lie
 // differently against 16-byte vectors (a row is not a whole number of them), through shared
 // memory: the lanes build the segment's columns once, element-contiguous, into `buf` (the
@@ -394,14 +413,10 @@ __device__ __forceinline__ void upsample_rows_image(const D *in, bool last_row, 
     int c_lo = OW, c_hi = 0;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-        D *const row = out + (long long)r * OW;
-        const int single = head_to<16>(row, OW);
-        const int skip = slots_past_line(row + single);
-        const int lined = single - skip * VEC, vectors = skip + (OW - single) / VEC;
-        const int lo = max_int(seg * SEG, skip), hi = last ? vectors : min_int(vectors, (seg + 1) * SEG);
-        if (hi > lo) {
-            c_lo = min_int(c_lo, lined + lo * VEC);
-            c_hi = max_int(c_hi, lined + hi * VEC);
+        const row_slots<D, SEG> g(out + (long long)r * OW, OW, seg, last);
+        if (g.hi > g.lo) {
+            c_lo = min_int(c_lo, g.lined + g.lo * VEC);
+            c_hi = max_int(c_hi, g.lined + g.hi * VEC);
         }
     }
     int i0 = c_lo / SCALE_W;
@@ -426,21 +441,17 @@ __device__ __forceinline__ void upsample_rows_image(const D *in, bool last_row, 
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
         D *const row = out + (long long)r * OW;
-        const int single = head_to<16>(row, OW);
-        const int skip = slots_past_line(row + single);
-        const int lined = single - skip * VEC, vectors = skip + (OW - single) / VEC;
-        const int lo = max_int(seg * SEG, skip), hi = last ? vectors : min_int(vectors, (seg + 1) * SEG);
-        const unsigned ph = (unsigned)((lined - c0) * (int)sizeof(D)) & 15u;
-        for (int v = lo + lane; v < hi; v += LANES) {
+        const row_slots<D, SEG> g(row, OW, seg, last);
+        const unsigned ph = (unsigned)((g.lined - c0) * (int)sizeof(D)) & 15u;
+        for (int v = g.lo + lane; v < g.hi; v += LANES) {
             pack16<D> p;
-            read_shared16(image, (lined + v * VEC - c0) * (int)sizeof(D), ph, p.w);
-            store_pack<false>(row + lined + v * VEC, p);
+            read_shared16(image, (g.lined + v * VEC - c0) * (int)sizeof(D), ph, p.w);
+            store_pack<false>(row + g.lined + v * VEC, p);
         }
         if (first)
-            for (int t = lane; t < single; t += LANES) row[t] = in[t / SCALE_W];
-        const int tail = lined + vectors * VEC;
+            for (int t = lane; t < g.single; t += LANES) row[t] = in[t / SCALE_W];
         if (last)
-            for (int t = tail + lane; t < OW; t += LANES) row[t] = in[t / SCALE_W];
+            for (int t = g.tail + lane; t < OW; t += LANES) row[t] = in[t / SCALE_W];
     }
 }
 #endif
