@@ -149,6 +149,18 @@ __device__ __forceinline__ unsigned window_selector(int k, int m)
     return sel;
 }
 
+// How forward_pack loads a vector's inputs, for the paths that build packs: IN inputs per
+// vector where SCALE_W divides the vector (else 0), IN_BYTES of them; SPAN when those bytes are
+// one 4-, 8- or 16-byte load; WINDOW when SCALE_W does not divide the vector (3x3) but the
+// inputs of any vector fit in 8 bytes.
+template <typename D, int SCALE_W> struct pack_inputs {
+    static const int VEC = vec16<D>::n;
+    static const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0;
+    static const int IN_BYTES = IN * (int)sizeof(D);
+    static const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
+    static const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
+};
+
 // The 16-byte pack of output elements ow0 .. ow0 + VEC - 1 of a row whose W inputs are `in`.
 // SPAN (the vector's inputs can be IN_BYTES = 4, 8 or 16 contiguous bytes) and `whole` (they
 // are: ow0 starts an input element): loaded at once, with one load when `aligned`, else from
@@ -206,11 +218,8 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, in
 template <typename D, int SCALE_W, int ROWS, int BATCH, bool STREAM, int SEG>
 __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane)
 {
-    const int VEC = vec16<D>::n;
-    const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0; // inputs per vector, if whole
-    const int IN_BYTES = IN * (int)sizeof(D);
-    const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
-    const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
+    const int VEC = pack_inputs<D, SCALE_W>::VEC, IN_BYTES = pack_inputs<D, SCALE_W>::IN_BYTES;
+    const bool SPAN = pack_inputs<D, SCALE_W>::SPAN, WINDOW = pack_inputs<D, SCALE_W>::WINDOW;
     const int single = head_to<16>(out, OW);
     const int skip = slots_past_line(out + single);
     const int lined = single - skip * VEC;           // slot 0's column (negative when skip > 0)
@@ -278,11 +287,8 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
 template <typename D, int SCALE_W, int ROWS, int BATCH, int SEG>
 __device__ __forceinline__ void upsample_rows_bulk(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane, uint4 *buf)
 {
-    const int VEC = vec16<D>::n;
-    const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0;
-    const int IN_BYTES = IN * (int)sizeof(D);
-    const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
-    const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
+    const int VEC = pack_inputs<D, SCALE_W>::VEC, IN_BYTES = pack_inputs<D, SCALE_W>::IN_BYTES;
+    const bool SPAN = pack_inputs<D, SCALE_W>::SPAN, WINDOW = pack_inputs<D, SCALE_W>::WINDOW;
     const int IMAGE = SEG + 16;
 #ifdef TOCHA_SIM
     if (lane != 0) return; // lane 0 does the warp's work, one vector at a time (tocha.cuh)
@@ -396,11 +402,8 @@ template <typename D, int SEG> struct row_slots {
 template <typename D, int SCALE_W, int ROWS, int SEG>
 __device__ __forceinline__ void upsample_rows_image(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane, uint4 *buf)
 {
-    const int VEC = vec16<D>::n;
-    const int IN = VEC % SCALE_W == 0 ? VEC / SCALE_W : 0;
-    const int IN_BYTES = IN * (int)sizeof(D);
-    const bool SPAN = IN_BYTES == 4 || IN_BYTES == 8 || IN_BYTES == 16;
-    const bool WINDOW = IN == 0 && sizeof(D) < 8 && ((SCALE_W + VEC - 2) / SCALE_W + 1) * sizeof(D) <= 8;
+    const int VEC = pack_inputs<D, SCALE_W>::VEC, IN_BYTES = pack_inputs<D, SCALE_W>::IN_BYTES;
+    const bool SPAN = pack_inputs<D, SCALE_W>::SPAN, WINDOW = pack_inputs<D, SCALE_W>::WINDOW;
 #ifdef TOCHA_SIM
     if (lane != 0) return; // lane 0 does the warp's work (as upsample_rows_bulk)
     const int LANES = 1;
@@ -519,23 +522,23 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
 #ifdef TOCHA_BULK_COPIES
-    // Bulk copies, when the launch gave each warp a buffer in dynamic shared memory (the host
-    // does so where they measured faster: rows that are 16-byte multiples but not whole
-    // lines) and the rows allow them (upsample_rows_bulk). Items are the short length.
+    // When the launch gave each warp a buffer in dynamic shared memory (the host does so where
+    // the paths below measured faster), items are the short length. Bulk copies where the rows
+    // allow them: 16-byte multiples, y aligned (upsample_rows_bulk).
     const int BULK_SLOTS = 2 * (SEG_SHARED + 16);
-    if (SCALE_H > 1 && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u &&
-        (long long)OW * sizeof(D) % 16 == 0 && OW >= VEC && tocha::aligned_to(y, 16)) {
+    const bool buffer = SCALE_H > 1 && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u && OW >= VEC;
+    const int shared_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
+    const long long shared_items = (long long)B * C * H * shared_segs;
+    if (buffer && (long long)OW * sizeof(D) % 16 == 0 && tocha::aligned_to(y, 16)) {
         uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
-        const int bulk_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
-        const long long bulk_items = (long long)B * C * H * bulk_segs;
-        for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < bulk_items; item += stride) {
-            const long long in_row = item / bulk_segs;
-            const int seg = (int)(item - in_row * bulk_segs);
+        for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < shared_items; item += stride) {
+            const long long in_row = item / shared_segs;
+            const int seg = (int)(item - in_row * shared_segs);
             // A warp's second item (grid-stride) waits until the first one's copies have read buf.
             if (lane == 0) tocha::bulk_wait_read();
             tocha::warp_sync();
             tocha::upsample_rows_bulk<D, SCALE_W, SCALE_H, BATCH, SEG_SHARED>(
-                x + in_row * W, item >= bulk_items - bulk_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, bulk_segs, lane, buf);
+                x + in_row * W, item >= shared_items - shared_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, shared_segs, lane, buf);
         }
         // Shared memory must outlive the copies that read it.
         if (lane == 0) tocha::bulk_wait_all();
@@ -545,15 +548,13 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     // gave the buffer: through an image of the segment in shared memory (upsample_rows_image;
     // with two or three rows it measured 3-30 points slower than building each row, with four
     // 1.5-4.5 faster). Items are the short length.
-    if (SCALE_H >= 4 && !lines && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u && OW >= VEC) {
+    if (SCALE_H >= 4 && buffer && !lines) {
         uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
-        const int image_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
-        const long long image_items = (long long)B * C * H * image_segs;
-        for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < image_items; item += stride) {
-            const long long in_row = item / image_segs;
-            const int seg = (int)(item - in_row * image_segs);
+        for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < shared_items; item += stride) {
+            const long long in_row = item / shared_segs;
+            const int seg = (int)(item - in_row * shared_segs);
             tocha::upsample_rows_image<D, SCALE_W, SCALE_H, SEG_SHARED>(
-                x + in_row * W, item >= image_items - image_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, image_segs, lane, buf);
+                x + in_row * W, item >= shared_items - shared_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, shared_segs, lane, buf);
         }
         return;
     }

@@ -379,6 +379,23 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end
       end)
 
+      -- Each case { dtype, scale_h, scale_w, W }: the forward of a [1, 2, 3, W] input of values
+      -- below POISON, with the n-th case's block width the n-th of six in turn, checked against
+      -- the reference on a poisoned output.
+      local function forwards_exact(cases)
+        for n, c in ipairs(cases) do
+          local dt, sh, sw, W = c[1], c[2], c[3], c[4]
+          local block = ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1]
+          local up = Forward.new(sh, sw, block, dt)
+          local shape = { 1, 2, 3, W }
+          local x = tocha.rand(shape, { dtype = "i32", device = device, seed = n, low = 0, high = POISON - 1 }):cast(dt)
+          local y = tocha.empty({ 1, 2, 3 * sh, W * sw }, { dtype = dt, device = device }):fill(POISON)
+          up:forward(x, y)
+          local label = ("%s %dx%d W=%d block %d"):format(dt, sh, sw, W, block)
+          assert.are.same(up_ref.forward(x:to_table(true), shape, sh, sw), y:to_table(true), label)
+        end
+      end
+
       it("is exact where output rows are whole vectors but not whole lines (bulk copies)", function()
         -- These forwards build each segment once in shared memory and copy it to every output
         -- row (on sm_90, and on the simulator with lane 0 doing each warp's work): rows at each
@@ -390,17 +407,7 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
           { "f16", 2, 2, 1020 }, { "bf16", 4, 4, 1022 }, { "f64", 2, 2, 333 }, { "i32", 5, 3, 12 },
           { "f32", 2, 2, 2 }, { "u8", 3, 16, 1 },
         }
-        for n, c in ipairs(cases) do
-          local dt, sh, sw, W = c[1], c[2], c[3], c[4]
-          local block = ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1]
-          local up = Forward.new(sh, sw, block, dt)
-          local shape = { 1, 2, 3, W }
-          local x = tocha.rand(shape, { dtype = "i32", device = device, seed = n, low = 0, high = 100 }):cast(dt)
-          local y = tocha.empty({ 1, 2, 3 * sh, W * sw }, { dtype = dt, device = device }):fill(POISON)
-          up:forward(x, y)
-          local label = ("%s %dx%d W=%d block %d"):format(dt, sh, sw, W, block)
-          assert.are.same(up_ref.forward(x:to_table(true), shape, sh, sw), y:to_table(true), label)
-        end
+        forwards_exact(cases)
       end)
 
       it("is exact where four or more output rows are not whole vectors (row images)", function()
@@ -414,17 +421,7 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
           { "f32", 4, 2, 1023 }, { "i32", 6, 1, 333 }, { "u8", 8, 8, 3 }, { "f64", 4, 1, 3 },
           { "u8", 4, 1, 17 }, { "f16", 4, 4, 1021 }, { "u8", 7, 5, 301 }, { "f32", 4, 3, 1021 },
         }
-        for n, c in ipairs(cases) do
-          local dt, sh, sw, W = c[1], c[2], c[3], c[4]
-          local block = ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1]
-          local up = Forward.new(sh, sw, block, dt)
-          local shape = { 1, 2, 3, W }
-          local x = tocha.rand(shape, { dtype = "i32", device = device, seed = n, low = 0, high = 70 }):cast(dt) -- below POISON
-          local y = tocha.empty({ 1, 2, 3 * sh, W * sw }, { dtype = dt, device = device }):fill(POISON)
-          up:forward(x, y)
-          local label = ("%s %dx%d W=%d block %d"):format(dt, sh, sw, W, block)
-          assert.are.same(up_ref.forward(x:to_table(true), shape, sh, sw), y:to_table(true), label)
-        end
+        forwards_exact(cases)
       end)
 
       it("covers many narrow rows, each with single elements around its vectors", function()
