@@ -526,11 +526,14 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     // the paths below measured faster), items are the short length. Bulk copies where the rows
     // allow them: 16-byte multiples, y aligned (upsample_rows_bulk).
     const int BULK_SLOTS = 2 * (SEG_SHARED + 16);
+    // The two paths' item counts are computed in each branch: computed once here, before
+    // them, they cost u8 3x3 at W = 1020/1023 and u8 4x4 at W = 1023 a point each (u8 runs at
+    // the edge of its 40 registers; results/2026-11-30-h200-ab-steps/ab-item-count.txt).
     const bool buffer = SCALE_H > 1 && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u && OW >= VEC;
-    const int shared_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
-    const long long shared_items = (long long)B * C * H * shared_segs;
     if (buffer && (long long)OW * sizeof(D) % 16 == 0 && tocha::aligned_to(y, 16)) {
         uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
+        const int shared_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
+        const long long shared_items = (long long)B * C * H * shared_segs;
         for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < shared_items; item += stride) {
             const long long in_row = item / shared_segs;
             const int seg = (int)(item - in_row * shared_segs);
@@ -550,6 +553,8 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     // 1.5-4.5 faster). Items are the short length.
     if (SCALE_H >= 4 && buffer && !lines) {
         uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
+        const int shared_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
+        const long long shared_items = (long long)B * C * H * shared_segs;
         for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < shared_items; item += stride) {
             const long long in_row = item / shared_segs;
             const int seg = (int)(item - in_row * shared_segs);

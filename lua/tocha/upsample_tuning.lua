@@ -9,7 +9,11 @@
 -- for the backward; u8 forward preferred 128 (3x3: 47.0% against 37.3%).
 -- Checked again on the forward v9 kernels (results/2026-11-30-h200-ab-registers/): 128 against
 -- 64 for f32, f16 and bf16 was within a point on every case, so 64 stays. The u8 forward and
--- the backward were not swept again since v5.
+-- the backward swept again on forward v12 (results/2026-11-30-h200-sweep-v12/, 60 cases x 6
+-- widths): the defaults are within half a point of each case's best but for u8 4x4 (256 +0.8
+-- at W = 1024 and +0.4 at 1020 but -2.3 at 1023; 32 +1.4 at 1023 only) and the backward at W =
+-- 1023 (128 +0.3-0.6 there, -0.1-0.5 at 1024), so no width is better across a case's widths and
+-- the table stays.
 local M = {}
 
 -- Measured best block widths, keyed "op dtype"; unlisted cases take M.fallback.
