@@ -106,12 +106,54 @@ def group_table(ours, theirs):
     return lines
 
 
+def host_lines(host):
+    """The host measures against their targets, with the reason for each one short: the
+    small call against the driver's own launch measured in the same process, the cold build as
+    NVRTC on the host's CPU."""
+    def value(key, fmt, unit):
+        return fmt.format(host[key]) + " " + unit if key in host else "-"
+
+    def status(key, limit):
+        return "-" if key not in host else ("met" if host[key] <= limit else "short")
+
+    lines = ["| host measure | value | target | |", "| --- | --- | --- | --- |",
+             f"| one small forward call from Lua (1x16x32x32, 20,000 calls) | "
+             f"{value('forward_call_us', '{:.2f}', 'us')} | <= 3 us | {status('forward_call_us', 3.0)} |",
+             f"| the same, host side only (batches of 250 calls, drained between) | "
+             f"{value('forward_call_host_us', '{:.2f}', 'us')} | | |",
+             f"| the driver alone: cuLaunchKernel of an empty kernel, same arguments, same batches | "
+             f"{value('driver_launch_us', '{:.2f}', 'us')} | | |",
+             f"| cold kernel build (no cache) to first launch | "
+             f"{value('cold_build_ms', '{:.1f}', 'ms')} | <= 500 ms | {status('cold_build_ms', 500.0)} |",
+             f"| warm (disk cache) new() to first launch | "
+             f"{value('warm_first_launch_ms', '{:.2f}', 'ms')} | <= 5 ms | {status('warm_first_launch_ms', 5.0)} |"]
+    why = []
+    if status("forward_call_us", 3.0) == "short":
+        # tocha's call against the driver's, both timed in batches drained between
+        call = host.get("forward_call_host_us", host["forward_call_us"])
+        driver = host.get("driver_launch_us", float("nan"))
+        if driver >= 3.0:
+            why.append(f"- small call: the driver's own cuLaunchKernel takes {driver:.2f} us in the same "
+                       f"process, above the 3 us target, so no call through it can meet it on this "
+                       f"host; tocha's call, timed the same way, is {call - driver:+.2f} us from it "
+                       f"(docs/performance.md: \"Next\", the host cost of a small launch).")
+        else:
+            why.append(f"- small call: tocha's call, timed as the driver's, is {call - driver:+.2f} us "
+                       f"from the driver's own {driver:.2f} us cuLaunchKernel in the same process: "
+                       f"what tocha adds is what is short (docs/performance.md: \"Next\", the host "
+                       f"cost of a small launch).")
+    if status("cold_build_ms", 500.0) == "short":
+        why.append("- cold build: NVRTC compiling the kernel on this host's CPU, which differs from "
+                   "machine to machine (docs/performance.md: \"Where it stands\").")
+    if why:
+        lines += ["", "Host measures short of a target:", ""] + why
+    return lines
+
+
 def main(out, title):
     ours = read(os.path.join(out, "tocha.csv"))
     theirs = {key(r): r for r in read(os.path.join(out, "torch.csv"))}
     host = {r["measure"]: float(r["value"]) for r in read(os.path.join(out, "host.csv"))}
-    def us(key):  # a host measure in microseconds, or "-" where the run did not take it
-        return f"{host[key]:.2f} us" if key in host else "-"
     copy = float(ours[0]["copy_gbps"])
     lines = [f"# {title}", "",
              f"Device-to-device copy in this run: {copy:.0f} GB/s (read + written). "
@@ -155,13 +197,7 @@ def main(out, title):
         lines += [f"- {k}: {text}" for k, text in REASONS.items()] + [""]
     lines += [
               f"16-byte streams in this run: write-only {host.get('write_only_pct_copy', float('nan')):.1f}% "
-              f"of copy, read-only {host.get('read_only_pct_copy', float('nan')):.1f}%.", "",
-              "| host measure | value | target |", "| --- | --- | --- |",
-              f"| one small forward call from Lua (1x16x32x32, 20,000 calls) | {host.get('forward_call_us', float('nan')):.2f} us | <= 3 us |",
-              f"| the same, host side only (batches of 250 calls, drained between) | {us('forward_call_host_us')} | |",
-              f"| the driver alone: cuLaunchKernel of an empty kernel, same arguments, same batches | {us('driver_launch_us')} | |",
-              f"| cold kernel build (no cache) to first launch | {host.get('cold_build_ms', float('nan')):.1f} ms | <= 500 ms |",
-              f"| warm (disk cache) new() to first launch | {host.get('warm_first_launch_ms', float('nan')):.2f} ms | <= 5 ms |"]
+              f"of copy, read-only {host.get('read_only_pct_copy', float('nan')):.1f}%.", ""] + host_lines(host)
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     data = os.path.join(out, "plot.dat")

@@ -79,6 +79,31 @@ describe("bench/report.py", function()
     end
   end)
 
+  it("marks each host measure against its target and says why one is short", function()
+    -- small call 3.2 us against 3 us, the driver alone 3.0 us and tocha's call timed the same
+    -- way 3.1 us: short, under the driver's floor, 0.10 us from it; cold build 300 ms and warm
+    -- start 0.4 ms: met.
+    assert.truthy(report:find("| one small forward call from Lua (1x16x32x32, 20,000 calls) | 3.20 us | <= 3 us | short |", 1, true), report)
+    assert.truthy(report:find("| cold kernel build (no cache) to first launch | 300.0 ms | <= 500 ms | met |", 1, true), report)
+    assert.truthy(report:find("| warm (disk cache) new() to first launch | 0.40 ms | <= 5 ms | met |", 1, true), report)
+    assert.truthy(report:find("- small call: the driver's own cuLaunchKernel takes 3.00 us", 1, true), report)
+    assert.truthy(report:find("is +0.10 us from it", 1, true), report)
+    assert.falsy(report:find("- cold build:", 1, true))
+    -- Another host: the driver at 2.5 us (so the short part is tocha's) and a cold build of 600 ms.
+    local other = process.tempdir()
+    made_up_run(other)
+    write(other .. "/host.csv", "measure,value\nforward_call_us,3.4\nforward_call_host_us,3.3\n" ..
+      "driver_launch_us,2.5\ncold_build_ms,600\nwarm_first_launch_ms,6\n")
+    local ok = os.execute(("python3 %s/bench/report.py %s > /dev/null 2>&1"):format(process.quote(src), process.quote(other)))
+    local text = assert(io.open(other .. "/report.md")):read("*a")
+    process.remove_tree(other)
+    assert(ok == 0 or ok == true, text)
+    assert.truthy(text:find("is +0.80 us from the driver's own 2.50 us cuLaunchKernel", 1, true), text)
+    assert.truthy(text:find("| cold kernel build (no cache) to first launch | 600.0 ms | <= 500 ms | short |", 1, true), text)
+    assert.truthy(text:find("- cold build: NVRTC compiling the kernel on this host's CPU", 1, true), text)
+    assert.truthy(text:find("| warm (disk cache) new() to first launch | 6.00 ms | <= 5 ms | short |", 1, true), text)
+  end)
+
   it("draws the plot", function()
     assert.are.equal("\137PNG\r\n\26\n", png:sub(1, 8))
     assert.is_true(#png > 1000)
