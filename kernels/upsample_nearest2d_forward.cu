@@ -290,9 +290,7 @@ __device__ __forceinline__ void upsample_rows_bulk(const D *in, bool last_row, D
     const int VEC = pack_inputs<D, SCALE_W>::VEC, IN_BYTES = pack_inputs<D, SCALE_W>::IN_BYTES;
     const bool SPAN = pack_inputs<D, SCALE_W>::SPAN, WINDOW = pack_inputs<D, SCALE_W>::WINDOW;
     const int IMAGE = SEG + 16;
-#ifdef TOCHA_SIM
-    if (lane != 0) return; // lane 0 does the warp's work, one vector at a time (tocha.cuh)
-#endif
+    if (TOCHA_BULK_LANES == 1 && lane != 0) return; // the simulator: lane 0 does the warp's work
     const int vectors = OW / VEC;
     int most_skip = 0;
 #pragma unroll
@@ -404,12 +402,7 @@ __device__ __forceinline__ void upsample_rows_image(const D *in, bool last_row, 
 {
     const int VEC = pack_inputs<D, SCALE_W>::VEC, IN_BYTES = pack_inputs<D, SCALE_W>::IN_BYTES;
     const bool SPAN = pack_inputs<D, SCALE_W>::SPAN, WINDOW = pack_inputs<D, SCALE_W>::WINDOW;
-#ifdef TOCHA_SIM
-    if (lane != 0) return; // lane 0 does the warp's work (as upsample_rows_bulk)
-    const int LANES = 1;
-#else
-    const int LANES = 32;
-#endif
+    if (TOCHA_BULK_LANES == 1 && lane != 0) return; // the simulator: lane 0 does the warp's work
     const bool first = seg == 0, last = seg == segs - 1;
     warp_sync(); // the warp's previous item has read buf
     // The columns the rows' vectors of this segment cover.
@@ -427,7 +420,7 @@ __device__ __forceinline__ void upsample_rows_image(const D *in, bool last_row, 
     const int c0 = i0 * SCALE_W;
     const bool aligned = SPAN && aligned_to(in + i0, SPAN ? IN_BYTES : 1);
     const int n = c_hi > c0 ? (c_hi - c0 + VEC - 1) / VEC : 0;
-    for (int j = lane; j < n; j += LANES) {
+    for (int j = lane; j < n; j += TOCHA_BULK_LANES) {
         const int ow0 = c0 + j * VEC;
         pack16<D> p;
         if (ow0 + VEC <= OW || !last_row) { // past OW: columns no row stores
@@ -446,18 +439,31 @@ __device__ __forceinline__ void upsample_rows_image(const D *in, bool last_row, 
         D *const row = out + (long long)r * OW;
         const row_slots<D, SEG> g(row, OW, seg, last);
         const unsigned ph = (unsigned)((g.lined - c0) * (int)sizeof(D)) & 15u;
-        for (int v = g.lo + lane; v < g.hi; v += LANES) {
+        for (int v = g.lo + lane; v < g.hi; v += TOCHA_BULK_LANES) {
             pack16<D> p;
             read_shared16(image, (g.lined + v * VEC - c0) * (int)sizeof(D), ph, p.w);
             store_pack<false>(row + g.lined + v * VEC, p);
         }
         if (first)
-            for (int t = lane; t < g.single; t += LANES) row[t] = in[t / SCALE_W];
+            for (int t = lane; t < g.single; t += TOCHA_BULK_LANES) row[t] = in[t / SCALE_W];
         if (last)
-            for (int t = g.tail + lane; t < OW; t += LANES) row[t] = in[t / SCALE_W];
+            for (int t = g.tail + lane; t < OW; t += TOCHA_BULK_LANES) row[t] = in[t / SCALE_W];
     }
 }
 #endif
+
+// Calls body(in_row, seg, last_row) for each of the calling warp's work items among rows * segs
+// (segment seg of input row in_row; last_row: in_row is the input's last), in a grid-stride
+// loop over the items with WARPS warps per CTA.
+template <int WARPS, typename Body>
+__device__ __forceinline__ void for_each_item(long long rows, int segs, Body body)
+{
+    const long long items = rows * segs, stride = (long long)gridDim.x * WARPS;
+    for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
+        const long long in_row = item / segs;
+        body(in_row, (int)(item - in_row * segs), item >= items - segs);
+    }
+}
 
 // How a case runs: how many packs a lane builds before storing them (batch), and how many
 // threads per SM the launch bounds leave room for (threads: the register budget, 65536 /
@@ -528,21 +534,20 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     const int BULK_SLOTS = 2 * (SEG_SHARED + 16);
     // The two paths' item counts are computed in each branch: computed once here, before
     // them, they cost u8 3x3 at W = 1020/1023 and u8 4x4 at W = 1023 a point each (u8 runs at
-    // the edge of its 40 registers; results/2026-11-30-h200-ab-steps/ab-item-count.txt).
+    // the edge of its 40 registers; results/2026-11-30-h200-ab-steps/ab-item-count.txt). Their
+    // loops are for_each_item (against the loops written out: within 0.4 points but f32 2x2
+    // W=1023 +0.6; ab-item-loop.txt).
     const bool buffer = SCALE_H > 1 && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u && OW >= VEC;
     if (buffer && (long long)OW * sizeof(D) % 16 == 0 && tocha::aligned_to(y, 16)) {
         uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
         const int shared_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
-        const long long shared_items = (long long)B * C * H * shared_segs;
-        for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < shared_items; item += stride) {
-            const long long in_row = item / shared_segs;
-            const int seg = (int)(item - in_row * shared_segs);
+        tocha::for_each_item<WARPS>((long long)B * C * H, shared_segs, [&](long long in_row, int seg, bool last_row) {
             // A warp's second item (grid-stride) waits until the first one's copies have read buf.
             if (lane == 0) tocha::bulk_wait_read();
             tocha::warp_sync();
             tocha::upsample_rows_bulk<D, SCALE_W, SCALE_H, BATCH, SEG_SHARED>(
-                x + in_row * W, item >= shared_items - shared_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, shared_segs, lane, buf);
-        }
+                x + in_row * W, last_row, y + in_row * SCALE_H * (long long)OW, W, OW, seg, shared_segs, lane, buf);
+        });
         // Shared memory must outlive the copies that read it.
         if (lane == 0) tocha::bulk_wait_all();
         return;
@@ -554,13 +559,10 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     if (SCALE_H >= 4 && buffer && !lines) {
         uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
         const int shared_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
-        const long long shared_items = (long long)B * C * H * shared_segs;
-        for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < shared_items; item += stride) {
-            const long long in_row = item / shared_segs;
-            const int seg = (int)(item - in_row * shared_segs);
+        tocha::for_each_item<WARPS>((long long)B * C * H, shared_segs, [&](long long in_row, int seg, bool last_row) {
             tocha::upsample_rows_image<D, SCALE_W, SCALE_H, SEG_SHARED>(
-                x + in_row * W, item >= shared_items - shared_segs, y + in_row * SCALE_H * (long long)OW, W, OW, seg, shared_segs, lane, buf);
-        }
+                x + in_row * W, last_row, y + in_row * SCALE_H * (long long)OW, W, OW, seg, shared_segs, lane, buf);
+        });
         return;
     }
 #endif
