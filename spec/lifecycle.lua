@@ -31,6 +31,7 @@ for _, dev in ipairs(devices) do
   up:backward(x, up:forward(x))
   collectgarbage("collect")
   local rss0, free0 = rss(), device_free(dev)
+  local rss_half
 
   for i = 1, ROUNDS do
     local t = tocha.zeros({ 64, 64 }, { device = dev })          -- 16 KiB each
@@ -38,19 +39,26 @@ for _, dev in ipairs(devices) do
     local y = k:forward(x)
     if i % 2 == 0 then t:free(); y:free() end                  -- half freed, half collected
     if i % 1000 == 0 then collectgarbage("collect") end
+    if i == math.floor(ROUNDS / 2) then rss_half = rss() end
   end
   collectgarbage("collect")
   collectgarbage("collect")
   local rss1, free1 = rss(), device_free(dev)
-  -- 10,000 rounds allocate about 160 MiB of tensors: growth of a few MiB is allocator slack,
-  -- a leak would be the whole.
-  local grown = rss1 - rss0
-  check(dev .. ": host memory returns (grew " .. math.floor(grown / 1024) .. " KiB)", grown < 16 * 2 ^ 20,
-    ("resident memory grew by %d KiB"):format(math.floor(grown / 1024)))
+  -- 10,000 rounds allocate about 160 MiB of tensors (and 640 MiB of kernel sources). The
+  -- first rounds grow the allocator's pools by 12-17 MiB (more under ASan), which is slack,
+  -- not a leak; so the check is the second half of the rounds against the first, where a
+  -- leak of every tensor would be 80 MiB, and the whole run's growth is only printed.
+  local grown, total = rss1 - rss_half, rss1 - rss0
+  check(("%s: host memory returns (grew %d KiB in the second half, %d KiB in all)"):format(dev,
+      math.floor(grown / 1024), math.floor(total / 1024)), grown < 8 * 2 ^ 20,
+    ("resident memory grew by %d KiB in the second half of the rounds"):format(math.floor(grown / 1024)))
   if dev ~= "sim" then
     check(dev .. ": device memory returns", free1 >= free0 - 2 * 2 ^ 20,
       ("free device memory went from %d to %d"):format(free0, free1))
   end
 end
 print(("%d passed, %d failed"):format(passed, failed))
-if failed > 0 then os.exit(1) end
+-- A failure exits 1 after closing the Lua state (so that every object is finalized and a leak
+-- check at exit reports only real leaks) and with stdout flushed.
+io.stdout:flush()
+if failed > 0 then os.exit(1, true) end
