@@ -99,6 +99,8 @@ template <> __device__ __forceinline__ long long narrow<long long, unsigned long
 
 __device__ __forceinline__ int max_int(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int min_int(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ long long max_ll(long long a, long long b) { return a > b ? a : b; }
+__device__ __forceinline__ long long min_ll(long long a, long long b) { return a < b ? a : b; }
 
 // log2 of N, a power of two, at compile time.
 template <int N> struct log2_of { static const int value = 1 + log2_of<N / 2>::value; };

@@ -271,6 +271,53 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
     }
 }
 
+// The whole launch when each input row has one output row (SCALE_H == 1): rows are contiguous in
+// x and in y and OW = W * SCALE_W, so y's element o, counted over the whole tensor, is x's
+// element o / SCALE_W whatever its row, and the launch is one 1-D upsampling of n_in elements.
+// Its vectors lie in slots of y's own 128-byte line grid (slot 0 at the line boundary at or
+// before y's first 16-byte boundary, `skip` slots before it), a work item being SEG slots, so
+// every warp store fills whole lines, rows' ends included; the only single elements are those
+// before y's first 16-byte boundary and after its last whole vector (the first and the last
+// item write them). Packs are built as in upsample_rows_segment, one at a time; each item
+// rebases x to its first vector's input, so that the packs' columns are ints.
+template <typename D, int SCALE_W, int SEG, int WARPS>
+__device__ __forceinline__ void upsample_flat(const D *x, D *y, long long n_in, int lane)
+{
+    const int VEC = pack_inputs<D, SCALE_W>::VEC, IN_BYTES = pack_inputs<D, SCALE_W>::IN_BYTES;
+    const bool SPAN = pack_inputs<D, SCALE_W>::SPAN, WINDOW = pack_inputs<D, SCALE_W>::WINDOW;
+    const long long n = n_in * SCALE_W;
+    const int single = head_to<16>(y, n);
+    const int skip = slots_past_line(y + single);
+    const long long lined = single - skip * VEC; // slot 0's element (negative when skip > 0)
+    const long long slots = skip + (n - single) / VEC;
+    const long long items = slots > SEG ? (slots + SEG - 1) / SEG : 1;
+    // Every vector starts IN inputs after the last, so whether they start on an input element,
+    // and are then aligned for one load, holds for all of them.
+    const bool whole = SPAN && single % SCALE_W == 0;
+    const bool aligned = whole && aligned_to(x + single / SCALE_W, SPAN ? IN_BYTES : 1);
+    const long long stride = (long long)gridDim.x * WARPS;
+    for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
+        const long long s0 = item * SEG;
+        const long long i_base = (lined + max_ll(s0, skip) * VEC) / SCALE_W; // the item's first input
+        const D *in = x + i_base;
+        const long long c0 = i_base * SCALE_W;
+        const int rest = (int)min_ll(n_in - i_base, 0x7fffffff); // inputs from `in` to x's end
+        // Only the last vector's span or window can reach past x's end (by up to 3 bytes): the
+        // last two items check theirs (the last may hold only single elements).
+        const bool near_end = item >= items - 2;
+        const int s_end = (int)min_ll(SEG, slots - s0);
+        for (int s = lane; s < s_end; s += 32) {
+            if (s0 + s < skip) continue;
+            const long long e = lined + (s0 + s) * VEC;
+            const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, near_end, rest, (int)(e - c0), whole, aligned);
+            store_pack<false>(y + e, p);
+        }
+        if (item == 0 && lane < single) y[lane] = x[lane / SCALE_W];
+        const long long tail = lined + slots * VEC;
+        if (item == items - 1 && lane < n - tail) y[tail + lane] = x[(tail + lane) / SCALE_W];
+    }
+}
+
 #ifdef TOCHA_BULK_COPIES
 // Segment `seg` of `segs` of ROWS output rows that all come from the input row `in`, by bulk
 // copies. The rows must be 16-byte aligned and a whole number of vectors long, so that a
@@ -527,6 +574,10 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     const long long items = (long long)B * C * H * segs;
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
+    if (SCALE_H == 1) {
+        tocha::upsample_flat<D, SCALE_W, 32 * TOCHA_UPSAMPLE_SEGMENT, WARPS>(x, y, (long long)B * C * H * W, lane);
+        return;
+    }
 #ifdef TOCHA_BULK_COPIES
     // When the launch gave each warp a buffer in dynamic shared memory (the host does so where
     // the paths below measured faster), items are the short length. Bulk copies where the rows

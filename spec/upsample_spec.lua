@@ -179,6 +179,27 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end)
       end
 
+      -- Forward with one output row per input row: the whole output is one row of n elements
+      -- (y `off` elements past a 256-byte boundary), its slots on y's 128-byte line grid, an
+      -- item SEGMENT warp steps of them; the first item writes the single elements before y's
+      -- first 16-byte boundary, the last those after its last whole vector.
+      local function walk_flat(g, block, n, off)
+        local seg_len = 32 * SEGMENT
+        local single = math.min((off * 4) % 16 > 0 and (16 - (off * 4) % 16) / 4 or 0, n)
+        local skip = ((off + single) * 4) % 128 / 16
+        local lined = single - skip * VEC
+        local slots = skip + math.floor((n - single) / VEC)
+        local items = slots > seg_len and math.ceil(slots / seg_len) or 1
+        visit(g, block, items, 1, 1, n, function(item, _, hit)
+          if item == 0 then for col = 0, single - 1 do hit(0, col) end end
+          for v = math.max(skip, item * seg_len), math.min(slots, (item + 1) * seg_len) - 1 do
+            assert.are.equal((v % 8) * 16, ((off + lined + v * VEC) * 4) % 128)
+            for e = 0, VEC - 1 do hit(0, lined + v * VEC + e) end
+          end
+          if item == items - 1 then for col = lined + slots * VEC, n - 1 do hit(0, col) end end
+        end)
+      end
+
       -- Backward: lanes take runs of k dx elements from the row's first boundary of k * 4
       -- bytes (when that is 8 or 16), the elements before it one per lane.
       local function walk_backward(g, block, rows, cols, sw, sh)
@@ -217,11 +238,17 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end
       end
       -- Long rows split into several segments, walked too, with items of both lengths: forward
-      -- rows of whole lines (2048 floats) with one and with several rows per input row,
+      -- outputs of one row per input row as one row (walk_flat), rows of whole lines (2048
+      -- floats) and not with several rows per input row,
       -- backward with one dy row per dx row and with several.
       local up = Forward.new(1, 2, 64, "f32", 64)
-      walk_forward(up:grid({ 1, 1, 3, 2000 }), 64, 3, 1, 2000)
-      walk_forward(up:grid({ 1, 1, 3, 2048 }), 64, 3, 1, 2048)
+      assert.are.same({ math.ceil(6000 / 4 / 128 / 2), 1, 1 }, up:grid({ 1, 1, 3, 2000 }))
+      assert.are.same({ 1, 1, 1 }, up:grid({ 1, 1, 1, 6 }))
+      for _, n in ipairs({ 6000, 6144, 3, 517 }) do
+        -- y on a 256-byte boundary, as the grid assumes, and 1 to 31 elements past it (the
+        -- grid-stride loop then takes an item the grid may lack)
+        for _, off in ipairs({ 0, 1, 2, 3, 5, 8, 31 }) do walk_flat(up:grid({ 1, 1, 1, n }), 64, n, off) end
+      end
       walk_backward(up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 3, 2000 }), 64, 3, 1000, 2, 1)
       up = Forward.new(2, 2, 64, "f32", 64)
       walk_forward(up:grid({ 1, 1, 6, 2000 }), 64, 3, 2, 2000)
@@ -433,6 +460,45 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         assert.are.same(up_ref.forward(x:to_table(true), x:shape(), 2, 1), y:to_table(true))
         local dx = up:backward(x, y)
         assert.are.same(up_ref.backward(y:to_table(true), x:shape(), 2, 1), dx:to_table(true))
+      end)
+
+      it("is exact for x and y at any element offset with one output row per input row", function()
+        -- These forwards take the whole output as one row (y's element o is x's o / scale_w).
+        -- x and y lie 0 to 7 elements past their buffers' starts (launched through packed
+        -- arguments), so that vectors start anywhere against 16 bytes and lines: the single
+        -- elements at y's ends, shifted input spans and windows, x's last words; the elements
+        -- of y's buffer around y must stay poisoned.
+        local cases = {
+          { "f32", 2, 1023 }, { "f16", 2, 1020 }, { "u8", 2, 1023 }, { "u8", 3, 301 }, { "bf16", 1, 517 },
+          { "f64", 2, 33 }, { "u8", 5, 7 }, { "i32", 4, 1 },
+        }
+        for n, c in ipairs(cases) do
+          local dt, sw, W = c[1], c[2], c[3]
+          local up = Forward.new(1, sw, ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1], dt)
+          local shape, out = { 2, 1, 3, W }, { 2, 1, 3, W * sw }
+          local count = 6 * W
+          for _, o in ipairs({ { 0, 0 }, { 1, 0 }, { 0, 1 }, { 3, 5 }, { 7, 2 }, { 2, 7 } }) do
+            local label = ("%s 1x%d W=%d x+%d y+%d"):format(dt, sw, W, o[1], o[2])
+            local xs = tocha.rand({ count + 8 }, { dtype = "i32", device = device, seed = n, low = 0, high = POISON - 1 }):cast(dt)
+            local ys = tocha.empty({ count * sw + 8 }, { dtype = dt, device = device }):fill(POISON)
+            local size = xs:nbytes() / xs:numel()
+            local xa = ffi.cast("uint64_t", xs.data) + o[1] * size
+            local ya = ffi.cast("uint64_t", ys.data) + o[2] * size
+            tocha.launch_packed(up.kernel, device, up:grid(out), up:block(), up:pack_args({ { xa, shape } }, {}, ya, out))
+            local xv, x = xs:to_table(true), {}
+            for i = 1, count do x[i] = xv[o[1] + i] end
+            local want = up_ref.forward(x, shape, 1, sw)
+            local got, around = ys:to_table(true), {}
+            for i = 1, count * sw + 8 do
+              if i > o[2] and i <= o[2] + count * sw then
+                if got[i] ~= want[i - o[2]] then error(("%s: y[%d] is %s, expected %s"):format(label, i - o[2] - 1, got[i], want[i - o[2]])) end
+              else
+                around[#around + 1] = got[i]
+              end
+            end
+            for _, v in ipairs(around) do assert.are.equal(POISON, v, label .. ": an element around y was written") end
+          end
+        end
       end)
 
       it("backward through UpsampleNearest2dBackward alone gives the same", function()
