@@ -144,7 +144,7 @@ template <typename D> struct pack16 {
 // - FETCH_256 loads (ld.global.nc.L2::256B): L2 fetches the whole 256-byte block around the
 //   load from DRAM, so a warp's next loads along the row find their lines there.
 
-// Stores the first BYTES (8 or 16) bytes of a pack at p, aligned to BYTES.
+// Stores the first BYTES (4, 8 or 16) bytes of a pack at p, aligned to BYTES.
 template <int BYTES, bool STREAMING = false, typename D> __device__ __forceinline__ void store_words(D *p, const pack16<D> &x)
 {
 #ifdef TOCHA_SIM
@@ -158,10 +158,14 @@ template <int BYTES, bool STREAMING = false, typename D> __device__ __forceinlin
         asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]),
                      "r"(x.w[2]), "r"(x.w[3])
                      : "memory");
-    else if (STREAMING)
+    else if (BYTES == 8 && STREAMING)
         asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]) : "memory");
-    else
+    else if (BYTES == 8)
         asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]) : "memory");
+    else if (STREAMING)
+        asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(x.w[0]) : "memory");
+    else
+        asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(x.w[0]) : "memory");
 #endif
 }
 

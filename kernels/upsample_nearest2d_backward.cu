@@ -103,34 +103,43 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
         const D *src = dy + (plane * OH + (long long)ih * SCALE_H) * OW;
         const bool last_row = item >= items - segs; // its last dy row is the input's last
         D *out = dx + row * (long long)W;
-        // dx elements before the row's first boundary of K elements' bytes (8 or 16), summed
-        // one per lane; the lanes' runs start there.
+        // dx elements outside the lanes' whole runs: before the row's first boundary of a run's
+        // bytes (when that is 4, 8 or 16) and after its last whole run, each summed by a lane of
+        // the row's first or last segment. The tail one per lane (in one store instruction)
+        // rather than by the last run's lane element after element: that took K stores of one
+        // element each and SCALE_H * K * SCALE_W single loads, each a warp instruction and the
+        // stores each an L2 request, on every row whose width is not whole runs.
         const int BYTES = K * (int)sizeof(D);
-        const int head = BYTES == 8 || BYTES == 16 ? tocha::head_to<(BYTES == 8 ? 8 : 16)>(out, W) : 0;
-        if (seg == 0 && lane < head) {
+        const bool RUN_STORES = BYTES == 4 || BYTES == 8 || BYTES == 16; // a lane's K dx at once
+        const int head = RUN_STORES ? tocha::head_to<(RUN_STORES ? BYTES : 4)>(out, W) : 0;
+        const int runs_end = head + (W - head) / K * K;
+        // Both are under K <= 16 elements: lanes 0-15 take the head, 16-31 the tail (a row of one
+        // segment has both).
+        const int single = lane < 16 ? (seg == 0 && lane < head ? lane : -1)
+                                     : (seg == segs - 1 && runs_end + lane - 16 < W ? runs_end + lane - 16 : -1);
+        if (single >= 0) {
             A sum = A(0);
 #pragma unroll
             for (int i = 0; i < SCALE_H; ++i)
 #pragma unroll
                 for (int j = 0; j < SCALE_W; ++j)
-                    sum += tocha::widen<A>(src[(long long)i * OW + (long long)lane * SCALE_W + j]);
-            out[lane] = tocha::narrow<D>(sum);
+                    sum += tocha::widen<A>(src[(long long)i * OW + (long long)single * SCALE_W + j]);
+            out[single] = tocha::narrow<D>(sum);
         }
-        const int iw_end = seg == segs - 1 ? W : head + (seg + 1) * SEG;
+        const int iw_end = seg == segs - 1 ? runs_end : tocha::min_int(runs_end, head + (seg + 1) * SEG);
         for (int iw0 = head + seg * SEG + lane * K; iw0 < iw_end; iw0 += 32 * K) {
             A sum[K];
 #pragma unroll
             for (int e = 0; e < K; ++e) sum[e] = A(0);
-            const bool whole = iw0 + K <= W;
 #pragma unroll
             for (int i = 0; i < SCALE_H; ++i) {
                 const D *r = src + (long long)i * OW + (long long)iw0 * SCALE_W;
                 // The widest load the row's alignment allows (the same for every lane).
-                if (whole && RUN % 16 == 0 && tocha::aligned_to(r, 16)) {
+                if (RUN % 16 == 0 && tocha::aligned_to(r, 16)) {
                     upsample_nearest2d_backward_run<16, K, SCALE_W>(r, sum);
-                } else if (whole && RUN % 8 == 0 && tocha::aligned_to(r, 8)) {
+                } else if (RUN % 8 == 0 && tocha::aligned_to(r, 8)) {
                     upsample_nearest2d_backward_run<8, K, SCALE_W>(r, sum);
-                } else if (whole && SHIFTED_LOADS &&
+                } else if (SHIFTED_LOADS &&
                            (!(last_row && i == SCALE_H - 1) ||
                             tocha::span_fits<SPAN_BYTES>(r, src + (long long)i * OW + OW))) {
                     // Only element-aligned: the words around the run, shifted into place.
@@ -142,22 +151,21 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
                 } else {
 #pragma unroll
                     for (int e = 0; e < K; ++e)
-                        if (iw0 + e < W)
 #pragma unroll
-                            for (int j = 0; j < SCALE_W; ++j)
-                                sum[e] += tocha::widen<A>(r[e * SCALE_W + j]);
+                        for (int j = 0; j < SCALE_W; ++j)
+                            sum[e] += tocha::widen<A>(r[e * SCALE_W + j]);
                 }
             }
-            // dx: one 8- or 16-byte store when this lane's K elements make one and are aligned.
-            if ((BYTES == 8 || BYTES == 16) && whole && tocha::aligned_to(out + iw0, BYTES == 8 ? 8 : 16)) {
+            // dx: the lane's K elements in one store where they make 4, 8 or 16 bytes (aligned:
+            // the runs start at the row's first boundary of that many bytes), else one by one.
+            if (RUN_STORES) {
                 tocha::pack16<D> p;
 #pragma unroll
                 for (int e = 0; e < K; ++e) p.set(e, tocha::narrow<D>(sum[e]));
-                tocha::store_words<(BYTES == 16 ? 16 : 8), true>(out + iw0, p);
+                tocha::store_words<(RUN_STORES ? BYTES : 4), true>(out + iw0, p);
             } else {
 #pragma unroll
-                for (int e = 0; e < K; ++e)
-                    if (iw0 + e < W) out[iw0 + e] = tocha::narrow<D>(sum[e]);
+                for (int e = 0; e < K; ++e) out[iw0 + e] = tocha::narrow<D>(sum[e]);
             }
         }
     }
