@@ -50,12 +50,23 @@
 //      (results/2026-11-30-h200-ab-cache-hints). Shifted runs load their words through the
 //      read-only path like the aligned ones (within 0.3 points). Fetching 256 bytes into L2
 //      per load (the forward's hint) lost up to 3 points here (4x4 W=1020/1023).
-//   v9 this file: work items half as long (TOCHA_UPSAMPLE_SEGMENT_SHORT) where a lane reads
+//   v9 work items half as long (TOCHA_UPSAMPLE_SEGMENT_SHORT) where a lane reads
 //      several dy rows in whole 16-byte loads (2x2, 4x4, 2x1): twice the warps, each with
 //      half the rows' loads to wait on; 4x4 +2.6-5.6 points (f16 4x4 W=1023 86.2% -> 91.8%),
 //      2x1 +2-5.5 (f16 2x1 W=1020 83.7% -> 88.8%), 2x2 +1.5-2.6. 1x2 (one dy row) lost 1.4-4.8
 //      with short items and 3x3 (12-byte runs) moved -1.3 to +0.9, so they keep the long
 //      one. Medians f32 96.7%, f16/bf16 91.9% (results/2026-11-30-h200-220945b).
+//   v10 this file: a row's elements after its last whole run summed one per lane, as its head
+//      is, where the last run's lane did them element after element (K one-element stores,
+//      each an L2 request, and SCALE_H * K * SCALE_W single loads, on every row whose width is
+//      not whole runs; the code also spilled f16 2x1, 2x2 and 4x4 at 32 registers, and no longer
+//      does); a lane's K dx in one 4-byte store where they make 4 bytes (f16 3x3). Over the 45
+//      cases 30 better, none worse (results/2026-11-30-h200-ab-tail/ab-tail.txt): f16 2x1
+//      W=1023 85.7% -> 91.8%, W=1024 94.0% -> 98.5%, f16 2x2 W=1023 90.1% -> 93.1%, f16 4x4
+//      W=1023 91.8% -> 94.8%; the 4-byte stores +0.5-0.7 on f16/bf16 3x3 at W = 1020/1023.
+//      Tried and not kept: the runs on the 128-byte line grid (as the forward's vectors, the
+//      lanes before the row idle in its first step): 0.5-6 points worse on most odd widths
+//      (f16 2x2 W=1023 93.2% -> 87.9%), and it spilled f16 2x1 again (ab-line-grid.txt).
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)

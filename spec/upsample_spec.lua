@@ -200,25 +200,27 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end)
       end
 
-      -- Backward: lanes take runs of k dx elements from the row's first boundary of k * 4
-      -- bytes (when that is 8 or 16), the elements before it one per lane.
+      -- Backward: lanes take runs of k dx elements (k * 4 bytes: 4, 8 or 16 for f32) from the
+      -- row's first boundary of k * 4 bytes; the elements before it and after the last whole
+      -- run one per lane, in the row's first and last segments.
       local function walk_backward(g, block, rows, cols, sw, sh)
         local k, segs, seg_len = backward_k(sw), backward_segments(cols, sw, sh), backward_seg_len(sw, sh)
+        local bytes = k * 4
         visit(g, block, rows, segs, rows, cols, function(row, seg, hit)
-          local bytes, head = k * 4, 0
-          if bytes == 8 or bytes == 16 then
-            local mis = (row * cols * 4) % bytes / 4 -- the base address is 256-byte aligned
-            head = math.min(mis > 0 and bytes / 4 - mis or 0, cols)
-          end
+          local mis = (row * cols * 4) % bytes / 4 -- the base address is 256-byte aligned
+          local head = math.min(mis > 0 and bytes / 4 - mis or 0, cols)
+          local runs_end = head + math.floor((cols - head) / k) * k
           if seg == 0 then for col = 0, head - 1 do hit(row, col) end end
-          local iw_end = seg == segs - 1 and cols or head + (seg + 1) * seg_len
+          local iw_end = seg == segs - 1 and runs_end or math.min(runs_end, head + (seg + 1) * seg_len)
           for lane = 0, 31 do
             local iw0 = head + seg * seg_len + lane * k
             while iw0 < iw_end do
-              for e = 0, k - 1 do if iw0 + e < cols then hit(row, iw0 + e) end end
+              assert.are.equal(0, ((row * cols + iw0) * 4) % bytes) -- one aligned store
+              for e = 0, k - 1 do hit(row, iw0 + e) end
               iw0 = iw0 + 32 * k
             end
           end
+          if seg == segs - 1 then for col = runs_end, cols - 1 do hit(row, col) end end
         end)
       end
 
