@@ -224,6 +224,29 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end)
       end
 
+      -- Backward with one dy row per dx row: the whole tensor is one row of n elements (dx
+      -- `off` elements past a 256-byte boundary); item 0 is its head and first segment, each
+      -- later one a segment from the head, the last the rest, each a row of its own.
+      local function walk_backward_flat(g, block, n, sw, off)
+        local k = backward_k(sw)
+        local seg_len, bytes = 32 * k * SEGMENT, k * 4
+        local mis = (off * 4) % bytes / 4
+        local head = math.min(mis > 0 and bytes / 4 - mis or 0, n)
+        local items = n > head + seg_len and 1 + math.floor((n - head - 1) / seg_len) or 1
+        visit(g, block, items, 1, 1, n, function(item, _, hit)
+          local base = item == 0 and 0 or head + item * seg_len
+          local width = math.min(n - base, item == 0 and head + seg_len or seg_len)
+          local h = item == 0 and head or 0 -- later items start on a run's boundary
+          for col = 0, h - 1 do hit(0, base + col) end
+          local runs_end = h + math.floor((width - h) / k) * k
+          for iw0 = h, runs_end - 1, k do
+            assert.are.equal(0, ((off + base + iw0) * 4) % bytes) -- one aligned store
+            for e = 0, k - 1 do hit(0, base + iw0 + e) end
+          end
+          for col = runs_end, width - 1 do hit(0, base + col) end
+        end)
+      end
+
       for _, block in ipairs({ 32, 128, 1024 }) do
         local up = Forward.new(3, 2, block, "f32", 64)
         for _, s in ipairs(shapes) do
@@ -251,7 +274,12 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         -- grid-stride loop then takes an item the grid may lack)
         for _, off in ipairs({ 0, 1, 2, 3, 5, 8, 31 }) do walk_flat(up:grid({ 1, 1, 1, n }), 64, n, off) end
       end
-      walk_backward(up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 3, 2000 }), 64, 3, 1000, 2, 1)
+      for _, n in ipairs({ 3000, 3072, 3, 517 }) do
+        for _, off in ipairs({ 0, 1, 3, 8, 31 }) do
+          walk_backward_flat(up:backward_grid({ { 1, 1, 1, n } }, { 1, 1, 1, 2 * n }), 64, n, 2, off)
+        end
+      end
+      assert.are.same({ math.ceil(3000 / (32 * 2 * SEGMENT) / 2), 1, 1 }, up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 3, 2000 }))
       up = Forward.new(2, 2, 64, "f32", 64)
       walk_forward(up:grid({ 1, 1, 6, 2000 }), 64, 3, 2, 2000)
       walk_forward(up:grid({ 1, 1, 6, 2048 }), 64, 3, 2, 2048)
@@ -499,6 +527,42 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
               end
             end
             for _, v in ipairs(around) do assert.are.equal(POISON, v, label .. ": an element around y was written") end
+          end
+        end
+      end)
+
+      it("backward is exact for dy and dx at any element offset with one dy row per dx row", function()
+        -- These backwards take the whole tensor as one row (dx's element i sums dy's scale_w
+        -- elements from i * scale_w), in items that are rows of their own: dy and dx lie 0 to 7
+        -- elements past their buffers' starts (packed launches), so that runs start anywhere
+        -- against their stores' and loads' widths, with single elements at both ends and at
+        -- neither; the elements of dx's buffer around dx must stay poisoned.
+        local cases = {
+          { "f32", 2, 1023 }, { "f16", 2, 1020 }, { "bf16", 2, 1023 }, { "f16", 3, 301 }, { "f32", 1, 517 },
+          { "f64", 2, 33 }, { "i32", 5, 7 }, { "f16", 8, 2 },
+        }
+        for n, c in ipairs(cases) do
+          local dt, sw, W = c[1], c[2], c[3]
+          local up = Forward.new(1, sw, 64, dt, ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1])
+          local shape, out = { 2, 1, 3, W }, { 2, 1, 3, W * sw }
+          local count = 6 * W
+          for _, o in ipairs({ { 0, 0 }, { 1, 0 }, { 0, 1 }, { 3, 5 }, { 7, 2 }, { 2, 7 } }) do
+            local label = ("%s 1x%d W=%d dy+%d dx+%d"):format(dt, sw, W, o[1], o[2])
+            local dys = tocha.rand({ count * sw + 8 }, { dtype = "i32", device = device, seed = n, low = 0, high = 9 }):cast(dt)
+            local dxs = tocha.empty({ count + 8 }, { dtype = dt, device = device }):fill(POISON)
+            local size = dys:nbytes() / dys:numel()
+            local dya = ffi.cast("uint64_t", dys.data) + o[1] * size
+            local dxa = ffi.cast("uint64_t", dxs.data) + o[2] * size
+            local args = up:pack_backward_args({ { dxa, shape } }, {}, dya, out, dya, out[4], { dxa }, {})
+            tocha.launch_packed(up.backward_kernel.kernel, device, up:backward_grid({ shape }, out), up:backward_block(), args)
+            local dyv, dy = dys:to_table(true), {}
+            for i = 1, count * sw do dy[i] = dyv[o[1] + i] end
+            local want = up_ref.backward(dy, shape, 1, sw)
+            local got = dxs:to_table(true)
+            for i = 1, count + 8 do
+              local e = (i > o[2] and i <= o[2] + count) and ref.convert(want[i - o[2]], dt) or POISON
+              if got[i] ~= e then error(("%s: dx buffer element %d is %s, expected %s"):format(label, i - 1, got[i], e)) end
+            end
           end
         end
       end)

@@ -5,8 +5,8 @@
 **
 ** Launch mapping (both directions): one warp per work item, a work item being one segment of
 ** an input row (b, c, ih) (forward: of its scale_h output rows; backward: of its dx row; see
-** the kernels' headers for the segment length), but for the forward with scale_h 1, whose
-** items are segments of the whole output taken as one row; `block` threads are block / 32
+** the kernels' headers for the segment length), but with scale_h 1, where both kernels take
+** the whole tensor as one row and items are its segments; `block` threads are block / 32
 ** warps; grid.x = ceil(items / warps), capped at the grid's limit, with a grid-stride loop
 ** beyond.
 */
@@ -151,12 +151,15 @@ static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int6
 static void kernel_grid(const tocha_upsample *k, int64_t rows, int64_t cols, bool shared, uint32_t grid[3])
 {
     int64_t items;
-    if (k->direction == TOCHA_UPSAMPLE_FORWARD && k->scale_h == 1) {
-        /* One output row per input row: the kernel's items are SEGMENT warp steps of the whole
-        ** output's 16-byte slots (upsample_flat), counted here for a y on a 128-byte boundary
-        ** (one item more or less elsewhere: the grid-stride loop covers it). */
-        int64_t slots = rows * cols / (16 / tocha_dtype_size(k->dtype)), per_item = 32 * SEGMENT;
-        items = slots > per_item ? (slots + per_item - 1) / per_item : 1;
+    if (k->scale_h == 1) {
+        /* One output row per input row: the kernels take the whole tensor as one row, in items
+        ** of SEGMENT warp steps (forward: of the output's 16-byte slots, upsample_flat; backward:
+        ** of runs of K dx elements), counted here for tensors on 128-byte boundaries (one item
+        ** more or less elsewhere: the grid-stride loop covers it). */
+        int64_t per16 = 16 / tocha_dtype_size(k->dtype), k_run = per16 / k->scale_w > 0 ? per16 / k->scale_w : 1;
+        int64_t units = k->direction == TOCHA_UPSAMPLE_FORWARD ? rows * cols / per16 : rows * cols;
+        int64_t per_item = 32 * SEGMENT * (k->direction == TOCHA_UPSAMPLE_FORWARD ? 1 : k_run);
+        items = units > per_item ? (units + per_item - 1) / per_item : 1;
     } else {
         items = rows * segments(k->direction, k->dtype, k->scale_h, k->scale_w, cols, shared);
     }
