@@ -29,23 +29,23 @@ REASONS = {
                   "Tried: row images for two or three rows (-3 to -30; -1.5 to -9 on long items), lanes sharing shifted "
                   "loads (-3 to -18), bulk copies from shifted images (correct but slower), one "
                   "build stored to rows of the same 16-byte phase (-6), smaller and larger items, "
-                  "batches, register budgets (docs/performance.md: \"Row images (v12)\", \"Bulk "
-                  "copies (v11)\", \"What is short, why\").",
-    "one-row": "one output row per input row of a width that is not whole 128-byte lines: each "
-               "row's partial first and last lines. Tried: vectors on each row's line grid "
-               "(kept, +1-3), the output as one flat range (-6 to -22) "
-               "(docs/performance.md: \"What was learnt\").",
+                  "batches, register budgets; the TMA cannot store such rows (its stores fault at "
+                  "destinations not 16-byte aligned: bench/tma_probe.cu) (docs/performance.md: "
+                  "\"Row images (v12)\", \"Bulk copies (v11)\", \"What is short, why\").",
     "dy-shifted": "backward rows whose dy and dx are both unaligned: every dy load is a shifted "
                   "span. Tried: 8-byte dx runs (-6 to -8), 40 registers (+1-1.5 here, -0.5 at "
                   "W = 1024), lanes sharing their loads (the code spilled the 32-register "
-                  "kernels: -8 to -28) (docs/performance.md: \"What is short, why\", \"Row "
-                  "images (v12)\", \"Next\").",
+                  "kernels: -8 to -28), the runs on the line grid (-0.5 to -6); kept: each row's "
+                  "tail one element per lane (+1-6) and 4-byte dx stores (+0.5-0.7 on 3x3) "
+                  "(docs/performance.md: \"What is short, why\", \"Whole rows (v13)\").",
     "factor": "the x PyTorch target derives from PyTorch's 2x2 (45% of copy f32 forward, 24-26% "
               "f16/bf16, 65-72% f32 backward, 33% bf16 backward); where PyTorch does better, the "
               "factor asks for the % of copy shown (\"needs\"), against the case's mix floor "
               "(\"floor\"): above the floor it cannot be met by any kernel.",
     "noise": "within a point of the target; run-to-run noise across machines is about 2 "
              "points (docs/performance.md: \"Where it stands\").",
+    "unexplained": "short by more than the noise with no measured reason of its shape: a case "
+                   "to look into (bench/ncu_probe.sh, bench/ab.sh).",
 }
 
 
@@ -58,14 +58,16 @@ def short_reasons(r, pct, speedup, torch_pct, floor):
     size = {"u8": 1, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}.get(dt, 4)
     if pct < TARGET:
         row_bytes = width * sw * size if op == "forward" else width * size
+        # One row per input row (sh == 1) has no reason of its shape: both kernels take the
+        # whole tensor as one row whatever the width.
         if op == "forward" and sh > 1 and row_bytes % 16:
             keys.append("rows-apart")
-        elif op == "forward" and sh == 1 and row_bytes % 128:
-            keys.append("one-row")
-        elif op == "backward" and row_bytes % 16:
+        elif op == "backward" and sh > 1 and row_bytes % 16:
             keys.append("dy-shifted")
-        if pct >= TARGET - 1 or not keys:
+        if pct >= TARGET - 1:
             keys.append("noise")
+        elif not keys:
+            keys.append("unexplained")
     for top, dtypes, factor in SPEEDUP_TARGETS:
         if op == top and dt in dtypes and speedup == speedup and speedup < factor:
             keys.append(f"factor (needs {factor * torch_pct:.1f}%, floor {floor:.1f}%)")

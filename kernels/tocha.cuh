@@ -9,8 +9,10 @@
 // TOCHA_UPSAMPLE_SEGMENT_SHORT where that measured better: forward items whose scale_h > 1
 // output rows are alike against 128-byte lines (or one step for some of those cases: the
 // forward's forward_plan) or go through shared memory, backward items whose scale_h > 1 dy
-// rows a lane reads as whole 16-byte loads (docs/performance.md, "Work item length"). The host sizes
-// grids by the same rule (host/src/upsample.c, segments(); upsample_spec checks the three).
+// rows a lane reads as whole 16-byte loads (docs/performance.md, "Work item length"). With one
+// output row per input row both kernels take the whole tensor as one row and cut it into items
+// of TOCHA_UPSAMPLE_SEGMENT steps. The host sizes grids by the same rules (host/src/upsample.c,
+// kernel_grid() and segments(); upsample_spec checks the three).
 #define TOCHA_UPSAMPLE_SEGMENT 4
 #define TOCHA_UPSAMPLE_SEGMENT_SHORT 2
 

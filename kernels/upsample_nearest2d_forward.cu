@@ -3,6 +3,9 @@
 //   x: [B, C, H, W]  ->  y: [B, C, OH = H * SCALE_H, OW = W * SCALE_W]
 //   y[b, c, oh, ow] = x[b, c, oh / SCALE_H, ow / SCALE_W]      (integer division)
 //
+// One output row per input row (SCALE_H == 1): the whole tensor is one 1-D upsampling (y's
+// element o is x's o / SCALE_W whatever its row), its items SEGMENT warp steps of y's own
+// 16-byte slots on its 128-byte line grid (upsample_flat, v13 below). Otherwise:
 // Mapping: a warp's work item is one segment of an input row, a row being one (b, c, ih), and
 // the item writes that segment of the row's SCALE_H output rows (oh = ih * SCALE_H + r), so
 // the input is read once. A segment is 32 * TOCHA_UPSAMPLE_SEGMENT(_SHORT) 16-byte output vectors
@@ -115,7 +118,7 @@
 //      16-byte boundary, an image shifted by funnel shifts for each row that starts inside a
 //      vector): correct, but 5-30 points slower, also on vector rows and on cases that do not
 //      take the path (registers; docs/performance.md, "Bulk copies").
-//   v12 this file: row images for four or more output rows that are not whole vectors
+//   v12 row images for four or more output rows that are not whole vectors
 //      (results/2026-11-30-h200-ab-image): each segment built once into shared memory, each
 //      row's vectors read from it (aligned shared loads, funnel-shifted where the row starts
 //      1-3 bytes off a word) and stored on the row's line grid. f16 and bf16 4x4 W=1023
@@ -132,6 +135,17 @@
 //      load, its neighbour's by a shuffle, instead of two or three word loads): 3-18 points
 //      worse wherever it ran (f16 2x2 W=1023 87.2% -> 75.4%, f32 2x1 W=1023 84.9% -> 78.1%) and
 //      it spilled the 1x2 kernels (results/2026-11-30-h200-ab-lanes).
+//   v13 this file: one output row per input row (1x2) as one 1-D upsampling of the whole
+//      tensor, on y's own line grid (upsample_flat): every warp store fills whole lines across
+//      rows' ends, only y's two ends take single elements, and with x and y aligned every
+//      span is an aligned load whatever the width. Every 1x2 case 92.0-92.6% (W = 1020/1023
+//      from 83.2-90.4%: u8 W=1023 83.2% -> 92.0%, f16 W=1023 87.3% -> 92.6%; results/
+//      2026-11-30-h200-ab-flat/ab-flat-1x2.txt). The flat range tried in v8 tracked each
+//      vector's row and column for every scale and lost; with one row per input row there is
+//      nothing to track.
+//      Measured and not possible: the TMA cannot store rows that are not whole vectors (its
+//      1-D tensor stores fault at destinations not 16-byte aligned; bench/tma_probe.cu,
+//      results/2026-11-30-h200-tma-probe).
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
@@ -558,26 +572,25 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     const int VEC = tocha::vec16<D>::n;
     const int BATCH = tocha::forward_plan<D, SCALE_H, SCALE_W>::batch;
     const int WARPS = BLOCK_OW / 32;
-    // The item's output rows lie alike against 128-byte lines when each row is a whole number
-    // of lines long (or there is one row per input row). Several alike rows take a short work
-    // item (forward_plan's alike_steps), the shared-memory paths the short one (tocha.cuh).
+    if (SCALE_H == 1) {
+        tocha::upsample_flat<D, SCALE_W, 32 * TOCHA_UPSAMPLE_SEGMENT, WARPS>(x, y, (long long)B * C * H * W, threadIdx.x & 31);
+        return;
+    }
+    // Several output rows per input row from here. They lie alike against 128-byte lines when
+    // each row is a whole number of lines long; alike rows take a short work item
+    // (forward_plan's alike_steps), the shared-memory paths the short one (tocha.cuh).
     const bool lines = (long long)OW * sizeof(D) % 128 == 0;
-    const bool alike = SCALE_H == 1 || lines;
     // Vectors per item: a constant in each branch below, so that the loops know it.
-    const int SEG_ALIKE = 32 * (SCALE_H > 1 ? tocha::forward_plan<D, SCALE_H, SCALE_W>::alike_steps : TOCHA_UPSAMPLE_SEGMENT);
+    const int SEG_ALIKE = 32 * tocha::forward_plan<D, SCALE_H, SCALE_W>::alike_steps;
     const int SEG_APART = 32 * TOCHA_UPSAMPLE_SEGMENT;
     const int SEG_SHARED = 32 * TOCHA_UPSAMPLE_SEGMENT_SHORT; // the shared-memory paths' items
     // Items per row by a shift: both lengths are powers of two (a run-time division here
     // cost u8 3x3 W=1020 2 points, and constant divisions in each branch spilled u8 2x2).
-    const int SEG_SHIFT = alike ? tocha::log2_of<SEG_ALIKE>::value : tocha::log2_of<SEG_APART>::value;
+    const int SEG_SHIFT = lines ? tocha::log2_of<SEG_ALIKE>::value : tocha::log2_of<SEG_APART>::value;
     const int segs = tocha::max_int(1, (OW / VEC + (1 << SEG_SHIFT) - 1) >> SEG_SHIFT);
     const long long items = (long long)B * C * H * segs;
     const int lane = threadIdx.x & 31;
     const long long stride = (long long)gridDim.x * WARPS;
-    if (SCALE_H == 1) {
-        tocha::upsample_flat<D, SCALE_W, 32 * TOCHA_UPSAMPLE_SEGMENT, WARPS>(x, y, (long long)B * C * H * W, lane);
-        return;
-    }
 #ifdef TOCHA_BULK_COPIES
     // When the launch gave each warp a buffer in dynamic shared memory (the host does so where
     // the paths below measured faster), items are the short length. Bulk copies where the rows
@@ -588,7 +601,7 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     // the edge of its 40 registers; results/2026-11-30-h200-ab-steps/ab-item-count.txt). Their
     // loops are for_each_item (against the loops written out: within 0.4 points but f32 2x2
     // W=1023 +0.6; ab-item-loop.txt).
-    const bool buffer = SCALE_H > 1 && tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u && OW >= VEC;
+    const bool buffer = tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u && OW >= VEC;
     if (buffer && (long long)OW * sizeof(D) % 16 == 0 && tocha::aligned_to(y, 16)) {
         uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
         const int shared_segs = tocha::max_int(1, (OW / VEC + SEG_SHARED - 1) >> tocha::log2_of<SEG_SHARED>::value);
@@ -623,8 +636,8 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
         const D *in = x + in_row * W;
         const bool last_row = item >= items - segs; // the input's last row
         D *out = y + in_row * SCALE_H * (long long)OW;
-        if (alike) {
-            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H, BATCH, (SCALE_H > 1), SEG_ALIKE>(in, last_row, out, W, OW, seg, segs, lane);
+        if (lines) {
+            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H, BATCH, true, SEG_ALIKE>(in, last_row, out, W, OW, seg, segs, lane);
         } else {
             for (int r = 0; r < SCALE_H; ++r)
                 tocha::upsample_rows_segment<D, SCALE_W, 1, BATCH, false, SEG_APART>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane);
