@@ -74,6 +74,9 @@
 //      that are rows of their own, so that no row's ends cost single elements or partial runs:
 //      every 1x2 case 99.5-99.8% (W = 1020/1023 from 93.0-97.9%; results/2026-11-30-h200-ab-flat/
 //      ab-flat-backward-1x2.txt). The forward does the same (upsample_flat).
+//      Tried and not kept: four dx elements a lane for f16/bf16 3x3 (24 bytes of each dy row,
+//      8-byte stores): f16 W=1020 90.4% -> 87.6%, W=1023 88.6% -> 87.5%; it spilled 16 bytes
+//      (results/2026-11-30-h200-ab-k4-ld8/ab-backward-k4.txt).
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)

@@ -143,6 +143,8 @@
 //      2026-11-30-h200-ab-flat/ab-flat-1x2.txt). The flat range tried in v8 tracked each
 //      vector's row and column for every scale and lost; with one row per input row there is
 //      nothing to track.
+//      Then: a shifted 16-byte span at an 8-byte boundary as two 8-byte loads (load_span): f32
+//      2x1 W=1023 84.3% -> 85.6%, f16/bf16 2x1 W=1020 +0.4 (results/2026-11-30-h200-ab-k4-ld8).
 //      Measured and not possible: the TMA cannot store rows that are not whole vectors (its
 //      1-D tensor stores fault at destinations not 16-byte aligned; bench/tma_probe.cu,
 //      results/2026-11-30-h200-tma-probe).
