@@ -77,6 +77,8 @@
 //      Tried and not kept: four dx elements a lane for f16/bf16 3x3 (24 bytes of each dy row,
 //      8-byte stores): f16 W=1020 90.4% -> 87.6%, W=1023 88.6% -> 87.5%; it spilled 16 bytes
 //      (results/2026-11-30-h200-ab-k4-ld8/ab-backward-k4.txt).
+//      Then: 40 registers for f32 with SCALE_W == 3 (TOCHA_ENTRY_BOUNDS): f32 3x3 +0.9-2.4.
+//      Tried and not kept: L2 256-byte fetches for the 12-byte runs of 3x3 (within 0.4 points).
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)
@@ -94,8 +96,12 @@ __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *s
 // The entry point's launch bounds: BLOCK threads per CTA and room for 2048 threads per SM,
 // so at most 32 registers a thread. A memory-bound kernel needs every warp it can get to keep
 // loads in flight; without the bound v7 of the backward took 37 registers (25 CTAs of 64 per
-// SM, not 32) and lost 5-6 points on 2x2.
-#define TOCHA_ENTRY_BOUNDS(D, SCALE_H, SCALE_W, BLOCK) __launch_bounds__(BLOCK, 2048 / (BLOCK))
+// SM, not 32) and lost 5-6 points on 2x2. But 4-byte elements with SCALE_W == 3 (f32
+// measured: a lane's one dx element from 12-byte runs): 1536 threads, 40 registers, +0.9-2.4
+// points on 3x3 (W=1023 91.5% -> 93.9%), where f16/bf16 3x3 lost 10 at 40 registers
+// (results/2026-11-30-h200-ab-bwd-3x3/ab-fetch256-registers40.txt).
+#define TOCHA_ENTRY_BOUNDS(D, SCALE_H, SCALE_W, BLOCK) \
+    __launch_bounds__(BLOCK, (sizeof(D) == 4 && (SCALE_W) == 3 ? 1536 : 2048) / (BLOCK))
 
 // A lane's share of a dx row: K consecutive dx elements, K = 16 / (SCALE_W * sizeof(D)) (at
 // least 1), so that its run of each dy row is RUN bytes (16 where K * SCALE_W fills them).
