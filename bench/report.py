@@ -33,10 +33,11 @@ REASONS = {
                   "destinations not 16-byte aligned: bench/tma_probe.cu) (docs/performance.md: "
                   "\"Row images (v12)\", \"Bulk copies (v11)\", \"What is short, why\").",
     "dy-shifted": "backward rows whose dy and dx are both unaligned: every dy load is a shifted "
-                  "span. Tried: 8-byte dx runs (-6 to -8), 40 registers (+1-1.5 here, -0.5 at "
-                  "W = 1024), lanes sharing their loads (the code spilled the 32-register "
-                  "kernels: -8 to -28), the runs on the line grid (-0.5 to -6); kept: each row's "
-                  "tail one element per lane (+1-6) and 4-byte dx stores (+0.5-0.7 on 3x3) "
+                  "span. Tried: 8-byte dx runs (-6 to -8), 40 registers (f16/bf16 3x3: -10; f32 3x3: "
+                  "+1-2.4, kept), four dx elements a lane on 3x3 (-1 to -3), lanes sharing their "
+                  "loads (the code spilled the 32-register kernels: -8 to -28), the runs on the "
+                  "line grid (-0.5 to -6); kept: each row's tail one element per lane (+1-6) and "
+                  "4-byte dx stores (+0.5-0.7 on 3x3) "
                   "(docs/performance.md: \"What is short, why\", \"Whole rows (v13)\").",
     "factor": "the x PyTorch target derives from PyTorch's 2x2 (45% of copy f32 forward, 24-26% "
               "f16/bf16, 65-72% f32 backward, 33% bf16 backward); where PyTorch does better, the "
