@@ -78,7 +78,9 @@
 //      8-byte stores): f16 W=1020 90.4% -> 87.6%, W=1023 88.6% -> 87.5%; it spilled 16 bytes
 //      (results/2026-11-30-h200-ab-k4-ld8/ab-backward-k4.txt).
 //      Then: 40 registers for f32 with SCALE_W == 3 (TOCHA_ENTRY_BOUNDS): f32 3x3 +0.9-2.4.
-//      Tried and not kept: L2 256-byte fetches for the 12-byte runs of 3x3 (within 0.4 points).
+//      Tried and not kept: L2 256-byte fetches for the 12-byte runs of 3x3 (within 0.4 points);
+//      the word past a shifted run taken from the next lane by a shuffle (f16 3x3 W=1023 88.4%
+//      -> 85.0%, f32 3x3 -14: a lane waits on its neighbour's load; ab-lanes-shuffle.txt).
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)
