@@ -35,7 +35,7 @@ REASONS = {
     "dy-shifted": "backward rows whose dy and dx are both unaligned: every dy load is a shifted "
                   "span. Tried: 8-byte dx runs (-6 to -8), 40 registers (f16/bf16 3x3: -10; f32 3x3: "
                   "+1-2.4, kept), four dx elements a lane on 3x3 (-1 to -3), lanes sharing their "
-                  "loads (-2 to -14), the runs on the "
+                  "loads (-2 to -28), the runs on the "
                   "line grid (-0.5 to -6); kept: each row's tail one element per lane (+1-6) and "
                   "4-byte dx stores (+0.5-0.7 on 3x3) "
                   "(docs/performance.md: \"What is short, why\", \"Whole rows (v13)\").",
