@@ -624,54 +624,64 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
       return list
     end
 
-    it("forward is exact at boundary and sampled positions (u8)", function()
-      local B, C, H, W, sh, sw = 1, 2, 32768, 16385, 2, 1 -- y: 2 * 65536 * 16385 > 2^31
-      local seed = 21
-      local x = tocha.rand({ B, C, H, W }, { dtype = "u8", device = "cuda", seed = seed, low = 0, high = 256 })
-      local up = Forward.new(sh, sw, 256, "u8")
-      local y = up:forward(x)
-      local OH, OW = H * sh, W * sw
-      local n = B * C * OH * OW
-      assert.is_true(n > 2 ^ 31)
-      for _, j in ipairs(positions(n, 200)) do
-        local ow, oh, plane = j % OW, math.floor(j / OW) % OH, math.floor(j / (OW * OH))
-        local i = (plane * H + math.floor(oh / sh)) * W + math.floor(ow / sw)
-        local e = ref.convert(ref.uniform(i, seed, 0, 256, true), "u8")
-        assert.are.equal(e, element(y, j, "uint8_t"), "y[" .. j .. "]")
-      end
-    end)
-
-    it("backward is exact at boundary and sampled positions (f16 dy of 2^31+ elements)", function()
-      local B, C, H, W, sh, sw = 1, 1, 16384, 32769, 2, 2 -- dy: 32768 * 65538 > 2^31
-      local seed = 22
-      local OH, OW = H * sh, W * sw
-      local dy = tocha.rand({ B, C, OH, OW }, { dtype = "f16", device = "cuda", seed = seed, low = -4, high = 4 })
-      local up = Forward.new(sh, sw, 128, "f16")
-      local dx = tocha.empty({ B, C, H, W }, { dtype = "f16", device = "cuda" })
-      up:backward(dx, dy, dx)
-      local n = B * C * H * W
-      local last = B * C * OH * OW - 1
-      local checks = positions(n, 200)
-      -- The dx element whose block holds dy's last element, and those around 2^31 in dy.
-      checks[#checks + 1] = (H - 1) * W + (W - 1)
-      checks[#checks + 1] = math.floor(2 ^ 31 / OW / sh) * W
-      for _, i in ipairs(checks) do
-        if i < n then
-          local iw, ih = i % W, math.floor(i / W)
-          local s = 0
-          for a = 0, sh - 1 do
-            for b = 0, sw - 1 do
-              local j = (ih * sh + a) * OW + iw * sw + b
-              assert(j <= last)
-              s = s + ref.convert(ref.uniform(j, seed, -4, 4, false), "f16")
-            end
-          end
-          local ffi_half = element(dx, i, "uint16_t")
-          local got = require("tocha.dtype").decode("f16", ffi.new("uint16_t[1]", ffi_half), 0)
-          assert.are.equal(ref.convert(s, "f16"), got, "dx[" .. i .. "]")
+    -- 2x1 takes the rows' path; 1x2 the whole-tensor one, whose x is past 2^31 elements too.
+    for _, case in ipairs({ { 1, 2, 32768, 16385, 2, 1 }, { 1, 2, 32768, 32769, 1, 2 } }) do
+      it(("forward is exact at boundary and sampled positions (u8 %dx%d)"):format(case[5], case[6]), function()
+        local B, C, H, W, sh, sw = unpack(case) -- y: more than 2^31 elements
+        local seed = 21
+        local x = tocha.rand({ B, C, H, W }, { dtype = "u8", device = "cuda", seed = seed, low = 0, high = 256 })
+        local up = Forward.new(sh, sw, 256, "u8")
+        local y = up:forward(x)
+        local OH, OW = H * sh, W * sw
+        local n = B * C * OH * OW
+        assert.is_true(n > 2 ^ 31)
+        for _, j in ipairs(positions(n, 200)) do
+          local ow, oh, plane = j % OW, math.floor(j / OW) % OH, math.floor(j / (OW * OH))
+          local i = (plane * H + math.floor(oh / sh)) * W + math.floor(ow / sw)
+          local e = ref.convert(ref.uniform(i, seed, 0, 256, true), "u8")
+          assert.are.equal(e, element(y, j, "uint8_t"), "y[" .. j .. "]")
         end
-      end
-    end)
+        x:free()
+        y:free()
+      end)
+    end
+
+    -- 2x2: dy past 2^31 elements; 1x2 (the whole-tensor path): dy and dx past it.
+    for _, case in ipairs({ { 1, 1, 16384, 32769, 2, 2 }, { 1, 1, 32768, 65537, 1, 2 } }) do
+      it(("backward is exact at boundary and sampled positions (f16 %dx%d, dy of 2^31+ elements)"):format(case[5], case[6]), function()
+        local B, C, H, W, sh, sw = unpack(case)
+        local seed = 22
+        local OH, OW = H * sh, W * sw
+        local dy = tocha.rand({ B, C, OH, OW }, { dtype = "f16", device = "cuda", seed = seed, low = -4, high = 4 })
+        local up = Forward.new(sh, sw, 128, "f16")
+        local dx = tocha.empty({ B, C, H, W }, { dtype = "f16", device = "cuda" })
+        up:backward(dx, dy, dx)
+        local n = B * C * H * W
+        local last = B * C * OH * OW - 1
+        local checks = positions(n, 200)
+        -- The dx element whose block holds dy's last element, and those around 2^31 in dy.
+        checks[#checks + 1] = (H - 1) * W + (W - 1)
+        checks[#checks + 1] = math.floor(2 ^ 31 / OW / sh) * W
+        for _, i in ipairs(checks) do
+          if i < n then
+            local iw, ih = i % W, math.floor(i / W)
+            local s = 0
+            for a = 0, sh - 1 do
+              for b = 0, sw - 1 do
+                local j = (ih * sh + a) * OW + iw * sw + b
+                assert(j <= last)
+                s = s + ref.convert(ref.uniform(j, seed, -4, 4, false), "f16")
+              end
+            end
+            local ffi_half = element(dx, i, "uint16_t")
+            local got = require("tocha.dtype").decode("f16", ffi.new("uint16_t[1]", ffi_half), 0)
+            assert.are.equal(ref.convert(s, "f16"), got, "dx[" .. i .. "]")
+          end
+        end
+        dy:free()
+        dx:free()
+      end)
+    end
   end)
 
   describe("construction", function()
