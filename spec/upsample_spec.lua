@@ -492,12 +492,31 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         assert.are.same(up_ref.backward(y:to_table(true), x:shape(), 2, 1), dx:to_table(true))
       end)
 
+      -- One launch per pair of offsets: its input (n_in values from 0 to high - 1, as dt) and its
+      -- output (n_out elements) lie 0 to 7 elements past the starts of buffers 8 elements longer,
+      -- through launch(input address, output address) of a packed launch; the output must equal
+      -- want(the input's values) and every element of its buffer around it stay POISON.
+      local function exact_at_offsets(label, dt, seed, n_in, n_out, high, launch, want)
+        for _, o in ipairs({ { 0, 0 }, { 1, 0 }, { 0, 1 }, { 3, 5 }, { 7, 2 }, { 2, 7 } }) do
+          local at = ("%s in+%d out+%d"):format(label, o[1], o[2])
+          local ins = tocha.rand({ n_in + 8 }, { dtype = "i32", device = device, seed = seed, low = 0, high = high }):cast(dt)
+          local outs = tocha.empty({ n_out + 8 }, { dtype = dt, device = device }):fill(POISON)
+          local size = ins:nbytes() / ins:numel()
+          launch(ffi.cast("uint64_t", ins.data) + o[1] * size, ffi.cast("uint64_t", outs.data) + o[2] * size)
+          local iv, values = ins:to_table(true), {}
+          for i = 1, n_in do values[i] = iv[o[1] + i] end
+          local expect, got = want(values), outs:to_table(true)
+          for i = 1, n_out + 8 do
+            local e = (i > o[2] and i <= o[2] + n_out) and expect[i - o[2]] or POISON
+            if got[i] ~= e then error(("%s: output buffer element %d is %s, expected %s"):format(at, i - 1, got[i], e)) end
+          end
+        end
+      end
+
       it("is exact for x and y at any element offset with one output row per input row", function()
-        -- These forwards take the whole output as one row (y's element o is x's o / scale_w).
-        -- x and y lie 0 to 7 elements past their buffers' starts (launched through packed
-        -- arguments), so that vectors start anywhere against 16 bytes and lines: the single
-        -- elements at y's ends, shifted input spans and windows, x's last words; the elements
-        -- of y's buffer around y must stay poisoned.
+        -- These forwards take the whole output as one row (y's element o is x's o / scale_w), so
+        -- that with x and y anywhere against 16 bytes and lines every path is taken: the single
+        -- elements at y's ends, shifted input spans and windows, x's last words.
         local cases = {
           { "f32", 2, 1023 }, { "f16", 2, 1020 }, { "u8", 2, 1023 }, { "u8", 3, 301 }, { "bf16", 1, 517 },
           { "f64", 2, 33 }, { "u8", 5, 7 }, { "i32", 4, 1 },
@@ -506,37 +525,17 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
           local dt, sw, W = c[1], c[2], c[3]
           local up = Forward.new(1, sw, ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1], dt)
           local shape, out = { 2, 1, 3, W }, { 2, 1, 3, W * sw }
-          local count = 6 * W
-          for _, o in ipairs({ { 0, 0 }, { 1, 0 }, { 0, 1 }, { 3, 5 }, { 7, 2 }, { 2, 7 } }) do
-            local label = ("%s 1x%d W=%d x+%d y+%d"):format(dt, sw, W, o[1], o[2])
-            local xs = tocha.rand({ count + 8 }, { dtype = "i32", device = device, seed = n, low = 0, high = POISON - 1 }):cast(dt)
-            local ys = tocha.empty({ count * sw + 8 }, { dtype = dt, device = device }):fill(POISON)
-            local size = xs:nbytes() / xs:numel()
-            local xa = ffi.cast("uint64_t", xs.data) + o[1] * size
-            local ya = ffi.cast("uint64_t", ys.data) + o[2] * size
+          exact_at_offsets(("%s 1x%d W=%d"):format(dt, sw, W), dt, n, 6 * W, 6 * W * sw, POISON - 1, function(xa, ya)
             tocha.launch_packed(up.kernel, device, up:grid(out), up:block(), up:pack_args({ { xa, shape } }, {}, ya, out))
-            local xv, x = xs:to_table(true), {}
-            for i = 1, count do x[i] = xv[o[1] + i] end
-            local want = up_ref.forward(x, shape, 1, sw)
-            local got, around = ys:to_table(true), {}
-            for i = 1, count * sw + 8 do
-              if i > o[2] and i <= o[2] + count * sw then
-                if got[i] ~= want[i - o[2]] then error(("%s: y[%d] is %s, expected %s"):format(label, i - o[2] - 1, got[i], want[i - o[2]])) end
-              else
-                around[#around + 1] = got[i]
-              end
-            end
-            for _, v in ipairs(around) do assert.are.equal(POISON, v, label .. ": an element around y was written") end
-          end
+          end, function(x) return up_ref.forward(x, shape, 1, sw) end)
         end
       end)
 
       it("backward is exact for dy and dx at any element offset with one dy row per dx row", function()
         -- These backwards take the whole tensor as one row (dx's element i sums dy's scale_w
-        -- elements from i * scale_w), in items that are rows of their own: dy and dx lie 0 to 7
-        -- elements past their buffers' starts (packed launches), so that runs start anywhere
-        -- against their stores' and loads' widths, with single elements at both ends and at
-        -- neither; the elements of dx's buffer around dx must stay poisoned.
+        -- elements from i * scale_w), in items that are rows of their own: with dy and dx anywhere,
+        -- runs start anywhere against their loads' and stores' widths, with single elements at
+        -- both ends and at neither.
         local cases = {
           { "f32", 2, 1023 }, { "f16", 2, 1020 }, { "bf16", 2, 1023 }, { "f16", 3, 301 }, { "f32", 1, 517 },
           { "f64", 2, 33 }, { "i32", 5, 7 }, { "f16", 8, 2 },
@@ -545,25 +544,14 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
           local dt, sw, W = c[1], c[2], c[3]
           local up = Forward.new(1, sw, 64, dt, ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1])
           local shape, out = { 2, 1, 3, W }, { 2, 1, 3, W * sw }
-          local count = 6 * W
-          for _, o in ipairs({ { 0, 0 }, { 1, 0 }, { 0, 1 }, { 3, 5 }, { 7, 2 }, { 2, 7 } }) do
-            local label = ("%s 1x%d W=%d dy+%d dx+%d"):format(dt, sw, W, o[1], o[2])
-            local dys = tocha.rand({ count * sw + 8 }, { dtype = "i32", device = device, seed = n, low = 0, high = 9 }):cast(dt)
-            local dxs = tocha.empty({ count + 8 }, { dtype = dt, device = device }):fill(POISON)
-            local size = dys:nbytes() / dys:numel()
-            local dya = ffi.cast("uint64_t", dys.data) + o[1] * size
-            local dxa = ffi.cast("uint64_t", dxs.data) + o[2] * size
+          exact_at_offsets(("%s 1x%d W=%d backward"):format(dt, sw, W), dt, n, 6 * W * sw, 6 * W, 9, function(dya, dxa)
             local args = up:pack_backward_args({ { dxa, shape } }, {}, dya, out, dya, out[4], { dxa }, {})
             tocha.launch_packed(up.backward_kernel.kernel, device, up:backward_grid({ shape }, out), up:backward_block(), args)
-            local dyv, dy = dys:to_table(true), {}
-            for i = 1, count * sw do dy[i] = dyv[o[1] + i] end
-            local want = up_ref.backward(dy, shape, 1, sw)
-            local got = dxs:to_table(true)
-            for i = 1, count + 8 do
-              local e = (i > o[2] and i <= o[2] + count) and ref.convert(want[i - o[2]], dt) or POISON
-              if got[i] ~= e then error(("%s: dx buffer element %d is %s, expected %s"):format(label, i - 1, got[i], e)) end
-            end
-          end
+          end, function(dy)
+            local dx = up_ref.backward(dy, shape, 1, sw)
+            for i = 1, #dx do dx[i] = ref.convert(dx[i], dt) end
+            return dx
+          end)
         end
       end)
 
