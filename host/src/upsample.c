@@ -121,9 +121,10 @@ static int64_t alike_steps(int dtype, int scale_h, int scale_w)
     return one ? 1 : SEGMENT_SHORT;
 }
 
-/* Work items per row of `cols` elements (forward: output columns; backward: dx columns): the
-** kernels' segments (see their headers). shared: the forward launch gives shared memory, whose
-** paths (bulk copies, row images) take the short item. */
+/* Work items per row of `cols` elements (forward: output columns; backward: dx columns) for
+** scale_h > 1 (kernel_grid counts scale_h 1 itself): the kernels' segments (see their headers).
+** shared: the forward launch gives shared memory, whose paths (bulk copies, row images) take
+** the short item. */
 static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int64_t cols, bool shared)
 {
     int64_t size = tocha_dtype_size(dtype), per16 = 16 / size;
@@ -132,14 +133,14 @@ static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int6
         /* Several output rows: alike against 128-byte lines, alike_steps; with shared memory,
         ** the short item. */
         bool lines = cols * size % 128 == 0;
-        int64_t steps = scale_h == 1 ? SEGMENT : lines ? alike_steps(dtype, scale_h, scale_w) : shared ? SEGMENT_SHORT : SEGMENT;
+        int64_t steps = lines ? alike_steps(dtype, scale_h, scale_w) : shared ? SEGMENT_SHORT : SEGMENT;
         per_item = 32 * steps; /* vectors */
         cols /= per16;
     } else {
         /* Several dy rows, each lane's share of a row one whole 16-byte load: the short item. */
         int64_t k = per16 / scale_w > 0 ? per16 / scale_w : 1;
         bool whole16 = k * scale_w * size == 16;
-        per_item = 32 * k * (scale_h > 1 && whole16 ? SEGMENT_SHORT : SEGMENT); /* dx elements */
+        per_item = 32 * k * (whole16 ? SEGMENT_SHORT : SEGMENT); /* dx elements */
     }
     int64_t segs = (cols + per_item - 1) / per_item;
     return segs > 0 ? segs : 1;
