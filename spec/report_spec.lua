@@ -38,16 +38,24 @@ local function made_up_run(dir)
     "forward_call_us,3.2\nforward_call_host_us,3.1\ndriver_launch_us,3.0\ncold_build_ms,300\nwarm_first_launch_ms,0.4\n")
 end
 
+-- Runs bench/report.py on dir and returns its report.md (the run must succeed).
+local function run_report(dir)
+  local ok = os.execute(("python3 %s/bench/report.py %s > %s/out.txt 2>&1"):format(process.quote(src), process.quote(dir), process.quote(dir)))
+  local out = assert(io.open(dir .. "/out.txt")):read("*a")
+  assert(ok == 0 or ok == true, "report.py failed: " .. out)
+  return assert(io.open(dir .. "/report.md")):read("*a")
+end
+
+-- Asserts that text holds line, word for word.
+local function has(text, line) assert.truthy(text:find(line, 1, true), line .. "\n" .. text) end
+
 describe("bench/report.py", function()
   local dir, report, png
 
   setup(function()
     dir = process.tempdir()
     made_up_run(dir)
-    local ok = os.execute(("python3 %s/bench/report.py %s > %s/out.txt 2>&1"):format(process.quote(src), process.quote(dir), process.quote(dir)))
-    local out = assert(io.open(dir .. "/out.txt")):read("*a")
-    assert(ok == 0 or ok == true, "report.py failed: " .. out)
-    report = assert(io.open(dir .. "/report.md")):read("*a")
+    report = run_report(dir)
     png = assert(io.open(dir .. "/plot.png", "rb")):read("*a")
   end)
 
@@ -55,10 +63,10 @@ describe("bench/report.py", function()
 
   it("sums each group up: % of copy, PyTorch's median, x PyTorch, cases at 90%", function()
     -- forward f32: 93, 93, 89.5 % of copy; x PyTorch 2.00, 1.80, 2.00; PyTorch 46.5, 51.7, 44.75
-    assert.truthy(report:find("| forward f32 | 89.5 / 93.0 / 93.0 | 46.5 | 1.80 / 2.00 / 2.00 | 2 of 3 |", 1, true), report)
-    assert.truthy(report:find("| forward u8 | 85.0 / 85.0 / 85.0 | 14.0 | 6.00 / 6.00 / 6.00 | 0 of 1 |", 1, true), report)
-    assert.truthy(report:find("| backward f32 | 85.0 / 85.0 / 85.0 | 70.0 | 1.50 / 1.50 / 1.50 | 0 of 1 |", 1, true), report)
-    assert.truthy(report:find("3 of 8 cases at >= 90% of copy.", 1, true), report)
+    has(report, "| forward f32 | 89.5 / 93.0 / 93.0 | 46.5 | 1.80 / 2.00 / 2.00 | 2 of 3 |")
+    has(report, "| forward u8 | 85.0 / 85.0 / 85.0 | 14.0 | 6.00 / 6.00 / 6.00 | 0 of 1 |")
+    has(report, "| backward f32 | 85.0 / 85.0 / 85.0 | 70.0 | 1.50 / 1.50 / 1.50 | 0 of 1 |")
+    has(report, "3 of 8 cases at >= 90% of copy.")
   end)
 
   it("says why each case short of a target is short, and leaves out the one that meets both", function()
@@ -73,7 +81,7 @@ describe("bench/report.py", function()
       "| forward f16 3x3 W=1024 | 89.8 | 3.50 | noise |",
       "| backward f32 2x2 W=1024 | 85.0 | 1.50 | unexplained |",
     }
-    for _, line in ipairs(expected) do assert.truthy(why:find(line, 1, true), line .. "\n" .. why) end
+    for _, line in ipairs(expected) do has(why, line) end
     local _, rows = why:gsub("\n| [fb][a-z]+ [a-z0-9]+ %d+x%d+ W=%d+ |", "")
     assert.are.equal(#expected, rows)
     assert.falsy(why:find("forward f32 2x2 W=1024", 1, true))
@@ -86,25 +94,23 @@ describe("bench/report.py", function()
     -- small call 3.2 us against 3 us, the driver alone 3.0 us and tocha's call timed the same
     -- way 3.1 us: short, under the driver's floor, 0.10 us from it; cold build 300 ms and warm
     -- start 0.4 ms: met.
-    assert.truthy(report:find("| one small forward call from Lua (1x16x32x32, 20,000 calls) | 3.20 us | <= 3 us | short |", 1, true), report)
-    assert.truthy(report:find("| cold kernel build (no cache) to first launch | 300.0 ms | <= 500 ms | met |", 1, true), report)
-    assert.truthy(report:find("| warm (disk cache) new() to first launch | 0.40 ms | <= 5 ms | met |", 1, true), report)
-    assert.truthy(report:find("- small call: the driver's own cuLaunchKernel takes 3.00 us", 1, true), report)
-    assert.truthy(report:find("is +0.10 us from it", 1, true), report)
+    has(report, "| one small forward call from Lua (1x16x32x32, 20,000 calls) | 3.20 us | <= 3 us | short |")
+    has(report, "| cold kernel build (no cache) to first launch | 300.0 ms | <= 500 ms | met |")
+    has(report, "| warm (disk cache) new() to first launch | 0.40 ms | <= 5 ms | met |")
+    has(report, "- small call: the driver's own cuLaunchKernel takes 3.00 us")
+    has(report, "is +0.10 us from it")
     assert.falsy(report:find("- cold build:", 1, true))
     -- Another host: the driver at 2.5 us (so the short part is tocha's) and a cold build of 600 ms.
     local other = process.tempdir()
     made_up_run(other)
     write(other .. "/host.csv", "measure,value\nforward_call_us,3.4\nforward_call_host_us,3.3\n" ..
       "driver_launch_us,2.5\ncold_build_ms,600\nwarm_first_launch_ms,6\n")
-    local ok = os.execute(("python3 %s/bench/report.py %s > /dev/null 2>&1"):format(process.quote(src), process.quote(other)))
-    local text = assert(io.open(other .. "/report.md")):read("*a")
+    local text = run_report(other)
     process.remove_tree(other)
-    assert(ok == 0 or ok == true, text)
-    assert.truthy(text:find("is +0.80 us from the driver's own 2.50 us cuLaunchKernel", 1, true), text)
-    assert.truthy(text:find("| cold kernel build (no cache) to first launch | 600.0 ms | <= 500 ms | short |", 1, true), text)
-    assert.truthy(text:find("- cold build: NVRTC compiling the kernel on this host's CPU", 1, true), text)
-    assert.truthy(text:find("| warm (disk cache) new() to first launch | 6.00 ms | <= 5 ms | short |", 1, true), text)
+    has(text, "is +0.80 us from the driver's own 2.50 us cuLaunchKernel")
+    has(text, "| cold kernel build (no cache) to first launch | 600.0 ms | <= 500 ms | short |")
+    has(text, "- cold build: NVRTC compiling the kernel on this host's CPU")
+    has(text, "| warm (disk cache) new() to first launch | 6.00 ms | <= 5 ms | short |")
   end)
 
   it("draws the plot", function()

@@ -121,6 +121,14 @@ static int64_t alike_steps(int dtype, int scale_h, int scale_w)
     return one ? 1 : SEGMENT_SHORT;
 }
 
+/* The backward's K: dx elements a lane takes per step, so that its run of each dy row is 16
+** bytes where scale_w allows (kernels/upsample_nearest2d_backward.cu, backward_plan). */
+static int64_t run_elements(int dtype, int scale_w)
+{
+    int64_t per16 = 16 / tocha_dtype_size(dtype);
+    return per16 / scale_w > 0 ? per16 / scale_w : 1;
+}
+
 /* Work items per row of `cols` elements (forward: output columns; backward: dx columns) for
 ** scale_h > 1 (kernel_grid counts scale_h 1 itself): the kernels' segments (see their headers).
 ** shared: the forward launch gives shared memory, whose paths (bulk copies, row images) take
@@ -138,7 +146,7 @@ static int64_t segments(int direction, int dtype, int scale_h, int scale_w, int6
         cols /= per16;
     } else {
         /* Several dy rows, each lane's share of a row one whole 16-byte load: the short item. */
-        int64_t k = per16 / scale_w > 0 ? per16 / scale_w : 1;
+        int64_t k = run_elements(dtype, scale_w);
         bool whole16 = k * scale_w * size == 16;
         per_item = 32 * k * (whole16 ? SEGMENT_SHORT : SEGMENT); /* dx elements */
     }
@@ -157,9 +165,9 @@ static void kernel_grid(const tocha_upsample *k, int64_t rows, int64_t cols, boo
         ** of SEGMENT warp steps (forward: of the output's 16-byte slots, upsample_flat; backward:
         ** of runs of K dx elements), counted here for tensors on 128-byte boundaries (one item
         ** more or less elsewhere: the grid-stride loop covers it). */
-        int64_t per16 = 16 / tocha_dtype_size(k->dtype), k_run = per16 / k->scale_w > 0 ? per16 / k->scale_w : 1;
-        int64_t units = k->direction == TOCHA_UPSAMPLE_FORWARD ? rows * cols / per16 : rows * cols;
-        int64_t per_item = 32 * SEGMENT * (k->direction == TOCHA_UPSAMPLE_FORWARD ? 1 : k_run);
+        bool forward = k->direction == TOCHA_UPSAMPLE_FORWARD;
+        int64_t units = forward ? rows * cols / (16 / tocha_dtype_size(k->dtype)) : rows * cols;
+        int64_t per_item = 32 * SEGMENT * (forward ? 1 : run_elements(k->dtype, k->scale_w));
         items = units > per_item ? (units + per_item - 1) / per_item : 1;
     } else {
         items = rows * segments(k->direction, k->dtype, k->scale_h, k->scale_w, cols, shared);
