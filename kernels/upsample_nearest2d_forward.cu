@@ -221,9 +221,23 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, in
     return p;
 }
 
+// Whether rows of OW elements take row-end stores (upsample_rows_segment): each row at least two
+// vectors long, so that the 16 bytes from a row's last whole vector end inside the next row's
+// head, and not 2x2, where they measured 0.7-2 points slower (f16 W=1023 86.7% -> 84.7%; 2x1 and
+// 3x3 +0.7-2.6, results/2026-11-30-h200-row-ends). Rows whose ends are not 16-byte boundaries ran
+// 4-9 points slower than rows that are, the single elements at either side of a row's end
+// stored by two warps (measured with y moved off 16 bytes on whole-line rows;
+// docs/performance.md, "Row ends").
+template <typename D, int SCALE_H, int SCALE_W> __device__ __forceinline__ bool row_end_stores(int OW)
+{
+    return OW >= 2 * vec16<D>::n && !(SCALE_H == 2 && SCALE_W == 2);
+}
+
 // Writes segment `seg` of `segs` (SEG vector slots each) of ROWS output rows, `OW` elements
 // apart, that all come from the input row `in`; the rows must lie alike against 128-byte
-// lines when ROWS > 1.
+// lines when ROWS > 1. y_start: out's first row is y's first; group_end: out's last row is the
+// last of in's SCALE_H rows, so that the next output row comes from the next input row (and
+// there is none after the input's last row) rather than from `in`.
 // Each lane builds BATCH packs (1, or forward_plan's batch) before it stores them; STREAM:
 // the vectors are stored with the streaming hint (store_pack).
 // A row: single elements up to its first 16-byte boundary (at most VEC - 1), then 16-byte
@@ -231,8 +245,12 @@ __device__ __forceinline__ pack16<D> forward_pack(const D *in, bool last_row, in
 // line grid, slot 0 at the line boundary at or before the first vector, `skip` slots before
 // it: lane l of a warp takes slot 32k + l, so every warp store fills whole lines, and the
 // partial line at the row's start costs no warp step of its own.
-template <typename D, int SCALE_W, int ROWS, int BATCH, bool STREAM, int SEG>
-__device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane)
+// Row ends (row_end_stores): the 16 bytes from a row's last whole vector on hold its last
+// single elements and the next row's first ones, and the row's last segment stores them all in
+// one instruction, so that no 16 bytes of y are written by two warps.
+template <typename D, int SCALE_H, int SCALE_W, int ROWS, int BATCH, bool STREAM, int SEG>
+__device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane,
+                                                      bool y_start, bool group_end)
 {
     const int VEC = pack_inputs<D, SCALE_W>::VEC, IN_BYTES = pack_inputs<D, SCALE_W>::IN_BYTES;
     const bool SPAN = pack_inputs<D, SCALE_W>::SPAN, WINDOW = pack_inputs<D, SCALE_W>::WINDOW;
@@ -245,10 +263,13 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
     // for one load: the same for all vectors of the row, each starting IN inputs after the last.
     const bool whole = SPAN && single % SCALE_W == 0;
     const bool aligned = whole && aligned_to(in + single / SCALE_W, SPAN ? IN_BYTES : 1);
+    // A row's head singles are the previous row's to store (row_end_stores), but y's first.
+    const bool ends = row_end_stores<D, SCALE_H, SCALE_W>(OW);
     if (first && lane < single) {
         const D v = in[lane / SCALE_W];
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + lane] = v;
+        for (int r = 0; r < ROWS; ++r)
+            if (!ends || (r == 0 && y_start)) out[(long long)r * OW + lane] = v;
     }
     const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
     // One pack at a time: unbatched cases, and rows of shifted spans (measured better so).
@@ -280,7 +301,19 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
         }
     }
     const int tail = lined + vectors * VEC;
-    if (last && lane < OW - tail) {
+    if (last && ends) {
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            // Lanes up to OW - tail take the row's last elements, the next ones up to the 16-byte
+            // boundary the next row's head (y's last row has no next row).
+            const D *after = r < ROWS - 1 || !group_end ? in : last_row ? nullptr : in + W;
+            const int n = after ? (OW > tail ? VEC : 0) : OW - tail;
+            if (lane < n) {
+                const int c = tail + lane;
+                out[(long long)r * OW + c] = c < OW ? in[c / SCALE_W] : after[(c - OW) / SCALE_W];
+            }
+        }
+    } else if (last && lane < OW - tail) {
         const D v = in[(tail + lane) / SCALE_W];
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) out[(long long)r * OW + tail + lane] = v;
@@ -458,8 +491,10 @@ template <typename D, int SEG> struct row_slots {
 // memory: the lanes build the segment's columns once, element-contiguous, into `buf` (the
 // image), then store each row's vectors on that row's own line grid as upsample_rows_segment
 // does, each read from the image at the row's own place against 16 bytes; a row's single
-// elements at its ends come from the input. The image starts at an input element, moved back
-// to where the vectors' inputs are aligned loads when they can be.
+// elements at its ends come from the input, one by one (row-end stores, as upsample_rows_segment
+// takes them, measured 4-14 points slower here: f16 4x4 W=1023 87.7% -> 83.4%, u8 84.8% ->
+// 70.8%). The image starts at an input element, moved back to where the vectors' inputs are
+// aligned loads when they can be.
 template <typename D, int SCALE_W, int ROWS, int SEG>
 __device__ __forceinline__ void upsample_rows_image(const D *in, bool last_row, D *out, int W, int OW, int seg, int segs, int lane, uint4 *buf)
 {
@@ -639,10 +674,11 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
         const bool last_row = item >= items - segs; // the input's last row
         D *out = y + in_row * SCALE_H * (long long)OW;
         if (lines) {
-            tocha::upsample_rows_segment<D, SCALE_W, SCALE_H, BATCH, true, SEG_ALIKE>(in, last_row, out, W, OW, seg, segs, lane);
+            tocha::upsample_rows_segment<D, SCALE_H, SCALE_W, SCALE_H, BATCH, true, SEG_ALIKE>(in, last_row, out, W, OW, seg, segs, lane, in_row == 0, true);
         } else {
             for (int r = 0; r < SCALE_H; ++r)
-                tocha::upsample_rows_segment<D, SCALE_W, 1, BATCH, false, SEG_APART>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane);
+                tocha::upsample_rows_segment<D, SCALE_H, SCALE_W, 1, BATCH, false, SEG_APART>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane,
+                                                                                 in_row == 0 && r == 0, r == SCALE_H - 1);
         }
     }
 }

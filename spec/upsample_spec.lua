@@ -531,6 +531,25 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end
       end)
 
+      it("is exact for x and y at any element offset with several output rows per input row", function()
+        -- With y off 16 bytes every output row has single elements at both ends, and the 16 bytes
+        -- around a row's end hold the last elements of one row and the first of the next (of the
+        -- same input row, or of the next one): rows alike against lines (W = 64 here), rows apart,
+        -- rows too short for row-end stores (u8 2x2 W=3), y's first and last rows.
+        local cases = {
+          { "u8", 2, 2, 64 }, { "f16", 3, 3, 64 }, { "f32", 2, 2, 37 }, { "u8", 3, 3, 45 }, { "f16", 2, 1, 33 },
+          { "bf16", 4, 4, 21 }, { "i32", 3, 2, 5 }, { "u8", 2, 2, 3 }, { "f64", 2, 3, 2 },
+        }
+        for n, c in ipairs(cases) do
+          local dt, sh, sw, W = c[1], c[2], c[3], c[4]
+          local up = Forward.new(sh, sw, ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1], dt)
+          local shape, out = { 2, 1, 3, W }, { 2, 1, 3 * sh, W * sw }
+          exact_at_offsets(("%s %dx%d W=%d"):format(dt, sh, sw, W), dt, n, 6 * W, 6 * W * sh * sw, POISON - 1, function(xa, ya)
+            tocha.launch_packed(up.kernel, device, up:grid(out), up:block(), up:pack_args({ { xa, shape } }, {}, ya, out))
+          end, function(x) return up_ref.forward(x, shape, sh, sw) end)
+        end
+      end)
+
       it("backward is exact for dy and dx at any element offset with one dy row per dx row", function()
         -- These backwards take the whole tensor as one row (dx's element i sums dy's scale_w
         -- elements from i * scale_w), in items that are rows of their own: with dy and dx anywhere,
