@@ -22,16 +22,19 @@ SPEEDUP_TARGETS = [("forward", ("f32",), 1.9), ("forward", ("f16", "bf16"), 3.0)
 # Why a case is short of its target, by its shape: the measured reasons and what was tried are
 # in docs/performance.md, in the section each names. Keys into REASONS below.
 REASONS = {
-    "rows-apart": "several output rows per input row that are not whole 16-byte vectors, so "
-                  "with two or three rows each row is built and stored on its own, its input "
-                  "reloaded from L1 (about twice the instructions of W = 1024); four or more are "
-                  "built once into shared memory and each row read from it (row images, +1.5-4.5). "
-                  "Tried: row images for two or three rows (-3 to -30; -1.5 to -9 on long items), lanes sharing shifted "
-                  "loads (-3 to -18), bulk copies from shifted images (correct but slower), one "
-                  "build stored to rows of the same 16-byte phase (-6), smaller and larger items, "
-                  "batches, register budgets; the TMA cannot store such rows (its stores fault at "
-                  "destinations not 16-byte aligned: bench/tma_probe.cu) (docs/performance.md: "
-                  "\"Row images (v12)\", \"Bulk copies (v11)\", \"What is short, why\").",
+    "rows-apart": "several output rows per input row that are not whole 16-byte vectors. "
+                  "Measured: what costs is that the rows' ends are not 16-byte boundaries, not "
+                  "building each row again: rows of whole lines with y moved 1-15 bytes (one build "
+                  "for all rows) lose the same 3-9 points, and building each segment once for all "
+                  "rows apart measured within a point of building each row (bench/offsets.lua, "
+                  "results/2026-11-30-h200-row-ends-probes). Kept: the 16 bytes around each row's "
+                  "end in one store (+0.7-2.7 on 2x1 and 3x3); row images for four or more rows "
+                  "(+1.5-4.5). Tried: row images for two or three rows (-3 to -30), lanes sharing "
+                  "shifted loads (-3 to -18), bulk copies from shifted images (slower), smaller and "
+                  "larger items, batches, register budgets; the TMA cannot store such rows (its "
+                  "stores fault at destinations not 16-byte aligned: bench/tma_probe.cu) "
+                  "(docs/performance.md: \"Row ends (v14)\", \"Row images (v12)\", \"What is short, "
+                  "why\").",
     "dy-shifted": "backward rows whose dy and dx are both unaligned: every dy load is a shifted "
                   "span. Tried: 8-byte dx runs (-6 to -8), 40 registers (f16/bf16 3x3: -10; f32 3x3: "
                   "+1-2.4, kept), four dx elements a lane on 3x3 (-1 to -3), lanes sharing their "

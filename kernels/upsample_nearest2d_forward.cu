@@ -19,6 +19,9 @@
 // one by one. A vector's inputs (16 / sizeof(D) / SCALE_W of them) come in one 4-, 8- or
 // 16-byte load (shifted into place when only element-aligned), from an 8-byte window for
 // 3x3-style scales, else one by one. Every offset is 64-bit.
+// Rows that lie apart (not whole lines) but for 2x2: a row's last single elements and the next
+// row's first, the 16 bytes around its end, go out in one store of the row's last segment
+// (row_end_stores, v14).
 // Bulk copies (sm_90 on, when the launch gives each warp a buffer in dynamic shared memory;
 // the host does so for several output rows that are whole 16-byte vectors but not whole
 // lines): the segment's vectors are built once into shared memory and the TMA copies them to
@@ -135,7 +138,7 @@
 //      load, its neighbour's by a shuffle, instead of two or three word loads): 3-18 points
 //      worse wherever it ran (f16 2x2 W=1023 87.2% -> 75.4%, f32 2x1 W=1023 84.9% -> 78.1%) and
 //      it spilled the 1x2 kernels (results/2026-11-30-h200-ab-lanes).
-//   v13 this file: one output row per input row (1x2) as one 1-D upsampling of the whole
+//   v13 one output row per input row (1x2) as one 1-D upsampling of the whole
 //      tensor, on y's own line grid (upsample_flat): every warp store fills whole lines across
 //      rows' ends, only y's two ends take single elements, and with x and y aligned every
 //      span is an aligned load whatever the width. Every 1x2 case 92.0-92.6% (W = 1020/1023
@@ -148,6 +151,17 @@
 //      Measured and not possible: the TMA cannot store rows that are not whole vectors (its
 //      1-D tensor stores fault at destinations not 16-byte aligned; bench/tma_probe.cu,
 //      results/2026-11-30-h200-tma-probe).
+//   v14 this file: row-end stores for rows apart (2x1, 3x3 and the like; not 2x2, where they
+//      measured 0.7-2 points slower): the 16 bytes around a row's end, its last single elements
+//      and the next row's first, go out in one store instruction of the row's last segment,
+//      where each row stored its own from two warps. Probes first (results/2026-11-30-h200-row-
+//      ends-probes): building each segment once for all rows apart measured within a point of
+//      building each row, but rows of whole lines with y moved 1-15 bytes lost 3-9 points (f32
+//      2x2 W=1024 93.5% -> 86.3%, u8 2x1 94.5% -> 85.9%), so the rows' ends are the cost. u8 2x1
+//      W=1023 84.4% -> 87.1%, W=1020 86.9% -> 88.5%, f16/bf16 2x1 W=1023 +1.4-1.5, f16/bf16 3x3
+//      +0.5-0.8 (results/2026-11-30-h200-row-ends/ab-row-ends.txt); f32 2x1 W=1024 93.2% -> 90.9%
+//      in both runs (its alike loop's code changed; without row ends there, u8 2x1 spilled 28
+//      bytes). Not kept: row ends for row images (4x4 W=1023 -4 to -14).
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
