@@ -11,21 +11,9 @@
 local tocha = require "tocha"
 local ffi = require "ffi"
 local device = tocha.device("cuda")
-local function median(l) table.sort(l); return l[math.floor((#l + 1) / 2)] end
-local function time(fn, n)
-  for k = 1, 5 do fn(k) end
-  local s, e = {}, {}
-  for k = 1, n do s[k], e[k] = tocha.event(device), tocha.event(device) end
-  for k = 1, n do s[k]:record(); fn(k); e[k]:record() end
-  local t = {}
-  for k = 1, n do t[k] = s[k]:elapsed(e[k]) end
-  return median(t)
-end
-local n = 256 * 2 ^ 20
-local a, b = tocha.empty({ n }, { device = device }), tocha.empty({ n }, { device = device })
-a:fill(1)
-local copy = 2 * n * 4 / (time(function() b:copy(a) end, 20) * 1e6)
-a:free(); b:free()
+local timing = require "bench.timing"
+local function time(fn, n) return timing.time_launches(device, fn, n) end
+local copy = timing.copy_bandwidth(device)
 print(("copy %.0f GB/s"):format(copy))
 local SIZES = { f32 = 4, f16 = 2, u8 = 1 }
 -- {x, y} byte offsets per dtype: y off 16 bytes by one element, a word, 8 bytes, all but one

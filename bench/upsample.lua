@@ -44,36 +44,9 @@ local function now_ms()
   return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
 end
 
-local function median(list)
-  table.sort(list)
-  local n = #list
-  return n % 2 == 1 and list[(n + 1) / 2] or (list[n / 2] + list[n / 2 + 1]) / 2
-end
-
--- Median milliseconds of fn(k) over n launches, each between two events, after a warm-up.
-local function time_launches(fn, n)
-  for k = 1, 5 do fn(k) end
-  local starts, stops = {}, {}
-  for k = 1, n do starts[k], stops[k] = tocha.event(device), tocha.event(device) end
-  for k = 1, n do
-    starts[k]:record()
-    fn(k)
-    stops[k]:record()
-  end
-  local times = {}
-  for k = 1, n do times[k] = starts[k]:elapsed(stops[k]) end
-  return median(times)
-end
-
-local function copy_bandwidth()
-  local n = 256 * 2 ^ 20 -- 1 GiB of f32
-  local src = tocha.empty({ n }, { device = device })
-  local dst = tocha.empty({ n }, { device = device })
-  src:fill(1)
-  local ms = time_launches(function() dst:copy(src) end, 20)
-  src:free(); dst:free()
-  return 2 * n * 4 / (ms * 1e6) -- GB/s, read + written
-end
+local timing = require "bench.timing"
+local function time_launches(fn, n) return timing.time_launches(device, fn, n) end
+local function copy_bandwidth() return timing.copy_bandwidth(device) end
 
 -- Pure streams, for the floor of a read/write mix: 16-byte stores only, and 16-byte loads
 -- only (summed into one word per thread so that nothing is optimised away).

@@ -19,9 +19,10 @@
 // one by one. A vector's inputs (16 / sizeof(D) / SCALE_W of them) come in one 4-, 8- or
 // 16-byte load (shifted into place when only element-aligned), from an 8-byte window for
 // 3x3-style scales, else one by one. Every offset is 64-bit.
-// Rows that lie apart (not whole lines) but for 2x2: a row's last single elements and the next
-// row's first, the 16 bytes around its end, go out in one store of the row's last segment
-// (row_end_stores, v14).
+// Row ends (v14, row_end_stores): where rows are stored by upsample_rows_segment (not whole
+// lines, or y off 16 bytes), a row's last single elements and the next row's first, the 16
+// bytes around its end, go out in one store of the row's last segment; not for 2x2, rows
+// shorter than two vectors, or row images.
 // Bulk copies (sm_90 on, when the launch gives each warp a buffer in dynamic shared memory;
 // the host does so for several output rows that are whole 16-byte vectors but not whole
 // lines): the segment's vectors are built once into shared memory and the TMA copies them to

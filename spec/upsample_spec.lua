@@ -513,33 +513,9 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end
       end
 
-      it("is exact for x and y at any element offset with one output row per input row", function()
-        -- These forwards take the whole output as one row (y's element o is x's o / scale_w), so
-        -- that with x and y anywhere against 16 bytes and lines every path is taken: the single
-        -- elements at y's ends, shifted input spans and windows, x's last words.
-        local cases = {
-          { "f32", 2, 1023 }, { "f16", 2, 1020 }, { "u8", 2, 1023 }, { "u8", 3, 301 }, { "bf16", 1, 517 },
-          { "f64", 2, 33 }, { "u8", 5, 7 }, { "i32", 4, 1 },
-        }
-        for n, c in ipairs(cases) do
-          local dt, sw, W = c[1], c[2], c[3]
-          local up = Forward.new(1, sw, ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1], dt)
-          local shape, out = { 2, 1, 3, W }, { 2, 1, 3, W * sw }
-          exact_at_offsets(("%s 1x%d W=%d"):format(dt, sw, W), dt, n, 6 * W, 6 * W * sw, POISON - 1, function(xa, ya)
-            tocha.launch_packed(up.kernel, device, up:grid(out), up:block(), up:pack_args({ { xa, shape } }, {}, ya, out))
-          end, function(x) return up_ref.forward(x, shape, 1, sw) end)
-        end
-      end)
-
-      it("is exact for x and y at any element offset with several output rows per input row", function()
-        -- With y off 16 bytes every output row has single elements at both ends, and the 16 bytes
-        -- around a row's end hold the last elements of one row and the first of the next (of the
-        -- same input row, or of the next one): rows alike against lines (W = 64 here), rows apart,
-        -- rows too short for row-end stores (u8 2x2 W=3), y's first and last rows.
-        local cases = {
-          { "u8", 2, 2, 64 }, { "f16", 3, 3, 64 }, { "f32", 2, 2, 37 }, { "u8", 3, 3, 45 }, { "f16", 2, 1, 33 },
-          { "bf16", 4, 4, 21 }, { "i32", 3, 2, 5 }, { "u8", 2, 2, 3 }, { "f64", 2, 3, 2 },
-        }
+      -- Each case {dtype, scale_h, scale_w, W}: a forward of x [2, 1, 3, W] through a packed launch,
+      -- exact_at_offsets for every pair of offsets (the block width and the seed by the case's place).
+      local function forwards_at_offsets(cases)
         for n, c in ipairs(cases) do
           local dt, sh, sw, W = c[1], c[2], c[3], c[4]
           local up = Forward.new(sh, sw, ({ 32, 64, 128, 256, 512, 1024 })[n % 6 + 1], dt)
@@ -548,6 +524,27 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
             tocha.launch_packed(up.kernel, device, up:grid(out), up:block(), up:pack_args({ { xa, shape } }, {}, ya, out))
           end, function(x) return up_ref.forward(x, shape, sh, sw) end)
         end
+      end
+
+      it("is exact for x and y at any element offset with one output row per input row", function()
+        -- These forwards take the whole output as one row (y's element o is x's o / scale_w), so
+        -- that with x and y anywhere against 16 bytes and lines every path is taken: the single
+        -- elements at y's ends, shifted input spans and windows, x's last words.
+        forwards_at_offsets({
+          { "f32", 1, 2, 1023 }, { "f16", 1, 2, 1020 }, { "u8", 1, 2, 1023 }, { "u8", 1, 3, 301 }, { "bf16", 1, 1, 517 },
+          { "f64", 1, 2, 33 }, { "u8", 1, 5, 7 }, { "i32", 1, 4, 1 },
+        })
+      end)
+
+      it("is exact for x and y at any element offset with several output rows per input row", function()
+        -- With y off 16 bytes every output row has single elements at both ends, and the 16 bytes
+        -- around a row's end hold the last elements of one row and the first of the next (of the
+        -- same input row, or of the next one): rows alike against lines (W = 64 here), rows apart,
+        -- rows too short for row-end stores (u8 2x2 W=3), y's first and last rows.
+        forwards_at_offsets({
+          { "u8", 2, 2, 64 }, { "f16", 3, 3, 64 }, { "f32", 2, 2, 37 }, { "u8", 3, 3, 45 }, { "f16", 2, 1, 33 },
+          { "bf16", 4, 4, 21 }, { "i32", 3, 2, 5 }, { "u8", 2, 2, 3 }, { "f64", 2, 3, 2 },
+        })
       end)
 
       it("backward is exact for dy and dx at any element offset with one dy row per dx row", function()

@@ -1,0 +1,41 @@
+-- bench/timing.lua: device timing shared by the benchmarks (bench/upsample.lua,
+-- bench/offsets.lua).
+local tocha = require "tocha"
+
+local M = {}
+
+-- The median of a list of numbers (sorts it).
+function M.median(list)
+  table.sort(list)
+  local n = #list
+  return n % 2 == 1 and list[(n + 1) / 2] or (list[n / 2] + list[n / 2 + 1]) / 2
+end
+
+-- Median milliseconds of fn(k) over n launches on device, each between two events, after a
+-- warm-up of five.
+function M.time_launches(device, fn, n)
+  for k = 1, 5 do fn(k) end
+  local starts, stops = {}, {}
+  for k = 1, n do starts[k], stops[k] = tocha.event(device), tocha.event(device) end
+  for k = 1, n do
+    starts[k]:record()
+    fn(k)
+    stops[k]:record()
+  end
+  local times = {}
+  for k = 1, n do times[k] = starts[k]:elapsed(stops[k]) end
+  return M.median(times)
+end
+
+-- device's device-to-device copy bandwidth in GB/s, bytes read plus written, over 1 GiB.
+function M.copy_bandwidth(device)
+  local n = 256 * 2 ^ 20 -- 1 GiB of f32
+  local src = tocha.empty({ n }, { device = device })
+  local dst = tocha.empty({ n }, { device = device })
+  src:fill(1)
+  local ms = M.time_launches(device, function() dst:copy(src) end, 20)
+  src:free(); dst:free()
+  return 2 * n * 4 / (ms * 1e6)
+end
+
+return M
