@@ -4,17 +4,20 @@
 #
 #   sh bench/ncu_probe.sh BUILD "forward f16 3 3 1020" "forward f16 3 3 1024" ...
 #
-# Each CASE is bench/profile_case.lua's arguments (OP DTYPE SCALE_H SCALE_W W). ncu runs with
+# Each CASE is bench/profile_case.lua's arguments (OP DTYPE SCALE_H SCALE_W W [BLOCK [X_OFF
+# Y_OFF]]: with byte offsets, the forward through packed launches). ncu runs with
 # --clock-control none (the clocks the benchmark sees) on the third launch of the case, and
-# reports: time; DRAM, L2 and L1 throughput; instructions; L1 and L2 requests by direction and
-# L1 load hits; resident and eligible warps; cycles per instruction and the stall reasons
-# that take at least 0.3 of them; registers. Needs ncu and python3 on the GPU machine.
+# reports: time; DRAM bytes read and written, DRAM, L2 and L1 throughput; instructions; L1 and
+# L2 requests by direction, L1 sectors and L1 load hits; resident and eligible warps; cycles
+# per instruction and the stall reasons that take at least 0.3 of them; registers. Needs ncu
+# and python3 on the GPU machine.
 set -eu
 build="${1:?usage: ncu_probe.sh BUILD CASE...}"; shift
-metrics="gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
+metrics="gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
 metrics="$metrics,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active"
 metrics="$metrics,smsp__inst_executed.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_write.sum"
 metrics="$metrics,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
+metrics="$metrics,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
 metrics="$metrics,l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum,sm__warps_active.avg.pct_of_peak_sustained_active"
 metrics="$metrics,smsp__warps_eligible.avg.per_cycle_active,smsp__average_warp_latency_per_inst_issued.ratio"
 metrics="$metrics,launch__registers_per_thread,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"

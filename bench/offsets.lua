@@ -5,9 +5,10 @@
 -- Each case (about 512 MB moved) runs with y, or x, moved by a few bytes past its buffer's
 -- start, through the RuntimeOp's packed launch (so without shared memory: the per-row and
 -- alike paths). Rows of whole lines with y off 16 bytes show what a row's ends cost when they
--- are not 16-byte boundaries, apart from rows lying differently against lines
--- (docs/performance.md, "Row ends"). Medians of device-event times over 50 launches after a
--- warm-up, two input/output sets alternating.
+-- are not 16-byte boundaries, apart from rows lying differently against lines; x moved as
+-- well tells that apart from the cost of shifted input spans (docs/performance.md, "Row ends"
+-- and "Rows apart after v14"). Medians of device-event times over 50 launches after a warm-up,
+-- two input/output sets alternating.
 local tocha = require "tocha"
 local ffi = require "ffi"
 local device = tocha.device("cuda")
@@ -17,14 +18,18 @@ local copy = timing.copy_bandwidth(device)
 print(("copy %.0f GB/s"):format(copy))
 local SIZES = { f32 = 4, f16 = 2, u8 = 1 }
 -- {x, y} byte offsets per dtype: y off 16 bytes by one element, a word, 8 bytes, all but one
--- element, 16 bytes (rows stay whole vectors); then x off by 8 bytes.
+-- element, and by 16 bytes (rows stay whole vectors); x alone off by one element, so that the
+-- vectors' input spans are shifted while the rows' ends stay 16-byte boundaries; and x moved
+-- with y so that, for scale_w 1 (and f32 2x2 at y+8), the spans stay aligned while the rows'
+-- ends do not: the rows' ends' cost apart from the spans'.
 local OFFSETS = {
-  f32 = { { 0, 0 }, { 0, 4 }, { 0, 8 }, { 0, 12 }, { 0, 16 }, { 8, 0 } },
-  f16 = { { 0, 0 }, { 0, 2 }, { 0, 4 }, { 0, 8 }, { 0, 14 }, { 0, 16 }, { 8, 0 } },
-  u8 = { { 0, 0 }, { 0, 1 }, { 0, 4 }, { 0, 8 }, { 0, 15 }, { 0, 16 }, { 8, 0 } },
+  f32 = { { 0, 0 }, { 0, 4 }, { 0, 8 }, { 0, 12 }, { 0, 16 }, { 4, 0 }, { 4, 8 } },
+  f16 = { { 0, 0 }, { 0, 2 }, { 0, 4 }, { 0, 8 }, { 0, 14 }, { 0, 16 }, { 2, 0 }, { 2, 2 }, { 8, 8 } },
+  u8 = { { 0, 0 }, { 0, 1 }, { 0, 4 }, { 0, 8 }, { 0, 15 }, { 0, 16 }, { 1, 0 }, { 1, 1 }, { 8, 8 } },
 }
 local cases = {
   { "f16", 3, 3, 1024 }, { "f32", 2, 2, 1024 }, { "u8", 3, 3, 1024 }, { "u8", 2, 1, 1024 }, { "f16", 2, 1, 1024 },
+  { "f32", 2, 1, 1024 }, { "u8", 2, 2, 1024 },
   { "f16", 3, 3, 1020 }, { "u8", 2, 1, 1020 }, { "u8", 3, 3, 1020 }, { "f32", 2, 2, 1023 },
 }
 for _, c in ipairs(cases) do
