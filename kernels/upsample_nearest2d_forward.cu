@@ -152,7 +152,7 @@
 //      Measured and not possible: the TMA cannot store rows that are not whole vectors (its
 //      1-D tensor stores fault at destinations not 16-byte aligned; bench/tma_probe.cu,
 //      results/2026-11-30-h200-tma-probe).
-//   v14 this file: row-end stores for rows apart (2x1, 3x3 and the like; not 2x2, where they
+//   v14 row-end stores for rows apart (2x1, 3x3 and the like; not 2x2, where they
 //      measured 0.7-2 points slower): the 16 bytes around a row's end, its last single elements
 //      and the next row's first, go out in one store instruction of the row's last segment,
 //      where each row stored its own from two warps. Probes first (results/2026-11-30-h200-row-
@@ -163,6 +163,22 @@
 //      +0.5-0.8 (results/2026-11-30-h200-row-ends/ab-row-ends.txt); f32 2x1 W=1024 93.2% -> 90.9%
 //      in both runs (its alike loop's code changed; without row ends there, u8 2x1 spilled 28
 //      bytes). Not kept: row ends for row images (4x4 W=1023 -4 to -14).
+//   v15 this file: rows of 16-byte spans (SCALE_W == 1) batched when the spans are shifted too,
+//      and f16/bf16 2x1 at 64 registers (results/2026-11-30-h200-rows-apart-tries): f32 2x1
+//      W=1023 85.9% -> 88.1%, W=1024 90.2% -> 92.8% (v14's loss back), f16/bf16 2x1 W=1020
+//      88.0% -> 90.6-90.9%, W=1023 85.1% -> 82.7% (ab-batch-shifted-64.txt; at 48 registers
+//      89.4% and 85.2%, ab-batch-shifted.txt). Batching every shifted span lost on 2x2 (f16
+//      W=1023 87.3% -> 80.5%, ab-batch-shifted-all.txt). What led there: x moved with
+//      y so that the spans stay aligned (bench/offsets.lua) takes back most of what rows whose
+//      ends are not 16-byte boundaries lose, where the aligned spans are batched (f32 2x2 y+8
+//      87.4% -> 93.1%, f16 2x1 y+2 86.5% -> 90.2%), and none of it for u8, never batched there
+//      (u8 2x1 y+1 87.1% -> 87.6%). Tried and not kept, each against v14 on one machine: rows
+//      apart as one range of y on its own line grid, every line written by one warp (as v13's
+//      1x2; -8 to -25: each output row then reads its inputs again through L2, from another
+//      warp); a row's last segment also storing the next row's first line (-2 to -5); the
+//      single elements loaded before a segment's vectors and stored after them (-2 to -5; the
+//      SASS had them hoisted); the 16 bytes around a row's end as one vector store, built by
+//      one lane or gathered by shuffles (-0.5 to -16).
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
@@ -287,10 +303,13 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
             if (!ends || (r == 0 && y_start)) out[(long long)r * OW + lane] = v;
     }
     const int v_end = last ? vectors : min_int(vectors, (seg + 1) * SEG);
-    // One pack at a time: unbatched cases, and rows of shifted spans (measured better so).
-    // This loop is kept apart from the batched one, which at BATCH 1 would do the same work:
-    // that form spilled 16 bytes at 32 registers (f32 1x2).
-    if (BATCH == 1 || (SPAN && !aligned)) {
+    // One pack at a time: unbatched cases, and rows of shifted spans of two or more inputs per
+    // vector (measured better so: batched, f16 2x2 W=1023 -7). Shifted spans of one input per
+    // vector (SCALE_W == 1, 16-byte spans) are batched: with one pack in flight a lane waited
+    // on each, and rows whose ends are not 16-byte boundaries lost 4-7 points more that way
+    // than batched (bench/offsets.lua). This loop is kept apart from the batched one, which at
+    // BATCH 1 would do the same work: that form spilled 16 bytes at 32 registers (f32 1x2).
+    if (BATCH == 1 || (SPAN && !aligned && SCALE_W != 1)) {
         for (int v = seg * SEG + lane; v < v_end; v += 32) {
             if (v < skip) continue;
             const int ow0 = lined + v * VEC;
@@ -300,13 +319,14 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
         }
     } else {
         // All BATCH packs first, then their stores: BATCH loads in flight per lane. Spans here
-        // are aligned (whole and aligned are SPAN), which leaves the compiler one load path.
+        // are aligned (whole and aligned are SPAN), which leaves the compiler one load path,
+        // but for SCALE_W == 1, whose shifted spans come here too.
         for (int v = seg * SEG + lane; v < v_end; v += 32 * BATCH) {
             pack16<D> p[BATCH];
 #pragma unroll
             for (int u = 0; u < BATCH; ++u)
                 if (v + 32 * u >= skip && v + 32 * u < v_end)
-                    p[u] = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, lined + (v + 32 * u) * VEC, SPAN, SPAN);
+                    p[u] = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, lined + (v + 32 * u) * VEC, SPAN, SCALE_W == 1 ? aligned : SPAN);
 #pragma unroll
             for (int u = 0; u < BATCH; ++u)
                 if (v + 32 * u >= skip && v + 32 * u < v_end) {
@@ -590,11 +610,12 @@ __device__ __forceinline__ void for_each_item(long long rows, int segs, Body bod
 //   4x4). Batched against one at a time (results/2026-11-30-h200-ab-aligned-batch): 2x2
 //   +1.8-5.5 points at W = 1024 and 1020 (to 90-91%), 4x4 +2.5-3.5. Rows of shifted spans
 //   take one at a time anyway (upsample_rows_segment).
-// - Registers for the batched: 64 (1024 threads), but 48 (1280) for f16/bf16 with SCALE_W
-//   == 1, whose rows of odd widths are half shifted spans and whose warps then gain from the
-//   extra quarter of resident warps: f16 2x1 W=1020 86.0% -> 87.8%, W=1023 81.3% -> 83.9%,
-//   for -1 at W = 1024 (results/2026-11-30-h200-ab-plan). 48 for every batched case lost up
-//   to 2 points elsewhere; at 40 registers the batched spill.
+// - Registers for the batched: 64 (1024 threads). f16/bf16 2x1 had 48 (1280) while their
+//   shifted spans went one pack at a time (W=1020 86.0% -> 87.8%, W=1023 81.3% -> 83.9%;
+//   results/2026-11-30-h200-ab-plan); with those spans batched (v15), 64 against 48: W=1020
+//   89.4% -> 91.0-91.3%, W=1023 85.2% -> 83.3% (results/2026-11-30-h200-rows-apart-tries/
+//   ab-batch-shifted.txt): even widths, the common ones, took the choice. 48 for every
+//   batched case lost up to 2 points elsewhere; at 40 registers the batched spill.
 // - Unbatched several rows: 1536 threads (40 registers; at 32 they spilled 28-36 bytes and
 //   lost 8-18 points; 40 measured the same as no bound).
 // - The work item of several rows alike against lines (alike_steps, warp steps per item):
@@ -608,7 +629,6 @@ template <typename D, int SCALE_H, int SCALE_W> struct forward_plan {
     static const int alike_steps = SCALE_H >= 4 || (sizeof(D) == 1 && !(SCALE_H == 2 && SCALE_W == 2)) ? 1 : TOCHA_UPSAMPLE_SEGMENT_SHORT;
     static const int threads = SCALE_H == 1                     ? 2048
                                : batch == 1                     ? 1536
-                               : sizeof(D) == 2 && SCALE_W == 1 ? 1280
                                                                 : 1024;
 };
 
