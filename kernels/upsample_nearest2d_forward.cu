@@ -175,10 +175,10 @@
 //      (u8 2x1 y+1 87.1% -> 87.6%). Tried and not kept, each against v14 on one machine: rows
 //      apart as one range of y on its own line grid, every line written by one warp (as v13's
 //      1x2; -8 to -25: each output row then reads its inputs again through L2, from another
-//      warp); a row's last segment also storing the next row's first line (-2 to -5); the
-//      single elements loaded before a segment's vectors and stored after them (-2 to -5; the
-//      SASS had them hoisted); the 16 bytes around a row's end as one vector store, built by
-//      one lane or gathered by shuffles (-0.5 to -16).
+//      warp); a row's last segment also storing the next row's first line (-1 to -7); the
+//      single elements loaded before a segment's vectors and stored after them (-1.5 to -5;
+//      the SASS had them hoisted); the 16 bytes around a row's end as one vector store, built
+//      by one lane (-0.5 to -20) or gathered by shuffles (-0.5 to -3).
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
