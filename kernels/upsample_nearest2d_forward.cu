@@ -306,7 +306,7 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
     // One pack at a time: unbatched cases, and rows of shifted spans of two or more inputs per
     // vector (measured better so: batched, f16 2x2 W=1023 -7). Shifted spans of one input per
     // vector (SCALE_W == 1, 16-byte spans) are batched: with one pack in flight a lane waited
-    // on each, and rows whose ends are not 16-byte boundaries lost 4-7 points more that way
+    // on each, and rows whose ends are not 16-byte boundaries lost 4-6 points more that way
     // than batched (bench/offsets.lua). This loop is kept apart from the batched one, which at
     // BATCH 1 would do the same work: that form spilled 16 bytes at 32 registers (f32 1x2).
     if (BATCH == 1 || (SPAN && !aligned && SCALE_W != 1)) {
@@ -609,7 +609,9 @@ __device__ __forceinline__ void for_each_item(long long rows, int segs, Body bod
 //   4x4; u8's spans and windows are costly to build, and batched it lost up to 7 below
 //   4x4). Batched against one at a time (results/2026-11-30-h200-ab-aligned-batch): 2x2
 //   +1.8-5.5 points at W = 1024 and 1020 (to 90-91%), 4x4 +2.5-3.5. Rows of shifted spans
-//   take one at a time anyway (upsample_rows_segment).
+//   take one at a time anyway, but those of 16-byte spans (SCALE_W == 1; upsample_rows_segment).
+//   u8 2x1 batched lost 7-12 points at 48 and at 64 registers (results/2026-11-30-h200-rows-
+//   apart-tries/ab-u8-batched.txt).
 // - Registers for the batched: 64 (1024 threads). f16/bf16 2x1 had 48 (1280) while their
 //   shifted spans went one pack at a time (W=1020 86.0% -> 87.8%, W=1023 81.3% -> 83.9%;
 //   results/2026-11-30-h200-ab-plan); with those spans batched (v15), 64 against 48: W=1020
