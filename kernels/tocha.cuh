@@ -205,6 +205,18 @@ template <int BYTES, bool FETCH_256 = false> __device__ __forceinline__ void loa
 
 __device__ __forceinline__ void load16(const void *p, unsigned w[4]) { load_words<16>(p, w); }
 
+// Asks L1 to fetch the line holding p ahead of its load (prefetch.global.L1): it takes no
+// register until the load, so a lane with one load in flight can start the next. The
+// simulator has nothing to fetch.
+__device__ __forceinline__ void prefetch_l1(const void *p)
+{
+#ifndef TOCHA_SIM
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#else
+    (void)p;
+#endif
+}
+
 // Loads the BYTES (a multiple of 4, at most 16) bytes at p, which need only be aligned to
 // their elements, into the first words of w: the 4-byte words that cover them, each shifted
 // into place by a funnel shift (16 bytes at an 8-byte boundary: two 8-byte loads, +1.3 points

@@ -163,7 +163,7 @@
 //      +0.5-0.8 (results/2026-11-30-h200-row-ends/ab-row-ends.txt); f32 2x1 W=1024 93.2% -> 90.9%
 //      in both runs (its alike loop's code changed; without row ends there, u8 2x1 spilled 28
 //      bytes). Not kept: row ends for row images (4x4 W=1023 -4 to -14).
-//   v15 this file: rows of 16-byte spans (SCALE_W == 1) batched when the spans are shifted too,
+//   v15 rows of 16-byte spans (SCALE_W == 1) batched when the spans are shifted too,
 //      and f16/bf16 2x1 at 64 registers (results/2026-11-30-h200-rows-apart-tries): f32 2x1
 //      W=1023 85.9% -> 88.1%, W=1024 90.2% -> 92.8% (v14's loss back), f16/bf16 2x1 W=1020
 //      88.0% -> 90.6-90.9%, W=1023 85.1% -> 82.7% (ab-batch-shifted-64.txt; at 48 registers
@@ -179,6 +179,11 @@
 //      single elements loaded before a segment's vectors and stored after them (-1.5 to -5;
 //      the SASS had them hoisted); the 16 bytes around a row's end as one vector store, built
 //      by one lane (-0.5 to -20) or gathered by shuffles (-0.5 to -3).
+//   v16 this file: rows whose lanes take one pack at a time (u8 below 4x4, shifted spans of 2x2)
+//      ask L1 for the lane's next span before loading this one (prefetch.global.L1): u8 2x1
+//      W=1020 88.6% -> 91.7%, W=1023 87.1% -> 90.3%, f32 2x2 W=1023 89.1% -> 90.3%, f16/bf16 2x2
+//      W=1023 +1.4-1.5, u8 2x2 +0.8-1.9; for 3x3 windows it lost 7 (u8 3x3 W=1020 81.6% ->
+//      74.2%), so they do not (results/2026-11-30-h200-rows-apart-tries/ab-prefetch.txt).
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
@@ -313,6 +318,10 @@ __device__ __forceinline__ void upsample_rows_segment(const D *in, bool last_row
         for (int v = seg * SEG + lane; v < v_end; v += 32) {
             if (v < skip) continue;
             const int ow0 = lined + v * VEC;
+            // The lane's next span into L1 while this one loads (v16): u8 2x1 W=1020 88.6% ->
+            // 91.7%, W=1023 87.1% -> 90.3%, f32 2x2 W=1023 89.1% -> 90.3%; not for windows
+            // (u8 3x3 W=1020 81.6% -> 74.2%).
+            if (SPAN && v + 32 < v_end) prefetch_l1(in + (ow0 + 32 * VEC) / SCALE_W);
             const pack16<D> p = forward_pack<D, SCALE_W, SPAN, WINDOW>(in, last_row, W, ow0, whole, aligned);
 #pragma unroll
             for (int r = 0; r < ROWS; ++r) store_pack<STREAM>(out + (long long)r * OW + ow0, p);
