@@ -7,8 +7,8 @@
 -- alike paths). Rows of whole lines with y off 16 bytes show what a row's ends cost when they
 -- are not 16-byte boundaries, apart from rows lying differently against lines; x moved as
 -- well tells that apart from the cost of shifted input spans (docs/performance.md, "Row
--- ends" and "Rows apart after v14 (v15)"). Medians of device-event times over 50 launches
--- after a warm-up, two input/output sets alternating.
+-- ends" and "Rows apart after v14 (v15, v16)"). Medians of device-event times over 50
+-- launches after a warm-up, two input/output sets alternating.
 local tocha = require "tocha"
 local ffi = require "ffi"
 local device = tocha.device("cuda")
