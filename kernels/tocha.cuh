@@ -275,6 +275,19 @@ __device__ __forceinline__ unsigned dynamic_shared_bytes()
 #endif
 }
 
+// The upsample kernels' work loop: calls body(row, seg, last_row) for each of the calling
+// warp's work items among rows * segs (segment seg of row `row`; last_row: the row is the last),
+// in a grid-stride loop over the items with WARPS warps per CTA. With segs 1 an item is a row.
+template <int WARPS, typename Body>
+__device__ __forceinline__ void for_each_item(long long rows, int segs, Body body)
+{
+    const long long items = rows * segs, stride = (long long)gridDim.x * WARPS;
+    for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
+        const long long row = item / segs;
+        body(row, (int)(item - row * segs), item >= items - segs);
+    }
+}
+
 // The calling warp's share of the launch's dynamic shared memory: `slots` 16-byte slots,
 // 128-byte aligned when slots is a multiple of 8.
 __device__ __forceinline__ uint4 *warp_shared_slots(int slots)

@@ -69,7 +69,7 @@
 //      Tried and not kept: the runs on the 128-byte line grid (as the forward's vectors, the
 //      lanes before the row idle in its first step): 0.5-6 points worse on most odd widths
 //      (f16 2x2 W=1023 93.2% -> 87.9%), and it spilled f16 2x1 again (ab-line-grid.txt).
-//   v11 this file: one dy row per dx row (SCALE_H == 1) as one row of the whole tensor (dx's
+//   v11 one dy row per dx row (SCALE_H == 1) as one row of the whole tensor (dx's
 //      element i sums dy's SCALE_W elements from i * SCALE_W whatever its row), cut into items
 //      that are rows of their own, so that no row's ends cost single elements or partial runs:
 //      every 1x2 case 99.5-99.8% (W = 1020/1023 from 93.0-97.9%; results/2026-11-30-h200-ab-flat/
@@ -81,6 +81,14 @@
 //      Tried and not kept: L2 256-byte fetches for the 12-byte runs of 3x3 (within 0.4 points);
 //      the word past a shifted run taken from the next lane by a shuffle (f16 3x3 W=1023 88.4%
 //      -> 85.0%, f32 3x3 -14: a lane waits on its neighbour's load; ab-lanes-shuffle.txt).
+//   v12 this file: an item's dy rows from its dx row alone (row * SCALE_H * OW, as OH = H *
+//      SCALE_H), where each item took (b, c, ih) apart by a 64-bit division first: 16 of the 36
+//      cases of several rows +0.5-1.2, none worse (f16 3x3 W=1023 87.8% -> 88.6%, bf16 2x2 W=1023
+//      92.7% -> 93.8%; results/2026-11-30-h200-ab-item-split/ab-bwd-mend.txt). The item's own
+//      division (item / segs) stays: taken in 32 bits where the item count fits them, with the
+//      64-bit one inline or out of line for the rest, the 2x1, 2x2 and 4x4 kernels spilled 12-64
+//      bytes at 32 registers; by a double reciprocal, every kernel of several rows 16-32 bytes
+//      (neither run; the forward's spilled too, with segs 1 taken apart: u8 3x3, 68 bytes).
 // Adds a lane's run of K * SCALE_W dy elements at r into sum[K], in loads of LW bytes.
 template <int LW, int K, int SCALE_W, typename D, typename A>
 __device__ __forceinline__ void upsample_nearest2d_backward_run(const D *r, A *sum)
@@ -205,7 +213,6 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
     // in whole 16-byte loads.
     const int SEG = 32 * K * (SCALE_H > 1 && plan::RUN == 16 ? TOCHA_UPSAMPLE_SEGMENT_SHORT : TOCHA_UPSAMPLE_SEGMENT);
     const int lane = threadIdx.x & 31;
-    const long long stride = (long long)gridDim.x * WARPS;
     if (SCALE_H == 1) {
         // One dy row per dx row: rows are contiguous in both and OW = W * SCALE_W, so dx's
         // element i, counted over the whole tensor, is the sum of dy's SCALE_W elements from
@@ -216,22 +223,18 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
         const long long n = (long long)B * C * H * W;
         const int head = plan::RUN_STORES ? tocha::head_to<(plan::RUN_STORES ? plan::BYTES : 4)>(dx, n) : 0;
         const long long items = n > head + SEG ? 1 + (n - head - 1) / SEG : 1;
-        for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
+        tocha::for_each_item<WARPS>(items, 1, [&](long long item, int, bool) {
             const long long base = item == 0 ? 0 : head + item * SEG;
             const int width = (int)tocha::min_ll(n - base, item == 0 ? head + SEG : SEG);
             upsample_nearest2d_backward_segment<D, 1, SCALE_W, SEG>(dy + base * SCALE_W, dx + base, width, width * SCALE_W, 0, 1,
                                                                     item >= items - 2, lane);
-        }
+        });
         return;
     }
     const int segs = tocha::max_int(1, (W + SEG - 1) / SEG);
-    const long long items = (long long)B * C * H * segs;
-    for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
-        const long long row = item / segs;
-        const int seg = (int)(item - row * segs);
-        const long long plane = row / H;
-        const int ih = (int)(row - plane * H);
-        upsample_nearest2d_backward_segment<D, SCALE_H, SCALE_W, SEG>(dy + (plane * OH + (long long)ih * SCALE_H) * OW, dx + row * (long long)W,
-                                                                      W, OW, seg, segs, item >= items - segs, lane);
-    }
+    tocha::for_each_item<WARPS>((long long)B * C * H, segs, [&](long long row, int seg, bool last_row) {
+        // dx row `row` is (b, c, ih); its dy rows start at (b, c, ih * SCALE_H), as OH = H * SCALE_H.
+        upsample_nearest2d_backward_segment<D, SCALE_H, SCALE_W, SEG>(dy + row * SCALE_H * (long long)OW, dx + row * (long long)W,
+                                                                      W, OW, seg, segs, last_row, lane);
+    });
 }

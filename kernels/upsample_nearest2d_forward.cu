@@ -184,6 +184,11 @@
 //      W=1020 88.6% -> 91.7%, W=1023 87.1% -> 90.3%, f32 2x2 W=1023 89.1% -> 90.3%, f16/bf16 2x2
 //      W=1023 +1.4-1.5, u8 2x2 +0.8-1.9; for 3x3 windows it lost 7 (u8 3x3 W=1020 81.6% ->
 //      74.2%), so they do not (results/2026-11-30-h200-rows-apart-tries/ab-prefetch.txt).
+//      Tried and not kept: the prefetch in the first row of each input row's rows alone (the
+//      others reread from L1): within 0.5 on all 48 cases; with the 3x3 windows prefetching too,
+//      u8 3x3 W=1020/1023 -4 (results/2026-11-30-h200-ab-item-split/ab-pf-first.txt): the windows'
+//      loss is not the other rows' prefetches. upsample_flat's loop is for_each_item since
+//      (within 0.5 on every 1x2 case, ab-flat-fei.txt).
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
@@ -388,8 +393,7 @@ __device__ __forceinline__ void upsample_flat(const D *x, D *y, long long n_in, 
     // and are then aligned for one load, holds for all of them.
     const bool whole = SPAN && single % SCALE_W == 0;
     const bool aligned = whole && aligned_to(x + single / SCALE_W, SPAN ? IN_BYTES : 1);
-    const long long stride = (long long)gridDim.x * WARPS;
-    for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
+    for_each_item<WARPS>(items, 1, [&](long long item, int, bool last_item) {
         const long long s0 = item * SEG;
         const long long i_base = (lined + max_ll(s0, skip) * VEC) / SCALE_W; // the item's first input
         const D *in = x + i_base;
@@ -407,8 +411,8 @@ __device__ __forceinline__ void upsample_flat(const D *x, D *y, long long n_in, 
         }
         if (item == 0 && lane < single) y[lane] = x[lane / SCALE_W];
         const long long tail = lined + slots * VEC;
-        if (item == items - 1 && lane < n - tail) y[tail + lane] = x[(tail + lane) / SCALE_W];
-    }
+        if (last_item && lane < n - tail) y[tail + lane] = x[(tail + lane) / SCALE_W];
+    });
 }
 
 #ifdef TOCHA_BULK_COPIES
@@ -593,19 +597,6 @@ __device__ __forceinline__ void upsample_rows_image(const D *in, bool last_row, 
     }
 }
 #endif
-
-// Calls body(in_row, seg, last_row) for each of the calling warp's work items among rows * segs
-// (segment seg of input row in_row; last_row: in_row is the input's last), in a grid-stride
-// loop over the items with WARPS warps per CTA.
-template <int WARPS, typename Body>
-__device__ __forceinline__ void for_each_item(long long rows, int segs, Body body)
-{
-    const long long items = rows * segs, stride = (long long)gridDim.x * WARPS;
-    for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
-        const long long in_row = item / segs;
-        body(in_row, (int)(item - in_row * segs), item >= items - segs);
-    }
-}
 
 // How a case runs: how many packs a lane builds before storing them (batch), and how many
 // threads per SM the launch bounds leave room for (threads: the register budget, 65536 /
