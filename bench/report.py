@@ -42,7 +42,8 @@ REASONS = {
                   "-25), a row's last segment storing the next row's first line (-1 to -7), the "
                   "single elements loaded before the vectors (-1.5 to -5), the row's end as one "
                   "vector store (-0.5 to -20), every shifted span batched (2x2 -3 to -7), row "
-                  "images for two or three rows (-3 to -30), lanes sharing shifted loads (-3 to "
+                  "images for two or three rows (-3 to -30), their inputs staged in shared memory "
+                  "(-0.2 to -15), lanes sharing shifted loads (-3 to "
                   "-18), bulk copies from shifted images (slower), smaller and larger items, "
                   "register budgets; the TMA cannot store such rows (its stores fault at "
                   "destinations not 16-byte aligned: bench/tma_probe.cu) (docs/performance.md: "
@@ -93,7 +94,8 @@ def short_reasons(r, pct, speedup, torch_pct, floor):
     for top, dtypes, factor in SPEEDUP_TARGETS:
         if op == top and dt in dtypes and speedup == speedup and speedup < factor:
             needs = factor * torch_pct
-            if shape and shape not in keys:
+            # The shape is a reason only where some kernel could meet the factor.
+            if shape and shape not in keys and needs <= floor:
                 keys.append(shape)
             keys.append(f"factor (needs {needs:.1f}%, floor {floor:.1f}%)")
             if speedup >= factor * (1 - FACTOR_NOISE) and "noise" not in keys:

@@ -13,7 +13,7 @@ local CASES = {
   { "forward", "u8", 1020, 2, 2, 0.100, 85.0, 101.0, 0.600, 14.0 }, -- rows of 2040 bytes: apart
   { "forward", "f32", 1023, 1, 2, 0.100, 89.5, 101.0, 0.200, 44.75 }, -- one row per input row: noise
   { "backward", "f16", 1023, 2, 1, 0.100, 85.2, 102.0, 0.300, 28.0 }, -- dx rows of 2046 bytes
-  { "backward", "bf16", 1024, 4, 4, 0.100, 97.0, 102.8, 0.1054, 92.0 }, -- the factor needs 230%
+  { "backward", "bf16", 1023, 4, 4, 0.100, 97.0, 102.8, 0.1054, 92.0 }, -- needs 230%: no shape reason
   { "forward", "f16", 1024, 3, 3, 0.100, 89.8, 99.0, 0.350, 25.0 }, -- alike rows, a point short
   { "backward", "f32", 1024, 2, 2, 0.100, 85.0, 102.7, 0.150, 70.0 }, -- aligned rows, 5 short: unexplained
   { "forward", "f16", 1024, 2, 1, 0.100, 91.0, 101.0, 0.298, 30.5 }, -- 2.98x: within 1.5% of 3x
@@ -79,7 +79,7 @@ describe("bench/report.py", function()
       "| forward u8 2x2 W=1020 | 85.0 | 6.00 | rows-apart |",
       "| forward f32 1x2 W=1023 | 89.5 | 2.00 | noise |",
       "| backward f16 2x1 W=1023 | 85.2 | 3.00 | dy-shifted |",
-      "| backward bf16 4x4 W=1024 | 97.0 | 1.05 | factor (needs 230.0%, floor 102.8%) |",
+      "| backward bf16 4x4 W=1023 | 97.0 | 1.05 | factor (needs 230.0%, floor 102.8%) |",
       "| forward f16 3x3 W=1024 | 89.8 | 3.50 | noise |",
       "| backward f32 2x2 W=1024 | 85.0 | 1.50 | unexplained |",
       "| forward f16 2x1 W=1024 | 91.0 | 2.98 | factor (needs 91.5%, floor 101.0%), noise |",
