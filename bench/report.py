@@ -60,9 +60,10 @@ REASONS = {
               "f16/bf16, 65-72% f32 backward, 33% bf16 backward); where PyTorch does better, the "
               "factor asks for the % of copy shown (\"needs\"), against the case's mix floor "
               "(\"floor\"): above the floor it cannot be met by any kernel; under it by less "
-              "than about 6 points (forward f32 2x1 and 1x2, where PyTorch reaches 50-52% of copy), "
-              "it asks for more than any forward case of any shape measures (94-95% at best in these "
-              "runs; docs/performance.md: \"Where it stands\"); within 1.5% of the factor, noise.",
+              "than about 6 points (forward f32 2x1 and 1x2, where PyTorch reaches 50-52% of copy; "
+              "backward f32 3x3, 80%), it asks for more than any case of that direction measures "
+              "(forward 94-95%, backward 100-101% at best in these runs; docs/performance.md: "
+              "\"What is short, why\"); within 1.5% of the factor, noise.",
     "noise": "within a point of the target, or x PyTorch within 1.5% of its factor (a ratio of "
              "two timings, each with its own noise); run-to-run noise across machines is about 2 "
              "points (docs/performance.md: \"Where it stands\").",
