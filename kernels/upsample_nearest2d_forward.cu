@@ -187,8 +187,10 @@
 //      Tried and not kept: the prefetch in the first row of each input row's rows alone (the
 //      others reread from L1): within 0.5 on all 48 cases; with the 3x3 windows prefetching too,
 //      u8 3x3 W=1020/1023 -4 (results/2026-11-30-h200-ab-item-split/ab-pf-first.txt): the windows'
-//      loss is not the other rows' prefetches. upsample_flat's loop and the loop of several rows
-//      are for_each_item since (within 0.5 on every case, ab-flat-fei.txt, ab-main-loop.txt).
+//      loss is not the other rows' prefetches. upsample_flat's loop is for_each_item since
+//      (within 0.5 on every 1x2 case, ab-flat-fei.txt); the loop of several rows stays written
+//      out (through for_each_item u8 4x4 spilled 4 bytes and W=1023 lost 0.5-0.9 in three runs;
+//      ab-main-loop.txt, ab-main-loop-u8.txt).
 namespace tocha {
 
 // The byte-permute selector of output word k of a vector whose first element is m outputs
@@ -662,7 +664,9 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     // cost u8 3x3 W=1020 2 points, and constant divisions in each branch spilled u8 2x2).
     const int SEG_SHIFT = lines ? tocha::log2_of<SEG_ALIKE>::value : tocha::log2_of<SEG_APART>::value;
     const int segs = tocha::max_int(1, (OW / VEC + (1 << SEG_SHIFT) - 1) >> SEG_SHIFT);
+    const long long items = (long long)B * C * H * segs;
     const int lane = threadIdx.x & 31;
+    const long long stride = (long long)gridDim.x * WARPS;
 #ifdef TOCHA_BULK_COPIES
     // When the launch gave each warp a buffer in dynamic shared memory (the host does so where
     // the paths below measured faster), items are the short length. Bulk copies where the rows
@@ -670,9 +674,9 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
     const int BULK_SLOTS = 2 * (SEG_SHARED + 16);
     // The two paths' item counts are computed in each branch: computed once here, before
     // them, they cost u8 3x3 at W = 1020/1023 and u8 4x4 at W = 1023 a point each (u8 runs at
-    // the edge of its 40 registers; results/2026-11-30-h200-ab-steps/ab-item-count.txt). Every
-    // loop here is for_each_item (against the loops written out: within 0.5 points on every
-    // case; ab-item-loop.txt, results/2026-11-30-h200-ab-item-split/ab-main-loop.txt).
+    // the edge of its 40 registers; results/2026-11-30-h200-ab-steps/ab-item-count.txt). Their
+    // loops are for_each_item (against the loops written out: within 0.4 points but f32 2x2
+    // W=1023 +0.6; ab-item-loop.txt).
     const bool buffer = tocha::dynamic_shared_bytes() >= WARPS * BULK_SLOTS * 16u && OW >= VEC;
     if (buffer && (long long)OW * sizeof(D) % 16 == 0 && tocha::aligned_to(y, 16)) {
         uint4 *const buf = tocha::warp_shared_slots(BULK_SLOTS);
@@ -702,9 +706,13 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
         return;
     }
 #endif
-    // in_row is (b, c, ih), whose output rows are in_row * SCALE_H + r.
-    tocha::for_each_item<WARPS>((long long)B * C * H, segs, [&](long long in_row, int seg, bool last_row) {
+    // for_each_item's loop written out: through the helper u8 4x4 spills 4 bytes at its 64
+    // registers and W=1023 lost 0.5-0.9 (results/2026-11-30-h200-ab-item-split/ab-main-loop-u8.txt).
+    for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
+        const long long in_row = item / segs; // (b, c, ih): output rows in_row * SCALE_H + r
+        const int seg = (int)(item - in_row * segs);
         const D *in = x + in_row * W;
+        const bool last_row = item >= items - segs; // the input's last row
         D *out = y + in_row * SCALE_H * (long long)OW;
         if (lines) {
             tocha::upsample_rows_segment<D, SCALE_H, SCALE_W, SCALE_H, BATCH, true, SEG_ALIKE>(in, last_row, out, W, OW, seg, segs, lane, in_row == 0, true);
@@ -713,5 +721,5 @@ __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H
                 tocha::upsample_rows_segment<D, SCALE_H, SCALE_W, 1, BATCH, false, SEG_APART>(in, last_row, out + (long long)r * OW, W, OW, seg, segs, lane,
                                                                                  in_row == 0 && r == 0, r == SCALE_H - 1);
         }
-    });
+    }
 }
