@@ -4,17 +4,6 @@
 // Element conversions go through double (exact for every dtype but i64 past 2^53, which
 // converts between integers directly); float to integer truncates toward zero and saturates,
 // NaN becomes 0, so that a cast is defined for every input.
-// The upsample kernels' work item is a segment of a row: per lane, TOCHA_UPSAMPLE_SEGMENT
-// 16-byte vectors (forward) or runs of K dx elements (backward), or the short
-// TOCHA_UPSAMPLE_SEGMENT_SHORT where that measured better: forward items whose scale_h > 1
-// output rows are alike against 128-byte lines (or one step for some of those cases: the
-// forward's forward_plan) or go through shared memory, backward items whose scale_h > 1 dy
-// rows a lane reads as whole 16-byte loads (docs/performance.md, "Work item length"). With one
-// output row per input row both kernels take the whole tensor as one row and cut it into items
-// of TOCHA_UPSAMPLE_SEGMENT steps. The host sizes grids by the same rules (host/src/upsample.c,
-// kernel_grid() and segments(); upsample_spec checks the three).
-#define TOCHA_UPSAMPLE_SEGMENT 4
-#define TOCHA_UPSAMPLE_SEGMENT_SHORT 2
 
 namespace tocha {
 
@@ -103,10 +92,6 @@ __device__ __forceinline__ int max_int(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int min_int(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ long long max_ll(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long min_ll(long long a, long long b) { return a < b ? a : b; }
-
-// log2 of N, a power of two, at compile time.
-template <int N> struct log2_of { static const int value = 1 + log2_of<N / 2>::value; };
-template <> struct log2_of<1> { static const int value = 0; };
 
 // Sixteen bytes of D, for vector stores: one 128-bit store instruction per pack. The elements
 // are kept as raw bits in four 32-bit words, so that the store is a single uint4 store (a
@@ -205,177 +190,49 @@ template <int BYTES, bool FETCH_256 = false> __device__ __forceinline__ void loa
 
 __device__ __forceinline__ void load16(const void *p, unsigned w[4]) { load_words<16>(p, w); }
 
-// Asks L1 to fetch the line holding p ahead of its load (prefetch.global.L1): it takes no
-// register until the load, so a lane with one load in flight can start the next. The
-// simulator has nothing to fetch.
-__device__ __forceinline__ void prefetch_l1(const void *p)
+// Loads the 16 bytes at p, which need only be aligned to their elements, into w, through the
+// read-only path: from the aligned 16-byte chunk that holds p and, when the first `need` bytes
+// (1 to 16) run past it, the next one, then shifted into place (bytes past `need` are
+// undefined). Only chunks that hold a byte of [p, p + need) are read, so the loads stay inside
+// any allocation made of whole 16-byte chunks (tocha's are) and never cross a page.
+template <bool FETCH_256 = false>
+__device__ __forceinline__ void load_unaligned16(const void *p, int need, unsigned w[4])
 {
-#ifndef TOCHA_SIM
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-#else
-    (void)p;
-#endif
-}
-
-// Loads the BYTES (a multiple of 4, at most 16) bytes at p, which need only be aligned to
-// their elements, into the first words of w: the 4-byte words that cover them, each shifted
-// into place by a funnel shift (16 bytes at an 8-byte boundary: two 8-byte loads, +1.3 points
-// on the forward f32 2x1 W=1023, +0.4 on f16 2x1 W=1020, nothing worse;
-// results/2026-11-30-h200-ab-k4-ld8). The word past the span is read only when p is not
-// word-aligned; it may reach up to 3 bytes past the span, so a caller first asks
-// span_fits() whether those words lie inside the allocation.
-template <int BYTES, bool FETCH_256 = false> __device__ __forceinline__ void load_span(const void *p, unsigned w[4])
-{
-#ifdef TOCHA_SIM
-    memcpy(w, p, BYTES);
-#else
-    const int N = BYTES / 4;
     const unsigned long long a = (unsigned long long)p;
-    if (BYTES == 16 && (a & 7u) == 0) {
-        load_words<8, FETCH_256>(p, w);
-        load_words<8, FETCH_256>((const char *)p + 8, w + 2);
+    const unsigned off = (unsigned)(a & 15u);
+    const char *base = (const char *)(a - off);
+    if (off == 0) {
+        load_words<16, FETCH_256>(base, w);
         return;
     }
-    const unsigned r = (unsigned)(a & 3u);
-    const unsigned *q = (const unsigned *)(a - r);
-    unsigned raw[N + 1];
+    unsigned c[8];
+    load_words<16, FETCH_256>(base, c);
+    c[4] = c[5] = c[6] = c[7] = 0u;
+    if ((int)off + need > 16) load_words<16, FETCH_256>(base + 16, c + 4);
+    // Whole words first (by 8, then by 4 bytes), then the bytes within a word.
+    unsigned t[6], u[5];
 #pragma unroll
-    for (int i = 0; i <= N; ++i) {
-        raw[i] = 0u;
-        if (i < N || r) load_words<4, FETCH_256>(q + i, &raw[i]);
-    }
+    for (int i = 0; i < 6; ++i) t[i] = (off & 8u) ? c[i + 2] : c[i];
 #pragma unroll
-    for (int i = 0; i < N; ++i) w[i] = __funnelshift_r(raw[i], raw[i + 1], 8 * r);
-#endif
+    for (int i = 0; i < 5; ++i) u[i] = (off & 4u) ? t[i + 1] : t[i];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(u[i], u[i + 1], 8u * (off & 3u));
 }
 
-// The TMA's bulk copies from shared to global memory, for kernels that build a block of
-// output once in shared memory and store it to several places: sm_90 and later, and the
-// simulator. There a warp's work that uses them runs on its lane 0 alone (the lanes of a
-// block run one after another, so no lane could wait for another): the shared memory is one
-// buffer per host thread, a copy is a memcpy, and the fences and waits have nothing to do.
-#if defined(TOCHA_SIM) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
-#define TOCHA_BULK_COPIES 1
-// The lanes that share a warp's work around bulk copies: 32, or lane 0 alone on the simulator.
-#ifdef TOCHA_SIM
-#define TOCHA_BULK_LANES 1
-#else
-#define TOCHA_BULK_LANES 32
-#endif
-
-// Bytes of dynamic shared memory this launch gave each CTA.
-__device__ __forceinline__ unsigned dynamic_shared_bytes()
+// An element of D read through the read-only path.
+template <typename D> __device__ __forceinline__ D load_element(const D *p)
 {
 #ifdef TOCHA_SIM
-    return tocha_sim::dynamic_shared;
+    return *p;
 #else
-    unsigned n;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
-    return n;
+    return __ldg(p);
 #endif
 }
 
-// The upsample kernels' work loop: calls body(row, seg, last_row) for each of the calling
-// warp's work items among rows * segs (segment seg of row `row`; last_row: the row is the last),
-// in a grid-stride loop over the items with WARPS warps per CTA. With segs 1 an item is a row.
-template <int WARPS, typename Body>
-__device__ __forceinline__ void for_each_item(long long rows, int segs, Body body)
+// 32-bit division where the dividend allows it (a 64-bit one is several times longer).
+__device__ __forceinline__ long long div_small(long long n, int d)
 {
-    const long long items = rows * segs, stride = (long long)gridDim.x * WARPS;
-    for (long long item = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5); item < items; item += stride) {
-        const long long row = item / segs;
-        body(row, (int)(item - row * segs), item >= items - segs);
-    }
-}
-
-// The calling warp's share of the launch's dynamic shared memory: `slots` 16-byte slots,
-// 128-byte aligned when slots is a multiple of 8.
-__device__ __forceinline__ uint4 *warp_shared_slots(int slots)
-{
-#ifdef TOCHA_SIM
-    return (uint4 *)tocha_sim::shared_buffer((size_t)slots * 16u);
-#else
-    extern __shared__ __align__(128) uint4 tocha_dynamic_shared[];
-    return tocha_dynamic_shared + (threadIdx.x >> 5) * slots;
-#endif
-}
-
-// The warp's lanes meet here; their shared-memory stores before it are seen by all after it.
-__device__ __forceinline__ void warp_sync()
-{
-#ifndef TOCHA_SIM
-    __syncwarp();
-#endif
-}
-
-// Makes this thread's ordinary stores to shared memory visible to the bulk copies issued after
-// the warp's next warp_sync().
-__device__ __forceinline__ void fence_shared_for_bulk()
-{
-#ifndef TOCHA_SIM
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-
-// Starts copying `bytes` (a multiple of 16) from shared src to global dst, both 16-byte
-// aligned, in the calling thread's current bulk group.
-__device__ __forceinline__ void bulk_store(void *dst, const void *src, unsigned bytes)
-{
-#ifdef TOCHA_SIM
-    memcpy(dst, src, bytes);
-#else
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst),
-                 "r"((unsigned)__cvta_generic_to_shared(src)), "r"(bytes)
-                 : "memory");
-#endif
-}
-
-// Closes the calling thread's current bulk group.
-__device__ __forceinline__ void bulk_commit()
-{
-#ifndef TOCHA_SIM
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-#endif
-}
-
-// Waits until the calling thread's bulk groups have read their shared memory (which may then
-// be written again).
-__device__ __forceinline__ void bulk_wait_read()
-{
-#ifndef TOCHA_SIM
-    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-#endif
-}
-
-// Waits until the calling thread's bulk groups are complete.
-__device__ __forceinline__ void bulk_wait_all()
-{
-#ifndef TOCHA_SIM
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-#endif
-}
-#endif
-
-// Whether the words load_span<BYTES>(p) reads end at or before `end` (their start, p rounded
-// down to 4 bytes, is inside any allocation that holds p: allocations are 4-byte aligned).
-// A check in the caller, which then takes its element-by-element path: a slow path inside
-// load_span cost the kernels registers, and with them 5-15 points.
-template <int BYTES> __device__ __forceinline__ bool span_fits(const void *p, const void *end)
-{
-    const unsigned long long a = (unsigned long long)p;
-    return (a & ~3ull) + BYTES + ((a & 3u) ? 4u : 0u) <= (unsigned long long)end;
-}
-
-// The 16-byte slots from the 128-byte line boundary at or before p up to p.
-__device__ __forceinline__ int slots_past_line(const void *p)
-{
-    return (int)(((unsigned long long)p & 127u) / 16u);
-}
-
-// Whether p is aligned to `bytes` (a power of two).
-__device__ __forceinline__ bool aligned_to(const void *p, unsigned bytes)
-{
-    return ((unsigned long long)p & (bytes - 1u)) == 0;
+    return ((unsigned long long)n >> 32) == 0 ? (long long)((unsigned)n / (unsigned)d) : n / d;
 }
 
 // Element e of a 16-byte group of D held as four words.
@@ -393,13 +250,12 @@ template <typename D> __device__ __forceinline__ D element_of(const unsigned w[4
     return v;
 }
 
-// Elements from p up to its next BYTES boundary (0 when p is aligned), at most n. p must be
-// aligned to sizeof(D).
-template <int BYTES, typename D> __device__ __forceinline__ int head_to(const D *p, long long n)
+// Stores elements lo to hi - 1 of a pack to p[lo] .. p[hi - 1], one by one.
+template <typename D> __device__ __forceinline__ void store_elements(D *p, const pack16<D> &x, int lo, int hi)
 {
-    const int mis = (int)(((unsigned long long)p & (BYTES - 1u)) / sizeof(D));
-    const int head = mis ? (BYTES / (int)sizeof(D)) - mis : 0;
-    return head < n ? head : (int)n;
+#pragma unroll
+    for (int e = 0; e < vec16<D>::n; ++e)
+        if (e >= lo && e < hi) p[e] = element_of<D>(x.w, e);
 }
 
 } // namespace tocha

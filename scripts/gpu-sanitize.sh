@@ -33,11 +33,7 @@ sanitize() { # $1: log name, $2: tool, then the tool's extra options; specs from
 }
 for tool in $tools; do
   # Leak checking belongs to memcheck alone.
-  # initcheck does not see the writes of the TMA's bulk copies (an output written only by them
-  # reads as uninitialized: docs/reliability.md), so it runs with them off; memcheck and
-  # racecheck run with them on.
   if [ "$tool" = memcheck ]; then sanitize memcheck memcheck --leak-check full
-  elif [ "$tool" = initcheck ]; then export TOCHA_BULK_COPIES=off; sanitize initcheck initcheck; unset TOCHA_BULK_COPIES
   else sanitize "$tool" "$tool"; fi
 done
 case " $tools " in *" memcheck "*)

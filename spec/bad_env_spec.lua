@@ -92,27 +92,6 @@ describe("bad environment", function()
     assert.is_true(tonumber(out) >= 1) -- the kernel went to the disk cache
   end)
 
-  it("refuses an unknown TOCHA_BULK_COPIES value at each forward launch, and takes on and off", function()
-    -- A 2x2 forward twice (both refused, the process still usable), then a backward (not
-    -- concerned: dx of ones is 4 everywhere).
-    local script = "local t = require('tocha') local up = t.UpsampleNearest2dForward.new(2, 2, 64, 'f32')" ..
-      " local x = t.ones({ 1, 1, 2, 4 }, { device = 'sim' })" ..
-      " for _ = 1, 2 do local ok, e = pcall(up.forward, up, x) io.write(ok and 'ok' or tostring(e), '|') end" ..
-      " io.write(up:backward(x, t.ones({ 1, 1, 4, 8 }, { device = 'sim' })):to_table(true)[1])"
-    local out, err, status = process.run { args = { "-e", script }, env = { TOCHA_BULK_COPIES = "maybe" } }
-    assert.are.equal(0, status, err)
-    local refused = "TOCHA_BULK_COPIES: expected on or off, got 'maybe'"
-    local first, second, dx = out:match("^(.-)|(.-)|(.*)$")
-    assert.truthy(first and first:find(refused, 1, true), out)
-    assert.truthy(second:find(refused, 1, true), out)
-    assert.are.equal("4", dx)
-    for _, value in ipairs({ "on", "off", "" }) do
-      local out2, err2, status2 = process.run { args = { "-e", script }, env = { TOCHA_BULK_COPIES = value } }
-      assert.are.equal(0, status2, err2)
-      assert.are.equal("ok|ok|4", out2, value)
-    end
-  end)
-
   it("names a simulator compiler that cannot be run", function()
     local _, err, status = process.run {
       args = { "-e", "require('tocha').zeros({ 2 }, { device = 'sim' })" },
@@ -120,23 +99,5 @@ describe("bad environment", function()
     }
     assert.are.equal(1, status)
     assert.truthy(err:find("tocha.zeros: the simulator's C++ compiler '/nonexistent/c++' could not be run (install g++ or set TOCHA_SIM_CXX)", 1, true), err)
-  end)
-end)
-
-describe("TOCHA_BULK_COPIES on a GPU #gpu", function()
-  it("gives the same exact forward on and off (bulk copies and per-row stores)", function()
-    -- f32 4x4 at W = 1023: output rows of whole vectors, not whole lines (bulk copies where on);
-    -- y poisoned first, so that each element is checked to be written.
-    local script = "local t = require('tocha') local ref = require('support.upsample_reference')" ..
-      " local up = t.UpsampleNearest2dForward.new(4, 4, 64, 'f32')" ..
-      " local x = t.rand({ 1, 2, 3, 1023 }, { device = 'cuda', seed = 5 })" ..
-      " local y = t.full({ 1, 2, 12, 4092 }, -7, { device = 'cuda' }) up:forward(x, y)" ..
-      " local want, got, bad = ref.forward(x:to_table(true), { 1, 2, 3, 1023 }, 4, 4), y:to_table(true), 0" ..
-      " for i = 1, #want do if got[i] ~= want[i] then bad = bad + 1 end end io.write(#got, ' ', bad)"
-    for _, value in ipairs({ "on", "off" }) do
-      local out, err, status = process.run { args = { "-e", script }, env = { TOCHA_BULK_COPIES = value, TOCHA_DEVICE = "cuda" } }
-      assert.are.equal(0, status, err)
-      assert.are.equal(2 * 12 * 4092 .. " 0", out, value)
-    end
   end)
 end)

@@ -75,9 +75,30 @@ describe("bad upsample input", function()
 
   describe("RuntimeOp methods", function()
     local up = Forward.new(2, 2, 64)
-    it("an output shape whose height is not a multiple of scale_h", function()
-      fails_with("tocha.UpsampleNearest2dForward:grid: output_shape: height 5 is not a multiple of scale_h 2",
+    it("an output shape whose height or width is not a multiple of the scales", function()
+      fails_with("tocha.UpsampleNearest2dForward:grid: output_shape: height 5 and width 4 must be multiples of the scales 2 and 2",
         function() up:grid({ 1, 1, 5, 4 }) end)
+      fails_with("tocha.UpsampleNearest2dForward:grid: output_shape: height 4 and width 7 must be multiples of the scales 2 and 2",
+        function() up:grid({ 1, 1, 4, 7 }) end)
+    end)
+    it("packed arguments whose output shape is not the input's output", function()
+      -- The kernel writes the output that x's shape implies, so a smaller output_shape would
+      -- let it write past the buffer: refused before anything is packed.
+      fails_with("tocha.UpsampleNearest2dForward:pack_args: output_shape: [1, 1, 4, 4] is not the output of inputs[1] [1, 1, 4, 4]",
+        function() up:pack_args({ { 0, { 1, 1, 4, 4 } } }, {}, 0, { 1, 1, 4, 4 }) end)
+      fails_with("tocha.UpsampleNearest2dForward:pack_backward_args: output_shape: [1, 2, 8, 8] is not the output of inputs[1] [1, 1, 4, 4]",
+        function() up:pack_backward_args({ { 0, { 1, 1, 4, 4 } } }, {}, 0, { 1, 2, 8, 8 }, 0, 8, { 0 }, {}) end)
+    end)
+    it("an NHWC shape, named in its layout", function()
+      local cl = Forward.new(2, 2, 64, "f32", { layout = "nhwc" })
+      fails_with("tocha.UpsampleNearest2dForward:forward: x: expected a 4-D tensor [B, H, W, C], got 2-D",
+        function() cl:forward(tocha.zeros({ 2, 2 }, { device = "sim" })) end)
+      fails_with("tocha.UpsampleNearest2dForward:grid: output_shape: height 4 and width 3 must be multiples of the scales 2 and 2",
+        function() cl:grid({ 1, 4, 3, 8 }) end)
+      fails_with("tocha.UpsampleNearest2dForward:forward: y: expected shape [1, 4, 6, 5] (the forward's output), got [1, 2, 6, 10]",
+        function() cl:forward(tocha.zeros({ 1, 2, 3, 5 }, { device = "sim" }), tocha.zeros({ 1, 2, 6, 10 }, { device = "sim" })) end)
+      fails_with("tocha.UpsampleNearest2dForward:compute_concrete_output_shape: inputs[1]: the output [1, 2, 131072, 16384] has a row (OW x C elements) past 2147483647",
+        function() cl:compute_concrete_output_shape({ { 1, 1, 65536, 16384 } }) end)
     end)
     it("an output shape that is not 4-D", function()
       fails_with("tocha.UpsampleNearest2dForward:grid: output_shape: expected 4-D, got 3-D",

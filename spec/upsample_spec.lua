@@ -101,198 +101,42 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
       end
     end)
 
-    it("has grids that cover each output and input element exactly once", function()
-      -- The kernels' mappings, walked in Lua for f32 (see the kernels' headers): a warp per
-      -- work item, one segment of a row, grid-stride over items.
-      local SEGMENT, SHORT, VEC = 4, 2, 4
-      -- The segment lengths and their rule are the kernels' (kernels/tocha.cuh) and the host's
-      -- grid's (host/src/upsample.c, checked through up:grid below): all three must agree.
-      local src_dir = assert(os.getenv("TOCHA_SOURCE_DIR"), "TOCHA_SOURCE_DIR is set by CTest")
-      local cuh = assert(io.open(src_dir .. "/kernels/tocha.cuh")):read("*a")
-      assert.are.equal(SEGMENT, tonumber(cuh:match("#define TOCHA_UPSAMPLE_SEGMENT (%d+)")))
-      assert.are.equal(SHORT, tonumber(cuh:match("#define TOCHA_UPSAMPLE_SEGMENT_SHORT (%d+)")))
-      -- Forward: the short item when several output rows are each whole 128-byte lines.
-      -- f32 rows alike against lines: one warp step for four or more rows (forward_plan's
-      -- alike_steps), else the short item; rows that are not take the long one (no shared
-      -- memory through the RuntimeOp's grid).
-      local function forward_seg_len(cols, sh)
-        if sh > 1 and cols * 4 % 128 == 0 then return 32 * (sh >= 4 and 1 or SHORT) end
-        return 32 * SEGMENT
-      end
-      local function forward_segments(cols, sh) return math.max(1, math.ceil(math.floor(cols / VEC) / forward_seg_len(cols, sh))) end
-      -- Backward: the short item when a lane reads several dy rows in whole 16-byte loads.
-      local function backward_k(sw) return math.max(1, math.floor(VEC / sw)) end
-      local function backward_seg_len(sw, sh)
-        local k = backward_k(sw)
-        return 32 * k * ((sh > 1 and k * sw * 4 == 16) and SHORT or SEGMENT)
-      end
-      local function backward_segments(cols, sw, sh) return math.max(1, math.ceil(cols / backward_seg_len(sw, sh))) end
+    it("sizes grids by the plan: a thread per 16-byte vector of y, or per run of dx", function()
+      -- f32 2x2: output rows of 2048 floats are whole vectors, so the threads take each input
+      -- row's 512 vectors (stored to both rows); rows of 2046 floats are not, so the flat
+      -- output's 6 * 2046 / 4 vectors. Backward f32 with scale_w 2: runs of 2 dx elements.
+      local up = Forward.new(2, 2, 64, "f32", 64)
+      assert.are.same({ 3 * 512 / 64, 1, 1 }, up:grid({ 1, 1, 6, 2048 }))
+      assert.are.same({ math.ceil(6 * 2046 / 4 / 64), 1, 1 }, up:grid({ 1, 1, 6, 2046 }))
+      assert.are.same({ math.ceil(3 * 1023 / 2 / 64), 1, 1 }, up:backward_grid({ { 1, 1, 3, 1023 } }, { 1, 1, 6, 2046 }))
+      assert.are.same(up:grid({ 1, 1, 6, 2046 }), up:grid_for_launch(1, { { 1, 1, 3, 1023 } }, { 1, 1, 6, 2046 }))
+      -- u8 3x1, 1024 threads: rows of 999 bytes are not whole vectors (the flat output's); the
+      -- backward's runs are 16 dx elements (scale_w 1: 16 bytes of each dy row).
+      local u8 = Forward.new(3, 1, 1024, "u8", 1024)
+      assert.are.same({ math.ceil(5 * 9 * 999 / 16 / 1024), 1, 1 }, u8:grid({ 1, 5, 9, 999 }))
+      assert.are.same({ math.ceil(5 * 3 * 999 / 16 / 1024), 1, 1 }, u8:backward_grid({ { 1, 5, 3, 999 } }))
+      -- NHWC: rows are pixels of C elements; C = 8 f16 pixels are whole vectors.
+      local cl = Forward.new(2, 2, 128, "f16", { layout = "nhwc" })
+      assert.are.same({ math.ceil(2 * 5 * 7 * 2 / 128), 1, 1 }, cl:grid({ 2, 10, 14, 8 }))
+      assert.are.same({ math.ceil(2 * 5 * 7 / 128), 1, 1 }, cl:backward_grid({ { 2, 5, 7, 8 } }))
+      assert.are.same({ 1, 1, 1 }, up:grid({ 1, 1, 2, 2 }))
+    end)
 
-      -- Work items are (row of `rows`, segment); each writes whole elements of `out_rows`
-      -- rows of `cols`, which must all be hit exactly once.
-      local function visit(g, block, rows, segs, out_rows, cols, each_item)
-        local warps, hits, n = block / 32, {}, 0
-        local function hit(row, col)
-          assert(row >= 0 and row < out_rows and col >= 0 and col < cols)
-          local k = row * cols + col
-          hits[k] = (hits[k] or 0) + 1
-          n = n + 1
-        end
-        for bx = 0, g[1] - 1 do
-          for w = 0, warps - 1 do
-            local item = bx * warps + w
-            while item < rows * segs do
-              each_item(math.floor(item / segs), item % segs, hit)
-              item = item + g[1] * warps
-            end
-          end
-        end
-        assert.are.equal(out_rows * cols, n)
-        for k = 0, out_rows * cols - 1 do assert(hits[k] == 1, "element " .. k) end
+    it("covers the whole output with any grid: a grid-stride loop past the grid", function()
+      for _, layout in ipairs({ "nchw", "nhwc" }) do
+        local up = Forward.new(2, 3, 32, "f16", { layout = layout })
+        local fwd, bwd = up_ref.of(layout)
+        local shape = { 2, 5, 7, 9 }
+        local x = tocha.rand(shape, { dtype = "i32", device = "sim", seed = 11, low = 0, high = 60 }):cast("f16")
+        local out = up:compute_concrete_output_shape({ shape })
+        local y = tocha.empty(out, { dtype = "f16", device = "sim" }):fill(POISON)
+        tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, up:block(), up:pack_args({ x }, {}, y))
+        assert.are.same(fwd(x:to_table(true), shape, 2, 3), y:to_table(true), layout)
+        local dx = tocha.empty(shape, { dtype = "f16", device = "sim" }):fill(POISON)
+        tocha.launch_packed(up.backward_kernel.kernel, "sim", { 2, 1, 1 }, up:backward_block(),
+          up:pack_backward_args({ x }, {}, y, out, y, out[4], { dx }, {}))
+        assert.are.same(bwd(y:to_table(true), shape, 2, 3), dx:to_table(true), layout .. " backward")
       end
-
-      -- Forward: an item is a segment of an input row and writes it to the sh output rows.
-      local function walk_forward(g, block, in_rows, sh, cols)
-        local segs, seg_len = forward_segments(cols, sh), forward_seg_len(cols, sh)
-        visit(g, block, in_rows, segs, in_rows * sh, cols, function(in_row, seg, hit)
-          for row = in_row * sh, in_row * sh + sh - 1 do
-            local function to(bytes) -- elements from the row's start to its next `bytes` boundary
-              local mis = (row * cols * 4) % bytes / 4 -- the base address is 256-byte aligned
-              return math.min(mis > 0 and bytes / 4 - mis or 0, cols)
-            end
-            -- Vectors in slots of the 128-byte line grid, the first `skip` slots before the row.
-            local single = to(16)
-            local skip = ((row * cols + single) * 4) % 128 / 16
-            local lined = single - skip * VEC
-            local vectors = skip + math.floor((cols - single) / VEC)
-            if seg == 0 then
-              for col = 0, single - 1 do hit(row, col) end
-            end
-            local v_end = seg == segs - 1 and vectors or math.min(vectors, (seg + 1) * seg_len)
-            for v = math.max(skip, seg * seg_len), v_end - 1 do
-              -- Slot v is 16-byte slot v % 8 of its line: a warp's 32 slots fill 4 whole lines.
-              assert.are.equal((v % 8) * 16, ((row * cols + lined + v * VEC) * 4) % 128)
-              for e = 0, VEC - 1 do hit(row, lined + v * VEC + e) end
-            end
-            if seg == segs - 1 then for col = lined + vectors * VEC, cols - 1 do hit(row, col) end end
-          end
-        end)
-      end
-
-      -- Forward with one output row per input row: the whole output is one row of n elements
-      -- (y `off` elements past a 256-byte boundary), its slots on y's 128-byte line grid, an
-      -- item SEGMENT warp steps of them; the first item writes the single elements before y's
-      -- first 16-byte boundary, the last those after its last whole vector.
-      local function walk_flat(g, block, n, off)
-        local seg_len = 32 * SEGMENT
-        local single = math.min((off * 4) % 16 > 0 and (16 - (off * 4) % 16) / 4 or 0, n)
-        local skip = ((off + single) * 4) % 128 / 16
-        local lined = single - skip * VEC
-        local slots = skip + math.floor((n - single) / VEC)
-        local items = slots > seg_len and math.ceil(slots / seg_len) or 1
-        visit(g, block, items, 1, 1, n, function(item, _, hit)
-          if item == 0 then for col = 0, single - 1 do hit(0, col) end end
-          for v = math.max(skip, item * seg_len), math.min(slots, (item + 1) * seg_len) - 1 do
-            assert.are.equal((v % 8) * 16, ((off + lined + v * VEC) * 4) % 128)
-            for e = 0, VEC - 1 do hit(0, lined + v * VEC + e) end
-          end
-          if item == items - 1 then for col = lined + slots * VEC, n - 1 do hit(0, col) end end
-        end)
-      end
-
-      -- Backward: lanes take runs of k dx elements (k * 4 bytes: 4, 8 or 16 for f32) from the
-      -- row's first boundary of k * 4 bytes; the elements before it and after the last whole
-      -- run one per lane, in the row's first and last segments.
-      local function walk_backward(g, block, rows, cols, sw, sh)
-        local k, segs, seg_len = backward_k(sw), backward_segments(cols, sw, sh), backward_seg_len(sw, sh)
-        local bytes = k * 4
-        visit(g, block, rows, segs, rows, cols, function(row, seg, hit)
-          local mis = (row * cols * 4) % bytes / 4 -- the base address is 256-byte aligned
-          local head = math.min(mis > 0 and bytes / 4 - mis or 0, cols)
-          local runs_end = head + math.floor((cols - head) / k) * k
-          if seg == 0 then for col = 0, head - 1 do hit(row, col) end end
-          local iw_end = seg == segs - 1 and runs_end or math.min(runs_end, head + (seg + 1) * seg_len)
-          for lane = 0, 31 do
-            local iw0 = head + seg * seg_len + lane * k
-            while iw0 < iw_end do
-              assert.are.equal(0, ((row * cols + iw0) * 4) % bytes) -- one aligned store
-              for e = 0, k - 1 do hit(row, iw0 + e) end
-              iw0 = iw0 + 32 * k
-            end
-          end
-          if seg == segs - 1 then for col = runs_end, cols - 1 do hit(row, col) end end
-        end)
-      end
-
-      -- Backward with one dy row per dx row: the whole tensor is one row of n elements (dx
-      -- `off` elements past a 256-byte boundary); item 0 is its head and first segment, each
-      -- later one a segment from the head, the last the rest, each a row of its own.
-      local function walk_backward_flat(g, block, n, sw, off)
-        local k = backward_k(sw)
-        local seg_len, bytes = 32 * k * SEGMENT, k * 4
-        local mis = (off * 4) % bytes / 4
-        local head = math.min(mis > 0 and bytes / 4 - mis or 0, n)
-        local items = n > head + seg_len and 1 + math.floor((n - head - 1) / seg_len) or 1
-        visit(g, block, items, 1, 1, n, function(item, _, hit)
-          local base = item == 0 and 0 or head + item * seg_len
-          local width = math.min(n - base, item == 0 and head + seg_len or seg_len)
-          local h = item == 0 and head or 0 -- later items start on a run's boundary
-          for col = 0, h - 1 do hit(0, base + col) end
-          local runs_end = h + math.floor((width - h) / k) * k
-          for iw0 = h, runs_end - 1, k do
-            assert.are.equal(0, ((off + base + iw0) * 4) % bytes) -- one aligned store
-            for e = 0, k - 1 do hit(0, base + iw0 + e) end
-          end
-          for col = runs_end, width - 1 do hit(0, base + col) end
-        end)
-      end
-
-      for _, block in ipairs({ 32, 128, 1024 }) do
-        local up = Forward.new(3, 2, block, "f32", 64)
-        for _, s in ipairs(shapes) do
-          local out = up:compute_concrete_output_shape({ s })
-          local rows, in_rows = out[1] * out[2] * out[3], s[1] * s[2] * s[3]
-          assert.are.same({ math.ceil(in_rows * forward_segments(out[4], 3) / (block / 32)), 1, 1 }, up:grid(out))
-          assert.are.same({ math.ceil(in_rows * backward_segments(s[4], 2, 3) / 2), 1, 1 }, up:backward_grid({ s }, out))
-          if rows * out[4] <= 50000 then
-            walk_forward(up:grid(out), block, in_rows, 3, out[4])
-            walk_backward(up:backward_grid({ s }, out), 64, in_rows, s[4], 2, 3)
-          end
-          assert.are.same(up:grid(out), up:grid_for_launch(1, { s }, out))
-          assert.are.same(up:backward_grid({ s }, out), up:backward_grid_for_launch(1, { s }, out))
-        end
-      end
-      -- Long rows split into several segments, walked too, with items of both lengths: forward
-      -- outputs of one row per input row as one row (walk_flat), rows of whole lines (2048
-      -- floats) and not with several rows per input row,
-      -- backward with one dy row per dx row and with several.
-      local up = Forward.new(1, 2, 64, "f32", 64)
-      assert.are.same({ math.ceil(6000 / 4 / 128 / 2), 1, 1 }, up:grid({ 1, 1, 3, 2000 }))
-      assert.are.same({ 1, 1, 1 }, up:grid({ 1, 1, 1, 6 }))
-      for _, n in ipairs({ 6000, 6144, 3, 517 }) do
-        -- y on a 256-byte boundary, as the grid assumes, and 1 to 31 elements past it (the
-        -- grid-stride loop then takes an item the grid may lack)
-        for _, off in ipairs({ 0, 1, 2, 3, 5, 8, 31 }) do walk_flat(up:grid({ 1, 1, 1, n }), 64, n, off) end
-      end
-      for _, n in ipairs({ 3000, 3072, 3, 517 }) do
-        for _, off in ipairs({ 0, 1, 3, 8, 31 }) do
-          walk_backward_flat(up:backward_grid({ { 1, 1, 1, n } }, { 1, 1, 1, 2 * n }), 64, n, 2, off)
-        end
-      end
-      assert.are.same({ math.ceil(3000 / (32 * 2 * SEGMENT) / 2), 1, 1 }, up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 3, 2000 }))
-      up = Forward.new(2, 2, 64, "f32", 64)
-      walk_forward(up:grid({ 1, 1, 6, 2000 }), 64, 3, 2, 2000)
-      walk_forward(up:grid({ 1, 1, 6, 2048 }), 64, 3, 2, 2048)
-      assert.are.same({ 3 * 2048 / 4 / (32 * SHORT) / 2, 1, 1 }, up:grid({ 1, 1, 6, 2048 })) -- short items
-      assert.are.same({ 3 * 4 / 2, 1, 1 }, up:grid({ 1, 1, 6, 2000 })) -- long ones: 500 vectors in 4
-      walk_backward(up:backward_grid({ { 1, 1, 3, 1000 } }, { 1, 1, 6, 2000 }), 64, 3, 1000, 2, 2)
-      up = Forward.new(4, 4, 64, "f32", 64)
-      walk_forward(up:grid({ 1, 1, 12, 2048 }), 64, 3, 4, 2048)
-      assert.are.same({ 3 * 2048 / 4 / 32 / 2, 1, 1 }, up:grid({ 1, 1, 12, 2048 })) -- one-step items
-      walk_forward(up:grid({ 1, 1, 12, 2044 }), 64, 3, 4, 2044)
-      walk_backward(up:backward_grid({ { 1, 1, 5, 1023 } }, { 1, 1, 10, 2046 }), 64, 5, 1023, 2, 2)
-      up = Forward.new(2, 1, 64, "f32", 64)
-      walk_backward(up:backward_grid({ { 1, 1, 5, 1023 } }, { 1, 1, 10, 1023 }), 64, 5, 1023, 1, 2)
     end)
 
     it("packs the Args in the signature's order: x, y, B, C, H, W, OH, OW", function()
@@ -374,13 +218,13 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end
       end)
 
-      it("is exact for every row alignment: widths 1 to 40 across dtypes and scales", function()
+      it("is exact for every row alignment: widths 1 to 70 across dtypes and scales", function()
         -- Rows of every width start at every alignment, exercising the single-element head and
         -- tail, the vector stores and the 4-, 8- and 16-byte loads of both kernels.
         for _, dt in ipairs({ "f32", "f16", "u8" }) do
           for _, s in ipairs({ { 1, 1 }, { 2, 2 }, { 1, 2 }, { 2, 1 }, { 3, 3 }, { 1, 8 }, { 4, 4 }, { 1, 5 }, { 2, 7 } }) do
             local up = Forward.new(s[1], s[2], 64, dt)
-            for W = 1, 40 do
+            for W = 1, 70 do
               local shape = { 1, 2, 3, W }
               local out = { 1, 2, 3 * s[1], W * s[2] }
               -- small integers: every sum is exact in every accumulator, so the check is exact
@@ -396,6 +240,51 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
               assert.are.same(expect, dx:to_table(true), label .. " backward")
             end
           end
+        end
+      end)
+
+      it("NHWC is exact at widths 1 to 70, with channels inside, across and beyond a vector", function()
+        -- Pixels of C elements: vectors inside one pixel (a load of x at any alignment), across
+        -- pixels and rows (element by element); backward runs likewise.
+        local CHANNELS = { 1, 3, 8, 16, 5, 2, 32, 7, 4 }
+        for _, dt in ipairs({ "f32", "f16", "u8" }) do
+          for _, s in ipairs({ { 1, 1 }, { 2, 2 }, { 1, 2 }, { 2, 1 }, { 3, 3 }, { 2, 7 }, { 4, 4 } }) do
+            local up = Forward.new(s[1], s[2], 64, dt, { layout = "nhwc" })
+            for W = 1, 70 do
+              local C = CHANNELS[W % #CHANNELS + 1]
+              local shape = { 1, 2, W, C }
+              local out = { 1, 2 * s[1], W * s[2], C }
+              local x = tocha.rand(shape, { dtype = "i32", device = device, seed = W, low = 0, high = 16 }):cast(dt)
+              local y = tocha.empty(out, { dtype = dt, device = device }):fill(POISON)
+              up:forward(x, y)
+              local label = ("nhwc %s %dx%d W=%d C=%d"):format(dt, s[1], s[2], W, C)
+              assert.are.same(up_ref.forward_nhwc(x:to_table(true), shape, s[1], s[2]), y:to_table(true), label)
+              local dx = tocha.empty(shape, { dtype = dt, device = device }):fill(POISON)
+              up:backward(x, y, dx)
+              local expect = up_ref.backward_nhwc(y:to_table(true), shape, s[1], s[2])
+              for i = 1, #expect do expect[i] = ref.convert(expect[i], dt) end
+              assert.are.same(expect, dx:to_table(true), label .. " backward")
+            end
+          end
+        end
+      end)
+
+      it("NHWC matches the reference on random shapes, for every dtype", function()
+        for _, dt in ipairs(ref.all_dtypes) do
+          local shape, sh, sw = random_case()
+          shape = { shape[1], shape[3], shape[4], shape[2] } -- B, H, W, C
+          local block = BLOCKS[math.random(#BLOCKS)]
+          local up = Forward.new(sh, sw, block, dt, { layout = "nhwc" })
+          local out = up:compute_concrete_output_shape({ shape })
+          assert.are.same({ shape[1], shape[2] * sh, shape[3] * sw, shape[4] }, out)
+          local x = tocha.rand(shape, { dtype = "i32", device = device, seed = math.random(0, 1e6), low = 0, high = 8 }):cast(dt)
+          local y = up:forward(x)
+          local label = ("nhwc %s %s x%d,%d block %d"):format(dt, table.concat(shape, "x"), sh, sw, block)
+          assert.are.same(up_ref.forward_nhwc(x:to_table(true), shape, sh, sw), y:to_table(true), label)
+          local dx = up.backward_kernel:run(y)
+          local expect = up_ref.backward_nhwc(y:to_table(true), shape, sh, sw)
+          for i = 1, #expect do expect[i] = ref.convert(expect[i], dt) end
+          assert.are.same(expect, dx:to_table(true), label .. " backward")
         end
       end)
 
@@ -453,12 +342,9 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end
       end
 
-      it("is exact where output rows are whole vectors but not whole lines (bulk copies)", function()
-        -- These forwards build each segment once in shared memory and copy it to every output
-        -- row (on sm_90, and on the simulator with lane 0 doing each warp's work): rows at each
-        -- 16-byte place against lines and sectors (the two images), several segments per row,
-        -- short rows of one segment, and every block width (1024 takes no buffer, as it would
-        -- need more than 48 KiB, and so the per-row path).
+      it("is exact where output rows are whole vectors (each built once, stored to every row)", function()
+        -- Rows of whole 16-byte vectors take each input row's vectors once and store them to all
+        -- its output rows: several rows, short rows of one vector, every block width.
         local cases = {
           { "f32", 4, 4, 1023 }, { "f32", 3, 3, 1020 }, { "f32", 2, 1, 1020 }, { "u8", 4, 4, 1020 },
           { "f16", 2, 2, 1020 }, { "bf16", 4, 4, 1022 }, { "f64", 2, 2, 333 }, { "i32", 5, 3, 12 },
@@ -467,12 +353,9 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         forwards_exact(cases)
       end)
 
-      it("is exact where four or more output rows are not whole vectors (row images)", function()
-        -- These forwards build each segment once into shared memory, element by element in a
-        -- row's order, and each row's vectors read it at that row's own place against 16
-        -- bytes (16, 8, 4 or 1-2 bytes off): spans, windows and single elements as inputs,
-        -- several segments per row, rows shorter than one segment, every block width (1024
-        -- takes no buffer and so the per-row path).
+      it("is exact where output rows are not whole vectors (the flat output)", function()
+        -- The flat output's vectors: inside a row (a load and permutes of x at any alignment) or
+        -- across rows (element by element), with rows shorter than a vector among them.
         local cases = {
           { "f16", 4, 4, 1023 }, { "u8", 4, 4, 1023 }, { "bf16", 5, 3, 701 }, { "u8", 4, 3, 1021 },
           { "f32", 4, 2, 1023 }, { "i32", 6, 1, 333 }, { "u8", 8, 8, 3 }, { "f64", 4, 1, 3 },
@@ -484,7 +367,7 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
       it("covers many narrow rows, each with single elements around its vectors", function()
         local up = Forward.new(2, 1, 32, "i32")
         local x = tocha.rand({ 1, 1, 40000, 3 }, { dtype = "i32", device = device, seed = 8, low = -1000, high = 1000 })
-        assert.are.same({ 40000, 1, 1 }, up:grid({ 1, 1, 80000, 3 })) -- a warp per input row
+        assert.are.same({ math.ceil(80000 * 3 / 4 / 32), 1, 1 }, up:grid({ 1, 1, 80000, 3 })) -- the flat output's vectors
         local y = tocha.empty({ 1, 1, 80000, 3 }, { dtype = "i32", device = device }):fill(POISON)
         up:forward(x, y)
         assert.are.same(up_ref.forward(x:to_table(true), x:shape(), 2, 1), y:to_table(true))
@@ -565,6 +448,26 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
             tocha.launch_packed(up.backward_kernel.kernel, device, up:backward_grid({ shape }, out), up:backward_block(), args)
           end, function(dy)
             local dx = up_ref.backward(dy, shape, 1, sw)
+            for i = 1, #dx do dx[i] = ref.convert(dx[i], dt) end
+            return dx
+          end)
+        end
+      end)
+
+      it("NHWC is exact for x and y, dy and dx at any element offset", function()
+        for n, c in ipairs({ { "f16", 2, 2, 5, 8 }, { "u8", 3, 1, 7, 3 }, { "f32", 1, 2, 9, 6 }, { "bf16", 2, 3, 4, 17 } }) do
+          local dt, sh, sw, W, C = c[1], c[2], c[3], c[4], c[5]
+          local up = Forward.new(sh, sw, ({ 32, 64, 128, 256 })[n], dt, { layout = "nhwc" })
+          local shape, out = { 2, 3, W, C }, { 2, 3 * sh, W * sw, C }
+          local n_in, n_out = 6 * W * C, 6 * W * C * sh * sw
+          exact_at_offsets(("nhwc %s %dx%d W=%d C=%d"):format(dt, sh, sw, W, C), dt, n, n_in, n_out, POISON - 1, function(xa, ya)
+            tocha.launch_packed(up.kernel, device, up:grid(out), up:block(), up:pack_args({ { xa, shape } }, {}, ya, out))
+          end, function(x) return up_ref.forward_nhwc(x, shape, sh, sw) end)
+          exact_at_offsets(("nhwc %s %dx%d W=%d C=%d backward"):format(dt, sh, sw, W, C), dt, n, n_out, n_in, 9, function(dya, dxa)
+            local args = up:pack_backward_args({ { dxa, shape } }, {}, dya, out, dya, out[4], { dxa }, {})
+            tocha.launch_packed(up.backward_kernel.kernel, device, up:backward_grid({ shape }, out), up:backward_block(), args)
+          end, function(dy)
+            local dx = up_ref.backward_nhwc(dy, shape, sh, sw)
             for i = 1, #dx do dx[i] = ref.convert(dx[i], dt) end
             return dx
           end)
@@ -692,14 +595,42 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
     it("picks the measured block widths when none is given, and honours any given", function()
       local tuning = require "tocha.upsample_tuning"
       for _, dt in ipairs({ "f32", "f16", "bf16", "u8" }) do
-        local up = Forward.new(2, 2, nil, dt)
-        assert.are.equal(tuning.best["forward " .. dt] or tuning.fallback, up.block_ow)
-        assert.are.equal(tuning.best["backward " .. dt] or tuning.fallback, up.backward_kernel.block_iw)
-        assert.are.equal(tuning.best["backward " .. dt] or tuning.fallback, Backward.new(2, 2, nil, dt).block_iw)
+        for _, layout in ipairs({ "nchw", "nhwc" }) do
+          local up = Forward.new(2, 2, nil, dt, { layout = layout })
+          assert.are.equal(tuning.block(2, 2, dt, "forward", layout), up.block_ow)
+          assert.are.equal(tuning.block(2, 2, dt, "backward", layout), up.backward_kernel.block_iw)
+          assert.are.equal(tuning.block(2, 2, dt, "backward", layout),
+            Backward.new(2, 2, nil, dt, { layout = layout }).block_iw)
+        end
       end
-      assert.are.equal(64, tuning.best["forward f32"])
+      tuning.best["forward f16 nhwc"] = 512
+      assert.are.equal(512, Forward.new(2, 2, nil, "f16", { layout = "nhwc" }).block_ow)
+      assert.are.equal(tuning.fallback, Forward.new(2, 2, nil, "f16").block_ow)
+      tuning.best["forward f16 nhwc"] = nil
       assert.are.equal(256, Forward.new(2, 2, 256).block_ow)
       assert.are.equal(256, Forward.new(2, 2, 256).backward_kernel.block_iw)
+      assert.are.equal(96, Forward.new(2, 2, 256, "f32", { block_iw = 96 }).backward_kernel.block_iw)
+      assert.are.equal(96, Forward.new(2, 2, 256, "f32", 96, { layout = "nhwc" }).backward_kernel.block_iw)
+    end)
+
+    it("takes the layout: NHWC kernels say so in their id, and bad options are named", function()
+      local cl = Forward.new(2, 3, 64, "bf16", { layout = "nhwc" })
+      assert.are.equal("nhwc", cl.layout)
+      assert.are.equal("upsample_nearest2d_forward__bf16__2__3__64__nhwc", cl.id)
+      assert.are.equal("upsample_nearest2d_backward__bf16__2__3__64__nhwc", cl.backward_kernel.id)
+      assert.truthy(cl.entry_point_source:find("upsample_nearest2d_forward<__nv_bfloat16, 2, 3, 64, true>", 1, true))
+      assert.are.equal("nchw", Forward.new(2, 3, 64, "bf16").layout)
+      assert.are_not.equal(cl.hash, Forward.new(2, 3, 64, "bf16").hash)
+      assert.has_error(function() Forward.new(2, 2, 64, "f32", { layout = "chwn" }) end,
+        'tocha.UpsampleNearest2dForward.new: layout: expected "nchw" or "nhwc", got "chwn"')
+      assert.has_error(function() Forward.new(2, 2, 64, "f32", { layuot = "nhwc" }) end,
+        "tocha.UpsampleNearest2dForward.new: options: unknown option 'layuot'")
+      assert.has_error(function() Backward.new(2, 2, 64, "f32", "nhwc") end,
+        "tocha.UpsampleNearest2dBackward.new: options: expected a table, got string")
+      local m = tocha.nn.UpsampleNearest2d(2, 2, nil, { layout = "nhwc" })
+      assert.are.equal("nhwc", m.layout)
+      local y = m:forward(tocha.ones({ 1, 3, 4, 5 }, { device = "sim" }))
+      assert.are.same({ 1, 6, 8, 5 }, y:shape())
     end)
   end)
 

@@ -81,7 +81,7 @@ typedef struct tocha_arg_list { int32_t count; tocha_arg args[32]; } tocha_arg_l
 typedef struct tocha_runtime_op { const void *vtable; } tocha_runtime_op;
 typedef struct tocha_upsample {
   tocha_runtime_op op; int32_t direction; int32_t dtype; int32_t scale_h, scale_w; int32_t block;
-  char name[48]; char id[96]; tocha_kernel *kernel; struct tocha_upsample *backward;
+  int32_t layout; char name[48]; char id[96]; tocha_kernel *kernel; struct tocha_upsample *backward;
 } tocha_upsample;
 int tocha_op_n_activation_inputs(const tocha_runtime_op *op);
 int tocha_op_compute_concrete_output_shape(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs, tocha_shape *out);
@@ -104,7 +104,7 @@ int tocha_op_n_backward_launches(const tocha_runtime_op *op);
 int tocha_op_backward_grid_for_launch(const tocha_runtime_op *op, int launch, const tocha_shape *inputs, int n_inputs, const tocha_shape *output, uint32_t grid[3]);
 int tocha_op_pack_backward_args_for_launch(const tocha_runtime_op *op, int launch, const tocha_buffer *inputs, int n_inputs, const uint64_t *params, int n_params, uint64_t output, const tocha_shape *output_shape, uint64_t grad_output, int32_t grad_output_row_stride, const uint64_t *grad_inputs, int n_grad_inputs, const uint64_t *grad_params, int n_grad_params, tocha_arg_list *visitor);
 int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *device, const uint32_t grid[3], const uint32_t block[3], const tocha_arg_list *args);
-int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block, int backward_block, tocha_upsample **out);
+int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block, int backward_block, int layout, tocha_upsample **out);
 void tocha_upsample_destroy(tocha_upsample *up);
 const char *tocha_upsample_kernel_source(const tocha_upsample *up);
 int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, tocha_tensor *y);

@@ -373,6 +373,13 @@ typedef enum tocha_upsample_direction {
     TOCHA_UPSAMPLE_BACKWARD = 1
 } tocha_upsample_direction;
 
+/* Where the channels are: NCHW ([B, C, H, W], the seed's) or NHWC ([B, H, W, C], channels
+** last); chosen when a kernel is made. */
+typedef enum tocha_upsample_layout {
+    TOCHA_LAYOUT_NCHW = 0,
+    TOCHA_LAYOUT_NHWC = 1
+} tocha_upsample_layout;
+
 #define TOCHA_UPSAMPLE_MAX_SCALE 64
 
 /* One upsample kernel: its constants, its Kernel (source, entry point, hash) and, for the
@@ -383,23 +390,26 @@ typedef struct tocha_upsample {
     int32_t dtype;
     int32_t scale_h, scale_w;
     int32_t block;         /* block_ow (forward) or block_iw (backward) */
+    int32_t layout;        /* tocha_upsample_layout */
     char name[48];         /* "upsample_nearest2d_forward" */
-    char id[96];           /* "upsample_nearest2d_forward__f32__2__2__128" */
+    char id[96];           /* "upsample_nearest2d_forward__f32__2__2__128", "...__nhwc" for NHWC */
     tocha_kernel *kernel;
     struct tocha_upsample *backward; /* forward kernels: the backward kernel; else NULL */
 } tocha_upsample;
 
 /* Constructs the kernel for these compile-time constants: scales 1..TOCHA_UPSAMPLE_MAX_SCALE,
-** block a multiple of 32 from 32 to 1024. A forward kernel also makes its backward kernel with
-** block_iw = backward_block (0: the same as block). Nothing is compiled yet. */
+** block a multiple of 32 from 32 to 1024, a tocha_upsample_layout. A forward kernel also makes
+** its backward kernel with block_iw = backward_block (0: the same as block). Nothing is
+** compiled yet. */
 TOCHA_API int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block,
-                                 int backward_block, tocha_upsample **out);
+                                 int backward_block, int layout, tocha_upsample **out);
 /* Releases the kernel (and its backward kernel). NULL ok. */
 TOCHA_API void tocha_upsample_destroy(tocha_upsample *up);
-/* The kernel's source text as written in its .cu file. */
+/* The kernel's CUDA C source: kernels/upsample_plan.h, then its .cu file. */
 TOCHA_API const char *tocha_upsample_kernel_source(const tocha_upsample *up);
 /* Forward: y = upsample(x). x is [B, C, H, W] of the kernel's dtype; y [B, C, H*sh, W*sw] on the
-** same device. Every check runs before anything is launched. */
+** same device ([B, H, W, C] and [B, H*sh, W*sw, C] in NHWC). Every check runs before anything
+** is launched. */
 TOCHA_API int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, tocha_tensor *y);
 /* Backward: dx = the gradient for dy. up is a backward kernel, or a forward kernel whose
 ** backward kernel runs; dy is [B, C, H*sh, W*sw], dx [B, C, H, W]. */

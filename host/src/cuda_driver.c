@@ -79,8 +79,12 @@ static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
 {
     int st = use_context(d);
     if (st) return st;
+    /* Whole 16-byte chunks: kernels may read the aligned chunk around an element they need
+    ** (tocha::load_unaligned16), which must then lie inside the allocation, for
+    ** compute-sanitizer as for the hardware. */
+    uint64_t padded = (nbytes + 15) & ~(uint64_t)15;
     CUdeviceptr p = 0;
-    CUresult r = cu.mem_alloc(&p, nbytes);
+    CUresult r = padded < nbytes ? CUDA_ERROR_OUT_OF_MEMORY : cu.mem_alloc(&p, padded);
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes",
                           d->name, (unsigned long long)nbytes);

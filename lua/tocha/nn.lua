@@ -6,7 +6,8 @@
 --
 -- As in Torch's nn: forward calls updateOutput, backward calls updateGradInput (this module
 -- has no parameters to accumulate gradients into). Kernels are made per input dtype on first
--- use, with the block width given (default 128).
+-- use, with the block width given (default: the one new() picks) and the layout ("nchw", the
+-- default, or "nhwc": tocha.nn.UpsampleNearest2d(2, 2, nil, { layout = "nhwc" })).
 local upsample = require "tocha.upsample"
 local tensor = require "tocha.tensor"
 
@@ -18,16 +19,16 @@ UpsampleNearest2d.__tostring = function(m)
   return ("tocha.nn.UpsampleNearest2d(%d, %d)"):format(m.scale_h, m.scale_w)
 end
 
--- tocha.nn.UpsampleNearest2d(scale_h [, scale_w [, block]])
-function M.UpsampleNearest2d(scale_h, scale_w, block)
+-- tocha.nn.UpsampleNearest2d(scale_h [, scale_w [, block [, options]]]); options { layout }.
+function M.UpsampleNearest2d(scale_h, scale_w, block, opts)
   scale_w = scale_w or scale_h
   -- Construct once now so that bad scales fail here, at the caller's line.
-  local ok, err = pcall(upsample.UpsampleNearest2dForward.new, scale_h, scale_w, block or 128)
+  local ok, err = pcall(upsample.UpsampleNearest2dForward.new, scale_h, scale_w, block, nil, opts)
   if not ok then
     error((tostring(err):gsub("^[^:]*:%d+: ", ""):gsub("UpsampleNearest2dForward%.new", "nn.UpsampleNearest2d")), 2)
   end
-  return setmetatable({ scale_h = scale_h, scale_w = scale_w, block = block or 128,
-    kernels = { f32 = err } , output = nil, gradInput = nil }, UpsampleNearest2d)
+  return setmetatable({ scale_h = scale_h, scale_w = scale_w, block = block, options = opts,
+    layout = err.layout, kernels = { f32 = err }, output = nil, gradInput = nil }, UpsampleNearest2d)
 end
 
 function UpsampleNearest2d:kernel_for(input)
@@ -37,7 +38,7 @@ function UpsampleNearest2d:kernel_for(input)
   local name = input:dtype()
   local k = self.kernels[name]
   if not k then
-    k = upsample.UpsampleNearest2dForward.new(self.scale_h, self.scale_w, self.block, name)
+    k = upsample.UpsampleNearest2dForward.new(self.scale_h, self.scale_w, self.block, name, self.options)
     self.kernels[name] = k
   end
   return k

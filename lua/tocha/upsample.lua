@@ -3,11 +3,14 @@
 --   local up = tocha.UpsampleNearest2dForward.new(2, 2, 128)        -- f32 unless a dtype is given
 --   local y  = up:forward(x)        -- x [B, C, H, W] -> y [B, C, 2H, 2W]
 --   local dx = up:backward(x, dy)   -- through UpsampleNearest2dBackward(2, 2, block_iw)
+--   local cl = tocha.UpsampleNearest2dForward.new(2, 2, nil, "f16", { layout = "nhwc" })
+--   cl:forward(x)                   -- x [B, H, W, C] -> y [B, 2H, 2W, C] (channels last)
 --
 -- Fields, as the seed's: name, id ("upsample_nearest2d_forward__f32__2__2__128"), scale_h,
 -- scale_w, block_ow / block_iw, kernel_source (the .cu file), entry_point_source, source
 -- (kernel_source .. "\n\n" .. entry_point_source), entry_point_name, hash (of source), and
--- args_signature, the parameter list a raw launch of .kernel is checked against.
+-- args_signature, the parameter list a raw launch of .kernel is checked against; layout
+-- ("nchw" or "nhwc"; the seed's is NCHW, and NHWC kernels' ids end in "__nhwc").
 -- The forward kernel is also a RuntimeOp: every method of the seed's trait is callable, with
 -- launch indices counted from 1 as Lua counts.
 local ffi = require "ffi"
@@ -39,6 +42,7 @@ local function describe(handle, class, block_field, owner)
     dtype = dtype.name(handle.dtype),
     scale_h = handle.scale_h,
     scale_w = handle.scale_w,
+    layout = handle.layout == 1 and "nhwc" or "nchw",
     kernel = k,
     kernel_source = ffi.string(C.tocha_upsample_kernel_source(handle)),
     entry_point_source = k.entry_point_source,
@@ -51,7 +55,25 @@ local function describe(handle, class, block_field, owner)
   return self
 end
 
-local function construct(fname, direction, scale_h, scale_w, block, dtype_name, backward_block, level)
+local LAYOUTS = { nchw = 0, nhwc = 1 }
+
+-- The options table of new(): { layout = "nchw" | "nhwc", block_iw = n (forward only) }.
+local function options(fname, opts, keys, level)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    fail(fname, ("options: expected a table, got %s"):format(type(opts)), level + 1)
+  end
+  for k in pairs(opts) do
+    if not keys[k] then fail(fname, ("options: unknown option '%s'"):format(tostring(k)), level + 1) end
+  end
+  if opts.layout ~= nil and not LAYOUTS[opts.layout] then
+    fail(fname, ("layout: expected \"nchw\" or \"nhwc\", got %s"):format(
+      type(opts.layout) == "string" and ("\"" .. opts.layout .. "\"") or type(opts.layout)), level + 1)
+  end
+  return opts
+end
+
+local function construct(fname, direction, scale_h, scale_w, block, dtype_name, backward_block, layout, level)
   check_int(fname, "scale_h", scale_h, 1, 64, level + 1)
   check_int(fname, "scale_w", scale_w, 1, 64, level + 1)
   local block_name = direction == 0 and "block_ow" or "block_iw"
@@ -59,8 +81,8 @@ local function construct(fname, direction, scale_h, scale_w, block, dtype_name, 
   if backward_block ~= nil then check_int(fname, "block_iw", backward_block, 1, 1024, level + 1) end
   local id = dtype.id(dtype_name or "f32", fname, level + 1)
   local out = ffi.new("tocha_upsample*[1]")
-  check(C.tocha_upsample_new(direction, id, scale_h, scale_w, block, backward_block or 0, out),
-    fname, level + 1)
+  check(C.tocha_upsample_new(direction, id, scale_h, scale_w, block, backward_block or 0,
+    LAYOUTS[layout or "nchw"], out), fname, level + 1)
   return ffi.gc(out[0], C.tocha_upsample_destroy)
 end
 
@@ -82,13 +104,16 @@ local function same_device_alloc(shape, like, fname, level)
   return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev), fname, level + 1)
 end
 
-local function need_tensor(v, fname, what, level)
+local DIMS = { nchw = "[B, C, H, W]", nhwc = "[B, H, W, C]" }
+local H_AXIS = { nchw = 2, nhwc = 1 } -- 0-based axis of H; W follows it
+
+local function need_tensor(v, layout, fname, what, level)
   if not tensor.is_tensor(v) then
     fail(fname, ("%s: expected a tensor, got %s"):format(what, type(v)), level + 1)
   end
   if v.freed ~= 0 then fail(fname, what .. ": tensor was freed", level + 1) end
   if v.ndim ~= 4 then
-    fail(fname, ("%s: expected a 4-D tensor [B, C, H, W], got %d-D"):format(what, v.ndim), level + 1)
+    fail(fname, ("%s: expected a 4-D tensor %s, got %d-D"):format(what, DIMS[layout], v.ndim), level + 1)
   end
 end
 
@@ -99,26 +124,30 @@ Backward.__index = Backward
 Backward.__tostring = function(k) return "tocha.UpsampleNearest2dBackward " .. k.id end
 M.UpsampleNearest2dBackward = Backward
 
--- UpsampleNearest2dBackward.new(scale_h, scale_w [, block_iw [, dtype]]): without block_iw,
--- the fastest measured for the case (tocha.upsample_tuning).
-function Backward.new(scale_h, scale_w, block_iw, dtype_name)
-  if block_iw == nil then block_iw = tuning.block(scale_h, scale_w, dtype_name, "backward") end
-  local h = construct("UpsampleNearest2dBackward.new", 1, scale_h, scale_w, block_iw, dtype_name, nil, 1)
+-- UpsampleNearest2dBackward.new(scale_h, scale_w [, block_iw [, dtype [, options]]]): without
+-- block_iw, the fastest measured for the case (tocha.upsample_tuning); options { layout }.
+function Backward.new(scale_h, scale_w, block_iw, dtype_name, opts)
+  local fname = "UpsampleNearest2dBackward.new"
+  opts = options(fname, opts, { layout = true }, 1)
+  if block_iw == nil then block_iw = tuning.block(scale_h, scale_w, dtype_name, "backward", opts.layout) end
+  local h = construct(fname, 1, scale_h, scale_w, block_iw, dtype_name, nil, opts.layout, 1)
   return describe(h, Backward, "block_iw")
 end
 
--- k:run(dy [, dx]): dx [B, C, OH / scale_h, OW / scale_w] = the gradient for dy.
+-- k:run(dy [, dx]): dx = the gradient for dy, its H and W those of dy over the scales.
 function Backward:run(dy, dx)
   local fname = "UpsampleNearest2dBackward:run"
-  need_tensor(dy, fname, "dy", 1)
+  need_tensor(dy, self.layout, fname, "dy", 1)
   if dx == nil then
-    local oh, ow = tonumber(dy.dims[2]), tonumber(dy.dims[3])
+    local h = H_AXIS[self.layout]
+    local oh, ow = tonumber(dy.dims[h]), tonumber(dy.dims[h + 1])
     if oh % self.scale_h ~= 0 or ow % self.scale_w ~= 0 then
       fail(fname, ("dy: height %d and width %d must be multiples of the scales %d and %d")
         :format(oh, ow, self.scale_h, self.scale_w), 1)
     end
-    dx = same_device_alloc({ tonumber(dy.dims[0]), tonumber(dy.dims[1]), oh / self.scale_h,
-      ow / self.scale_w }, dy, fname, 1)
+    local shape = dy:shape()
+    shape[h + 1], shape[h + 2] = oh / self.scale_h, ow / self.scale_w
+    dx = same_device_alloc(shape, dy, fname, 1)
   end
   check(C.tocha_upsample_backward(self.handle, dy, dx), fname)
   return dx
@@ -132,15 +161,21 @@ Forward.__index = Forward
 Forward.__tostring = function(k) return "tocha.UpsampleNearest2dForward " .. k.id end
 M.UpsampleNearest2dForward = Forward
 
--- UpsampleNearest2dForward.new(scale_h, scale_w [, block_ow [, dtype [, block_iw]]])
+-- UpsampleNearest2dForward.new(scale_h, scale_w [, block_ow [, dtype [, block_iw] [, options]]])
 -- block_iw is the backward kernel's block width; it defaults to block_ow when block_ow is
 -- given. Without them, each is the fastest measured for the case (tocha.upsample_tuning).
-function Forward.new(scale_h, scale_w, block_ow, dtype_name, block_iw)
+-- options: { layout = "nchw" (the default) or "nhwc", block_iw = n }, in block_iw's place or
+-- after it.
+function Forward.new(scale_h, scale_w, block_ow, dtype_name, block_iw, opts)
+  local fname = "UpsampleNearest2dForward.new"
+  if type(block_iw) == "table" and opts == nil then block_iw, opts = nil, block_iw end
+  opts = options(fname, opts, { layout = true, block_iw = true }, 1)
+  if block_iw == nil then block_iw = opts.block_iw end
   if block_ow == nil then
-    block_ow = tuning.block(scale_h, scale_w, dtype_name, "forward")
-    block_iw = block_iw or tuning.block(scale_h, scale_w, dtype_name, "backward")
+    block_ow = tuning.block(scale_h, scale_w, dtype_name, "forward", opts.layout)
+    block_iw = block_iw or tuning.block(scale_h, scale_w, dtype_name, "backward", opts.layout)
   end
-  local h = construct("UpsampleNearest2dForward.new", 0, scale_h, scale_w, block_ow, dtype_name, block_iw, 1)
+  local h = construct(fname, 0, scale_h, scale_w, block_ow, dtype_name, block_iw, opts.layout, 1)
   local self = describe(h, Forward, "block_ow")
   self.backward_kernel = describe(h.backward, Backward, "block_iw", h)
   return self
@@ -149,7 +184,7 @@ end
 -- up:forward(x [, y]): y = upsample(x); y is allocated on x's device when not given.
 function Forward:forward(x, y)
   if y == nil then
-    need_tensor(x, "UpsampleNearest2dForward:forward", "x", 1)
+    need_tensor(x, self.layout, "UpsampleNearest2dForward:forward", "x", 1)
     y = same_device_alloc(output_shape_of(self, x, "UpsampleNearest2dForward:forward", 1), x,
       "UpsampleNearest2dForward:forward", 1)
   end
@@ -160,7 +195,7 @@ end
 -- up:backward(x, dy [, dx]): dx, the gradient for dy, shaped like x.
 function Forward:backward(x, dy, dx)
   if dx == nil then
-    need_tensor(x, "UpsampleNearest2dForward:backward", "x", 1)
+    need_tensor(x, self.layout, "UpsampleNearest2dForward:backward", "x", 1)
     dx = same_device_alloc({ tonumber(x.dims[0]), tonumber(x.dims[1]), tonumber(x.dims[2]),
       tonumber(x.dims[3]) }, x, "UpsampleNearest2dForward:backward", 1)
   elseif tensor.is_tensor(x) and tensor.is_tensor(dx) then
@@ -171,8 +206,8 @@ function Forward:backward(x, dy, dx)
 end
 
 -- The block width new() picks when given none.
-function Forward.default_block(scale_h, scale_w, dtype_name, op)
-  return tuning.block(scale_h, scale_w, dtype_name, op or "forward")
+function Forward.default_block(scale_h, scale_w, dtype_name, op, layout)
+  return tuning.block(scale_h, scale_w, dtype_name, op or "forward", layout)
 end
 
 -- ---- the RuntimeOp methods ----
