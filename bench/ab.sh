@@ -27,16 +27,17 @@ put_back() {
 }
 restore() {
   put_back
-  touch kernels/*.cu kernels/*.cuh   # copies keep old times: make the rebuild see them
+  touch kernels/*.cu kernels/*.cuh kernels/*.h   # copies keep old times: make the rebuild see them
   cmake --build "$build" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap restore EXIT INT TERM
 run() { # $1: column name
-  touch kernels/*.cu kernels/*.cuh host/src/*.c
+  touch kernels/*.cu kernels/*.cuh kernels/*.h host/src/*.c
   cmake --build "$build" >/dev/null
+  # A case's line: its label, "block N", the time, GB/s and "P% of copy".
   "$build/tocha" bench/upsample.lua --out "$work/out" --only "$pattern" |
-    awk -v col="$1" '/% of copy$/ { print $1 " " $2 " " $3 " " $4 "\t" col "\t" $(NF-2) }' >> "$work/rows"
+    awk -v col="$1" '/% of copy$/ { pct = $(NF-2); lab = $0; sub(/ +block .*$/, "", lab); print lab "\t" col "\t" pct }' >> "$work/rows"
 }
 run tree
 i=0
@@ -65,9 +66,9 @@ awk -F'\t' '
     if (!($2 in cseen)) { cseen[$2] = 1; cols[++m] = $2 }
     v[$1, $2] = $3 }
   END {
-    printf "%-28s", "case"; for (j = 1; j <= m; j++) printf "  %s", cols[j]; printf "\n"
+    printf "%-44s", "case"; for (j = 1; j <= m; j++) printf "  %s", cols[j]; printf "\n"
     for (k = 1; k <= n; k++) {
-      printf "%-28s", order[k]
+      printf "%-44s", order[k]
       for (j = 1; j <= m; j++) printf "  %s", v[order[k], cols[j]]
       printf "\n"
     }

@@ -3,11 +3,9 @@
 --   tocha bench/offsets.lua
 --
 -- Each case (about 512 MB moved) runs with y, or x, moved by a few bytes past its buffer's
--- start, through the RuntimeOp's packed launch (so without shared memory: the per-row and
--- alike paths). Rows of whole lines with y off 16 bytes show what a row's ends cost when they
--- are not 16-byte boundaries, apart from rows lying differently against lines; x moved as
--- well tells that apart from the cost of shifted input spans (docs/performance.md, "Row
--- ends" and "Rows apart after v14 (v15, v16)"). Medians of device-event times over 50
+-- start, through the RuntimeOp's packed launch. y off 16 bytes turns rows of whole vectors
+-- (each built once for all its output rows) into the flat output; x moved alone shows what
+-- loading x's spans from unaligned chunks costs. Medians of device-event times over 50
 -- launches after a warm-up, two input/output sets alternating.
 local tocha = require "tocha"
 local ffi = require "ffi"

@@ -3,7 +3,7 @@
 --   tocha bench/profile_case.lua OP DTYPE SCALE_H SCALE_W W [BLOCK [X_OFF Y_OFF]]
 -- BLOCK 0 (or none) takes the measured block width. With X_OFF and Y_OFF (forward only), x and
 -- y start that many bytes past their buffers' starts and the launches are the RuntimeOp's
--- packed ones (no shared memory), as in bench/offsets.lua.
+-- packed ones, as in bench/offsets.lua.
 local tocha = require "tocha"
 local ffi = require "ffi"
 local op, dtype = arg[1] or "forward", arg[2] or "f32"

@@ -1,18 +1,23 @@
 -- bench/upsample.lua: times tocha's nearest-upsample kernels on the default device.
 --
---   tocha bench/upsample.lua [--out DIR] [--quick] [--sweep] [--launches N] [--only PATTERN]
+--   tocha bench/upsample.lua [--out DIR] [--suite rows|shapes|sweep]... [--quick] [--blocks]
+--                            [--launches N] [--only PATTERN]
 --
--- Per case: the device-to-device copy bandwidth (measured in this run), then every variant is
--- first checked against a reference (the seed's plain mapping as a separate kernel, compared
--- on the device element for element, and sampled positions against plain Lua) and only then
--- timed: the median of device-event times over N launches (default 50) after a warm-up, with
--- two input/output sets in turn so that the L2 cache never holds a launch's input. Effective
--- bandwidth = (input bytes + output bytes) / median time.
+-- The suites are bench/cases.lua's (all three unless --suite names some). First the
+-- device-to-device copy bandwidth and the launch floor (an empty kernel's launch to completion,
+-- timed as the cases are), both measured in this run; then each case is checked against a
+-- reference (a plain one-thread-per-element kernel of its layout, compared on the device
+-- element for element) and only then timed: the median of device-event times over N launches
+-- (default 50) after a warm-up, with two input/output sets in turn so that the L2 cache holds
+-- a launch's input only where both sets fit in it. Effective bandwidth = (input bytes + output
+-- bytes) / median time.
 -- Writes DIR/tocha.csv (the cases' times), DIR/cases.csv (for bench/upsample_torch.py) and
--- DIR/host.csv (host cost of a small launch, with its host part alone and the driver's own
--- cost of the same launch on cuda (bench/launch_floor.lua), cold and warm build times).
--- --sweep times every block width for each case, with a progress bar on a terminal.
--- --only keeps the cases whose label ("forward f16 2x2 W=1023") matches a Lua pattern.
+-- DIR/host.csv (copy and stream bandwidths, the launch floor, the host cost of a small launch
+-- with its host part alone and the driver's own cost of the same launch on cuda
+-- (bench/launch_floor.lua), cold and warm build times).
+-- --blocks times every block width for each case, with a progress bar on a terminal.
+-- --only keeps the cases whose label ("shapes forward f16 nhwc neck 640 P5 b16") matches a Lua
+-- pattern.
 local tocha = require "tocha"
 local ffi = require "ffi"
 local cases = require "bench.cases"
@@ -23,7 +28,10 @@ while i <= #arg do
   local a = arg[i]
   if a == "--out" then opts.out = arg[i + 1]; i = i + 1
   elseif a == "--quick" then opts.quick = true
-  elseif a == "--sweep" then opts.sweep = true
+  elseif a == "--blocks" then opts.blocks = true
+  elseif a == "--suite" then
+    opts.suites = opts.suites or {}
+    opts.suites[#opts.suites + 1] = arg[i + 1]; i = i + 1
   elseif a == "--launches" then opts.launches = tonumber(arg[i + 1]); i = i + 1
   elseif a == "--only" then opts.only = arg[i + 1]; i = i + 1
   else error("unknown argument " .. a) end
@@ -99,28 +107,42 @@ local function stream_bandwidths()
   return n * 4 / (wms * 1e6), n * 4 / (rms * 1e6)
 end
 
--- The seed's plain mapping, as an independent reference kernel: one thread per element.
+-- Plain mappings, as independent reference kernels: one thread per element, in each layout
+-- (NHWC: the pixel's channels last).
 local REFERENCE = [[
-template <typename D, int SH, int SW>
-__device__ void reference_forward(const D *x, D *y, long long planes, int H, int W)
+template <typename D, int SH, int SW, bool NHWC>
+__device__ void reference_forward(const D *x, D *y, long long B, int C, int H, int W)
 {
-    const long long OH = (long long)H * SH, OW = (long long)W * SW, n = planes * OH * OW;
+    const long long OH = (long long)H * SH, OW = (long long)W * SW, n = B * C * OH * OW;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)blockDim.x * gridDim.x) {
-        const long long ow = j % OW, oh = j / OW % OH, p = j / (OW * OH);
-        y[j] = x[(p * H + oh / SH) * W + ow / SW];
+        if (NHWC) {
+            const long long c = j % C, ow = j / C % OW, oh = j / C / OW % OH, b = j / C / OW / OH;
+            y[j] = x[((b * H + oh / SH) * W + ow / SW) * C + c];
+        } else {
+            const long long ow = j % OW, oh = j / OW % OH, p = j / (OW * OH);
+            y[j] = x[(p * H + oh / SH) * W + ow / SW];
+        }
     }
 }
-template <typename D, int SH, int SW>
-__device__ void reference_backward(const D *dy, D *dx, long long planes, int H, int W)
+template <typename D, int SH, int SW, bool NHWC>
+__device__ void reference_backward(const D *dy, D *dx, long long B, int C, int H, int W)
 {
     typedef typename tocha::accumulator<D>::type A;
-    const long long OH = (long long)H * SH, OW = (long long)W * SW, n = planes * H * W;
+    const long long OH = (long long)H * SH, OW = (long long)W * SW, n = B * C * H * W;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)blockDim.x * gridDim.x) {
-        const long long iw = j % W, ih = j / W % H, p = j / ((long long)W * H);
         A s = A(0);
         for (int a = 0; a < SH; ++a)
-            for (int b = 0; b < SW; ++b)
-                s += tocha::widen<A>(dy[(p * OH + ih * SH + a) * OW + iw * SW + b]);
+            for (int b = 0; b < SW; ++b) {
+                long long at;
+                if (NHWC) {
+                    const long long c = j % C, iw = j / C % W, ih = j / C / W % H, bb = j / C / W / H;
+                    at = ((bb * OH + ih * SH + a) * OW + iw * SW + b) * C + c;
+                } else {
+                    const long long iw = j % W, ih = j / W % H, p = j / ((long long)W * H);
+                    at = (p * OH + ih * SH + a) * OW + iw * SW + b;
+                }
+                s += tocha::widen<A>(dy[at]);
+            }
         dx[j] = tocha::narrow<D>(s);
     }
 }
@@ -128,8 +150,8 @@ __device__ void reference_backward(const D *dy, D *dx, long long planes, int H, 
 local CTYPES = { f32 = "float", f16 = "__half", bf16 = "__nv_bfloat16", u8 = "unsigned char" }
 local function reference(op, c)
   return tocha.kernel { source = REFERENCE, name = "reference_" .. op,
-    template_args = ("%s, %d, %d"):format(CTYPES[c.dtype], c.sh, c.sw),
-    params = ("%s* a, %s* b, i64 planes, i32 H, i32 W"):format(c.dtype, c.dtype) }
+    template_args = ("%s, %d, %d, %s"):format(CTYPES[c.dtype], c.sh, c.sw, tostring(c.layout == "nhwc")),
+    params = ("%s* a, %s* b, i64 B, i32 C, i32 H, i32 W"):format(c.dtype, c.dtype) }
 end
 
 local function check(c, k, expect, got)
@@ -142,10 +164,10 @@ end
 
 local function run_case(c, block, rows)
   local B, C, H, W = unpack(c.shape)
-  local OH, OW = H * c.sh, W * c.sw
-  local input_shape = c.op == "forward" and c.shape or { B, C, OH, OW }
-  local output_shape = c.op == "forward" and { B, C, OH, OW } or c.shape
-  local up = tocha.UpsampleNearest2dForward.new(c.sh, c.sw, block, c.dtype, block)
+  local in_shape, out_shape = cases.tensor_shapes(c)
+  local input_shape = c.op == "forward" and in_shape or out_shape
+  local output_shape = c.op == "forward" and out_shape or in_shape
+  local up = tocha.UpsampleNearest2dForward.new(c.sh, c.sw, block, c.dtype, block, { layout = c.layout })
   local sets = {}
   for s = 1, 2 do
     local lo, hi = -8, 8
@@ -162,7 +184,7 @@ local function run_case(c, block, rows)
   -- Check before timing: poison, run, compare with the reference kernel.
   local expect = tocha.empty(output_shape, { dtype = c.dtype, device = device })
   local ref = reference(c.op, c)
-  ref:launch(1024, 256, sets[2].input, expect, B * C, H, W) -- launch(1) uses set 2
+  ref:launch(1024, 256, sets[2].input, expect, B, C, H, W) -- launch(1) uses set 2
   sets[2].output:fill(77)
   launch(1)
   check(c, up, expect, sets[2].output)
@@ -170,8 +192,15 @@ local function run_case(c, block, rows)
   local ms = time_launches(launch, opts.launches)
   local gbps = c.bytes / (ms * 1e6)
   for s = 1, 2 do sets[s].input:free(); sets[s].output:free() end
-  rows[#rows + 1] = { "tocha", c.op, c.dtype, B, C, H, W, c.sh, c.sw, block, c.bytes, ms, gbps }
+  rows[#rows + 1] = { "tocha", c.suite, c.name, c.op, c.dtype, c.layout, B, C, H, W, c.sh, c.sw, block, c.bytes, ms, gbps }
   return ms, gbps
+end
+
+-- An empty kernel's launch to completion, timed as the cases are: the floor of a small case.
+local function launch_floor_ms()
+  local empty = tocha.kernel { source = "__device__ void empty_kernel(int n) { (void)n; }", name = "empty_kernel",
+    params = "i32 n" }
+  return time_launches(function() empty:launch(1, 32, 0) end, 200)
 end
 
 local function progress(done, total, label)
@@ -200,51 +229,58 @@ end
 
 -- ---- the run ----
 
-local function label(c) return ("%s %s %dx%d W=%d"):format(c.op, c.dtype, c.sh, c.sw, c.shape[4]) end
-local list = cases.list { quick = opts.quick, target_bytes = device.kind == "sim" and 2 ^ 20 or nil }
+local function label(c) return ("%s %s %s %s %s"):format(c.suite, c.op, c.dtype, c.layout, c.name) end
+local sim = device.kind == "sim"
+local list = cases.list { suites = opts.suites, quick = opts.quick, target_bytes = sim and 2 ^ 20 or nil,
+  shape_scale = sim and 64 or nil }
 if opts.only then
   local kept = {}
   for _, c in ipairs(list) do if label(c):find(opts.only) then kept[#kept + 1] = c end end
   list = kept
 end
-if device.kind == "sim" then opts.launches = math.min(opts.launches, 3) end
+if sim then opts.launches = math.min(opts.launches, 3) end
 print(("benchmark on %s (%s), %d cases, %d launches each"):format(device.name, device.product, #list, opts.launches))
 local copy_gbps = copy_bandwidth()
 print(("device-to-device copy: %.1f GB/s (read + written)"):format(copy_gbps))
 local write_gbps, read_gbps = stream_bandwidths()
 print(("16-byte streams: write-only %.1f GB/s (%.1f%% of copy), read-only %.1f GB/s (%.1f%% of copy)")
   :format(write_gbps, 100 * write_gbps / copy_gbps, read_gbps, 100 * read_gbps / copy_gbps))
+local floor_ms = launch_floor_ms()
+print(("launch floor (an empty kernel, launch to completion): %.2f us"):format(floor_ms * 1e3))
 
 local case_rows = {}
 for k, c in ipairs(list) do
-  case_rows[k] = { c.op, c.dtype, c.shape[1], c.shape[2], c.shape[3], c.shape[4], c.sh, c.sw, c.bytes }
+  case_rows[k] = { c.suite, c.name, c.op, c.dtype, c.layout, c.shape[1], c.shape[2], c.shape[3], c.shape[4],
+    c.sh, c.sw, c.bytes }
 end
-write_csv(opts.out .. "/cases.csv", { "op", "dtype", "B", "C", "H", "W", "scale_h", "scale_w", "bytes" }, case_rows)
+write_csv(opts.out .. "/cases.csv", cases.case_columns, case_rows)
 
 local rows = {}
-local blocks = opts.sweep and { 32, 64, 128, 256, 512, 1024 } or { false } -- false: the default
+local blocks = opts.blocks and { 32, 64, 128, 256, 512, 1024 } or { false } -- false: the default
 local total, done = #list * #blocks, 0
 for _, c in ipairs(list) do
   for b = 1, #blocks do
-    local block = blocks[b] or tocha.UpsampleNearest2dForward.default_block(c.sh, c.sw, c.dtype, c.op)
+    local block = blocks[b] or tocha.UpsampleNearest2dForward.default_block(c.sh, c.sw, c.dtype, c.op, c.layout)
     local ms, gbps = run_case(c, block, rows)
     done = done + 1
     progress(done, total, label(c))
-    if not is_tty or not opts.sweep then
-      print(("%-8s %-4s %dx%d W=%-4d block %-4d %8.3f ms %7.1f GB/s %5.1f%% of copy"):format(c.op, c.dtype,
-        c.sh, c.sw, c.shape[4], block, ms, gbps, 100 * gbps / copy_gbps))
+    if not is_tty or not opts.blocks then
+      print(("%-40s block %-4d %9.4f ms %7.1f GB/s %5.1f%% of copy"):format(label(c), block, ms, gbps,
+        100 * gbps / copy_gbps))
     end
   end
 end
 -- The floor of each case's mix: its input at the read-only rate, its output at the write-only
--- rate, as % of copy.
+-- rate, as % of copy. Columns by name (cases.columns).
+local at = {}
+for k, v in ipairs(cases.columns) do at[v] = k end
 for _, r in ipairs(rows) do
-  local scale = r[8] * r[9]
+  local scale, bytes = r[at.scale_h] * r[at.scale_w], r[at.bytes]
   local in_bytes, out_bytes
-  if r[2] == "forward" then in_bytes, out_bytes = r[11] / (1 + scale), r[11] * scale / (1 + scale)
-  else in_bytes, out_bytes = r[11] * scale / (1 + scale), r[11] / (1 + scale) end
-  local mix_gbps = r[11] / (in_bytes / read_gbps + out_bytes / write_gbps)
-  r[#r + 1] = 100 * r[13] / copy_gbps
+  if r[at.op] == "forward" then in_bytes, out_bytes = bytes / (1 + scale), bytes * scale / (1 + scale)
+  else in_bytes, out_bytes = bytes * scale / (1 + scale), bytes / (1 + scale) end
+  local mix_gbps = bytes / (in_bytes / read_gbps + out_bytes / write_gbps)
+  r[#r + 1] = 100 * r[at.gbps] / copy_gbps
   r[#r + 1] = copy_gbps
   r[#r + 1] = 100 * mix_gbps / copy_gbps
 end
@@ -254,7 +290,8 @@ columns[#columns + 1] = "mix_floor_pct_copy"
 write_csv(opts.out .. "/tocha.csv", columns, rows)
 
 -- ---- host costs ----
-local host = { { "write_only_pct_copy", 100 * write_gbps / copy_gbps }, { "read_only_pct_copy", 100 * read_gbps / copy_gbps } }
+local host = { { "copy_gbps", copy_gbps }, { "launch_floor_us", floor_ms * 1e3 },
+  { "write_only_pct_copy", 100 * write_gbps / copy_gbps }, { "read_only_pct_copy", 100 * read_gbps / copy_gbps } }
 do -- one small forward call from Lua: 20,000 calls, synchronized once
   local up = tocha.UpsampleNearest2dForward.new(2, 2, 128)
   local x = tocha.rand({ 1, 16, 32, 32 }, { device = device, seed = 1 })

@@ -3,8 +3,11 @@
     python3 bench/upsample_torch.py DIR
 
 Reads DIR/cases.csv, writes DIR/torch.csv with the columns of DIR/tocha.csv: forward is
-F.interpolate(mode="nearest"), backward aten.upsample_nearest2d_backward; each the median of
-device-event times over 50 launches after a warm-up, two input/output sets in turn.
+F.interpolate(mode="nearest"), backward aten.upsample_nearest2d_backward, on NCHW tensors or,
+for the NHWC cases, on tensors in torch.channels_last (PyTorch's NHWC); each the median of
+device-event times over 50 launches after a warm-up, two input/output sets in turn. Also
+writes DIR/torch_host.csv: PyTorch's version, its copy bandwidth, and its launch floor (one
+torch.cuda._sleep(0), an empty kernel, between events, timed as the cases are).
 """
 import csv
 import statistics
@@ -38,11 +41,13 @@ def copy_bandwidth():
     return 2 * n * 4 / (ms * 1e6)
 
 
-def make(shape, dtype, seed):
+def make(shape, dtype, seed, layout):
     g = torch.Generator(device="cuda").manual_seed(seed)
     if dtype == torch.uint8:
-        return torch.randint(0, 256, shape, dtype=dtype, device="cuda", generator=g)
-    return torch.rand(shape, dtype=dtype, device="cuda", generator=g) * 16 - 8
+        t = torch.randint(0, 256, shape, dtype=dtype, device="cuda", generator=g)
+    else:
+        t = torch.rand(shape, dtype=dtype, device="cuda", generator=g) * 16 - 8
+    return t.contiguous(memory_format=torch.channels_last) if layout == "nhwc" else t
 
 
 def main(out):
@@ -54,32 +59,41 @@ def main(out):
             b, ch, h, w = (int(c[k]) for k in ("B", "C", "H", "W"))
             sh, sw = int(c["scale_h"]), int(c["scale_w"])
             dtype = DTYPES[c["dtype"]]
+            layout = c["layout"]
             oh, ow = h * sh, w * sw
             if c["op"] == "forward":
-                sets = [make((b, ch, h, w), dtype, s) for s in (1, 2)]
+                sets = [make((b, ch, h, w), dtype, s, layout) for s in (1, 2)]
                 outs = [None, None]
 
                 def fn(k):
                     outs[k % 2] = F.interpolate(sets[k % 2], scale_factor=(sh, sw), mode="nearest")
             else:
-                sets = [make((b, ch, oh, ow), dtype, s) for s in (1, 2)]
+                sets = [make((b, ch, oh, ow), dtype, s, layout) for s in (1, 2)]
 
                 def fn(k):
                     torch.ops.aten.upsample_nearest2d_backward(
                         sets[k % 2], [oh, ow], [b, ch, h, w], float(sh), float(sw))
             ms = time_launches(fn, LAUNCHES)
             gbps = int(c["bytes"]) / (ms * 1e6)
-            rows.append(["torch", c["op"], c["dtype"], b, ch, h, w, sh, sw, 0, c["bytes"],
-                         f"{ms:.6g}", f"{gbps:.6g}", f"{100 * gbps / copy:.6g}", f"{copy:.6g}"])
-            print(f"{c['op']:8} {c['dtype']:4} {sh}x{sw} W={w:<4} {ms:8.3f} ms {gbps:7.1f} GB/s "
-                  f"{100 * gbps / copy:5.1f}% of copy")
+            rows.append(["torch", c["suite"], c["name"], c["op"], c["dtype"], layout, b, ch, h, w, sh, sw,
+                         0, c["bytes"], f"{ms:.6g}", f"{gbps:.6g}", f"{100 * gbps / copy:.6g}",
+                         f"{copy:.6g}"])
+            print(f"{c['suite']} {c['op']} {c['dtype']} {layout} {c['name']:24} {ms:9.4f} ms "
+                  f"{gbps:7.1f} GB/s {100 * gbps / copy:5.1f}% of copy")
             del sets
             torch.cuda.empty_cache()
     with open(f"{out}/torch.csv", "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["impl", "op", "dtype", "B", "C", "H", "W", "scale_h", "scale_w", "block",
-                         "bytes", "median_ms", "gbps", "pct_copy", "copy_gbps"])
+        writer.writerow(["impl", "suite", "name", "op", "dtype", "layout", "B", "C", "H", "W",
+                         "scale_h", "scale_w", "block", "bytes", "median_ms", "gbps", "pct_copy",
+                         "copy_gbps"])
         writer.writerows(rows)
+    with open(f"{out}/torch_host.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["measure", "value"])
+        writer.writerow(["torch_version", torch.__version__])
+        writer.writerow(["copy_gbps", f"{copy:.6g}"])
+        writer.writerow(["launch_floor_us", f"{1e3 * time_launches(lambda k: torch.cuda._sleep(0), 200):.6g}"])
 
 
 if __name__ == "__main__":

@@ -86,7 +86,8 @@ describe("bad upsample input", function()
       -- let it write past the buffer: refused before anything is packed.
       fails_with("tocha.UpsampleNearest2dForward:pack_args: output_shape: [1, 1, 4, 4] is not the output of inputs[1] [1, 1, 4, 4]",
         function() up:pack_args({ { 0, { 1, 1, 4, 4 } } }, {}, 0, { 1, 1, 4, 4 }) end)
-      fails_with("tocha.UpsampleNearest2dForward:pack_backward_args: output_shape: [1, 2, 8, 8] is not the output of inputs[1] [1, 1, 4, 4]",
+      fails_with("tocha.UpsampleNearest2dForward:pack_backward_args: output_shape: [1, 2, 8, 8] is not the output of "
+        .. "inputs[1] [1, 1, 4, 4]",
         function() up:pack_backward_args({ { 0, { 1, 1, 4, 4 } } }, {}, 0, { 1, 2, 8, 8 }, 0, 8, { 0 }, {}) end)
     end)
     it("an NHWC shape, named in its layout", function()
@@ -97,7 +98,8 @@ describe("bad upsample input", function()
         function() cl:grid({ 1, 4, 3, 8 }) end)
       fails_with("tocha.UpsampleNearest2dForward:forward: y: expected shape [1, 4, 6, 5] (the forward's output), got [1, 2, 6, 10]",
         function() cl:forward(tocha.zeros({ 1, 2, 3, 5 }, { device = "sim" }), tocha.zeros({ 1, 2, 6, 10 }, { device = "sim" })) end)
-      fails_with("tocha.UpsampleNearest2dForward:compute_concrete_output_shape: inputs[1]: the output [1, 2, 131072, 16384] has a row (OW x C elements) past 2147483647",
+      fails_with("tocha.UpsampleNearest2dForward:compute_concrete_output_shape: inputs[1]: the output "
+        .. "[1, 2, 131072, 16384] has a row (OW x C elements) past 2147483647",
         function() cl:compute_concrete_output_shape({ { 1, 1, 65536, 16384 } }) end)
     end)
     it("an output shape that is not 4-D", function()

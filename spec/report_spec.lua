@@ -1,25 +1,23 @@
--- bench/report.py on a made-up run: the group table, the cases at target, and why each case
--- short of a target is short, against values worked out by hand from the report's
--- definitions (% of copy >= 90; x PyTorch = PyTorch's median time / tocha's; the factor
--- targets 1.9x forward f32, 3x forward f16/bf16, 1.3x backward f32, 2.5x backward bf16; noise:
--- within a point of 90%, or x PyTorch within 1.5% of its factor; the shape's reason goes with a
--- factor only where the factor needs less than the mix floor).
+-- bench/report.py on a made-up run: each case against its targets, worked out by hand from the
+-- report's definitions: x PyTorch (PyTorch's median time over tocha's) >= 1; cases of >= 64 MB
+-- at >= 85% of copy, >= 90% for the rows suite at W = 1024; smaller cases in <= 1.3 x
+-- max(launch floor, bytes / copy); with a baseline, rows cases within a point of it; within 1%
+-- of a target, noise.
 local process = require "support.process"
 
 local src = assert(os.getenv("TOCHA_SOURCE_DIR"), "TOCHA_SOURCE_DIR is set by CTest")
 
--- op, dtype, W, scale_h, scale_w, tocha ms, tocha % of copy, mix floor, torch ms, torch % of copy
+local MB = 2 ^ 20
+-- suite, name, op, dtype, layout, W, C, bytes, tocha ms, tocha % of copy, torch ms, torch % of copy
 local CASES = {
-  { "forward", "f32", 1024, 2, 2, 0.100, 93.0, 101.0, 0.200, 46.5 }, -- meets both targets
-  { "forward", "f32", 1024, 2, 1, 0.100, 93.0, 101.0, 0.180, 51.7 }, -- 1.8x: the factor needs 98.2%
-  { "forward", "u8", 1020, 2, 2, 0.100, 85.0, 101.0, 0.600, 14.0 }, -- rows of 2040 bytes: apart
-  { "forward", "f32", 1023, 1, 2, 0.100, 89.5, 101.0, 0.200, 44.75 }, -- one row per input row: noise
-  { "backward", "f16", 1023, 2, 1, 0.100, 85.2, 102.0, 0.300, 28.0 }, -- dx rows of 2046 bytes
-  { "backward", "bf16", 1023, 4, 4, 0.100, 97.0, 102.8, 0.1054, 92.0 }, -- needs 230%: no shape reason
-  { "forward", "f16", 1024, 3, 3, 0.100, 89.8, 99.0, 0.350, 25.0 }, -- alike rows, a point short
-  { "backward", "f32", 1024, 2, 2, 0.100, 85.0, 102.7, 0.150, 70.0 }, -- aligned rows, 5 short: unexplained
-  { "forward", "f16", 1024, 2, 1, 0.100, 91.0, 101.0, 0.298, 30.5 }, -- 2.98x: within 1.5% of 3x
-  { "backward", "bf16", 1023, 2, 2, 0.100, 93.0, 102.6, 0.242, 38.4 }, -- at 90%, 2.42x: needs 96.0%
+  { "rows", "2x2 W=1024", "forward", "f32", "nchw", 1024, 16, 512 * MB, 0.130, 93.0, 0.260, 46.5 }, -- meets all
+  { "rows", "2x2 W=1023", "forward", "u8", "nchw", 1023, 16, 512 * MB, 0.150, 84.0, 0.900, 14.0 }, -- under 85
+  { "rows", "3x3 W=1024", "forward", "f16", "nchw", 1024, 16, 512 * MB, 0.140, 89.5, 0.400, 25.0 }, -- 89.5: noise
+  { "rows", "4x4 W=1024", "forward", "f32", "nchw", 1024, 16, 512 * MB, 0.140, 88.0, 0.400, 30.0 }, -- 88 < 90
+  { "shapes", "neck 640 P5 b16", "forward", "f16", "nhwc", 20, 512, 40 * MB, 0.0200, 47.0, 0.0180, 52.0 }, -- slower
+  { "shapes", "map 7x7 b32", "backward", "f32", "nchw", 7, 2048, 16 * MB, 0.0100, 40.0, 0.0300, 13.0 }, -- 10 us
+  { "sweep", "W=3", "forward", "bf16", "nchw", 3, 1, 256 * MB, 0.0700, 86.0, 0.2100, 28.0 }, -- meets all
+  { "sweep", "C=3", "backward", "bf16", "nhwc", 32, 3, 256 * MB, 0.0800, 75.0, 0.0797, 75.3 }, -- 0.996x: noise
 }
 
 local function write(path, text)
@@ -28,23 +26,27 @@ local function write(path, text)
   f:close()
 end
 
+local HEADER = "impl,suite,name,op,dtype,layout,B,C,H,W,scale_h,scale_w,block,bytes,median_ms,gbps,pct_copy,copy_gbps"
+
 local function made_up_run(dir)
-  local ours = { "impl,op,dtype,B,C,H,W,scale_h,scale_w,block,bytes,median_ms,gbps,pct_copy,copy_gbps,mix_floor_pct_copy" }
-  local theirs = { "impl,op,dtype,B,C,H,W,scale_h,scale_w,block,bytes,median_ms,gbps,pct_copy,copy_gbps" }
+  local ours, theirs = { HEADER .. ",mix_floor_pct_copy" }, { HEADER }
   for _, c in ipairs(CASES) do
-    local shape = ("8,16,200,%d,%d,%d"):format(c[3], c[4], c[5])
-    ours[#ours + 1] = ("tocha,%s,%s,%s,64,1000,%.4f,3600,%.2f,4000,%.1f"):format(c[1], c[2], shape, c[6], c[7], c[8])
-    theirs[#theirs + 1] = ("torch,%s,%s,%s,0,1000,%.4f,1800,%.2f,4000"):format(c[1], c[2], shape, c[9], c[10])
+    local head = ("%s,%s,%s,%s,%s,8,%d,32,%d,2,2"):format(c[1], c[2], c[3], c[4], c[5], c[7], c[6])
+    ours[#ours + 1] = ("tocha,%s,128,%d,%.4f,3600,%.2f,4000,101"):format(head, c[8], c[9], c[10])
+    theirs[#theirs + 1] = ("torch,%s,0,%d,%.4f,1800,%.2f,4000"):format(head, c[8], c[11], c[12])
   end
   write(dir .. "/tocha.csv", table.concat(ours, "\n") .. "\n")
   write(dir .. "/torch.csv", table.concat(theirs, "\n") .. "\n")
-  write(dir .. "/host.csv", "measure,value\nwrite_only_pct_copy,101.5\nread_only_pct_copy,103\n" ..
-    "forward_call_us,3.2\nforward_call_host_us,3.1\ndriver_launch_us,3.0\ncold_build_ms,300\nwarm_first_launch_ms,0.4\n")
+  -- copy 4000 GB/s (so 16 MB takes 4.19 us), launch floor 5 us
+  write(dir .. "/host.csv", "measure,value\ncopy_gbps,4000\nlaunch_floor_us,5\nwrite_only_pct_copy,101.5\n" ..
+    "read_only_pct_copy,103\nforward_call_us,4.5\ncold_build_ms,300\n")
 end
 
--- Runs bench/report.py on dir and returns its report.md (the run must succeed).
-local function run_report(dir)
-  local ok = os.execute(("python3 %s/bench/report.py %s > %s/out.txt 2>&1"):format(process.quote(src), process.quote(dir), process.quote(dir)))
+-- Runs bench/report.py on dir (with extra arguments) and returns its report.md; the run must succeed.
+local function run_report(dir, extra)
+  local cmd = ("python3 %s/bench/report.py %s %s > %s/out.txt 2>&1"):format(process.quote(src), process.quote(dir),
+    extra or "", process.quote(dir))
+  local ok = os.execute(cmd)
   local out = assert(io.open(dir .. "/out.txt")):read("*a")
   assert(ok == 0 or ok == true, "report.py failed: " .. out)
   return assert(io.open(dir .. "/report.md")):read("*a")
@@ -65,61 +67,56 @@ describe("bench/report.py", function()
 
   teardown(function() process.remove_tree(dir) end)
 
-  it("sums each group up: % of copy, PyTorch's median, x PyTorch, cases at 90%", function()
-    -- forward f32: 93, 93, 89.5 % of copy; x PyTorch 2.00, 1.80, 2.00; PyTorch 46.5, 51.7, 44.75
-    has(report, "| forward f32 | 89.5 / 93.0 / 93.0 | 46.5 | 1.80 / 2.00 / 2.00 | 2 of 3 |")
-    has(report, "| forward u8 | 85.0 / 85.0 / 85.0 | 14.0 | 6.00 / 6.00 / 6.00 | 0 of 1 |")
-    has(report, "| backward f32 | 85.0 / 85.0 / 85.0 | 70.0 | 1.50 / 1.50 / 1.50 | 0 of 1 |")
-    has(report, "5 of 10 cases at >= 90% of copy.")
+  it("counts each suite's cases, those meeting every target, and those slower than PyTorch", function()
+    has(report, "| rows | 4 | 2 | 0 |") -- 2x2 W=1024 met, 3x3 W=1024 noise
+    has(report, "| shapes | 2 | 0 | 1 |")
+    has(report, "| sweep | 2 | 1 | 0 |") -- C=3: 0.996x is noise, 75% of copy short
+    has(report, "launch floor (an empty kernel, launch to completion): 5.00 us")
   end)
 
-  it("says why each case short of a target is short, and leaves out the one that meets both", function()
-    local why = report:match("## Cases short of a target: why, and what was tried(.*)$")
-    assert.truthy(why, report)
-    local expected = {
-      "| forward f32 2x1 W=1024 | 93.0 | 1.80 | factor (needs 98.2%, floor 101.0%) |",
-      "| forward u8 2x2 W=1020 | 85.0 | 6.00 | rows-apart |",
-      "| forward f32 1x2 W=1023 | 89.5 | 2.00 | noise |",
-      "| backward f16 2x1 W=1023 | 85.2 | 3.00 | dy-shifted |",
-      "| backward bf16 4x4 W=1023 | 97.0 | 1.05 | factor (needs 230.0%, floor 102.8%) |",
-      "| forward f16 3x3 W=1024 | 89.8 | 3.50 | noise |",
-      "| backward f32 2x2 W=1024 | 85.0 | 1.50 | unexplained |",
-      "| forward f16 2x1 W=1024 | 91.0 | 2.98 | factor (needs 91.5%, floor 101.0%), noise |",
-      "| backward bf16 2x2 W=1023 | 93.0 | 2.42 | dy-shifted, factor (needs 96.0%, floor 102.6%) |",
-    }
-    for _, line in ipairs(expected) do has(why, line) end
-    local _, rows = why:gsub("\n| [fb][a-z]+ [a-z0-9]+ %d+x%d+ W=%d+ |", "")
-    assert.are.equal(#expected, rows)
-    assert.falsy(why:find("forward f32 2x2 W=1024", 1, true))
-    for _, key in ipairs({ "rows-apart", "dy-shifted", "factor", "noise", "unexplained" }) do
-      assert.truthy(why:find("\n- " .. key .. ": ", 1, true), key) -- each reason is explained once
-    end
+  it("marks each case against its targets", function()
+    has(report, "| forward f32 nchw 2x2 W=1024 | 8x16x32x1024 | 512.0 | 128 | 130.0 | 93.0 | 260.0 | 46.5 | 2.00 | met |")
+    has(report, "| forward u8 nchw 2x2 W=1023 | 8x16x32x1023 | 512.0 | 128 | 150.0 | 84.0 | 900.0 | 14.0 | 6.00 | "
+      .. "% of copy 84.00 (target 85.00): short |")
+    has(report, "| forward f16 nchw 3x3 W=1024 | 8x16x32x1024 | 512.0 | 128 | 140.0 | 89.5 | 400.0 | 25.0 | 2.86 | "
+      .. "% of copy 89.50 (target 90.00): noise |")
+    has(report, "% of copy 88.00 (target 90.00): short")
+    -- 40 MB is small: 1.3 x max(5 us, 40 MB / 4000 GB/s = 10.49 us) = 13.63 us, against 20 us
+    has(report, "x PyTorch 0.90 (target 1.00): short, us 20.00 (target 13.63): short")
+    -- 16 MB: 1.3 x max(5, 4.19) = 6.50 us, against 10 us
+    has(report, "| backward f32 nchw map 7x7 b32 | 8x2048x32x7 | 16.0 | 128 | 10.0 | 40.0 | 30.0 | 13.0 | 3.00 | "
+      .. "us 10.00 (target 6.50): short |")
+    has(report, "| backward bf16 nhwc C=3 | 8x3x32x32 | 256.0 | 128 | 80.0 | 75.0 | 79.7 | 75.3 | 1.00 | "
+      .. "x PyTorch 1.00 (target 1.00): noise, % of copy 75.00 (target 85.00): short |")
   end)
 
-  it("marks each host measure against its target and says why one is short", function()
-    -- small call 3.2 us against 3 us, the driver alone 3.0 us and tocha's call timed the same
-    -- way 3.1 us: short, under the driver's floor, 0.10 us from it; cold build 300 ms and warm
-    -- start 0.4 ms: met.
-    has(report, "| one small forward call from Lua (1x16x32x32, 20,000 calls) | 3.20 us | <= 3 us | short |")
-    has(report, "| cold kernel build (no cache) to first launch | 300.0 ms | <= 500 ms | met |")
-    has(report, "| warm (disk cache) new() to first launch | 0.40 ms | <= 5 ms | met |")
-    has(report, "- small call: the driver's own cuLaunchKernel takes 3.00 us")
-    has(report, "is +0.10 us from it")
-    assert.falsy(report:find("- cold build:", 1, true))
-    -- Another host: the driver at 2.5 us (so the short part is tocha's) and a cold build of 600 ms.
-    local other = process.tempdir()
-    made_up_run(other)
-    write(other .. "/host.csv", "measure,value\nforward_call_us,3.4\nforward_call_host_us,3.3\n" ..
-      "driver_launch_us,2.5\ncold_build_ms,600\nwarm_first_launch_ms,6\n")
-    local text = run_report(other)
-    process.remove_tree(other)
-    has(text, "is +0.80 us from the driver's own 2.50 us cuLaunchKernel")
-    has(text, "| cold kernel build (no cache) to first launch | 600.0 ms | <= 500 ms | short |")
-    has(text, "- cold build: NVRTC compiling the kernel on this host's CPU")
-    has(text, "| warm (disk cache) new() to first launch | 6.00 ms | <= 5 ms | short |")
+  it("lists the cases short of a target, and leaves out the noise", function()
+    local short = report:match("## Short of a target\n(.-)\n\n")
+    assert.truthy(short, report)
+    local _, n = short:gsub("\n%- ", "")
+    assert.are.equal(5, n) -- u8 W=1023, f32 4x4, the neck, the 7x7 map, C=3
+    assert.falsy(short:find("3x3 W=1024", 1, true))
+    has(short, "- sweep backward bf16 nhwc C=3: ")
   end)
 
-  it("draws the plot", function()
+  it("compares the rows suite with a baseline run, a point of copy allowed", function()
+    local base = process.tempdir()
+    -- an earlier run's format (no suite, name or layout): 2x2 W=1024 at 95.0 (now 93.0, 2 lost)
+    -- and 4x4 at 88.5 (now 88.0: within the point)
+    write(base .. "/tocha.csv", "impl,op,dtype,B,C,H,W,scale_h,scale_w,block,bytes,median_ms,gbps,pct_copy,copy_gbps\n"
+      .. "tocha,forward,f32,8,16,32,1024,2,2,64,1,1,1,95.0,4000\n"
+      .. "tocha,forward,f32,8,16,32,1024,4,4,64,1,1,1,88.5,4000\n")
+    local text = run_report(dir, "--baseline " .. process.quote(base))
+    process.remove_tree(base)
+    has(text, "| forward f32 nchw 2x2 W=1024 | 8x16x32x1024 | 512.0 | 128 | 130.0 | 93.0 | 260.0 | 46.5 | 2.00 | "
+      .. "% of copy vs baseline 93.00 (target 94.00): short |")
+    has(text, "| forward f32 nchw 4x4 W=1024 | 8x16x32x1024 | 512.0 | 128 | 140.0 | 88.0 | 400.0 | 30.0 | 2.86 | "
+      .. "% of copy 88.00 (target 90.00): short |")
+  end)
+
+  it("tables the host measures and draws the plot", function()
+    has(report, "| one small forward call from Lua (1x16x32x32), us | 4.50 |")
+    has(report, "| cold kernel build to first launch, ms | 300.00 |")
     assert.are.equal("\137PNG\r\n\26\n", png:sub(1, 8))
     assert.is_true(#png > 1000)
   end)
