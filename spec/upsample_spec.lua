@@ -636,11 +636,13 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
 
   describe("NVRTC", function()
     local arch = os.getenv("TOCHA_ARCH") or "sm_90"
-    it("compiles both kernels for " .. arch .. " for every dtype, with no GPU needed", function()
+    it("compiles both kernels for " .. arch .. " for every dtype and layout, with no GPU needed", function()
       for _, dt in ipairs(ref.all_dtypes) do
-        local f = Forward.new(2, 2, 128, dt)
-        assert.is_true(f.kernel:build(arch) > 1000, dt)
-        assert.is_true(f.backward_kernel.kernel:build(arch) > 1000, dt)
+        for _, layout in ipairs({ "nchw", "nhwc" }) do
+          local f = Forward.new(2, 3, 128, dt, { layout = layout })
+          assert.is_true(f.kernel:build(arch) > 1000, dt .. " " .. layout)
+          assert.is_true(f.backward_kernel.kernel:build(arch) > 1000, dt .. " " .. layout)
+        end
       end
     end)
   end)
