@@ -62,36 +62,36 @@ typedef struct tocha_tensor {
     int32_t elem_type; /* a tocha_dtype */
     int32_t ndim;      /* 1..TOCHA_MAX_DIMS */
     int64_t dims[TOCHA_MAX_DIMS];
-    int64_t count;     /* elements */
+    int64_t count; /* elements */
     uint64_t bytes;
-    uint64_t data;  /* device address (cuda) or host address (sim); 0 once freed */
-    int32_t freed;  /* 1 after tocha_tensor_free */
+    uint64_t data; /* device address (cuda) or host address (sim); 0 once freed */
+    int32_t freed; /* 1 after tocha_tensor_free */
 } tocha_tensor;
 
 typedef struct tocha_device_info {
-    char name[32];        /* "cuda:0" or "sim" */
-    char product[128];    /* e.g. "NVIDIA H200", or the host CPU for sim */
-    int32_t kind;         /* a tocha_device_kind */
-    int32_t ordinal;      /* CUDA ordinal; 0 for sim */
+    char name[32];              /* "cuda:0" or "sim" */
+    char product[128];          /* e.g. "NVIDIA H200", or the host CPU for sim */
+    int32_t kind;               /* a tocha_device_kind */
+    int32_t ordinal;            /* CUDA ordinal; 0 for sim */
     int32_t cc_major, cc_minor; /* compute capability; 0 for sim */
     int32_t multiprocessors;    /* SMs, or CPU cores for sim */
     uint64_t memory_free, memory_total;
-    char target[32];      /* what kernels are compiled for: "sm_90", "sim-x86_64" */
+    char target[32]; /* what kernels are compiled for: "sm_90", "sim-x86_64" */
 } tocha_device_info;
 
 typedef struct tocha_compare_result {
-    double max_abs;      /* max |a - b| over elements where both are finite */
-    double max_rel;      /* max |a - b| / max(|b|, tiny) over the same */
-    int64_t mismatched;  /* elements with |a - b| > atol + rtol * |b|, NaN unless both NaN */
+    double max_abs;         /* max |a - b| over elements where both are finite */
+    double max_rel;         /* max |a - b| / max(|b|, tiny) over the same */
+    int64_t mismatched;     /* elements with |a - b| > atol + rtol * |b|, NaN unless both NaN */
     int64_t first_mismatch; /* flat index of the first mismatched element, or -1 */
 } tocha_compare_result;
 
 typedef struct tocha_cache_stats {
-    int64_t compiles;       /* kernels compiled by NVRTC or the host compiler */
-    int64_t memory_hits;    /* builds answered from this process's memory */
-    int64_t disk_hits;      /* builds answered from the disk cache */
-    int64_t disk_writes;    /* entries written to the disk cache */
-    int64_t disk_rejects;   /* bad entries found, deleted and rebuilt */
+    int64_t compiles;     /* kernels compiled by NVRTC or the host compiler */
+    int64_t memory_hits;  /* builds answered from this process's memory */
+    int64_t disk_hits;    /* builds answered from the disk cache */
+    int64_t disk_writes;  /* entries written to the disk cache */
+    int64_t disk_rejects; /* bad entries found, deleted and rebuilt */
 } tocha_cache_stats;
 
 /* One argument of a raw launch: a tensor, or a scalar given as integer or float. */
@@ -269,8 +269,7 @@ typedef struct tocha_runtime_op_vtable {
     int (*param_shapes)(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
                         const tocha_shape *output, tocha_shape *out, int cap, int *count);
     int (*param_names)(const tocha_runtime_op *op, const char *const **names, int *count);
-    int (*param_init_data)(const tocha_runtime_op *op, int index, const void **data,
-                           uint64_t *size);
+    int (*param_init_data)(const tocha_runtime_op *op, int index, const void **data, uint64_t *size);
     int64_t (*forward_output_row_stride)(const tocha_runtime_op *op, const tocha_shape *output);
     int (*has_backward)(const tocha_runtime_op *op);
     int (*backward_grid)(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
@@ -282,27 +281,24 @@ typedef struct tocha_runtime_op_vtable {
                               int32_t grad_output_row_stride, const uint64_t *grad_inputs,
                               int n_grad_inputs, const uint64_t *grad_params, int n_grad_params,
                               tocha_arg_list *visitor);
-    int64_t (*backward_grad_output_row_stride)(const tocha_runtime_op *op,
-                                               const tocha_shape *output);
+    int64_t (*backward_grad_output_row_stride)(const tocha_runtime_op *op, const tocha_shape *output);
     int (*n_launches)(const tocha_runtime_op *op);
     int (*grid_for_launch)(const tocha_runtime_op *op, int launch, const tocha_shape *inputs,
                            int n_inputs, const tocha_shape *output, uint32_t grid[3]);
     int (*pack_args_for_launch)(const tocha_runtime_op *op, int launch, const tocha_buffer *inputs,
-                                int n_inputs, const uint64_t *params, int n_params,
-                                uint64_t output, const tocha_shape *output_shape,
-                                int32_t output_row_stride, tocha_arg_list *visitor);
+                                int n_inputs, const uint64_t *params, int n_params, uint64_t output,
+                                const tocha_shape *output_shape, int32_t output_row_stride,
+                                tocha_arg_list *visitor);
     int (*n_backward_launches)(const tocha_runtime_op *op);
-    int (*backward_grid_for_launch)(const tocha_runtime_op *op, int launch,
-                                    const tocha_shape *inputs, int n_inputs,
-                                    const tocha_shape *output, uint32_t grid[3]);
+    int (*backward_grid_for_launch)(const tocha_runtime_op *op, int launch, const tocha_shape *inputs,
+                                    int n_inputs, const tocha_shape *output, uint32_t grid[3]);
     int (*pack_backward_args_for_launch)(const tocha_runtime_op *op, int launch,
                                          const tocha_buffer *inputs, int n_inputs,
                                          const uint64_t *params, int n_params, uint64_t output,
                                          const tocha_shape *output_shape, uint64_t grad_output,
-                                         int32_t grad_output_row_stride,
-                                         const uint64_t *grad_inputs, int n_grad_inputs,
-                                         const uint64_t *grad_params, int n_grad_params,
-                                         tocha_arg_list *visitor);
+                                         int32_t grad_output_row_stride, const uint64_t *grad_inputs,
+                                         int n_grad_inputs, const uint64_t *grad_params,
+                                         int n_grad_params, tocha_arg_list *visitor);
 } tocha_runtime_op_vtable;
 
 struct tocha_runtime_op {
@@ -316,21 +312,21 @@ TOCHA_API int tocha_op_compute_concrete_output_shape(const tocha_runtime_op *op,
                                                      tocha_shape *out);
 TOCHA_API int tocha_op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3]);
 TOCHA_API void tocha_op_block(const tocha_runtime_op *op, uint32_t block[3]);
-TOCHA_API int tocha_op_pack_args(const tocha_runtime_op *op, const tocha_buffer *inputs,
-                                 int n_inputs, const uint64_t *params, int n_params,
-                                 uint64_t output, const tocha_shape *output_shape,
-                                 int32_t output_row_stride, tocha_arg_list *visitor);
-TOCHA_API int tocha_op_param_shapes(const tocha_runtime_op *op, const tocha_shape *inputs,
-                                    int n_inputs, const tocha_shape *output, tocha_shape *out,
-                                    int cap, int *count);
+TOCHA_API int tocha_op_pack_args(const tocha_runtime_op *op, const tocha_buffer *inputs, int n_inputs,
+                                 const uint64_t *params, int n_params, uint64_t output,
+                                 const tocha_shape *output_shape, int32_t output_row_stride,
+                                 tocha_arg_list *visitor);
+TOCHA_API int tocha_op_param_shapes(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
+                                    const tocha_shape *output, tocha_shape *out, int cap, int *count);
 TOCHA_API int tocha_op_param_names(const tocha_runtime_op *op, const char *const **names, int *count);
 /* *data is NULL (and *size 0) when the slot is left zero-initialised, the default. */
 TOCHA_API int tocha_op_param_init_data(const tocha_runtime_op *op, int index, const void **data,
                                        uint64_t *size);
-TOCHA_API int64_t tocha_op_forward_output_row_stride(const tocha_runtime_op *op, const tocha_shape *output);
+TOCHA_API int64_t tocha_op_forward_output_row_stride(const tocha_runtime_op *op,
+                                                     const tocha_shape *output);
 TOCHA_API int tocha_op_has_backward(const tocha_runtime_op *op);
-TOCHA_API int tocha_op_backward_grid(const tocha_runtime_op *op, const tocha_shape *inputs,
-                                     int n_inputs, const tocha_shape *output, uint32_t grid[3]);
+TOCHA_API int tocha_op_backward_grid(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
+                                     const tocha_shape *output, uint32_t grid[3]);
 TOCHA_API int tocha_op_backward_block(const tocha_runtime_op *op, uint32_t block[3]);
 TOCHA_API int tocha_op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer *inputs,
                                           int n_inputs, const uint64_t *params, int n_params,
@@ -342,14 +338,13 @@ TOCHA_API int tocha_op_pack_backward_args(const tocha_runtime_op *op, const toch
 TOCHA_API int64_t tocha_op_backward_grad_output_row_stride(const tocha_runtime_op *op,
                                                            const tocha_shape *output);
 TOCHA_API int tocha_op_n_launches(const tocha_runtime_op *op);
-TOCHA_API int tocha_op_grid_for_launch(const tocha_runtime_op *op, int launch,
-                                       const tocha_shape *inputs, int n_inputs,
-                                       const tocha_shape *output, uint32_t grid[3]);
+TOCHA_API int tocha_op_grid_for_launch(const tocha_runtime_op *op, int launch, const tocha_shape *inputs,
+                                       int n_inputs, const tocha_shape *output, uint32_t grid[3]);
 TOCHA_API int tocha_op_pack_args_for_launch(const tocha_runtime_op *op, int launch,
                                             const tocha_buffer *inputs, int n_inputs,
                                             const uint64_t *params, int n_params, uint64_t output,
-                                            const tocha_shape *output_shape,
-                                            int32_t output_row_stride, tocha_arg_list *visitor);
+                                            const tocha_shape *output_shape, int32_t output_row_stride,
+                                            tocha_arg_list *visitor);
 TOCHA_API int tocha_op_n_backward_launches(const tocha_runtime_op *op);
 TOCHA_API int tocha_op_backward_grid_for_launch(const tocha_runtime_op *op, int launch,
                                                 const tocha_shape *inputs, int n_inputs,
@@ -357,14 +352,13 @@ TOCHA_API int tocha_op_backward_grid_for_launch(const tocha_runtime_op *op, int 
 TOCHA_API int tocha_op_pack_backward_args_for_launch(
     const tocha_runtime_op *op, int launch, const tocha_buffer *inputs, int n_inputs,
     const uint64_t *params, int n_params, uint64_t output, const tocha_shape *output_shape,
-    uint64_t grad_output, int32_t grad_output_row_stride, const uint64_t *grad_inputs,
-    int n_grad_inputs, const uint64_t *grad_params, int n_grad_params, tocha_arg_list *visitor);
+    uint64_t grad_output, int32_t grad_output_row_stride, const uint64_t *grad_inputs, int n_grad_inputs,
+    const uint64_t *grad_params, int n_grad_params, tocha_arg_list *visitor);
 
 /* Launches k with arguments packed by an op (raw pointers and integers): checks count, kinds
 ** and integer ranges; pointers cannot be checked further. */
-TOCHA_API int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *device,
-                                         const uint32_t grid[3], const uint32_t block[3],
-                                         const tocha_arg_list *args);
+TOCHA_API int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *device, const uint32_t grid[3],
+                                         const uint32_t block[3], const tocha_arg_list *args);
 
 /* ---- the seed's kernels: UpsampleNearest2dForward / UpsampleNearest2dBackward ---- */
 
@@ -385,14 +379,14 @@ typedef enum tocha_upsample_layout {
 /* One upsample kernel: its constants, its Kernel (source, entry point, hash) and, for the
 ** forward kernel, the RuntimeOp and the backward kernel it launches. */
 typedef struct tocha_upsample {
-    tocha_runtime_op op;   /* RuntimeOp (forward kernels); first, so it casts */
-    int32_t direction;     /* tocha_upsample_direction */
+    tocha_runtime_op op; /* RuntimeOp (forward kernels); first, so it casts */
+    int32_t direction;   /* tocha_upsample_direction */
     int32_t dtype;
     int32_t scale_h, scale_w;
-    int32_t block;         /* block_ow (forward) or block_iw (backward) */
-    int32_t layout;        /* tocha_upsample_layout */
-    char name[48];         /* "upsample_nearest2d_forward" */
-    char id[96];           /* "upsample_nearest2d_forward__f32__2__2__128", "...__nhwc" for NHWC */
+    int32_t block;  /* block_ow (forward) or block_iw (backward) */
+    int32_t layout; /* tocha_upsample_layout */
+    char name[48];  /* "upsample_nearest2d_forward" */
+    char id[96];    /* "upsample_nearest2d_forward__f32__2__2__128", "...__nhwc" for NHWC */
     tocha_kernel *kernel;
     struct tocha_upsample *backward; /* forward kernels: the backward kernel; else NULL */
 } tocha_upsample;

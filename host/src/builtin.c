@@ -54,7 +54,7 @@ void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t b
     const int64_t threads = 256;
     /* Enough blocks to fill the device a few times over; the loop strides over the rest. */
     int64_t cap = d->kind == TOCHA_DEVICE_CUDA ? (int64_t)d->multiprocessors * 16
-                                                : (int64_t)d->multiprocessors * 4;
+                                               : (int64_t)d->multiprocessors * 4;
     int64_t blocks = (n + threads - 1) / threads;
     if (blocks > cap) blocks = cap;
     if (blocks < 1) blocks = 1;
@@ -69,10 +69,13 @@ int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel
     static const char *names[TOCHA_OP_COUNT] = {"fill", "uniform", "normal", "cast", "compare"};
     *out = NULL;
     if (!tocha_dtype_valid(dtype)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype: invalid dtype %d", dtype);
-    if (!tocha_dtype_valid(dtype2)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype2: invalid dtype %d", dtype2);
+    if (!tocha_dtype_valid(dtype2))
+        return tocha_fail(TOCHA_E_ARGUMENT, "dtype2: invalid dtype %d", dtype2);
     for (int i = 0; i < TOCHA_OP_COUNT; i++)
-        if (op && strcmp(op, names[i]) == 0) return tocha_builtin_kernel((tocha_builtin_op)i, dtype, dtype2, out);
-    return tocha_fail(TOCHA_E_ARGUMENT,
-                      "op: unknown built-in kernel '%s' (expected fill, uniform, normal, cast or compare)",
-                      op ? op : "(null)");
+        if (op && strcmp(op, names[i]) == 0)
+            return tocha_builtin_kernel((tocha_builtin_op)i, dtype, dtype2, out);
+    return tocha_fail(
+        TOCHA_E_ARGUMENT,
+        "op: unknown built-in kernel '%s' (expected fill, uniform, normal, cast or compare)",
+        op ? op : "(null)");
 }

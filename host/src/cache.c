@@ -73,7 +73,8 @@ static void find_dir(void)
     if (off && strcmp(off, "off") == 0) return;
     if (off && *off && strcmp(off, "on") != 0)
         snprintf(cache_warning, sizeof cache_warning,
-                 "TOCHA_CACHE: unknown value '%.60s' (expected on or off): the disk cache stays on", off);
+                 "TOCHA_CACHE: unknown value '%.60s' (expected on or off): the disk cache stays on",
+                 off);
     const char *dir = getenv("TOCHA_CACHE_DIR");
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
@@ -87,10 +88,14 @@ static void find_dir(void)
         return;
     struct stat st;
     const char *why = NULL;
-    if (!make_dirs(cache_dir)) why = strerror(errno);
-    else if (stat(cache_dir, &st) != 0) why = strerror(errno);
-    else if (!S_ISDIR(st.st_mode)) why = "not a folder";
-    else if (access(cache_dir, W_OK) != 0) why = "not writable";
+    if (!make_dirs(cache_dir))
+        why = strerror(errno);
+    else if (stat(cache_dir, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode))
+        why = "not a folder";
+    else if (access(cache_dir, W_OK) != 0)
+        why = "not writable";
     if (why) {
         /* Unusable: work from memory alone, and leave a word for the caller to show. */
         snprintf(cache_warning, sizeof cache_warning,
@@ -221,8 +226,7 @@ static bool write_all(int fd, const void *data, uint64_t size)
 }
 
 /* Best effort: a cache that cannot be written only costs a compile next time. */
-static void disk_write(const unsigned char key[16], const char *hex, const void *payload,
-                       uint64_t size)
+static void disk_write(const unsigned char key[16], const char *hex, const void *payload, uint64_t size)
 {
     char tmp[1200], path[1200];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s-XXXXXX", cache_dir, hex);

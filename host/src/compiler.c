@@ -11,10 +11,8 @@
 
 static bool is_sim_target(const char *target) { return strncmp(target, "sim", 3) == 0; }
 
-char *tocha_translation_unit(const char *source, const char *target, const char *entry,
-                             const char *sim_launcher)
+char *tocha_translation_unit(const char *source, const char *target, const char *sim_launcher)
 {
-    (void)entry;
     tocha_text t = {0};
     if (is_sim_target(target)) {
         tocha_text_append(&t, tocha_embedded_find("sim/tocha_sim.h"));

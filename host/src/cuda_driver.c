@@ -37,8 +37,8 @@ static struct {
     CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
     CUresult (*module_load_data)(CUmodule *, const void *);
     CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
-    CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, CUstream, void **, void **);
     CUresult (*event_create)(CUevent *, unsigned);
     CUresult (*event_destroy)(CUevent);
     CUresult (*event_record)(CUevent, CUstream);
@@ -69,10 +69,10 @@ static int use_context(tocha_device *d)
     return TOCHA_OK;
 }
 
-#define CHECK(call, what)                                                                      \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        if (r_ != CUDA_SUCCESS) return driver_fail(r_, what);                                  \
+#define CHECK(call, what)                                                                               \
+    do {                                                                                                \
+        CUresult r_ = (call);                                                                           \
+        if (r_ != CUDA_SUCCESS) return driver_fail(r_, what);                                           \
     } while (0)
 
 static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
@@ -86,8 +86,8 @@ static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
     CUdeviceptr p = 0;
     CUresult r = padded < nbytes ? CUDA_ERROR_OUT_OF_MEMORY : cu.mem_alloc(&p, padded);
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes",
-                          d->name, (unsigned long long)nbytes);
+        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes", d->name,
+                          (unsigned long long)nbytes);
     if (r != CUDA_SUCCESS) return driver_fail(r, "cuMemAlloc");
     *out = (uint64_t)p;
     return TOCHA_OK;
@@ -138,13 +138,13 @@ static int cuda_load(tocha_device *d, const void *binary, uint64_t size, const c
     return TOCHA_OK;
 }
 
-static int cuda_launch(tocha_device *d, void *function, const uint32_t grid[3],
-                       const uint32_t block[3], uint32_t shared_bytes, void **args)
+static int cuda_launch(tocha_device *d, void *function, const uint32_t grid[3], const uint32_t block[3],
+                       uint32_t shared_bytes, void **args)
 {
     int st = use_context(d);
     if (st) return st;
-    CHECK(cu.launch_kernel((CUfunction)function, grid[0], grid[1], grid[2], block[0], block[1],
-                           block[2], shared_bytes, 0, args, NULL),
+    CHECK(cu.launch_kernel((CUfunction)function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                           shared_bytes, 0, args, NULL),
           "cuLaunchKernel");
     return TOCHA_OK;
 }
@@ -203,10 +203,9 @@ static int cuda_event_elapsed(tocha_device *d, void *start, void *end, double *m
 }
 
 static const tocha_backend cuda_backend = {
-    cuda_alloc,       cuda_release,       cuda_write,        cuda_read,
-    cuda_copy,        cuda_load,          cuda_launch,       cuda_synchronize,
-    cuda_memory,      cuda_event_new,     cuda_event_destroy, cuda_event_record,
-    cuda_event_elapsed,
+    cuda_alloc,         cuda_release,      cuda_write,         cuda_read,   cuda_copy,
+    cuda_load,          cuda_launch,       cuda_synchronize,   cuda_memory, cuda_event_new,
+    cuda_event_destroy, cuda_event_record, cuda_event_elapsed,
 };
 
 /* Resolves every entry point; false (with *why) if one is missing. */
@@ -297,8 +296,7 @@ int tocha_cuda_discover(tocha_device *devs, int cap, int first_index, const char
     if (r != CUDA_SUCCESS) {
         const char *name = "?";
         cu.get_error_name(r, &name);
-        snprintf(message, sizeof message, "the CUDA driver failed to start: cuInit returned %s",
-                 name);
+        snprintf(message, sizeof message, "the CUDA driver failed to start: cuInit returned %s", name);
         *why = message;
         return 0;
     }

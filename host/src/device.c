@@ -58,16 +58,14 @@ static int lookup(const char *name, const char *what, tocha_device **out)
     if (strcmp(name, "cuda") == 0)
         ordinal = 0;
     else if (sscanf(name, "cuda:%d%n", &ordinal, &used) != 1 || name[used] || ordinal < 0)
-        return tocha_fail(TOCHA_E_ARGUMENT,
-                          "%s: unknown device '%s' (expected cuda, cuda:N or sim)", what, name);
+        return tocha_fail(TOCHA_E_ARGUMENT, "%s: unknown device '%s' (expected cuda, cuda:N or sim)",
+                          what, name);
     if (gpu_count == 0)
-        return tocha_fail(TOCHA_E_UNAVAILABLE, "%s: %s is unavailable here: %s", what, name,
-                          cuda_why);
+        return tocha_fail(TOCHA_E_UNAVAILABLE, "%s: %s is unavailable here: %s", what, name, cuda_why);
     if (ordinal >= gpu_count)
         return tocha_fail(TOCHA_E_UNAVAILABLE,
-                          "%s: %s does not exist (this machine has %d GPU%s: cuda:0%s)", what,
-                          name, gpu_count, gpu_count == 1 ? "" : "s",
-                          gpu_count == 1 ? "" : " to cuda:N-1");
+                          "%s: %s does not exist (this machine has %d GPU%s: cuda:0%s)", what, name,
+                          gpu_count, gpu_count == 1 ? "" : "s", gpu_count == 1 ? "" : " to cuda:N-1");
     *out = &devices[ordinal];
     return TOCHA_OK;
 }

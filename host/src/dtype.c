@@ -8,12 +8,9 @@ static const struct {
     int size;
     const char *ctype;
 } dtypes[TOCHA_DTYPE_COUNT] = {
-    [TOCHA_F32] = {"f32", 4, "float"},
-    [TOCHA_F64] = {"f64", 8, "double"},
-    [TOCHA_F16] = {"f16", 2, "__half"},
-    [TOCHA_BF16] = {"bf16", 2, "__nv_bfloat16"},
-    [TOCHA_U8] = {"u8", 1, "unsigned char"},
-    [TOCHA_I32] = {"i32", 4, "int"},
+    [TOCHA_F32] = {"f32", 4, "float"},       [TOCHA_F64] = {"f64", 8, "double"},
+    [TOCHA_F16] = {"f16", 2, "__half"},      [TOCHA_BF16] = {"bf16", 2, "__nv_bfloat16"},
+    [TOCHA_U8] = {"u8", 1, "unsigned char"}, [TOCHA_I32] = {"i32", 4, "int"},
     [TOCHA_I64] = {"i64", 8, "long long"},
 };
 
@@ -28,10 +25,12 @@ int tocha_dtype_from_name(const char *name, int *out)
             return TOCHA_OK;
         }
     return tocha_fail(TOCHA_E_ARGUMENT,
-                      "dtype: unknown dtype '%s' (expected f32, f64, f16, bf16, u8, i32 or i64)",
-                      name);
+                      "dtype: unknown dtype '%s' (expected f32, f64, f16, bf16, u8, i32 or i64)", name);
 }
 
 const char *tocha_dtype_name(int dtype) { return tocha_dtype_valid(dtype) ? dtypes[dtype].name : NULL; }
 int tocha_dtype_size(int dtype) { return tocha_dtype_valid(dtype) ? dtypes[dtype].size : 0; }
-const char *tocha_dtype_ctype(int dtype) { return tocha_dtype_valid(dtype) ? dtypes[dtype].ctype : NULL; }
+const char *tocha_dtype_ctype(int dtype)
+{
+    return tocha_dtype_valid(dtype) ? dtypes[dtype].ctype : NULL;
+}

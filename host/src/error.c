@@ -44,12 +44,6 @@ int tocha_fail(int status, const char *fmt, ...)
     return status;
 }
 
-void tocha_clear_error(void)
-{
-    if (message) message[0] = '\0';
-    use_fallback = false;
-}
-
 const char *tocha_last_error(void)
 {
     if (use_fallback) return fallback;

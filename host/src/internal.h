@@ -13,8 +13,6 @@
 /* ---- error.c ---- */
 /* Records the formatted message for tocha_last_error() and returns status. */
 int tocha_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Clears the message. */
-void tocha_clear_error(void);
 
 /* ---- text.c: a growable string ---- */
 typedef struct {
@@ -26,7 +24,6 @@ void tocha_text_append(tocha_text *t, const char *s);
 void tocha_text_appendf(tocha_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Returns the string (owned by the caller) or NULL if an allocation failed; resets t. */
 char *tocha_text_take(tocha_text *t);
-void tocha_text_release(tocha_text *t);
 /* Appends source with a line number before each line, so that a compiler's "(12): error"
 ** can be read against it. */
 void tocha_text_append_numbered(tocha_text *t, const char *source);
@@ -53,12 +50,12 @@ typedef struct tocha_backend {
     int (*read)(tocha_device *d, void *dst, uint64_t src, uint64_t nbytes);
     int (*copy)(tocha_device *d, uint64_t dst, uint64_t src, uint64_t nbytes);
     /* Loads a binary built for this device's target and finds entry in it. */
-    int (*load)(tocha_device *d, const void *binary, uint64_t size, const char *entry,
-                void **module, void **function);
+    int (*load)(tocha_device *d, const void *binary, uint64_t size, const char *entry, void **module,
+                void **function);
     /* shared_bytes: the launch's dynamic shared memory per CTA (on the simulator only a size
     ** that its kernels can read: tocha::dynamic_shared_bytes()). */
-    int (*launch)(tocha_device *d, void *function, const uint32_t grid[3],
-                  const uint32_t block[3], uint32_t shared_bytes, void **args);
+    int (*launch)(tocha_device *d, void *function, const uint32_t grid[3], const uint32_t block[3],
+                  uint32_t shared_bytes, void **args);
     int (*synchronize)(tocha_device *d);
     int (*memory)(tocha_device *d, uint64_t *free_bytes, uint64_t *total_bytes);
     int (*event_new)(tocha_device *d, void **out);
@@ -112,8 +109,7 @@ int tocha_sim_compiler_identity(const char **out);
 
 /* ---- compiler.c: the text each target compiles ---- */
 /* The full translation unit for target: prelude + kernel source (+ sim launcher). malloc'd. */
-char *tocha_translation_unit(const char *source, const char *target, const char *entry,
-                             const char *sim_launcher);
+char *tocha_translation_unit(const char *source, const char *target, const char *sim_launcher);
 /* Compiles a translation unit for target, consulting no cache. */
 int tocha_compile_unit(const char *unit, const char *target, void **binary, uint64_t *size);
 /* Compiler identity, version and options for target, as hashed into cache keys. */
@@ -132,8 +128,7 @@ int tocha_cache_parse_entry(const unsigned char *data, uint64_t size, const unsi
 /* Loads the entry's binary on device (once per device) and returns the entry function. An
 ** entry from disk that fails to load is deleted and rebuilt from unit. */
 int tocha_cache_entry_function(tocha_cache_entry *e, tocha_device *d, const char *unit,
-                               const char *entry,
-                               void **function);
+                               const char *entry, void **function);
 
 /* ---- device.c ---- */
 /* Finds the devices once (every usable GPU, then the simulator); always TOCHA_OK. */

@@ -121,7 +121,8 @@ static int parse_params(const char *params, tocha_kernel *k)
         if (st) return st;
         for (int i = 0; i < k->nparams; i++)
             if (strcmp(k->params[i].name, k->params[k->nparams].name) == 0)
-                return tocha_fail(TOCHA_E_ARGUMENT, "params: parameter %d repeats the name '%s' of parameter %d",
+                return tocha_fail(TOCHA_E_ARGUMENT,
+                                  "params: parameter %d repeats the name '%s' of parameter %d",
                                   k->nparams + 1, k->params[i].name, i + 1);
         k->nparams++;
         if (!comma) return TOCHA_OK;
@@ -140,7 +141,8 @@ static void generate(tocha_kernel *k, const char *source, const char *name, cons
     /* A source may give its entry point attributes (launch bounds) that depend on the
        template arguments, by defining the macro TOCHA_ENTRY_BOUNDS(template arguments...). */
     if (strstr(source, "TOCHA_ENTRY_BOUNDS"))
-        tocha_text_appendf(&t, "extern \"C\" __global__ void TOCHA_ENTRY_BOUNDS(%s) %s(", targs, k->entry_name);
+        tocha_text_appendf(&t, "extern \"C\" __global__ void TOCHA_ENTRY_BOUNDS(%s) %s(", targs,
+                           k->entry_name);
     else
         tocha_text_appendf(&t, "extern \"C\" __global__ void %s(", k->entry_name);
     for (int i = 0; i < k->nparams; i++)
@@ -176,8 +178,8 @@ static void generate(tocha_kernel *k, const char *source, const char *name, cons
     k->params_text = tocha_text_take(&t);
 }
 
-int tocha_kernel_new(const char *source, const char *name, const char *template_args,
-                     const char *params, tocha_kernel **out)
+int tocha_kernel_new(const char *source, const char *name, const char *template_args, const char *params,
+                     tocha_kernel **out)
 {
     *out = NULL;
     if (!source || !*source) return tocha_fail(TOCHA_E_ARGUMENT, "source: expected CUDA C text");
@@ -233,7 +235,7 @@ int tocha_kernel_param_count(const tocha_kernel *k) { return k->nparams; }
 
 static int build_for(tocha_kernel *k, const char *target, tocha_cache_entry **out)
 {
-    char *unit = tocha_translation_unit(k->source, target, k->entry_name, k->sim_launcher);
+    char *unit = tocha_translation_unit(k->source, target, k->sim_launcher);
     if (!unit) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for kernel source");
     int st = tocha_cache_build(unit, target, out);
     free(unit);
@@ -269,7 +271,7 @@ static int function_for(tocha_kernel *k, tocha_device *d, void **fn)
         *fn = k->functions[i];
         return TOCHA_OK;
     }
-    char *unit = tocha_translation_unit(k->source, d->target, k->entry_name, k->sim_launcher);
+    char *unit = tocha_translation_unit(k->source, d->target, k->sim_launcher);
     if (!unit) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for kernel source");
     int st = tocha_cache_build(unit, d->target, &k->built[i]);
     if (!st) st = tocha_cache_entry_function(k->built[i], d, unit, k->entry_name, &k->functions[i]);
@@ -301,8 +303,8 @@ static int check_dims(const uint32_t grid[3], const uint32_t block[3])
     static const uint32_t block_max[3] = {1024u, 1024u, 64u};
     for (int i = 0; i < 3; i++) {
         if (grid[i] < 1 || grid[i] > grid_max[i])
-            return tocha_fail(TOCHA_E_ARGUMENT, "grid.%c: must be 1 to %u, got %u", axes[i],
-                              grid_max[i], grid[i]);
+            return tocha_fail(TOCHA_E_ARGUMENT, "grid.%c: must be 1 to %u, got %u", axes[i], grid_max[i],
+                              grid[i]);
         if (block[i] < 1 || block[i] > block_max[i])
             return tocha_fail(TOCHA_E_ARGUMENT, "block.%c: must be 1 to %u, got %u", axes[i],
                               block_max[i], block[i]);
@@ -336,40 +338,50 @@ static int check_scalar(const param *p, int i, const tocha_arg *a, scalar_value 
 {
     const char *type = scalars[p->type].name;
     if (a->kind != TOCHA_ARG_INT && a->kind != TOCHA_ARG_FLOAT)
-        return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected %s, got %s", i + 1,
-                          p->name, type, arg_kind_name(a->kind));
+        return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected %s, got %s", i + 1, p->name,
+                          type, arg_kind_name(a->kind));
     if (p->type == SCALAR_F32 || p->type == SCALAR_F64) {
         double f = a->kind == TOCHA_ARG_INT ? (double)a->i : a->f;
-        if (p->type == SCALAR_F32) v->f32 = (float)f;
-        else v->f64 = f;
+        if (p->type == SCALAR_F32)
+            v->f32 = (float)f;
+        else
+            v->f64 = f;
         return TOCHA_OK;
     }
     if (a->kind == TOCHA_ARG_FLOAT && (a->f != floor(a->f) || !isfinite(a->f)))
-        return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected an integer (%s), got %g",
-                          i + 1, p->name, type, a->f);
+        return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected an integer (%s), got %g", i + 1,
+                          p->name, type, a->f);
     if (a->kind == TOCHA_ARG_INT) {
         int64_t x = a->i;
         bool ok = p->type == SCALAR_I64 || (p->type == SCALAR_U64 && x >= 0) ||
                   (p->type == SCALAR_I32 && x >= INT32_MIN && x <= INT32_MAX) ||
                   (p->type == SCALAR_U32 && x >= 0 && x <= (int64_t)UINT32_MAX);
         if (!ok)
-            return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): %lld is out of %s range",
-                              i + 1, p->name, (long long)x, type);
-        if (p->type == SCALAR_I32) v->i32 = (int32_t)x;
-        else if (p->type == SCALAR_U32) v->u32 = (uint32_t)x;
-        else if (p->type == SCALAR_I64) v->i64 = x;
-        else v->u64 = (uint64_t)x;
+            return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): %lld is out of %s range", i + 1,
+                              p->name, (long long)x, type);
+        if (p->type == SCALAR_I32)
+            v->i32 = (int32_t)x;
+        else if (p->type == SCALAR_U32)
+            v->u32 = (uint32_t)x;
+        else if (p->type == SCALAR_I64)
+            v->i64 = x;
+        else
+            v->u64 = (uint64_t)x;
         return TOCHA_OK;
     }
     double f = a->f;
     /* hi of the 64-bit types rounds up to 2^63 / 2^64 in double: compare with >=. */
     if (f < scalars[p->type].lo || f >= scalars[p->type].hi + (p->type <= SCALAR_U32 ? 1 : 0))
-        return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): %.17g is out of %s range", i + 1,
-                          p->name, f, type);
-    if (p->type == SCALAR_I32) v->i32 = (int32_t)f;
-    else if (p->type == SCALAR_U32) v->u32 = (uint32_t)f;
-    else if (p->type == SCALAR_I64) v->i64 = (int64_t)f;
-    else v->u64 = (uint64_t)f;
+        return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): %.17g is out of %s range", i + 1, p->name,
+                          f, type);
+    if (p->type == SCALAR_I32)
+        v->i32 = (int32_t)f;
+    else if (p->type == SCALAR_U32)
+        v->u32 = (uint32_t)f;
+    else if (p->type == SCALAR_I64)
+        v->i64 = (int64_t)f;
+    else
+        v->u64 = (uint64_t)f;
     return TOCHA_OK;
 }
 
@@ -401,12 +413,11 @@ int tocha_kernel_launch(tocha_kernel *k, tocha_device *d, const uint32_t grid[3]
         if (t->freed)
             return tocha_fail(TOCHA_E_FREED, "argument %d (%s): tensor was freed", i + 1, p->name);
         if (t->elem_type != p->type)
-            return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected dtype %s, got %s",
-                              i + 1, p->name, tocha_dtype_name(p->type), tocha_dtype_name(t->elem_type));
+            return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected dtype %s, got %s", i + 1,
+                              p->name, tocha_dtype_name(p->type), tocha_dtype_name(t->elem_type));
         if (t->dev != d)
-            return tocha_fail(TOCHA_E_ARGUMENT,
-                              "argument %d (%s): tensor is on %s, the launch is on %s", i + 1,
-                              p->name, t->dev->name, d->name);
+            return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): tensor is on %s, the launch is on %s",
+                              i + 1, p->name, t->dev->name, d->name);
         slots[i] = (void *)&t->data;
     }
     return tocha_kernel_launch_raw(k, d, grid, block, slots);
@@ -430,8 +441,8 @@ int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *d, const uint32_t 
         const tocha_arg *a = &list->args[i];
         if (p->tensor) {
             if (a->kind != TOCHA_ARG_POINTER || a->i == 0)
-                return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected a device pointer",
-                                  i + 1, p->name);
+                return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected a device pointer", i + 1,
+                                  p->name);
             slots[i] = (void *)&a->i;
             continue;
         }

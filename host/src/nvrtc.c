@@ -79,8 +79,8 @@ static void load(void)
         lib = dlopen(forced, RTLD_NOW | RTLD_LOCAL);
         find_include_dir(lib);
         if (!lib) {
-            snprintf(message, sizeof message, "NVRTC is missing: TOCHA_NVRTC_LIBRARY=%.1000s could not be loaded",
-                     forced);
+            snprintf(message, sizeof message,
+                     "NVRTC is missing: TOCHA_NVRTC_LIBRARY=%.1000s could not be loaded", forced);
             load_error = message;
             return;
         }
@@ -101,12 +101,12 @@ static void load(void)
                      "toolkit's NVRTC or add its lib folder to LD_LIBRARY_PATH)";
         return;
     }
-    void **slots[] = {(void **)&nv.version,    (void **)&nv.create,     (void **)&nv.compile,
-                      (void **)&nv.log_size,   (void **)&nv.log,        (void **)&nv.cubin_size,
-                      (void **)&nv.cubin,      (void **)&nv.destroy,    (void **)&nv.error_string};
-    const char *symbols[] = {"nvrtcVersion",         "nvrtcCreateProgram", "nvrtcCompileProgram",
-                             "nvrtcGetProgramLogSize", "nvrtcGetProgramLog", "nvrtcGetCUBINSize",
-                             "nvrtcGetCUBIN",        "nvrtcDestroyProgram", "nvrtcGetErrorString"};
+    void **slots[] = {(void **)&nv.version,  (void **)&nv.create,  (void **)&nv.compile,
+                      (void **)&nv.log_size, (void **)&nv.log,     (void **)&nv.cubin_size,
+                      (void **)&nv.cubin,    (void **)&nv.destroy, (void **)&nv.error_string};
+    const char *symbols[] = {"nvrtcVersion",           "nvrtcCreateProgram",  "nvrtcCompileProgram",
+                             "nvrtcGetProgramLogSize", "nvrtcGetProgramLog",  "nvrtcGetCUBINSize",
+                             "nvrtcGetCUBIN",          "nvrtcDestroyProgram", "nvrtcGetErrorString"};
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
         *slots[i] = dlsym(lib, symbols[i]);
         if (!*slots[i]) {
@@ -203,8 +203,8 @@ int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uin
             log[n] = '\0';
         }
         tocha_text msg = {0};
-        tocha_text_appendf(&msg, "NVRTC failed to compile for %s:\n%s\ngenerated source:\n",
-                           arch, log ? log : "(no log)");
+        tocha_text_appendf(&msg, "NVRTC failed to compile for %s:\n%s\ngenerated source:\n", arch,
+                           log ? log : "(no log)");
         tocha_text_append_numbered(&msg, source);
         free(log);
         nv.destroy(&prog);
@@ -227,4 +227,3 @@ int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uin
     *size = n;
     return TOCHA_OK;
 }
-

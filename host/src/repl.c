@@ -132,14 +132,18 @@ static void banner(lua_State *L)
     lua_pushstring(L, "tocha.cli");
     if (tocha_pcall(L, 1, 1) == 0) {
         lua_getfield(L, -1, "banner");
-        if (tocha_pcall(L, 0, 1) == 0) fprintf(stdout, "%s\n", lua_tostring(L, -1));
-        else fprintf(stderr, "tocha: %s\n", lua_tostring(L, -1));
+        if (tocha_pcall(L, 0, 1) == 0)
+            fprintf(stdout, "%s\n", lua_tostring(L, -1));
+        else
+            fprintf(stderr, "tocha: %s\n", lua_tostring(L, -1));
         lua_pop(L, 1);
         /* The REPL offers tocha as a global, as a convenience. */
         lua_getglobal(L, "require");
         lua_pushstring(L, "tocha");
-        if (tocha_pcall(L, 1, 1) == 0) lua_setglobal(L, "tocha");
-        else lua_pop(L, 1);
+        if (tocha_pcall(L, 1, 1) == 0)
+            lua_setglobal(L, "tocha");
+        else
+            lua_pop(L, 1);
     } else {
         fprintf(stderr, "tocha: %s\n", lua_tostring(L, -1));
     }

@@ -125,10 +125,9 @@ int tocha_op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer *
     if (st) return st;
     if (!tocha_op_has_backward(op) || !op->vtable->pack_backward_args)
         return no_backward("pack_backward_args");
-    return op->vtable->pack_backward_args(op, inputs, n_inputs, params, n_params, output,
-                                          output_shape, grad_output, grad_output_row_stride,
-                                          grad_inputs, n_grad_inputs, grad_params, n_grad_params,
-                                          visitor);
+    return op->vtable->pack_backward_args(op, inputs, n_inputs, params, n_params, output, output_shape,
+                                          grad_output, grad_output_row_stride, grad_inputs,
+                                          n_grad_inputs, grad_params, n_grad_params, visitor);
 }
 
 int64_t tocha_op_backward_grad_output_row_stride(const tocha_runtime_op *op, const tocha_shape *output)
@@ -148,7 +147,8 @@ int tocha_op_n_launches(const tocha_runtime_op *op)
 static int check_launch(int launch, int n, const char *what)
 {
     if (launch < 0 || launch >= n)
-        return tocha_fail(TOCHA_E_ARGUMENT, "launch: %s has launches 0..%d, got %d", what, n - 1, launch);
+        return tocha_fail(TOCHA_E_ARGUMENT, "launch: %s has launches 0..%d, got %d", what, n - 1,
+                          launch);
     return TOCHA_OK;
 }
 
@@ -164,16 +164,16 @@ int tocha_op_grid_for_launch(const tocha_runtime_op *op, int launch, const tocha
 }
 
 int tocha_op_pack_args_for_launch(const tocha_runtime_op *op, int launch, const tocha_buffer *inputs,
-                                  int n_inputs, const uint64_t *params, int n_params,
-                                  uint64_t output, const tocha_shape *output_shape,
-                                  int32_t output_row_stride, tocha_arg_list *visitor)
+                                  int n_inputs, const uint64_t *params, int n_params, uint64_t output,
+                                  const tocha_shape *output_shape, int32_t output_row_stride,
+                                  tocha_arg_list *visitor)
 {
     int st = no_op(op);
     if (!st) st = check_launch(launch, tocha_op_n_launches(op), "forward");
     if (st) return st;
     if (op->vtable->pack_args_for_launch)
-        return op->vtable->pack_args_for_launch(op, launch, inputs, n_inputs, params, n_params,
-                                                output, output_shape, output_row_stride, visitor);
+        return op->vtable->pack_args_for_launch(op, launch, inputs, n_inputs, params, n_params, output,
+                                                output_shape, output_row_stride, visitor);
     return op->vtable->pack_args(op, inputs, n_inputs, params, n_params, output, output_shape,
                                  output_row_stride, visitor);
 }
@@ -184,9 +184,8 @@ int tocha_op_n_backward_launches(const tocha_runtime_op *op)
     return op->vtable->n_backward_launches ? op->vtable->n_backward_launches(op) : 1;
 }
 
-int tocha_op_backward_grid_for_launch(const tocha_runtime_op *op, int launch,
-                                      const tocha_shape *inputs, int n_inputs,
-                                      const tocha_shape *output, uint32_t grid[3])
+int tocha_op_backward_grid_for_launch(const tocha_runtime_op *op, int launch, const tocha_shape *inputs,
+                                      int n_inputs, const tocha_shape *output, uint32_t grid[3])
 {
     int st = no_op(op);
     if (!st && !tocha_op_has_backward(op)) return no_backward("backward_grid_for_launch");
@@ -201,10 +200,9 @@ int tocha_op_pack_backward_args_for_launch(const tocha_runtime_op *op, int launc
                                            const tocha_buffer *inputs, int n_inputs,
                                            const uint64_t *params, int n_params, uint64_t output,
                                            const tocha_shape *output_shape, uint64_t grad_output,
-                                           int32_t grad_output_row_stride,
-                                           const uint64_t *grad_inputs, int n_grad_inputs,
-                                           const uint64_t *grad_params, int n_grad_params,
-                                           tocha_arg_list *visitor)
+                                           int32_t grad_output_row_stride, const uint64_t *grad_inputs,
+                                           int n_grad_inputs, const uint64_t *grad_params,
+                                           int n_grad_params, tocha_arg_list *visitor)
 {
     int st = no_op(op);
     if (!st && !tocha_op_has_backward(op)) return no_backward("pack_backward_args_for_launch");
@@ -215,6 +213,6 @@ int tocha_op_pack_backward_args_for_launch(const tocha_runtime_op *op, int launc
             op, launch, inputs, n_inputs, params, n_params, output, output_shape, grad_output,
             grad_output_row_stride, grad_inputs, n_grad_inputs, grad_params, n_grad_params, visitor);
     return tocha_op_pack_backward_args(op, inputs, n_inputs, params, n_params, output, output_shape,
-                                       grad_output, grad_output_row_stride, grad_inputs,
-                                       n_grad_inputs, grad_params, n_grad_params, visitor);
+                                       grad_output, grad_output_row_stride, grad_inputs, n_grad_inputs,
+                                       grad_params, n_grad_params, visitor);
 }

@@ -25,8 +25,7 @@
 extern char **environ;
 
 typedef void (*sim_launcher)(void **args, const unsigned *grid, const unsigned *block,
-                             unsigned shared_bytes, unsigned long long first,
-                             unsigned long long last);
+                             unsigned shared_bytes, unsigned long long first, unsigned long long last);
 
 #if defined(__x86_64__)
 #define SIM_TARGET "sim-x86_64"
@@ -72,13 +71,17 @@ static void read_limit(void)
     char *end = NULL;
     unsigned shift = 0;
     bool ok = leading_count(env, &v, &end);
-    if (ok && (*end == 'K' || *end == 'k')) shift = 10, end++;
-    else if (ok && (*end == 'M' || *end == 'm')) shift = 20, end++;
-    else if (ok && (*end == 'G' || *end == 'g')) shift = 30, end++;
+    if (ok && (*end == 'K' || *end == 'k'))
+        shift = 10, end++;
+    else if (ok && (*end == 'M' || *end == 'm'))
+        shift = 20, end++;
+    else if (ok && (*end == 'G' || *end == 'g'))
+        shift = 30, end++;
     if (!ok || *end || v == 0 || v > (~0ull >> shift)) {
         snprintf(limit_error, sizeof limit_error,
                  "TOCHA_SIM_MEMORY_LIMIT: expected a positive number of bytes (with K, M or G "
-                 "allowed), got '%.60s'", env);
+                 "allowed), got '%.60s'",
+                 env);
         return;
     }
     sim_limit = v << shift;
@@ -95,8 +98,8 @@ static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
         p = aligned_alloc(256, rounded + SIM_HEADER);
     if (!p) {
         atomic_fetch_sub(&sim_in_use, rounded);
-        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes",
-                          d->name, (unsigned long long)nbytes);
+        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes", d->name,
+                          (unsigned long long)nbytes);
     }
     memcpy(p, &rounded, sizeof rounded);
     *out = (uint64_t)(uintptr_t)p + SIM_HEADER;
@@ -160,8 +163,8 @@ static const char *temp_dir(void)
     return dir && *dir && strlen(dir) < 4000 ? dir : "/tmp";
 }
 
-static int sim_load(tocha_device *d, const void *binary, uint64_t size, const char *entry,
-                    void **module, void **function)
+static int sim_load(tocha_device *d, const void *binary, uint64_t size, const char *entry, void **module,
+                    void **function)
 {
     (void)d;
     /* dlopen needs a file, and one with a name of its own: glibc hands back an already
@@ -247,8 +250,8 @@ static int sim_threads(void)
     return sim_thread_count;
 }
 
-static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3],
-                      const uint32_t block[3], uint32_t shared_bytes, void **args)
+static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3], const uint32_t block[3],
+                      uint32_t shared_bytes, void **args)
 {
     (void)d;
     /* The launch's dynamic shared memory is only its size here (dynamic_shared_bytes() in a
@@ -320,10 +323,9 @@ static int sim_event_elapsed(tocha_device *d, void *start, void *end, double *ms
 }
 
 static const tocha_backend sim_backend = {
-    sim_alloc,      sim_release,       sim_write,        sim_read,
-    sim_copy,       sim_load,          sim_launch,       sim_synchronize,
-    sim_memory,     sim_event_new,     sim_event_destroy, sim_event_record,
-    sim_event_elapsed,
+    sim_alloc,         sim_release,      sim_write,         sim_read,   sim_copy,
+    sim_load,          sim_launch,       sim_synchronize,   sim_memory, sim_event_new,
+    sim_event_destroy, sim_event_record, sim_event_elapsed,
 };
 
 void tocha_sim_init(tocha_device *d, int index)
@@ -341,8 +343,8 @@ void tocha_sim_init(tocha_device *d, int index)
 /* ---- the host compiler ---- */
 
 /* The simulator's compile options: used to compile and hashed into cache keys. */
-static const char *const sim_flags[] = {"-std=c++17", "-O2", "-fPIC", "-shared", "-pthread",
-                                        "-DTOCHA_SIM=1"};
+static const char *const sim_flags[] = {"-std=c++17", "-O2",      "-fPIC",
+                                        "-shared",    "-pthread", "-DTOCHA_SIM=1"};
 #define SIM_FLAG_COUNT (sizeof sim_flags / sizeof sim_flags[0])
 
 const char *tocha_sim_options(void)
@@ -475,8 +477,10 @@ int tocha_sim_compile(const char *source, void **binary, uint64_t *size)
     if (rc != 0) {
         char *log = read_file(log_path, NULL);
         tocha_text msg = {0};
-        tocha_text_appendf(&msg, "the simulator's compiler (%s) failed to compile:\n%s\n"
-                           "generated source:\n", sim_cxx(), log ? log : "(no log)");
+        tocha_text_appendf(&msg,
+                           "the simulator's compiler (%s) failed to compile:\n%s\n"
+                           "generated source:\n",
+                           sim_cxx(), log ? log : "(no log)");
         tocha_text_append_numbered(&msg, source);
         free(log);
         char *text = tocha_text_take(&msg);

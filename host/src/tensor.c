@@ -37,13 +37,13 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
     if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
     if (!tocha_dtype_valid(dtype)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype: invalid dtype %d", dtype);
     if (ndim < 1 || ndim > TOCHA_MAX_DIMS)
-        return tocha_fail(TOCHA_E_ARGUMENT, "shape: expected 1 to %d dimensions, got %d",
-                          TOCHA_MAX_DIMS, ndim);
+        return tocha_fail(TOCHA_E_ARGUMENT, "shape: expected 1 to %d dimensions, got %d", TOCHA_MAX_DIMS,
+                          ndim);
     uint64_t numel = 1, limit = MAX_TENSOR_BYTES / (uint64_t)tocha_dtype_size(dtype);
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 1)
-            return tocha_fail(TOCHA_E_ARGUMENT, "shape[%d]: size must be at least 1, got %lld",
-                              i + 1, (long long)shape[i]);
+            return tocha_fail(TOCHA_E_ARGUMENT, "shape[%d]: size must be at least 1, got %lld", i + 1,
+                              (long long)shape[i]);
         if ((uint64_t)shape[i] > limit / numel)
             return tocha_fail(TOCHA_E_ARGUMENT,
                               "shape: too many elements (the limit is %llu bytes per tensor)",
@@ -97,13 +97,11 @@ int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void
     int st = tocha_tensor_check(t, "tensor");
     if (st) return st;
     if (offset < 0 || count < 0 || offset > t->count || count > t->count - offset)
-        return tocha_fail(TOCHA_E_ARGUMENT,
-                          "range: elements %lld..%lld are outside the tensor's %lld",
+        return tocha_fail(TOCHA_E_ARGUMENT, "range: elements %lld..%lld are outside the tensor's %lld",
                           (long long)offset, (long long)(offset + count), (long long)t->count);
     if (!dst) return tocha_fail(TOCHA_E_ARGUMENT, "dst: expected host memory, got NULL");
     uint64_t size = (uint64_t)tocha_dtype_size(t->elem_type);
-    return t->dev->backend->read(t->dev, dst, t->data + (uint64_t)offset * size,
-                                    (uint64_t)count * size);
+    return t->dev->backend->read(t->dev, dst, t->data + (uint64_t)offset * size, (uint64_t)count * size);
 }
 
 int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
@@ -115,8 +113,7 @@ int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
     if (dst->elem_type != src->elem_type)
         return tocha_fail(TOCHA_E_ARGUMENT, "src: dtype %s differs from dst's %s (use cast)",
                           tocha_dtype_name(src->elem_type), tocha_dtype_name(dst->elem_type));
-    if (dst->dev == src->dev)
-        return dst->dev->backend->copy(dst->dev, dst->data, src->data, dst->bytes);
+    if (dst->dev == src->dev) return dst->dev->backend->copy(dst->dev, dst->data, src->data, dst->bytes);
     /* Between devices: through host memory, in pieces so that a huge tensor needs no huge
     ** buffer. The source's queue is drained first by the read itself (it is synchronous). */
     const uint64_t piece = (uint64_t)64 << 20;
@@ -156,8 +153,8 @@ int tocha_tensor_uniform(tocha_tensor *t, uint64_t seed, double low, double high
     int st = tocha_tensor_check(t, "tensor");
     if (st) return st;
     if (!isfinite(low) || !isfinite(high) || !(low < high))
-        return tocha_fail(TOCHA_E_ARGUMENT, "low, high: expected finite low < high, got %g, %g",
-                          low, high);
+        return tocha_fail(TOCHA_E_ARGUMENT, "low, high: expected finite low < high, got %g, %g", low,
+                          high);
     void *args[] = {&t->data, &t->count, &seed, &low, &high};
     return launch_builtin(TOCHA_OP_UNIFORM, t->elem_type, 0, t->dev, t->count, args);
 }
@@ -198,8 +195,7 @@ int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rt
         return tocha_fail(TOCHA_E_ARGUMENT, "b: dtype %s differs from a's %s",
                           tocha_dtype_name(b->elem_type), tocha_dtype_name(a->elem_type));
     if (a->dev != b->dev)
-        return tocha_fail(TOCHA_E_ARGUMENT, "b: tensor is on %s, a on %s", b->dev->name,
-                          a->dev->name);
+        return tocha_fail(TOCHA_E_ARGUMENT, "b: tensor is on %s, a on %s", b->dev->name, a->dev->name);
     if (!(rtol >= 0) || !(atol >= 0))
         return tocha_fail(TOCHA_E_ARGUMENT, "rtol, atol: expected >= 0, got %g, %g", rtol, atol);
     tocha_device *d = a->dev;
@@ -212,12 +208,14 @@ int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rt
     tocha_kernel *k = NULL;
     if (!st) st = tocha_builtin_kernel(TOCHA_OP_COMPARE, a->elem_type, 0, &k);
     int64_t n = a->count;
-    void *args[] = {(void *)&a->data, (void *)&b->data, &n, &rtol, &atol, &parts[0]->data,
-                    &parts[1]->data, &parts[2]->data, &parts[3]->data};
+    void *args[] = {
+        (void *)&a->data, (void *)&b->data, &n, &rtol, &atol, &parts[0]->data, &parts[1]->data,
+        &parts[2]->data,  &parts[3]->data};
     if (!st) st = tocha_kernel_launch_raw(k, d, grid, block, args);
     double *host = st ? NULL : malloc((size_t)partials * 4 * sizeof(double));
     if (!st && !host) st = tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a comparison");
-    for (int i = 0; i < 4 && !st; i++) st = tocha_tensor_read(parts[i], 0, partials, host + i * partials);
+    for (int i = 0; i < 4 && !st; i++)
+        st = tocha_tensor_read(parts[i], 0, partials, host + i * partials);
     if (!st) {
         tocha_compare_result r = {0, 0, 0, -1};
         const int64_t *bad = (const int64_t *)(host + 2 * partials);

@@ -52,12 +52,6 @@ char *tocha_text_take(tocha_text *t)
     return s;
 }
 
-void tocha_text_release(tocha_text *t)
-{
-    free(t->data);
-    *t = (tocha_text){0};
-}
-
 char *tocha_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -49,7 +49,8 @@ static int check_constants(int direction, int scale_h, int scale_w, int block)
     return TOCHA_OK;
 }
 
-static int make(int direction, int dtype, int scale_h, int scale_w, int block, int layout, tocha_upsample **out)
+static int make(int direction, int dtype, int scale_h, int scale_w, int block, int layout,
+                tocha_upsample **out)
 {
     pthread_once(&sources_once, make_sources);
     tocha_upsample *up = calloc(1, sizeof *up);
@@ -70,9 +71,11 @@ static int make(int direction, int dtype, int scale_h, int scale_w, int block, i
              nhwc ? ", true" : "");
     const char *d = tocha_dtype_name(dtype);
     if (direction == TOCHA_UPSAMPLE_FORWARD)
-        snprintf(params, sizeof params, "%s* x, %s* y, i32 B, i32 C, i32 H, i32 W, i32 OH, i32 OW", d, d);
+        snprintf(params, sizeof params, "%s* x, %s* y, i32 B, i32 C, i32 H, i32 W, i32 OH, i32 OW", d,
+                 d);
     else
-        snprintf(params, sizeof params, "%s* dy, %s* dx, i32 B, i32 C, i32 H, i32 W, i32 OH, i32 OW", d, d);
+        snprintf(params, sizeof params, "%s* dy, %s* dx, i32 B, i32 C, i32 H, i32 W, i32 OH, i32 OW", d,
+                 d);
     const char *source = sources[direction];
     int st = source ? tocha_kernel_new(source, names[direction], targs, params, &up->kernel)
                     : tocha_fail(TOCHA_E_INTERNAL, "kernel source %s is not embedded", files[direction]);
@@ -84,12 +87,13 @@ static int make(int direction, int dtype, int scale_h, int scale_w, int block, i
     return TOCHA_OK;
 }
 
-int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block,
-                       int backward_block, int layout, tocha_upsample **out)
+int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block, int backward_block,
+                       int layout, tocha_upsample **out)
 {
     *out = NULL;
     if (direction != TOCHA_UPSAMPLE_FORWARD && direction != TOCHA_UPSAMPLE_BACKWARD)
-        return tocha_fail(TOCHA_E_ARGUMENT, "direction: expected forward or backward, got %d", direction);
+        return tocha_fail(TOCHA_E_ARGUMENT, "direction: expected forward or backward, got %d",
+                          direction);
     if (!tocha_dtype_valid(dtype)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype: invalid dtype %d", dtype);
     if (layout != TOCHA_LAYOUT_NCHW && layout != TOCHA_LAYOUT_NHWC)
         return tocha_fail(TOCHA_E_ARGUMENT, "layout: expected nchw (0) or nhwc (1), got %d", layout);
@@ -150,18 +154,19 @@ static tocha_upsample_rows rows_of(const tocha_upsample *k, const tocha_shape *i
     return tocha_upsample_rows_of(k->layout == TOCHA_LAYOUT_NHWC, d[0], d[1], d[2], d[3], (int)ow);
 }
 
-/* k's grid for input shape `in` (forward: x; backward: dx) and output width ow, with the
-** output `head` elements past its 16-byte (forward) or run (backward) boundary: the plan's
-** count of work over `block` threads, at least one CTA, capped at the grid's limit (the
-** kernels loop over what it does not cover). */
-static void kernel_grid(const tocha_upsample *k, const tocha_shape *in, int64_t ow, int head, uint32_t grid[3])
+/* k's grid for input shape `in` (forward: x; backward: dx) and output width ow: the plan's
+** count of work over `block` threads for an output on a 16-byte boundary (as tocha's
+** allocations are), at least one CTA, capped at the grid's limit. The kernels loop over what
+** a grid does not cover, so an output elsewhere only has one thread do one step more. */
+static void kernel_grid(const tocha_upsample *k, const tocha_shape *in, int64_t ow, uint32_t grid[3])
 {
     tocha_upsample_rows g = rows_of(k, in, ow);
     int size = tocha_dtype_size(k->dtype);
-    int64_t work = k->direction == TOCHA_UPSAMPLE_FORWARD
-                       ? tocha_upsample_forward_vectors(g, size, k->scale_h, head)
-                       : tocha_upsample_backward_runs(g, tocha_upsample_backward_run(size, k->scale_w,
-                                                          k->layout == TOCHA_LAYOUT_NHWC), head);
+    int64_t work =
+        k->direction == TOCHA_UPSAMPLE_FORWARD
+            ? tocha_upsample_forward_vectors(g, size, k->scale_h, 0)
+            : tocha_upsample_backward_runs(
+                  g, tocha_upsample_backward_run(size, k->scale_w, k->layout == TOCHA_LAYOUT_NHWC), 0);
     int64_t blocks = (work + k->block - 1) / k->block;
     grid[0] = (uint32_t)(blocks < 1 ? 1 : blocks < INT32_MAX ? blocks : INT32_MAX);
     grid[1] = grid[2] = 1;
@@ -173,8 +178,8 @@ static int output_shape(const tocha_upsample *up, const tocha_shape *in, const c
                         tocha_shape *out)
 {
     if (in->ndim != 4)
-        return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected a 4-D tensor %s, got %d-D", what, dims_text(up),
-                          in->ndim);
+        return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected a 4-D tensor %s, got %d-D", what,
+                          dims_text(up), in->ndim);
     for (int i = 0; i < 4; i++)
         if (in->dims[i] < 1 || in->dims[i] > INT32_MAX)
             return tocha_fail(TOCHA_E_ARGUMENT, "%s: size %lld of dimension %d is outside 1..2147483647",
@@ -226,22 +231,21 @@ static int check_shape_is(const tocha_tensor *t, const tocha_shape *want, const 
 
 /* ---- launches ---- */
 
-/* Launches k from src to dst; `in` is the shape of the input side (forward: x; backward: dx). */
-static int launch(tocha_upsample *k, const tocha_tensor *src, tocha_tensor *dst,
-                  const tocha_shape *in, const tocha_shape *out)
+static int pack(const tocha_upsample *up, const tocha_shape *in, const tocha_shape *out, uint64_t src,
+                uint64_t dst, tocha_arg_list *visitor);
+
+/* Launches k from src to dst, `in` being the input side's shape (forward: x; backward: dx) and
+** `out` the output side's: through the grid, block and packed arguments of the RuntimeOp's
+** methods (kernel_grid, pack), so that a direct launch is the RuntimeOp's launch. */
+static int launch(tocha_upsample *k, const tocha_tensor *src, tocha_tensor *dst, const tocha_shape *in,
+                  const tocha_shape *out)
 {
-    int32_t d[4];
-    bchw(k, in, d);
-    int h = h_axis(k);
-    int32_t dims[6] = {d[0], d[1], d[2], d[3], (int32_t)out->dims[h], (int32_t)out->dims[h + 1]};
-    bool forward = k->direction == TOCHA_UPSAMPLE_FORWARD;
-    int size = tocha_dtype_size(k->dtype);
-    int unit = forward ? 16 : size * tocha_upsample_backward_run(size, k->scale_w, k->layout == TOCHA_LAYOUT_NHWC);
-    int head = (int)(dst->data % (uint64_t)unit) / size;
+    tocha_arg_list args = {0};
+    int st = pack(k, in, out, src->data, dst->data, &args);
+    if (st) return st;
     uint32_t grid[3], block[3] = {(uint32_t)k->block, 1, 1};
-    kernel_grid(k, in, dims[5], head, grid);
-    void *args[8] = {(void *)&src->data, &dst->data, &dims[0], &dims[1], &dims[2], &dims[3], &dims[4], &dims[5]};
-    return tocha_kernel_launch_shared(k->kernel, dst->dev, grid, block, 0, args);
+    kernel_grid(k, in, out->dims[h_axis(k) + 1], grid);
+    return tocha_kernel_launch_packed(k->kernel, dst->dev, grid, block, &args);
 }
 
 int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, tocha_tensor *y)
@@ -271,7 +275,8 @@ int tocha_upsample_backward(tocha_upsample *up, const tocha_tensor *dy, tocha_te
     if ((st = output_shape(k, &in, "dx", &out))) return st;
     if ((st = check_shape_is(dy, &out, "dy", "the forward's output for dx"))) return st;
     if (dy->dev != dx->dev)
-        return tocha_fail(TOCHA_E_ARGUMENT, "dx: tensor is on %s, dy on %s", dx->dev->name, dy->dev->name);
+        return tocha_fail(TOCHA_E_ARGUMENT, "dx: tensor is on %s, dy on %s", dx->dev->name,
+                          dy->dev->name);
     return launch(k, dy, dx, &in, &out);
 }
 
@@ -305,7 +310,8 @@ static int check_output(const tocha_shape *output)
         return tocha_fail(TOCHA_E_ARGUMENT, "output_shape: expected 4-D, got %d-D", output->ndim);
     for (int i = 0; i < 4; i++)
         if (output->dims[i] < 1 || output->dims[i] > INT32_MAX)
-            return tocha_fail(TOCHA_E_ARGUMENT, "output_shape: size %lld of dimension %d is outside 1..2147483647",
+            return tocha_fail(TOCHA_E_ARGUMENT,
+                              "output_shape: size %lld of dimension %d is outside 1..2147483647",
                               (long long)output->dims[i], i + 1);
     return TOCHA_OK;
 }
@@ -318,9 +324,10 @@ static int input_of_output(const tocha_upsample *up, const tocha_shape *output, 
     if (st) return st;
     int h = h_axis(up);
     if (output->dims[h] % up->scale_h != 0 || output->dims[h + 1] % up->scale_w != 0)
-        return tocha_fail(TOCHA_E_ARGUMENT,
-                          "output_shape: height %lld and width %lld must be multiples of the scales %d and %d",
-                          (long long)output->dims[h], (long long)output->dims[h + 1], up->scale_h, up->scale_w);
+        return tocha_fail(
+            TOCHA_E_ARGUMENT,
+            "output_shape: height %lld and width %lld must be multiples of the scales %d and %d",
+            (long long)output->dims[h], (long long)output->dims[h + 1], up->scale_h, up->scale_w);
     *in = *output;
     in->dims[h] /= up->scale_h;
     in->dims[h + 1] /= up->scale_w;
@@ -333,7 +340,7 @@ static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32
     tocha_shape in;
     int st = input_of_output(up, output, &in);
     if (st) return st;
-    kernel_grid(up, &in, output->dims[h_axis(up) + 1], 0, grid);
+    kernel_grid(up, &in, output->dims[h_axis(up) + 1], grid);
     return TOCHA_OK;
 }
 
@@ -359,7 +366,8 @@ static int pack(const tocha_upsample *up, const tocha_shape *in, const tocha_sha
         char a[200], b[200];
         tocha_format_dims(in->dims, 4, ", ", a, sizeof a);
         tocha_format_dims(out->dims, 4, ", ", b, sizeof b);
-        return tocha_fail(TOCHA_E_ARGUMENT, "output_shape: [%s] is not the output of inputs[1] [%s]", b, a);
+        return tocha_fail(TOCHA_E_ARGUMENT, "output_shape: [%s] is not the output of inputs[1] [%s]", b,
+                          a);
     }
     if (visitor->count < 0 || visitor->count > TOCHA_MAX_PARAMS - 8)
         return tocha_fail(TOCHA_E_ARGUMENT, "visitor: no room for 8 more arguments");
@@ -401,7 +409,7 @@ static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *input
     const tocha_upsample *k = self(op)->backward;
     tocha_shape out;
     if ((st = output_shape(k, &inputs[0], "inputs[1]", &out))) return st;
-    kernel_grid(k, &inputs[0], out.dims[h_axis(k) + 1], 0, grid);
+    kernel_grid(k, &inputs[0], out.dims[h_axis(k) + 1], grid);
     return TOCHA_OK;
 }
 

@@ -57,5 +57,4 @@ end
 function UpsampleNearest2d:forward(input) return self:updateOutput(input) end
 function UpsampleNearest2d:backward(input, gradOutput) return self:updateGradInput(input, gradOutput) end
 
-M.UpsampleNearest2d_class = UpsampleNearest2d
 return M
