@@ -1,5 +1,5 @@
 -- quickstart.lua: tocha in one page, `make demo` runs it.
--- Builds the seed's two kernels, runs nearest-neighbour upsampling forward and backward on
+-- Builds teeny-kernels' two kernels, runs nearest-neighbour upsampling forward and backward on
 -- the default device (a GPU when one is usable, else the CPU simulator), checks both against
 -- plain Lua and with a finite-difference gradcheck, and says what ran where and how long.
 local tocha = require "tocha"

@@ -1,4 +1,4 @@
--- upsample_image.lua: upsamples a PNG on the device with the seed's forward kernel.
+-- upsample_image.lua: upsamples a PNG on the device with teeny-kernels' forward kernel.
 --   tocha examples/upsample_image.lua [in.png [out.png [scale_h [scale_w]]]]
 -- Defaults: examples/data/pattern.png (made by make_pattern_image.lua), 4x4, written to
 -- pattern-upsampled.png in the current folder.

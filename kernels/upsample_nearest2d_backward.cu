@@ -113,7 +113,7 @@ template <typename D, int K> __device__ __forceinline__ void store_run(D *p, con
 template <typename D, int SCALE_H, int SCALE_W, int BLOCK_IW, bool NHWC = false>
 __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, int H, int W, int OH, int OW)
 {
-    (void)OH, (void)OW; // the seed's Args; dy's shape follows from dx's and the scales
+    (void)OH, (void)OW; // teeny-kernels' Args; dy's shape follows from dx's and the scales
     typedef typename tocha::accumulator<D>::type A;
     constexpr int K = tocha_upsample_backward_run((int)sizeof(D), SCALE_W, NHWC);
     const tocha_upsample_rows g = tocha_upsample_rows_of(NHWC, B, C, H, W, W * SCALE_W);

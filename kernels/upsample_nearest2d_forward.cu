@@ -110,7 +110,7 @@ __device__ __forceinline__ pack16<D> row_elements(const D *x, const tocha_upsamp
 template <typename D, int SCALE_H, int SCALE_W, int BLOCK_OW, bool NHWC = false>
 __device__ void upsample_nearest2d_forward(const D *x, D *y, int B, int C, int H, int W, int OH, int OW)
 {
-    (void)OH, (void)OW; // the seed's Args; the output follows from x's shape and the scales
+    (void)OH, (void)OW; // teeny-kernels' Args; the output follows from x's shape and the scales
     const int V = tocha::vec16<D>::n;
     const tocha_upsample_rows g = tocha_upsample_rows_of(NHWC, B, C, H, W, W * SCALE_W);
     const int head = (int)(((unsigned long long)y & 15u) / sizeof(D));

@@ -1,4 +1,4 @@
--- The seed's kernels, UpsampleNearest2dForward and UpsampleNearest2dBackward: fields and
+-- teeny-kernels' kernels, UpsampleNearest2dForward and UpsampleNearest2dBackward: fields and
 -- hashes, every RuntimeOp method, forward and backward on every device against a plain-Lua
 -- reference, gradcheck, and bad input.
 local tocha = require "tocha"
@@ -24,7 +24,7 @@ local BLOCKS = { 32, 64, 96, 128, 256, 512, 1024 }
 
 describe("tocha upsample kernels", function()
   describe("fields", function()
-    it("follow the seed: name, id, constants, sources and the entry point", function()
+    it("follow teeny-kernels: name, id, constants, sources and the entry point", function()
       for _, case in ipairs({ { 2, 2, 128, "f32" }, { 3, 1, 64, "bf16" }, { 1, 4, 1024, "u8" } }) do
         local sh, sw, block, dt = unpack(case)
         local f = Forward.new(sh, sw, block, dt)
@@ -77,7 +77,7 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
   describe("RuntimeOp", function()
     local shapes = { { 1, 1, 1, 1 }, { 2, 3, 5, 7 }, { 1, 1, 40000, 3 }, { 3, 700, 50, 33 } }
 
-    it("has the seed's constant answers", function()
+    it("has teeny-kernels' constant answers", function()
       local up = Forward.new(2, 3, 128)
       assert.are.equal(1, up:n_activation_inputs())
       assert.are.same({}, up:param_shapes({ { 1, 1, 2, 2 } }, { 1, 1, 4, 6 }))

@@ -234,9 +234,9 @@ TOCHA_API int tocha_event_record(tocha_event *e);
 /* Milliseconds between two recorded events of one device; waits for end. */
 TOCHA_API int tocha_event_elapsed_ms(tocha_event *start, tocha_event *end, double *ms);
 
-/* ---- ops: the seed's Kernel and RuntimeOp interfaces ---- */
+/* ---- ops: teeny-kernels' Kernel and RuntimeOp interfaces ---- */
 
-/* A concrete shape, and a device buffer with its shape (the seed's (RawPtr, &[usize])). */
+/* A concrete shape, and a device buffer with its shape (teeny-kernels' (RawPtr, &[usize])). */
 typedef struct tocha_shape {
     int32_t ndim;
     int64_t dims[TOCHA_MAX_DIMS];
@@ -245,15 +245,15 @@ typedef struct tocha_buffer {
     uint64_t data;
     tocha_shape shape;
 } tocha_buffer;
-/* The seed's ArgVisitor: pack_args appends the launch arguments here, in order. */
+/* teeny-kernels' ArgVisitor: pack_args appends the launch arguments here, in order. */
 typedef struct tocha_arg_list {
     int32_t count;
     tocha_arg args[TOCHA_MAX_PARAMS];
 } tocha_arg_list;
 
 typedef struct tocha_runtime_op tocha_runtime_op;
-/* The seed's RuntimeOp. The first five are required; every other slot may be NULL, and the
-** tocha_op_* dispatchers below then give the seed's default: no parameters, the natural row
+/* teeny-kernels' RuntimeOp. The first five are required; every other slot may be NULL, and the
+** tocha_op_* dispatchers below then give teeny-kernels' default: no parameters, the natural row
 ** stride (output_shape[-1]), no backward, one launch, and *_for_launch equal to the plain
 ** method. Methods that can fail return a tocha_status. */
 typedef struct tocha_runtime_op_vtable {
@@ -305,7 +305,7 @@ struct tocha_runtime_op {
     const tocha_runtime_op_vtable *vtable;
 };
 
-/* Dispatchers: each calls the op's method, or applies the seed's default when it is NULL. */
+/* Dispatchers: each calls the op's method, or applies teeny-kernels' default when it is NULL. */
 TOCHA_API int tocha_op_n_activation_inputs(const tocha_runtime_op *op);
 TOCHA_API int tocha_op_compute_concrete_output_shape(const tocha_runtime_op *op,
                                                      const tocha_shape *inputs, int n_inputs,
@@ -360,14 +360,14 @@ TOCHA_API int tocha_op_pack_backward_args_for_launch(
 TOCHA_API int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *device, const uint32_t grid[3],
                                          const uint32_t block[3], const tocha_arg_list *args);
 
-/* ---- the seed's kernels: UpsampleNearest2dForward / UpsampleNearest2dBackward ---- */
+/* ---- teeny-kernels' kernels: UpsampleNearest2dForward / UpsampleNearest2dBackward ---- */
 
 typedef enum tocha_upsample_direction {
     TOCHA_UPSAMPLE_FORWARD = 0,
     TOCHA_UPSAMPLE_BACKWARD = 1
 } tocha_upsample_direction;
 
-/* Where the channels are: NCHW ([B, C, H, W], the seed's) or NHWC ([B, H, W, C], channels
+/* Where the channels are: NCHW ([B, C, H, W], teeny-kernels') or NHWC ([B, H, W, C], channels
 ** last); chosen when a kernel is made. */
 typedef enum tocha_upsample_layout {
     TOCHA_LAYOUT_NCHW = 0,

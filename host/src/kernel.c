@@ -1,7 +1,7 @@
 /*
 ** kernel.c: kernels made from CUDA C source, their generated entry points, and launches.
 ** A kernel names a __device__ function (template) in its source; tocha writes the extern "C"
-** __global__ entry point that binds its template arguments, as the seed's #[kernel] macro
+** __global__ entry point that binds its template arguments, as teeny-kernels' #[kernel] macro
 ** does, and checks every launch's arguments against the parameter list before launching.
 */
 #include "internal.h"

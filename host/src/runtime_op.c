@@ -1,6 +1,6 @@
 /*
 ** runtime_op.c: the RuntimeOp dispatchers. Each calls the op's method or, when the vtable
-** slot is NULL, gives the seed's default: no parameters, the natural row stride, no backward,
+** slot is NULL, gives teeny-kernels' default: no parameters, the natural row stride, no backward,
 ** a single launch, and *_for_launch methods that fall back to the plain ones.
 */
 #include "internal.h"

@@ -1,5 +1,5 @@
 /*
-** upsample.c: the seed's kernels, UpsampleNearest2dForward and UpsampleNearest2dBackward, in
+** upsample.c: teeny-kernels' kernels, UpsampleNearest2dForward and UpsampleNearest2dBackward, in
 ** either layout (NCHW or NHWC): construction from compile-time constants, the checked forward
 ** and backward launches, and the forward kernel's RuntimeOp. The kernels themselves are
 ** kernels/upsample_nearest2d_*.cu; how a launch is cut into threads' work is
@@ -435,7 +435,7 @@ static int op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer 
     return pack(self(op), &inputs[0].shape, output_shape, grad_output, grad_inputs[0], visitor);
 }
 
-/* Parameters, row strides and launch counts keep the seed's defaults (NULL slots). */
+/* Parameters, row strides and launch counts keep teeny-kernels' defaults (NULL slots). */
 static const tocha_runtime_op_vtable forward_vtable = {
     .n_activation_inputs = op_n_activation_inputs,
     .compute_concrete_output_shape = op_output_shape,

@@ -1,4 +1,4 @@
--- tocha.upsample: the seed's kernels, UpsampleNearest2dForward and UpsampleNearest2dBackward.
+-- tocha.upsample: teeny-kernels' kernels, UpsampleNearest2dForward and UpsampleNearest2dBackward.
 --
 --   local up = tocha.UpsampleNearest2dForward.new(2, 2, 128)        -- f32 unless a dtype is given
 --   local y  = up:forward(x)        -- x [B, C, H, W] -> y [B, C, 2H, 2W]
@@ -6,12 +6,12 @@
 --   local cl = tocha.UpsampleNearest2dForward.new(2, 2, nil, "f16", { layout = "nhwc" })
 --   cl:forward(x)                   -- x [B, H, W, C] -> y [B, 2H, 2W, C] (channels last)
 --
--- Fields, as the seed's: name, id ("upsample_nearest2d_forward__f32__2__2__128"), scale_h,
+-- Fields, as teeny-kernels' are: name, id ("upsample_nearest2d_forward__f32__2__2__128"), scale_h,
 -- scale_w, block_ow / block_iw, kernel_source (the .cu file), entry_point_source, source
 -- (kernel_source .. "\n\n" .. entry_point_source), entry_point_name, hash (of source), and
 -- args_signature, the parameter list a raw launch of .kernel is checked against; layout
--- ("nchw" or "nhwc"; the seed's is NCHW, and NHWC kernels' ids end in "__nhwc").
--- The forward kernel is also a RuntimeOp: every method of the seed's trait is callable, with
+-- ("nchw" or "nhwc"; teeny-kernels' is NCHW, and NHWC kernels' ids end in "__nhwc").
+-- The forward kernel is also a RuntimeOp: every method of teeny-kernels' trait is callable, with
 -- launch indices counted from 1 as Lua counts.
 local ffi = require "ffi"
 local native = require "tocha.ffi"
