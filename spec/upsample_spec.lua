@@ -491,6 +491,9 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         assert.is_true(ok, ("max error %g at %s"):format(report.max_abs, tostring(report.worst)))
         local ok2 = tocha.gradcheck(tocha.nn.UpsampleNearest2d(2, 3), tocha.randn({ 1, 2, 3, 4 }, { dtype = "f64", device = device, seed = 6 }))
         assert.is_true(ok2)
+        local cl = Forward.new(3, 2, 64, "f64", { layout = "nhwc" })
+        local ok3, r3 = tocha.gradcheck(cl, tocha.randn({ 1, 3, 4, 5 }, { dtype = "f64", device = device, seed = 7 }))
+        assert.is_true(ok3, ("nhwc: max error %g"):format(r3.max_abs))
       end)
 
       it("gradcheck catches a wrong backward", function()

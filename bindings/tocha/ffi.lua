@@ -4,6 +4,7 @@
 -- The library is found, in order: $TOCHA_LIBRARY; the running executable (tocha links
 -- libtocha, so its symbols are in ffi.C); the path CMake recorded in tocha.location.
 local ffi = require "ffi"
+local errors = require "tocha.errors"
 
 local M = {}
 
@@ -135,11 +136,10 @@ function M.message()
   return ffi.string(M.C.tocha_last_error())
 end
 
--- Raises "tocha.<fname>: <message>" at the given level above the caller when status is not 0.
-function M.check(status, fname, level)
-  if status ~= 0 then
-    error("tocha." .. fname .. ": " .. M.message(), (level or 1) + 2)
-  end
+-- Raises the C library's message for a failed call (status not 0) as misuse of the public
+-- function the user called (tocha.errors.raise).
+function M.check(status)
+  if status ~= 0 then errors.raise(M.message()) end
 end
 
 return M

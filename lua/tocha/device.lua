@@ -2,6 +2,7 @@
 -- A device is a small table: name, kind ("cuda" or "sim"), and the C handle in .handle.
 local ffi = require "ffi"
 local native = require "tocha.ffi"
+local errors = require "tocha.errors"
 local C, check = native.C, native.check
 
 local M = {}
@@ -16,7 +17,7 @@ local function wrap(handle)
   local d = by_handle[key]
   if d then return d end
   local info = ffi.new("tocha_device_info")
-  check(C.tocha_device_info_get(handle, info), "device")
+  check(C.tocha_device_info_get(handle, info))
   d = setmetatable({
     handle = handle,
     name = ffi.string(info.name),
@@ -34,7 +35,7 @@ M.wrap = wrap
 -- Current figures: name, product, kind, target, compute capability, memory free and total.
 function Device:info()
   local info = ffi.new("tocha_device_info")
-  check(C.tocha_device_info_get(self.handle, info), "Device:info")
+  check(C.tocha_device_info_get(self.handle, info))
   return {
     name = self.name, product = self.product, kind = self.kind, target = self.target,
     compute_capability = self.compute_capability and
@@ -46,37 +47,39 @@ end
 
 -- Waits for all work queued on the device.
 function Device:synchronize()
-  check(C.tocha_device_synchronize(self.handle), "Device:synchronize")
+  check(C.tocha_device_synchronize(self.handle))
 end
 
 -- Every device this process can use.
 function M.list()
   local out, count = ffi.new("tocha_device*[17]"), ffi.new("int[1]")
-  check(C.tocha_device_list(out, 17, count), "devices")
+  check(C.tocha_device_list(out, 17, count))
   local list = {}
   for i = 0, math.min(count[0], 17) - 1 do list[#list + 1] = wrap(out[i]) end
   return list
 end
 
 -- The device called name ("cuda", "cuda:N", "sim"); nil or a Device gives the default / itself.
--- Raises "tocha.<fname>: ..." when it is unknown or unavailable.
-function M.get(name, fname, level)
+-- Raises "device: ..." (tocha.errors.raise) when it is unknown or unavailable.
+function M.get(name)
   if getmetatable(name) == Device then return name end
   local out = ffi.new("tocha_device*[1]")
   if name ~= nil and type(name) ~= "string" then
-    error(("tocha.%s: device: expected a device name (cuda, cuda:N, sim), got %s")
-      :format(fname or "device", type(name)), (level or 1) + 2)
+    errors.raise(("device: expected a device name (cuda, cuda:N, sim), got %s"):format(type(name)))
   end
-  check(C.tocha_device_get(name, out), fname or "device", (level or 1) + 1)
+  check(C.tocha_device_get(name, out))
   return wrap(out[0])
 end
 
 -- The default device and why it was chosen.
 function M.default()
   local out = ffi.new("tocha_device*[1]")
-  check(C.tocha_device_default(out), "default_device")
+  check(C.tocha_device_default(out))
   return wrap(out[0]), ffi.string(C.tocha_device_default_reason())
 end
 
 M.Device = Device
+errors.name(M.list, "devices")
+errors.name(M.default, "default_device")
+errors.register(Device, "Device:")
 return M

@@ -1,6 +1,7 @@
 -- tocha.dtype: element types by name, their sizes and host representations.
 local ffi = require "ffi"
 local native = require "tocha.ffi"
+local errors = require "tocha.errors"
 local C = native.C
 
 local M = {}
@@ -25,17 +26,14 @@ local integer = { u8 = true, i32 = true, i64 = true }
 M.is_integer = function(name) return integer[name] == true end
 M.is_float = function(name) return ids[name] ~= nil and not integer[name] end
 
--- The dtype id for name; raises "tocha.<fname>: dtype: ..." for anything else. level counts
--- the frames between this function's caller and the user's code (1: called by the API function).
-function M.id(name, fname, level)
+-- The dtype id for name; raises "dtype: ..." (tocha.errors.raise) for anything else.
+function M.id(name)
   local id = ids[name]
   if id then return id end
   if type(name) ~= "string" then
-    error(("tocha.%s: dtype: expected a dtype name (f32, f64, f16, bf16, u8, i32, i64), got %s")
-      :format(fname, type(name)), (level or 1) + 2)
+    errors.raise(("dtype: expected a dtype name (f32, f64, f16, bf16, u8, i32, i64), got %s"):format(type(name)))
   end
-  error(("tocha.%s: dtype: unknown dtype '%s' (expected f32, f64, f16, bf16, u8, i32 or i64)")
-    :format(fname, name), (level or 1) + 2)
+  errors.raise(("dtype: unknown dtype '%s' (expected f32, f64, f16, bf16, u8, i32 or i64)"):format(name))
 end
 
 function M.name(id) return by_id[tonumber(id)] end

@@ -10,6 +10,8 @@
 -- absolute and relative errors and where they are.
 local ffi = require "ffi"
 local tocha_tensor = require "tocha.tensor"
+local errors = require "tocha.errors"
+local raise = errors.raise
 
 local function dot(y, dy)
   local a, b = y:to_table(true), dy
@@ -20,12 +22,11 @@ end
 
 return function(op, x, opts)
   opts = opts or {}
-  local fail = tocha_tensor.fail
   if type(op) ~= "table" or type(op.forward) ~= "function" or type(op.backward) ~= "function" then
-    fail("gradcheck", "op: expected an object with forward and backward methods", 1)
+    raise("op: expected an object with forward and backward methods")
   end
-  if not tocha_tensor.is_tensor(x) then fail("gradcheck", "x: expected a tensor, got " .. type(x), 1) end
-  if x:dtype() ~= "f64" then fail("gradcheck", "x: expected an f64 tensor, got " .. x:dtype(), 1) end
+  if not tocha_tensor.is_tensor(x) then raise("x: expected a tensor, got " .. type(x)) end
+  if x:dtype() ~= "f64" then raise("x: expected an f64 tensor, got " .. x:dtype()) end
   local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
   local max_checks = opts.max_checks or 200
 

@@ -7,6 +7,8 @@
 -- the host.
 local ffi = require "ffi"
 local tensor = require "tocha.tensor"
+local errors = require "tocha.errors"
+local raise = errors.raise
 
 local M = {}
 
@@ -35,12 +37,12 @@ end
 
 -- Reads a PNG (or any format stb reads) into a u8 tensor [1, C, H, W] on device.
 function M.read(path, device)
-  if type(path) ~= "string" then tensor.fail("image.read", "path: expected a string, got " .. type(path), 1) end
+  if type(path) ~= "string" then raise("path: expected a string, got " .. type(path)) end
   local lib = library()
   local w, h, c = ffi.new("int[1]"), ffi.new("int[1]"), ffi.new("int[1]")
   local pixels = lib.stbi_load(path, w, h, c, 0)
   if pixels == nil then
-    tensor.fail("image.read", ("%s: %s"):format(path, ffi.string(lib.stbi_failure_reason())), 1)
+    raise(("%s: %s"):format(path, ffi.string(lib.stbi_failure_reason())))
   end
   local W, H, C = w[0], h[0], c[0]
   local planar = ffi.new("uint8_t[?]", W * H * C)
@@ -58,14 +60,14 @@ end
 
 -- Writes a u8 tensor [1, C, H, W] (or [C, H, W]) as a PNG.
 function M.write(path, t)
-  if type(path) ~= "string" then tensor.fail("image.write", "path: expected a string, got " .. type(path), 1) end
+  if type(path) ~= "string" then raise("path: expected a string, got " .. type(path)) end
   if not tensor.is_tensor(t) or t:dtype() ~= "u8" then
-    tensor.fail("image.write", "image: expected a u8 tensor [1, C, H, W]", 1)
+    raise("image: expected a u8 tensor [1, C, H, W]")
   end
   local s = t:shape()
   if #s == 4 and s[1] == 1 then table.remove(s, 1) end
   if #s ~= 3 or s[1] < 1 or s[1] > 4 then
-    tensor.fail("image.write", "image: expected shape [1, C, H, W] with C from 1 to 4, got [" .. table.concat(t:shape(), "x") .. "]", 1)
+    raise("image: expected shape [1, C, H, W] with C from 1 to 4, got [" .. table.concat(t:shape(), "x") .. "]")
   end
   local C, H, W = s[1], s[2], s[3]
   local planar = t:to_host()
@@ -77,8 +79,9 @@ function M.write(path, t)
     end
   end
   if library().stbi_write_png(path, W, H, C, pixels, W * C) == 0 then
-    tensor.fail("image.write", path .. ": could not be written", 1)
+    raise(path .. ": could not be written")
   end
 end
 
+errors.register(M, "image.")
 return M

@@ -13,7 +13,8 @@ local dtype = require "tocha.dtype"
 local device = require "tocha.device"
 local tensor = require "tocha.tensor"
 local kernel = require "tocha.kernel"
-local C, check, fail = native.C, native.check, tensor.fail
+local errors = require "tocha.errors"
+local C, check, raise = native.C, native.check, errors.raise
 
 local tocha = {}
 
@@ -29,10 +30,13 @@ tocha.Tensor = tensor.methods
 
 -- Devices
 tocha.devices = device.list
-tocha.device = function(name) return device.get(name, "device", 1) end
+tocha.device = function(name)
+  local d = device.get(name)
+  return d -- not a tail call: errors name tocha.device
+end
 tocha.default_device = device.default
 function tocha.synchronize(name)
-  device.get(name, "synchronize", 1):synchronize()
+  device.get(name):synchronize()
 end
 
 -- Kernels
@@ -47,11 +51,11 @@ tocha.image = require "tocha.image"
 tocha.builtin_kernel = kernel.builtin
 
 -- Comparison. Tensors of different dtypes are compared in f64; b moves to a's device.
-local function comparable(a, b, fname)
-  if not tensor.is_tensor(a) then fail(fname, "a: expected a tensor, got " .. type(a), 2) end
-  if not tensor.is_tensor(b) then fail(fname, "b: expected a tensor, got " .. type(b), 2) end
-  if a.freed ~= 0 then fail(fname, "a: tensor was freed", 2) end
-  if b.freed ~= 0 then fail(fname, "b: tensor was freed", 2) end
+local function comparable(a, b)
+  if not tensor.is_tensor(a) then raise("a: expected a tensor, got " .. type(a)) end
+  if not tensor.is_tensor(b) then raise("b: expected a tensor, got " .. type(b)) end
+  if a.freed ~= 0 then raise("a: tensor was freed") end
+  if b.freed ~= 0 then raise("b: tensor was freed") end
   if a.dev ~= b.dev then b = b:clone(device.wrap(a.dev)) end
   if a.elem_type ~= b.elem_type then return a:cast("f64"), b:cast("f64") end
   return a, b
@@ -61,9 +65,9 @@ end
 -- Defaults rtol = 1e-5, atol = 1e-8 (numpy's); NaN matches NaN.
 function tocha.compare(a, b, opts)
   opts = opts or {}
-  a, b = comparable(a, b, "compare")
+  a, b = comparable(a, b)
   local r = ffi.new("tocha_compare_result")
-  check(C.tocha_tensor_compare(a, b, opts.rtol or 1e-5, opts.atol or 1e-8, r), "compare")
+  check(C.tocha_tensor_compare(a, b, opts.rtol or 1e-5, opts.atol or 1e-8, r))
   return {
     max_abs = r.max_abs, max_rel = r.max_rel, mismatched = tonumber(r.mismatched),
     first_mismatch = r.first_mismatch >= 0 and tonumber(r.first_mismatch) + 1 or nil,
@@ -73,9 +77,9 @@ end
 
 -- tocha.allclose(a, b [, rtol [, atol]]): true when |a - b| <= atol + rtol * |b| everywhere.
 function tocha.allclose(a, b, rtol, atol)
-  a, b = comparable(a, b, "allclose")
+  a, b = comparable(a, b)
   local r = ffi.new("tocha_compare_result")
-  check(C.tocha_tensor_compare(a, b, rtol or 1e-5, atol or 1e-8, r), "allclose")
+  check(C.tocha_tensor_compare(a, b, rtol or 1e-5, atol or 1e-8, r))
   return r.mismatched == 0
 end
 
@@ -83,19 +87,19 @@ end
 local Event = {}
 Event.__index = Event
 function tocha.event(name)
-  local dev = device.get(name, "event", 1)
+  local dev = device.get(name)
   local out = ffi.new("tocha_event*[1]")
-  check(C.tocha_event_new(dev.handle, out), "event")
+  check(C.tocha_event_new(dev.handle, out))
   return setmetatable({ handle = ffi.gc(out[0], C.tocha_event_destroy), device = dev }, Event)
 end
 function Event:record()
-  check(C.tocha_event_record(self.handle), "Event:record")
+  check(C.tocha_event_record(self.handle))
   return self
 end
 -- Milliseconds from self to later (waits for later to complete).
 function Event:elapsed(later)
   local ms = ffi.new("double[1]")
-  check(C.tocha_event_elapsed_ms(self.handle, later.handle, ms), "Event:elapsed")
+  check(C.tocha_event_elapsed_ms(self.handle, later.handle, ms))
   return ms[0]
 end
 
@@ -112,7 +116,7 @@ end
 tocha.cache = {}
 function tocha.cache.stats()
   local s = ffi.new("tocha_cache_stats")
-  check(C.tocha_cache_stats_get(s), "cache.stats")
+  check(C.tocha_cache_stats_get(s))
   return {
     compiles = tonumber(s.compiles), memory_hits = tonumber(s.memory_hits),
     disk_hits = tonumber(s.disk_hits), disk_writes = tonumber(s.disk_writes),
@@ -125,12 +129,12 @@ function tocha.cache.dir()
 end
 function tocha.cache.usage()
   local n, bytes = ffi.new("int64_t[1]"), ffi.new("int64_t[1]")
-  check(C.tocha_cache_usage(n, bytes), "cache.usage")
+  check(C.tocha_cache_usage(n, bytes))
   return tonumber(n[0]), tonumber(bytes[0])
 end
 function tocha.cache.clear()
   local n = ffi.new("int64_t[1]")
-  check(C.tocha_cache_clear(n), "cache.clear")
+  check(C.tocha_cache_clear(n))
   return tonumber(n[0])
 end
 
@@ -157,4 +161,10 @@ function tocha.versions()
   }
 end
 
+for _, name in ipairs({ "device", "synchronize", "compare", "allclose", "event", "time", "versions" }) do
+  errors.name(tocha[name], name)
+end
+errors.register(tocha.cache, "cache.")
+errors.register(Event, "Event:")
+errors.name(tocha.gradcheck, "gradcheck")
 return tocha

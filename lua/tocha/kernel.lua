@@ -16,7 +16,8 @@ local ffi = require "ffi"
 local native = require "tocha.ffi"
 local device = require "tocha.device"
 local tensor = require "tocha.tensor"
-local C, check, fail = native.C, native.check, tensor.fail
+local errors = require "tocha.errors"
+local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
 local Kernel = {}
@@ -27,20 +28,20 @@ local function string_field(spec, key, required)
   local v = spec[key]
   if v == nil and not required then return "" end
   if type(v) ~= "string" then
-    fail("kernel", ("%s: expected a string, got %s"):format(key, type(v)), 2)
+    raise(("%s: expected a string, got %s"):format(key, type(v)))
   end
   return v
 end
 
 -- tocha.kernel{source=, name=, template_args=, params=}: a Kernel; nothing compiles yet.
 function M.new(spec)
-  if type(spec) ~= "table" then fail("kernel", "expected a table {source=, name=, params=}", 1) end
+  if type(spec) ~= "table" then raise("expected a table {source=, name=, params=}") end
   local source = string_field(spec, "source", true)
   local name = string_field(spec, "name", true)
   local targs = string_field(spec, "template_args", false)
   local params = string_field(spec, "params", true)
   local out = ffi.new("tocha_kernel*[1]")
-  check(C.tocha_kernel_new(source, name, targs, params, out), "kernel")
+  check(C.tocha_kernel_new(source, name, targs, params, out))
   local k = M.wrap(ffi.gc(out[0], C.tocha_kernel_destroy))
   k.name = name
   k.kernel_source = source
@@ -67,10 +68,10 @@ end
 -- from dtype to dtype2), as a Kernel whose handle the library owns. For compile checks.
 function M.builtin(op, dtype_name, dtype2_name)
   local dtype = require "tocha.dtype"
-  local a = dtype.id(dtype_name, "builtin_kernel", 1)
-  local b = dtype.id(dtype2_name or dtype_name, "builtin_kernel", 1)
+  local a = dtype.id(dtype_name)
+  local b = dtype.id(dtype2_name or dtype_name)
   local out = ffi.new("tocha_kernel*[1]")
-  check(C.tocha_builtin_kernel_get(op, a, b, out), "builtin_kernel")
+  check(C.tocha_builtin_kernel_get(op, a, b, out))
   local k = M.wrap(out[0])
   k.name = op
   return k
@@ -83,21 +84,21 @@ function Kernel:hash() return ffi.string(C.tocha_kernel_hash(self.handle)) end
 -- returns the binary's size in bytes. With no GPU, sm_XY targets still compile.
 function Kernel:build(target)
   if target == nil then target = device.default().target end
-  if type(target) ~= "string" then fail("Kernel:build", "target: expected a string like sm_90 or sim", 1) end
+  if type(target) ~= "string" then raise("target: expected a string like sm_90 or sim") end
   local size = ffi.new("uint64_t[1]")
-  check(C.tocha_kernel_build(self.handle, target, size), "Kernel:build")
+  check(C.tocha_kernel_build(self.handle, target, size))
   return tonumber(size[0])
 end
 
-local function dims(value, out, what, level)
+local function dims(value, out, what)
   if type(value) == "number" then value = { value } end
   if type(value) ~= "table" or #value < 1 or #value > 3 then
-    fail("Kernel:launch", what .. ": expected a number or {x [, y [, z]]}", level + 1)
+    raise(what .. ": expected a number or {x [, y [, z]]}")
   end
   for i = 1, 3 do
     local v = value[i] or 1
     if type(v) ~= "number" or v ~= math.floor(v) or v < 1 or v > 4294967295 then
-      fail("Kernel:launch", ("%s[%d]: expected a positive integer, got %s"):format(what, i, tostring(v)), level + 1)
+      raise(("%s[%d]: expected a positive integer, got %s"):format(what, i, tostring(v)))
     end
     out[i - 1] = v
   end
@@ -106,8 +107,8 @@ end
 -- k:launch(grid, block, args...): on the device of the first tensor argument (or the default
 -- device when there is none).
 function Kernel:launch(grid, block, ...)
-  dims(grid, self.grid, "grid", 1)
-  dims(block, self.block, "block", 1)
+  dims(grid, self.grid, "grid")
+  dims(block, self.block, "block")
   local n = select("#", ...)
   local args = n <= self.nparams and self.args or ffi.new("tocha_arg[?]", n)
   local dev
@@ -122,12 +123,15 @@ function Kernel:launch(grid, block, ...)
     elseif ffi.istype("int64_t", v) or ffi.istype("uint64_t", v) then
       a.kind, a.tensor, a.i = 1, nil, v
     else
-      fail("Kernel:launch", ("argument %d: expected a tensor or a number, got %s"):format(i, type(v)), 1)
+      raise(("argument %d: expected a tensor or a number, got %s"):format(i, type(v)))
     end
   end
   if not dev then dev = device.default().handle end
-  check(C.tocha_kernel_launch(self.handle, dev, self.grid, self.block, args, n), "Kernel:launch")
+  check(C.tocha_kernel_launch(self.handle, dev, self.grid, self.block, args, n))
 end
 
 M.Kernel = Kernel
+errors.name(M.new, "kernel")
+errors.name(M.builtin, "builtin_kernel")
+errors.register(Kernel, "Kernel:")
 return M

@@ -10,6 +10,8 @@
 -- default, or "nhwc": tocha.nn.UpsampleNearest2d(2, 2, nil, { layout = "nhwc" })).
 local upsample = require "tocha.upsample"
 local tensor = require "tocha.tensor"
+local errors = require "tocha.errors"
+local raise = errors.raise
 
 local M = {}
 
@@ -33,7 +35,7 @@ end
 
 function UpsampleNearest2d:kernel_for(input)
   if not tensor.is_tensor(input) then
-    tensor.fail("nn.UpsampleNearest2d", "input: expected a tensor, got " .. type(input), 2)
+    raise("input: expected a tensor, got " .. type(input))
   end
   local name = input:dtype()
   local k = self.kernels[name]
@@ -57,4 +59,8 @@ end
 function UpsampleNearest2d:forward(input) return self:updateOutput(input) end
 function UpsampleNearest2d:backward(input, gradOutput) return self:updateGradInput(input, gradOutput) end
 
+errors.name(M.UpsampleNearest2d, "nn.UpsampleNearest2d")
+for _, fn in pairs(UpsampleNearest2d) do
+  if type(fn) == "function" then errors.name(fn, "nn.UpsampleNearest2d") end
+end
 return M

@@ -7,6 +7,7 @@ local ffi = require "ffi"
 local native = require "tocha.ffi"
 local dtype = require "tocha.dtype"
 local device = require "tocha.device"
+local errors = require "tocha.errors"
 local C, check, status = native.C, native.check, native.status
 
 local M = {}
@@ -19,11 +20,7 @@ local PREVIEW = 6
 local function is_tensor(x) return ffi.istype("tocha_tensor *", x) or ffi.istype("tocha_tensor", x) end
 M.is_tensor = is_tensor
 
--- Raises "tocha.<fname>: <msg>" at the user's line; level as in tocha.dtype.id.
-local function fail(fname, msg, level)
-  error("tocha." .. fname .. ": " .. msg, (level or 1) + 2)
-end
-M.fail = fail
+local raise = errors.raise
 
 -- ---- shapes ----
 
@@ -36,23 +33,23 @@ local function describe(x)
 end
 
 -- Validates a shape given as a table of sizes; returns a plain copy.
-local function check_shape(shape, fname, level)
+local function check_shape(shape)
   if type(shape) ~= "table" then
-    fail(fname, "shape: expected a table of sizes, got " .. type(shape), level + 1)
+    raise("shape: expected a table of sizes, got " .. type(shape))
   end
   local n = #shape
-  if n == 0 then fail(fname, "shape: expected 1 to 8 dimensions, got 0", level + 1) end
+  if n == 0 then raise("shape: expected 1 to 8 dimensions, got 0") end
   if n > MAX_DIMS then
-    fail(fname, ("shape: expected 1 to %d dimensions, got %d"):format(MAX_DIMS, n), level + 1)
+    raise(("shape: expected 1 to %d dimensions, got %d"):format(MAX_DIMS, n))
   end
   local out = {}
   for i = 1, n do
     local s = shape[i]
     if type(s) ~= "number" or s ~= s or s < 1 or s ~= math.floor(s) then
-      fail(fname, ("shape[%d]: size must be a positive integer, got %s"):format(i, describe(s)), level + 1)
+      raise(("shape[%d]: size must be a positive integer, got %s"):format(i, describe(s)))
     end
     if s > 2 ^ 53 then
-      fail(fname, ("shape[%d]: size %s is too large"):format(i, describe(s)), level + 1)
+      raise(("shape[%d]: size %s is too large"):format(i, describe(s)))
     end
     out[i] = s
   end
@@ -67,20 +64,20 @@ local function shape_string(t)
 end
 
 -- Raises unless a and b have one shape: "<what>: expected shape [..] (like x), got [..]".
-function M.same_shape(a, b, fname, what, level)
+function M.same_shape(a, b, what)
   local same = a.ndim == b.ndim
   for i = 0, a.ndim - 1 do same = same and a.dims[i] == b.dims[i] end
   if not same then
-    fail(fname, ("%s: expected shape [%s], got [%s]"):format(what, shape_string(a), shape_string(b)), level + 1)
+    raise(("%s: expected shape [%s], got [%s]"):format(what, shape_string(a), shape_string(b)))
   end
 end
 
 -- ---- allocation ----
 
 -- Allocates an uninitialised tensor; on device out-of-memory collects garbage and retries once.
-local function alloc(shape, dtype_name, dev, fname, level)
+local function alloc(shape, dtype_name, dev)
   local dims = ffi.new("int64_t[?]", #shape, shape)
-  local id = dtype.id(dtype_name, fname, level + 1)
+  local id = dtype.id(dtype_name)
   local out = ffi.new("tocha_tensor*[1]")
   local st = C.tocha_tensor_new(dev.handle, id, #shape, dims, out)
   if st == status.out_of_memory then
@@ -88,19 +85,19 @@ local function alloc(shape, dtype_name, dev, fname, level)
     collectgarbage("collect")
     st = C.tocha_tensor_new(dev.handle, id, #shape, dims, out)
   end
-  check(st, fname, level + 1)
+  check(st)
   return ffi.gc(out[0], C.tocha_tensor_destroy)
 end
 
 -- Reads the options table of a constructor: dtype (default f32), device (default device).
-local function options(opts, fname, level)
+local function options(opts)
   if opts ~= nil and type(opts) ~= "table" then
-    fail(fname, "options: expected a table {dtype=, device=}, got " .. type(opts), level + 1)
+    raise("options: expected a table {dtype=, device=}, got " .. type(opts))
   end
   opts = opts or {}
   local name = opts.dtype or "f32"
-  dtype.id(name, fname, level + 1)
-  return name, device.get(opts.device, fname, level + 1)
+  dtype.id(name)
+  return name, device.get(opts.device)
 end
 
 -- Splits constructor arguments: a shape table or leading sizes, then an options table.
@@ -119,33 +116,33 @@ local function shape_and_options(...)
   return shape, opts
 end
 
-local function make(fname, level, ...)
+local function make(...)
   local shape, opts = shape_and_options(...)
-  shape = check_shape(shape, fname, level + 1)
-  local name, dev = options(opts, fname, level + 1)
-  return alloc(shape, name, dev, fname, level + 1), opts or {}
+  shape = check_shape(shape)
+  local name, dev = options(opts)
+  return alloc(shape, name, dev), opts or {}
 end
 
 -- tocha.empty(shape [, {dtype=, device=}]): contents undefined.
-function M.empty(...) return (make("empty", 1, ...)) end
+function M.empty(...) return (make(...)) end
 
 function M.zeros(...)
-  local t = make("zeros", 1, ...)
-  check(C.tocha_tensor_fill(t, 0), "zeros")
+  local t = make(...)
+  check(C.tocha_tensor_fill(t, 0))
   return t
 end
 
 function M.ones(...)
-  local t = make("ones", 1, ...)
-  check(C.tocha_tensor_fill(t, 1), "ones")
+  local t = make(...)
+  check(C.tocha_tensor_fill(t, 1))
   return t
 end
 
 -- tocha.full(shape, value [, opts])
 function M.full(shape, value, opts)
-  if type(value) ~= "number" then fail("full", "value: expected a number, got " .. type(value), 1) end
-  local t = make("full", 1, shape, opts)
-  check(C.tocha_tensor_fill(t, value), "full")
+  if type(value) ~= "number" then raise("value: expected a number, got " .. type(value)) end
+  local t = make(shape, opts)
+  check(C.tocha_tensor_fill(t, value))
   return t
 end
 
@@ -153,55 +150,55 @@ end
 local next_seed = 0
 function M.manual_seed(seed)
   if type(seed) ~= "number" or seed < 0 or seed ~= math.floor(seed) or seed >= 2 ^ 53 then
-    fail("manual_seed", "seed: expected an integer from 0 to 2^53, got " .. describe(seed), 1)
+    raise("seed: expected an integer from 0 to 2^53, got " .. describe(seed))
   end
   next_seed = seed
 end
 
-local function take_seed(opts, fname, level)
+local function take_seed(opts)
   local seed = opts.seed
   if seed == nil then
     seed = next_seed
     next_seed = next_seed + 1
   elseif type(seed) ~= "number" or seed < 0 or seed ~= math.floor(seed) or seed >= 2 ^ 53 then
-    fail(fname, "seed: expected an integer from 0 to 2^53, got " .. describe(seed), level + 1)
+    raise("seed: expected an integer from 0 to 2^53, got " .. describe(seed))
   end
   return seed
 end
 
 -- tocha.rand(shape [, {dtype=, device=, seed=, low=0, high=1}]): uniform in [low, high).
 function M.rand(...)
-  local t, opts = make("rand", 1, ...)
-  local seed = take_seed(opts, "rand", 1)
-  check(C.tocha_tensor_uniform(t, seed, opts.low or 0, opts.high or 1), "rand")
+  local t, opts = make(...)
+  local seed = take_seed(opts)
+  check(C.tocha_tensor_uniform(t, seed, opts.low or 0, opts.high or 1))
   return t
 end
 
 -- tocha.randn(shape [, {dtype=, device=, seed=, mean=0, std=1}]): normal values.
 function M.randn(...)
-  local t, opts = make("randn", 1, ...)
-  local seed = take_seed(opts, "randn", 1)
-  check(C.tocha_tensor_normal(t, seed, opts.mean or 0, opts.std or 1), "randn")
+  local t, opts = make(...)
+  local seed = take_seed(opts)
+  check(C.tocha_tensor_normal(t, seed, opts.mean or 0, opts.std or 1))
   return t
 end
 
 -- ---- from and to Lua tables ----
 
 -- The shape of a nested table of numbers, checking that it is rectangular.
-local function nested_shape(data, fname, level)
+local function nested_shape(data)
   local shape, node = {}, data
   while type(node) == "table" do
-    if #node == 0 then fail(fname, "data: empty table at depth " .. (#shape + 1), level + 1) end
+    if #node == 0 then raise("data: empty table at depth " .. (#shape + 1)) end
     shape[#shape + 1] = #node
     node = node[1]
   end
   if #shape > MAX_DIMS then
-    fail(fname, ("data: expected 1 to %d dimensions, got %d"):format(MAX_DIMS, #shape), level + 1)
+    raise(("data: expected 1 to %d dimensions, got %d"):format(MAX_DIMS, #shape))
   end
   return shape
 end
 
-local function flatten(data, shape, fname, level)
+local function flatten(data, shape)
   local flat, n = {}, 0
   -- Returns a message on bad data; raised below, at the caller's level (the recursion's depth
   -- varies, so no error is raised inside it).
@@ -225,41 +222,41 @@ local function flatten(data, shape, fname, level)
     return nil
   end
   local bad = walk(data, 1, "")
-  if bad then fail(fname, bad, level + 1) end
+  if bad then raise(bad) end
   return flat, n
 end
 
 -- Writes n f64 values into t, converting on the device through the cast kernel.
-local function upload_numbers(t, flat, n, fname, level)
+local function upload_numbers(t, flat, n)
   local name = dtype.name(t.elem_type)
   local buf = ffi.new("double[?]", n, flat)
   if name == "f64" then
-    check(C.tocha_tensor_write(t, buf, n * 8), fname, level + 1)
+    check(C.tocha_tensor_write(t, buf, n * 8))
     return
   end
   local shape = {}
   for i = 0, t.ndim - 1 do shape[i + 1] = tonumber(t.dims[i]) end
-  local staging = alloc(shape, "f64", device.wrap(t.dev), fname, level + 1)
-  check(C.tocha_tensor_write(staging, buf, n * 8), fname, level + 1)
-  check(C.tocha_tensor_cast(t, staging), fname, level + 1)
+  local staging = alloc(shape, "f64", device.wrap(t.dev))
+  check(C.tocha_tensor_write(staging, buf, n * 8))
+  check(C.tocha_tensor_cast(t, staging))
   C.tocha_tensor_free(staging)
 end
 
 -- tocha.tensor(data [, {dtype=, device=}]): a tensor from (nested) tables of numbers.
 function M.tensor(data, opts)
-  if type(data) ~= "table" then fail("tensor", "data: expected a table of numbers, got " .. type(data), 1) end
-  local shape = nested_shape(data, "tensor", 1)
-  local flat, n = flatten(data, shape, "tensor", 1)
-  local name, dev = options(opts, "tensor", 1)
-  local t = alloc(shape, name, dev, "tensor", 1)
-  upload_numbers(t, flat, n, "tensor", 1)
+  if type(data) ~= "table" then raise("data: expected a table of numbers, got " .. type(data)) end
+  local shape = nested_shape(data)
+  local flat, n = flatten(data, shape)
+  local name, dev = options(opts)
+  local t = alloc(shape, name, dev)
+  upload_numbers(t, flat, n)
   return t
 end
 
 -- ---- methods ----
 
-local function live(t, fname, level)
-  if t.freed ~= 0 then fail(fname, "tensor was freed", level + 1) end
+local function live(t)
+  if t.freed ~= 0 then raise("tensor was freed") end
 end
 
 function methods.shape(t)
@@ -270,7 +267,7 @@ end
 function methods.size(t, dim)
   if dim == nil then return methods.shape(t) end
   if type(dim) ~= "number" or dim < 1 or dim > t.ndim or dim ~= math.floor(dim) then
-    fail("Tensor:size", ("dim: expected 1 to %d, got %s"):format(t.ndim, describe(dim)), 1)
+    raise(("dim: expected 1 to %d, got %s"):format(t.ndim, describe(dim)))
   end
   return tonumber(t.dims[dim - 1])
 end
@@ -285,19 +282,19 @@ function methods.is_freed(t) return t.freed ~= 0 end
 function methods.free(t) C.tocha_tensor_free(t) end
 
 -- All elements as a flat array of Lua numbers (row-major), in f64.
-local function to_flat(t, fname, level)
-  live(t, fname, level + 1)
+local function to_flat(t)
+  live(t)
   local n = tonumber(t.count)
   local name = dtype.name(t.elem_type)
   local buf
   if name == "f64" or name == "i64" then
     buf = ffi.new(dtype.host_ctype(name) .. "[?]", n)
-    check(C.tocha_tensor_read(t, 0, n, buf), fname, level + 1)
+    check(C.tocha_tensor_read(t, 0, n, buf))
   else
-    local staging = alloc(methods.shape(t), "f64", device.wrap(t.dev), fname, level + 1)
-    check(C.tocha_tensor_cast(staging, t), fname, level + 1)
+    local staging = alloc(methods.shape(t), "f64", device.wrap(t.dev))
+    check(C.tocha_tensor_cast(staging, t))
     buf = ffi.new("double[?]", n)
-    check(C.tocha_tensor_read(staging, 0, n, buf), fname, level + 1)
+    check(C.tocha_tensor_read(staging, 0, n, buf))
     C.tocha_tensor_free(staging)
   end
   local flat = {}
@@ -307,7 +304,7 @@ end
 
 -- t:to_table([flat]): nested tables of numbers (or one flat table when flat is true).
 function methods.to_table(t, flat)
-  local values = to_flat(t, "Tensor:to_table", 1)
+  local values = to_flat(t)
   if flat then return values end
   local shape = methods.shape(t)
   local pos = 0
@@ -328,72 +325,72 @@ end
 
 -- t:copy(src): copies src (same shape and dtype, any device) into t; returns t.
 function methods.copy(t, src)
-  if not is_tensor(src) then fail("Tensor:copy", "src: expected a tensor, got " .. type(src), 1) end
-  check(C.tocha_tensor_copy(t, src), "Tensor:copy")
+  if not is_tensor(src) then raise("src: expected a tensor, got " .. type(src)) end
+  check(C.tocha_tensor_copy(t, src))
   return t
 end
 
 -- t:clone([device]): a new tensor with the same values, on t's device or the one named.
 function methods.clone(t, dev)
-  live(t, "Tensor:clone", 1)
-  local d = dev and device.get(dev, "Tensor:clone", 1) or device.wrap(t.dev)
-  local out = alloc(methods.shape(t), dtype.name(t.elem_type), d, "Tensor:clone", 1)
-  check(C.tocha_tensor_copy(out, t), "Tensor:clone")
+  live(t)
+  local d = dev and device.get(dev) or device.wrap(t.dev)
+  local out = alloc(methods.shape(t), dtype.name(t.elem_type), d)
+  check(C.tocha_tensor_copy(out, t))
   return out
 end
 methods.to = methods.clone
 
 -- t:cast(dtype): a new tensor of that dtype (see tocha_tensor_cast for the rules).
 function methods.cast(t, name)
-  live(t, "Tensor:cast", 1)
-  local out = alloc(methods.shape(t), name, device.wrap(t.dev), "Tensor:cast", 1)
-  check(C.tocha_tensor_cast(out, t), "Tensor:cast")
+  live(t)
+  local out = alloc(methods.shape(t), name, device.wrap(t.dev))
+  check(C.tocha_tensor_cast(out, t))
   return out
 end
 
 -- t:cast_into(dst): converts t into dst (same shape and device, any dtype); returns dst.
 function methods.cast_into(t, dst)
-  if not is_tensor(dst) then fail("Tensor:cast_into", "dst: expected a tensor, got " .. type(dst), 1) end
-  check(C.tocha_tensor_cast(dst, t), "Tensor:cast_into")
+  if not is_tensor(dst) then raise("dst: expected a tensor, got " .. type(dst)) end
+  check(C.tocha_tensor_cast(dst, t))
   return dst
 end
 
 -- t:fill(value): sets every element; returns t.
 function methods.fill(t, value)
-  if type(value) ~= "number" then fail("Tensor:fill", "value: expected a number, got " .. type(value), 1) end
-  check(C.tocha_tensor_fill(t, value), "Tensor:fill")
+  if type(value) ~= "number" then raise("value: expected a number, got " .. type(value)) end
+  check(C.tocha_tensor_fill(t, value))
   return t
 end
 
 -- t:uniform(seed, low, high) and t:normal(seed, mean, std): random fills in place.
 function methods.uniform(t, seed, low, high)
-  seed = take_seed({ seed = seed }, "Tensor:uniform", 1)
-  check(C.tocha_tensor_uniform(t, seed, low or 0, high or 1), "Tensor:uniform")
+  seed = take_seed({ seed = seed })
+  check(C.tocha_tensor_uniform(t, seed, low or 0, high or 1))
   return t
 end
 function methods.normal(t, seed, mean, std)
-  seed = take_seed({ seed = seed }, "Tensor:normal", 1)
-  check(C.tocha_tensor_normal(t, seed, mean or 0, std or 1), "Tensor:normal")
+  seed = take_seed({ seed = seed })
+  check(C.tocha_tensor_normal(t, seed, mean or 0, std or 1))
   return t
 end
 
 -- t:write(ptr, nbytes) / t:read(ptr [, offset, count]): raw host buffers in t's dtype.
 function methods.write(t, ptr, nbytes)
-  check(C.tocha_tensor_write(t, ptr, nbytes or t.bytes), "Tensor:write")
+  check(C.tocha_tensor_write(t, ptr, nbytes or t.bytes))
   return t
 end
 function methods.read(t, ptr, offset, count)
   offset = offset or 0
   count = count or (tonumber(t.count) - offset)
-  check(C.tocha_tensor_read(t, offset, count, ptr), "Tensor:read")
+  check(C.tocha_tensor_read(t, offset, count, ptr))
   return ptr
 end
 
 -- A host buffer holding a copy of all elements, as the dtype's C type (uint16_t for f16/bf16).
 function methods.to_host(t)
-  live(t, "Tensor:to_host", 1)
+  live(t)
   local buf = ffi.new(dtype.host_ctype(dtype.name(t.elem_type)) .. "[?]", tonumber(t.count))
-  check(C.tocha_tensor_read(t, 0, t.count, buf), "Tensor:to_host")
+  check(C.tocha_tensor_read(t, 0, t.count, buf))
   return buf
 end
 
@@ -421,5 +418,9 @@ ffi.metatype("tocha_tensor", Tensor)
 
 M.methods = methods
 M.alloc = alloc
+errors.register({ empty = M.empty, zeros = M.zeros, ones = M.ones, full = M.full, rand = M.rand,
+  randn = M.randn, tensor = M.tensor, manual_seed = M.manual_seed })
+errors.register(methods, "Tensor:")
+errors.name(methods.clone, "Tensor:clone") -- also t:to
 M.shape_string = shape_string
 return M

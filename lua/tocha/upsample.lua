@@ -20,14 +20,15 @@ local device = require "tocha.device"
 local tensor = require "tocha.tensor"
 local kernel = require "tocha.kernel"
 local tuning = require "tocha.upsample_tuning"
-local C, check, fail = native.C, native.check, tensor.fail
+local errors = require "tocha.errors"
+local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
 
-local function check_int(fname, what, v, lo, hi, level)
+local function check_int(what, v, lo, hi)
   if type(v) ~= "number" or v ~= v or v ~= math.floor(v) or v < lo or v > hi then
     local got = type(v) == "number" and (v ~= v and "nan" or tostring(v)) or type(v)
-    fail(fname, ("%s: expected an integer from %d to %d, got %s"):format(what, lo, hi, got), level + 1)
+    raise(("%s: expected an integer from %d to %d, got %s"):format(what, lo, hi, got))
   end
 end
 
@@ -58,31 +59,31 @@ end
 local LAYOUTS = { nchw = 0, nhwc = 1 }
 
 -- The options table of new(): { layout = "nchw" | "nhwc", block_iw = n (forward only) }.
-local function options(fname, opts, keys, level)
+local function options(opts, keys)
   if opts == nil then return {} end
   if type(opts) ~= "table" then
-    fail(fname, ("options: expected a table, got %s"):format(type(opts)), level + 1)
+    raise(("options: expected a table, got %s"):format(type(opts)))
   end
   for k in pairs(opts) do
-    if not keys[k] then fail(fname, ("options: unknown option '%s'"):format(tostring(k)), level + 1) end
+    if not keys[k] then raise(("options: unknown option '%s'"):format(tostring(k))) end
   end
   if opts.layout ~= nil and not LAYOUTS[opts.layout] then
-    fail(fname, ("layout: expected \"nchw\" or \"nhwc\", got %s"):format(
-      type(opts.layout) == "string" and ("\"" .. opts.layout .. "\"") or type(opts.layout)), level + 1)
+    raise(("layout: expected \"nchw\" or \"nhwc\", got %s"):format(
+      type(opts.layout) == "string" and ("\"" .. opts.layout .. "\"") or type(opts.layout)))
   end
   return opts
 end
 
-local function construct(fname, direction, scale_h, scale_w, block, dtype_name, backward_block, layout, level)
-  check_int(fname, "scale_h", scale_h, 1, 64, level + 1)
-  check_int(fname, "scale_w", scale_w, 1, 64, level + 1)
+local function construct(direction, scale_h, scale_w, block, dtype_name, backward_block, layout)
+  check_int("scale_h", scale_h, 1, 64)
+  check_int("scale_w", scale_w, 1, 64)
   local block_name = direction == 0 and "block_ow" or "block_iw"
-  check_int(fname, block_name, block, 1, 1024, level + 1)
-  if backward_block ~= nil then check_int(fname, "block_iw", backward_block, 1, 1024, level + 1) end
-  local id = dtype.id(dtype_name or "f32", fname, level + 1)
+  check_int(block_name, block, 1, 1024)
+  if backward_block ~= nil then check_int("block_iw", backward_block, 1, 1024) end
+  local id = dtype.id(dtype_name or "f32")
   local out = ffi.new("tocha_upsample*[1]")
   check(C.tocha_upsample_new(direction, id, scale_h, scale_w, block, backward_block or 0,
-    LAYOUTS[layout or "nchw"], out), fname, level + 1)
+    LAYOUTS[layout or "nchw"], out))
   return ffi.gc(out[0], C.tocha_upsample_destroy)
 end
 
@@ -90,30 +91,30 @@ end
 
 -- The forward's output shape for x, checked by the op (4-D, every size within i32).
 local scratch_shape, scratch_out = ffi.new("tocha_shape"), ffi.new("tocha_shape")
-local function output_shape_of(self, x, fname, level)
+local function output_shape_of(self, x)
   scratch_shape.ndim = x.ndim
   for i = 0, x.ndim - 1 do scratch_shape.dims[i] = x.dims[i] end
   local st = C.tocha_op_compute_concrete_output_shape(ffi.cast("tocha_runtime_op *", self.handle),
     scratch_shape, 1, scratch_out)
-  if st ~= 0 then fail(fname, (native.message():gsub("^inputs%[1%]", "x")), level + 1) end
+  if st ~= 0 then raise((native.message():gsub("^inputs%[1%]", "x"))) end
   return { tonumber(scratch_out.dims[0]), tonumber(scratch_out.dims[1]), tonumber(scratch_out.dims[2]),
     tonumber(scratch_out.dims[3]) }
 end
 
-local function same_device_alloc(shape, like, fname, level)
-  return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev), fname, level + 1)
+local function same_device_alloc(shape, like)
+  return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev))
 end
 
 local DIMS = { nchw = "[B, C, H, W]", nhwc = "[B, H, W, C]" }
 local H_AXIS = { nchw = 2, nhwc = 1 } -- 0-based axis of H; W follows it
 
-local function need_tensor(v, layout, fname, what, level)
+local function need_tensor(v, layout, what)
   if not tensor.is_tensor(v) then
-    fail(fname, ("%s: expected a tensor, got %s"):format(what, type(v)), level + 1)
+    raise(("%s: expected a tensor, got %s"):format(what, type(v)))
   end
-  if v.freed ~= 0 then fail(fname, what .. ": tensor was freed", level + 1) end
+  if v.freed ~= 0 then raise(what .. ": tensor was freed") end
   if v.ndim ~= 4 then
-    fail(fname, ("%s: expected a 4-D tensor %s, got %d-D"):format(what, DIMS[layout], v.ndim), level + 1)
+    raise(("%s: expected a 4-D tensor %s, got %d-D"):format(what, DIMS[layout], v.ndim))
   end
 end
 
@@ -127,29 +128,27 @@ M.UpsampleNearest2dBackward = Backward
 -- UpsampleNearest2dBackward.new(scale_h, scale_w [, block_iw [, dtype [, options]]]): without
 -- block_iw, the fastest measured for the case (tocha.upsample_tuning); options { layout }.
 function Backward.new(scale_h, scale_w, block_iw, dtype_name, opts)
-  local fname = "UpsampleNearest2dBackward.new"
-  opts = options(fname, opts, { layout = true }, 1)
+  opts = options(opts, { layout = true })
   if block_iw == nil then block_iw = tuning.block(scale_h, scale_w, dtype_name, "backward", opts.layout) end
-  local h = construct(fname, 1, scale_h, scale_w, block_iw, dtype_name, nil, opts.layout, 1)
+  local h = construct(1, scale_h, scale_w, block_iw, dtype_name, nil, opts.layout)
   return describe(h, Backward, "block_iw")
 end
 
 -- k:run(dy [, dx]): dx = the gradient for dy, its H and W those of dy over the scales.
 function Backward:run(dy, dx)
-  local fname = "UpsampleNearest2dBackward:run"
-  need_tensor(dy, self.layout, fname, "dy", 1)
+  need_tensor(dy, self.layout, "dy")
   if dx == nil then
     local h = H_AXIS[self.layout]
     local oh, ow = tonumber(dy.dims[h]), tonumber(dy.dims[h + 1])
     if oh % self.scale_h ~= 0 or ow % self.scale_w ~= 0 then
-      fail(fname, ("dy: height %d and width %d must be multiples of the scales %d and %d")
-        :format(oh, ow, self.scale_h, self.scale_w), 1)
+      raise(("dy: height %d and width %d must be multiples of the scales %d and %d")
+        :format(oh, ow, self.scale_h, self.scale_w))
     end
     local shape = dy:shape()
     shape[h + 1], shape[h + 2] = oh / self.scale_h, ow / self.scale_w
-    dx = same_device_alloc(shape, dy, fname, 1)
+    dx = same_device_alloc(shape, dy)
   end
-  check(C.tocha_upsample_backward(self.handle, dy, dx), fname)
+  check(C.tocha_upsample_backward(self.handle, dy, dx))
   return dx
 end
 Backward.backward = Backward.run
@@ -167,15 +166,14 @@ M.UpsampleNearest2dForward = Forward
 -- options: { layout = "nchw" (the default) or "nhwc", block_iw = n }, in block_iw's place or
 -- after it.
 function Forward.new(scale_h, scale_w, block_ow, dtype_name, block_iw, opts)
-  local fname = "UpsampleNearest2dForward.new"
   if type(block_iw) == "table" and opts == nil then block_iw, opts = nil, block_iw end
-  opts = options(fname, opts, { layout = true, block_iw = true }, 1)
+  opts = options(opts, { layout = true, block_iw = true })
   if block_iw == nil then block_iw = opts.block_iw end
   if block_ow == nil then
     block_ow = tuning.block(scale_h, scale_w, dtype_name, "forward", opts.layout)
     block_iw = block_iw or tuning.block(scale_h, scale_w, dtype_name, "backward", opts.layout)
   end
-  local h = construct(fname, 0, scale_h, scale_w, block_ow, dtype_name, block_iw, opts.layout, 1)
+  local h = construct(0, scale_h, scale_w, block_ow, dtype_name, block_iw, opts.layout)
   local self = describe(h, Forward, "block_ow")
   self.backward_kernel = describe(h.backward, Backward, "block_iw", h)
   return self
@@ -184,24 +182,23 @@ end
 -- up:forward(x [, y]): y = upsample(x); y is allocated on x's device when not given.
 function Forward:forward(x, y)
   if y == nil then
-    need_tensor(x, self.layout, "UpsampleNearest2dForward:forward", "x", 1)
-    y = same_device_alloc(output_shape_of(self, x, "UpsampleNearest2dForward:forward", 1), x,
-      "UpsampleNearest2dForward:forward", 1)
+    need_tensor(x, self.layout, "x")
+    y = same_device_alloc(output_shape_of(self, x), x)
   end
-  check(C.tocha_upsample_forward(self.handle, x, y), "UpsampleNearest2dForward:forward")
+  check(C.tocha_upsample_forward(self.handle, x, y))
   return y
 end
 
 -- up:backward(x, dy [, dx]): dx, the gradient for dy, shaped like x.
 function Forward:backward(x, dy, dx)
   if dx == nil then
-    need_tensor(x, self.layout, "UpsampleNearest2dForward:backward", "x", 1)
+    need_tensor(x, self.layout, "x")
     dx = same_device_alloc({ tonumber(x.dims[0]), tonumber(x.dims[1]), tonumber(x.dims[2]),
-      tonumber(x.dims[3]) }, x, "UpsampleNearest2dForward:backward", 1)
+      tonumber(x.dims[3]) }, x)
   elseif tensor.is_tensor(x) and tensor.is_tensor(dx) then
-    tensor.same_shape(x, dx, "UpsampleNearest2dForward:backward", "dx", 1)
+    tensor.same_shape(x, dx, "dx")
   end
-  check(C.tocha_upsample_backward(self.handle, dy, dx), "UpsampleNearest2dForward:backward")
+  check(C.tocha_upsample_backward(self.handle, dy, dx))
   return dx
 end
 
@@ -214,19 +211,19 @@ end
 
 local function op(self) return ffi.cast("tocha_runtime_op *", self.handle) end
 
-local function to_shape(t, fname, what, level)
+local function to_shape(t, what)
   if tensor.is_tensor(t) then t = t:shape() end
-  if type(t) ~= "table" then fail(fname, what .. ": expected a shape table", level + 1) end
+  if type(t) ~= "table" then raise(what .. ": expected a shape table") end
   local s = ffi.new("tocha_shape")
   s.ndim = #t
   for i = 1, math.min(#t, 8) do s.dims[i - 1] = t[i] end
   return s
 end
 
-local function shapes(list, fname, what, level)
-  if type(list) ~= "table" then fail(fname, what .. ": expected a list of shapes", level + 1) end
+local function shapes(list, what)
+  if type(list) ~= "table" then raise(what .. ": expected a list of shapes") end
   local arr = ffi.new("tocha_shape[?]", math.max(#list, 1))
-  for i = 1, #list do arr[i - 1] = to_shape(list[i], fname, what .. "[" .. i .. "]", level + 1) end
+  for i = 1, #list do arr[i - 1] = to_shape(list[i], what .. "[" .. i .. "]") end
   return arr, #list
 end
 
@@ -245,19 +242,19 @@ local function address(v)
 end
 
 -- Inputs are {tensor, ...} or {{address, shape}, ...}.
-local function buffers(list, fname, level)
-  if type(list) ~= "table" then fail(fname, "inputs: expected a list of tensors or {address, shape}", level + 1) end
+local function buffers(list)
+  if type(list) ~= "table" then raise("inputs: expected a list of tensors or {address, shape}") end
   local arr = ffi.new("tocha_buffer[?]", math.max(#list, 1))
   for i = 1, #list do
     local item = list[i]
     if tensor.is_tensor(item) then
       arr[i - 1].data = item.data
-      arr[i - 1].shape = to_shape(item, fname, "inputs", level + 1)
+      arr[i - 1].shape = to_shape(item, "inputs")
     elseif type(item) ~= "table" then
-      fail(fname, ("inputs[%d]: expected a tensor or {address, shape}, got %s"):format(i, type(item)), level + 1)
+      raise(("inputs[%d]: expected a tensor or {address, shape}, got %s"):format(i, type(item)))
     else
       arr[i - 1].data = address(item[1])
-      arr[i - 1].shape = to_shape(item[2], fname, "inputs", level + 1)
+      arr[i - 1].shape = to_shape(item[2], "inputs")
     end
   end
   return arr, #list
@@ -283,10 +280,9 @@ end
 function Forward:n_activation_inputs() return C.tocha_op_n_activation_inputs(op(self)) end
 
 function Forward:param_shapes(input_shapes, output_shape)
-  local fname = "UpsampleNearest2dForward:param_shapes"
-  local ins, n = shapes(input_shapes or {}, fname, "input_shapes", 1)
+  local ins, n = shapes(input_shapes or {}, "input_shapes")
   local out, count = ffi.new("tocha_shape[8]"), ffi.new("int[1]")
-  check(C.tocha_op_param_shapes(op(self), ins, n, output_shape and to_shape(output_shape, fname, "output_shape", 1), out, 8, count), fname)
+  check(C.tocha_op_param_shapes(op(self), ins, n, output_shape and to_shape(output_shape, "output_shape"), out, 8, count))
   local list = {}
   for i = 0, count[0] - 1 do list[i + 1] = from_shape(out[i]) end
   return list
@@ -294,7 +290,7 @@ end
 
 function Forward:param_names()
   local names, count = ffi.new("const char *const *[1]"), ffi.new("int[1]")
-  check(C.tocha_op_param_names(op(self), names, count), "UpsampleNearest2dForward:param_names")
+  check(C.tocha_op_param_names(op(self), names, count))
   local list = {}
   for i = 0, count[0] - 1 do list[i + 1] = ffi.string(names[0][i]) end
   return list
@@ -303,23 +299,21 @@ end
 -- nil: the slot is left zero-initialised.
 function Forward:param_init_data(index)
   local data, size = ffi.new("const void *[1]"), ffi.new("uint64_t[1]")
-  check(C.tocha_op_param_init_data(op(self), (index or 1) - 1, data, size), "UpsampleNearest2dForward:param_init_data")
+  check(C.tocha_op_param_init_data(op(self), (index or 1) - 1, data, size))
   if data[0] == nil then return nil end
   return ffi.string(data[0], size[0])
 end
 
 function Forward:compute_concrete_output_shape(input_shapes)
-  local fname = "UpsampleNearest2dForward:compute_concrete_output_shape"
-  local ins, n = shapes(input_shapes, fname, "input_shapes", 1)
+  local ins, n = shapes(input_shapes, "input_shapes")
   local out = ffi.new("tocha_shape")
-  check(C.tocha_op_compute_concrete_output_shape(op(self), ins, n, out), fname)
+  check(C.tocha_op_compute_concrete_output_shape(op(self), ins, n, out))
   return from_shape(out)
 end
 
 function Forward:grid(output_shape)
   local g = ffi.new("uint32_t[3]")
-  check(C.tocha_op_grid(op(self), to_shape(output_shape, "UpsampleNearest2dForward:grid", "output_shape", 1), g),
-    "UpsampleNearest2dForward:grid")
+  check(C.tocha_op_grid(op(self), to_shape(output_shape, "output_shape"), g))
   return dims3(g)
 end
 
@@ -329,11 +323,10 @@ function Forward:block()
   return dims3(b)
 end
 
--- A 1-based launch index checked against the op's count, as the C index (0-based); the error
--- is raised `level` frames above the caller of this function.
-local function launch_index(i, count, fname, level)
+-- A 1-based launch index checked against the op's count, as the C index (0-based).
+local function launch_index(i, count)
   if type(i) ~= "number" or i ~= math.floor(i) or i < 1 or i > count then
-    error(("tocha.%s: launch: expected an integer from 1 to %d, got %s"):format(fname, count, tostring(i)), level + 1)
+    raise(("launch: expected an integer from 1 to %d, got %s"):format(count, tostring(i)))
   end
   return i - 1
 end
@@ -342,113 +335,110 @@ end
 -- What both directions start from: the inputs as buffers, the params as addresses, the output
 -- shape (the shape of `shaped` when none is given) and an empty argument list. Errors are
 -- raised at the user's line, two frames above this function.
-local function pack_start(fname, inputs, params, output_shape, shaped)
-  local ins, n = buffers(inputs, fname, 3)
+local function pack_start(inputs, params, output_shape, shaped)
+  local ins, n = buffers(inputs)
   local ps, np = addresses(params)
   output_shape = output_shape or (tensor.is_tensor(shaped) and shaped:shape())
-  return ins, n, ps, np, to_shape(output_shape, fname, "output_shape", 3), ffi.new("tocha_arg_list")
+  return ins, n, ps, np, to_shape(output_shape, "output_shape"), ffi.new("tocha_arg_list")
 end
 
-local function pack_forward(self, fname, launch, inputs, params, output, output_shape, row_stride)
-  local ins, n, ps, np, shape, list = pack_start(fname, inputs, params, output_shape, output)
+local function pack_forward(self, launch, inputs, params, output, output_shape, row_stride)
+  local ins, n, ps, np, shape, list = pack_start(inputs, params, output_shape, output)
   local st
   if launch then
-    local index = launch_index(launch, C.tocha_op_n_launches(op(self)), fname, 3)
+    local index = launch_index(launch, C.tocha_op_n_launches(op(self)))
     st = C.tocha_op_pack_args_for_launch(op(self), index, ins, n, ps, np, address(output), shape, row_stride or 0, list)
   else
     st = C.tocha_op_pack_args(op(self), ins, n, ps, np, address(output), shape, row_stride or 0, list)
   end
-  check(st, fname, 2)
+  check(st)
   return visited(list)
 end
 
 -- The backward pack methods, likewise.
-local function pack_backward(self, fname, launch, inputs, params, output, output_shape, grad_output,
+local function pack_backward(self, launch, inputs, params, output, output_shape, grad_output,
                              grad_stride, grad_inputs, grad_params)
-  local ins, n, ps, np, shape, list = pack_start(fname, inputs, params, output_shape, grad_output)
+  local ins, n, ps, np, shape, list = pack_start(inputs, params, output_shape, grad_output)
   local gi, ngi = addresses(grad_inputs)
   local gp, ngp = addresses(grad_params)
   local st
   if launch then
-    local index = launch_index(launch, C.tocha_op_n_backward_launches(op(self)), fname, 3)
+    local index = launch_index(launch, C.tocha_op_n_backward_launches(op(self)))
     st = C.tocha_op_pack_backward_args_for_launch(op(self), index, ins, n, ps, np, address(output), shape,
       address(grad_output), grad_stride or 0, gi, ngi, gp, ngp, list)
   else
     st = C.tocha_op_pack_backward_args(op(self), ins, n, ps, np, address(output), shape,
       address(grad_output), grad_stride or 0, gi, ngi, gp, ngp, list)
   end
-  check(st, fname, 2)
+  check(st)
   return visited(list)
 end
 
 -- up:pack_args(inputs, params, output [, output_shape [, output_row_stride]]): the launch's Args.
 function Forward:pack_args(...)
-  local args = pack_forward(self, "UpsampleNearest2dForward:pack_args", nil, ...)
+  local args = pack_forward(self, nil, ...)
   return args -- not a tail call: errors name the caller's line
 end
 
 function Forward:forward_output_row_stride(output_shape)
   return tonumber(C.tocha_op_forward_output_row_stride(op(self),
-    to_shape(output_shape, "UpsampleNearest2dForward:forward_output_row_stride", "output_shape", 1)))
+    to_shape(output_shape, "output_shape")))
 end
 
 function Forward:has_backward() return C.tocha_op_has_backward(op(self)) ~= 0 end
 
 function Forward:backward_grid(input_shapes, output_shape)
-  local fname = "UpsampleNearest2dForward:backward_grid"
-  local ins, n = shapes(input_shapes, fname, "input_shapes", 1)
+  local ins, n = shapes(input_shapes, "input_shapes")
   local g = ffi.new("uint32_t[3]")
-  check(C.tocha_op_backward_grid(op(self), ins, n, output_shape and to_shape(output_shape, fname, "output_shape", 1), g), fname)
+  check(C.tocha_op_backward_grid(op(self), ins, n, output_shape and to_shape(output_shape, "output_shape"), g))
   return dims3(g)
 end
 
 function Forward:backward_block()
   local b = ffi.new("uint32_t[3]")
-  check(C.tocha_op_backward_block(op(self), b), "UpsampleNearest2dForward:backward_block")
+  check(C.tocha_op_backward_block(op(self), b))
   return dims3(b)
 end
 
 -- up:pack_backward_args(inputs, params, output, output_shape, grad_output,
 --                       grad_output_row_stride, grad_inputs, grad_params)
 function Forward:pack_backward_args(...)
-  local args = pack_backward(self, "UpsampleNearest2dForward:pack_backward_args", nil, ...)
+  local args = pack_backward(self, nil, ...)
   return args -- not a tail call: errors name the caller's line
 end
 
 function Forward:backward_grad_output_row_stride(output_shape)
   return tonumber(C.tocha_op_backward_grad_output_row_stride(op(self),
-    to_shape(output_shape, "UpsampleNearest2dForward:backward_grad_output_row_stride", "output_shape", 1)))
+    to_shape(output_shape, "output_shape")))
 end
 
 function Forward:n_launches() return C.tocha_op_n_launches(op(self)) end
 function Forward:n_backward_launches() return C.tocha_op_n_backward_launches(op(self)) end
 
 function Forward:grid_for_launch(i, input_shapes, output_shape)
-  local fname = "UpsampleNearest2dForward:grid_for_launch"
-  local ins, n = shapes(input_shapes, fname, "input_shapes", 1)
+  local ins, n = shapes(input_shapes, "input_shapes")
   local g = ffi.new("uint32_t[3]")
-  local index = launch_index(i, C.tocha_op_n_launches(op(self)), fname, 2)
-  check(C.tocha_op_grid_for_launch(op(self), index, ins, n, to_shape(output_shape, fname, "output_shape", 1), g), fname)
+  local index = launch_index(i, C.tocha_op_n_launches(op(self)))
+  check(C.tocha_op_grid_for_launch(op(self), index, ins, n, to_shape(output_shape, "output_shape"), g))
   return dims3(g)
 end
 
 function Forward:pack_args_for_launch(i, ...)
-  local args = pack_forward(self, "UpsampleNearest2dForward:pack_args_for_launch", i, ...)
+  local args = pack_forward(self, i, ...)
   return args -- not a tail call: errors name the caller's line
 end
 
 function Forward:backward_grid_for_launch(i, input_shapes, output_shape)
-  local fname = "UpsampleNearest2dForward:backward_grid_for_launch"
-  local ins, n = shapes(input_shapes, fname, "input_shapes", 1)
+  local ins, n = shapes(input_shapes, "input_shapes")
   local g = ffi.new("uint32_t[3]")
-  local index = launch_index(i, C.tocha_op_n_backward_launches(op(self)), fname, 2)
+  local index = launch_index(i, C.tocha_op_n_backward_launches(op(self)))
   check(C.tocha_op_backward_grid_for_launch(op(self), index, ins, n,
-    output_shape and to_shape(output_shape, fname, "output_shape", 1), g), fname)
+    output_shape and to_shape(output_shape, "output_shape"), g))
   return dims3(g)
 end
 
 function Forward:pack_backward_args_for_launch(i, ...)
-  local args = pack_backward(self, "UpsampleNearest2dForward:pack_backward_args_for_launch", i, ...)
+  local args = pack_backward(self, i, ...)
   return args -- not a tail call: errors name the caller's line
 end
 
@@ -461,8 +451,13 @@ function M.launch_packed(k, dev, grid, block, args)
     if type(v) == "number" then a.kind, a.f = 2, v else a.kind, a.i = 3, v end
   end
   local g, b = ffi.new("uint32_t[3]", grid), ffi.new("uint32_t[3]", block)
-  check(C.tocha_kernel_launch_packed(k.handle, device.get(dev, "launch_packed", 1).handle, g, b, list),
-    "launch_packed")
+  check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
 end
 
+errors.register(Backward, "UpsampleNearest2dBackward:")
+errors.name(Backward.new, "UpsampleNearest2dBackward.new")
+errors.register(Forward, "UpsampleNearest2dForward:")
+errors.name(Forward.new, "UpsampleNearest2dForward.new")
+errors.name(Forward.default_block, "UpsampleNearest2dForward.default_block")
+errors.name(M.launch_packed, "launch_packed")
 return M

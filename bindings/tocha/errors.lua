@@ -1,0 +1,65 @@
+-- tocha.errors: how tocha's public functions report misuse, in the manner of lauxlib's
+-- luaL_argerror, which finds the function's name and the caller's level itself.
+--
+--   errors.register(M, "Tensor:")   -- once per module: its public functions, by name
+--   errors.raise("shape: expected a table of sizes, got string")
+--     --> tocha.zeros: shape: expected a table of sizes, got string   (at the user's line)
+--
+-- raise() walks up the stack from where it is called, through tocha's own code (the files of
+-- the modules that registered functions, and this one's), to the first frame that is not
+-- tocha's: the user's line, where the error is raised. The name is the nearest registered
+-- function below that frame: the public function the user called, even when it reached the
+-- failing check through other public functions or internal helpers. No name or level is ever
+-- passed along by hand. Public functions must not end in a tail call into code that may raise
+-- (their frame would be gone); they keep `local r = f() return r`.
+local M = {}
+
+local names = setmetatable({}, { __mode = "k" }) -- function -> public name
+local own = {}                                   -- source prefixes of tocha's own files
+
+local function folder_of(source) return source:match("^(@.*[/\\])[^/\\]*$") end
+
+own[folder_of(debug.getinfo(1, "S").source) or "@"] = true
+
+-- Registers every function of table t under prefix .. key ("Tensor:" .. "fill"), and the
+-- caller's folder as tocha's own code. Returns t.
+function M.register(t, prefix)
+  for k, v in pairs(t) do
+    if type(v) == "function" and type(k) == "string" then names[v] = (prefix or "") .. k end
+  end
+  local folder = folder_of(debug.getinfo(2, "S").source)
+  if folder then own[folder] = true end
+  return t
+end
+
+-- Registers one function under name; returns it.
+function M.name(fn, name)
+  names[fn] = name
+  return fn
+end
+
+local function is_own(source)
+  local folder = folder_of(source)
+  return folder ~= nil and own[folder] == true
+end
+
+-- Raises "tocha.<public function>: <message>" at the line that called the public function.
+function M.raise(message)
+  local level, name = 2, nil
+  while true do
+    local info = debug.getinfo(level, "fS")
+    if not info then break end
+    name = names[info.func] or name
+    if not is_own(info.source) then break end
+    level = level + 1
+  end
+  error((name and ("tocha." .. name .. ": ") or "tocha: ") .. message, level)
+end
+
+-- Raises with message unless ok; returns ok.
+function M.check(ok, message)
+  if not ok then M.raise(message) end
+  return ok
+end
+
+return M
