@@ -77,8 +77,9 @@ static void upsample(input *in)
     int direction = (int)(int32_t)take(in, 4), dtype = (int)(int32_t)take(in, 4);
     int sh = (int)(int32_t)take(in, 4), sw = (int)(int32_t)take(in, 4);
     int block = (int)(int32_t)take(in, 4), bblock = (int)(int32_t)take(in, 4);
+    int layout = (int)(take(in, 1) % 3); /* NCHW, NHWC, and one that is neither */
     tocha_upsample *up = NULL;
-    if (tocha_upsample_new(direction, dtype, sh, sw, block, bblock, &up) != TOCHA_OK) return;
+    if (tocha_upsample_new(direction, dtype, sh, sw, block, bblock, layout, &up) != TOCHA_OK) return;
     if (up->direction == TOCHA_UPSAMPLE_FORWARD) {
         tocha_shape s = {.ndim = (int32_t)(take(in, 1) % 10)};
         for (int i = 0; i < 8; i++) s.dims[i] = (int64_t)take(in, 8);
