@@ -37,6 +37,7 @@ local function c_layout()
   end
   for _, c in pairs(STATUS) do lines[#lines + 1] = ('    printf("%s %%d\\n", (int)%s);'):format(c, c) end
   lines[#lines + 1] = '    printf("TOCHA_MAX_DIMS %d\\nTOCHA_MAX_PARAMS %d\\n", TOCHA_MAX_DIMS, TOCHA_MAX_PARAMS);'
+  lines[#lines + 1] = '    printf("TOCHA_UPSAMPLE_SAME_BLOCK %d\\n", TOCHA_UPSAMPLE_SAME_BLOCK);'
   lines[#lines + 1] = "    return 0;\n}"
   local f = assert(io.open(dir .. "/layout.c", "w"))
   f:write(table.concat(lines, "\n"), "\n")
@@ -77,5 +78,6 @@ describe("the FFI declarations", function()
     assert.are.equal(c.TOCHA_MAX_DIMS, ffi.sizeof("int64_t[8]") / 8)
     assert.are.equal(c.TOCHA_MAX_DIMS * 8, ffi.sizeof(ffi.typeof("tocha_shape")) - ffi.offsetof("tocha_shape", "dims"))
     assert.are.equal(c.TOCHA_MAX_PARAMS, (ffi.sizeof("tocha_arg_list") - ffi.offsetof("tocha_arg_list", "args")) / ffi.sizeof("tocha_arg"))
+    assert.are.equal(c.TOCHA_UPSAMPLE_SAME_BLOCK, bindings.upsample_same_block)
   end)
 end)

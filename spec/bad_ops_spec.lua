@@ -158,18 +158,22 @@ describe("bad upsample input", function()
         function() Forward.new(0, 2, 128) end)
       fails_with("tocha.UpsampleNearest2dForward.new: scale_w: expected an integer from 1 to 64, got -2",
         function() Forward.new(2, -2, 128) end)
-      fails_with("tocha.UpsampleNearest2dBackward.new: scale_h: expected an integer from 1 to 64, got 1.5",
+      fails_with("tocha.UpsampleNearest2dBackward.new: scale_h: expected an integer, got 1.5",
         function() Backward.new(1.5, 2, 128) end)
-      fails_with("tocha.UpsampleNearest2dForward.new: scale_h: expected an integer from 1 to 64, got string",
+      fails_with("tocha.UpsampleNearest2dForward.new: scale_h: expected an integer, got string",
         function() Forward.new("2", 2, 128) end)
     end)
     it("refuses a block width the kernel does not accept", function()
       fails_with("tocha.UpsampleNearest2dForward.new: block_ow: expected a multiple of 32 from 32 to 1024, got 100",
         function() Forward.new(2, 2, 100) end)
-      fails_with("tocha.UpsampleNearest2dBackward.new: block_iw: expected an integer from 1 to 1024, got 2048",
+      fails_with("tocha.UpsampleNearest2dBackward.new: block_iw: expected a multiple of 32 from 32 to 1024, got 2048",
         function() Backward.new(2, 2, 2048) end)
       fails_with("tocha.UpsampleNearest2dForward.new: block_iw: expected a multiple of 32 from 32 to 1024, got 48",
         function() Forward.new(2, 2, 64, "f32", 48) end)
+      fails_with("tocha.UpsampleNearest2dForward.new: block_iw: expected a multiple of 32 from 32 to 1024, got 0",
+        function() Forward.new(2, 2, 64, "f32", 0) end)
+      fails_with("tocha.UpsampleNearest2dForward.new: block_ow: expected an integer, got 4294967360",
+        function() Forward.new(2, 2, 2 ^ 32 + 64) end)
     end)
     it("refuses an unknown dtype", function()
       fails_with("tocha.UpsampleNearest2dForward.new: dtype: unknown dtype 'f8' (expected f32, f64, f16, bf16, u8, i32 or i64)",

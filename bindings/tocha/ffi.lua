@@ -126,6 +126,9 @@ end
 
 M.C = load_library()
 
+-- tocha_upsample_new's backward_block for "the forward's block" (TOCHA_UPSAMPLE_SAME_BLOCK).
+M.upsample_same_block = -1
+
 M.status = {
   ok = 0, argument = -1, out_of_memory = -2, unavailable = -3, compile = -4,
   driver = -5, io = -6, freed = -7, internal = -8,

@@ -375,6 +375,8 @@ typedef enum tocha_upsample_layout {
 } tocha_upsample_layout;
 
 #define TOCHA_UPSAMPLE_MAX_SCALE 64
+/* tocha_upsample_new's backward_block that gives the backward kernel the forward's block. */
+#define TOCHA_UPSAMPLE_SAME_BLOCK (-1)
 
 /* One upsample kernel: its constants, its Kernel (source, entry point, hash) and, for the
 ** forward kernel, the RuntimeOp and the backward kernel it launches. */
@@ -393,7 +395,8 @@ typedef struct tocha_upsample {
 
 /* Constructs the kernel for these compile-time constants: scales 1..TOCHA_UPSAMPLE_MAX_SCALE,
 ** block a multiple of 32 from 32 to 1024, a tocha_upsample_layout. A forward kernel also makes
-** its backward kernel with block_iw = backward_block (0: the same as block). Nothing is
+** its backward kernel with block_iw = backward_block (TOCHA_UPSAMPLE_SAME_BLOCK: the same as
+** block). Every limit is checked here, and nowhere else. Nothing is
 ** compiled yet. */
 TOCHA_API int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block,
                                  int backward_block, int layout, tocha_upsample **out);

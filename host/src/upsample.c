@@ -99,12 +99,12 @@ int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int b
         return tocha_fail(TOCHA_E_ARGUMENT, "layout: expected nchw (0) or nhwc (1), got %d", layout);
     int st = check_constants(direction, scale_h, scale_w, block);
     if (st) return st;
-    if (direction == TOCHA_UPSAMPLE_FORWARD && backward_block != 0 &&
+    if (direction == TOCHA_UPSAMPLE_FORWARD && backward_block != TOCHA_UPSAMPLE_SAME_BLOCK &&
         (st = check_constants(TOCHA_UPSAMPLE_BACKWARD, scale_h, scale_w, backward_block)))
         return st;
     st = make(direction, dtype, scale_h, scale_w, block, layout, out);
     if (st || direction == TOCHA_UPSAMPLE_BACKWARD) return st;
-    st = make(TOCHA_UPSAMPLE_BACKWARD, dtype, scale_h, scale_w, backward_block ? backward_block : block,
+    st = make(TOCHA_UPSAMPLE_BACKWARD, dtype, scale_h, scale_w, backward_block != TOCHA_UPSAMPLE_SAME_BLOCK ? backward_block : block,
               layout, &(*out)->backward);
     if (st) {
         tocha_upsample_destroy(*out);
