@@ -80,19 +80,19 @@ static void upsample(input *in)
     int layout = (int)(take(in, 1) % 3); /* NCHW, NHWC, and one that is neither */
     tocha_upsample *up = NULL;
     if (tocha_upsample_new(direction, dtype, sh, sw, block, bblock, layout, &up) != TOCHA_OK) return;
-    if (up->direction == TOCHA_UPSAMPLE_FORWARD) {
+    if (tocha_upsample_op(up)) {
         tocha_shape s = {.ndim = (int32_t)(take(in, 1) % 10)};
         for (int i = 0; i < 8; i++) s.dims[i] = (int64_t)take(in, 8);
         tocha_shape out;
         uint32_t grid[3];
-        if (tocha_op_compute_concrete_output_shape(&up->op, &s, 1, &out) == TOCHA_OK) {
-            tocha_op_grid(&up->op, &out, grid);
-            tocha_op_backward_grid(&up->op, &s, 1, &out, grid);
+        if (tocha_op_compute_concrete_output_shape(tocha_upsample_op(up), &s, 1, &out) == TOCHA_OK) {
+            tocha_op_grid(tocha_upsample_op(up), &out, grid);
+            tocha_op_backward_grid(tocha_upsample_op(up), &s, 1, &out, grid);
         }
-        tocha_op_grid(&up->op, &s, grid);
+        tocha_op_grid(tocha_upsample_op(up), &s, grid);
         tocha_arg_list list = {.count = (int32_t)(take(in, 1) % 40)};
         tocha_buffer b = {.data = take(in, 8), .shape = s};
-        tocha_op_pack_args(&up->op, &b, 1, NULL, 0, take(in, 8), &s, 0, &list);
+        tocha_op_pack_args(tocha_upsample_op(up), &b, 1, NULL, 0, take(in, 8), &s, 0, &list);
     }
     tocha_upsample_destroy(up);
 }

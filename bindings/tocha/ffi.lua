@@ -79,11 +79,8 @@ int tocha_event_elapsed_ms(tocha_event *start, tocha_event *end, double *ms);
 typedef struct tocha_shape { int32_t ndim; int64_t dims[8]; } tocha_shape;
 typedef struct tocha_buffer { uint64_t data; tocha_shape shape; } tocha_buffer;
 typedef struct tocha_arg_list { int32_t count; tocha_arg args[32]; } tocha_arg_list;
-typedef struct tocha_runtime_op { const void *vtable; } tocha_runtime_op;
-typedef struct tocha_upsample {
-  tocha_runtime_op op; int32_t direction; int32_t dtype; int32_t scale_h, scale_w; int32_t block;
-  int32_t layout; char name[48]; char id[96]; tocha_kernel *kernel; struct tocha_upsample *backward;
-} tocha_upsample;
+typedef struct tocha_runtime_op tocha_runtime_op;
+typedef struct tocha_upsample tocha_upsample;
 int tocha_op_n_activation_inputs(const tocha_runtime_op *op);
 int tocha_op_compute_concrete_output_shape(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs, tocha_shape *out);
 int tocha_op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3]);
@@ -107,6 +104,12 @@ int tocha_op_pack_backward_args_for_launch(const tocha_runtime_op *op, int launc
 int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *device, const uint32_t grid[3], const uint32_t block[3], const tocha_arg_list *args);
 int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block, int backward_block, int layout, tocha_upsample **out);
 void tocha_upsample_destroy(tocha_upsample *up);
+const char *tocha_upsample_name(const tocha_upsample *up);
+const char *tocha_upsample_id(const tocha_upsample *up);
+void tocha_upsample_constants(const tocha_upsample *up, int32_t out[6]);
+tocha_kernel *tocha_upsample_kernel(const tocha_upsample *up);
+tocha_upsample *tocha_upsample_backward_kernel(const tocha_upsample *up);
+tocha_runtime_op *tocha_upsample_op(tocha_upsample *up);
 const char *tocha_upsample_kernel_source(const tocha_upsample *up);
 int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, tocha_tensor *y);
 int tocha_upsample_backward(tocha_upsample *up, const tocha_tensor *dy, tocha_tensor *dx);

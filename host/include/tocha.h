@@ -378,20 +378,9 @@ typedef enum tocha_upsample_layout {
 /* tocha_upsample_new's backward_block that gives the backward kernel the forward's block. */
 #define TOCHA_UPSAMPLE_SAME_BLOCK (-1)
 
-/* One upsample kernel: its constants, its Kernel (source, entry point, hash) and, for the
-** forward kernel, the RuntimeOp and the backward kernel it launches. */
-typedef struct tocha_upsample {
-    tocha_runtime_op op; /* RuntimeOp (forward kernels); first, so it casts */
-    int32_t direction;   /* tocha_upsample_direction */
-    int32_t dtype;
-    int32_t scale_h, scale_w;
-    int32_t block;  /* block_ow (forward) or block_iw (backward) */
-    int32_t layout; /* tocha_upsample_layout */
-    char name[48];  /* "upsample_nearest2d_forward" */
-    char id[96];    /* "upsample_nearest2d_forward__f32__2__2__128", "...__nhwc" for NHWC */
-    tocha_kernel *kernel;
-    struct tocha_upsample *backward; /* forward kernels: the backward kernel; else NULL */
-} tocha_upsample;
+/* One upsample kernel (opaque): its constants, its Kernel (source, entry point, hash) and,
+** for the forward kernel, the RuntimeOp and the backward kernel it launches. */
+typedef struct tocha_upsample tocha_upsample;
 
 /* Constructs the kernel for these compile-time constants: scales 1..TOCHA_UPSAMPLE_MAX_SCALE,
 ** block a multiple of 32 from 32 to 1024, a tocha_upsample_layout. A forward kernel also makes
@@ -402,6 +391,19 @@ TOCHA_API int tocha_upsample_new(int direction, int dtype, int scale_h, int scal
                                  int backward_block, int layout, tocha_upsample **out);
 /* Releases the kernel (and its backward kernel). NULL ok. */
 TOCHA_API void tocha_upsample_destroy(tocha_upsample *up);
+/* Its name ("upsample_nearest2d_forward") and id ("upsample_nearest2d_forward__f32__2__2__128",
+** "...__nhwc" for NHWC); owned by the kernel. */
+TOCHA_API const char *tocha_upsample_name(const tocha_upsample *up);
+TOCHA_API const char *tocha_upsample_id(const tocha_upsample *up);
+/* Its constants into out: direction, dtype, scale_h, scale_w, block (block_ow or block_iw),
+** layout. */
+TOCHA_API void tocha_upsample_constants(const tocha_upsample *up, int32_t out[6]);
+/* Its Kernel (owned by up). */
+TOCHA_API tocha_kernel *tocha_upsample_kernel(const tocha_upsample *up);
+/* A forward kernel's backward kernel and its RuntimeOp (both owned by up); NULL for a
+** backward kernel. */
+TOCHA_API tocha_upsample *tocha_upsample_backward_kernel(const tocha_upsample *up);
+TOCHA_API tocha_runtime_op *tocha_upsample_op(tocha_upsample *up);
 /* The kernel's CUDA C source: kernels/upsample_plan.h, then its .cu file. */
 TOCHA_API const char *tocha_upsample_kernel_source(const tocha_upsample *up);
 /* Forward: y = upsample(x). x is [B, C, H, W] of the kernel's dtype; y [B, C, H*sh, W*sw] on the

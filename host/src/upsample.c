@@ -104,8 +104,9 @@ int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int b
         return st;
     st = make(direction, dtype, scale_h, scale_w, block, layout, out);
     if (st || direction == TOCHA_UPSAMPLE_BACKWARD) return st;
-    st = make(TOCHA_UPSAMPLE_BACKWARD, dtype, scale_h, scale_w, backward_block != TOCHA_UPSAMPLE_SAME_BLOCK ? backward_block : block,
-              layout, &(*out)->backward);
+    st = make(TOCHA_UPSAMPLE_BACKWARD, dtype, scale_h, scale_w,
+              backward_block != TOCHA_UPSAMPLE_SAME_BLOCK ? backward_block : block, layout,
+              &(*out)->backward);
     if (st) {
         tocha_upsample_destroy(*out);
         *out = NULL;
@@ -119,6 +120,22 @@ void tocha_upsample_destroy(tocha_upsample *up)
     tocha_upsample_destroy(up->backward);
     tocha_kernel_destroy(up->kernel);
     free(up);
+}
+
+const char *tocha_upsample_name(const tocha_upsample *up) { return up->name; }
+const char *tocha_upsample_id(const tocha_upsample *up) { return up->id; }
+
+void tocha_upsample_constants(const tocha_upsample *up, int32_t out[6])
+{
+    int32_t c[6] = {up->direction, up->dtype, up->scale_h, up->scale_w, up->block, up->layout};
+    memcpy(out, c, sizeof c);
+}
+
+tocha_kernel *tocha_upsample_kernel(const tocha_upsample *up) { return up->kernel; }
+tocha_upsample *tocha_upsample_backward_kernel(const tocha_upsample *up) { return up->backward; }
+tocha_runtime_op *tocha_upsample_op(tocha_upsample *up)
+{
+    return up->direction == TOCHA_UPSAMPLE_FORWARD ? &up->op : NULL;
 }
 
 const char *tocha_upsample_kernel_source(const tocha_upsample *up)

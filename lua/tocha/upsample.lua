@@ -35,17 +35,19 @@ local function check_int(what, v)
 end
 
 -- Wraps a tocha_upsample handle (owned elsewhere when owner is given) as a kernel table.
+local constants = ffi.new("int32_t[6]") -- direction, dtype, scale_h, scale_w, block, layout
 local function describe(handle, class, block_field, owner)
-  local k = kernel.wrap(handle.kernel, owner or handle)
+  local k = kernel.wrap(C.tocha_upsample_kernel(handle), owner or handle)
+  C.tocha_upsample_constants(handle, constants)
   local self = setmetatable({
     handle = handle,
     owner = owner,
-    name = ffi.string(handle.name),
-    id = ffi.string(handle.id),
-    dtype = dtype.name(handle.dtype),
-    scale_h = handle.scale_h,
-    scale_w = handle.scale_w,
-    layout = handle.layout == 1 and "nhwc" or "nchw",
+    name = ffi.string(C.tocha_upsample_name(handle)),
+    id = ffi.string(C.tocha_upsample_id(handle)),
+    dtype = dtype.name(constants[1]),
+    scale_h = constants[2],
+    scale_w = constants[3],
+    layout = constants[5] == 1 and "nhwc" or "nchw",
     kernel = k,
     kernel_source = ffi.string(C.tocha_upsample_kernel_source(handle)),
     entry_point_source = k.entry_point_source,
@@ -54,7 +56,7 @@ local function describe(handle, class, block_field, owner)
     hash = k:hash(),
     args_signature = k.params,
   }, class)
-  self[block_field] = handle.block
+  self[block_field] = constants[4]
   return self
 end
 
@@ -95,7 +97,7 @@ local scratch_shape, scratch_out = ffi.new("tocha_shape"), ffi.new("tocha_shape"
 local function output_shape_of(self, x)
   scratch_shape.ndim = x.ndim
   for i = 0, x.ndim - 1 do scratch_shape.dims[i] = x.dims[i] end
-  local st = C.tocha_op_compute_concrete_output_shape(ffi.cast("tocha_runtime_op *", self.handle),
+  local st = C.tocha_op_compute_concrete_output_shape(C.tocha_upsample_op(self.handle),
     scratch_shape, 1, scratch_out)
   if st ~= 0 then raise((native.message():gsub("^inputs%[1%]", "x"))) end
   return { tonumber(scratch_out.dims[0]), tonumber(scratch_out.dims[1]), tonumber(scratch_out.dims[2]),
@@ -176,7 +178,7 @@ function Forward.new(scale_h, scale_w, block_ow, dtype_name, block_iw, opts)
   end
   local h = construct(0, scale_h, scale_w, block_ow, dtype_name, block_iw, opts.layout)
   local self = describe(h, Forward, "block_ow")
-  self.backward_kernel = describe(h.backward, Backward, "block_iw", h)
+  self.backward_kernel = describe(C.tocha_upsample_backward_kernel(h), Backward, "block_iw", h)
   return self
 end
 
@@ -210,7 +212,7 @@ end
 
 -- ---- the RuntimeOp methods ----
 
-local function op(self) return ffi.cast("tocha_runtime_op *", self.handle) end
+local function op(self) return C.tocha_upsample_op(self.handle) end
 
 local function to_shape(t, what)
   if tensor.is_tensor(t) then t = t:shape() end
