@@ -123,4 +123,26 @@ describe("bad launches", function()
     end)
     end)
   end
+
+  describe("launch_packed()", function()
+    -- More than 32 arguments were written past a fixed array before the count was checked
+    -- (a crash after the next collection).
+    local up = tocha.UpsampleNearest2dForward.new(1, 1, 32)
+    it("refuses more arguments than a launch holds, before writing any", function()
+      local args = {}
+      for n = 1, 40 do args[n] = 1 end
+      fails_with("tocha.launch_packed: args: expected at most 32 arguments, got 40",
+        function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, args) end)
+      collectgarbage()
+      assert.are.same({ 1, 1, 2 }, tocha.tensor({ 1, 1, 2 }, { device = "sim" }):to_table()) -- alive
+    end)
+    it("refuses a list with holes, other keys or values that are not arguments", function()
+      fails_with("tocha.launch_packed: args[2]: expected a number or an address (uint64_t), got nil",
+        function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, { 1, nil, 3 }) end)
+      fails_with("tocha.launch_packed: args: expected a list, got the key x",
+        function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, { x = 1 }) end)
+      fails_with("tocha.launch_packed: args[1]: expected a number or an address (uint64_t), got string",
+        function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, { "x" }) end)
+    end)
+  end)
 end)

@@ -90,6 +90,26 @@ describe("bad upsample input", function()
         .. "inputs[1] [1, 1, 4, 4]",
         function() up:pack_backward_args({ { 0, { 1, 1, 4, 4 } } }, {}, 0, { 1, 2, 8, 8 }, 0, 8, { 0 }, {}) end)
     end)
+    it("an {address, shape} input or an output tensor smaller than its shape", function()
+      -- The kernel read and wrote past both tensors (a crash or heap corruption).
+      local x, y = tocha.ones({ 1, 1, 2, 2 }, { device = "sim" }), tocha.zeros({ 1, 1, 4, 4 }, { device = "sim" })
+      fails_with("tocha.UpsampleNearest2dForward:pack_args: inputs[1]: the shape's 1048576 elements do not fit in the tensor's 4",
+        function() up:pack_args({ { x, { 1, 1, 1024, 1024 } } }, {}, y, { 1, 1, 2048, 2048 }) end)
+      fails_with("tocha.UpsampleNearest2dForward:pack_args: output: the shape's 64 elements do not fit in the tensor's 16",
+        function() up:pack_args({ { x, { 1, 1, 2, 2 } } }, {}, y, { 1, 1, 8, 8 }) end)
+      fails_with("tocha.UpsampleNearest2dForward:pack_backward_args: grad_inputs[1]: the shape's 16 elements do not fit in the tensor's 4",
+        function() up:pack_backward_args({ { 0, { 1, 1, 4, 4 } } }, {}, 0, { 1, 1, 8, 8 }, 0, 8, { x }, {}) end)
+      fails_with("tocha.UpsampleNearest2dForward:pack_args: inputs[1]: expected dtype f32 (the kernel's), got f16",
+        function() up:pack_args({ x:cast("f16") }, {}, y) end)
+    end)
+    it("a shape with a fractional size, a hole or too many sizes", function()
+      fails_with("tocha.UpsampleNearest2dForward:grid: output_shape[3]: expected an integer size, got 2.5",
+        function() up:grid({ 1, 1, 2.5, 4 }) end)
+      fails_with("tocha.UpsampleNearest2dForward:grid: output_shape: expected a list of sizes, got a table with other keys or holes",
+        function() up:grid({ 1, 1, nil, 4 }) end)
+      fails_with("tocha.UpsampleNearest2dForward:grid: output_shape: expected at most 8 sizes, got 9",
+        function() up:grid({ 1, 1, 1, 1, 1, 1, 1, 1, 1 }) end)
+    end)
     it("an NHWC shape, named in its layout", function()
       local cl = Forward.new(2, 2, 64, "f32", { layout = "nhwc" })
       fails_with("tocha.UpsampleNearest2dForward:forward: x: expected a 4-D tensor [B, H, W, C], got 2-D",

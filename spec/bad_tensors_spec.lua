@@ -67,6 +67,33 @@ describe("tocha errors", function()
     end)
   end)
 
+  describe("host buffers", function()
+    -- An FFI array smaller than the tensor was read into past its end (a crash), and a string
+    -- shorter than the tensor was written from past its end (garbage in the tensor).
+    local ffi = require "ffi"
+    it("refuse to read into an FFI array smaller than what is read", function()
+      local t = tocha.ones({ 1000 }, { device = "sim" })
+      fails_with("tocha.Tensor:read: dst: holds 4 bytes, 4000 wanted", function() t:read(ffi.new("float[1]")) end)
+      fails_with("tocha.Tensor:read: dst: holds 8 bytes, 12 wanted", function() t:read(ffi.new("float[2]"), 10, 3) end)
+      assert.are.equal(1, t:read(ffi.new("float[3]"), 10, 3)[2]) -- what fits is read
+    end)
+    it("refuse to write from a string or FFI array smaller than the tensor", function()
+      local t = tocha.zeros({ 4 }, { device = "sim" })
+      fails_with("tocha.Tensor:write: src: holds 1 bytes, 16 wanted", function() t:write("x") end)
+      fails_with("tocha.Tensor:write: src: holds 8 bytes, 16 wanted", function() t:write(ffi.new("float[2]")) end)
+      t:write(ffi.new("float[4]", { 1, 2, 3, 4 }))
+      assert.are.same({ 1, 2, 3, 4 }, t:to_table())
+    end)
+    it("refuse a pointer, whose size cannot be checked, unless the count is given", function()
+      local t = tocha.zeros({ 4 }, { device = "sim" })
+      local p = ffi.cast("float *", ffi.new("float[4]"))
+      fails_with("tocha.Tensor:read: dst: a pointer's size cannot be checked: pass offset and count", function() t:read(p) end)
+      fails_with("tocha.Tensor:write: src: a pointer's size cannot be checked: pass nbytes", function() t:write(p) end)
+      fails_with("tocha.Tensor:read: count: expected a non-negative integer, got 1.5", function() t:read(p, 0, 1.5) end)
+      fails_with("tocha.Tensor:write: src: expected an FFI array or pointer, got table", function() t:write({}) end)
+    end)
+  end)
+
   describe("copies", function()
     it("refuse mismatched shapes", function()
       fails_with("tocha.Tensor:copy: src: shapes differ: [2x3] and [3x2]",

@@ -505,6 +505,24 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         assert.is_false((tocha.gradcheck(wrong, tocha.randn({ 1, 1, 3, 3 }, { dtype = "f64", device = device, seed = 1 }))))
       end)
 
+      it("gradcheck fails a backward of NaN and refuses options that leave nothing to fail", function()
+        -- Every comparison with NaN is false, so a test written as "fail when err > tol" passed it.
+        local up = Forward.new(2, 2, 64, "f64")
+        local nan = {
+          forward = function(_, x) return up:forward(x) end,
+          backward = function(_, x, dy) return up:backward(x, dy):fill(0 / 0) end,
+        }
+        local x = tocha.randn({ 1, 1, 3, 3 }, { dtype = "f64", device = device, seed = 1 })
+        local ok, report = tocha.gradcheck(nan, x)
+        assert.is_false(ok)
+        assert.is_true(report.max_abs ~= report.max_abs) -- NaN, reported
+        assert.has_error(function() tocha.gradcheck(up, x, { eps = 0 }) end)
+        assert.has_error(function() tocha.gradcheck(up, x, { atol = math.huge }) end)
+        assert.has_error(function() tocha.gradcheck(up, x, { max_checks = 0 }) end)
+        local short = { forward = nan.forward, backward = function() return tocha.zeros({ 2 }, { dtype = "f64", device = device }) end }
+        assert.has_error(function() tocha.gradcheck(short, x) end, "tocha.gradcheck: op:backward: gave 2 values for x's 9")
+      end)
+
       it("nn.UpsampleNearest2d keeps output and gradInput", function()
         local m = tocha.nn.UpsampleNearest2d(2)
         local x = tocha.rand({ 1, 2, 3, 3 }, { device = device, seed = 2, dtype = "bf16" })

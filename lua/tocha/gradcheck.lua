@@ -27,16 +27,30 @@ return function(op, x, opts)
   end
   if not tocha_tensor.is_tensor(x) then raise("x: expected a tensor, got " .. type(x)) end
   if x:dtype() ~= "f64" then raise("x: expected an f64 tensor, got " .. x:dtype()) end
+  if type(opts) ~= "table" then raise("options: expected a table, got " .. type(opts)) end
   local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
   local max_checks = opts.max_checks or 200
+  -- A check that cannot fail is worse than none: every option must leave room to fail.
+  for name, v in pairs({ eps = eps, atol = atol, rtol = rtol }) do
+    if type(v) ~= "number" or v ~= v or v < 0 or v == math.huge then
+      raise(("%s: expected a finite number >= 0, got %s"):format(name, tostring(v)))
+    end
+  end
+  if eps == 0 then raise("eps: expected a finite number > 0, got 0") end
+  if type(max_checks) ~= "number" or max_checks < 1 or max_checks ~= math.floor(max_checks) then
+    raise("max_checks: expected a positive integer, got " .. tostring(max_checks))
+  end
 
   local y = op:forward(x)
   local dy = tocha_tensor.randn(y:shape(), { dtype = "f64", device = x:device(), seed = opts.seed or 0 })
   local dy_values = dy:to_table(true)
-  local dx = op:backward(x, dy):to_table(true)
+  local dx = op:backward(x, dy)
+  if not tocha_tensor.is_tensor(dx) then raise("op:backward: expected a tensor, got " .. type(dx)) end
+  dx = dx:to_table(true)
 
   local values = x:to_table(true)
   local n = #values
+  if #dx ~= n then raise(("op:backward: gave %d values for x's %d"):format(#dx, n)) end
   local indices = {}
   if n <= max_checks then
     for i = 1, n do indices[i] = i end
@@ -64,9 +78,12 @@ return function(op, x, opts)
     local numeric = (plus - minus) / (2 * eps)
     local err = math.abs(numeric - dx[i])
     local rel = err / math.max(math.abs(numeric), 1e-300)
-    if err > report.max_abs then report.max_abs, report.worst = err, i end
-    report.max_rel = math.max(report.max_rel, err > atol and rel or 0)
-    if err > atol + rtol * math.abs(numeric) then ok = false end
+    -- NaN anywhere fails (every comparison with NaN is false, so each test is written to pass
+    -- only when it holds).
+    if err ~= err or err > report.max_abs then report.max_abs, report.worst = err, i end
+    if err ~= err or err > atol then report.max_rel = err ~= err and err or math.max(report.max_rel, rel) end
+    local within = err <= atol + rtol * math.abs(numeric)
+    if not within then ok = false end
   end
   return ok, report
 end

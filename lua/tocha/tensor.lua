@@ -374,16 +374,50 @@ function methods.normal(t, seed, mean, std)
   return t
 end
 
--- t:write(ptr, nbytes) / t:read(ptr [, offset, count]): raw host buffers in t's dtype.
-function methods.write(t, ptr, nbytes)
-  check(C.tocha_tensor_write(t, ptr, nbytes or t.bytes))
+-- The bytes a host buffer holds: a string's length, an FFI array's size; nil for a pointer,
+-- whose size LuaJIT cannot tell.
+local function host_bytes(buf, what)
+  if type(buf) == "string" then return #buf end
+  if type(buf) ~= "cdata" then raise(("%s: expected an FFI array or pointer, got %s"):format(what, type(buf))) end
+  local ctype = tostring(ffi.typeof(buf))
+  if ctype:find("[*&]>$") then return nil end
+  return ffi.sizeof(buf)
+end
+
+local function count_arg(v, what)
+  if v ~= nil and (type(v) ~= "number" or v ~= math.floor(v) or v < 0 or v > 2 ^ 53) then
+    raise(("%s: expected a non-negative integer, got %s"):format(what, describe(v)))
+  end
+  return v
+end
+
+-- t:write(src [, nbytes]): the tensor's bytes from host memory in t's dtype: a string, an FFI
+-- array (its size is checked), or a pointer with nbytes given (the caller vouches for it).
+function methods.write(t, src, nbytes)
+  live(t)
+  nbytes = count_arg(nbytes, "nbytes")
+  local size = host_bytes(src, "src")
+  if size == nil and nbytes == nil then raise("src: a pointer's size cannot be checked: pass nbytes") end
+  local want = nbytes or tonumber(t.bytes)
+  if size and size < want then raise(("src: holds %d bytes, %d wanted"):format(size, want)) end
+  check(C.tocha_tensor_write(t, src, want))
   return t
 end
-function methods.read(t, ptr, offset, count)
-  offset = offset or 0
-  count = count or (tonumber(t.count) - offset)
-  check(C.tocha_tensor_read(t, offset, count, ptr))
-  return ptr
+
+-- t:read(dst [, offset, count]): count elements from offset (default: all from offset 0) into
+-- host memory: an FFI array (its size is checked), or a pointer with count given.
+function methods.read(t, dst, offset, count)
+  live(t)
+  offset = count_arg(offset, "offset") or 0
+  count = count_arg(count, "count")
+  local size = host_bytes(dst, "dst")
+  if type(dst) == "string" then raise("dst: expected an FFI array or pointer, got string") end
+  if size == nil and count == nil then raise("dst: a pointer's size cannot be checked: pass offset and count") end
+  count = count or math.max(tonumber(t.count) - offset, 0)
+  local want = count * dtype.size(dtype.name(t.elem_type))
+  if size and size < want then raise(("dst: holds %d bytes, %d wanted"):format(size, want)) end
+  check(C.tocha_tensor_read(t, offset, count, dst))
+  return dst
 end
 
 -- A host buffer holding a copy of all elements, as the dtype's C type (uint16_t for f16/bf16).

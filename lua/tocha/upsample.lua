@@ -214,13 +214,40 @@ end
 
 local function op(self) return C.tocha_upsample_op(self.handle) end
 
+-- A shape table as a tocha_shape: up to 8 sizes, each an integer (the FFI would truncate 2.5;
+-- the sizes' range is C's to check), and no other keys (a table with holes would lose sizes).
 local function to_shape(t, what)
   if tensor.is_tensor(t) then t = t:shape() end
   if type(t) ~= "table" then raise(what .. ": expected a shape table") end
+  local n, keys = #t, 0
+  for _ in pairs(t) do keys = keys + 1 end
+  if keys ~= n then raise(what .. ": expected a list of sizes, got a table with other keys or holes") end
+  if n > 8 then raise(("%s: expected at most 8 sizes, got %d"):format(what, n)) end
   local s = ffi.new("tocha_shape")
-  s.ndim = #t
-  for i = 1, math.min(#t, 8) do s.dims[i - 1] = t[i] end
+  s.ndim = n
+  for i = 1, n do
+    local v = t[i]
+    if type(v) ~= "number" or v ~= math.floor(v) or v < -2 ^ 53 or v > 2 ^ 53 then
+      raise(("%s[%d]: expected an integer size, got %s"):format(what, i, tostring(v)))
+    end
+    s.dims[i - 1] = v
+  end
   return s
+end
+
+-- Raises unless a tensor given for a buffer is live, of the kernel's dtype, and holds the
+-- shape's elements (a raw address cannot be checked: the caller vouches for it).
+local function check_fits(self, v, shape, what)
+  if not tensor.is_tensor(v) then return end
+  if v.freed ~= 0 then raise(what .. ": tensor was freed") end
+  if dtype.name(v.elem_type) ~= self.dtype then
+    raise(("%s: expected dtype %s (the kernel's), got %s"):format(what, self.dtype, dtype.name(v.elem_type)))
+  end
+  local n = 1
+  for i = 0, shape.ndim - 1 do n = n * tonumber(shape.dims[i]) end
+  if n > tonumber(v.count) then
+    raise(("%s: the shape's %d elements do not fit in the tensor's %d"):format(what, n, tonumber(v.count)))
+  end
 end
 
 local function shapes(list, what)
@@ -238,35 +265,41 @@ end
 
 local function dims3(a) return { tonumber(a[0]), tonumber(a[1]), tonumber(a[2]) } end
 
-local function address(v)
+local function address(v, what)
   if tensor.is_tensor(v) then return v.data end
   if v == nil then return 0 end
+  if type(v) ~= "number" and type(v) ~= "cdata" then
+    raise(("%s: expected a tensor or an address, got %s"):format(what or "address", type(v)))
+  end
   return ffi.cast("uint64_t", v)
 end
 
 -- Inputs are {tensor, ...} or {{address, shape}, ...}.
-local function buffers(list)
+local function buffers(self, list)
   if type(list) ~= "table" then raise("inputs: expected a list of tensors or {address, shape}") end
   local arr = ffi.new("tocha_buffer[?]", math.max(#list, 1))
   for i = 1, #list do
-    local item = list[i]
+    local item, what = list[i], ("inputs[%d]"):format(i)
     if tensor.is_tensor(item) then
+      check_fits(self, item, to_shape(item, what), what)
       arr[i - 1].data = item.data
-      arr[i - 1].shape = to_shape(item, "inputs")
+      arr[i - 1].shape = to_shape(item, what)
     elseif type(item) ~= "table" then
-      raise(("inputs[%d]: expected a tensor or {address, shape}, got %s"):format(i, type(item)))
+      raise(("%s: expected a tensor or {address, shape}, got %s"):format(what, type(item)))
     else
-      arr[i - 1].data = address(item[1])
-      arr[i - 1].shape = to_shape(item[2], "inputs")
+      arr[i - 1].shape = to_shape(item[2], what)
+      check_fits(self, item[1], arr[i - 1].shape, what)
+      arr[i - 1].data = address(item[1], what)
     end
   end
   return arr, #list
 end
 
-local function addresses(list)
+local function addresses(list, what)
   list = list or {}
+  if type(list) ~= "table" then raise(("%s: expected a list, got %s"):format(what, type(list))) end
   local arr = ffi.new("uint64_t[?]", math.max(#list, 1))
-  for i = 1, #list do arr[i - 1] = address(list[i]) end
+  for i = 1, #list do arr[i - 1] = address(list[i], ("%s[%d]"):format(what, i)) end
   return arr, #list
 end
 
@@ -338,15 +371,16 @@ end
 -- What both directions start from: the inputs as buffers, the params as addresses, the output
 -- shape (the shape of `shaped` when none is given) and an empty argument list. Errors are
 -- raised at the user's line, two frames above this function.
-local function pack_start(inputs, params, output_shape, shaped)
-  local ins, n = buffers(inputs)
-  local ps, np = addresses(params)
+local function pack_start(self, inputs, params, output_shape, shaped)
+  local ins, n = buffers(self, inputs)
+  local ps, np = addresses(params, "params")
   output_shape = output_shape or (tensor.is_tensor(shaped) and shaped:shape())
   return ins, n, ps, np, to_shape(output_shape, "output_shape"), ffi.new("tocha_arg_list")
 end
 
 local function pack_forward(self, launch, inputs, params, output, output_shape, row_stride)
-  local ins, n, ps, np, shape, list = pack_start(inputs, params, output_shape, output)
+  local ins, n, ps, np, shape, list = pack_start(self, inputs, params, output_shape, output)
+  check_fits(self, output, shape, "output")
   local st
   if launch then
     local index = launch_index(launch, C.tocha_op_n_launches(op(self)))
@@ -361,9 +395,11 @@ end
 -- The backward pack methods, likewise.
 local function pack_backward(self, launch, inputs, params, output, output_shape, grad_output,
                              grad_stride, grad_inputs, grad_params)
-  local ins, n, ps, np, shape, list = pack_start(inputs, params, output_shape, grad_output)
-  local gi, ngi = addresses(grad_inputs)
-  local gp, ngp = addresses(grad_params)
+  local ins, n, ps, np, shape, list = pack_start(self, inputs, params, output_shape, grad_output)
+  check_fits(self, grad_output, shape, "grad_output")
+  if type(grad_inputs) == "table" and n >= 1 then check_fits(self, grad_inputs[1], ins[0].shape, "grad_inputs[1]") end
+  local gi, ngi = addresses(grad_inputs, "grad_inputs")
+  local gp, ngp = addresses(grad_params, "grad_params")
   local st
   if launch then
     local index = launch_index(launch, C.tocha_op_n_backward_launches(op(self)))
@@ -445,13 +481,26 @@ function Forward:pack_backward_args_for_launch(i, ...)
   return args -- not a tail call: errors name the caller's line
 end
 
--- Launches the kernel with arguments an op packed (raw addresses and integers).
+-- Launches the kernel with arguments an op packed (raw addresses and integers): at most
+-- TOCHA_MAX_PARAMS of them, a list without holes, each a number or an address (uint64_t cdata).
+local MAX_ARGS = (ffi.sizeof("tocha_arg_list") - ffi.offsetof("tocha_arg_list", "args")) / ffi.sizeof("tocha_arg")
 function M.launch_packed(k, dev, grid, block, args)
+  if type(args) ~= "table" then raise("args: expected a list of packed arguments, got " .. type(args)) end
+  local n = 0
+  for key in pairs(args) do
+    if type(key) ~= "number" or key < 1 or key ~= math.floor(key) then
+      raise("args: expected a list, got the key " .. tostring(key))
+    end
+    n = math.max(n, key)
+  end
+  if n > MAX_ARGS then raise(("args: expected at most %d arguments, got %d"):format(MAX_ARGS, n)) end
   local list = ffi.new("tocha_arg_list")
-  list.count = #args
-  for i, v in ipairs(args) do
-    local a = list.args[i - 1]
-    if type(v) == "number" then a.kind, a.f = 2, v else a.kind, a.i = 3, v end
+  list.count = n
+  for i = 1, n do
+    local v, a = args[i], list.args[i - 1]
+    if type(v) == "number" then a.kind, a.f = 2, v
+    elseif ffi.istype("uint64_t", v) then a.kind, a.i = 3, v
+    else raise(("args[%d]: expected a number or an address (uint64_t), got %s"):format(i, type(v))) end
   end
   local g, b = ffi.new("uint32_t[3]", grid), ffi.new("uint32_t[3]", block)
   check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
