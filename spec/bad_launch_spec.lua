@@ -136,6 +136,17 @@ describe("bad launches", function()
       collectgarbage()
       assert.are.same({ 1, 1, 2 }, tocha.tensor({ 1, 1, 2 }, { device = "sim" }):to_table()) -- alive
     end)
+    it("refuses grids and blocks that are not {x [, y [, z]]} of positive integers", function()
+      -- One number was copied to all three axes, fractions truncated.
+      local x, y = tocha.ones({ 1, 1, 1, 32 }, { device = "sim" }), tocha.zeros({ 1, 1, 1, 32 }, { device = "sim" })
+      local args = up:pack_args({ x }, {}, y)
+      fails_with("tocha.launch_packed: grid[1]: expected a positive integer, got 1.5",
+        function() tocha.launch_packed(up.kernel, "sim", 1.5, 32, args) end)
+      fails_with("tocha.launch_packed: block: expected a number or {x [, y [, z]]}",
+        function() tocha.launch_packed(up.kernel, "sim", 1, { 32, 1, 1, 1 }, args) end)
+      tocha.launch_packed(up.kernel, "sim", 1, 32, args) -- a number is x alone
+      assert.are.same(x:to_table(true), y:to_table(true))
+    end)
     it("refuses a list with holes, other keys or values that are not arguments", function()
       fails_with("tocha.launch_packed: args[2]: expected a number or an address (uint64_t), got nil",
         function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, { 1, nil, 3 }) end)

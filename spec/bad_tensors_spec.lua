@@ -67,6 +67,24 @@ describe("tocha errors", function()
     end)
   end)
 
+  describe("nested data and methods", function()
+    it("refuse data with holes, and data that holds itself", function()
+      fails_with("tocha.tensor: data: expected a list without holes or other keys, got 2 keys",
+        function() tocha.tensor({ 1, nil, 3 }) end)
+      fails_with("tocha.tensor: data[1]: expected a list without holes or other keys, got 3 keys",
+        function() tocha.tensor({ { 1, 2, x = 3 } }) end)
+      local loop = {}
+      loop[1] = loop
+      fails_with("tocha.tensor: data: expected 1 to 8 dimensions, got more", function() tocha.tensor(loop) end)
+    end)
+    it("refuse a method called with a dot instead of a colon", function()
+      local t = tocha.ones({ 2 }, { device = "sim" })
+      fails_with("tocha.Tensor:free: self: expected a tensor, got nil (call it as t:free(...))", function() t.free() end)
+      fails_with("tocha.Tensor:fill: self: expected a tensor, got number (call it as t:fill(...))", function() t.fill(3) end)
+      assert.are.same({ 1, 1 }, t:to_table()) -- neither touched it
+    end)
+  end)
+
   describe("host buffers", function()
     -- An FFI array smaller than the tensor was read into past its end (a crash), and a string
     -- shorter than the tensor was written from past its end (garbage in the tensor).

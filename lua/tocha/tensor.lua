@@ -185,17 +185,25 @@ end
 -- ---- from and to Lua tables ----
 
 -- The shape of a nested table of numbers, checking that it is rectangular.
+-- (A table that holds itself would nest without end: the walk stops past MAX_DIMS.)
 local function nested_shape(data)
   local shape, node = {}, data
   while type(node) == "table" do
     if #node == 0 then raise("data: empty table at depth " .. (#shape + 1)) end
+    if #shape == MAX_DIMS then
+      raise(("data: expected 1 to %d dimensions, got more"):format(MAX_DIMS))
+    end
     shape[#shape + 1] = #node
     node = node[1]
   end
-  if #shape > MAX_DIMS then
-    raise(("data: expected 1 to %d dimensions, got %d"):format(MAX_DIMS, #shape))
-  end
   return shape
+end
+
+-- The number of keys of t (its length with holes or other keys counts more).
+local function key_count(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n
 end
 
 local function flatten(data, shape)
@@ -214,6 +222,9 @@ local function flatten(data, shape)
     if type(node) ~= "table" or #node ~= shape[depth] then
       return ("data%s: ragged nesting: expected %d elements, got %s"):format(
         where, shape[depth], type(node) == "table" and tostring(#node) or type(node))
+    end
+    if key_count(node) ~= #node then
+      return ("data%s: expected a list without holes or other keys, got %d keys"):format(where, key_count(node))
     end
     for i = 1, shape[depth] do
       local bad = walk(node[i], depth + 1, where .. "[" .. i .. "]")
@@ -338,7 +349,11 @@ function methods.clone(t, dev)
   check(C.tocha_tensor_copy(out, t))
   return out
 end
-methods.to = methods.clone
+-- t:to(device): t:clone(device), by its own name in errors.
+function methods.to(t, dev)
+  local out = methods.clone(t, dev)
+  return out
+end
 
 -- t:cast(dtype): a new tensor of that dtype (see tocha_tensor_cast for the rules).
 function methods.cast(t, name)
@@ -455,6 +470,16 @@ M.alloc = alloc
 errors.register({ empty = M.empty, zeros = M.zeros, ones = M.ones, full = M.full, rand = M.rand,
   randn = M.randn, tensor = M.tensor, manual_seed = M.manual_seed })
 errors.register(methods, "Tensor:")
-errors.name(methods.clone, "Tensor:clone") -- also t:to
+-- Every method checks that it was called on a tensor: t.free() (a dot for the colon) would
+-- otherwise do nothing or misreport ("tensor was freed"). The checks are registered too, and
+-- so are the methods they end in (a tail call leaves the method's frame alone on the stack).
+for name, fn in pairs(methods) do
+  methods[name] = errors.name(function(t, ...)
+    if not is_tensor(t) then
+      raise(("self: expected a tensor, got %s (call it as t:%s(...))"):format(type(t), name))
+    end
+    return fn(t, ...)
+  end, "Tensor:" .. name)
+end
 M.shape_string = shape_string
 return M

@@ -484,6 +484,22 @@ end
 -- Launches the kernel with arguments an op packed (raw addresses and integers): at most
 -- TOCHA_MAX_PARAMS of them, a list without holes, each a number or an address (uint64_t cdata).
 local MAX_ARGS = (ffi.sizeof("tocha_arg_list") - ffi.offsetof("tocha_arg_list", "args")) / ffi.sizeof("tocha_arg")
+
+-- A grid or block: a number (x) or {x [, y [, z]]} of positive integers, the rest 1 (the FFI
+-- would copy one number to all three axes and truncate fractions).
+local function launch_dims(v, what)
+  if type(v) == "number" then v = { v } end
+  if type(v) ~= "table" or #v < 1 or #v > 3 then raise(what .. ": expected a number or {x [, y [, z]]}") end
+  local out = ffi.new("uint32_t[3]", 1, 1, 1)
+  for i = 1, #v do
+    local d = v[i]
+    if type(d) ~= "number" or d ~= math.floor(d) or d < 1 or d > 2 ^ 32 - 1 then
+      raise(("%s[%d]: expected a positive integer, got %s"):format(what, i, tostring(d)))
+    end
+    out[i - 1] = d
+  end
+  return out
+end
 function M.launch_packed(k, dev, grid, block, args)
   if type(args) ~= "table" then raise("args: expected a list of packed arguments, got " .. type(args)) end
   local n = 0
@@ -502,7 +518,7 @@ function M.launch_packed(k, dev, grid, block, args)
     elseif ffi.istype("uint64_t", v) then a.kind, a.i = 3, v
     else raise(("args[%d]: expected a number or an address (uint64_t), got %s"):format(i, type(v))) end
   end
-  local g, b = ffi.new("uint32_t[3]", grid), ffi.new("uint32_t[3]", block)
+  local g, b = launch_dims(grid, "grid"), launch_dims(block, "block")
   check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
 end
 
