@@ -15,6 +15,27 @@ describe("bad use of the tocha executable", function()
       assert.are.equal("", out)
       assert.truthy(err:find("^tocha: [^\n]*:2: boom\nstack traceback:"))
     end)
+    it("exits 1 when its output cannot be written: a full disk, a closed stdout", function()
+      -- Lost output used to exit 0, by main's return and by os.exit alike.
+      for _, case in ipairs({ { "print(1)", ">/dev/full" }, { "print(1) os.exit(0)", ">/dev/full" },
+                              { "print(1)", ">&-" } }) do
+        local err = os.tmpname()
+        local p = io.popen(("%s -e %s %s 2>%s; echo $?"):format(process.quote(process.exe), process.quote(case[1]),
+          case[2], err))
+        local status = tonumber(p:read("*a"))
+        p:close()
+        local text = assert(io.open(err)):read("*a")
+        os.remove(err)
+        assert.are.equal(1, status, case[1] .. " " .. case[2])
+        assert.truthy(text:find("^tocha: stdout: "), text)
+      end
+    end)
+    it("exits 1 when piped REPL input ends inside a chunk, and says so", function()
+      local out, err, status = tocha({}, "print(1)\nfor i = 1, 3 do\nprint(i)\n")
+      assert.are.equal(1, status)
+      assert.truthy(out:find("\n1\n", 1, true), out) -- the whole chunks before it ran
+      assert.truthy(err:find("tocha: the input ended inside a chunk: stdin:2: 'end' expected", 1, true), err)
+    end)
     it("exits 1 on a syntax error", function()
       local script = write_script("local = 1\n")
       local _, err, status = tocha({ script })

@@ -5,6 +5,7 @@
 */
 #include "repl.h"
 
+#include <errno.h>
 #include <luajit.h>
 #include <lauxlib.h>
 #include <lua.h>
@@ -209,8 +210,20 @@ static int pmain(lua_State *L)
     return 0;
 }
 
+/* At every exit (main's return, os.exit): output that could not be written (a full disk, a
+** closed stdout) is an error, status 1, never a silent 0. */
+static void check_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return;
+    fprintf(stderr, "tocha: stdout: %s\n", errno ? strerror(errno) : "write error");
+    fflush(stderr);
+    _exit(1);
+}
+
 int main(int argc, char **argv)
 {
+    atexit(check_stdout);
     lua_State *L = luaL_newstate();
     if (!L) {
         fprintf(stderr, "tocha: cannot create a Lua state: out of memory\n");

@@ -192,7 +192,18 @@ int tocha_repl(lua_State *L)
         }
         print_results(L, base);
     }
+    /* Input that ends inside a chunk ("for i = 1, 3 do" and no "end") is said, and fails the
+    ** session, rather than dropped. */
+    int status = 0;
+    if (chunk) {
+        int nargs = 0, base = lua_gettop(L);
+        load_chunk(L, chunk, &nargs);
+        fprintf(stderr, "tocha: the input ended inside a chunk: %s\n", lua_tostring(L, -1));
+        fflush(stderr);
+        lua_settop(L, base);
+        status = 1;
+    }
     free(chunk);
     if (tty) fputc('\n', stdout);
-    return 0;
+    return status;
 }
