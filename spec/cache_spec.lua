@@ -206,3 +206,83 @@ describe("tocha kernel cache", function()
     assert.are.equal("1 1", out)
   end)
 end)
+
+describe("tocha kernel cache against a hostile folder", function()
+  local dir
+  before_each(function() dir = process.tempdir() end)
+  after_each(function() process.remove_tree(dir) end)
+
+  local function sh(cmd) assert(os.execute(cmd) == 0 or os.execute(cmd) == true, cmd) end
+
+  it("does not wait on a FIFO planted at an entry's name", function()
+    run_once { TOCHA_CACHE_DIR = dir }
+    local path = entries(dir)[1]
+    os.remove(path)
+    sh("mkfifo " .. process.quote(path))
+    -- the open used to block until a writer came; now the entry is rejected and rebuilt
+    local out, err, status = process.run { exe = "timeout", args = { "20", process.exe, "-e",
+      "require('tocha').zeros({ 5 }, { device = 'sim' }) io.write(require('tocha').cache.stats().compiles)" },
+      env = { TOCHA_CACHE_DIR = dir } }
+    assert.are.equal(0, status, err)
+    assert.are.equal("1", out)
+  end)
+
+  it("counts and clears only the names it writes", function()
+    run_once { TOCHA_CACHE_DIR = dir }
+    for _, name in ipairs({ "notes.txt", ".tmp-mine", "0123456789ABCDEF0123456789abcdef.tkc", "x.tkc" }) do
+      local f = assert(io.open(dir .. "/" .. name, "w"))
+      f:write("keep")
+      f:close()
+    end
+    local out, err, status = process.run { args = { "cache", "clear" }, env = { TOCHA_CACHE_DIR = dir } }
+    assert.are.equal(0, status, err)
+    assert.are.equal("kernel cache: removed 1 entries from " .. dir .. "\n", out) -- its one entry
+    assert.are.equal(0, #entries(dir) - 2) -- the two foreign .tkc names stay
+    for _, name in ipairs({ "notes.txt", ".tmp-mine", "0123456789ABCDEF0123456789abcdef.tkc", "x.tkc" }) do
+      assert.are.equal("keep", assert(io.open(dir .. "/" .. name)):read("*a"), name)
+    end
+  end)
+
+  it("does not write a debug dump through a link planted at its name", function()
+    local build = "require('tocha').UpsampleNearest2dForward.new(2, 2, 64).kernel:build('sm_90')"
+    local env = { TOCHA_DUMP_DIR = dir, TOCHA_CACHE = "off" }
+    local _, err, status = process.run { args = { "-e", build }, env = env }
+    assert.are.equal(0, status, err)
+    local p = io.popen("ls " .. process.quote(dir))
+    local names = {}
+    for name in p:lines() do names[#names + 1] = name end
+    p:close()
+    assert.are.equal(2, #names) -- the unit and its cubin
+    local victim = dir .. "/victim"
+    local f = assert(io.open(victim, "w"))
+    f:write("untouched")
+    f:close()
+    for _, name in ipairs(names) do
+      os.remove(dir .. "/" .. name)
+      sh("ln -s " .. process.quote(victim) .. " " .. process.quote(dir .. "/" .. name))
+    end
+    _, err, status = process.run { args = { "-e", build }, env = env }
+    assert.are.equal(0, status, err) -- a dump is best effort: the build goes on
+    assert.are.equal("untouched", assert(io.open(victim)):read("*a"))
+  end)
+
+  it("works from a warm cache when TMPDIR is not a usable folder", function()
+    run_once { TOCHA_CACHE_DIR = dir }
+    assert.are.same({ compiles = 0, hits = 1, rejects = 0, dir = dir },
+      run_once { TOCHA_CACHE_DIR = dir, TMPDIR = "/nonexistent/tmp" })
+  end)
+
+  it("removes what killed processes left in the temporary folder, and nothing else", function()
+    local tmp = process.tempdir()
+    -- a build folder and a module of a process that is gone (no process has pid 2^22 + 1 here:
+    -- the kernel's limit is below it), another user's name pattern alive (pid 1), a foreign file
+    sh(("mkdir %s/tocha-sim-4194305-abc && touch %s/tocha-sim-4194305-abc/kernel.cpp"):format(tmp, tmp))
+    sh(("touch %s/tocha-cxx-4194305-def.so %s/tocha-sim-1-ghi.so %s/other"):format(tmp, tmp, tmp))
+    run_once { TOCHA_CACHE = "off", TMPDIR = tmp }
+    local p = io.popen("ls -A " .. process.quote(tmp))
+    local left = p:read("*a")
+    p:close()
+    process.remove_tree(tmp)
+    assert.are.equal("other\ntocha-sim-1-ghi.so\n", left)
+  end)
+end)

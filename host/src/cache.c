@@ -185,7 +185,8 @@ static void *disk_read(const unsigned char key[16], const char *hex, uint64_t *s
 {
     char path[1200];
     entry_path(hex, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted at the name would block the open until a writer came. */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return NULL;
     struct stat st = {0};
     unsigned char *data = NULL;
@@ -356,10 +357,20 @@ int tocha_cache_stats_get(tocha_cache_stats *out)
     return TOCHA_OK;
 }
 
+static bool is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+    return true;
+}
+
+/* The names the cache writes: "<32 hex digits>.tkc" entries and the ".tmp-<32 hex>-XXXXXX"
+** temporaries of disk_write; nothing else in the folder is the cache's to count or remove. */
 static bool is_entry_name(const char *name)
 {
     size_t n = strlen(name), s = strlen(ENTRY_SUFFIX);
-    return (n == 32 + s && strcmp(name + 32, ENTRY_SUFFIX) == 0) || strncmp(name, ".tmp-", 5) == 0;
+    if (n == 32 + s) return is_hex(name, 32) && strcmp(name + 32, ENTRY_SUFFIX) == 0;
+    return n == 5 + 32 + 7 && strncmp(name, ".tmp-", 5) == 0 && is_hex(name + 5, 32) && name[37] == '-';
 }
 
 /* Visits the cache's own files (entries and stale temporaries). */

@@ -6,12 +6,14 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 static struct {
@@ -158,8 +160,15 @@ static void dump(const char *source, const char *arch, const void *cubin, size_t
     size_t sizes[2] = {strlen(source), size};
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof path, "%.1000s/%016llx-%s.%s", dir, h, arch, ext[i]);
-        FILE *f = fopen(path, "wb");
-        if (!f) return;
+        /* Never through a link planted at the name (O_NOFOLLOW), never into another's file. */
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) return;
+        struct stat st;
+        FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "wb") : NULL;
+        if (!f) {
+            close(fd);
+            return;
+        }
         fwrite(data[i], 1, sizes[i], f);
         fclose(f);
     }

@@ -7,8 +7,10 @@
 */
 #include "internal.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -157,10 +159,63 @@ static int sim_memory(tocha_device *d, uint64_t *free_bytes, uint64_t *total_byt
 /* ---- modules ---- */
 
 /* $TMPDIR, else /tmp. */
-static const char *temp_dir(void)
+/* Removes what a killed process left in the temporary folder: names "tocha-sim-<pid>-..." and
+** "tocha-cxx-<pid>-..." (the folders of builds, the modules being loaded) of this user whose
+** process is gone. A folder holds only files. */
+static void sweep_stale(const char *tmp)
+{
+    DIR *dir = opendir(tmp);
+    if (!dir) return;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        if (strncmp(de->d_name, "tocha-sim-", 10) != 0 && strncmp(de->d_name, "tocha-cxx-", 10) != 0)
+            continue;
+        char *end = NULL;
+        long pid = strtol(de->d_name + 10, &end, 10);
+        if (pid <= 0 || *end != '-' || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", tmp, de->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0 || st.st_uid != geteuid()) continue;
+        if (S_ISDIR(st.st_mode)) {
+            DIR *inner = opendir(path);
+            struct dirent *f;
+            while (inner && (f = readdir(inner))) {
+                if (strcmp(f->d_name, ".") == 0 || strcmp(f->d_name, "..") == 0) continue;
+                char file[4700];
+                snprintf(file, sizeof file, "%s/%s", path, f->d_name);
+                unlink(file);
+            }
+            if (inner) closedir(inner);
+            rmdir(path);
+        } else if (S_ISREG(st.st_mode)) {
+            unlink(path);
+        }
+    }
+    closedir(dir);
+}
+
+/* The temporary folder: TMPDIR where it names a folder this process can write, else /tmp
+** (as mkstemp's callers do: a TMPDIR that cannot be used must not break a warm cache). Its
+** leftovers from killed processes are removed on first use. */
+static pthread_once_t temp_once = PTHREAD_ONCE_INIT;
+static char temp_path[4000];
+
+static void find_temp(void)
 {
     const char *dir = getenv("TMPDIR");
-    return dir && *dir && strlen(dir) < 4000 ? dir : "/tmp";
+    struct stat st;
+    bool usable = dir && *dir && strlen(dir) < sizeof temp_path && stat(dir, &st) == 0 &&
+                  S_ISDIR(st.st_mode) && access(dir, W_OK | X_OK) == 0;
+    snprintf(temp_path, sizeof temp_path, "%s", usable ? dir : "/tmp");
+    sweep_stale(temp_path);
+}
+
+static const char *temp_dir(void)
+{
+    pthread_once(&temp_once, find_temp);
+    return temp_path;
 }
 
 static int sim_load(tocha_device *d, const void *binary, uint64_t size, const char *entry, void **module,
@@ -170,7 +225,7 @@ static int sim_load(tocha_device *d, const void *binary, uint64_t size, const ch
     /* dlopen needs a file, and one with a name of its own: glibc hands back an already
     ** loaded object for a path it has seen, so a reused /proc/self/fd/N would alias. */
     char path[4200];
-    snprintf(path, sizeof path, "%s/tocha-sim-XXXXXX.so", temp_dir());
+    snprintf(path, sizeof path, "%s/tocha-sim-%ld-XXXXXX.so", temp_dir(), (long)getpid());
     int fd = mkstemps(path, 3);
     if (fd < 0) return tocha_fail(TOCHA_E_IO, "creating %s: %s", path, strerror(errno));
     const char *p = binary;
@@ -408,12 +463,19 @@ static char *read_file(const char *path, uint64_t *size)
 
 static pthread_once_t identity_once = PTHREAD_ONCE_INIT;
 static char identity[512];
+static char identity_error[4200]; /* why the identity could not be asked for, when not the compiler */
 
 static void find_identity(void)
 {
     char dir[4100];
-    snprintf(dir, sizeof dir, "%s/tocha-cxx-XXXXXX", temp_dir());
-    if (!mkdtemp(dir)) return;
+    snprintf(dir, sizeof dir, "%s/tocha-cxx-%ld-XXXXXX", temp_dir(), (long)getpid());
+    if (!mkdtemp(dir)) {
+        snprintf(
+            identity_error, sizeof identity_error,
+            "the simulator cannot make a temporary folder in %s: %s (set TMPDIR to a writable folder)",
+            temp_dir(), strerror(errno));
+        return;
+    }
     char log[4200];
     snprintf(log, sizeof log, "%s/version", dir);
     char *argv[] = {(char *)sim_cxx(), "--version", NULL};
@@ -432,6 +494,7 @@ static void find_identity(void)
 int tocha_sim_compiler_identity(const char **out)
 {
     pthread_once(&identity_once, find_identity);
+    if (identity_error[0]) return tocha_fail(TOCHA_E_IO, "%s", identity_error);
     if (!identity[0])
         return tocha_fail(TOCHA_E_UNAVAILABLE,
                           "the simulator's C++ compiler '%s' could not be run (install g++ or "
@@ -451,7 +514,7 @@ int tocha_sim_compile(const char *source, void **binary, uint64_t *size)
         return tocha_fail(TOCHA_E_UNAVAILABLE, "the CUDA toolkit headers (cuda_fp16.h) were not "
                                                "found: set CUDA_HOME");
     char dir[4100];
-    snprintf(dir, sizeof dir, "%s/tocha-sim-XXXXXX", temp_dir());
+    snprintf(dir, sizeof dir, "%s/tocha-sim-%ld-XXXXXX", temp_dir(), (long)getpid());
     if (!mkdtemp(dir)) return tocha_fail(TOCHA_E_IO, "mkdtemp %s: %s", dir, strerror(errno));
     char src_path[4200], so_path[4200], log_path[4200], include_opt[1100];
     snprintf(src_path, sizeof src_path, "%s/kernel.cpp", dir);
