@@ -56,6 +56,30 @@ function M.raise(message)
   error((name and ("tocha." .. name .. ": ") or "tocha: ") .. message, level)
 end
 
+-- Wraps every method of class (a table of functions taking self first) so that it refuses a
+-- self that is_self rejects (a call with a dot instead of a colon: t.free()), and registers
+-- each under prefix .. name, the method itself too (the wrapper ends in a tail call into it,
+-- which leaves the method's frame alone on the stack). skip: names left as they are
+-- (constructors). Returns class.
+function M.methods(class, prefix, is_self, skip)
+  local wrapped = {}
+  for name, fn in pairs(class) do
+    if type(fn) == "function" and type(name) == "string" and not (skip and skip[name]) and name:sub(1, 2) ~= "__" then
+      names[fn] = prefix .. name
+      wrapped[name] = M.name(function(self, ...)
+        if not is_self(self) then
+          M.raise(("self: expected a %s, got %s (call it as x:%s(...))"):format(prefix:sub(1, -2), type(self), name))
+        end
+        return fn(self, ...)
+      end, prefix .. name)
+    end
+  end
+  for name, fn in pairs(wrapped) do class[name] = fn end
+  local folder = folder_of(debug.getinfo(2, "S").source)
+  if folder then own[folder] = true end
+  return class
+end
+
 -- Raises with message unless ok; returns ok.
 function M.check(ok, message)
   if not ok then M.raise(message) end

@@ -64,7 +64,7 @@ end
 function M.get(name)
   if getmetatable(name) == Device then return name end
   local out = ffi.new("tocha_device*[1]")
-  if name ~= nil and type(name) ~= "string" then
+  if type(name) ~= "nil" and type(name) ~= "string" then -- (a NULL pointer equals nil)
     errors.raise(("device: expected a device name (cuda, cuda:N, sim), got %s"):format(type(name)))
   end
   check(C.tocha_device_get(name, out))
@@ -81,5 +81,5 @@ end
 M.Device = Device
 errors.name(M.list, "devices")
 errors.name(M.default, "default_device")
-errors.register(Device, "Device:")
+errors.methods(Device, "Device:", function(d) return getmetatable(d) == Device end)
 return M

@@ -105,6 +105,7 @@ end
 
 -- tocha.time(fn [, device]): runs fn once between two events; returns milliseconds.
 function tocha.time(fn, name)
+  if type(fn) ~= "function" then raise("fn: expected a function, got " .. type(fn)) end
   local start, stop = tocha.event(name), tocha.event(name)
   start:record()
   fn()
@@ -165,6 +166,6 @@ for _, name in ipairs({ "device", "synchronize", "compare", "allclose", "event",
   errors.name(tocha[name], name)
 end
 errors.register(tocha.cache, "cache.")
-errors.register(Event, "Event:")
+errors.methods(Event, "Event:", function(e) return getmetatable(e) == Event end)
 errors.name(tocha.gradcheck, "gradcheck")
 return tocha

@@ -67,6 +67,7 @@ end
 -- tocha's own kernel for op ("fill", "uniform", "normal", "cast", "compare") on dtype (cast:
 -- from dtype to dtype2), as a Kernel whose handle the library owns. For compile checks.
 function M.builtin(op, dtype_name, dtype2_name)
+  if type(op) ~= "string" then raise("op: expected the name of a built-in kernel, got " .. type(op)) end
   local dtype = require "tocha.dtype"
   local a = dtype.id(dtype_name)
   local b = dtype.id(dtype2_name or dtype_name)
@@ -133,5 +134,5 @@ end
 M.Kernel = Kernel
 errors.name(M.new, "kernel")
 errors.name(M.builtin, "builtin_kernel")
-errors.register(Kernel, "Kernel:")
+errors.methods(Kernel, "Kernel:", function(k) return getmetatable(k) == Kernel end)
 return M

@@ -60,7 +60,5 @@ function UpsampleNearest2d:forward(input) return self:updateOutput(input) end
 function UpsampleNearest2d:backward(input, gradOutput) return self:updateGradInput(input, gradOutput) end
 
 errors.name(M.UpsampleNearest2d, "nn.UpsampleNearest2d")
-for _, fn in pairs(UpsampleNearest2d) do
-  if type(fn) == "function" then errors.name(fn, "nn.UpsampleNearest2d") end
-end
+errors.methods(UpsampleNearest2d, "nn.UpsampleNearest2d:", function(m) return getmetatable(m) == UpsampleNearest2d end)
 return M

@@ -32,6 +32,13 @@ local function describe(x)
   return type(x)
 end
 
+-- A number argument, or its default where nil.
+local function number_or(v, default, what)
+  if v == nil then return default end
+  if type(v) ~= "number" then raise(("%s: expected a number, got %s"):format(what, type(v))) end
+  return v
+end
+
 -- Validates a shape given as a table of sizes; returns a plain copy.
 local function check_shape(shape)
   if type(shape) ~= "table" then
@@ -91,7 +98,7 @@ end
 
 -- Reads the options table of a constructor: dtype (default f32), device (default device).
 local function options(opts)
-  if opts ~= nil and type(opts) ~= "table" then
+  if type(opts) ~= "nil" and type(opts) ~= "table" then -- (a NULL pointer equals nil)
     raise("options: expected a table {dtype=, device=}, got " .. type(opts))
   end
   opts = opts or {}
@@ -170,7 +177,7 @@ end
 function M.rand(...)
   local t, opts = make(...)
   local seed = take_seed(opts)
-  check(C.tocha_tensor_uniform(t, seed, opts.low or 0, opts.high or 1))
+  check(C.tocha_tensor_uniform(t, seed, number_or(opts.low, 0, "low"), number_or(opts.high, 1, "high")))
   return t
 end
 
@@ -178,7 +185,7 @@ end
 function M.randn(...)
   local t, opts = make(...)
   local seed = take_seed(opts)
-  check(C.tocha_tensor_normal(t, seed, opts.mean or 0, opts.std or 1))
+  check(C.tocha_tensor_normal(t, seed, number_or(opts.mean, 0, "mean"), number_or(opts.std, 1, "std")))
   return t
 end
 
@@ -380,12 +387,14 @@ end
 -- t:uniform(seed, low, high) and t:normal(seed, mean, std): random fills in place.
 function methods.uniform(t, seed, low, high)
   seed = take_seed({ seed = seed })
-  check(C.tocha_tensor_uniform(t, seed, low or 0, high or 1))
+  low, high = number_or(low, 0, "low"), number_or(high, 1, "high")
+  check(C.tocha_tensor_uniform(t, seed, low, high))
   return t
 end
 function methods.normal(t, seed, mean, std)
   seed = take_seed({ seed = seed })
-  check(C.tocha_tensor_normal(t, seed, mean or 0, std or 1))
+  mean, std = number_or(mean, 0, "mean"), number_or(std, 1, "std")
+  check(C.tocha_tensor_normal(t, seed, mean, std))
   return t
 end
 
@@ -469,17 +478,8 @@ M.methods = methods
 M.alloc = alloc
 errors.register({ empty = M.empty, zeros = M.zeros, ones = M.ones, full = M.full, rand = M.rand,
   randn = M.randn, tensor = M.tensor, manual_seed = M.manual_seed })
-errors.register(methods, "Tensor:")
 -- Every method checks that it was called on a tensor: t.free() (a dot for the colon) would
--- otherwise do nothing or misreport ("tensor was freed"). The checks are registered too, and
--- so are the methods they end in (a tail call leaves the method's frame alone on the stack).
-for name, fn in pairs(methods) do
-  methods[name] = errors.name(function(t, ...)
-    if not is_tensor(t) then
-      raise(("self: expected a tensor, got %s (call it as t:%s(...))"):format(type(t), name))
-    end
-    return fn(t, ...)
-  end, "Tensor:" .. name)
-end
+-- otherwise do nothing or misreport ("tensor was freed").
+errors.methods(methods, "Tensor:", is_tensor)
 M.shape_string = shape_string
 return M

@@ -121,6 +121,12 @@ local function need_tensor(v, layout, what)
   end
 end
 
+-- A tensor argument C will take (it checks the rest), or an error naming it.
+local function tensor_arg(v, what)
+  if not tensor.is_tensor(v) then raise(("%s: expected a tensor, got %s"):format(what, type(v))) end
+  return v
+end
+
 -- ---- UpsampleNearest2dBackward ----
 
 local Backward = {}
@@ -151,6 +157,7 @@ function Backward:run(dy, dx)
     shape[h + 1], shape[h + 2] = oh / self.scale_h, ow / self.scale_w
     dx = same_device_alloc(shape, dy)
   end
+  tensor_arg(dx, "dx")
   check(C.tocha_upsample_backward(self.handle, dy, dx))
   return dx
 end
@@ -188,6 +195,8 @@ function Forward:forward(x, y)
     need_tensor(x, self.layout, "x")
     y = same_device_alloc(output_shape_of(self, x), x)
   end
+  tensor_arg(x, "x")
+  tensor_arg(y, "y")
   check(C.tocha_upsample_forward(self.handle, x, y))
   return y
 end
@@ -201,6 +210,8 @@ function Forward:backward(x, dy, dx)
   elseif tensor.is_tensor(x) and tensor.is_tensor(dx) then
     tensor.same_shape(x, dx, "dx")
   end
+  tensor_arg(dy, "dy")
+  tensor_arg(dx, "dx")
   check(C.tocha_upsample_backward(self.handle, dy, dx))
   return dx
 end
@@ -334,6 +345,9 @@ end
 
 -- nil: the slot is left zero-initialised.
 function Forward:param_init_data(index)
+  if type(index) ~= "nil" and (type(index) ~= "number" or index ~= math.floor(index) or math.abs(index) > 2 ^ 31) then
+    raise("index: expected an integer, got " .. tostring(index))
+  end
   local data, size = ffi.new("const void *[1]"), ffi.new("uint64_t[1]")
   check(C.tocha_op_param_init_data(op(self), (index or 1) - 1, data, size))
   if data[0] == nil then return nil end
@@ -522,9 +536,10 @@ function M.launch_packed(k, dev, grid, block, args)
   check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
 end
 
-errors.register(Backward, "UpsampleNearest2dBackward:")
+local CONSTRUCTORS = { new = true, default_block = true }
+errors.methods(Backward, "UpsampleNearest2dBackward:", function(k) return getmetatable(k) == Backward end, CONSTRUCTORS)
 errors.name(Backward.new, "UpsampleNearest2dBackward.new")
-errors.register(Forward, "UpsampleNearest2dForward:")
+errors.methods(Forward, "UpsampleNearest2dForward:", function(k) return getmetatable(k) == Forward end, CONSTRUCTORS)
 errors.name(Forward.new, "UpsampleNearest2dForward.new")
 errors.name(Forward.default_block, "UpsampleNearest2dForward.default_block")
 errors.name(M.launch_packed, "launch_packed")

@@ -1,0 +1,97 @@
+-- spec/support/api_fuzz.lua: the API fuzzer's calls, run by api_fuzz_spec.lua in a child
+-- tocha process (so that a crash or a hang is seen from outside). Prints "calls N findings M"
+-- and one line per finding: a call that raised something other than a tocha error.
+local tocha = require "tocha"
+local ffi = require "ffi"
+
+local CALLS = tonumber(os.getenv("TOCHA_FUZZ_CALLS") or "3000")
+local SEED = tonumber(os.getenv("TOCHA_FUZZ_SEED") or tostring(os.time()))
+
+-- Values to draw arguments from; tensors are made fresh for each call (some get freed).
+local function values()
+  local cycle = {}
+  cycle[1] = cycle
+  local freed = tocha.ones({ 2 }, { device = "sim" })
+  freed:free()
+  return {
+    0, -1, 1, 2, 3, 0.5, -0.0, 0 / 0, math.huge, -math.huge, 2 ^ 31, 2 ^ 31 - 1, 2 ^ 32, 2 ^ 53, 2 ^ 63, 1e300,
+    "", "f32", "f16", "u8", "sim", "cuda", "nchw", "nhwc", "x", ("a"):rep(5000),
+    true, false, {}, { 1 }, { 2, 2 }, { 1, 1, 2, 2 }, { 1, nil, 3 }, { x = 1 }, cycle, { { 1, 2 }, { 3 } },
+    { 1, 1, 4, 4, 1, 1, 1, 1, 1 }, { 2.5, 2 }, { -1, 4 }, { dtype = "f16" }, { device = "nope" },
+    { layout = "nhwc" }, { seed = -1 }, { 1, 2, 3 }, print, function() end, ffi.new("float[1]"),
+    ffi.new("uint64_t", 0), ffi.cast("void *", 0), freed,
+    tocha.ones({ 4 }, { device = "sim" }), tocha.zeros({ 1, 1, 2, 2 }, { device = "sim", dtype = "f16" }),
+    tocha.rand({ 1, 2, 3, 4 }, { device = "sim", seed = 1 }),
+  }
+end
+
+-- The public surface: name -> function(args...) calling it.
+local function surface(pool)
+  local up = tocha.UpsampleNearest2dForward.new(2, 2, 64)
+  local bwd = tocha.UpsampleNearest2dBackward.new(2, 2, 64)
+  local k = tocha.kernel { source = "__device__ void f(float *x, int n) { (void)x; (void)n; }", name = "f",
+    params = "f32* x, i32 n" }
+  local t = tocha.ones({ 2, 3 }, { device = "sim" })
+  local calls = {}
+  local function add(name, fn) calls[#calls + 1] = { name, fn } end
+  for _, name in ipairs({ "empty", "zeros", "ones", "full", "rand", "randn", "tensor", "manual_seed", "device",
+    "synchronize", "compare", "allclose", "event", "time", "kernel", "launch_packed", "gradcheck",
+    "builtin_kernel", "is_tensor" }) do
+    add("tocha." .. name, tocha[name])
+  end
+  add("UpsampleNearest2dForward.new", tocha.UpsampleNearest2dForward.new)
+  add("UpsampleNearest2dBackward.new", tocha.UpsampleNearest2dBackward.new)
+  add("nn.UpsampleNearest2d", tocha.nn.UpsampleNearest2d)
+  add("image.read", tocha.image.read)
+  add("image.write", tocha.image.write)
+  for name, fn in pairs(tocha.Tensor) do
+    add("Tensor:" .. name, function(...) return fn(t, ...) end)
+    add("Tensor." .. name, fn) -- a dot for the colon: the first value drawn stands for self
+  end
+  for _, name in ipairs({ "forward", "backward", "grid", "block", "pack_args", "pack_backward_args",
+    "compute_concrete_output_shape", "backward_grid", "grid_for_launch", "pack_args_for_launch",
+    "param_shapes", "param_init_data", "forward_output_row_stride", "backward_grad_output_row_stride" }) do
+    add("UpsampleNearest2dForward:" .. name, function(...) return up[name](up, ...) end)
+    add("UpsampleNearest2dForward." .. name, up[name])
+  end
+  add("UpsampleNearest2dBackward:run", function(...) return bwd:run(...) end)
+  add("Kernel:launch", function(...) return k:launch(...) end)
+  add("Kernel:build", function(...) return k:build(...) end)
+  add("Kernel.launch", k.launch)
+  local _ = pool
+  return calls
+end
+
+print(("seed %d"):format(SEED))
+math.randomseed(SEED)
+local found = {}
+local pool = values()
+local calls = surface(pool)
+for n = 1, CALLS do
+  if n % 200 == 0 then pool = values() end -- fresh tensors now and then
+  local entry = calls[math.random(#calls)]
+  local args, count = {}, math.random(0, 5)
+  for i = 1, count do args[i] = pool[math.random(#pool)] end
+  if os.getenv("TOCHA_FUZZ_TRACE") then
+    local d = {}
+    for i = 1, count do d[i] = type(args[i]) == "table" and "table" or tostring(args[i]):sub(1, 40) end
+    io.stderr:write(n, " ", entry[1], "(", table.concat(d, ", "), ")\n")
+  end
+  local ok, err = pcall(entry[2], unpack(args, 1, count))
+  if not ok then
+    local text = tostring(err)
+    -- a position may come first (the caller's line), then the tocha error itself
+    if not (text:find("^[^\n]-tocha[%w._:]*: ") or text:find("^tocha[%w._:]*: ")) then
+      local key = entry[1] .. ": " .. text:sub(1, 160)
+      if not found[key] then
+        found[key] = true
+        found[#found + 1] = key
+      end
+    end
+  end
+end
+-- The session still works.
+local y = tocha.UpsampleNearest2dForward.new(2, 2, 64):forward(tocha.ones({ 1, 1, 2, 2 }, { device = "sim" }))
+assert(y:numel() == 16, "the session no longer works")
+print(("calls %d findings %d"):format(CALLS, #found))
+for _, f in ipairs(found) do print(f) end
