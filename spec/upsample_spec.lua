@@ -218,6 +218,22 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
         end
       end)
 
+      -- The forward of x (small integers: every sum is exact in every accumulator, so both checks
+      -- are exact) into a poisoned y, and the backward of y into a poisoned dx, against the
+      -- layout's reference; s = {scale_h, scale_w}.
+      local function exact_both_ways(up, layout, dt, s, shape, out, seed, label)
+        local fwd, bwd = up_ref.of(layout)
+        local x = tocha.rand(shape, { dtype = "i32", device = device, seed = seed, low = 0, high = 16 }):cast(dt)
+        local y = tocha.empty(out, { dtype = dt, device = device }):fill(POISON)
+        up:forward(x, y)
+        assert.are.same(fwd(x:to_table(true), shape, s[1], s[2]), y:to_table(true), label)
+        local dx = tocha.empty(shape, { dtype = dt, device = device }):fill(POISON)
+        up:backward(x, y, dx)
+        local expect = bwd(y:to_table(true), shape, s[1], s[2])
+        for i = 1, #expect do expect[i] = ref.convert(expect[i], dt) end
+        assert.are.same(expect, dx:to_table(true), label .. " backward")
+      end
+
       it("is exact for every row alignment: widths 1 to 70 across dtypes and scales", function()
         -- Rows of every width start at every alignment, exercising the single-element head and
         -- tail, the vector stores and the 4-, 8- and 16-byte loads of both kernels.
@@ -225,19 +241,8 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
           for _, s in ipairs({ { 1, 1 }, { 2, 2 }, { 1, 2 }, { 2, 1 }, { 3, 3 }, { 1, 8 }, { 4, 4 }, { 1, 5 }, { 2, 7 } }) do
             local up = Forward.new(s[1], s[2], 64, dt)
             for W = 1, 70 do
-              local shape = { 1, 2, 3, W }
-              local out = { 1, 2, 3 * s[1], W * s[2] }
-              -- small integers: every sum is exact in every accumulator, so the check is exact
-              local x = tocha.rand(shape, { dtype = "i32", device = device, seed = W, low = 0, high = 16 }):cast(dt)
-              local y = tocha.empty(out, { dtype = dt, device = device }):fill(POISON)
-              up:forward(x, y)
-              local label = ("%s %dx%d W=%d"):format(dt, s[1], s[2], W)
-              assert.are.same(up_ref.forward(x:to_table(true), shape, s[1], s[2]), y:to_table(true), label)
-              local dx = tocha.empty(shape, { dtype = dt, device = device }):fill(POISON)
-              up:backward(x, y, dx)
-              local expect = up_ref.backward(y:to_table(true), shape, s[1], s[2])
-              for i = 1, #expect do expect[i] = ref.convert(expect[i], dt) end
-              assert.are.same(expect, dx:to_table(true), label .. " backward")
+              exact_both_ways(up, "nchw", dt, s, { 1, 2, 3, W }, { 1, 2, 3 * s[1], W * s[2] }, W,
+                ("%s %dx%d W=%d"):format(dt, s[1], s[2], W))
             end
           end
         end
@@ -252,18 +257,8 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
             local up = Forward.new(s[1], s[2], 64, dt, { layout = "nhwc" })
             for W = 1, 70 do
               local C = CHANNELS[W % #CHANNELS + 1]
-              local shape = { 1, 2, W, C }
-              local out = { 1, 2 * s[1], W * s[2], C }
-              local x = tocha.rand(shape, { dtype = "i32", device = device, seed = W, low = 0, high = 16 }):cast(dt)
-              local y = tocha.empty(out, { dtype = dt, device = device }):fill(POISON)
-              up:forward(x, y)
-              local label = ("nhwc %s %dx%d W=%d C=%d"):format(dt, s[1], s[2], W, C)
-              assert.are.same(up_ref.forward_nhwc(x:to_table(true), shape, s[1], s[2]), y:to_table(true), label)
-              local dx = tocha.empty(shape, { dtype = dt, device = device }):fill(POISON)
-              up:backward(x, y, dx)
-              local expect = up_ref.backward_nhwc(y:to_table(true), shape, s[1], s[2])
-              for i = 1, #expect do expect[i] = ref.convert(expect[i], dt) end
-              assert.are.same(expect, dx:to_table(true), label .. " backward")
+              exact_both_ways(up, "nhwc", dt, s, { 1, 2, W, C }, { 1, 2 * s[1], W * s[2], C }, W,
+                ("nhwc %s %dx%d W=%d C=%d"):format(dt, s[1], s[2], W, C))
             end
           end
         end
