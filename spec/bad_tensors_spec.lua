@@ -85,6 +85,16 @@ describe("tocha errors", function()
     end)
   end)
 
+  describe("comparisons", function()
+    it("refuse tolerances that are not numbers >= 0, and options that are not a table", function()
+      local a = tocha.ones({ 2 }, { device = "sim" })
+      fails_with("tocha.allclose: rtol: expected a number >= 0, got x", function() tocha.allclose(a, a, "x") end)
+      fails_with("tocha.allclose: atol: expected a number >= 0, got -1", function() tocha.allclose(a, a, 0, -1) end)
+      fails_with("tocha.compare: atol: expected a number >= 0, got nan", function() tocha.compare(a, a, { atol = 0 / 0 }) end)
+      fails_with("tocha.compare: options: expected a table {rtol=, atol=}, got number", function() tocha.compare(a, a, 3) end)
+    end)
+  end)
+
   describe("host buffers", function()
     -- An FFI array smaller than the tensor was read into past its end (a crash), and a string
     -- shorter than the tensor was written from past its end (garbage in the tensor).

@@ -63,11 +63,20 @@ end
 
 -- tocha.compare(a, b [, {rtol=, atol=}]): {max_abs, max_rel, mismatched, first_mismatch, ok}.
 -- Defaults rtol = 1e-5, atol = 1e-8 (numpy's); NaN matches NaN.
+-- A tolerance: a number >= 0, or the default where nil.
+local function tolerance(v, default, what)
+  if type(v) == "nil" then return default end
+  if type(v) ~= "number" or v ~= v or v < 0 then raise(("%s: expected a number >= 0, got %s"):format(what, tostring(v))) end
+  return v
+end
+
 function tocha.compare(a, b, opts)
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table {rtol=, atol=}, got " .. type(opts)) end
   opts = opts or {}
+  local rtol, atol = tolerance(opts.rtol, 1e-5, "rtol"), tolerance(opts.atol, 1e-8, "atol")
   a, b = comparable(a, b)
   local r = ffi.new("tocha_compare_result")
-  check(C.tocha_tensor_compare(a, b, opts.rtol or 1e-5, opts.atol or 1e-8, r))
+  check(C.tocha_tensor_compare(a, b, rtol, atol, r))
   return {
     max_abs = r.max_abs, max_rel = r.max_rel, mismatched = tonumber(r.mismatched),
     first_mismatch = r.first_mismatch >= 0 and tonumber(r.first_mismatch) + 1 or nil,
@@ -77,9 +86,10 @@ end
 
 -- tocha.allclose(a, b [, rtol [, atol]]): true when |a - b| <= atol + rtol * |b| everywhere.
 function tocha.allclose(a, b, rtol, atol)
+  rtol, atol = tolerance(rtol, 1e-5, "rtol"), tolerance(atol, 1e-8, "atol")
   a, b = comparable(a, b)
   local r = ffi.new("tocha_compare_result")
-  check(C.tocha_tensor_compare(a, b, rtol or 1e-5, atol or 1e-8, r))
+  check(C.tocha_tensor_compare(a, b, rtol, atol, r))
   return r.mismatched == 0
 end
 

@@ -409,10 +409,10 @@ local function host_bytes(buf, what)
 end
 
 local function count_arg(v, what)
-  if v ~= nil and (type(v) ~= "number" or v ~= math.floor(v) or v < 0 or v > 2 ^ 53) then
+  if type(v) ~= "nil" and (type(v) ~= "number" or v ~= math.floor(v) or v < 0 or v > 2 ^ 53) then
     raise(("%s: expected a non-negative integer, got %s"):format(what, describe(v)))
   end
-  return v
+  return type(v) ~= "nil" and v or nil
 end
 
 -- t:write(src [, nbytes]): the tensor's bytes from host memory in t's dtype: a string, an FFI

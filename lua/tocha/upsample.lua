@@ -246,6 +246,12 @@ local function to_shape(t, what)
   return s
 end
 
+-- An optional shape: nil (or a NULL pointer) stays NULL, anything else must be a shape.
+local function optional_shape(t, what)
+  if type(t) == "nil" then return nil end
+  return to_shape(t, what)
+end
+
 -- Raises unless a tensor given for a buffer is live, of the kernel's dtype, and holds the
 -- shape's elements (a raw address cannot be checked: the caller vouches for it).
 local function check_fits(self, v, shape, what)
@@ -329,7 +335,7 @@ function Forward:n_activation_inputs() return C.tocha_op_n_activation_inputs(op(
 function Forward:param_shapes(input_shapes, output_shape)
   local ins, n = shapes(input_shapes or {}, "input_shapes")
   local out, count = ffi.new("tocha_shape[8]"), ffi.new("int[1]")
-  check(C.tocha_op_param_shapes(op(self), ins, n, output_shape and to_shape(output_shape, "output_shape"), out, 8, count))
+  check(C.tocha_op_param_shapes(op(self), ins, n, optional_shape(output_shape, "output_shape"), out, 8, count))
   local list = {}
   for i = 0, count[0] - 1 do list[i + 1] = from_shape(out[i]) end
   return list
@@ -393,6 +399,10 @@ local function pack_start(self, inputs, params, output_shape, shaped)
 end
 
 local function pack_forward(self, launch, inputs, params, output, output_shape, row_stride)
+  if type(row_stride) ~= "nil" and (type(row_stride) ~= "number" or row_stride ~= math.floor(row_stride)
+      or math.abs(row_stride) >= 2 ^ 31) then
+    raise("output_row_stride: expected an integer, got " .. tostring(row_stride))
+  end
   local ins, n, ps, np, shape, list = pack_start(self, inputs, params, output_shape, output)
   check_fits(self, output, shape, "output")
   local st
@@ -443,7 +453,7 @@ function Forward:has_backward() return C.tocha_op_has_backward(op(self)) ~= 0 en
 function Forward:backward_grid(input_shapes, output_shape)
   local ins, n = shapes(input_shapes, "input_shapes")
   local g = ffi.new("uint32_t[3]")
-  check(C.tocha_op_backward_grid(op(self), ins, n, output_shape and to_shape(output_shape, "output_shape"), g))
+  check(C.tocha_op_backward_grid(op(self), ins, n, optional_shape(output_shape, "output_shape"), g))
   return dims3(g)
 end
 
@@ -486,7 +496,7 @@ function Forward:backward_grid_for_launch(i, input_shapes, output_shape)
   local g = ffi.new("uint32_t[3]")
   local index = launch_index(i, C.tocha_op_n_backward_launches(op(self)))
   check(C.tocha_op_backward_grid_for_launch(op(self), index, ins, n,
-    output_shape and to_shape(output_shape, "output_shape"), g))
+    optional_shape(output_shape, "output_shape"), g))
   return dims3(g)
 end
 
@@ -515,6 +525,7 @@ local function launch_dims(v, what)
   return out
 end
 function M.launch_packed(k, dev, grid, block, args)
+  if getmetatable(k) ~= kernel.Kernel then raise("kernel: expected a tocha kernel (up.kernel), got " .. type(k)) end
   if type(args) ~= "table" then raise("args: expected a list of packed arguments, got " .. type(args)) end
   local n = 0
   for key in pairs(args) do
