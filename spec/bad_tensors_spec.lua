@@ -119,6 +119,8 @@ describe("tocha errors", function()
       fails_with("tocha.Tensor:write: src: a pointer's size cannot be checked: pass nbytes", function() t:write(p) end)
       fails_with("tocha.Tensor:read: count: expected a non-negative integer, got 1.5", function() t:read(p, 0, 1.5) end)
       fails_with("tocha.Tensor:write: src: expected an FFI array or pointer, got table", function() t:write({}) end)
+      fails_with("tocha.Tensor:read: dst: expected an FFI array or pointer, got ctype<uint64_t>",
+        function() t:read(ffi.new("uint64_t", 0), 0, 1) end)
     end)
   end)
 

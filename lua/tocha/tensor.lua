@@ -405,6 +405,7 @@ local function host_bytes(buf, what)
   if type(buf) ~= "cdata" then raise(("%s: expected an FFI array or pointer, got %s"):format(what, type(buf))) end
   local ctype = tostring(ffi.typeof(buf))
   if ctype:find("[*&]>$") then return nil end
+  if not ctype:find("%[") then raise(("%s: expected an FFI array or pointer, got %s"):format(what, ctype)) end
   return ffi.sizeof(buf)
 end
 
