@@ -121,6 +121,16 @@ describe("tocha errors", function()
       fails_with("tocha.Tensor:write: src: expected an FFI array or pointer, got table", function() t:write({}) end)
       fails_with("tocha.Tensor:read: dst: expected an FFI array or pointer, got ctype<uint64_t>",
         function() t:read(ffi.new("uint64_t", 0), 0, 1) end)
+      -- a tensor given as host memory with a count had its own struct overwritten (found by the
+      -- API fuzzer: a crash when that tensor was collected later)
+      local other = tocha.zeros({ 1, 1, 2, 2 }, { device = "sim", dtype = "f16" })
+      fails_with("tocha.Tensor:read: dst: expected host memory, got a tensor (t:copy copies between tensors)",
+        function() t:read(other, 0, 4) end)
+      fails_with("tocha.Tensor:write: src: expected host memory, got a tensor (t:copy copies between tensors)",
+        function() t:write(other, 16) end)
+      fails_with("tocha.Tensor:read: dst: expected an FFI array or pointer of numbers, got ctype<struct tocha_shape *>",
+        function() t:read(ffi.new("tocha_shape[1]") + 0, 0, 1) end)
+      assert.are.same({ 1, 1, 2, 2 }, other:shape())
     end)
   end)
 

@@ -399,11 +399,16 @@ function methods.normal(t, seed, mean, std)
 end
 
 -- The bytes a host buffer holds: a string's length, an FFI array's size; nil for a pointer,
--- whose size LuaJIT cannot tell.
+-- whose size LuaJIT cannot tell. Only arrays of and pointers to numbers (or void) are host
+-- buffers: a tensor, or any struct, would be read or overwritten as raw bytes.
 local function host_bytes(buf, what)
   if type(buf) == "string" then return #buf end
   if type(buf) ~= "cdata" then raise(("%s: expected an FFI array or pointer, got %s"):format(what, type(buf))) end
+  if is_tensor(buf) then raise(what .. ": expected host memory, got a tensor (t:copy copies between tensors)") end
   local ctype = tostring(ffi.typeof(buf))
+  if ctype:find("struct") or ctype:find("union") or ctype:find("%(") then
+    raise(("%s: expected an FFI array or pointer of numbers, got %s"):format(what, ctype))
+  end
   if ctype:find("[*&]>$") then return nil end
   if not ctype:find("%[") then raise(("%s: expected an FFI array or pointer, got %s"):format(what, ctype)) end
   return ffi.sizeof(buf)
