@@ -190,6 +190,26 @@ template <int BYTES, bool FETCH_256 = false> __device__ __forceinline__ void loa
 
 __device__ __forceinline__ void load16(const void *p, unsigned w[4]) { load_words<16>(p, w); }
 
+// The 16 bytes at byte off (0 to 15) of the 32 bytes c.
+__device__ __forceinline__ void window16(const unsigned c[8], unsigned off, unsigned w[4])
+{
+    // Whole words first (by 8, then by 4 bytes), then the bytes within a word.
+    unsigned t[6], u[5];
+#pragma unroll
+    for (int i = 0; i < 6; ++i) t[i] = (off & 8u) ? c[i + 2] : c[i];
+#pragma unroll
+    for (int i = 0; i < 5; ++i) u[i] = (off & 4u) ? t[i + 1] : t[i];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(u[i], u[i + 1], 8u * (off & 3u));
+}
+
+// The 16 bytes at p from c, the aligned 16-byte chunk that holds p and the next one (only the
+// bytes of those that p's first bytes need are read; the rest may be anything).
+__device__ __forceinline__ void shift_chunks16(const void *p, const unsigned c[8], unsigned w[4])
+{
+    window16(c, (unsigned)((unsigned long long)p & 15u), w);
+}
+
 // Loads the 16 bytes at p, which need only be aligned to their elements, into w, through the
 // read-only path: from the aligned 16-byte chunk that holds p and, when the first `need` bytes
 // (1 to 16) run past it, the next one, then shifted into place (bytes past `need` are
@@ -209,14 +229,20 @@ __device__ __forceinline__ void load_unaligned16(const void *p, int need, unsign
     load_words<16, FETCH_256>(base, c);
     c[4] = c[5] = c[6] = c[7] = 0u;
     if ((int)off + need > 16) load_words<16, FETCH_256>(base + 16, c + 4);
-    // Whole words first (by 8, then by 4 bytes), then the bytes within a word.
-    unsigned t[6], u[5];
-#pragma unroll
-    for (int i = 0; i < 6; ++i) t[i] = (off & 8u) ? c[i + 2] : c[i];
-#pragma unroll
-    for (int i = 0; i < 5; ++i) u[i] = (off & 4u) ? t[i + 1] : t[i];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(u[i], u[i + 1], 8u * (off & 3u));
+    window16(c, off, w);
+}
+
+// load_unaligned16's chunks without its branches, for a batch of loads issued before any is
+// used: the chunk that holds p, then the next one where the first `need` bytes run past it,
+// else the same one again. Shift them into place with shift_chunks16.
+template <bool FETCH_256 = false>
+__device__ __forceinline__ void load_chunks16(const void *p, int need, unsigned c[8])
+{
+    const unsigned long long a = (unsigned long long)p;
+    const unsigned off = (unsigned)(a & 15u);
+    const char *base = (const char *)(a - off);
+    load_words<16, FETCH_256>(base, c);
+    load_words<16, FETCH_256>(base + ((int)off + need > 16 ? 16 : 0), c + 4);
 }
 
 // An element of D read through the read-only path.

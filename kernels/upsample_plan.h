@@ -6,9 +6,10 @@
 ** Both layouts are rows of pixels. NCHW: B * C * H input rows of W one-element pixels; NHWC:
 ** B * H input rows of W pixels of C elements. Input row q gives output rows q * scale_h to
 ** q * scale_h + scale_h - 1, and an output pixel ow copies input pixel ow / scale_w.
-** Forward threads write 16-byte vectors of y; backward threads write runs of dx (their
-** length below). A grid of blocks * block threads covers any count: the kernels loop with a
-** grid stride, so a grid sized here only decides how many threads share the work.
+** Forward threads write a 16-byte vector of y per step; backward threads write runs of dx (their
+** length below), a batch of them per step (below), block threads apart. A grid of blocks *
+** block threads covers any count: the kernels loop with a grid stride, so a grid sized here
+** only decides how many threads share the work.
 */
 #ifndef TOCHA_UPSAMPLE_PLAN_H
 #define TOCHA_UPSAMPLE_PLAN_H
@@ -18,8 +19,9 @@
 #define TOCHA_PLAN_CONSTANT static constexpr __host__ __device__
 /* Launch bounds for an entry point of template arguments (D, scale_h, scale_w, block[, nhwc]):
 ** NCHW threads per SM for NCHW kernels, NHWC for NHWC ones (2048: at most 32 registers a
-** thread, so that every warp slot keeps memory requests in flight; both kernels are
-** memory-bound). Called with a trailing 0, so that the layout is there in both forms. */
+** thread, so that every warp slot keeps memory requests in flight; 1024: 64, room for a
+** batch of loads in flight; both kernels are memory-bound). Called with a trailing 0, so
+** that the layout is there in both forms. */
 #define TOCHA_UPSAMPLE_FIRST(a, ...) a
 #define TOCHA_UPSAMPLE_BOUNDS(NCHW, NHWC, D, SCALE_H, SCALE_W, BLOCK, ...) \
     __launch_bounds__(BLOCK, (TOCHA_UPSAMPLE_FIRST(__VA_ARGS__) ? (NHWC) : (NCHW)) / (BLOCK))
@@ -79,6 +81,17 @@ TOCHA_PLAN_CONSTANT int tocha_upsample_backward_run(int elem_size, int scale_w, 
 TOCHA_PLAN long long tocha_upsample_backward_runs(tocha_upsample_rows g, int run, int head)
 {
     return (g.in_rows * g.in_width + head + run - 1) / run;
+}
+
+/* The backward's batch: the runs one thread handles per step of its loop. The kernel is bound
+** by memory latency, so a thread issues the loads of its whole batch before it stores any:
+** about four 16-byte loads in flight per thread, where one run alone has SCALE_H (NCHW) or
+** SCALE_H * SCALE_W (NHWC). */
+TOCHA_PLAN_CONSTANT int tocha_upsample_backward_batch(int elem_size, int scale_h, int scale_w, int nhwc)
+{
+    const int run = tocha_upsample_backward_run(elem_size, scale_w, nhwc);
+    const int loads = nhwc ? scale_h * scale_w : scale_h * ((run * scale_w * elem_size + 15) / 16);
+    return loads >= 4 ? 1 : (4 + loads - 1) / loads;
 }
 
 #endif

@@ -172,19 +172,21 @@ static tocha_upsample_rows rows_of(const tocha_upsample *k, const tocha_shape *i
 }
 
 /* k's grid for input shape `in` (forward: x; backward: dx) and output width ow: the plan's
-** count of work over `block` threads for an output on a 16-byte boundary (as tocha's
+** count of work (vectors or batches of runs) over `block` threads for an output on a 16-byte boundary (as tocha's
 ** allocations are), at least one CTA, capped at the grid's limit. The kernels loop over what
 ** a grid does not cover, so an output elsewhere only has one thread do one step more. */
 static void kernel_grid(const tocha_upsample *k, const tocha_shape *in, int64_t ow, uint32_t grid[3])
 {
     tocha_upsample_rows g = rows_of(k, in, ow);
-    int size = tocha_dtype_size(k->dtype);
-    int64_t work =
-        k->direction == TOCHA_UPSAMPLE_FORWARD
-            ? tocha_upsample_forward_vectors(g, size, k->scale_h, 0)
-            : tocha_upsample_backward_runs(
-                  g, tocha_upsample_backward_run(size, k->scale_w, k->layout == TOCHA_LAYOUT_NHWC), 0);
-    int64_t blocks = (work + k->block - 1) / k->block;
+    int size = tocha_dtype_size(k->dtype), nhwc = k->layout == TOCHA_LAYOUT_NHWC;
+    int64_t work, batch = 1;
+    if (k->direction == TOCHA_UPSAMPLE_FORWARD) {
+        work = tocha_upsample_forward_vectors(g, size, k->scale_h, 0);
+    } else {
+        work = tocha_upsample_backward_runs(g, tocha_upsample_backward_run(size, k->scale_w, nhwc), 0);
+        batch = tocha_upsample_backward_batch(size, k->scale_h, k->scale_w, nhwc);
+    }
+    int64_t blocks = (work + batch * k->block - 1) / (batch * k->block);
     grid[0] = (uint32_t)(blocks < 1 ? 1 : blocks < INT32_MAX ? blocks : INT32_MAX);
     grid[1] = grid[2] = 1;
 }
