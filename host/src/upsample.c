@@ -172,9 +172,10 @@ static tocha_upsample_rows rows_of(const tocha_upsample *k, const tocha_shape *i
 }
 
 /* k's grid for input shape `in` (forward: x; backward: dx) and output width ow: the plan's
-** count of work (vectors or batches of runs) over `block` threads for an output on a 16-byte boundary (as tocha's
-** allocations are), at least one CTA, capped at the grid's limit. The kernels loop over what
-** a grid does not cover, so an output elsewhere only has one thread do one step more. */
+** count of work (vectors, or batches of runs) over `block` threads for an output on a
+** 16-byte boundary (as tocha's allocations are), at least one CTA, capped at the grid's
+** limit. The kernels loop over what a grid does not cover, so an output elsewhere only has
+** one thread do one step more. */
 static void kernel_grid(const tocha_upsample *k, const tocha_shape *in, int64_t ow, uint32_t grid[3])
 {
     tocha_upsample_rows g = rows_of(k, in, ow);
