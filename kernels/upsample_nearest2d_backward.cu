@@ -115,6 +115,16 @@ template <typename D, int K> __device__ __forceinline__ void store_run(D *p, con
         store_elements(p, x, 0, K);
 }
 
+// Stores a whole run's sums, rounded to D, at its K-element boundary.
+template <typename D, int K>
+__device__ __forceinline__ void store_sums(D *p, const typename accumulator<D>::type sum[K])
+{
+    pack16<D> x;
+#pragma unroll
+    for (int j = 0; j < K; ++j) x.set(j, narrow<D>(sum[j]));
+    store_run<D, K>(p, x);
+}
+
 } // namespace tocha
 
 #define TOCHA_ENTRY_BOUNDS(...) TOCHA_UPSAMPLE_BOUNDS(1024, 1024, __VA_ARGS__, 0)
@@ -133,7 +143,7 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
     for (long long i0 = (long long)blockIdx.x * BLOCK_IW * U + threadIdx.x; i0 < n; i0 += stride) {
         // The batch: runs i0 + k * BLOCK_IW, run k at flat dx element f[k], in dx row q[k].
         // When all lie inside the tensor and their rows or pixels, every load is issued
-        // before the first store; else each run on its own.
+        // before the first store; else each run on its own, summed whole where it fits.
         long long f[U], q[U];
         bool whole = i0 + (long long)(U - 1) * BLOCK_IW < n;
 #pragma unroll
@@ -148,12 +158,7 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
             for (int k = 0; k < U; ++k)
                 tocha::run_sums<D, K, SCALE_H, SCALE_W, NHWC>(dy, g, q[k], (int)(f[k] - q[k] * g.in_width), sum[k]);
 #pragma unroll
-            for (int k = 0; k < U; ++k) {
-                tocha::pack16<D> p;
-#pragma unroll
-                for (int j = 0; j < K; ++j) p.set(j, tocha::narrow<D>(sum[k][j]));
-                tocha::store_run<D, K>(dx + f[k], p);
-            }
+            for (int k = 0; k < U; ++k) tocha::store_sums<D, K>(dx + f[k], sum[k]);
             continue;
         }
         // Unrolled, so that the batch's arrays stay in registers.
@@ -161,6 +166,13 @@ __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, in
         for (int k = 0; k < U; ++k) {
             if (i0 + (long long)k * BLOCK_IW >= n) break;
             const int lo = f[k] < 0 ? (int)-f[k] : 0, hi = (int)tocha::min_ll(K, total - f[k]);
+            const int e0 = (int)(f[k] - q[k] * g.in_width);
+            if (lo == 0 && hi == K && tocha::run_fits<K, NHWC>(g, e0)) {
+                A sum[K];
+                tocha::run_sums<D, K, SCALE_H, SCALE_W, NHWC>(dy, g, q[k], e0, sum);
+                tocha::store_sums<D, K>(dx + f[k], sum);
+                continue;
+            }
             const tocha::pack16<D> p = tocha::run_elements<D, K, SCALE_H, SCALE_W, NHWC>(dy, g, f[k], lo, hi);
             if (lo == 0 && hi == K)
                 tocha::store_run<D, K>(dx + f[k], p);
