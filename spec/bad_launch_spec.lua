@@ -7,6 +7,7 @@ local ref = require "support.reference"
 local axpy = require("support.kernels").axpy
 
 local fails_with = require("support.assertions").fails_with
+local process = require "support.process"
 
 describe("bad launches", function()
   for _, dev in ipairs(ref.devices()) do
@@ -160,6 +161,64 @@ describe("bad launches", function()
         function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, { x = 1 }) end)
       fails_with("tocha.launch_packed: args[1]: expected a number or an address (uint64_t), got string",
         function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, { "x" }) end)
+    end)
+  end)
+  describe("a kernel that reaches outside its tensors, on sim", function()
+    -- Every thread writes its own element; thread 0 also writes x[at].
+    local POKE = [[
+__device__ void poke(float *x, long long n, long long at) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = 1.0f;
+  if (i == 0) x[at] = 2.0f;
+}]]
+    local FAULT = "^tocha%.Kernel:launch: sim: illegal memory access at 0x%x+ %(outside every allocation%): " ..
+      "the launch stopped there, and what it wrote before stays$"
+    local k
+    before_each(function() k = tocha.kernel { source = POKE, name = "poke", params = "f32* x, i64 n, i64 at" } end)
+
+    local function faults(grid, x, n, at)
+      local ok, err = pcall(k.launch, k, grid, 256, x, n, at)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find(FAULT), err)
+    end
+
+    it("fails the launch past a tensor's end (its 256-byte rounding), not the process", function()
+      local x = tocha.zeros({ 1000 }, { device = "sim" })
+      k:launch(4, 256, x, 1000, 1023) -- byte 4092: inside the allocation's rounding to 4096
+      faults(4, x, 1000, 1024)
+      faults(4, x, 1000, 2 ^ 20)
+      -- The process goes on, and so do launches.
+      x:fill(0)
+      k:launch(4, 256, x, 1000, 999)
+      local t = x:to_table()
+      assert.are.equal(1000, #t)
+      for i = 1, 1000 do assert.are.equal(1, t[i]) end
+    end)
+
+    it("fails the launch before a tensor's start", function()
+      faults(1, tocha.zeros({ 64 }, { device = "sim" }), 64, -2 ^ 40)
+    end)
+
+    it("stops a launch spread over the worker threads", function()
+      local x = tocha.zeros({ 2 ^ 20 }, { device = "sim" })
+      faults(4096, x, 2 ^ 20, 2 ^ 20 + 64)
+      x:fill(0)
+      k:launch(4096, 256, x, 2 ^ 20, 0)
+      local t, ones = x:to_table(), 0
+      for i = 1, #t do if t[i] == 1 then ones = ones + 1 end end
+      assert.are.equal(2, t[1]) -- thread 0 wrote x[0] twice
+      assert.are.equal(2 ^ 20 - 1, ones)
+    end)
+
+    it("leaves faults outside launches to the process: they still end it", function()
+      local _, _, status = process.run { args = { "-e", [[
+        local tocha = require "tocha"
+        local x = tocha.zeros({ 8 }, { device = "sim" })
+        tocha.kernel { source = "__device__ void f(float *x) { x[0] = 1.0f; }", name = "f", params = "f32* x" }
+          :launch(1, 1, x)
+        require("ffi").cast("int *", 16)[0] = 1
+        print("alive")]] }, env = { TOCHA_CACHE_DIR = process.tempdir() } }
+      assert.are_not.equal(0, status)
     end)
   end)
 end)

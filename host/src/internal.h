@@ -100,6 +100,16 @@ const char *tocha_nvrtc_options(void);
 /* The toolkit include folder holding cuda_fp16.h, or NULL. */
 const char *tocha_cuda_include_dir(void);
 
+/* ---- sim_guard.c: the simulator's memory protection ---- */
+/* Zeroed, 256-byte aligned memory of `rounded` bytes (a multiple of 256) with `header` bytes
+** before it, whose end abuts an inaccessible guard page; NULL when it cannot be mapped (the
+** caller then uses the heap). Released with tocha_sim_unmap and the same sizes. */
+void *tocha_sim_map(uint64_t rounded, size_t header);
+void tocha_sim_unmap(void *data, uint64_t rounded, size_t header);
+/* Runs run(arg) on the calling thread with memory faults caught: 0 when it returned, 1 when it
+** faulted (the faulting address in *address; run stopped where it faulted). */
+int tocha_sim_guarded(void (*run)(void *), void *arg, uintptr_t *address);
+
 /* ---- sim.c: compile with the host C++ compiler ---- */
 int tocha_sim_compile(const char *source, void **binary, uint64_t *size);
 /* The simulator's compile options, as one string (hashed into cache keys). */

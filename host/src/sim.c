@@ -42,8 +42,9 @@ const char *tocha_sim_target(void) { return SIM_TARGET; }
 /* ---- memory ---- */
 
 /* TOCHA_SIM_MEMORY_LIMIT (bytes) caps the simulator's device memory, so that running out of
-** device memory can be tried on any machine. Each allocation keeps its size in a 256-byte
-** header before the address handed out (which stays 256-byte aligned). */
+** device memory can be tried on any machine. Each allocation keeps its size, and whether it
+** is mapped pages before a guard page (sim_guard.c) or, where no more can be mapped, heap
+** memory, in a 256-byte header before the address handed out (which stays 256-byte aligned). */
 #define SIM_HEADER 256
 static atomic_ullong sim_in_use;
 static pthread_once_t limit_once = PTHREAD_ONCE_INIT;
@@ -95,27 +96,39 @@ static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
     if (limit_error[0]) return tocha_fail(TOCHA_E_ARGUMENT, "%s", limit_error);
     uint64_t rounded = (nbytes + 255) & ~(uint64_t)255;
     unsigned long long now = atomic_fetch_add(&sim_in_use, rounded) + rounded;
-    void *p = NULL;
-    if (rounded >= nbytes && (sim_limit == 0 || now <= sim_limit))
-        p = aligned_alloc(256, rounded + SIM_HEADER);
-    if (!p) {
+    char *data = NULL;
+    uint64_t mapped = 1;
+    if (rounded >= nbytes && (sim_limit == 0 || now <= sim_limit)) {
+        data = tocha_sim_map(rounded, SIM_HEADER);
+        if (!data) {
+            char *p = aligned_alloc(256, rounded + SIM_HEADER);
+            data = p ? p + SIM_HEADER : NULL;
+            mapped = 0;
+        }
+    }
+    if (!data) {
         atomic_fetch_sub(&sim_in_use, rounded);
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes", d->name,
                           (unsigned long long)nbytes);
     }
-    memcpy(p, &rounded, sizeof rounded);
-    *out = (uint64_t)(uintptr_t)p + SIM_HEADER;
+    memcpy(data - SIM_HEADER, &rounded, sizeof rounded);
+    memcpy(data - SIM_HEADER + sizeof rounded, &mapped, sizeof mapped);
+    *out = (uint64_t)(uintptr_t)data;
     return TOCHA_OK;
 }
 
 static void sim_release(tocha_device *d, uint64_t ptr)
 {
     (void)d;
-    void *p = (void *)(uintptr_t)(ptr - SIM_HEADER);
-    uint64_t rounded;
-    memcpy(&rounded, p, sizeof rounded);
+    char *data = (char *)(uintptr_t)ptr;
+    uint64_t rounded, mapped;
+    memcpy(&rounded, data - SIM_HEADER, sizeof rounded);
+    memcpy(&mapped, data - SIM_HEADER + sizeof rounded, sizeof mapped);
     atomic_fetch_sub(&sim_in_use, rounded);
-    free(p);
+    if (mapped)
+        tocha_sim_unmap(data, rounded, SIM_HEADER);
+    else
+        free(data - SIM_HEADER);
 }
 
 static int sim_write(tocha_device *d, uint64_t dst, const void *src, uint64_t n)
@@ -256,15 +269,20 @@ static int sim_load(tocha_device *d, const void *binary, uint64_t size, const ch
 
 /* ---- launches ---- */
 
+/* A launch: its blocks are taken in chunks by the workers. A worker whose kernel faults (an
+** access outside every allocation: sim_guard.c) records the address and takes the remaining
+** blocks away, so that the launch stops as a GPU's does. */
 typedef struct {
     sim_launcher run;
     void **args;
     unsigned grid[3], block[3], shared_bytes;
     unsigned long long blocks, chunk;
     atomic_ullong next;
+    atomic_uintptr_t fault; /* the first faulting address, 0 for none */
+    atomic_bool faulted;
 } sim_job;
 
-static void *sim_worker(void *arg)
+static void run_chunks(void *arg)
 {
     sim_job *job = arg;
     for (;;) {
@@ -273,6 +291,16 @@ static void *sim_worker(void *arg)
         unsigned long long last = first + job->chunk;
         if (last > job->blocks) last = job->blocks;
         job->run(job->args, job->grid, job->block, job->shared_bytes, first, last);
+    }
+}
+
+static void *sim_worker(void *arg)
+{
+    sim_job *job = arg;
+    uintptr_t address = 0;
+    if (tocha_sim_guarded(run_chunks, job, &address)) {
+        if (!atomic_exchange(&job->faulted, true)) atomic_store(&job->fault, address);
+        atomic_store(&job->next, job->blocks);
     }
     return NULL;
 }
@@ -320,21 +348,29 @@ static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3], c
     unsigned long long threads_per_block = (unsigned long long)block[0] * block[1] * block[2];
     int workers = sim_threads();
     if (threads_error[0]) return tocha_fail(TOCHA_E_ARGUMENT, "%s", threads_error);
+    atomic_init(&job.next, 0);
+    atomic_init(&job.fault, 0);
+    atomic_init(&job.faulted, false);
     /* Small grids run on the calling thread: starting threads would cost more than the work. */
     if (workers == 1 || job.blocks * threads_per_block < 16384) {
-        job.run(args, job.grid, job.block, shared_bytes, 0, job.blocks);
-        return TOCHA_OK;
+        job.chunk = job.blocks;
+        sim_worker(&job);
+    } else {
+        if ((unsigned long long)workers > job.blocks) workers = (int)job.blocks;
+        job.chunk = job.blocks / ((unsigned long long)workers * 8);
+        if (job.chunk == 0) job.chunk = 1;
+        pthread_t threads[256];
+        int started = 0;
+        for (int i = 1; i < workers; i++)
+            if (pthread_create(&threads[started], NULL, sim_worker, &job) == 0) started++;
+        sim_worker(&job);
+        for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
     }
-    if ((unsigned long long)workers > job.blocks) workers = (int)job.blocks;
-    job.chunk = job.blocks / ((unsigned long long)workers * 8);
-    if (job.chunk == 0) job.chunk = 1;
-    atomic_init(&job.next, 0);
-    pthread_t threads[256];
-    int started = 0;
-    for (int i = 1; i < workers; i++)
-        if (pthread_create(&threads[started], NULL, sim_worker, &job) == 0) started++;
-    sim_worker(&job);
-    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    if (atomic_load(&job.faulted))
+        return tocha_fail(TOCHA_E_DRIVER,
+                          "sim: illegal memory access at 0x%llx (outside every allocation): the launch "
+                          "stopped there, and what it wrote before stays",
+                          (unsigned long long)atomic_load(&job.fault));
     return TOCHA_OK;
 }
 
