@@ -163,6 +163,49 @@ describe("tocha kernel cache", function()
     end
   end)
 
+  it("takes a folder path of any length the system takes, and refuses a longer one whole", function()
+    -- Folder names of 200 bytes: 6 deep is 1200 bytes and more, 21 deep past 4096.
+    local function deep(levels)
+      local path = dir
+      for i = 1, levels do path = path .. "/" .. string.rep(string.char(96 + i % 26), 200) end
+      return path
+    end
+    local code = [[
+      local tocha = require "tocha"
+      tocha.zeros({ 2 }, { device = "sim" })
+      io.write(tocha.cache.stats().compiles, " ", tostring(tocha.cache.dir()))
+    ]]
+    local long = deep(6)
+    local out, err, status = process.run { args = { "-e", code }, env = { TOCHA_CACHE_DIR = long } }
+    assert.are.equal(0, status, err)
+    assert.are.equal("1 " .. long, out)
+    assert.are.equal(1, #entries(long))
+    local too_long = deep(21)
+    out, err, status = process.run { args = { "-e", code }, env = { TOCHA_CACHE_DIR = too_long } }
+    assert.are.equal(0, status, err)
+    assert.are.equal("1 nil", out)
+    assert.truthy(err:find("is unusable (its path is " .. #too_long .. " bytes, at most 4095): " ..
+      "compiling without a disk cache", 1, true), err)
+    -- Nothing was made at a cut path.
+    assert.is_nil(io.open(deep(20) .. "/" .. string.rep("u", 200)))
+  end)
+
+  it("writes TOCHA_DUMP_DIR's files at the whole folder path, however long", function()
+    local long = dir
+    for i = 1, 6 do long = long .. "/" .. string.rep(string.char(96 + i), 200) end
+    assert.is_true(os.execute("mkdir -p " .. process.quote(long)) == 0)
+    local _, err, status = process.run {
+      args = { "-e", "require('tocha').UpsampleNearest2dForward.new(2, 2, 32).kernel:build('sm_90')" },
+      env = { TOCHA_CACHE = "off", TOCHA_DUMP_DIR = long },
+    }
+    assert.are.equal(0, status, err)
+    local p = io.popen("ls " .. process.quote(long))
+    local names = p:read("*a")
+    p:close()
+    assert.truthy(names:find("%x+%-sm_90%.cu\n"), names)
+    assert.truthy(names:find("%x+%-sm_90%.cubin\n"), names)
+  end)
+
   it("neither loads nor deletes an entry owned by another user", function()
     run_once { TOCHA_CACHE_DIR = dir }
     local path = entries(dir)[1]

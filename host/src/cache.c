@@ -48,15 +48,18 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static tocha_cache_entry *entries;
 static tocha_cache_stats stats;
 static pthread_once_t dir_once = PTHREAD_ONCE_INIT;
-static char cache_dir[1024];
-static char cache_warning[1400];
+/* A folder path up to the system's limit; paths in it add a slash and a name (at most 255 bytes). */
+#define DIR_BYTES 4096
+#define ENTRY_PATH_BYTES (DIR_BYTES + 256)
+static char cache_dir[DIR_BYTES];
+static char cache_warning[DIR_BYTES + 200];
 
 /* ---- the folder ---- */
 
 /* mkdir -p with mode 0700 for what it creates. */
 static bool make_dirs(const char *path)
 {
-    char buf[1024];
+    char buf[DIR_BYTES];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
@@ -78,17 +81,24 @@ static void find_dir(void)
     const char *dir = getenv("TOCHA_CACHE_DIR");
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
+    int length;
     if (dir && *dir)
-        snprintf(cache_dir, sizeof cache_dir, "%s", dir);
+        length = snprintf(cache_dir, sizeof cache_dir, "%s", dir);
     else if (xdg && *xdg)
-        snprintf(cache_dir, sizeof cache_dir, "%s/tocha", xdg);
+        length = snprintf(cache_dir, sizeof cache_dir, "%s/tocha", xdg);
     else if (home && *home)
-        snprintf(cache_dir, sizeof cache_dir, "%s/.cache/tocha", home);
+        length = snprintf(cache_dir, sizeof cache_dir, "%s/.cache/tocha", home);
     else
         return;
     struct stat st;
     const char *why = NULL;
-    if (!make_dirs(cache_dir))
+    char too_long[64];
+    if (length < 0 || (size_t)length >= sizeof cache_dir) {
+        /* Never a shorter path than the one asked for: that would be another folder. */
+        snprintf(too_long, sizeof too_long, "its path is %d bytes, at most %d", length,
+                 (int)sizeof cache_dir - 1);
+        why = too_long;
+    } else if (!make_dirs(cache_dir))
         why = strerror(errno);
     else if (stat(cache_dir, &st) != 0)
         why = strerror(errno);
@@ -99,8 +109,8 @@ static void find_dir(void)
     if (why) {
         /* Unusable: work from memory alone, and leave a word for the caller to show. */
         snprintf(cache_warning, sizeof cache_warning,
-                 "kernel cache folder %.1024s is unusable (%s): compiling without a disk cache",
-                 cache_dir, why);
+                 "kernel cache folder %.4095s%s is unusable (%s): compiling without a disk cache",
+                 cache_dir, why == too_long ? "..." : "", why);
         cache_dir[0] = '\0';
     }
 }
@@ -183,7 +193,7 @@ int tocha_cache_parse_entry(const unsigned char *data, uint64_t size, const unsi
 ** file owned by this user is read, and a link is never followed. */
 static void *disk_read(const unsigned char key[16], const char *hex, uint64_t *size)
 {
-    char path[1200];
+    char path[ENTRY_PATH_BYTES];
     entry_path(hex, path, sizeof path);
     /* O_NONBLOCK: a FIFO planted at the name would block the open until a writer came. */
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -229,7 +239,7 @@ static bool write_all(int fd, const void *data, uint64_t size)
 /* Best effort: a cache that cannot be written only costs a compile next time. */
 static void disk_write(const unsigned char key[16], const char *hex, const void *payload, uint64_t size)
 {
-    char tmp[1200], path[1200];
+    char tmp[ENTRY_PATH_BYTES], path[ENTRY_PATH_BYTES];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s-XXXXXX", cache_dir, hex);
     entry_path(hex, path, sizeof path);
     struct stat existing;
@@ -330,7 +340,7 @@ int tocha_cache_entry_function(tocha_cache_entry *e, tocha_device *d, const char
                               &e->functions[d->index]);
         if (st && e->from_disk) {
             /* An entry that passed its checks but will not load is rebuilt from source. */
-            char path[1200];
+            char path[ENTRY_PATH_BYTES];
             entry_path(e->hex, path, sizeof path);
             unlink(path);
             stats.disk_rejects++;
@@ -385,7 +395,7 @@ static int walk(bool remove, int64_t *count, int64_t *bytes)
     struct dirent *de;
     while ((de = readdir(dir))) {
         if (!is_entry_name(de->d_name)) continue;
-        char path[1400];
+        char path[ENTRY_PATH_BYTES];
         snprintf(path, sizeof path, "%s/%s", cache_dir, de->d_name);
         struct stat st;
         if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;

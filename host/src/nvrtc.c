@@ -49,8 +49,8 @@ static void find_include_dir(void *lib)
     for (int i = 0; i < 2; i++) {
         const char *root = getenv(envs[i]);
         if (!root || !*root) continue;
-        snprintf(include_dir, sizeof include_dir, "%.900s/include", root);
-        if (has_fp16_header(include_dir)) return;
+        int n = snprintf(include_dir, sizeof include_dir, "%s/include", root);
+        if (n > 0 && (size_t)n < sizeof include_dir && has_fp16_header(include_dir)) return;
     }
     snprintf(include_dir, sizeof include_dir, "/usr/local/cuda/include");
     if (has_fp16_header(include_dir)) return;
@@ -93,8 +93,8 @@ static void load(void)
         const char *root = getenv("CUDA_HOME");
         if (root) {
             char path[1024];
-            snprintf(path, sizeof path, "%s/lib64/libnvrtc.so", root);
-            lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            int n = snprintf(path, sizeof path, "%s/lib64/libnvrtc.so", root);
+            if (n > 0 && (size_t)n < sizeof path) lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         }
     }
     find_include_dir(lib);
@@ -153,25 +153,29 @@ static void dump(const char *source, const char *arch, const void *cubin, size_t
 {
     const char *dir = getenv("TOCHA_DUMP_DIR");
     if (!dir || !*dir) return;
-    char path[1200];
+    /* A path of the folder's whole length: a cut one would be another folder. */
+    size_t room = strlen(dir) + strlen(arch) + 40;
+    char *path = malloc(room);
+    if (!path) return;
     unsigned long long h = (unsigned long long)XXH3_64bits(source, strlen(source));
     const char *ext[2] = {"cu", "cubin"};
     const void *data[2] = {source, cubin};
     size_t sizes[2] = {strlen(source), size};
     for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%.1000s/%016llx-%s.%s", dir, h, arch, ext[i]);
+        snprintf(path, room, "%s/%016llx-%s.%s", dir, h, arch, ext[i]);
         /* Never through a link planted at the name (O_NOFOLLOW), never into another's file. */
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0) return;
+        if (fd < 0) break;
         struct stat st;
         FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "wb") : NULL;
         if (!f) {
             close(fd);
-            return;
+            break;
         }
         fwrite(data[i], 1, sizes[i], f);
         fclose(f);
     }
+    free(path);
 }
 
 /* NVRTC's fixed compile options (besides the target and the include folder, which are part of
