@@ -171,7 +171,8 @@ __device__ void poke(float *x, long long n, long long at) {
   if (i < n) x[i] = 1.0f;
   if (i == 0) x[at] = 2.0f;
 }]]
-    local FAULT = "^tocha%.Kernel:launch: sim: illegal memory access at 0x%x+ %(outside every allocation%): " ..
+    local FAULT = "^tocha%.Kernel:launch: kernel poke_entry_point: sim: illegal memory access at 0x%x+ " ..
+      "%(outside every allocation%): " ..
       "the launch stopped there, and what it wrote before stays$"
     local k
     before_each(function() k = tocha.kernel { source = POKE, name = "poke", params = "f32* x, i64 n, i64 at" } end)

@@ -287,7 +287,14 @@ int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t 
     void *fn = NULL;
     int st = function_for(k, d, &fn);
     if (st) return st;
-    return d->backend->launch(d, fn, grid, block, shared_bytes, args);
+    st = d->backend->launch(d, fn, grid, block, shared_bytes, args);
+    if (st == TOCHA_E_DRIVER) {
+        /* What the device reports of a launch (an illegal address, a trap) names the kernel. */
+        char *what = strdup(tocha_last_error());
+        st = tocha_fail(st, "kernel %s: %s", k->entry_name, what ? what : "launch failed");
+        free(what);
+    }
+    return st;
 }
 
 int tocha_kernel_launch_raw(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
