@@ -196,8 +196,20 @@ __device__ void poke(float *x, long long n, long long at) {
       for i = 1, 1000 do assert.are.equal(1, t[i]) end
     end)
 
-    it("fails the launch before a tensor's start", function()
+    it("fails the launch before a tensor's start, and keeps the allocation's size safe", function()
       faults(1, tocha.zeros({ 64 }, { device = "sim" }), 64, -2 ^ 40)
+      -- 1000 floats fill their page: the element before them is on the read-only page that
+      -- holds the allocation's size.
+      local x = tocha.zeros({ 1000 }, { device = "sim" })
+      faults(4, x, 1000, -1)
+      -- 100 floats leave room below them in their page: a write there changes nothing tocha
+      -- keeps, and the tensor is released as usual.
+      local y = tocha.zeros({ 100 }, { device = "sim" })
+      k:launch(1, 256, y, 100, -64)
+      x:free()
+      y:free()
+      local z = tocha.ones({ 1000 }, { device = "sim" })
+      assert.are.equal(1000, #z:to_table())
     end)
 
     it("stops a launch spread over the worker threads", function()

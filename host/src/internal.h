@@ -101,11 +101,12 @@ const char *tocha_nvrtc_options(void);
 const char *tocha_cuda_include_dir(void);
 
 /* ---- sim_guard.c: the simulator's memory protection ---- */
-/* Zeroed, 256-byte aligned memory of `rounded` bytes (a multiple of 256) with `header` bytes
-** before it, whose end abuts an inaccessible guard page; NULL when it cannot be mapped (the
-** caller then uses the heap). Released with tocha_sim_unmap and the same sizes. */
-void *tocha_sim_map(uint64_t rounded, size_t header);
-void tocha_sim_unmap(void *data, uint64_t rounded, size_t header);
+/* Zeroed, 256-byte aligned memory of `rounded` bytes (a multiple of 256) whose end abuts an
+** inaccessible guard page and whose size is kept on a read-only page below it; NULL when it
+** cannot be mapped. tocha_sim_mapped_bytes gives back `rounded`; tocha_sim_unmap releases it. */
+void *tocha_sim_map(uint64_t rounded);
+uint64_t tocha_sim_mapped_bytes(const void *data);
+void tocha_sim_unmap(void *data);
 /* Runs run(arg) on the calling thread with memory faults caught: 0 when it returned, 1 when it
 ** faulted (the faulting address in *address; run stopped where it faulted). */
 int tocha_sim_guarded(void (*run)(void *), void *arg, uintptr_t *address);

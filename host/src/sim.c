@@ -42,10 +42,8 @@ const char *tocha_sim_target(void) { return SIM_TARGET; }
 /* ---- memory ---- */
 
 /* TOCHA_SIM_MEMORY_LIMIT (bytes) caps the simulator's device memory, so that running out of
-** device memory can be tried on any machine. Each allocation keeps its size, and whether it
-** is mapped pages before a guard page (sim_guard.c) or, where no more can be mapped, heap
-** memory, in a 256-byte header before the address handed out (which stays 256-byte aligned). */
-#define SIM_HEADER 256
+** device memory can be tried on any machine. Allocations are whole 256-byte blocks of mapped
+** pages before a guard page (sim_guard.c), which keeps their size. */
 static atomic_ullong sim_in_use;
 static pthread_once_t limit_once = PTHREAD_ONCE_INIT;
 static unsigned long long sim_limit;
@@ -97,22 +95,12 @@ static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
     uint64_t rounded = (nbytes + 255) & ~(uint64_t)255;
     unsigned long long now = atomic_fetch_add(&sim_in_use, rounded) + rounded;
     char *data = NULL;
-    uint64_t mapped = 1;
-    if (rounded >= nbytes && (sim_limit == 0 || now <= sim_limit)) {
-        data = tocha_sim_map(rounded, SIM_HEADER);
-        if (!data) {
-            char *p = aligned_alloc(256, rounded + SIM_HEADER);
-            data = p ? p + SIM_HEADER : NULL;
-            mapped = 0;
-        }
-    }
+    if (rounded >= nbytes && (sim_limit == 0 || now <= sim_limit)) data = tocha_sim_map(rounded);
     if (!data) {
         atomic_fetch_sub(&sim_in_use, rounded);
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes", d->name,
                           (unsigned long long)nbytes);
     }
-    memcpy(data - SIM_HEADER, &rounded, sizeof rounded);
-    memcpy(data - SIM_HEADER + sizeof rounded, &mapped, sizeof mapped);
     *out = (uint64_t)(uintptr_t)data;
     return TOCHA_OK;
 }
@@ -120,15 +108,9 @@ static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
 static void sim_release(tocha_device *d, uint64_t ptr)
 {
     (void)d;
-    char *data = (char *)(uintptr_t)ptr;
-    uint64_t rounded, mapped;
-    memcpy(&rounded, data - SIM_HEADER, sizeof rounded);
-    memcpy(&mapped, data - SIM_HEADER + sizeof rounded, sizeof mapped);
-    atomic_fetch_sub(&sim_in_use, rounded);
-    if (mapped)
-        tocha_sim_unmap(data, rounded, SIM_HEADER);
-    else
-        free(data - SIM_HEADER);
+    void *data = (void *)(uintptr_t)ptr;
+    atomic_fetch_sub(&sim_in_use, tocha_sim_mapped_bytes(data));
+    tocha_sim_unmap(data);
 }
 
 static int sim_write(tocha_device *d, uint64_t dst, const void *src, uint64_t n)

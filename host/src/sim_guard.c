@@ -3,7 +3,8 @@
 ** an index out of bounds would corrupt the host's heap or kill the process, where a GPU reports
 ** an illegal address and the program goes on. Device allocations are therefore mapped pages
 ** whose end abuts an inaccessible guard page (an access past a tensor's 256-byte rounding
-** faults at once), and a launch runs with faults caught: the fault becomes the launch's error.
+** faults at once) and whose header lies on a read-only page below them, and a launch runs
+** with faults caught: the fault becomes the launch's error.
 */
 #include "internal.h"
 
@@ -30,37 +31,45 @@ static uint64_t round_to_pages(uint64_t n)
     return (n + page - 1) / page * page;
 }
 
-/* The mapping of an allocation of `rounded` bytes with `header` bytes before it: its data
-** pages end at the guard page, the last page of the mapping. */
-static void mapping_of(uintptr_t data, uint64_t rounded, size_t header, uintptr_t *base,
-                       uint64_t *length)
+/* An allocation's mapping: a read-only page that holds its header, its data pages, and the
+** guard page. The data ends at the guard, so its start lies in the first data page, a page
+** past the mapping's start: the header is found from the data's address alone, and a write
+** below the data's first page faults on the header page instead of changing the header. */
+typedef struct {
+    uint64_t rounded; /* the data's bytes */
+    uint64_t length;  /* the mapping's bytes */
+} mapping_header;
+
+static mapping_header *header_of(const void *data)
 {
-    uint64_t pages = round_to_pages(rounded + header);
-    *base = data + rounded - pages;
-    *length = pages + page_size();
+    uintptr_t first_data_page = (uintptr_t)data / page_size() * page_size();
+    return (mapping_header *)(first_data_page - page_size());
 }
 
-void *tocha_sim_map(uint64_t rounded, size_t header)
+void *tocha_sim_map(uint64_t rounded)
 {
-    uint64_t pages = round_to_pages(rounded + header);
-    if (pages < rounded) return NULL; /* overflow */
-    void *base =
-        mmap(NULL, pages + page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint64_t pages = round_to_pages(rounded);
+    if (pages < rounded || pages > UINT64_MAX - 2 * page_size()) return NULL; /* overflow */
+    uint64_t length = pages + 2 * page_size();
+    char *base = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return NULL;
-    char *guard = (char *)base + pages;
-    if (mprotect(guard, page_size(), PROT_NONE) != 0) {
-        munmap(base, pages + page_size());
+    mapping_header *h = (mapping_header *)base;
+    h->rounded = rounded;
+    h->length = length;
+    char *guard = base + page_size() + pages;
+    if (mprotect(base, page_size(), PROT_READ) != 0 || mprotect(guard, page_size(), PROT_NONE) != 0) {
+        munmap(base, length);
         return NULL;
     }
     return guard - rounded;
 }
 
-void tocha_sim_unmap(void *data, uint64_t rounded, size_t header)
+uint64_t tocha_sim_mapped_bytes(const void *data) { return header_of(data)->rounded; }
+
+void tocha_sim_unmap(void *data)
 {
-    uintptr_t base;
-    uint64_t length;
-    mapping_of((uintptr_t)data, rounded, header, &base, &length);
-    munmap((void *)base, length);
+    mapping_header *h = header_of(data);
+    munmap(h, h->length);
 }
 
 /* ---- faults inside launches ---- */
