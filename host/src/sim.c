@@ -260,8 +260,8 @@ typedef struct {
     unsigned grid[3], block[3], shared_bytes;
     unsigned long long blocks, chunk;
     atomic_ullong next;
-    atomic_uintptr_t fault; /* the first faulting address, 0 for none */
     atomic_bool faulted;
+    uintptr_t fault; /* the first faulting address, written by the worker that set faulted */
 } sim_job;
 
 static void run_chunks(void *arg)
@@ -281,7 +281,7 @@ static void *sim_worker(void *arg)
     sim_job *job = arg;
     uintptr_t address = 0;
     if (tocha_sim_guarded(run_chunks, job, &address)) {
-        if (!atomic_exchange(&job->faulted, true)) atomic_store(&job->fault, address);
+        if (!atomic_exchange(&job->faulted, true)) job->fault = address;
         atomic_store(&job->next, job->blocks);
     }
     return NULL;
@@ -331,7 +331,6 @@ static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3], c
     int workers = sim_threads();
     if (threads_error[0]) return tocha_fail(TOCHA_E_ARGUMENT, "%s", threads_error);
     atomic_init(&job.next, 0);
-    atomic_init(&job.fault, 0);
     atomic_init(&job.faulted, false);
     /* Small grids run on the calling thread: starting threads would cost more than the work. */
     if (workers == 1 || job.blocks * threads_per_block < 16384) {
@@ -352,7 +351,7 @@ static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3], c
         return tocha_fail(TOCHA_E_DRIVER,
                           "sim: illegal memory access at 0x%llx (outside every allocation): the launch "
                           "stopped there, and what it wrote before stays",
-                          (unsigned long long)atomic_load(&job.fault));
+                          (unsigned long long)job.fault); /* read after the workers joined */
     return TOCHA_OK;
 }
 
