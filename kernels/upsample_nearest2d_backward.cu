@@ -12,14 +12,15 @@
 // is cut into runs of K consecutive elements on dx's grid of K-element boundaries (a partial
 // run at each end); each thread sums and stores a batch of U runs per step of a grid-stride
 // loop, BLOCK_IW runs apart; BLOCK_IW threads per CTA, grid.x = ceil(runs / (U * BLOCK_IW))
-// (tocha_upsample_backward_runs, _batch). A batch of whole runs (below) issues all its loads
-// before its first store, U * SCALE_H or more in flight per thread. Reading dy is
+// (tocha_upsample_backward_runs, _batch: NCHW at 2048 threads per SM, U = 2 for scale_h 1,
+// else 1; NHWC at 1024, U for about four loads). A batch of whole runs (below) issues all its
+// loads before its first store, U * SCALE_H or more in flight per thread. Reading dy is
 // most of the traffic, so K serves the loads (tocha_upsample_backward_run): NCHW, the run's
 // share of each dy row, K * SCALE_W elements, is at most 16 bytes, so a warp reads consecutive
 // dy bytes; NHWC, K is 16 bytes of one pixel's channels, each dy pixel read as 16 bytes.
 // A run inside one dx row (NCHW) or pixel (NHWC) reads dy as the aligned 16-byte chunks
 // around each share (tocha::load_chunks16: no branches, so that the loads of a batch can be
-// issued together); any other run element by element.
+// issued together); any other run element by element, each element's loads together.
 // dx is stored with the streaming hint (written once, never read here).
 
 namespace tocha {
@@ -92,8 +93,9 @@ __device__ __forceinline__ pack16<D> run_elements(const D *dy, const tocha_upsam
         if (k < lo || k >= hi) continue;
         const D *block = dy + q * SCALE_H * g.width + (long long)px * SCALE_W * g.pixel + c;
         A s = A(0);
-        // One dy row at a time: unrolled whole, K elements' blocks spill at 32 registers.
-#pragma unroll 1
+        // Unrolled where the run's blocks are at most 32 loads, so that an element's loads
+        // are issued together (this path is latency-bound: a run across rows or pixels).
+#pragma unroll(K * SCALE_H * SCALE_W <= 32 ? SCALE_H : 1)
         for (int i = 0; i < SCALE_H; ++i)
 #pragma unroll
             for (int j = 0; j < SCALE_W; ++j) s += widen<A>(load_element(block + (long long)i * g.width + (long long)j * g.pixel));
@@ -127,7 +129,7 @@ __device__ __forceinline__ void store_sums(D *p, const typename accumulator<D>::
 
 } // namespace tocha
 
-#define TOCHA_ENTRY_BOUNDS(...) TOCHA_UPSAMPLE_BOUNDS(1024, 1024, __VA_ARGS__, 0)
+#define TOCHA_ENTRY_BOUNDS(...) TOCHA_UPSAMPLE_BOUNDS(2048, 1024, __VA_ARGS__, 0)
 
 template <typename D, int SCALE_H, int SCALE_W, int BLOCK_IW, bool NHWC = false>
 __device__ void upsample_nearest2d_backward(const D *dy, D *dx, int B, int C, int H, int W, int OH, int OW)

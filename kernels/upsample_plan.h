@@ -20,8 +20,8 @@
 /* Launch bounds for an entry point of template arguments (D, scale_h, scale_w, block[, nhwc]):
 ** NCHW threads per SM for NCHW kernels, NHWC for NHWC ones (2048: at most 32 registers a
 ** thread, so that every warp slot keeps memory requests in flight; 1024: 64, room for a
-** batch of loads in flight; both kernels are memory-bound). Called with a trailing 0, so
-** that the layout is there in both forms. */
+** batch of NHWC pixel loads in flight; both kernels are memory-bound). Called with a trailing
+** 0, so that the layout is there in both forms. */
 #define TOCHA_UPSAMPLE_FIRST(a, ...) a
 #define TOCHA_UPSAMPLE_BOUNDS(NCHW, NHWC, D, SCALE_H, SCALE_W, BLOCK, ...) \
     __launch_bounds__(BLOCK, (TOCHA_UPSAMPLE_FIRST(__VA_ARGS__) ? (NHWC) : (NCHW)) / (BLOCK))
@@ -84,13 +84,15 @@ TOCHA_PLAN long long tocha_upsample_backward_runs(tocha_upsample_rows g, int run
 }
 
 /* The backward's batch: the runs one thread handles per step of its loop. The kernel is bound
-** by memory latency, so a thread issues the loads of its whole batch before it stores any:
-** about four 16-byte loads in flight per thread, where one run alone has SCALE_H (NCHW) or
-** SCALE_H * SCALE_W (NHWC). */
+** by memory latency, so a thread issues the loads of its whole batch before it stores any.
+** NCHW runs at 2048 threads per SM, where a run's SCALE_H loads are enough and a second run
+** costs registers: 2 runs where a run is one load (scale_h 1), else 1. NHWC, at 1024, about
+** four 16-byte loads in flight per thread, a run having SCALE_H * SCALE_W. */
 TOCHA_PLAN_CONSTANT int tocha_upsample_backward_batch(int elem_size, int scale_h, int scale_w, int nhwc)
 {
     const int run = tocha_upsample_backward_run(elem_size, scale_w, nhwc);
     const int loads = nhwc ? scale_h * scale_w : scale_h * ((run * scale_w * elem_size + 15) / 16);
+    if (!nhwc) return loads == 1 ? 2 : 1;
     return loads >= 4 ? 1 : (4 + loads - 1) / loads;
 }
 

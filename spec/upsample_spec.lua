@@ -105,18 +105,21 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
       -- f32 2x2: output rows of 2048 floats are whole vectors, so the threads take each input
       -- row's 512 vectors (stored to both rows); rows of 2046 floats are not, so the flat
       -- output's 6 * 2046 / 4 vectors. Backward f32 with scale_w 2: runs of 2 dx elements,
-      -- each a 16-byte load from 2 dy rows, so 2 runs a thread.
+      -- each a 16-byte load from each of 2 dy rows, so 1 run a thread; with scale_h 1 a run is
+      -- one load, and a thread takes 2.
       local up = Forward.new(2, 2, 64, "f32", 64)
       assert.are.same({ 3 * 512 / 64, 1, 1 }, up:grid({ 1, 1, 6, 2048 }))
       assert.are.same({ math.ceil(6 * 2046 / 4 / 64), 1, 1 }, up:grid({ 1, 1, 6, 2046 }))
-      assert.are.same({ math.ceil(3 * 1023 / 2 / 2 / 64), 1, 1 }, up:backward_grid({ { 1, 1, 3, 1023 } }, { 1, 1, 6, 2046 }))
+      assert.are.same({ math.ceil(3 * 1023 / 2 / 64), 1, 1 }, up:backward_grid({ { 1, 1, 3, 1023 } }, { 1, 1, 6, 2046 }))
+      local wide = Forward.new(1, 2, 64, "f32", 64)
+      assert.are.same({ math.ceil(3 * 1023 / 2 / 2 / 64), 1, 1 }, wide:backward_grid({ { 1, 1, 3, 1023 } }))
       assert.are.same(up:grid({ 1, 1, 6, 2046 }), up:grid_for_launch(1, { { 1, 1, 3, 1023 } }, { 1, 1, 6, 2046 }))
       -- u8 3x1, 1024 threads: rows of 999 bytes are not whole vectors (the flat output's); the
-      -- backward's runs are 16 dx elements (scale_w 1: 16 bytes of each of 3 dy rows), 2 a
+      -- backward's runs are 16 dx elements (scale_w 1: 16 bytes of each of 3 dy rows), 1 a
       -- thread.
       local u8 = Forward.new(3, 1, 1024, "u8", 1024)
       assert.are.same({ math.ceil(5 * 9 * 999 / 16 / 1024), 1, 1 }, u8:grid({ 1, 5, 9, 999 }))
-      assert.are.same({ math.ceil(5 * 3 * 999 / 16 / 2 / 1024), 1, 1 }, u8:backward_grid({ { 1, 5, 3, 999 } }))
+      assert.are.same({ math.ceil(5 * 3 * 999 / 16 / 1024), 1, 1 }, u8:backward_grid({ { 1, 5, 3, 999 } }))
       -- NHWC: rows are pixels of C elements; C = 8 f16 pixels are whole vectors. A backward
       -- run reads its 2 x 2 dy pixels, 4 loads: one run a thread.
       local cl = Forward.new(2, 2, 128, "f16", { layout = "nhwc" })
