@@ -2,7 +2,7 @@
 # bench/ab.sh: times kernel variants against the tree's own kernels, on this machine, in one
 # command, so that the comparison shares the machine, its clocks and its copy bandwidth.
 #
-#   sh bench/ab.sh BUILD PATTERN FILE=VARIANT[+FILE=VARIANT...] ...
+#   [AB_LAUNCHES=N] sh bench/ab.sh BUILD PATTERN FILE=VARIANT[+FILE=VARIANT...] ...
 #
 # Each argument after PATTERN is one variant, one column of the result: FILE is a file of the
 # tree (a bare name means kernels/NAME, as upsample_nearest2d_forward.cu), VARIANT a changed
@@ -12,7 +12,8 @@
 # Each variant in turn replaces its files, the build folder is rebuilt (the kernels are
 # embedded), and bench/upsample.lua times the cases whose label matches PATTERN (a Lua
 # pattern, as --only). The tree's files are put back after each variant and at the end, also
-# on failure. Prints one row per case: the label, then % of copy for the tree and for each
+# on failure. AB_LAUNCHES sets the launches timed per case (bench/upsample.lua's default
+# otherwise). Prints one row per case: the label, then % of copy for the tree and for each
 # variant.
 set -eu
 build="${1:?usage: ab.sh BUILD PATTERN FILE=VARIANT[+FILE=VARIANT...]...}"; pattern="${2:?pattern}"; shift 2
@@ -36,7 +37,7 @@ run() { # $1: column name
   touch kernels/*.cu kernels/*.cuh kernels/*.h host/src/*.c
   cmake --build "$build" >/dev/null
   # A case's line: its label, "block N", the time, GB/s and "P% of copy".
-  "$build/tocha" bench/upsample.lua --out "$work/out" --only "$pattern" |
+  "$build/tocha" bench/upsample.lua --out "$work/out" --only "$pattern" ${AB_LAUNCHES:+--launches "$AB_LAUNCHES"} |
     awk -v col="$1" '/% of copy$/ { pct = $(NF-2); lab = $0; sub(/ +block .*$/, "", lab); print lab "\t" col "\t" pct }' >> "$work/rows"
 }
 run tree
