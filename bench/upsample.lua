@@ -11,7 +11,8 @@
 -- (default 50) after a warm-up, with two input/output sets in turn so that the L2 cache holds
 -- a launch's input only where both sets fit in it. Effective bandwidth = (input bytes + output
 -- bytes) / median time.
--- Writes DIR/tocha.csv (the cases' times), DIR/cases.csv (for bench/upsample_torch.py) and
+-- Writes DIR/tocha.csv (the cases' times, each beside a device copy that moves the same bytes,
+-- timed the same way), DIR/cases.csv (for bench/upsample_torch.py) and
 -- DIR/host.csv (copy and stream bandwidths, the launch floor, the host cost of a small launch
 -- with its host part alone and the driver's own cost of the same launch on cuda
 -- (bench/launch_floor.lua), cold and warm build times).
@@ -162,6 +163,24 @@ local function check(c, k, expect, got)
   end
 end
 
+-- A device-to-device copy that moves a case's bytes (half read, half written), timed as the
+-- cases are, two buffer pairs in turn: what a kernel of that size can reach at best, fixed
+-- costs (the launch, the ramp up and the tail of the grid) included.
+local same_copy_cache = {}
+local function same_copy_ms(bytes)
+  if same_copy_cache[bytes] then return same_copy_cache[bytes] end
+  local n = math.max(16, math.floor(bytes / 2 / 16) * 16)
+  local pairs_ = {}
+  for s = 1, 2 do
+    pairs_[s] = { src = tocha.empty({ n }, { dtype = "u8", device = device }):fill(s),
+      dst = tocha.empty({ n }, { dtype = "u8", device = device }) }
+  end
+  local ms = time_launches(function(k) local p = pairs_[k % 2 + 1]; p.dst:copy(p.src) end, opts.launches)
+  for s = 1, 2 do pairs_[s].src:free(); pairs_[s].dst:free() end
+  same_copy_cache[bytes] = ms * bytes / (2 * n)
+  return same_copy_cache[bytes]
+end
+
 local function run_case(c, block, rows)
   local B, C, H, W = unpack(c.shape)
   local in_shape, out_shape = cases.tensor_shapes(c)
@@ -192,7 +211,8 @@ local function run_case(c, block, rows)
   local ms = time_launches(launch, opts.launches)
   local gbps = c.bytes / (ms * 1e6)
   for s = 1, 2 do sets[s].input:free(); sets[s].output:free() end
-  rows[#rows + 1] = { "tocha", c.suite, c.name, c.op, c.dtype, c.layout, B, C, H, W, c.sh, c.sw, block, c.bytes, ms, gbps }
+  rows[#rows + 1] = { "tocha", c.suite, c.name, c.op, c.dtype, c.layout, B, C, H, W, c.sh, c.sw, block, c.bytes, ms, gbps,
+    same_copy_ms = same_copy_ms(c.bytes) }
   return ms, gbps
 end
 
@@ -283,10 +303,12 @@ for _, r in ipairs(rows) do
   r[#r + 1] = 100 * r[at.gbps] / copy_gbps
   r[#r + 1] = copy_gbps
   r[#r + 1] = 100 * mix_gbps / copy_gbps
+  r[#r + 1] = r.same_copy_ms
 end
 local columns = {}
 for k, v in ipairs(cases.columns) do columns[k] = v end
 columns[#columns + 1] = "mix_floor_pct_copy"
+columns[#columns + 1] = "same_copy_ms"
 write_csv(opts.out .. "/tocha.csv", columns, rows)
 
 -- ---- host costs ----
