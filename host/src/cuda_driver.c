@@ -35,6 +35,7 @@ static struct {
     CUresult (*memcpy_htod)(CUdeviceptr, const void *, size_t);
     CUresult (*memcpy_dtoh)(void *, CUdeviceptr, size_t);
     CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream);
     CUresult (*module_load_data)(CUmodule *, const void *);
     CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
     CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -81,7 +82,8 @@ static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
     if (st) return st;
     /* Whole 16-byte chunks: kernels may read the aligned chunk around an element they need
     ** (tocha::load_unaligned16), which must then lie inside the allocation, for
-    ** compute-sanitizer as for the hardware. */
+    ** compute-sanitizer as for the hardware. The bytes past nbytes are zeroed once, so that
+    ** such a read never reads memory that nothing wrote (initcheck). */
     uint64_t padded = (nbytes + 15) & ~(uint64_t)15;
     CUdeviceptr p = 0;
     CUresult r = padded < nbytes ? CUDA_ERROR_OUT_OF_MEMORY : cu.mem_alloc(&p, padded);
@@ -89,6 +91,13 @@ static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes", d->name,
                           (unsigned long long)nbytes);
     if (r != CUDA_SUCCESS) return driver_fail(r, "cuMemAlloc");
+    if (padded > nbytes) {
+        r = cu.memset_d8_async(p + nbytes, 0, padded - nbytes, 0);
+        if (r != CUDA_SUCCESS) {
+            cu.mem_free(p);
+            return driver_fail(r, "cuMemsetD8Async");
+        }
+    }
     *out = (uint64_t)p;
     return TOCHA_OK;
 }
@@ -233,6 +242,7 @@ static bool resolve(get_proc_fn get_proc, const char **why)
         ENTRY("cuMemcpyHtoD", memcpy_htod),
         ENTRY("cuMemcpyDtoH", memcpy_dtoh),
         ENTRY("cuMemcpyDtoDAsync", memcpy_dtod_async),
+        ENTRY("cuMemsetD8Async", memset_d8_async),
         ENTRY("cuModuleLoadData", module_load_data),
         ENTRY("cuModuleGetFunction", module_get_function),
         ENTRY("cuLaunchKernel", launch_kernel),
