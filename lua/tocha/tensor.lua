@@ -421,6 +421,9 @@ local function count_arg(v, what)
   return type(v) ~= "nil" and v or nil
 end
 
+-- "1 byte", "4 bytes": a byte count for a message.
+local function bytes_text(n) return n == 1 and "1 byte" or ("%d bytes"):format(n) end
+
 -- t:write(src [, nbytes]): the tensor's bytes from host memory in t's dtype: a string, an FFI
 -- array (its size is checked), or a pointer with nbytes given (the caller vouches for it).
 function methods.write(t, src, nbytes)
@@ -429,7 +432,7 @@ function methods.write(t, src, nbytes)
   local size = host_bytes(src, "src")
   if size == nil and nbytes == nil then raise("src: a pointer's size cannot be checked: pass nbytes") end
   local want = nbytes or tonumber(t.bytes)
-  if size and size < want then raise(("src: holds %d bytes, %d wanted"):format(size, want)) end
+  if size and size < want then raise(("src: holds %s, %d wanted"):format(bytes_text(size), want)) end
   check(C.tocha_tensor_write(t, src, want))
   return t
 end
@@ -445,7 +448,7 @@ function methods.read(t, dst, offset, count)
   if size == nil and count == nil then raise("dst: a pointer's size cannot be checked: pass offset and count") end
   count = count or math.max(tonumber(t.count) - offset, 0)
   local want = count * dtype.size(dtype.name(t.elem_type))
-  if size and size < want then raise(("dst: holds %d bytes, %d wanted"):format(size, want)) end
+  if size and size < want then raise(("dst: holds %s, %d wanted"):format(bytes_text(size), want)) end
   check(C.tocha_tensor_read(t, offset, count, dst))
   return dst
 end
