@@ -13,6 +13,8 @@ local STRUCTS = {
     "memory_free", "memory_total", "target" },
   tocha_compare_result = { "max_abs", "max_rel", "mismatched", "first_mismatch" },
   tocha_cache_stats = { "compiles", "memory_hits", "disk_hits", "disk_writes", "disk_rejects" },
+  tocha_memory_stats = { "allocated_bytes", "peak_allocated_bytes", "reserved_bytes", "cached_bytes", "allocations",
+    "frees", "cache_hits" },
   tocha_arg = { "kind", "tensor", "i", "f" },
   tocha_shape = { "ndim", "dims" },
   tocha_buffer = { "data", "shape" },
@@ -66,7 +68,7 @@ describe("the FFI declarations", function()
         checked = checked + 1
       end
     end
-    assert.are.equal(37, checked)
+    assert.are.equal(44, checked)
   end)
 
   it("use the header's status codes and limits", function()

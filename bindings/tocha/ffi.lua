@@ -28,6 +28,10 @@ typedef struct tocha_cache_stats {
   int64_t compiles, memory_hits, disk_hits, disk_writes, disk_rejects;
 } tocha_cache_stats;
 typedef struct tocha_arg { int32_t kind; tocha_tensor *tensor; int64_t i; double f; } tocha_arg;
+typedef struct tocha_memory_stats {
+  uint64_t allocated_bytes, peak_allocated_bytes, reserved_bytes, cached_bytes;
+  int64_t allocations, frees, cache_hits;
+} tocha_memory_stats;
 
 const char *tocha_last_error(void);
 const char *tocha_status_name(int status);
@@ -66,6 +70,9 @@ int tocha_kernel_param_count(const tocha_kernel *k);
 int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *binary_size);
 int tocha_kernel_launch(tocha_kernel *k, tocha_device *device, const uint32_t grid[3], const uint32_t block[3], const tocha_arg *args, int nargs);
 int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel **out);
+int tocha_memory_stats_get(tocha_device *device, tocha_memory_stats *out);
+int tocha_memory_empty_cache(tocha_device *device);
+int tocha_memory_reset_peak(tocha_device *device);
 int tocha_cache_stats_get(tocha_cache_stats *out);
 const char *tocha_cache_dir(void);
 const char *tocha_cache_warning(void);

@@ -79,6 +79,18 @@ typedef struct tocha_device_info {
     char target[32]; /* what kernels are compiled for: "sm_90", "sim-x86_64" */
 } tocha_device_info;
 
+/* A device's memory, as tensors hold it (tocha_memory_stats_get). */
+typedef struct tocha_memory_stats {
+    uint64_t allocated_bytes;      /* bytes of the live tensors */
+    uint64_t peak_allocated_bytes; /* the most allocated_bytes reached (since tocha_memory_reset_peak) */
+    uint64_t reserved_bytes;       /* held from the device: live tensors' blocks, their padding, and
+                                   ** freed blocks kept for reuse */
+    uint64_t cached_bytes;         /* of reserved_bytes, the freed blocks kept for reuse */
+    int64_t allocations;           /* tensors allocated on the device, ever */
+    int64_t frees;                 /* tensors freed on the device, ever */
+    int64_t cache_hits;            /* allocations served from a freed block */
+} tocha_memory_stats;
+
 typedef struct tocha_compare_result {
     double max_abs;         /* max |a - b| over elements where both are finite */
     double max_rel;         /* max |a - b| / max(|b|, tiny) over the same */
@@ -149,6 +161,12 @@ TOCHA_API const char *tocha_cuda_unavailable_reason(void);
 TOCHA_API int tocha_device_info_get(tocha_device *device, tocha_device_info *out);
 /* Waits until all work queued on the device has finished. */
 TOCHA_API int tocha_device_synchronize(tocha_device *device);
+/* Fills *out with the device's memory figures. */
+TOCHA_API int tocha_memory_stats_get(tocha_device *device, tocha_memory_stats *out);
+/* Gives the freed blocks kept for reuse back to the device (or the host, on sim). */
+TOCHA_API int tocha_memory_empty_cache(tocha_device *device);
+/* Starts peak_allocated_bytes again from the current allocated_bytes. */
+TOCHA_API int tocha_memory_reset_peak(tocha_device *device);
 
 /* ---- tensors ---- */
 

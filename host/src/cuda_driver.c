@@ -76,8 +76,9 @@ static int use_context(tocha_device *d)
         if (r_ != CUDA_SUCCESS) return driver_fail(r_, what);                                           \
     } while (0)
 
-static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
+static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out, bool *cached)
 {
+    *cached = false;
     int st = use_context(d);
     if (st) return st;
     /* Whole 16-byte chunks: kernels may read the aligned chunk around an element they need
@@ -98,14 +99,25 @@ static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
             return driver_fail(r, "cuMemsetD8Async");
         }
     }
+    atomic_fetch_add(&d->memory.held, padded);
     *out = (uint64_t)p;
     return TOCHA_OK;
 }
 
-static void cuda_release(tocha_device *d, uint64_t ptr)
+static void cuda_release(tocha_device *d, uint64_t ptr, uint64_t nbytes)
 {
+    atomic_fetch_sub(&d->memory.held, (nbytes + 15) & ~(uint64_t)15);
     if (use_context(d) == TOCHA_OK) cu.mem_free((CUdeviceptr)ptr);
 }
+
+/* Every block is the driver's own allocation, freed at once: nothing is cached. */
+static void cuda_reserved(tocha_device *d, uint64_t *reserved, uint64_t *cached)
+{
+    *reserved = atomic_load(&d->memory.held);
+    *cached = 0;
+}
+
+static void cuda_empty_cache(tocha_device *d) { (void)d; }
 
 static int cuda_write(tocha_device *d, uint64_t dst, const void *src, uint64_t n)
 {
@@ -212,9 +224,21 @@ static int cuda_event_elapsed(tocha_device *d, void *start, void *end, double *m
 }
 
 static const tocha_backend cuda_backend = {
-    cuda_alloc,         cuda_release,      cuda_write,         cuda_read,   cuda_copy,
-    cuda_load,          cuda_launch,       cuda_synchronize,   cuda_memory, cuda_event_new,
-    cuda_event_destroy, cuda_event_record, cuda_event_elapsed,
+    .alloc = cuda_alloc,
+    .release = cuda_release,
+    .reserved = cuda_reserved,
+    .empty_cache = cuda_empty_cache,
+    .write = cuda_write,
+    .read = cuda_read,
+    .copy = cuda_copy,
+    .load = cuda_load,
+    .launch = cuda_launch,
+    .synchronize = cuda_synchronize,
+    .memory = cuda_memory,
+    .event_new = cuda_event_new,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_elapsed = cuda_event_elapsed,
 };
 
 /* Resolves every entry point; false (with *why) if one is missing. */

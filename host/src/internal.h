@@ -3,6 +3,7 @@
 #define TOCHA_INTERNAL_H
 
 #include "tocha.h"
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -44,8 +45,14 @@ typedef struct tocha_module tocha_module; /* a loaded binary: CUmodule or dlopen
 
 /* What a device kind does; cuda_driver.c and sim.c each provide one. */
 typedef struct tocha_backend {
-    int (*alloc)(tocha_device *d, uint64_t nbytes, uint64_t *out);
-    void (*release)(tocha_device *d, uint64_t ptr);
+    /* A block for nbytes (from the backend's cache of freed blocks where it keeps one;
+    ** *cached tells which); release gives it back, to that cache where there is one. */
+    int (*alloc)(tocha_device *d, uint64_t nbytes, uint64_t *out, bool *cached);
+    void (*release)(tocha_device *d, uint64_t ptr, uint64_t nbytes);
+    /* Bytes held from the device (live and cached blocks), and of them the cached ones. */
+    void (*reserved)(tocha_device *d, uint64_t *reserved, uint64_t *cached);
+    /* Gives the cached blocks back. */
+    void (*empty_cache)(tocha_device *d);
     int (*write)(tocha_device *d, uint64_t dst, const void *src, uint64_t nbytes);
     int (*read)(tocha_device *d, void *dst, uint64_t src, uint64_t nbytes);
     int (*copy)(tocha_device *d, uint64_t dst, uint64_t src, uint64_t nbytes);
@@ -64,6 +71,13 @@ typedef struct tocha_backend {
     int (*event_elapsed)(tocha_device *d, void *start, void *end, double *ms);
 } tocha_backend;
 
+/* What a device's tensors hold (memory.c); updated on the thread that allocates or frees. */
+typedef struct tocha_memory_counters {
+    atomic_ullong allocated, peak;
+    atomic_llong allocations, frees, cache_hits;
+    atomic_ullong held; /* a backend's own count of the bytes it holds (cuda) */
+} tocha_memory_counters;
+
 struct tocha_device {
     int index; /* position in the process's device table; indexes per-device caches */
     int kind;  /* tocha_device_kind */
@@ -74,7 +88,14 @@ struct tocha_device {
     int cc_major, cc_minor, multiprocessors;
     const tocha_backend *backend;
     void *context; /* CUcontext for cuda */
+    tocha_memory_counters memory;
 };
+
+/* ---- memory.c ---- */
+/* A block of nbytes for a tensor on d, counted in d's memory figures. */
+int tocha_memory_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out);
+/* Gives back a block of tocha_memory_alloc. */
+void tocha_memory_release(tocha_device *d, uint64_t ptr, uint64_t nbytes);
 
 /* ---- cuda_driver.c ---- */
 /* Loads the driver and fills devs with one device per GPU (at most cap). Returns the count,
@@ -107,6 +128,17 @@ const char *tocha_cuda_include_dir(void);
 void *tocha_sim_map(uint64_t rounded);
 uint64_t tocha_sim_mapped_bytes(const void *data);
 void tocha_sim_unmap(void *data);
+/* ---- sim_blocks.c: the simulator's cache of freed blocks ---- */
+/* A cached block of exactly `rounded` mapped bytes, taken out of the cache, or NULL. */
+void *tocha_sim_blocks_take(uint64_t rounded);
+/* Keeps a freed block (of tocha_sim_map) for reuse; false when the cache is full and the
+** caller is to unmap it. */
+bool tocha_sim_blocks_put(void *data);
+/* The bytes of the cached blocks. */
+uint64_t tocha_sim_blocks_cached(void);
+/* Unmaps every cached block; returns their bytes. */
+uint64_t tocha_sim_blocks_empty(void);
+
 /* Runs run(arg) on the calling thread with memory faults caught: 0 when it returned, 1 when it
 ** faulted (the faulting address in *address; run stopped where it faulted). */
 int tocha_sim_guarded(void (*run)(void *), void *arg, uintptr_t *address);

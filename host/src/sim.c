@@ -88,29 +88,61 @@ static void read_limit(void)
     sim_limit = v << shift;
 }
 
-static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
+/* Maps a new block of rounded bytes within the limit, counted in sim_in_use; NULL if it
+** cannot. */
+static char *map_counted(uint64_t rounded)
+{
+    unsigned long long now = atomic_fetch_add(&sim_in_use, rounded) + rounded;
+    char *data = sim_limit == 0 || now <= sim_limit ? tocha_sim_map(rounded) : NULL;
+    if (!data) atomic_fetch_sub(&sim_in_use, rounded);
+    return data;
+}
+
+/* A cached block of the same mapped size, else a new mapping; when that fails (the limit, the
+** process's mappings), the cache is given back and the mapping tried once more. sim_in_use
+** counts every mapped block, cached ones included: what a device would call reserved. */
+static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out, bool *cached)
 {
     pthread_once(&limit_once, read_limit);
     if (limit_error[0]) return tocha_fail(TOCHA_E_ARGUMENT, "%s", limit_error);
     uint64_t rounded = (nbytes + 255) & ~(uint64_t)255;
-    unsigned long long now = atomic_fetch_add(&sim_in_use, rounded) + rounded;
     char *data = NULL;
-    if (rounded >= nbytes && (sim_limit == 0 || now <= sim_limit)) data = tocha_sim_map(rounded);
-    if (!data) {
-        atomic_fetch_sub(&sim_in_use, rounded);
+    if (rounded >= nbytes) {
+        data = tocha_sim_blocks_take(rounded);
+        *cached = data != NULL;
+        if (!data) data = map_counted(rounded);
+        if (!data && tocha_sim_blocks_cached()) {
+            atomic_fetch_sub(&sim_in_use, tocha_sim_blocks_empty());
+            data = map_counted(rounded);
+        }
+    }
+    if (!data)
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes", d->name,
                           (unsigned long long)nbytes);
-    }
     *out = (uint64_t)(uintptr_t)data;
     return TOCHA_OK;
 }
 
-static void sim_release(tocha_device *d, uint64_t ptr)
+static void sim_release(tocha_device *d, uint64_t ptr, uint64_t nbytes)
 {
-    (void)d;
+    (void)d, (void)nbytes;
     void *data = (void *)(uintptr_t)ptr;
+    if (tocha_sim_blocks_put(data)) return;
     atomic_fetch_sub(&sim_in_use, tocha_sim_mapped_bytes(data));
     tocha_sim_unmap(data);
+}
+
+static void sim_reserved(tocha_device *d, uint64_t *reserved, uint64_t *cached)
+{
+    (void)d;
+    *reserved = atomic_load(&sim_in_use);
+    *cached = tocha_sim_blocks_cached();
+}
+
+static void sim_empty_cache(tocha_device *d)
+{
+    (void)d;
+    atomic_fetch_sub(&sim_in_use, tocha_sim_blocks_empty());
 }
 
 static int sim_write(tocha_device *d, uint64_t dst, const void *src, uint64_t n)
@@ -395,9 +427,21 @@ static int sim_event_elapsed(tocha_device *d, void *start, void *end, double *ms
 }
 
 static const tocha_backend sim_backend = {
-    sim_alloc,         sim_release,      sim_write,         sim_read,   sim_copy,
-    sim_load,          sim_launch,       sim_synchronize,   sim_memory, sim_event_new,
-    sim_event_destroy, sim_event_record, sim_event_elapsed,
+    .alloc = sim_alloc,
+    .release = sim_release,
+    .reserved = sim_reserved,
+    .empty_cache = sim_empty_cache,
+    .write = sim_write,
+    .read = sim_read,
+    .copy = sim_copy,
+    .load = sim_load,
+    .launch = sim_launch,
+    .synchronize = sim_synchronize,
+    .memory = sim_memory,
+    .event_new = sim_event_new,
+    .event_destroy = sim_event_destroy,
+    .event_record = sim_event_record,
+    .event_elapsed = sim_event_elapsed,
 };
 
 void tocha_sim_init(tocha_device *d, int index)

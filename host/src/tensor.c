@@ -58,7 +58,7 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
     memcpy(t->dims, shape, (size_t)ndim * sizeof *shape);
     t->count = (int64_t)numel;
     t->bytes = numel * (uint64_t)tocha_dtype_size(dtype);
-    int st = d->backend->alloc(d, t->bytes, &t->data);
+    int st = tocha_memory_alloc(d, t->bytes, &t->data);
     if (st) {
         free(t);
         return st;
@@ -70,7 +70,7 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
 void tocha_tensor_free(tocha_tensor *t)
 {
     if (!t || t->freed) return;
-    t->dev->backend->release(t->dev, t->data);
+    tocha_memory_release(t->dev, t->data, t->bytes);
     t->data = 0;
     t->freed = 1;
 }

@@ -123,6 +123,9 @@ function tocha.time(fn, name)
   return start:elapsed(stop)
 end
 
+-- Device memory: stats, empty_cache, reset_peak
+tocha.memory = require "tocha.memory"
+
 -- Kernel cache
 tocha.cache = {}
 function tocha.cache.stats()

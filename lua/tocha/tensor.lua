@@ -8,6 +8,7 @@ local native = require "tocha.ffi"
 local dtype = require "tocha.dtype"
 local device = require "tocha.device"
 local errors = require "tocha.errors"
+local memory = require "tocha.memory"
 local C, check, status = native.C, native.check, native.status
 
 local M = {}
@@ -81,15 +82,21 @@ end
 
 -- ---- allocation ----
 
--- Allocates an uninitialised tensor; on device out-of-memory collects garbage and retries once.
+-- Allocates an uninitialised tensor, its bytes charged to the collector's view of the device
+-- (tocha.memory.charge); on device out-of-memory collects garbage, gives the device's cached
+-- blocks back and retries once.
 local function alloc(shape, dtype_name, dev)
   local dims = ffi.new("int64_t[?]", #shape, shape)
   local id = dtype.id(dtype_name)
+  local nbytes = dtype.size(dtype_name)
+  for i = 1, #shape do nbytes = nbytes * shape[i] end
+  memory.charge(dev, nbytes)
   local out = ffi.new("tocha_tensor*[1]")
   local st = C.tocha_tensor_new(dev.handle, id, #shape, dims, out)
   if st == status.out_of_memory then
     collectgarbage("collect")
     collectgarbage("collect")
+    C.tocha_memory_empty_cache(dev.handle)
     st = C.tocha_tensor_new(dev.handle, id, #shape, dims, out)
   end
   check(st)
