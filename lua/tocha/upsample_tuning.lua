@@ -3,12 +3,11 @@
 --
 -- The kernels give each thread one 16-byte vector (forward, 2048 threads per SM) or a run of
 -- dx (backward NCHW at 2048, NHWC a batch of runs at 1024) per step of a flat grid-stride
--- loop, so the block width only decides how the CTAs fill the SMs. Measured on the H200
--- (results/2026-12-02-h200-f634242/blocks: every seventh case of the three suites at widths 32
--- to 1024), 128 is the best median in each of forward/backward x NCHW/NHWC and within 0.7% of
--- any width from 64 to 512; no case's best beat it by more than the noise of its size. So
--- M.best is empty; bench/upsample.lua --blocks measures again, and a case whose best beats 128
--- by more than the noise goes into M.best.
+-- loop, so the block width only decides how the CTAs fill the SMs. On the H200, over every
+-- seventh case of the three suites at widths 32 to 1024 (bench/upsample.lua --quick --blocks),
+-- 128 is the best median in each of forward/backward x NCHW/NHWC and within 0.7% of any width
+-- from 64 to 512, and no case's best beats it by more than the noise of its size: M.best is
+-- empty. A case whose measured best beats 128 by more than the noise goes into M.best.
 local M = {}
 
 -- Measured best block widths, keyed "op dtype layout"; unlisted cases take M.fallback.
