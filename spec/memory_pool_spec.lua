@@ -68,9 +68,11 @@ describe("tocha.memory", function()
   end)
 
   it("names a bad device", function()
-    local ok, message = pcall(tocha.memory.stats, "nope")
-    assert.is_false(ok)
-    assert.truthy(message:find("nope", 1, true), message)
+    for _, fn in ipairs({ "stats", "empty_cache", "reset_peak" }) do
+      local ok, message = pcall(tocha.memory[fn], "nope")
+      assert.is_false(ok)
+      assert.truthy(message:find("tocha.memory." .. fn .. ": device: unknown device 'nope'", 1, true), message)
+    end
   end)
 
   it("stays flat over 10,000 steps that each drop a 16 MiB tensor: reserved within 2 tensors", function()

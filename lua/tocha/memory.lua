@@ -13,6 +13,7 @@
 local ffi = require "ffi"
 local native = require "tocha.ffi"
 local device = require "tocha.device"
+local errors = require "tocha.errors"
 local C, check = native.C, native.check
 
 local M = {}
@@ -72,5 +73,9 @@ function M.charge(dev, nbytes)
   end
   debt[dev] = d
 end
+
+errors.name(M.stats, "memory.stats")
+errors.name(M.empty_cache, "memory.empty_cache")
+errors.name(M.reset_peak, "memory.reset_peak")
 
 return M
