@@ -177,6 +177,22 @@ for _, dev in ipairs(ref.devices()) do
           assert.are.same(flat, t:to_table(true))
         end
       end)
+
+      it("to_table() reads the elements as they are, with no device memory beside the tensor", function()
+        local specials = { 0 / 0, math.huge, -math.huge, -0.0, 2 ^ -24, 2 ^ -133, 65504, -1.5 }
+        for _, dt in ipairs({ "f16", "bf16", "f32", "f64" }) do
+          local t = tocha.tensor(specials, { dtype = dt, device = device })
+          local before = tocha.memory.stats(device).allocations
+          local got = t:to_table()
+          assert.are.equal(before, tocha.memory.stats(device).allocations, dt)
+          assert.is_true(got[1] ~= got[1], dt) -- NaN
+          for i = 2, #specials do
+            local want = ref.convert(specials[i], dt)
+            assert.are.equal(want, got[i], ("%s element %d"):format(dt, i))
+            assert.are.equal(1 / want, 1 / got[i], ("%s element %d: the sign of zero"):format(dt, i))
+          end
+        end
+      end)
     end)
 
     describe("methods", function()
