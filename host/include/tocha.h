@@ -242,6 +242,28 @@ TOCHA_API int tocha_cache_usage(int64_t *entries, int64_t *bytes);
 /* Deletes every entry of the disk cache; *removed gets their count (may be NULL). */
 TOCHA_API int tocha_cache_clear(int64_t *removed);
 
+/* ---- streams ---- */
+
+/* A queue of work on a device: what is queued on one stream runs in order, and streams run
+** beside one another. Every device has a default stream (the CUDA legacy stream), which the
+** streams made here also wait for and are waited for by, so that host transfers and
+** allocations stay ordered with them. */
+typedef struct tocha_stream tocha_stream;
+TOCHA_API int tocha_stream_new(tocha_device *device, tocha_stream **out);
+/* Destroys s (its queued work still runs); a device whose current stream it was goes back to
+** the default stream. */
+TOCHA_API void tocha_stream_destroy(tocha_stream *s);
+TOCHA_API tocha_device *tocha_stream_device(const tocha_stream *s);
+/* Waits until the work queued on s has finished. */
+TOCHA_API int tocha_stream_synchronize(tocha_stream *s);
+/* Work queued on s from now on waits for e's point in its own stream (e must be recorded). */
+TOCHA_API int tocha_stream_wait_event(tocha_stream *s, tocha_event *e);
+/* Makes s the stream that launches, copies and event records on its device go to; NULL on a
+** device (with s NULL) restores its default stream. */
+TOCHA_API int tocha_device_set_stream(tocha_device *device, tocha_stream *s);
+/* The device's current stream, NULL for its default one. */
+TOCHA_API tocha_stream *tocha_device_get_stream(tocha_device *device);
+
 /* ---- timing ---- */
 
 /* An event on device: a point in its queue of work (host clock on sim). */

@@ -36,6 +36,10 @@ static struct {
     CUresult (*memcpy_dtoh)(void *, CUdeviceptr, size_t);
     CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
     CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*stream_create)(CUstream *, unsigned int);
+    CUresult (*stream_destroy)(CUstream);
+    CUresult (*stream_synchronize)(CUstream);
+    CUresult (*stream_wait_event)(CUstream, CUevent, unsigned int);
     CUresult (*module_load_data)(CUmodule *, const void *);
     CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
     CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -135,11 +139,12 @@ static int cuda_read(tocha_device *d, void *dst, uint64_t src, uint64_t n)
     return TOCHA_OK;
 }
 
-static int cuda_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t n)
+static int cuda_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t n, void *stream)
 {
     int st = use_context(d);
     if (st) return st;
-    CHECK(cu.memcpy_dtod_async((CUdeviceptr)dst, (CUdeviceptr)src, n, 0), "cuMemcpyDtoDAsync");
+    CHECK(cu.memcpy_dtod_async((CUdeviceptr)dst, (CUdeviceptr)src, n, (CUstream)stream),
+          "cuMemcpyDtoDAsync");
     return TOCHA_OK;
 }
 
@@ -160,12 +165,12 @@ static int cuda_load(tocha_device *d, const void *binary, uint64_t size, const c
 }
 
 static int cuda_launch(tocha_device *d, void *function, const uint32_t grid[3], const uint32_t block[3],
-                       uint32_t shared_bytes, void **args)
+                       uint32_t shared_bytes, void **args, void *stream)
 {
     int st = use_context(d);
     if (st) return st;
     CHECK(cu.launch_kernel((CUfunction)function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                           shared_bytes, 0, args, NULL),
+                           shared_bytes, (CUstream)stream, args, NULL),
           "cuLaunchKernel");
     return TOCHA_OK;
 }
@@ -204,11 +209,44 @@ static void cuda_event_destroy(tocha_device *d, void *e)
     if (use_context(d) == TOCHA_OK) cu.event_destroy((CUevent)e);
 }
 
-static int cuda_event_record(tocha_device *d, void *e)
+static int cuda_event_record(tocha_device *d, void *e, void *stream)
 {
     int st = use_context(d);
     if (st) return st;
-    CHECK(cu.event_record((CUevent)e, 0), "cuEventRecord");
+    CHECK(cu.event_record((CUevent)e, (CUstream)stream), "cuEventRecord");
+    return TOCHA_OK;
+}
+
+/* Blocking streams (flags 0): they wait for the legacy default stream and it for them, so
+** that tocha's synchronous transfers and allocations stay ordered with their work. */
+static int cuda_stream_new(tocha_device *d, void **out)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CUstream s = NULL;
+    CHECK(cu.stream_create(&s, 0), "cuStreamCreate");
+    *out = s;
+    return TOCHA_OK;
+}
+
+static void cuda_stream_destroy(tocha_device *d, void *stream)
+{
+    if (use_context(d) == TOCHA_OK) cu.stream_destroy((CUstream)stream);
+}
+
+static int cuda_stream_synchronize(tocha_device *d, void *stream)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.stream_synchronize((CUstream)stream), "cuStreamSynchronize (a kernel may have faulted)");
+    return TOCHA_OK;
+}
+
+static int cuda_stream_wait_event(tocha_device *d, void *stream, void *event)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.stream_wait_event((CUstream)stream, (CUevent)event, 0), "cuStreamWaitEvent");
     return TOCHA_OK;
 }
 
@@ -239,6 +277,10 @@ static const tocha_backend cuda_backend = {
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,
     .event_elapsed = cuda_event_elapsed,
+    .stream_new = cuda_stream_new,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_synchronize = cuda_stream_synchronize,
+    .stream_wait_event = cuda_stream_wait_event,
 };
 
 /* Resolves every entry point; false (with *why) if one is missing. */
@@ -267,6 +309,10 @@ static bool resolve(get_proc_fn get_proc, const char **why)
         ENTRY("cuMemcpyDtoH", memcpy_dtoh),
         ENTRY("cuMemcpyDtoDAsync", memcpy_dtod_async),
         ENTRY("cuMemsetD8Async", memset_d8_async),
+        ENTRY("cuStreamCreate", stream_create),
+        ENTRY("cuStreamDestroy", stream_destroy),
+        ENTRY("cuStreamSynchronize", stream_synchronize),
+        ENTRY("cuStreamWaitEvent", stream_wait_event),
         ENTRY("cuModuleLoadData", module_load_data),
         ENTRY("cuModuleGetFunction", module_get_function),
         ENTRY("cuLaunchKernel", launch_kernel),

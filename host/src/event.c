@@ -31,9 +31,17 @@ void tocha_event_destroy(tocha_event *e)
     free(e);
 }
 
+void *tocha_event_parts(const tocha_event *e, tocha_device **device, bool *recorded)
+{
+    *device = e->device;
+    *recorded = e->recorded;
+    return e->handle;
+}
+
 int tocha_event_record(tocha_event *e)
 {
-    int st = e->device->backend->event_record(e->device, e->handle);
+    int st =
+        e->device->backend->event_record(e->device, e->handle, tocha_device_stream_handle(e->device));
     if (!st) e->recorded = true;
     return st;
 }

@@ -55,19 +55,25 @@ typedef struct tocha_backend {
     void (*empty_cache)(tocha_device *d);
     int (*write)(tocha_device *d, uint64_t dst, const void *src, uint64_t nbytes);
     int (*read)(tocha_device *d, void *dst, uint64_t src, uint64_t nbytes);
-    int (*copy)(tocha_device *d, uint64_t dst, uint64_t src, uint64_t nbytes);
+    int (*copy)(tocha_device *d, uint64_t dst, uint64_t src, uint64_t nbytes, void *stream);
     /* Loads a binary built for this device's target and finds entry in it. */
     int (*load)(tocha_device *d, const void *binary, uint64_t size, const char *entry, void **module,
                 void **function);
     /* shared_bytes: the launch's dynamic shared memory per CTA (on the simulator only a size
     ** that its kernels can read: tocha::dynamic_shared_bytes()). */
     int (*launch)(tocha_device *d, void *function, const uint32_t grid[3], const uint32_t block[3],
-                  uint32_t shared_bytes, void **args);
+                  uint32_t shared_bytes, void **args, void *stream);
     int (*synchronize)(tocha_device *d);
     int (*memory)(tocha_device *d, uint64_t *free_bytes, uint64_t *total_bytes);
     int (*event_new)(tocha_device *d, void **out);
     void (*event_destroy)(tocha_device *d, void *event);
-    int (*event_record)(tocha_device *d, void *event);
+    int (*event_record)(tocha_device *d, void *event, void *stream);
+    /* Streams (the stream arguments above: NULL for the device's default stream). Work on a
+    ** stream runs in order; a stream waits for an event recorded on another. */
+    int (*stream_new)(tocha_device *d, void **out);
+    void (*stream_destroy)(tocha_device *d, void *stream);
+    int (*stream_synchronize)(tocha_device *d, void *stream);
+    int (*stream_wait_event)(tocha_device *d, void *stream, void *event);
     int (*event_elapsed)(tocha_device *d, void *start, void *end, double *ms);
 } tocha_backend;
 
@@ -89,7 +95,13 @@ struct tocha_device {
     const tocha_backend *backend;
     void *context; /* CUcontext for cuda */
     tocha_memory_counters memory;
+    tocha_stream *stream; /* where launches, copies and events go; NULL: the default stream */
 };
+
+/* The backend handle of d's current stream (NULL for the default one). */
+void *tocha_device_stream_handle(const tocha_device *d);
+/* An event's backend handle, with its device and whether it was recorded (event.c). */
+void *tocha_event_parts(const tocha_event *e, tocha_device **device, bool *recorded);
 
 /* ---- memory.c ---- */
 /* A block of nbytes for a tensor on d, counted in d's memory figures. */

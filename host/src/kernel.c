@@ -287,7 +287,7 @@ int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t 
     void *fn = NULL;
     int st = function_for(k, d, &fn);
     if (st) return st;
-    st = d->backend->launch(d, fn, grid, block, shared_bytes, args);
+    st = d->backend->launch(d, fn, grid, block, shared_bytes, args, tocha_device_stream_handle(d));
     if (st == TOCHA_E_DRIVER) {
         /* What the device reports of a launch (an illegal address, a trap) names the kernel. */
         char *what = strdup(tocha_last_error());

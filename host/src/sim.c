@@ -159,9 +159,9 @@ static int sim_read(tocha_device *d, void *dst, uint64_t src, uint64_t n)
     return TOCHA_OK;
 }
 
-static int sim_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t n)
+static int sim_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t n, void *stream)
 {
-    (void)d;
+    (void)d, (void)stream;
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return TOCHA_OK;
 }
@@ -348,9 +348,9 @@ static int sim_threads(void)
 }
 
 static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3], const uint32_t block[3],
-                      uint32_t shared_bytes, void **args)
+                      uint32_t shared_bytes, void **args, void *stream)
 {
-    (void)d;
+    (void)d, (void)stream; /* work runs when it is queued, so every stream's order holds */
     /* The launch's dynamic shared memory is only its size here (dynamic_shared_bytes() in a
     ** kernel): a kernel that uses it has a path of its own for the simulator. */
     sim_job job = {.run = (sim_launcher)function, .args = args, .shared_bytes = shared_bytes};
@@ -410,9 +410,9 @@ static void sim_event_destroy(tocha_device *d, void *e)
     free(e);
 }
 
-static int sim_event_record(tocha_device *d, void *e)
+static int sim_event_record(tocha_device *d, void *e, void *stream)
 {
-    (void)d;
+    (void)d, (void)stream;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     *(double *)e = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
@@ -423,6 +423,33 @@ static int sim_event_elapsed(tocha_device *d, void *start, void *end, double *ms
 {
     (void)d;
     *ms = *(double *)end - *(double *)start;
+    return TOCHA_OK;
+}
+
+/* ---- streams: work runs when it is queued, so a stream is only its identity ---- */
+
+static int sim_stream_new(tocha_device *d, void **out)
+{
+    (void)d;
+    *out = malloc(1);
+    return *out ? TOCHA_OK : tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a stream");
+}
+
+static void sim_stream_destroy(tocha_device *d, void *stream)
+{
+    (void)d;
+    free(stream);
+}
+
+static int sim_stream_synchronize(tocha_device *d, void *stream)
+{
+    (void)d, (void)stream;
+    return TOCHA_OK;
+}
+
+static int sim_stream_wait_event(tocha_device *d, void *stream, void *event)
+{
+    (void)d, (void)stream, (void)event; /* the event's work is done already */
     return TOCHA_OK;
 }
 
@@ -442,6 +469,10 @@ static const tocha_backend sim_backend = {
     .event_destroy = sim_event_destroy,
     .event_record = sim_event_record,
     .event_elapsed = sim_event_elapsed,
+    .stream_new = sim_stream_new,
+    .stream_destroy = sim_stream_destroy,
+    .stream_synchronize = sim_stream_synchronize,
+    .stream_wait_event = sim_stream_wait_event,
 };
 
 void tocha_sim_init(tocha_device *d, int index)

@@ -113,7 +113,9 @@ int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
     if (dst->elem_type != src->elem_type)
         return tocha_fail(TOCHA_E_ARGUMENT, "src: dtype %s differs from dst's %s (use cast)",
                           tocha_dtype_name(src->elem_type), tocha_dtype_name(dst->elem_type));
-    if (dst->dev == src->dev) return dst->dev->backend->copy(dst->dev, dst->data, src->data, dst->bytes);
+    if (dst->dev == src->dev)
+        return dst->dev->backend->copy(dst->dev, dst->data, src->data, dst->bytes,
+                                       tocha_device_stream_handle(dst->dev));
     /* Between devices: through host memory, in pieces so that a huge tensor needs no huge
     ** buffer. The source's queue is drained first by the read itself (it is synchronous). */
     const uint64_t piece = (uint64_t)64 << 20;

@@ -113,6 +113,11 @@ function Event:elapsed(later)
   return ms[0]
 end
 
+-- Streams: tocha.stream([device]), tocha.current_stream([device]) (lua/tocha/stream.lua).
+local stream = require "tocha.stream"
+tocha.stream = stream.new
+tocha.current_stream = stream.current
+
 -- tocha.time(fn [, device]): runs fn once between two events; returns milliseconds.
 function tocha.time(fn, name)
   if type(fn) ~= "function" then raise("fn: expected a function, got " .. type(fn)) end
