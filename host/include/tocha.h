@@ -264,6 +264,22 @@ TOCHA_API int tocha_device_set_stream(tocha_device *device, tocha_stream *s);
 /* The device's current stream, NULL for its default one. */
 TOCHA_API tocha_stream *tocha_device_get_stream(tocha_device *device);
 
+/* ---- graphs ---- */
+
+/* Work captured once and replayed: the launches and copies queued on a stream between
+** capture_begin and capture_end are recorded, not run, and tocha_graph_replay runs them again,
+** on the same tensors, each time. During a capture the device refuses what would wait for it
+** or read it from the host (synchronizing, host transfers, event records) and a kernel not yet
+** loaded on it. cuda uses the driver's stream capture; sim records the work itself. */
+typedef struct tocha_graph tocha_graph;
+/* Starts a capture on s (a stream of tocha_stream_new), one capture at a time per device. */
+TOCHA_API int tocha_graph_capture_begin(tocha_stream *s);
+/* Ends s's capture; *out gets the graph. */
+TOCHA_API int tocha_graph_capture_end(tocha_stream *s, tocha_graph **out);
+/* Runs the graph's work on its device's current stream. */
+TOCHA_API int tocha_graph_replay(tocha_graph *g);
+TOCHA_API void tocha_graph_destroy(tocha_graph *g);
+
 /* ---- timing ---- */
 
 /* An event on device: a point in its queue of work (host clock on sim). */

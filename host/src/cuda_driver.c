@@ -40,6 +40,12 @@ static struct {
     CUresult (*stream_destroy)(CUstream);
     CUresult (*stream_synchronize)(CUstream);
     CUresult (*stream_wait_event)(CUstream, CUevent, unsigned int);
+    CUresult (*stream_begin_capture)(CUstream, CUstreamCaptureMode);
+    CUresult (*stream_end_capture)(CUstream, CUgraph *);
+    CUresult (*graph_instantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*graph_destroy)(CUgraph);
+    CUresult (*graph_launch)(CUgraphExec, CUstream);
+    CUresult (*graph_exec_destroy)(CUgraphExec);
     CUresult (*module_load_data)(CUmodule *, const void *);
     CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
     CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -97,7 +103,7 @@ static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out, bool *cac
                           (unsigned long long)nbytes);
     if (r != CUDA_SUCCESS) return driver_fail(r, "cuMemAlloc");
     if (padded > nbytes) {
-        r = cu.memset_d8_async(p + nbytes, 0, padded - nbytes, 0);
+        r = cu.memset_d8_async(p + nbytes, 0, padded - nbytes, (CUstream)tocha_device_stream_handle(d));
         if (r != CUDA_SUCCESS) {
             cu.mem_free(p);
             return driver_fail(r, "cuMemsetD8Async");
@@ -261,6 +267,44 @@ static int cuda_event_elapsed(tocha_device *d, void *start, void *end, double *m
     return TOCHA_OK;
 }
 
+/* Relaxed capture: tocha itself refuses, during a capture, what would wait for the device or
+** read it (tocha_refuse_during_capture), and allocating device memory stays allowed. */
+static int cuda_capture_begin(tocha_device *d, void *stream)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.stream_begin_capture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED),
+          "cuStreamBeginCapture");
+    return TOCHA_OK;
+}
+
+static int cuda_capture_end(tocha_device *d, void *stream, void **exec)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CUgraph graph = NULL;
+    CHECK(cu.stream_end_capture((CUstream)stream, &graph), "cuStreamEndCapture");
+    CUgraphExec e = NULL;
+    CUresult r = cu.graph_instantiate(&e, graph, 0);
+    cu.graph_destroy(graph);
+    if (r != CUDA_SUCCESS) return driver_fail(r, "cuGraphInstantiateWithFlags");
+    *exec = e;
+    return TOCHA_OK;
+}
+
+static int cuda_graph_launch(tocha_device *d, void *exec, void *stream)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.graph_launch((CUgraphExec)exec, (CUstream)stream), "cuGraphLaunch");
+    return TOCHA_OK;
+}
+
+static void cuda_graph_destroy(tocha_device *d, void *exec)
+{
+    if (use_context(d) == TOCHA_OK) cu.graph_exec_destroy((CUgraphExec)exec);
+}
+
 static const tocha_backend cuda_backend = {
     .alloc = cuda_alloc,
     .release = cuda_release,
@@ -281,6 +325,10 @@ static const tocha_backend cuda_backend = {
     .stream_destroy = cuda_stream_destroy,
     .stream_synchronize = cuda_stream_synchronize,
     .stream_wait_event = cuda_stream_wait_event,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
 };
 
 /* Resolves every entry point; false (with *why) if one is missing. */
@@ -313,6 +361,12 @@ static bool resolve(get_proc_fn get_proc, const char **why)
         ENTRY("cuStreamDestroy", stream_destroy),
         ENTRY("cuStreamSynchronize", stream_synchronize),
         ENTRY("cuStreamWaitEvent", stream_wait_event),
+        ENTRY("cuStreamBeginCapture", stream_begin_capture),
+        ENTRY("cuStreamEndCapture", stream_end_capture),
+        ENTRY("cuGraphInstantiateWithFlags", graph_instantiate),
+        ENTRY("cuGraphDestroy", graph_destroy),
+        ENTRY("cuGraphLaunch", graph_launch),
+        ENTRY("cuGraphExecDestroy", graph_exec_destroy),
         ENTRY("cuModuleLoadData", module_load_data),
         ENTRY("cuModuleGetFunction", module_get_function),
         ENTRY("cuLaunchKernel", launch_kernel),

@@ -121,6 +121,8 @@ int tocha_device_info_get(tocha_device *d, tocha_device_info *out)
 int tocha_device_synchronize(tocha_device *d)
 {
     if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
+    int st = tocha_refuse_during_capture(d, "synchronize");
+    if (st) return st;
     return d->backend->synchronize(d);
 }
 

@@ -40,8 +40,9 @@ void *tocha_event_parts(const tocha_event *e, tocha_device **device, bool *recor
 
 int tocha_event_record(tocha_event *e)
 {
-    int st =
-        e->device->backend->event_record(e->device, e->handle, tocha_device_stream_handle(e->device));
+    int st = tocha_refuse_during_capture(e->device, "record an event");
+    if (st) return st;
+    st = e->device->backend->event_record(e->device, e->handle, tocha_device_stream_handle(e->device));
     if (!st) e->recorded = true;
     return st;
 }

@@ -74,6 +74,12 @@ typedef struct tocha_backend {
     void (*stream_destroy)(tocha_device *d, void *stream);
     int (*stream_synchronize)(tocha_device *d, void *stream);
     int (*stream_wait_event)(tocha_device *d, void *stream, void *event);
+    /* Graph capture by the device itself (cuda's stream capture); NULL where tocha records
+    ** the work (sim). capture_end gives an executable graph that graph_launch runs. */
+    int (*capture_begin)(tocha_device *d, void *stream);
+    int (*capture_end)(tocha_device *d, void *stream, void **exec);
+    int (*graph_launch)(tocha_device *d, void *exec, void *stream);
+    void (*graph_destroy)(tocha_device *d, void *exec);
     int (*event_elapsed)(tocha_device *d, void *start, void *end, double *ms);
 } tocha_backend;
 
@@ -96,7 +102,29 @@ struct tocha_device {
     void *context; /* CUcontext for cuda */
     tocha_memory_counters memory;
     tocha_stream *stream; /* where launches, copies and events go; NULL: the default stream */
+    int capturing;        /* graph captures under way on the device's streams */
 };
+
+struct tocha_stream {
+    tocha_device *device;
+    void *handle;
+    tocha_graph *capture; /* the graph being captured on this stream, or NULL */
+};
+
+/* ---- graph.c ---- */
+/* An error naming what when a graph capture is under way on d (work that would wait for the
+** device or read it from the host cannot be recorded), else TOCHA_OK. */
+int tocha_refuse_during_capture(const tocha_device *d, const char *what);
+/* Whether d's current stream is capturing for a backend that cannot capture itself (sim):
+** then its launches and copies are recorded here instead of run. */
+bool tocha_graph_recording(const tocha_device *d);
+/* Records a launch (args[i] pointing at sizes[i] bytes) or a copy on d's capturing stream. */
+int tocha_graph_record_launch(tocha_device *d, void *function, const uint32_t grid[3],
+                              const uint32_t block[3], uint32_t shared_bytes, void **args,
+                              const uint8_t *sizes, int nargs);
+int tocha_graph_record_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t nbytes);
+/* Ends a capture whose stream is being destroyed, dropping what it recorded. */
+void tocha_graph_capture_abandon(tocha_stream *s);
 
 /* The backend handle of d's current stream (NULL for the default one). */
 void *tocha_device_stream_handle(const tocha_device *d);

@@ -33,6 +33,13 @@ typedef struct {
     char name[32];
 } param;
 
+/* The bytes of a launch argument for p: a device address, or the scalar. */
+static size_t param_size(const param *p)
+{
+    if (p->tensor) return sizeof(uint64_t);
+    return p->type == SCALAR_I32 || p->type == SCALAR_U32 || p->type == SCALAR_F32 ? 4 : 8;
+}
+
 struct tocha_kernel {
     char *entry_name;
     char *entry_source;
@@ -263,7 +270,8 @@ int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *binary_siz
     return TOCHA_OK;
 }
 
-/* The loaded entry function on d, building and loading it on first use. */
+/* The loaded entry function on d, building and loading it on first use (not during a graph
+** capture: loading a module is not work a graph can hold). */
 static int function_for(tocha_kernel *k, tocha_device *d, void **fn)
 {
     int i = d->index;
@@ -271,6 +279,11 @@ static int function_for(tocha_kernel *k, tocha_device *d, void **fn)
         *fn = k->functions[i];
         return TOCHA_OK;
     }
+    if (d->capturing)
+        return tocha_fail(TOCHA_E_ARGUMENT,
+                          "kernel %s: not loaded on %s before the graph capture began: launch it once "
+                          "before capturing",
+                          k->entry_name, d->name);
     char *unit = tocha_translation_unit(k->source, d->target, k->sim_launcher);
     if (!unit) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for kernel source");
     int st = tocha_cache_build(unit, d->target, &k->built[i]);
@@ -287,6 +300,11 @@ int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t 
     void *fn = NULL;
     int st = function_for(k, d, &fn);
     if (st) return st;
+    if (tocha_graph_recording(d)) {
+        uint8_t sizes[TOCHA_MAX_PARAMS];
+        for (int a = 0; a < k->nparams; a++) sizes[a] = (uint8_t)param_size(&k->params[a]);
+        return tocha_graph_record_launch(d, fn, grid, block, shared_bytes, args, sizes, k->nparams);
+    }
     st = d->backend->launch(d, fn, grid, block, shared_bytes, args, tocha_device_stream_handle(d));
     if (st == TOCHA_E_DRIVER) {
         /* What the device reports of a launch (an illegal address, a trap) names the kernel. */

@@ -6,11 +6,6 @@
 
 #include <stdlib.h>
 
-struct tocha_stream {
-    tocha_device *device;
-    void *handle;
-};
-
 int tocha_stream_new(tocha_device *d, tocha_stream **out)
 {
     if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
@@ -30,6 +25,7 @@ int tocha_stream_new(tocha_device *d, tocha_stream **out)
 void tocha_stream_destroy(tocha_stream *s)
 {
     if (!s) return;
+    if (s->capture) tocha_graph_capture_abandon(s);
     if (s->device->stream == s) s->device->stream = NULL;
     s->device->backend->stream_destroy(s->device, s->handle);
     free(s);
@@ -40,6 +36,8 @@ tocha_device *tocha_stream_device(const tocha_stream *s) { return s ? s->device 
 int tocha_stream_synchronize(tocha_stream *s)
 {
     if (!s) return tocha_fail(TOCHA_E_ARGUMENT, "stream: expected a stream, got NULL");
+    int st = tocha_refuse_during_capture(s->device, "synchronize");
+    if (st) return st;
     return s->device->backend->stream_synchronize(s->device, s->handle);
 }
 

@@ -89,6 +89,8 @@ int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbytes)
         return tocha_fail(TOCHA_E_ARGUMENT, "nbytes: the tensor holds %llu bytes, got %llu",
                           (unsigned long long)t->bytes, (unsigned long long)nbytes);
     if (!src) return tocha_fail(TOCHA_E_ARGUMENT, "src: expected host memory, got NULL");
+    st = tocha_refuse_during_capture(t->dev, "write a tensor from the host");
+    if (st) return st;
     return t->dev->backend->write(t->dev, t->data, src, nbytes);
 }
 
@@ -100,6 +102,8 @@ int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void
         return tocha_fail(TOCHA_E_ARGUMENT, "range: elements %lld..%lld are outside the tensor's %lld",
                           (long long)offset, (long long)(offset + count), (long long)t->count);
     if (!dst) return tocha_fail(TOCHA_E_ARGUMENT, "dst: expected host memory, got NULL");
+    st = tocha_refuse_during_capture(t->dev, "read a tensor to the host");
+    if (st) return st;
     uint64_t size = (uint64_t)tocha_dtype_size(t->elem_type);
     return t->dev->backend->read(t->dev, dst, t->data + (uint64_t)offset * size, (uint64_t)count * size);
 }
@@ -113,9 +117,15 @@ int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
     if (dst->elem_type != src->elem_type)
         return tocha_fail(TOCHA_E_ARGUMENT, "src: dtype %s differs from dst's %s (use cast)",
                           tocha_dtype_name(src->elem_type), tocha_dtype_name(dst->elem_type));
-    if (dst->dev == src->dev)
+    if (dst->dev == src->dev) {
+        if (tocha_graph_recording(dst->dev))
+            return tocha_graph_record_copy(dst->dev, dst->data, src->data, dst->bytes);
         return dst->dev->backend->copy(dst->dev, dst->data, src->data, dst->bytes,
                                        tocha_device_stream_handle(dst->dev));
+    }
+    st = tocha_refuse_during_capture(dst->dev, "copy between devices");
+    if (!st) st = tocha_refuse_during_capture(src->dev, "copy between devices");
+    if (st) return st;
     /* Between devices: through host memory, in pieces so that a huge tensor needs no huge
     ** buffer. The source's queue is drained first by the read itself (it is synchronous). */
     const uint64_t piece = (uint64_t)64 << 20;

@@ -118,6 +118,9 @@ local stream = require "tocha.stream"
 tocha.stream = stream.new
 tocha.current_stream = stream.current
 
+-- Graphs: tocha.graph(fn [, device]) (lua/tocha/graph.lua).
+tocha.graph = require("tocha.graph").capture
+
 -- tocha.time(fn [, device]): runs fn once between two events; returns milliseconds.
 function tocha.time(fn, name)
   if type(fn) ~= "function" then raise("fn: expected a function, got " .. type(fn)) end

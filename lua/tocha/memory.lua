@@ -74,6 +74,23 @@ function M.charge(dev, nbytes)
   debt[dev] = d
 end
 
+-- Tensors allocated on a device while a graph is captured, kept for as long as the graph.
+local keeping = {}
+
+-- M.keep_allocations(dev): starts keeping dev's new tensors; returns the list they go to.
+-- M.keep_allocations(dev, false): stops.
+function M.keep_allocations(dev, on)
+  if on == false then keeping[dev] = nil; return nil end
+  keeping[dev] = {}
+  return keeping[dev]
+end
+
+-- Called with each new tensor t on dev.
+function M.allocated(dev, t)
+  local list = keeping[dev]
+  if list then list[#list + 1] = t end
+end
+
 errors.name(M.stats, "memory.stats")
 errors.name(M.empty_cache, "memory.empty_cache")
 errors.name(M.reset_peak, "memory.reset_peak")

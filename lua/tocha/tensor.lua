@@ -100,7 +100,9 @@ local function alloc(shape, dtype_name, dev)
     st = C.tocha_tensor_new(dev.handle, id, #shape, dims, out)
   end
   check(st)
-  return ffi.gc(out[0], C.tocha_tensor_destroy)
+  local t = ffi.gc(out[0], C.tocha_tensor_destroy)
+  memory.allocated(dev, t)
+  return t
 end
 
 -- Reads the options table of a constructor: dtype (default f32), device (default device).
