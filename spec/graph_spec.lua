@@ -51,6 +51,21 @@ describe("graphs", function()
         for i = 1, 100 do assert.are.same(sevens, others[i]:to_table(true), "tensor " .. i) end
       end)
 
+      it("keep a block freed during the capture until it ends", function()
+        local x = input(6)
+        up:forward(x)
+        local before = tocha.memory.stats(device)
+        local g = tocha.graph(function()
+          local y = up:forward(x)
+          y:free()
+          local s = tocha.memory.stats(device)
+          assert.are.equal(before.frees, s.frees) -- not given back yet
+          return true
+        end, device)
+        assert.is_true(g.outputs[1])
+        assert.are.equal(before.frees + 1, tocha.memory.stats(device).frees)
+      end)
+
       it("replay on the current stream", function()
         local x = input(4)
         up:forward(x)

@@ -108,12 +108,11 @@ int tocha_graph_capture_end(tocha_stream *s, tocha_graph **out)
     tocha_graph *g = s->capture;
     s->capture = NULL;
     d->capturing--;
-    if (d->backend->capture_end) {
-        int st = d->backend->capture_end(d, s->handle, &g->exec);
-        if (st) {
-            tocha_graph_destroy(g);
-            return st;
-        }
+    int st = d->backend->capture_end ? d->backend->capture_end(d, s->handle, &g->exec) : TOCHA_OK;
+    if (!d->capturing) tocha_memory_release_deferred(d);
+    if (st) {
+        tocha_graph_destroy(g);
+        return st;
     }
     *out = g;
     return TOCHA_OK;

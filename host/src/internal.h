@@ -88,6 +88,9 @@ typedef struct tocha_memory_counters {
     atomic_ullong allocated, peak;
     atomic_llong allocations, frees, cache_hits;
     atomic_ullong held; /* a backend's own count of the bytes it holds (cuda) */
+    /* Blocks freed during a graph capture, given back when it ends: (address, bytes) pairs. */
+    uint64_t *deferred;
+    size_t n_deferred, cap_deferred;
 } tocha_memory_counters;
 
 struct tocha_device {
@@ -134,8 +137,12 @@ void *tocha_event_parts(const tocha_event *e, tocha_device **device, bool *recor
 /* ---- memory.c ---- */
 /* A block of nbytes for a tensor on d, counted in d's memory figures. */
 int tocha_memory_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out);
-/* Gives back a block of tocha_memory_alloc. */
+/* Gives back a block of tocha_memory_alloc; during a graph capture it is kept until the
+** capture ends (freeing device memory would wait for the device, and a recorded launch may
+** still name the block). */
 void tocha_memory_release(tocha_device *d, uint64_t ptr, uint64_t nbytes);
+/* Gives back the blocks freed during the capture that just ended on d. */
+void tocha_memory_release_deferred(tocha_device *d);
 
 /* ---- cuda_driver.c ---- */
 /* Loads the driver and fills devs with one device per GPU (at most cap). Returns the count,

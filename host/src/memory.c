@@ -3,6 +3,8 @@
 ** cache of freed blocks (sim: sim_blocks.c) says what is reserved. */
 #include "internal.h"
 
+#include <stdlib.h>
+
 int tocha_memory_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
 {
     bool cached = false;
@@ -19,9 +21,31 @@ int tocha_memory_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out)
 
 void tocha_memory_release(tocha_device *d, uint64_t ptr, uint64_t nbytes)
 {
+    tocha_memory_counters *m = &d->memory;
+    if (d->capturing) {
+        if (m->n_deferred + 2 > m->cap_deferred) {
+            size_t cap = m->cap_deferred ? 2 * m->cap_deferred : 32;
+            uint64_t *grown = realloc(m->deferred, cap * sizeof *grown);
+            if (grown) m->deferred = grown, m->cap_deferred = cap;
+        }
+        if (m->n_deferred + 2 <= m->cap_deferred) {
+            m->deferred[m->n_deferred++] = ptr;
+            m->deferred[m->n_deferred++] = nbytes;
+            return;
+        }
+        /* No host memory to keep it: give it back now, as without a capture. */
+    }
     d->backend->release(d, ptr, nbytes);
-    atomic_fetch_sub(&d->memory.allocated, nbytes);
-    atomic_fetch_add(&d->memory.frees, 1);
+    atomic_fetch_sub(&m->allocated, nbytes);
+    atomic_fetch_add(&m->frees, 1);
+}
+
+void tocha_memory_release_deferred(tocha_device *d)
+{
+    tocha_memory_counters *m = &d->memory;
+    size_t n = m->n_deferred;
+    m->n_deferred = 0;
+    for (size_t i = 0; i + 1 < n; i += 2) tocha_memory_release(d, m->deferred[i], m->deferred[i + 1]);
 }
 
 int tocha_memory_stats_get(tocha_device *d, tocha_memory_stats *out)
