@@ -126,12 +126,24 @@ def main(out, title, baseline):
                  ("write_only_pct_copy", "16-byte write-only stream, % of copy"),
                  ("read_only_pct_copy", "16-byte read-only stream, % of copy"),
                  ("forward_call_us", "one small forward call from Lua (1x16x32x32), us"),
-                 ("forward_call_host_us", "the same, host side only, us"),
+                 ("forward_call_host_us", "the same into a given output, host side only, us"),
+                 ("forward_alloc_call_host_us", "the same with a new output each call, host side only, us"),
                  ("driver_launch_us", "the driver alone: cuLaunchKernel of an empty kernel, us"),
+                 ("chain_direct_launch_us", "a chain of 100 of those launches, one call each: us per launch"),
+                 ("chain_graph_launch_us", "the chain replayed as a graph: us per launch"),
                  ("cold_build_ms", "cold kernel build to first launch, ms"),
                  ("warm_first_launch_ms", "warm (disk cache) new() to first launch, ms")]
-    lines += ["", "| host measure | value |", "| --- | --- |"]
-    lines += [f"| {text} | {host[k]:.2f} |" for k, text in host_rows if k in host]
+    torch_host = {}
+    torch_host_path = os.path.join(out, "torch_host.csv")
+    if os.path.exists(torch_host_path):
+        for r in read(torch_host_path):
+            try:
+                torch_host[r["measure"]] = float(r["value"])
+            except ValueError:
+                pass
+    lines += ["", "| host measure | tocha | PyTorch |", "| --- | --- | --- |"]
+    lines += [f"| {text} | {host[k]:.2f} | " + (f"{torch_host[k]:.2f}" if k in torch_host else "-") + " |"
+              for k, text in host_rows if k in host]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     plot(out, title, ours, theirs)

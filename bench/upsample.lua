@@ -14,8 +14,9 @@
 -- Writes DIR/tocha.csv (the cases' times, each beside a device copy that moves the same bytes,
 -- timed the same way), DIR/cases.csv (for bench/upsample_torch.py) and
 -- DIR/host.csv (copy and stream bandwidths, the launch floor, the host cost of a small launch
--- with its host part alone and the driver's own cost of the same launch on cuda
--- (bench/launch_floor.lua), cold and warm build times).
+-- with its host part alone, with a new output each call, and the driver's own cost of the same
+-- launch on cuda (bench/launch_floor.lua); a chain of 100 such launches called one by one and
+-- replayed as a graph; cold and warm build times).
 -- --blocks times every block width for each case, with a progress bar on a terminal.
 -- --only keeps the cases whose label ("shapes forward f16 nhwc neck 640 P5 b16") matches a Lua
 -- pattern.
@@ -337,8 +338,25 @@ do -- one small forward call from Lua: 20,000 calls, synchronized once
     end
     return spent * 1e3 / n
   end
-  host[#host + 1] = { "forward_call_host_us",
-    us_per_call(function() up:forward(x, y) end, function() tocha.synchronize(device) end) }
+  local function sync() tocha.synchronize(device) end
+  host[#host + 1] = { "forward_call_host_us", us_per_call(function() up:forward(x, y) end, sync) }
+  -- The same call as scripts write it, a new output each time (dropped: the collector and the
+  -- cache of freed blocks at work).
+  host[#host + 1] = { "forward_alloc_call_host_us", us_per_call(function() up:forward(x) end, sync) }
+  -- A chain of 100 of these launches, one call at a time and replayed as a captured graph:
+  -- wall time per launch, each round of 100 drained.
+  local chain = 100
+  local function per_launch(round)
+    local rounds = 50
+    round()
+    sync()
+    local t1 = now_ms()
+    for _ = 1, rounds do round() sync() end
+    return (now_ms() - t1) * 1e3 / (rounds * chain)
+  end
+  host[#host + 1] = { "chain_direct_launch_us", per_launch(function() for _ = 1, chain do up:forward(x, y) end end) }
+  local g = tocha.graph(function() for _ = 1, chain do up:forward(x, y) end end, device.name)
+  host[#host + 1] = { "chain_graph_launch_us", per_launch(function() g:replay() end) }
   if device.kind == "cuda" then
     local launch, sync, close = require("bench.launch_floor").empty_launch()
     if launch then
@@ -378,5 +396,5 @@ do -- builds: cold (no cache) and warm (disk cache) to the first launch, each in
   os.execute("rm -rf '" .. dir .. "'")
 end
 write_csv(opts.out .. "/host.csv", { "measure", "value" }, host)
-for _, h in ipairs(host) do print(("%-22s %.3f"):format(h[1], h[2])) end
+for _, h in ipairs(host) do print(("%-28s %.3f"):format(h[1], h[2])) end
 print("wrote " .. opts.out .. "/tocha.csv, cases.csv, host.csv")

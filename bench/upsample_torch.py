@@ -6,12 +6,14 @@ Reads DIR/cases.csv, writes DIR/torch.csv with the columns of DIR/tocha.csv: for
 F.interpolate(mode="nearest"), backward aten.upsample_nearest2d_backward, on NCHW tensors or,
 for the NHWC cases, on tensors in torch.channels_last (PyTorch's NHWC); each the median of
 device-event times over 50 launches after a warm-up, two input/output sets in turn. Also
-writes DIR/torch_host.csv: PyTorch's version, its copy bandwidth, and its launch floor (one
-torch.cuda._sleep(0), an empty kernel, between events, timed as the cases are).
+writes DIR/torch_host.csv: PyTorch's version, its copy bandwidth, its launch floor (one
+torch.cuda._sleep(0), an empty kernel, between events, timed as the cases are), and the host
+costs bench/upsample.lua measures for tocha (host_costs).
 """
 import csv
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -94,6 +96,59 @@ def main(out):
         writer.writerow(["torch_version", torch.__version__])
         writer.writerow(["copy_gbps", f"{copy:.6g}"])
         writer.writerow(["launch_floor_us", f"{1e3 * time_launches(lambda k: torch.cuda._sleep(0), 200):.6g}"])
+        for name, value in host_costs().items():
+            writer.writerow([name, f"{value:.6g}"])
+
+
+def host_costs():
+    """The host measures bench/upsample.lua takes, for PyTorch: a small forward (1x16x32x32,
+    2x2) into a given output and with a new one each call, microseconds of host time per call
+    in drained batches of 250; a chain of 100 such launches called one by one and replayed as a
+    CUDA graph, wall time per launch over rounds of 100, each drained."""
+    x = torch.rand((1, 16, 32, 32), device="cuda")
+    y = torch.empty((1, 16, 64, 64), device="cuda")
+
+    def into():
+        torch.ops.aten.upsample_nearest2d.out(x, [64, 64], None, None, out=y)
+
+    def alloc():
+        F.interpolate(x, scale_factor=(2, 2), mode="nearest")
+
+    def per_call(call, n=20000):
+        spent = 0.0
+        for _ in range(n // 250):
+            t0 = time.perf_counter()
+            for _ in range(250):
+                call()
+            spent += time.perf_counter() - t0
+            torch.cuda.synchronize()
+        return spent * 1e6 / n
+
+    def per_launch(round_, chain=100, rounds=50):
+        round_()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            round_()
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e6 / (rounds * chain)
+
+    def chain():
+        for _ in range(100):
+            into()
+
+    out = {"forward_call_host_us": per_call(into), "forward_alloc_call_host_us": per_call(alloc),
+           "chain_direct_launch_us": per_launch(chain)}
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up off the default stream, as capture asks
+        chain()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        chain()
+    out["chain_graph_launch_us"] = per_launch(graph.replay)
+    return out
 
 
 if __name__ == "__main__":

@@ -40,7 +40,11 @@ local function made_up_run(dir)
   write(dir .. "/torch.csv", table.concat(theirs, "\n") .. "\n")
   -- copy 4000 GB/s (so 16 MB takes 4.19 us), launch floor 5 us
   write(dir .. "/host.csv", "measure,value\ncopy_gbps,4000\nlaunch_floor_us,5\nwrite_only_pct_copy,101.5\n" ..
-    "read_only_pct_copy,103\nforward_call_us,4.5\ncold_build_ms,300\n")
+    "read_only_pct_copy,103\nforward_call_us,4.5\nforward_alloc_call_host_us,5\nchain_graph_launch_us,1.25\n" ..
+    "cold_build_ms,300\n")
+  -- PyTorch's host measures: its version (not a number) and two of tocha's measures
+  write(dir .. "/torch_host.csv", "measure,value\ntorch_version,2.11.0\nforward_alloc_call_host_us,11.2\n" ..
+    "chain_graph_launch_us,2.5\n")
 end
 
 -- Runs bench/report.py on dir (with extra arguments) and returns its report.md; the run must succeed.
@@ -120,8 +124,10 @@ describe("bench/report.py", function()
   end)
 
   it("tables the host measures and draws the plot", function()
-    has(report, "| one small forward call from Lua (1x16x32x32), us | 4.50 |")
-    has(report, "| cold kernel build to first launch, ms | 300.00 |")
+    has(report, "| one small forward call from Lua (1x16x32x32), us | 4.50 | - |")
+    has(report, "| the same with a new output each call, host side only, us | 5.00 | 11.20 |")
+    has(report, "| the chain replayed as a graph: us per launch | 1.25 | 2.50 |")
+    has(report, "| cold kernel build to first launch, ms | 300.00 | - |")
     assert.are.equal("\137PNG\r\n\26\n", png:sub(1, 8))
     assert.is_true(#png > 1000)
   end)
