@@ -358,12 +358,12 @@ do -- one small forward call from Lua: 20,000 calls, synchronized once
   local g = tocha.graph(function() for _ = 1, chain do up:forward(x, y) end end, device.name)
   host[#host + 1] = { "chain_graph_launch_us", per_launch(function() g:replay() end) }
   if device.kind == "cuda" then
-    local launch, sync, close = require("bench.launch_floor").empty_launch()
+    local launch, driver_sync, close = require("bench.launch_floor").empty_launch()
     if launch then
-      host[#host + 1] = { "driver_launch_us", us_per_call(launch, sync) }
+      host[#host + 1] = { "driver_launch_us", us_per_call(launch, driver_sync) }
       close()
     else
-      io.stderr:write("launch floor not measured: ", sync, "\n")
+      io.stderr:write("launch floor not measured: ", driver_sync, "\n")
     end
   end
 end
