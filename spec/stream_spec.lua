@@ -55,6 +55,38 @@ describe("streams", function()
         assert.are.same(want, z:to_table(true)) -- a host read sees the stream's work
       end)
 
+      it("take {stream = s} on forward, backward, run and launch_packed, and refuse other options", function()
+        local up = tocha.UpsampleNearest2dForward.new(2, 2, 64)
+        local x = tocha.rand({ 1, 2, 3, 4 }, { device = device, seed = 9 })
+        local want_y = up:forward(x):to_table(true)
+        local dy = tocha.rand({ 1, 2, 6, 8 }, { device = device, seed = 10 })
+        local want_dx = up:backward(x, dy):to_table(true)
+        local s = tocha.stream(device)
+        local opts = { stream = s }
+        assert.are.same(want_y, up:forward(x, nil, opts):to_table(true))
+        assert.are.same(want_dx, up:backward(x, dy, nil, opts):to_table(true))
+        assert.are.same(want_dx, up.backward_kernel:run(dy, nil, opts):to_table(true))
+        local y = tocha.empty({ 1, 2, 6, 8 }, { device = device }):fill(-1)
+        tocha.launch_packed(up.kernel, device, up:grid(y:shape()), up:block(), up:pack_args({ x }, {}, y), opts)
+        assert.are.same(want_y, y:to_table(true))
+        assert.is_nil(tocha.current_stream(device))
+        for _, case in ipairs({
+          { { stream = 5 }, "options.stream: expected a stream, got number" },
+          { { strem = s }, "options: unknown option 'strem' (expected stream)" },
+          { 7, "options: expected a table {stream=}, got number" },
+        }) do
+          local ok, message = pcall(up.forward, up, x, nil, case[1])
+          assert.is_false(ok)
+          assert.truthy(message:find("tocha.UpsampleNearest2dForward:forward: " .. case[2], 1, true), message)
+        end
+        if device ~= "sim" then
+          local ok, message = pcall(up.forward, up, x, nil, { stream = tocha.stream("sim") })
+          assert.is_false(ok)
+          assert.truthy(message:find("options.stream: the stream is on sim, the work on " .. tocha.device(device).name,
+            1, true), message)
+        end
+      end)
+
       it("order through events: a stream that waits sees the other stream's writes", function()
         local k = tocha.kernel { source = SLOW, name = "slow_fill", params = "f32* x, i64 n, f32 v, i32 spins" }
         local n = 2 ^ 20

@@ -44,6 +44,24 @@ local function set(dev, s)
   current[dev] = s
 end
 
+-- The stream an options table names ({stream = s}) for work on dev (a device table), or nil
+-- when it names none; raises for anything else, and for a stream of another device (whose
+-- being current would leave dev's work on dev's default stream).
+function M.option(opts, dev)
+  if opts == nil then return nil end
+  if type(opts) ~= "table" then raise("options: expected a table {stream=}, got " .. type(opts)) end
+  for k in pairs(opts) do
+    if k ~= "stream" then raise(("options: unknown option '%s' (expected stream)"):format(tostring(k))) end
+  end
+  local s = opts.stream
+  if s == nil then return nil end
+  if not is_stream(s) then raise("options.stream: expected a stream, got " .. type(s)) end
+  if s.device ~= dev then
+    raise(("options.stream: the stream is on %s, the work on %s"):format(s.device.name, dev.name))
+  end
+  return s
+end
+
 -- s:use(fn, ...): runs fn(...) with s the device's current stream; returns what fn returns.
 function Stream:use(fn, ...)
   if type(fn) ~= "function" then raise("fn: expected a function, got " .. type(fn)) end

@@ -21,6 +21,7 @@ local tensor = require "tocha.tensor"
 local kernel = require "tocha.kernel"
 local tuning = require "tocha.upsample_tuning"
 local errors = require "tocha.errors"
+local stream = require "tocha.stream"
 local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
@@ -143,8 +144,28 @@ function Backward.new(scale_h, scale_w, block_iw, dtype_name, opts)
   return describe(h, Backward, "block_iw")
 end
 
--- k:run(dy [, dx]): dx = the gradient for dy, its H and W those of dy over the scales.
-function Backward:run(dy, dx)
+-- k:run(dy [, dx [, opts]]): dx = the gradient for dy, its H and W those of dy over the
+-- scales. opts.stream: the stream to queue it on (else the current one).
+-- Runs fn(...) on the stream opts names ({stream = s}), or on the current one; like is the
+-- tensor whose device the work is on.
+local function on_stream(opts, like, fn, ...)
+  -- (where like is no tensor, fn raises that first)
+  local s = opts ~= nil and tensor.is_tensor(like) and stream.option(opts, device.wrap(like.dev))
+  if s then
+    local r = s:use(fn, ...)
+    return r
+  end
+  local r = fn(...)
+  return r
+end
+
+local run_backward
+function Backward:run(dy, dx, opts)
+  local r = on_stream(opts, dy, run_backward, self, dy, dx)
+  return r
+end
+
+run_backward = function(self, dy, dx)
   need_tensor(dy, self.layout, "dy")
   if dx == nil then
     local h = H_AXIS[self.layout]
@@ -189,8 +210,15 @@ function Forward.new(scale_h, scale_w, block_ow, dtype_name, block_iw, opts)
   return self
 end
 
--- up:forward(x [, y]): y = upsample(x); y is allocated on x's device when not given.
-function Forward:forward(x, y)
+-- up:forward(x [, y [, opts]]): y = upsample(x); y is allocated on x's device when not given.
+-- opts.stream: the stream to queue it on (else the current one).
+local run_forward, run_gradient
+function Forward:forward(x, y, opts)
+  local r = on_stream(opts, x, run_forward, self, x, y)
+  return r
+end
+
+run_forward = function(self, x, y)
   if y == nil then
     need_tensor(x, self.layout, "x")
     y = same_device_alloc(output_shape_of(self, x), x)
@@ -201,8 +229,13 @@ function Forward:forward(x, y)
   return y
 end
 
--- up:backward(x, dy [, dx]): dx, the gradient for dy, shaped like x.
-function Forward:backward(x, dy, dx)
+-- up:backward(x, dy [, dx [, opts]]): dx, the gradient for dy, shaped like x; opts as forward's.
+function Forward:backward(x, dy, dx, opts)
+  local r = on_stream(opts, dy, run_gradient, self, x, dy, dx)
+  return r
+end
+
+run_gradient = function(self, x, dy, dx)
   if dx == nil then
     need_tensor(x, self.layout, "x")
     dx = same_device_alloc({ tonumber(x.dims[0]), tonumber(x.dims[1]), tonumber(x.dims[2]),
@@ -524,7 +557,12 @@ local function launch_dims(v, what)
   end
   return out
 end
-function M.launch_packed(k, dev, grid, block, args)
+function M.launch_packed(k, dev, grid, block, args, opts)
+  local s = opts ~= nil and stream.option(opts, device.get(dev))
+  if s then
+    s:use(M.launch_packed, k, dev, grid, block, args)
+    return
+  end
   if getmetatable(k) ~= kernel.Kernel then raise("kernel: expected a tocha kernel (up.kernel), got " .. type(k)) end
   if type(args) ~= "table" then raise("args: expected a list of packed arguments, got " .. type(args)) end
   local n = 0
