@@ -118,6 +118,9 @@ local stream = require "tocha.stream"
 tocha.stream = stream.new
 tocha.current_stream = stream.current
 
+-- Models: tocha.Model(inputs, outputs), tocha.Model.input, .node, .op (lua/tocha/model.lua).
+tocha.Model = require "tocha.model"
+
 -- Graphs: tocha.graph(fn [, device]) (lua/tocha/graph.lua).
 tocha.graph = require("tocha.graph").capture
 

@@ -585,6 +585,10 @@ function M.launch_packed(k, dev, grid, block, args, opts)
   check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
 end
 
+-- up(node, ...): the node of this op in a tocha.Model graph.
+Forward.__call = function(self, ...) return require("tocha.model").node(self, ...) end
+Forward.kind = "upsample"
+
 local CONSTRUCTORS = { new = true, default_block = true }
 errors.methods(Backward, "UpsampleNearest2dBackward:", function(k) return getmetatable(k) == Backward end, CONSTRUCTORS)
 errors.name(Backward.new, "UpsampleNearest2dBackward.new")

@@ -1,0 +1,284 @@
+-- tocha.Model: a DAG of RuntimeOps, built from Lua in the manner of Torch7's nngraph, loaded
+-- for a batch size and run forward with buffers planned by liveness.
+--
+--   local x = tocha.Model.input({ -1, 16, 20, 20 })   -- -1: the batch, given at load
+--   local up = tocha.UpsampleNearest2dForward.new(2, 2)
+--   local y = up(x)                                    -- calling an op on nodes makes a node
+--   local m = tocha.Model({ x }, { y })
+--   m:load(8)                                          -- shapes checked, buffers planned
+--   local out = m:forward({ xt })                      -- out[1]: y's tensor
+--
+-- An op is anything with the RuntimeOp methods the forward needs: compute_concrete_output_shape
+-- (input shapes -> output shape), grid(output shape), block(), pack_args(inputs, params,
+-- output, output shape) and a `kernel` to launch with the packed arguments, and a `dtype`
+-- (its output's). tocha's upsample kernels are such ops; tocha.Model.op builds one from Lua
+-- functions around a tocha.kernel.
+--
+-- Buffers: each intermediate node's output lives in a block of the model's storage; once the
+-- last node that reads it has run, its block serves a later node (best fit by size). The
+-- model's outputs are tensors of their own, and m:forward returns them: the next forward
+-- overwrites them (clone what must be kept).
+local tensor = require "tocha.tensor"
+local device = require "tocha.device"
+local dtype = require "tocha.dtype"
+local errors = require "tocha.errors"
+local raise = errors.raise
+
+local M = {}
+
+local Node = {}
+Node.__index = Node
+Node.__tostring = function(n) return "tocha.Model node " .. n.name end
+
+local Model = {}
+Model.__index = Model
+
+local next_id = 0
+local function new_node(fields)
+  next_id = next_id + 1
+  fields.id = next_id
+  return setmetatable(fields, Node)
+end
+
+local function is_node(v) return getmetatable(v) == Node end
+
+-- A readable kind for an op: its class name where it has one.
+local function op_kind(op) return type(op.kind) == "string" and op.kind or "op" end
+
+-- tocha.Model.input(shape [, opts]): an input node; shape's first size may be -1 (the batch).
+-- opts: dtype (default f32), name.
+function M.input(shape, opts)
+  if type(shape) ~= "table" or #shape == 0 then raise("shape: expected a list of sizes, got " .. type(shape)) end
+  for i, s in ipairs(shape) do
+    if type(s) ~= "number" or s ~= math.floor(s) or (s < 1 and not (s == -1 and i == 1)) then
+      raise(("shape[%d]: expected a positive integer (or -1 for the batch, first), got %s"):format(i, tostring(s)))
+    end
+  end
+  opts = opts or {}
+  if type(opts) ~= "table" then raise("options: expected a table {dtype=, name=}, got " .. type(opts)) end
+  local dt = opts.dtype or "f32"
+  dtype.id(dt)
+  local copy = {}
+  for i, s in ipairs(shape) do copy[i] = s end
+  local node = new_node { shape = copy, dtype = dt, inputs = {} }
+  node.name = opts.name or ("input %d"):format(node.id)
+  return node
+end
+
+-- tocha.Model.node(op, inputs...): the node of op applied to the given nodes (also op(inputs...)
+-- for tocha's ops).
+function M.node(op, ...)
+  if type(op) ~= "table" or type(op.compute_concrete_output_shape) ~= "function" then
+    raise("op: expected an op (RuntimeOp methods), got " .. type(op))
+  end
+  local inputs = { ... }
+  local n = select("#", ...)
+  if n == 0 then raise("inputs: an op needs at least one input node") end
+  for i = 1, n do
+    if not is_node(inputs[i]) then raise(("inputs[%d]: expected a node, got %s"):format(i, type(inputs[i]))) end
+  end
+  local node = new_node { op = op, inputs = inputs }
+  node.name = ("%s %d"):format(op_kind(op), node.id)
+  return node
+end
+
+-- tocha.Model.op{kernel =, dtype =, output_shape = function(input_shapes) ... end,
+-- grid = function(output_shape) ... end, block = {x, y, z} or number,
+-- args = function(input_addresses, output_address, input_shapes, output_shape) ... end [, name =]}:
+-- a RuntimeOp whose methods are these Lua functions around a tocha.kernel.
+local LuaOp = {}
+LuaOp.__index = LuaOp
+LuaOp.__call = function(op, ...) return M.node(op, ...) end
+
+function M.op(spec)
+  if type(spec) ~= "table" then raise("spec: expected a table, got " .. type(spec)) end
+  for _, key in ipairs({ "output_shape", "grid", "args" }) do
+    if type(spec[key]) ~= "function" then raise(("spec.%s: expected a function, got %s"):format(key, type(spec[key]))) end
+  end
+  if type(spec.kernel) ~= "table" or type(spec.kernel.launch) ~= "function" then
+    raise("spec.kernel: expected a tocha.kernel, got " .. type(spec.kernel))
+  end
+  local dt = spec.dtype or "f32"
+  dtype.id(dt)
+  local block = spec.block or 128
+  if type(block) == "number" then block = { block, 1, 1 } end
+  if type(block) ~= "table" then raise("spec.block: expected a number or {x, y, z}, got " .. type(block)) end
+  return setmetatable({ kernel = spec.kernel, dtype = dt, kind = spec.name or "op", spec = spec,
+    block_dims = block }, LuaOp)
+end
+
+function LuaOp:compute_concrete_output_shape(shapes) return self.spec.output_shape(shapes) end
+function LuaOp:grid(output_shape) return self.spec.grid(output_shape) end
+function LuaOp:block() return self.block_dims end
+function LuaOp:pack_args(inputs, _, output, output_shape)
+  local addresses, shapes = {}, {}
+  for i, item in ipairs(inputs) do addresses[i], shapes[i] = item[1], item[2] end
+  return self.spec.args(addresses, output, shapes, output_shape)
+end
+
+-- The nodes that outputs depend on, inputs first, in an order where each comes after its
+-- inputs; raises for a cycle and for a leaf that is not one of the model's inputs.
+local function order_of(inputs, outputs)
+  local is_input = {}
+  for _, n in ipairs(inputs) do is_input[n] = true end
+  local order, state = {}, {}
+  local function visit(n, from)
+    if state[n] == "done" then return end
+    if state[n] == "open" then raise(("outputs: the graph has a cycle through %s"):format(n.name)) end
+    state[n] = "open"
+    if not n.op then
+      if not is_input[n] then
+        raise(("outputs: %s reads %s, which is not one of the model's inputs"):format(from and from.name or "an output", n.name))
+      end
+    end
+    for _, i in ipairs(n.inputs) do visit(i, n) end
+    state[n] = "done"
+    order[#order + 1] = n
+  end
+  for _, n in ipairs(outputs) do visit(n, nil) end
+  return order
+end
+
+-- tocha.Model(inputs, outputs): a model from lists of nodes.
+function M.new(inputs, outputs)
+  for _, list in ipairs({ { inputs, "inputs" }, { outputs, "outputs" } }) do
+    if type(list[1]) ~= "table" or #list[1] == 0 then raise(list[2] .. ": expected a list of nodes") end
+    for i, n in ipairs(list[1]) do
+      if not is_node(n) then raise(("%s[%d]: expected a node, got %s"):format(list[2], i, type(n))) end
+    end
+  end
+  for i, n in ipairs(inputs) do
+    if n.op then raise(("inputs[%d]: %s is not an input node (tocha.Model.input)"):format(i, n.name)) end
+  end
+  local order = order_of(inputs, outputs)
+  return setmetatable({ inputs = inputs, outputs = outputs, order = order }, Model)
+end
+
+local function shape_text(s) return "[" .. table.concat(s, ", ") .. "]" end
+
+local function numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+
+-- m:load(batch_size [, device]): the concrete shape of every node, and the buffers, allocated
+-- on the device (default: the default device). Returns m.
+function Model:load(batch, name)
+  if type(batch) ~= "number" or batch ~= math.floor(batch) or batch < 1 then
+    raise("batch_size: expected a positive integer, got " .. tostring(batch))
+  end
+  local dev = device.get(name)
+  local shape, dt = {}, {}
+  for _, n in ipairs(self.order) do
+    if not n.op then
+      local s = {}
+      for i, v in ipairs(n.shape) do s[i] = v == -1 and batch or v end
+      shape[n], dt[n] = s, n.dtype
+    else
+      local ins = {}
+      for i, input in ipairs(n.inputs) do
+        ins[i] = shape[input]
+        local want = n.op.dtype or "f32"
+        if dt[input] ~= want then
+          raise(("%s: input %d (%s) is %s, the op takes %s"):format(n.name, i, input.name, dt[input], want))
+        end
+      end
+      local ok, out = pcall(n.op.compute_concrete_output_shape, n.op, ins)
+      if not ok then
+        local shapes_text = {}
+        for i, s in ipairs(ins) do shapes_text[i] = shape_text(s) end
+        raise(("%s: inputs %s: %s"):format(n.name, table.concat(shapes_text, ", "), tostring(out):gsub("^tocha[^:]*: ", "")))
+      end
+      shape[n], dt[n] = out, n.op.dtype or "f32"
+    end
+  end
+  -- Liveness: the position of each node's last reader.
+  local last = {}
+  for i, n in ipairs(self.order) do
+    for _, input in ipairs(n.inputs) do last[input] = math.max(last[input] or 0, i) end
+  end
+  local is_output = {}
+  for _, n in ipairs(self.outputs) do is_output[n] = true end
+  local free, buffer, result = {}, {}, {}
+  local blocks, held, without_reuse = 0, 0, 0
+  for i, n in ipairs(self.order) do
+    if n.op and is_output[n] then
+      result[n] = tensor.alloc(shape[n], dt[n], dev)
+      buffer[n] = { tensor = result[n] }
+    elseif n.op then
+      local bytes = numel(shape[n]) * dtype.size(dt[n])
+      local best
+      for k, b in ipairs(free) do
+        if b.bytes >= bytes and (not best or b.bytes < free[best].bytes) then best = k end
+      end
+      if best then
+        buffer[n] = table.remove(free, best)
+      else
+        buffer[n] = { bytes = bytes, tensor = tensor.alloc({ bytes }, "u8", dev) }
+        blocks, held = blocks + 1, held + bytes
+      end
+      without_reuse = without_reuse + bytes
+    end
+    -- The blocks whose last reader this node is serve the nodes after it.
+    for _, input in ipairs(n.inputs) do
+      if last[input] == i and buffer[input] and not is_output[input] then free[#free + 1] = buffer[input] end
+    end
+  end
+  self.device, self.batch, self.shape, self.dtype, self.buffer, self.result = dev, batch, shape, dt, buffer, result
+  -- What the intermediates hold: blocks and bytes with reuse, and the bytes without it.
+  self.plan = { blocks = blocks, bytes = held, without_reuse_bytes = without_reuse }
+  return self
+end
+
+-- m:forward(inputs): runs the model on the list of input tensors (in the order of the model's
+-- inputs, each of its node's concrete shape and dtype, on the model's device); returns the
+-- list of output tensors (the model's buffers, shaped as the outputs).
+function Model:forward(inputs)
+  if not self.shape then raise("self: the model is not loaded: call m:load(batch_size) first") end
+  if type(inputs) ~= "table" then raise("inputs: expected a list of tensors, got " .. type(inputs)) end
+  if #inputs ~= #self.inputs then
+    raise(("inputs: expected %d tensors, got %d"):format(#self.inputs, #inputs))
+  end
+  local at = {}
+  for i, node in ipairs(self.inputs) do
+    local t = inputs[i]
+    local what = ("inputs[%d] (%s)"):format(i, node.name)
+    if not tensor.is_tensor(t) then raise(("%s: expected a tensor, got %s"):format(what, type(t))) end
+    if t.freed ~= 0 then raise(what .. ": tensor was freed") end
+    local s = t:shape()
+    if shape_text(s) ~= shape_text(self.shape[node]) then
+      raise(("%s: expected shape %s, got %s"):format(what, shape_text(self.shape[node]), shape_text(s)))
+    end
+    if t:dtype() ~= self.dtype[node] then
+      raise(("%s: expected dtype %s, got %s"):format(what, self.dtype[node], t:dtype()))
+    end
+    if device.wrap(t.dev) ~= self.device then
+      raise(("%s: the tensor is on %s, the model on %s"):format(what, device.wrap(t.dev).name, self.device.name))
+    end
+    at[node] = t.data
+  end
+  local launch = require("tocha").launch_packed
+  for _, n in ipairs(self.order) do
+    if n.op then
+      local ins = {}
+      for i, input in ipairs(n.inputs) do ins[i] = { at[input], self.shape[input] } end
+      local out = self.buffer[n].tensor.data
+      local out_shape = self.shape[n]
+      local args = n.op:pack_args(ins, {}, out, out_shape)
+      launch(n.op.kernel, self.device, n.op:grid(out_shape), n.op:block(), args)
+      at[n] = out
+    end
+  end
+  local results = {}
+  for i, n in ipairs(self.outputs) do results[i] = self.result[n] or self.buffer[n].tensor end
+  return results
+end
+
+setmetatable(M, { __call = function(_, inputs, outputs) return M.new(inputs, outputs) end })
+errors.name(M.input, "Model.input")
+errors.name(M.node, "Model.node")
+errors.name(M.op, "Model.op")
+errors.name(M.new, "Model")
+errors.methods(Model, "Model:", function(m) return getmetatable(m) == Model end)
+return M

@@ -1,0 +1,158 @@
+-- tocha.Model: DAGs of RuntimeOps (tocha's upsample, and ops written in Lua around a
+-- tocha.kernel) loaded for a batch size and run forward with buffers planned by liveness; the
+-- graph's errors named by node. On sim and, tagged #gpu, on cuda.
+local tocha = require "tocha"
+local ref = require "support.reference"
+local up_ref = require "support.upsample_reference"
+
+local Model = tocha.Model
+
+-- The message of fn(...)'s error; fails when it returns.
+local function error_of(fn, ...)
+  local ok, message = pcall(fn, ...)
+  assert.is_false(ok, "expected an error")
+  return message
+end
+
+local function numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+
+-- Lua ops: y = a * x (one input) and y = x1 + x2 (two inputs, same shape).
+local SCALE = [[
+__device__ void scale_by(const float *x, float *y, long long n, float a) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i];
+}]]
+local ADD = [[
+__device__ void add2(const float *a, const float *b, float *y, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a[i] + b[i];
+}]]
+local scale_kernel = tocha.kernel { source = SCALE, name = "scale_by", params = "f32* x, f32* y, i64 n, f32 a" }
+local add_kernel = tocha.kernel { source = ADD, name = "add2", params = "f32* a, f32* b, f32* y, i64 n" }
+
+local function scale_op(a)
+  return Model.op { name = "scale", kernel = scale_kernel,
+    output_shape = function(shapes) return shapes[1] end,
+    grid = function(s) return math.ceil(numel(s) / 128) end,
+    args = function(ins, out, _, shape) return { ins[1], out, numel(shape), a } end }
+end
+local add_op = Model.op { name = "add", kernel = add_kernel,
+  output_shape = function(shapes)
+    if #shapes ~= 2 or table.concat(shapes[1], "x") ~= table.concat(shapes[2], "x") then
+      error("add: expected two inputs of one shape")
+    end
+    return shapes[1]
+  end,
+  grid = function(s) return math.ceil(numel(s) / 128) end,
+  args = function(ins, out, _, shape) return { ins[1], ins[2], out, numel(shape) } end }
+
+describe("tocha.Model", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+
+      it("runs a DAG of upsamples and Lua ops, a node read twice, for the batch it was loaded with", function()
+        local up = tocha.UpsampleNearest2dForward.new(2, 3, 64)
+        local x = Model.input({ -1, 2, 3, 4 }, { name = "x" })
+        local a = scale_op(3)(x)
+        local b = scale_op(2)(a)
+        local c = scale_op(5)(b)        -- would take a's block, were it given back after b
+        local s = add_op(a, c)          -- a is read by b and by s: its block must outlive c
+        local y = up(s)
+        local m = Model({ x }, { y })
+        for _, batch in ipairs({ 1, 4 }) do
+          m:load(batch, device)
+          local xt = tocha.rand({ batch, 2, 3, 4 }, { device = device, seed = batch })
+          local out = m:forward({ xt })
+          local xs = xt:to_table(true)
+          local sum = {} -- in f32, step by step as the kernels round
+          for i, v in ipairs(xs) do
+            local av = ref.convert(3 * v, "f32")
+            local cv = ref.convert(5 * ref.convert(2 * av, "f32"), "f32")
+            sum[i] = ref.convert(av + cv, "f32")
+          end
+          assert.are.same(up_ref.forward(sum, { batch, 2, 3, 4 }, 2, 3), out[1]:to_table(true))
+          assert.are.same({ batch, 2, 6, 12 }, out[1]:shape())
+        end
+      end)
+
+      it("plans a chain of 20 ops in two blocks, and allocates nothing per forward", function()
+        local x = Model.input({ -1, 8, 16, 16 })
+        local h = x
+        for i = 1, 20 do h = scale_op(i % 2 == 0 and 2 or 0.5)(h) end
+        local m = Model({ x }, { h }):load(2, device)
+        -- 19 intermediates of 16 KiB: two blocks with reuse, 19 without
+        assert.are.equal(2, m.plan.blocks)
+        assert.is_true(m.plan.bytes <= m.plan.without_reuse_bytes / 2)
+        local xt = tocha.rand({ 2, 8, 16, 16 }, { device = device, seed = 3 })
+        m:forward({ xt })
+        local before = tocha.memory.stats(device).allocations
+        local out = m:forward({ xt })
+        assert.are.equal(before, tocha.memory.stats(device).allocations)
+        assert.are.same(xt:to_table(true), out[1]:to_table(true)) -- ten halvings, ten doublings
+      end)
+
+      it("checks its inputs by name: count, shape, dtype, device, freed, and being loaded", function()
+        local up = tocha.UpsampleNearest2dForward.new(2, 2, 64)
+        local x = Model.input({ -1, 1, 2, 2 }, { name = "image" })
+        local m = Model({ x }, { up(x) })
+        local message = error_of(m.forward, m, {})
+        assert.truthy(message:find("tocha.Model:forward: self: the model is not loaded", 1, true), message)
+        m:load(2, device)
+        local good = tocha.zeros({ 2, 1, 2, 2 }, { device = device })
+        local freed = tocha.zeros({ 2, 1, 2, 2 }, { device = device })
+        freed:free()
+        for _, case in ipairs({
+          { {}, "inputs: expected 1 tensors, got 0" },
+          { { tocha.zeros({ 1, 1, 2, 2 }, { device = device }) }, "inputs[1] (image): expected shape [2, 1, 2, 2], got [1, 1, 2, 2]" },
+          { { tocha.zeros({ 2, 1, 2, 2 }, { device = device, dtype = "f16" }) }, "inputs[1] (image): expected dtype f32, got f16" },
+          { { freed }, "inputs[1] (image): tensor was freed" },
+          { { 5 }, "inputs[1] (image): expected a tensor, got number" },
+        }) do
+          message = error_of(m.forward, m, case[1])
+          assert.truthy(message:find("tocha.Model:forward: " .. case[2], 1, true), message)
+        end
+        if device ~= "sim" then
+          message = error_of(m.forward, m, { tocha.zeros({ 2, 1, 2, 2 }, { device = "sim" }) })
+          assert.truthy(message:find("inputs[1] (image): the tensor is on sim, the model on", 1, true), message)
+        end
+        assert.are.equal(32, #m:forward({ good })[1]:to_table(true)) -- [2, 1, 4, 4]
+      end)
+    end)
+  end
+
+  it("names the graph's faults by node: unknown inputs, cycles, shapes and dtypes an op refuses", function()
+    local up = tocha.UpsampleNearest2dForward.new(2, 2, 64)
+    local x = Model.input({ -1, 1, 2, 2 }, { name = "x" })
+    local stray = Model.input({ 1, 1, 2, 2 }, { name = "stray" })
+    local message = error_of(Model, { x }, { add_op(up(x), up(stray)) })
+    assert.truthy(message:find("tocha.Model: outputs: upsample %d+ reads stray, which is not one of the model's inputs"), message)
+    local a = scale_op(2)(x)
+    local b = scale_op(2)(a)
+    a.inputs[1] = b -- made by hand: a cycle
+    message = error_of(Model, { x }, { b })
+    assert.truthy(message:find("tocha.Model: outputs: the graph has a cycle through scale", 1, true), message)
+    local flat = Model.input({ -1, 4, 4 }, { name = "flat" })
+    local m = Model({ flat }, { up(flat) })
+    message = error_of(m.load, m, 2, "sim")
+    assert.truthy(message:find("tocha.Model:load: upsample %d+: inputs %[2, 4, 4%]: "), message)
+    local half = Model.input({ 1, 1, 2, 2 }, { dtype = "f16", name = "half" })
+    m = Model({ half }, { up(half) })
+    message = error_of(m.load, m, 1, "sim")
+    assert.truthy(message:find("input 1 (half) is f16, the op takes f32", 1, true), message)
+    message = error_of(Model.input, { 2, -1 })
+    assert.truthy(message:find("tocha.Model.input: shape[2]: expected a positive integer (or -1 for the batch, first), got -1", 1, true), message)
+    message = error_of(Model, { up(x) }, { up(x) })
+    assert.truthy(message:find("tocha.Model: inputs%[1%]: upsample %d+ is not an input node"), message)
+    message = error_of(Model.node, up)
+    assert.truthy(message:find("tocha.Model.node: inputs: an op needs at least one input node", 1, true), message)
+    message = error_of(Model.op, { kernel = scale_kernel })
+    assert.truthy(message:find("tocha.Model.op: spec.output_shape: expected a function, got nil", 1, true), message)
+    message = error_of(m.load, m, 0)
+    assert.truthy(message:find("tocha.Model:load: batch_size: expected a positive integer, got 0", 1, true), message)
+  end)
+end)
