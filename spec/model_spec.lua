@@ -80,6 +80,24 @@ describe("tocha.Model", function()
         end
       end)
 
+      it("gives a block read twice by one node back once, and returns an input that is an output", function()
+        local x = Model.input({ -1, 4 })
+        local a = scale_op(3)(x)
+        local d = add_op(a, a)           -- reads a twice: a's block must go back once
+        local e = scale_op(2)(d)         -- both would take that block, were it there twice
+        local f = scale_op(5)(d)
+        local m = Model({ x }, { add_op(e, f), x }):load(2, device)
+        local xt = tocha.rand({ 2, 4 }, { device = device, seed = 7 })
+        local out = m:forward({ xt })
+        local want = {}
+        for i, v in ipairs(xt:to_table(true)) do
+          local dv = ref.convert(2 * ref.convert(3 * v, "f32"), "f32")
+          want[i] = ref.convert(ref.convert(2 * dv, "f32") + ref.convert(5 * dv, "f32"), "f32")
+        end
+        assert.are.same(want, out[1]:to_table(true))
+        assert.are.equal(xt, out[2])
+      end)
+
       it("plans a chain of 20 ops in two blocks, and allocates nothing per forward", function()
         local x = Model.input({ -1, 8, 16, 16 })
         local h = x

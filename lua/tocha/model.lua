@@ -151,7 +151,9 @@ function M.new(inputs, outputs)
     if n.op then raise(("inputs[%d]: %s is not an input node (tocha.Model.input)"):format(i, n.name)) end
   end
   local order = order_of(inputs, outputs)
-  return setmetatable({ inputs = inputs, outputs = outputs, order = order }, Model)
+  local input_index = {}
+  for i, n in ipairs(inputs) do input_index[n] = i end
+  return setmetatable({ inputs = inputs, outputs = outputs, order = order, input_index = input_index }, Model)
 end
 
 local function shape_text(s) return "[" .. table.concat(s, ", ") .. "]" end
@@ -188,7 +190,8 @@ function Model:load(batch, name)
       if not ok then
         local shapes_text = {}
         for i, s in ipairs(ins) do shapes_text[i] = shape_text(s) end
-        raise(("%s: inputs %s: %s"):format(n.name, table.concat(shapes_text, ", "), tostring(out):gsub("^tocha[^:]*: ", "")))
+        local why = tostring(out):gsub("^tocha[^:]*: ", "")
+        raise(("%s: inputs %s: %s"):format(n.name, table.concat(shapes_text, ", "), why))
       end
       shape[n], dt[n] = out, n.op.dtype or "f32"
     end
@@ -220,9 +223,13 @@ function Model:load(batch, name)
       end
       without_reuse = without_reuse + bytes
     end
-    -- The blocks whose last reader this node is serve the nodes after it.
+    -- The blocks whose last reader this node is serve the nodes after it (once each, however
+    -- many times the node reads them).
     for _, input in ipairs(n.inputs) do
-      if last[input] == i and buffer[input] and not is_output[input] then free[#free + 1] = buffer[input] end
+      if last[input] == i and buffer[input] and not is_output[input] then
+        free[#free + 1] = buffer[input]
+        last[input] = nil
+      end
     end
   end
   self.device, self.batch, self.shape, self.dtype, self.buffer, self.result = dev, batch, shape, dt, buffer, result
@@ -271,7 +278,9 @@ function Model:forward(inputs)
     end
   end
   local results = {}
-  for i, n in ipairs(self.outputs) do results[i] = self.result[n] or self.buffer[n].tensor end
+  for i, n in ipairs(self.outputs) do
+    results[i] = self.result[n] or inputs[self.input_index[n]] -- an output may be an input
+  end
   return results
 end
 
