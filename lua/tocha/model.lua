@@ -284,6 +284,35 @@ function Model:forward(inputs)
   return results
 end
 
+-- m:dot([path]): the graph in Graphviz dot, each node labelled with its name and, once the
+-- model is loaded, its shape and dtype; written to path when one is given. Returns the text.
+function Model:dot(path)
+  if path ~= nil and type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
+  -- Text inside a dot string: backslashes and quotes escaped.
+  local function escape(text) return (tostring(text):gsub('[\\"]', "\\%0")) end
+  local is_output = {}
+  for _, n in ipairs(self.outputs) do is_output[n] = true end
+  local lines = { "digraph model {", "  rankdir=TB;" }
+  for _, n in ipairs(self.order) do
+    local label = escape(n.name)
+    if self.shape then label = label .. "\\n" .. escape(shape_text(self.shape[n]) .. " " .. self.dtype[n]) end
+    local shape = not n.op and "ellipse" or is_output[n] and "doubleoctagon" or "box"
+    lines[#lines + 1] = ('  n%d [label="%s", shape=%s];'):format(n.id, label, shape)
+  end
+  for _, n in ipairs(self.order) do
+    for _, input in ipairs(n.inputs) do lines[#lines + 1] = ("  n%d -> n%d;"):format(input.id, n.id) end
+  end
+  lines[#lines + 1] = "}"
+  local text = table.concat(lines, "\n") .. "\n"
+  if path then
+    local f, err = io.open(path, "w")
+    if not f then raise("path: " .. tostring(err)) end
+    f:write(text)
+    f:close()
+  end
+  return text
+end
+
 setmetatable(M, { __call = function(_, inputs, outputs) return M.new(inputs, outputs) end })
 errors.name(M.input, "Model.input")
 errors.name(M.node, "Model.node")
