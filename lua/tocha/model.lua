@@ -22,6 +22,7 @@ local tensor = require "tocha.tensor"
 local device = require "tocha.device"
 local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
+local upsample = require "tocha.upsample" -- launch_packed, the RuntimeOp launch path
 local raise = errors.raise
 
 local M = {}
@@ -265,7 +266,6 @@ function Model:forward(inputs)
     end
     at[node] = t.data
   end
-  local launch = require("tocha").launch_packed
   for _, n in ipairs(self.order) do
     if n.op then
       local ins = {}
@@ -273,7 +273,7 @@ function Model:forward(inputs)
       local out = self.buffer[n].tensor.data
       local out_shape = self.shape[n]
       local args = n.op:pack_args(ins, {}, out, out_shape)
-      launch(n.op.kernel, self.device, n.op:grid(out_shape), n.op:block(), args)
+      upsample.launch_packed(n.op.kernel, self.device, n.op:grid(out_shape), n.op:block(), args)
       at[n] = out
     end
   end
