@@ -89,6 +89,8 @@ describe("graphs", function()
           { "tocha.Tensor:read: cannot read a tensor to the host", function() x:read(probe, 0, 1) end },
           { "tocha.Tensor:write: cannot write a tensor from the host", function() x:write(ffi.new("float[210]")) end },
           { "tocha.Event:record: cannot record an event", function() tocha.event(device):record() end },
+          { "tocha.memory.empty_cache: cannot empty the memory cache while a graph is being captured",
+            function() tocha.memory.empty_cache(device) end },
           { "kernel upsample_nearest2d_forward_entry_point: not loaded on",
             function() tocha.UpsampleNearest2dForward.new(5, 5, 64):forward(x) end },
           { "tocha.graph: stream: a capture is already under way on", function() tocha.graph(function() end, device) end },

@@ -32,6 +32,12 @@ static struct {
     CUresult (*mem_alloc)(CUdeviceptr *, size_t);
     CUresult (*mem_free)(CUdeviceptr);
     CUresult (*mem_get_info)(size_t *, size_t *);
+    CUresult (*mem_pool_create)(CUmemoryPool *, const CUmemPoolProps *);
+    CUresult (*mem_pool_set_attribute)(CUmemoryPool, CUmemPool_attribute, void *);
+    CUresult (*mem_pool_get_attribute)(CUmemoryPool, CUmemPool_attribute, void *);
+    CUresult (*mem_pool_trim_to)(CUmemoryPool, size_t);
+    CUresult (*mem_alloc_from_pool_async)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+    CUresult (*mem_free_async)(CUdeviceptr, CUstream);
     CUresult (*memcpy_htod)(CUdeviceptr, const void *, size_t);
     CUresult (*memcpy_dtoh)(void *, CUdeviceptr, size_t);
     CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
@@ -86,6 +92,59 @@ static int use_context(tocha_device *d)
         if (r_ != CUDA_SUCCESS) return driver_fail(r_, what);                                           \
     } while (0)
 
+/* ---- device memory ----
+** Tensors' blocks come from a memory pool of tocha's own per device (the driver's stream-ordered
+** allocator), whose release threshold keeps freed memory for reuse instead of handing it back
+** to the device at each synchronisation; empty_cache trims it. A block is taken in order on
+** the current stream and given back on the legacy default stream, which comes after the work
+** queued on every tocha stream (they are blocking streams), so that no kernel still reading or
+** writing a freed block can meet its next owner. Devices without pool support get blocks
+** straight from cuMemAlloc/cuMemFree. */
+
+/* The device's pool, made on first use; NULL where the device has none (then cuMemAlloc). */
+static CUmemoryPool device_pool(tocha_device *d)
+{
+    if (d->pool || d->pool_unsupported) return (CUmemoryPool)d->pool;
+    int supported = 0;
+    CUdevice dev;
+    if (cu.device_get(&dev, d->ordinal) == CUDA_SUCCESS)
+        cu.device_get_attribute(&supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev);
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = d->ordinal;
+    CUmemoryPool pool = NULL;
+    if (!supported || cu.mem_pool_create(&pool, &props) != CUDA_SUCCESS) {
+        d->pool_unsupported = true;
+        return NULL;
+    }
+    cuuint64_t keep_all = UINT64_MAX;
+    cu.mem_pool_set_attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all);
+    d->pool = pool;
+    return pool;
+}
+
+/* A stream of tocha's own for allocations made while one of the device's streams is captured:
+** taken there, an allocation would become a node of the graph. Non-blocking, so that it never
+** waits for (or is waited on by) the capturing stream. */
+static CUstream capture_side_stream(tocha_device *d)
+{
+    if (!d->side_stream) {
+        CUstream s = NULL;
+        if (cu.stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) d->side_stream = s;
+    }
+    return (CUstream)d->side_stream;
+}
+
+static uint64_t pool_bytes(CUmemoryPool pool, CUmemPool_attribute which)
+{
+    cuuint64_t v = 0;
+    cu.mem_pool_get_attribute(pool, which, &v);
+    return v;
+}
+
 static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out, bool *cached)
 {
     *cached = false;
@@ -96,38 +155,76 @@ static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out, bool *cac
     ** compute-sanitizer as for the hardware. The bytes past nbytes are zeroed once, so that
     ** such a read never reads memory that nothing wrote (initcheck). */
     uint64_t padded = (nbytes + 15) & ~(uint64_t)15;
+    if (padded < nbytes)
+        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes", d->name,
+                          (unsigned long long)nbytes);
+    CUmemoryPool pool = device_pool(d);
+    CUstream stream = (CUstream)tocha_device_stream_handle(d);
+    bool aside = d->capturing > 0;
+    if (aside && !(stream = capture_side_stream(d)))
+        return tocha_fail(TOCHA_E_DRIVER, "cuStreamCreate failed making %s's allocation stream",
+                          d->name);
     CUdeviceptr p = 0;
-    CUresult r = padded < nbytes ? CUDA_ERROR_OUT_OF_MEMORY : cu.mem_alloc(&p, padded);
+    CUresult r;
+    if (pool) {
+        uint64_t before = pool_bytes(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+        r = cu.mem_alloc_from_pool_async(&p, padded, pool, stream);
+        *cached = r == CUDA_SUCCESS && pool_bytes(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == before;
+    } else {
+        r = cu.mem_alloc(&p, padded);
+    }
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes", d->name,
                           (unsigned long long)nbytes);
-    if (r != CUDA_SUCCESS) return driver_fail(r, "cuMemAlloc");
-    if (padded > nbytes) {
-        r = cu.memset_d8_async(p + nbytes, 0, padded - nbytes, (CUstream)tocha_device_stream_handle(d));
-        if (r != CUDA_SUCCESS) {
+    if (r != CUDA_SUCCESS) return driver_fail(r, pool ? "cuMemAllocFromPoolAsync" : "cuMemAlloc");
+    if (padded > nbytes) r = cu.memset_d8_async(p + nbytes, 0, padded - nbytes, stream);
+    /* An allocation made aside is complete before the capture's work can use it. */
+    if (r == CUDA_SUCCESS && aside) r = cu.stream_synchronize(stream);
+    if (r != CUDA_SUCCESS) {
+        if (pool)
+            cu.mem_free_async(p, aside ? stream : NULL);
+        else
             cu.mem_free(p);
-            return driver_fail(r, "cuMemsetD8Async");
-        }
+        return driver_fail(r, padded > nbytes ? "cuMemsetD8Async" : "cuStreamSynchronize");
     }
-    atomic_fetch_add(&d->memory.held, padded);
+    if (!pool) atomic_fetch_add(&d->memory.held, padded);
     *out = (uint64_t)p;
     return TOCHA_OK;
 }
 
 static void cuda_release(tocha_device *d, uint64_t ptr, uint64_t nbytes)
 {
+    if (use_context(d) != TOCHA_OK) return;
+    if (d->pool) {
+        cu.mem_free_async((CUdeviceptr)ptr, NULL);
+        return;
+    }
     atomic_fetch_sub(&d->memory.held, (nbytes + 15) & ~(uint64_t)15);
-    if (use_context(d) == TOCHA_OK) cu.mem_free((CUdeviceptr)ptr);
+    cu.mem_free((CUdeviceptr)ptr);
 }
 
-/* Every block is the driver's own allocation, freed at once: nothing is cached. */
+/* The pool's own figures: what it holds from the device, and of it what no block uses. */
 static void cuda_reserved(tocha_device *d, uint64_t *reserved, uint64_t *cached)
 {
-    *reserved = atomic_load(&d->memory.held);
-    *cached = 0;
+    if (!d->pool || use_context(d) != TOCHA_OK) {
+        *reserved = atomic_load(&d->memory.held);
+        *cached = 0;
+        return;
+    }
+    uint64_t held = pool_bytes((CUmemoryPool)d->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    uint64_t used = pool_bytes((CUmemoryPool)d->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+    *reserved = held;
+    *cached = held > used ? held - used : 0;
 }
 
-static void cuda_empty_cache(tocha_device *d) { (void)d; }
+/* Waits for the blocks given back in stream order to be free, then hands the pool's unused
+** memory back to the device. */
+static void cuda_empty_cache(tocha_device *d)
+{
+    if (!d->pool || use_context(d) != TOCHA_OK) return;
+    cu.ctx_synchronize();
+    cu.mem_pool_trim_to((CUmemoryPool)d->pool, 0);
+}
 
 static int cuda_write(tocha_device *d, uint64_t dst, const void *src, uint64_t n)
 {
@@ -353,6 +450,12 @@ static bool resolve(get_proc_fn get_proc, const char **why)
         ENTRY("cuMemAlloc", mem_alloc),
         ENTRY("cuMemFree", mem_free),
         ENTRY("cuMemGetInfo", mem_get_info),
+        ENTRY("cuMemPoolCreate", mem_pool_create),
+        ENTRY("cuMemPoolSetAttribute", mem_pool_set_attribute),
+        ENTRY("cuMemPoolGetAttribute", mem_pool_get_attribute),
+        ENTRY("cuMemPoolTrimTo", mem_pool_trim_to),
+        ENTRY("cuMemAllocFromPoolAsync", mem_alloc_from_pool_async),
+        ENTRY("cuMemFreeAsync", mem_free_async),
         ENTRY("cuMemcpyHtoD", memcpy_htod),
         ENTRY("cuMemcpyDtoH", memcpy_dtoh),
         ENTRY("cuMemcpyDtoDAsync", memcpy_dtod_async),

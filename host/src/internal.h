@@ -103,6 +103,9 @@ struct tocha_device {
     int cc_major, cc_minor, multiprocessors;
     const tocha_backend *backend;
     void *context; /* CUcontext for cuda */
+    void *pool;    /* cuda: the CUmemoryPool of tensors' blocks, made on first use */
+    bool pool_unsupported;
+    void *side_stream; /* cuda: where allocations go while a stream captures */
     tocha_memory_counters memory;
     tocha_stream *stream; /* where launches, copies and events go; NULL: the default stream */
     int capturing;        /* graph captures under way on the device's streams */

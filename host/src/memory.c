@@ -65,6 +65,9 @@ int tocha_memory_stats_get(tocha_device *d, tocha_memory_stats *out)
 int tocha_memory_empty_cache(tocha_device *d)
 {
     if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
+    /* Emptying waits for the device (cuda), which a capture cannot record. */
+    int st = tocha_refuse_during_capture(d, "empty the memory cache");
+    if (st) return st;
     d->backend->empty_cache(d);
     return TOCHA_OK;
 }
