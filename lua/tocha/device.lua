@@ -13,7 +13,7 @@ Device.__index = Device
 Device.__tostring = function(d) return "tocha.Device " .. d.name end
 
 local function wrap(handle)
-  local key = tostring(ffi.cast("uintptr_t", handle))
+  local key = tonumber(ffi.cast("uintptr_t", handle)) -- exact: addresses are below 2^53
   local d = by_handle[key]
   if d then return d end
   local info = ffi.new("tocha_device_info")

@@ -38,6 +38,10 @@ end
 
 function M.name(id) return by_id[tonumber(id)] end
 function M.size(name) return C.tocha_dtype_size(ids[name]) end
+local size_by_id = {}
+for _, name in ipairs(M.names) do size_by_id[ids[name]] = M.size(name) end
+-- The element size of a dtype id (a number or an int32 cdata).
+function M.size_of_id(id) return size_by_id[tonumber(id)] end
 function M.host_ctype(name) return host_ctype[name] end
 
 -- Decodes one IEEE half (raw 16 bits) to a Lua number.

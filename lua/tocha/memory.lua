@@ -3,12 +3,19 @@
 --
 -- A tensor is a small cdata to the collector, whatever device memory stands behind it, so left
 -- alone the collector runs as rarely as the Lua heap asks and dropped tensors pile up. Each
--- allocation therefore charges its bytes to its device's debt; once the debt reaches the
--- larger of what the device's tensors hold now, the Lua heap's size and 16 MiB (at most a
--- quarter of the device's memory), a full collection runs and the debt starts again. Dropped
--- tensors then give their blocks back (to the device's cache of freed blocks) within about one
--- live set's worth of allocation, as Lua's own pause gives Lua objects back within one heap's
--- worth; a loop that drops a tensor each step reuses one block. A script that stops the collector
+-- allocation therefore charges its bytes to its device's debt, and once the debt reaches a
+-- limit a full collection runs and the debt starts again. The limit weighs memory against the
+-- collection's cost, which is the same whatever it frees (about 70 us for tocha's own heap on
+-- a current host, more for a larger one):
+--   * at least what the device's tensors hold now (one live set's worth of garbage, as Lua's
+--     own pause allows one heap's worth), and 16 times the Lua heap (a larger heap costs more
+--     to collect);
+--   * at least FLOOR_BYTES = 16 MiB, and for allocations under 1 MiB more, FLOOR_BYTES^2 /
+--     the allocation's size up to 256 MiB (64 MiB for 256 KiB tensors): small tensors come many
+--     to a step, and collecting every 64 of them would cost a microsecond each;
+--   * at most a quarter of the device's memory.
+-- A loop that drops a 16 MiB tensor each step then reuses about one block; one that drops
+-- 256 KiB tensors collects every 256 steps. A script that stops the collector
 -- (collectgarbage("stop")) stops this too; running out of device memory still collects.
 local ffi = require "ffi"
 local native = require "tocha.ffi"
@@ -18,9 +25,10 @@ local C, check = native.C, native.check
 
 local M = {}
 
--- The least debt that starts a collection: small tensors allocated in a loop then collect
--- every 16 MiB, not every call.
-M.MIN_DEBT = 16 * 2 ^ 20
+-- The least debt that starts a collection (see the top of this file).
+M.FLOOR_BYTES = 16 * 2 ^ 20
+local SMALL_FLOOR_CAP = 256 * 2 ^ 20
+local HEAP_FACTOR = 16
 
 local stats_buffer = ffi.new("tocha_memory_stats")
 local debt, caps = {}, {}
@@ -58,17 +66,21 @@ end
 -- the debt has reached its limit (see the top of this file). Called before the allocation, so
 -- that the blocks it frees can serve it.
 function M.charge(dev, nbytes)
+  local floor = M.FLOOR_BYTES
   local d = (debt[dev] or 0) + nbytes
-  if d >= M.MIN_DEBT then
+  if d >= floor then
+    if nbytes < floor / 16 then floor = math.min(SMALL_FLOOR_CAP, floor * floor / math.max(nbytes, 1)) end
     local cap = caps[dev]
     if not cap then
-      cap = math.max(M.MIN_DEBT, dev:info().memory_total / 4)
+      cap = math.max(M.FLOOR_BYTES, dev:info().memory_total / 4)
       caps[dev] = cap
     end
-    local limit = math.max(M.MIN_DEBT, tonumber(read(dev).allocated_bytes), collectgarbage("count") * 1024)
-    if d >= math.min(limit, cap) and collectgarbage("isrunning") then
-      collectgarbage("collect")
-      d = 0
+    if d >= math.min(floor, cap) then
+      local limit = math.max(floor, tonumber(read(dev).allocated_bytes), HEAP_FACTOR * 1024 * collectgarbage("count"))
+      if d >= math.min(limit, cap) and collectgarbage("isrunning") then
+        collectgarbage("collect")
+        d = 0
+      end
     end
   end
   debt[dev] = d

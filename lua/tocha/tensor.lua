@@ -85,24 +85,50 @@ end
 -- Allocates an uninitialised tensor, its bytes charged to the collector's view of the device
 -- (tocha.memory.charge); on device out-of-memory collects garbage, gives the device's cached
 -- blocks back and retries once.
-local function alloc(shape, dtype_name, dev)
-  local dims = ffi.new("int64_t[?]", #shape, shape)
-  local id = dtype.id(dtype_name)
-  local nbytes = dtype.size(dtype_name)
-  for i = 1, #shape do nbytes = nbytes * shape[i] end
-  memory.charge(dev, nbytes)
-  local out = ffi.new("tocha_tensor*[1]")
-  local st = C.tocha_tensor_new(dev.handle, id, #shape, dims, out)
+-- Scratch for the C call, filled right before it: the collections of charge and of the retry
+-- can run finalizers of the script's own, which may allocate.
+local alloc_dims, alloc_out = ffi.new("int64_t[?]", MAX_DIMS), ffi.new("tocha_tensor*[1]")
+
+-- The tensor tocha_tensor_new gave (status st, alloc_dims filled by refill(...)); on device
+-- out-of-memory collects garbage twice, gives the device's cached blocks back and retries once.
+local function take(st, dev, id, ndim, refill, ...)
   if st == status.out_of_memory then
     collectgarbage("collect")
     collectgarbage("collect")
     C.tocha_memory_empty_cache(dev.handle)
-    st = C.tocha_tensor_new(dev.handle, id, #shape, dims, out)
+    refill(...)
+    st = C.tocha_tensor_new(dev.handle, id, ndim, alloc_dims, alloc_out)
   end
   check(st)
-  local t = ffi.gc(out[0], C.tocha_tensor_destroy)
+  local t = ffi.gc(alloc_out[0], C.tocha_tensor_destroy)
   memory.allocated(dev, t)
   return t
+end
+
+local function fill_dims(shape)
+  for i = 1, #shape do alloc_dims[i - 1] = shape[i] end
+end
+
+local function alloc(shape, dtype_name, dev)
+  local id = dtype.id(dtype_name)
+  local nbytes = dtype.size(dtype_name)
+  for i = 1, #shape do nbytes = nbytes * shape[i] end
+  memory.charge(dev, nbytes)
+  fill_dims(shape)
+  return take(C.tocha_tensor_new(dev.handle, id, #shape, alloc_dims, alloc_out), dev, id, #shape, fill_dims, shape)
+end
+
+local function fill_4d(d0, d1, d2, d3)
+  alloc_dims[0], alloc_dims[1], alloc_dims[2], alloc_dims[3] = d0, d1, d2, d3
+end
+
+-- tensor.alloc_4d(d0, d1, d2, d3, id, dev): alloc for a 4-D shape of numbers and a dtype id,
+-- without a table or a loop: the path of an op's output, taken on every call that lets the op
+-- allocate it, and one the JIT compiles whole.
+function M.alloc_4d(d0, d1, d2, d3, id, dev)
+  memory.charge(dev, d0 * d1 * d2 * d3 * dtype.size_of_id(id))
+  fill_4d(d0, d1, d2, d3)
+  return take(C.tocha_tensor_new(dev.handle, id, 4, alloc_dims, alloc_out), dev, id, 4, fill_4d, d0, d1, d2, d3)
 end
 
 -- Reads the options table of a constructor: dtype (default f32), device (default device).

@@ -93,20 +93,23 @@ end
 
 -- ---- shapes ----
 
--- The forward's output shape for x, checked by the op (4-D, every size within i32).
+-- The forward's output shape for x (4-D), checked by the op (every size within i32), as four
+-- numbers.
 local scratch_shape, scratch_out = ffi.new("tocha_shape"), ffi.new("tocha_shape")
-local function output_shape_of(self, x)
-  scratch_shape.ndim = x.ndim
-  for i = 0, x.ndim - 1 do scratch_shape.dims[i] = x.dims[i] end
+local function output_dims_of(self, x)
+  local d, xd = scratch_shape.dims, x.dims
+  scratch_shape.ndim = 4
+  d[0], d[1], d[2], d[3] = xd[0], xd[1], xd[2], xd[3]
   local st = C.tocha_op_compute_concrete_output_shape(C.tocha_upsample_op(self.handle),
     scratch_shape, 1, scratch_out)
   if st ~= 0 then raise((native.message():gsub("^inputs%[1%]", "x"))) end
-  return { tonumber(scratch_out.dims[0]), tonumber(scratch_out.dims[1]), tonumber(scratch_out.dims[2]),
-    tonumber(scratch_out.dims[3]) }
+  local o = scratch_out.dims
+  return tonumber(o[0]), tonumber(o[1]), tonumber(o[2]), tonumber(o[3])
 end
 
-local function same_device_alloc(shape, like)
-  return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev))
+-- A 4-D tensor of like's dtype on like's device.
+local function alloc_like(like, d0, d1, d2, d3)
+  return tensor.alloc_4d(d0, d1, d2, d3, like.elem_type, device.wrap(like.dev))
 end
 
 local DIMS = { nchw = "[B, C, H, W]", nhwc = "[B, H, W, C]" }
@@ -176,7 +179,7 @@ run_backward = function(self, dy, dx)
     end
     local shape = dy:shape()
     shape[h + 1], shape[h + 2] = oh / self.scale_h, ow / self.scale_w
-    dx = same_device_alloc(shape, dy)
+    dx = alloc_like(dy, shape[1], shape[2], shape[3], shape[4])
   end
   tensor_arg(dx, "dx")
   check(C.tocha_upsample_backward(self.handle, dy, dx))
@@ -221,7 +224,7 @@ end
 run_forward = function(self, x, y)
   if y == nil then
     need_tensor(x, self.layout, "x")
-    y = same_device_alloc(output_shape_of(self, x), x)
+    y = alloc_like(x, output_dims_of(self, x))
   end
   tensor_arg(x, "x")
   tensor_arg(y, "y")
@@ -238,8 +241,8 @@ end
 run_gradient = function(self, x, dy, dx)
   if dx == nil then
     need_tensor(x, self.layout, "x")
-    dx = same_device_alloc({ tonumber(x.dims[0]), tonumber(x.dims[1]), tonumber(x.dims[2]),
-      tonumber(x.dims[3]) }, x)
+    local xd = x.dims
+    dx = alloc_like(x, tonumber(xd[0]), tonumber(xd[1]), tonumber(xd[2]), tonumber(xd[3]))
   elseif tensor.is_tensor(x) and tensor.is_tensor(dx) then
     tensor.same_shape(x, dx, "dx")
   end
