@@ -133,6 +133,16 @@ tocha_runtime_op *tocha_upsample_op(tocha_upsample *up);
 const char *tocha_upsample_kernel_source(const tocha_upsample *up);
 int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, tocha_tensor *y);
 int tocha_upsample_backward(tocha_upsample *up, const tocha_tensor *dy, tocha_tensor *dx);
+typedef struct tocha_elementwise tocha_elementwise;
+int tocha_elementwise_new(const char *fn, int dtype, int block, tocha_elementwise **out);
+void tocha_elementwise_destroy(tocha_elementwise *op);
+int tocha_elementwise_arity(const tocha_elementwise *op);
+const char *tocha_elementwise_id(const tocha_elementwise *op);
+tocha_runtime_op *tocha_elementwise_op(tocha_elementwise *op);
+tocha_kernel *tocha_elementwise_kernel(const tocha_elementwise *op);
+tocha_kernel *tocha_elementwise_backward_kernel(const tocha_elementwise *op);
+int tocha_elementwise_forward(tocha_elementwise *op, const tocha_tensor *a, const tocha_tensor *b, tocha_tensor *y);
+int tocha_elementwise_backward(tocha_elementwise *op, const tocha_tensor *a, const tocha_tensor *b, const tocha_tensor *dy, tocha_tensor *da, tocha_tensor *db);
 ]]
 end
 

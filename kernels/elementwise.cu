@@ -1,0 +1,200 @@
+// elementwise.cu: y = f(x) and y = g(a, b) element by element, and their gradients; the
+// function is a compile-time constant (FN, baked in at construction). Every float dtype; f16
+// and bf16 are computed in f32, f64 in f64. Where every pointer is 16-byte aligned (tensors'
+// blocks always are) a thread reads and writes whole 16-byte vectors; the elements past the last
+// whole vector, and misaligned pointers, go one by one.
+//
+// Unary FN: 0 neg, 1 abs, 2 exp, 3 log, 4 sqrt, 5 relu, 6 sigmoid, 7 tanh, 8 silu, 9 gelu
+// (the exact form, with erf). Binary FN: 0 add, 1 sub, 2 mul, 3 div, 4 max, 5 min.
+// Gradients follow PyTorch's: abs' is sign(x) (0 at 0); relu' is 0 at 0; max and min split the
+// gradient in halves between equal operands.
+
+template <typename T> struct ew_compute { typedef float type; };
+template <> struct ew_compute<double> { typedef double type; };
+
+__device__ __forceinline__ float ew_in(float v) { return v; }
+__device__ __forceinline__ double ew_in(double v) { return v; }
+__device__ __forceinline__ float ew_in(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ew_in(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T ew_out(typename ew_compute<T>::type v);
+template <> __device__ __forceinline__ float ew_out<float>(float v) { return v; }
+template <> __device__ __forceinline__ double ew_out<double>(double v) { return v; }
+template <> __device__ __forceinline__ __half ew_out<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 ew_out<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+__device__ __forceinline__ float ew_exp(float v) { return expf(v); }
+__device__ __forceinline__ double ew_exp(double v) { return exp(v); }
+__device__ __forceinline__ float ew_log(float v) { return logf(v); }
+__device__ __forceinline__ double ew_log(double v) { return log(v); }
+__device__ __forceinline__ float ew_sqrt(float v) { return sqrtf(v); }
+__device__ __forceinline__ double ew_sqrt(double v) { return sqrt(v); }
+__device__ __forceinline__ float ew_tanh(float v) { return tanhf(v); }
+__device__ __forceinline__ double ew_tanh(double v) { return tanh(v); }
+__device__ __forceinline__ float ew_erf(float v) { return erff(v); }
+__device__ __forceinline__ double ew_erf(double v) { return erf(v); }
+
+template <typename A> __device__ __forceinline__ A ew_sigmoid(A v) { return (A)1 / ((A)1 + ew_exp(-v)); }
+
+template <int FN, typename A> __device__ __forceinline__ A unary_value(A x)
+{
+    switch (FN) {
+    case 0: return -x;
+    case 1: return x < (A)0 ? -x : x;
+    case 2: return ew_exp(x);
+    case 3: return ew_log(x);
+    case 4: return ew_sqrt(x);
+    case 5: return x > (A)0 ? x : (A)0;
+    case 6: return ew_sigmoid(x);
+    case 7: return ew_tanh(x);
+    case 8: return x * ew_sigmoid(x);
+    default: return (A)0.5 * x * ((A)1 + ew_erf(x * (A)0.70710678118654752440));
+    }
+}
+
+// dy * f'(x), from x alone (the forward's output is recomputed where f' needs it).
+template <int FN, typename A> __device__ __forceinline__ A unary_grad(A x, A dy)
+{
+    switch (FN) {
+    case 0: return -dy;
+    case 1: return x > (A)0 ? dy : x < (A)0 ? -dy : (A)0;
+    case 2: return dy * ew_exp(x);
+    case 3: return dy / x;
+    case 4: return dy / ((A)2 * ew_sqrt(x));
+    case 5: return x > (A)0 ? dy : (A)0;
+    case 6: { A s = ew_sigmoid(x); return dy * s * ((A)1 - s); }
+    case 7: { A t = ew_tanh(x); return dy * ((A)1 - t * t); }
+    case 8: { A s = ew_sigmoid(x); return dy * s * ((A)1 + x * ((A)1 - s)); }
+    default: {
+        A cdf = (A)0.5 * ((A)1 + ew_erf(x * (A)0.70710678118654752440));
+        A pdf = ew_exp((A)-0.5 * x * x) * (A)0.39894228040143267794;
+        return dy * (cdf + x * pdf);
+    }
+    }
+}
+
+template <int FN, typename A> __device__ __forceinline__ A binary_value(A a, A b)
+{
+    switch (FN) {
+    case 0: return a + b;
+    case 1: return a - b;
+    case 2: return a * b;
+    case 3: return a / b;
+    case 4: return a > b || a != a ? a : b; // NaN in either operand gives NaN
+    default: return a < b || a != a ? a : b;
+    }
+}
+
+template <int FN, typename A> __device__ __forceinline__ void binary_grad(A a, A b, A dy, A &da, A &db)
+{
+    switch (FN) {
+    case 0: da = dy; db = dy; break;
+    case 1: da = dy; db = -dy; break;
+    case 2: da = dy * b; db = dy * a; break;
+    case 3: da = dy / b; db = -dy * a / (b * b); break;
+    case 4: da = a > b ? dy : a < b ? (A)0 : dy * (A)0.5; db = a < b ? dy : a > b ? (A)0 : dy * (A)0.5; break;
+    default: da = a < b ? dy : a > b ? (A)0 : dy * (A)0.5; db = a > b ? dy : a < b ? (A)0 : dy * (A)0.5; break;
+    }
+}
+
+// 16 bytes of T at p (16-byte aligned) into v, and back.
+template <typename T> __device__ __forceinline__ void ew_load(const T *p, T *v)
+{
+    unsigned w[4];
+    tocha::load_words<16>(p, w);
+    memcpy(v, w, 16);
+}
+template <typename T> __device__ __forceinline__ void ew_store(T *p, const T *v)
+{
+    tocha::pack16<T> x;
+    memcpy(x.w, v, 16);
+    tocha::store_pack(p, x);
+}
+
+__device__ __forceinline__ bool ew_aligned(const void *a, const void *b, const void *c = 0, const void *d = 0,
+                                           const void *e = 0)
+{
+    return (((unsigned long long)a | (unsigned long long)b | (unsigned long long)c | (unsigned long long)d |
+             (unsigned long long)e) & 15u) == 0;
+}
+
+#define EW_THREAD_LOOP(i, count)                                                                        \
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (count);                    \
+         i += (long long)blockDim.x * gridDim.x)
+
+template <typename T, int FN> __device__ void tocha_unary(const T *x, T *y, long long n)
+{
+    const int V = 16 / (int)sizeof(T);
+    const long long vectors = ew_aligned(x, y) ? n / V : 0;
+    EW_THREAD_LOOP(i, vectors) {
+        T a[V], r[V];
+        ew_load(x + i * V, a);
+#pragma unroll
+        for (int e = 0; e < V; e++) r[e] = ew_out<T>(unary_value<FN>(ew_in(a[e])));
+        ew_store(y + i * V, r);
+    }
+    const long long done = vectors * V;
+    EW_THREAD_LOOP(i, n - done) y[done + i] = ew_out<T>(unary_value<FN>(ew_in(x[done + i])));
+}
+
+template <typename T, int FN> __device__ void tocha_unary_backward(const T *x, const T *dy, T *dx, long long n)
+{
+    const int V = 16 / (int)sizeof(T);
+    const long long vectors = ew_aligned(x, dy, dx) ? n / V : 0;
+    EW_THREAD_LOOP(i, vectors) {
+        T a[V], g[V], r[V];
+        ew_load(x + i * V, a);
+        ew_load(dy + i * V, g);
+#pragma unroll
+        for (int e = 0; e < V; e++) r[e] = ew_out<T>(unary_grad<FN>(ew_in(a[e]), ew_in(g[e])));
+        ew_store(dx + i * V, r);
+    }
+    const long long done = vectors * V;
+    EW_THREAD_LOOP(i, n - done) dx[done + i] = ew_out<T>(unary_grad<FN>(ew_in(x[done + i]), ew_in(dy[done + i])));
+}
+
+template <typename T, int FN> __device__ void tocha_binary(const T *a, const T *b, T *y, long long n)
+{
+    const int V = 16 / (int)sizeof(T);
+    const long long vectors = ew_aligned(a, b, y) ? n / V : 0;
+    EW_THREAD_LOOP(i, vectors) {
+        T va[V], vb[V], r[V];
+        ew_load(a + i * V, va);
+        ew_load(b + i * V, vb);
+#pragma unroll
+        for (int e = 0; e < V; e++) r[e] = ew_out<T>(binary_value<FN>(ew_in(va[e]), ew_in(vb[e])));
+        ew_store(y + i * V, r);
+    }
+    const long long done = vectors * V;
+    EW_THREAD_LOOP(i, n - done) y[done + i] = ew_out<T>(binary_value<FN>(ew_in(a[done + i]), ew_in(b[done + i])));
+}
+
+template <typename T, int FN>
+__device__ void tocha_binary_backward(const T *a, const T *b, const T *dy, T *da, T *db, long long n)
+{
+    typedef typename ew_compute<T>::type A;
+    const int V = 16 / (int)sizeof(T);
+    const long long vectors = ew_aligned(a, b, dy, da, db) ? n / V : 0;
+    EW_THREAD_LOOP(i, vectors) {
+        T va[V], vb[V], g[V], ra[V], rb[V];
+        ew_load(a + i * V, va);
+        ew_load(b + i * V, vb);
+        ew_load(dy + i * V, g);
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            A ga, gb;
+            binary_grad<FN>(ew_in(va[e]), ew_in(vb[e]), ew_in(g[e]), ga, gb);
+            ra[e] = ew_out<T>(ga);
+            rb[e] = ew_out<T>(gb);
+        }
+        ew_store(da + i * V, ra);
+        ew_store(db + i * V, rb);
+    }
+    const long long done = vectors * V;
+    EW_THREAD_LOOP(i, n - done) {
+        A ga, gb;
+        binary_grad<FN>(ew_in(a[done + i]), ew_in(b[done + i]), ew_in(dy[done + i]), ga, gb);
+        da[done + i] = ew_out<T>(ga);
+        db[done + i] = ew_out<T>(gb);
+    }
+}
