@@ -1,0 +1,115 @@
+"""PyTorch's elementwise ops on the cases of bench/elementwise.lua, timed the same way.
+
+    python3 bench/elementwise_torch.py DIR [LAUNCHES]
+
+Reads DIR/tocha.csv and writes DIR/torch.csv (same columns) and DIR/report.md, the two side by
+side. Forward: torch.relu, F.gelu (exact), torch.sigmoid, torch.exp, torch.add, torch.mul,
+torch.maximum. Backward: torch.autograd.grad of the same op for a given dy, the kernels
+autograd runs (add's gradient is dy itself: no kernel, so its row is left out of the ratio).
+Each the median of device-event times over LAUNCHES (default 50) launches after a warm-up, two
+tensor sets in turn.
+"""
+import csv
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+SIZES = {"f32": 4, "f16": 2, "bf16": 2}
+FNS = {"relu": torch.relu, "gelu": F.gelu, "sigmoid": torch.sigmoid, "exp": torch.exp,
+       "add": torch.add, "mul": torch.mul, "max": torch.maximum}
+LAUNCHES = 50
+
+
+def time_launches(fn, n=None):
+    n = n or LAUNCHES
+    for k in range(5):
+        fn(k)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    stops = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for k in range(n):
+        starts[k].record()
+        fn(k)
+        stops[k].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, stops))
+
+
+def copy_bandwidth():
+    n = 256 * 2**20
+    src = torch.ones(n, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    ms = time_launches(lambda k: dst.copy_(src), 20)
+    return 2 * n * 4 / (ms * 1e6)
+
+
+def case_ms(fn_name, direction, dtype, shape):
+    fn = FNS[fn_name]
+    binary = fn_name in ("add", "mul", "max")
+    sets = []
+    for s in range(2):
+        g = torch.Generator(device="cuda").manual_seed(s)
+        a = torch.randn(shape, dtype=DTYPES[dtype], device="cuda", generator=g)
+        b = torch.randn(shape, dtype=DTYPES[dtype], device="cuda", generator=g) if binary else None
+        dy = torch.randn(shape, dtype=DTYPES[dtype], device="cuda", generator=g)
+        if direction == "backward":
+            a.requires_grad_(True)
+            if binary:
+                b.requires_grad_(True)
+            y = fn(a, b) if binary else fn(a)
+            sets.append((a, b, dy, y))
+        else:
+            sets.append((a, b, dy, None))
+    if direction == "forward":
+        def launch(k):
+            a, b, _, _ = sets[k % 2]
+            return fn(a, b) if binary else fn(a)
+    else:
+        def launch(k):
+            a, b, dy, y = sets[k % 2]
+            return torch.autograd.grad(y, (a, b) if binary else (a,), dy, retain_graph=True)
+    return time_launches(launch)
+
+
+def main(out):
+    with open(f"{out}/tocha.csv") as f:
+        ours = list(csv.DictReader(f))
+    copy = copy_bandwidth()
+    print(f"torch {torch.__version__}: device-to-device copy {copy:.1f} GB/s")
+    theirs = []
+    for r in ours:
+        shape = [int(v) for v in r["shape"].split("x")]
+        ms = case_ms(r["fn"], r["dir"], r["dtype"], shape)
+        t = dict(r)
+        t["ms"] = ms
+        t["gbps"] = int(r["bytes"]) / (ms * 1e6)
+        t["pct_copy"] = 100 * t["gbps"] / copy
+        theirs.append(t)
+        print(f"{r['fn']:8} {r['dir']:8} {r['dtype']:5} {r['shape']:16} {ms:9.4f} ms {t['pct_copy']:6.1f}% of copy")
+    with open(f"{out}/torch.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(ours[0].keys()))
+        w.writeheader()
+        w.writerows(theirs)
+    lines = [f"# Elementwise ops on the device: tocha beside PyTorch {torch.__version__}", "",
+             f"Copy bandwidth {copy:.0f} GB/s (PyTorch's measure). % of copy counts the bytes the op "
+             "must read and write; the same-bytes copy is a device copy of that many bytes, timed alike.", "",
+             "| op | dir | dtype | shape | MB | tocha us | % copy | same-bytes copy % | torch us | torch % copy | x torch |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r, t in zip(ours, theirs):
+        ms, tms = float(r["ms"]), float(t["ms"])
+        same = 100 * int(r["bytes"]) / (float(r["same_copy_ms"]) * 1e6) / copy
+        ratio = "-" if (r["fn"] == "add" and r["dir"] == "backward") else f"{tms / ms:.2f}"
+        lines.append(f"| {r['fn']} | {r['dir']} | {r['dtype']} | {r['shape']} | {int(r['bytes']) / 1e6:.1f} | "
+                     f"{ms * 1e3:.1f} | {float(r['pct_copy']):.1f} | {same:.1f} | {tms * 1e3:.1f} | "
+                     f"{t['pct_copy']:.1f} | {ratio} |")
+    with open(f"{out}/report.md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {out}/torch.csv and {out}/report.md")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        LAUNCHES = int(sys.argv[2])
+    main(sys.argv[1] if len(sys.argv) > 1 else "results/tmp-elementwise")
