@@ -241,7 +241,7 @@ static int op_pack_args(const tocha_runtime_op *op, const tocha_buffer *inputs, 
 {
     (void)params, (void)n_params, (void)output_row_stride;
     const tocha_elementwise *e = self(op);
-    tocha_shape s;
+    tocha_shape s = {0};
     int st = buffers_shape(e, inputs, n_inputs, output_shape, &s);
     if (st) return st;
     uint64_t ptrs[3] = {inputs[0].data, e->arity == 2 ? inputs[1].data : output, output};
@@ -258,7 +258,7 @@ static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *input
                             const tocha_shape *output, uint32_t grid[3])
 {
     (void)output;
-    tocha_shape s;
+    tocha_shape s = {0};
     int st = input_shape(self(op), inputs, n_inputs, &s);
     if (st) return st;
     grid_for(self(op), &s, grid);
@@ -277,7 +277,7 @@ static int op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer 
     (void)params, (void)n_params, (void)output, (void)grad_output_row_stride;
     (void)grad_params, (void)n_grad_params;
     const tocha_elementwise *e = self(op);
-    tocha_shape s;
+    tocha_shape s = {0};
     int st = buffers_shape(e, inputs, n_inputs, output_shape, &s);
     if (st) return st;
     if (!grad_inputs || n_grad_inputs != e->arity)
