@@ -62,7 +62,10 @@ local function check(fn, dt)
   local want = (op.arity == 1 and sim_op:forward(a) or sim_op:forward(a, b)):cast("f64")
   local da, db = a:to(device.name), b:to(device.name)
   local got = (op.arity == 1 and op:forward(da) or op:forward(da, db)):to("sim"):cast("f64")
-  local r = tocha.compare(got, want, { rtol = 1e-5, atol = 1e-6 })
+  -- f16 and bf16: one rounding of f32 results, whose last bits may differ between the device's
+  -- math library and the host's
+  local tol = ({ f32 = 1e-5, f16 = 1e-3, bf16 = 8e-3 })[dt]
+  local r = tocha.compare(got, want, { rtol = tol, atol = tol })
   if not r.ok then error(("%s %s: %d elements differ from sim's"):format(fn, dt, r.mismatched)) end
   checked[key] = true
 end
