@@ -140,6 +140,78 @@ describe("tocha.Model", function()
         end
         assert.are.equal(32, #m:forward({ good })[1]:to_table(true)) -- [2, 1, 4, 4]
       end)
+
+      -- x -> up -> u; out = gelu(u) * u: u has two readers, so its gradient is a sum.
+      local function neck(dt)
+        local x = Model.input({ -1, 3, 4, 5 }, { dtype = dt, name = "x" })
+        local up = tocha.UpsampleNearest2dForward.new(2, 2, nil, dt)
+        local gelu, mul = tocha.Elementwise.new("gelu", dt), tocha.Elementwise.new("mul", dt)
+        local u = up(x)
+        return Model({ x }, { mul(gelu(u), u) }), up, gelu, mul
+      end
+
+      it("trains: forward_train keeps each node, backward sums a fan-out's gradients in f32", function()
+        for _, dt in ipairs({ "f32", "f16", "bf16" }) do
+          local m, up, gelu, mul = neck(dt)
+          m:load(2, device)
+          local x = tocha.randn({ 2, 3, 4, 5 }, { dtype = dt, device = device, seed = 61 })
+          local dy = tocha.randn({ 2, 3, 8, 10 }, { dtype = dt, device = device, seed = 62 })
+          local outs, cache = m:forward_train({ x })
+          assert.are.same(m:forward({ x })[1]:to_table(true), outs[1]:to_table(true))
+          local dx = m:backward({ dy }, cache)[1]
+          -- the same by hand: the two gradients of u, each in dt, summed in f32
+          local u = up:forward(x)
+          local a = gelu:forward(u)
+          local da, du_mul = mul:backward(a, u, dy)
+          local du_gelu = gelu:backward(u, da)
+          local add32 = tocha.Elementwise.new("add", "f32")
+          local du = add32:forward(du_gelu:cast("f32"), du_mul:cast("f32")):cast(dt)
+          local want = up:backward(x, du)
+          assert.are.equal(dt, dx:dtype())
+          assert.are.same(want:to_table(true), dx:to_table(true))
+        end
+      end)
+
+      it("matches central differences end to end in f64 (tocha.gradcheck through the model)", function()
+        local m = neck("f64")
+        m:load(1, device)
+        local wrapped = {
+          forward = function(_, x) return m:forward({ x })[1]:clone() end,
+          backward = function(_, x, dy)
+            local _, cache = m:forward_train({ x })
+            return m:backward({ dy }, cache)[1]
+          end,
+        }
+        local x = tocha.randn({ 1, 3, 4, 5 }, { dtype = "f64", device = device, seed = 63 })
+        local ok, report = tocha.gradcheck(wrapped, x, { seed = 5 })
+        assert(ok, ("max abs error %g at %s"):format(report.max_abs, tostring(report.worst)))
+      end)
+
+      it("names what backward refuses: a foreign cache, wrong gradients, an op without a backward", function()
+        local m = neck("f32")
+        m:load(1, device)
+        local x = tocha.randn({ 1, 3, 4, 5 }, { device = device, seed = 64 })
+        local _, cache = m:forward_train({ x })
+        local other = neck("f32")
+        other:load(1, device)
+        local _, other_cache = other:forward_train({ x })
+        local dy = tocha.zeros({ 1, 3, 8, 10 }, { device = device })
+        for _, case in ipairs({
+          { { { dy }, other_cache }, "cache: expected the cache of this model's forward_train" },
+          { { {}, cache }, "grad_outputs: expected 1 tensors (one per output), got 0" },
+          { { { tocha.zeros({ 1, 3, 4, 5 }, { device = device }) }, cache },
+            "): expected [1, 3, 8, 10] f32, got [1, 3, 4, 5] f32" },
+        }) do
+          local message = error_of(m.backward, m, unpack(case[1]))
+          assert.truthy(message:find("tocha.Model:backward: ", 1, true), message)
+          assert.truthy(message:find(case[2], 1, true), message)
+        end
+        local xi = Model.input({ 1, 4 }, { name = "v" })
+        local lua_op = Model({ xi }, { scale_op(3)(xi) }):load(1, device)
+        local outs, c = lua_op:forward_train({ tocha.ones({ 1, 4 }, { device = device }) })
+        local message = error_of(lua_op.backward, lua_op, { outs[1] }, c)
+        assert.truthy(message:find("tocha.Model:backward: scale %d+: its op has no backward"), message)
+      end)
     end)
   end
 

@@ -192,6 +192,9 @@ TOCHA_API int tocha_tensor_normal(tocha_tensor *t, uint64_t seed, double mean, d
 /* Converts src into dst (same shape and device, any dtypes): floats round to nearest even;
 ** floats to integers truncate toward zero and saturate, NaN becomes 0. */
 TOCHA_API int tocha_tensor_cast(tocha_tensor *dst, const tocha_tensor *src);
+/* acc = (first ? 0 : acc) + g, element by element: acc f32 or f64, g any float dtype of acc's
+** shape, on acc's device (the sum of the gradients a tensor gets from several readers). */
+TOCHA_API int tocha_tensor_accumulate(tocha_tensor *acc, const tocha_tensor *g, int first);
 /* Compares a with b (same dtype, shape and device) elementwise in f64. */
 TOCHA_API int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rtol,
                                    double atol, tocha_compare_result *out);

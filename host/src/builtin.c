@@ -1,5 +1,6 @@
 /*
-** builtin.c: tocha's own tensor kernels (kernels/fill.cu, random.cu, cast.cu, compare.cu).
+** builtin.c: tocha's own tensor kernels (kernels/fill.cu, random.cu, cast.cu, compare.cu,
+** accumulate.cu).
 ** They are ordinary kernels built through the same compile and cache path as a user's; each
 ** (op, dtype) variant is made once per process, on first use.
 */
@@ -23,11 +24,13 @@ static const struct {
     [TOCHA_OP_COMPARE] = {"compare.cu", "tocha_compare",
                           "%1$s* a, %1$s* b, i64 n, f64 rtol, f64 atol, f64* max_abs, "
                           "f64* max_rel, i64* mismatched, i64* first_mismatch"},
+    [TOCHA_OP_ACCUMULATE] = {"accumulate.cu", "tocha_accumulate", "%1$s* acc, %2$s* g, i64 n, i32 first"},
 };
 
 int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kernel **out)
 {
-    if (op != TOCHA_OP_CAST) dtype2 = 0;
+    bool pair = op == TOCHA_OP_CAST || op == TOCHA_OP_ACCUMULATE;
+    if (!pair) dtype2 = 0;
     pthread_mutex_lock(&lock);
     tocha_kernel *k = made[op][dtype][dtype2];
     int st = TOCHA_OK;
@@ -35,7 +38,7 @@ int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kerne
         char params[256], targs[96];
         const char *a = tocha_dtype_name(dtype), *b = tocha_dtype_name(dtype2);
         snprintf(params, sizeof params, ops[op].params, a, b);
-        if (op == TOCHA_OP_CAST)
+        if (pair)
             snprintf(targs, sizeof targs, "%s, %s", tocha_dtype_ctype(dtype), tocha_dtype_ctype(dtype2));
         else
             snprintf(targs, sizeof targs, "%s", tocha_dtype_ctype(dtype));
@@ -66,7 +69,7 @@ void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t b
 
 int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel **out)
 {
-    static const char *names[TOCHA_OP_COUNT] = {"fill", "uniform", "normal", "cast", "compare"};
+    static const char *names[TOCHA_OP_COUNT] = {"fill", "uniform", "normal", "cast", "compare", "accumulate"};
     *out = NULL;
     if (!tocha_dtype_valid(dtype)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype: invalid dtype %d", dtype);
     if (!tocha_dtype_valid(dtype2))
@@ -76,6 +79,6 @@ int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel
             return tocha_builtin_kernel((tocha_builtin_op)i, dtype, dtype2, out);
     return tocha_fail(
         TOCHA_E_ARGUMENT,
-        "op: unknown built-in kernel '%s' (expected fill, uniform, normal, cast or compare)",
+        "op: unknown built-in kernel '%s' (expected fill, uniform, normal, cast, compare or accumulate)",
         op ? op : "(null)");
 }

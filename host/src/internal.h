@@ -248,6 +248,7 @@ typedef enum {
     TOCHA_OP_NORMAL,
     TOCHA_OP_CAST,
     TOCHA_OP_COMPARE,
+    TOCHA_OP_ACCUMULATE,
     TOCHA_OP_COUNT
 } tocha_builtin_op;
 /* The kernel for op on dtype (and dtype2 for cast's destination; else ignored). */

@@ -196,6 +196,25 @@ int tocha_tensor_cast(tocha_tensor *dst, const tocha_tensor *src)
     return launch_builtin(TOCHA_OP_CAST, src->elem_type, dst->elem_type, dst->dev, dst->count, args);
 }
 
+int tocha_tensor_accumulate(tocha_tensor *acc, const tocha_tensor *g, int first)
+{
+    int st = tocha_tensor_check(acc, "acc");
+    if (!st) st = tocha_tensor_check(g, "g");
+    if (!st) st = check_same_shape(acc, g, "g");
+    if (st) return st;
+    if (acc->elem_type != TOCHA_F32 && acc->elem_type != TOCHA_F64)
+        return tocha_fail(TOCHA_E_ARGUMENT, "acc: expected an f32 or f64 tensor, got %s",
+                          tocha_dtype_name(acc->elem_type));
+    if (g->elem_type != TOCHA_F32 && g->elem_type != TOCHA_F64 && g->elem_type != TOCHA_F16 &&
+        g->elem_type != TOCHA_BF16)
+        return tocha_fail(TOCHA_E_ARGUMENT, "g: expected a float tensor, got %s", tocha_dtype_name(g->elem_type));
+    if (acc->dev != g->dev)
+        return tocha_fail(TOCHA_E_ARGUMENT, "g: tensor is on %s, acc on %s", g->dev->name, acc->dev->name);
+    int32_t f = first ? 1 : 0;
+    void *args[] = {&acc->data, (void *)&g->data, &acc->count, &f};
+    return launch_builtin(TOCHA_OP_ACCUMULATE, acc->elem_type, g->elem_type, acc->dev, acc->count, args);
+}
+
 int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rtol, double atol,
                          tocha_compare_result *out)
 {

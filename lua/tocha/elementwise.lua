@@ -43,6 +43,7 @@ function Elementwise.new(fn, dtype_name, block)
   local out = ffi.new("tocha_elementwise*[1]")
   check(C.tocha_elementwise_new(fn, id, block, out))
   local handle = ffi.gc(out[0], C.tocha_elementwise_destroy)
+  local backward_kernel = kernel.wrap(C.tocha_elementwise_backward_kernel(handle), handle)
   return setmetatable({
     handle = handle,
     fn = fn,
@@ -52,11 +53,13 @@ function Elementwise.new(fn, dtype_name, block)
     arity = C.tocha_elementwise_arity(handle),
     id = ffi.string(C.tocha_elementwise_id(handle)),
     kernel = kernel.wrap(C.tocha_elementwise_kernel(handle), handle),
-    backward_kernel = kernel.wrap(C.tocha_elementwise_backward_kernel(handle), handle),
+    backward_kernel = backward_kernel,
+    grad_kernel = backward_kernel, -- what a model launches with pack_backward_args
   }, Elementwise)
 end
 
 function Elementwise:runtime_op() return C.tocha_elementwise_op(self.handle) end
+
 runtime_op.install(Elementwise)
 
 local function need_tensor(v, what)

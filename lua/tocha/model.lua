@@ -22,8 +22,9 @@ local tensor = require "tocha.tensor"
 local device = require "tocha.device"
 local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
-local upsample = require "tocha.upsample" -- launch_packed, the RuntimeOp launch path
-local raise = errors.raise
+local runtime_op = require "tocha.runtime_op" -- launch_packed, the RuntimeOp launch path
+local native = require "tocha.ffi"
+local raise, C = errors.raise, native.C
 
 local M = {}
 
@@ -239,10 +240,9 @@ function Model:load(batch, name)
   return self
 end
 
--- m:forward(inputs): runs the model on the list of input tensors (in the order of the model's
--- inputs, each of its node's concrete shape and dtype, on the model's device); returns the
--- list of output tensors (the model's buffers, shaped as the outputs).
-function Model:forward(inputs)
+-- The input tensors checked against the model's inputs (count, shape, dtype, device, not
+-- freed); returns the map node -> address that the launches read.
+local function bind_inputs(self, inputs)
   if not self.shape then raise("self: the model is not loaded: call m:load(batch_size) first") end
   if type(inputs) ~= "table" then raise("inputs: expected a list of tensors, got " .. type(inputs)) end
   if #inputs ~= #self.inputs then
@@ -266,14 +266,27 @@ function Model:forward(inputs)
     end
     at[node] = t.data
   end
+  return at
+end
+
+-- Launches node n's forward into the block at address out, its inputs read from at.
+local function launch_node(self, n, at, out)
+  local ins = {}
+  for i, input in ipairs(n.inputs) do ins[i] = { at[input], self.shape[input] } end
+  local out_shape = self.shape[n]
+  local args = n.op:pack_args(ins, {}, out, out_shape)
+  runtime_op.launch_packed(n.op.kernel, self.device, n.op:grid(out_shape), n.op:block(), args)
+end
+
+-- m:forward(inputs): runs the model on the list of input tensors (in the order of the model's
+-- inputs, each of its node's concrete shape and dtype, on the model's device); returns the
+-- list of output tensors (the model's buffers, shaped as the outputs).
+function Model:forward(inputs)
+  local at = bind_inputs(self, inputs)
   for _, n in ipairs(self.order) do
     if n.op then
-      local ins = {}
-      for i, input in ipairs(n.inputs) do ins[i] = { at[input], self.shape[input] } end
       local out = self.buffer[n].tensor.data
-      local out_shape = self.shape[n]
-      local args = n.op:pack_args(ins, {}, out, out_shape)
-      upsample.launch_packed(n.op.kernel, self.device, n.op:grid(out_shape), n.op:block(), args)
+      launch_node(self, n, at, out)
       at[n] = out
     end
   end
@@ -282,6 +295,95 @@ function Model:forward(inputs)
     results[i] = self.result[n] or inputs[self.input_index[n]] -- an output may be an input
   end
   return results
+end
+
+-- m:forward_train(inputs) -> outputs, cache: the forward with every node's output kept in a
+-- tensor of its own (new each call, no reuse), for m:backward. outputs are the cache's tensors.
+function Model:forward_train(inputs)
+  local at = bind_inputs(self, inputs)
+  local kept = {}
+  for i, node in ipairs(self.inputs) do kept[node] = inputs[i] end
+  for _, n in ipairs(self.order) do
+    if n.op then
+      local t = tensor.alloc(self.shape[n], self.dtype[n], self.device)
+      launch_node(self, n, at, t.data)
+      at[n], kept[n] = t.data, t
+    end
+  end
+  local outputs = {}
+  for i, n in ipairs(self.outputs) do outputs[i] = kept[n] end
+  return outputs, setmetatable({ model = self, tensors = kept }, { __metatable = "tocha.Model cache" })
+end
+
+-- m:backward(grad_outputs, cache) -> grad_inputs: the gradients for the model's inputs (a list
+-- in their order; false for an input no output depends on), given one gradient per output and
+-- the cache of the forward_train they belong to. Nodes run their backward in reverse order;
+-- where a node feeds several readers (or one reader twice, or is also an output) the
+-- gradients it gets are summed in f32 (f64 for f64 nodes) and then converted to its dtype.
+function Model:backward(grad_outputs, cache)
+  if not self.shape then raise("self: the model is not loaded: call m:load(batch_size) first") end
+  if type(cache) ~= "table" or cache.model ~= self then
+    raise("cache: expected the cache of this model's forward_train")
+  end
+  if type(grad_outputs) ~= "table" or #grad_outputs ~= #self.outputs then
+    raise(("grad_outputs: expected %d tensors (one per output), got %s"):format(#self.outputs,
+      type(grad_outputs) == "table" and tostring(#grad_outputs) or type(grad_outputs)))
+  end
+  for i, n in ipairs(self.outputs) do
+    local g, what = grad_outputs[i], ("grad_outputs[%d] (%s)"):format(i, n.name)
+    if not tensor.is_tensor(g) then raise(("%s: expected a tensor, got %s"):format(what, type(g))) end
+    if g.freed ~= 0 then raise(what .. ": tensor was freed") end
+    if shape_text(g:shape()) ~= shape_text(self.shape[n]) or g:dtype() ~= self.dtype[n] then
+      raise(("%s: expected %s %s, got %s %s"):format(what, shape_text(self.shape[n]), self.dtype[n],
+        shape_text(g:shape()), g:dtype()))
+    end
+    if device.wrap(g.dev) ~= self.device then
+      raise(("%s: the tensor is on %s, the model on %s"):format(what, device.wrap(g.dev).name, self.device.name))
+    end
+  end
+  -- How many gradients each node gets: one per read, one per time it is an output.
+  local readers = {}
+  for _, n in ipairs(self.order) do
+    for _, input in ipairs(n.inputs) do readers[input] = (readers[input] or 0) + 1 end
+  end
+  for _, n in ipairs(self.outputs) do readers[n] = (readers[n] or 0) + 1 end
+  local grad, sum, received = {}, {}, {}
+  local function receive(node, g)
+    received[node] = (received[node] or 0) + 1
+    if readers[node] == 1 then grad[node] = g; return end
+    if not sum[node] then
+      sum[node] = tensor.alloc(self.shape[node], self.dtype[node] == "f64" and "f64" or "f32", self.device)
+    end
+    native.check(C.tocha_tensor_accumulate(sum[node], g, received[node] == 1 and 1 or 0))
+  end
+  local function total(node)
+    if not grad[node] and sum[node] then
+      grad[node] = sum[node]:dtype() == self.dtype[node] and sum[node] or sum[node]:cast(self.dtype[node])
+    end
+    return grad[node]
+  end
+  for i, n in ipairs(self.outputs) do receive(n, grad_outputs[i]) end
+  for k = #self.order, 1, -1 do
+    local n = self.order[k]
+    local g = n.op and total(n)
+    if g then
+      local op = n.op
+      if not op.grad_kernel or not op.pack_backward_args then raise(("%s: its op has no backward"):format(n.name)) end
+      local ins, shapes, grads, addresses = {}, {}, {}, {}
+      for i, input in ipairs(n.inputs) do
+        ins[i], shapes[i] = { cache.tensors[input].data, self.shape[input] }, self.shape[input]
+        grads[i] = tensor.alloc(self.shape[input], self.dtype[input], self.device)
+        addresses[i] = grads[i].data
+      end
+      local out_shape = self.shape[n]
+      local args = op:pack_backward_args(ins, {}, cache.tensors[n].data, out_shape, g, 0, addresses, {})
+      runtime_op.launch_packed(op.grad_kernel, self.device, op:backward_grid(shapes, out_shape), op:backward_block(), args)
+      for i, input in ipairs(n.inputs) do receive(input, grads[i]) end
+    end
+  end
+  local result = {}
+  for i, node in ipairs(self.inputs) do result[i] = total(node) or false end
+  return result
 end
 
 -- m:dot([path]): the graph in Graphviz dot, each node labelled with its name and, once the

@@ -211,6 +211,7 @@ function Forward.new(scale_h, scale_w, block_ow, dtype_name, block_iw, opts)
   local h = construct(0, scale_h, scale_w, block_ow, dtype_name, block_iw, opts.layout)
   local self = describe(h, Forward, "block_ow")
   self.backward_kernel = describe(C.tocha_upsample_backward_kernel(h), Backward, "block_iw", h)
+  self.grad_kernel = self.backward_kernel.kernel -- what a model launches with pack_backward_args
   return self
 end
 
