@@ -187,6 +187,28 @@ describe("tocha.Model", function()
         assert(ok, ("max abs error %g at %s"):format(report.max_abs, tostring(report.worst)))
       end)
 
+      it("captures its forward as a graph that replays on new input values", function()
+        local m, up, gelu, mul = neck("f32")
+        m:load(2, device)
+        local c = m:capture()
+        for seed = 71, 73 do
+          local x = tocha.randn({ 2, 3, 4, 5 }, { device = device, seed = seed })
+          local got = c:replay({ x })[1]:to_table(true)
+          local u = up:forward(x)
+          assert.are.same(mul:forward(gelu:forward(u), u):to_table(true), got)
+        end
+        -- loaded again (other buffers): the capture keeps its own and still replays right
+        m:load(1, device)
+        local x = tocha.randn({ 2, 3, 4, 5 }, { device = device, seed = 74 })
+        collectgarbage("collect")
+        local u = up:forward(x)
+        assert.are.same(mul:forward(gelu:forward(u), u):to_table(true), c:replay({ x })[1]:to_table(true))
+        local message = error_of(c.replay, c, { tocha.zeros({ 2, 3, 4, 4 }, { device = device }) })
+        assert.truthy(message:find("tocha.Model capture:replay: src: ", 1, true), message)
+        message = error_of(c.replay, c, {})
+        assert.truthy(message:find("tocha.Model capture:replay: inputs: expected 1 tensors, got 0", 1, true), message)
+      end)
+
       it("names what backward refuses: a foreign cache, wrong gradients, an op without a backward", function()
         local m = neck("f32")
         m:load(1, device)

@@ -386,6 +386,43 @@ function Model:backward(grad_outputs, cache)
   return result
 end
 
+-- ---- captured forwards ----
+
+local Capture = {}
+Capture.__index = Capture
+Capture.__tostring = function(c) return "tocha.Model capture on " .. c.model.device.name end
+
+-- m:capture([batch_size]) -> c: the model's forward at its loaded batch (or loaded first for
+-- batch_size) captured as a graph (cuda: a CUDA graph; sim: a recorded replay) on input
+-- tensors of its own. c:replay(inputs) copies the given tensors into those, replays the graph
+-- and returns the model's outputs (its buffers, as forward does). The forward runs once before
+-- the capture, so that every kernel is loaded on the device.
+function Model:capture(batch)
+  if batch ~= nil then self:load(batch, self.device and self.device.name) end
+  if not self.shape then raise("self: the model is not loaded: call m:load(batch_size) or pass batch_size") end
+  local inputs = {}
+  for i, node in ipairs(self.inputs) do
+    inputs[i] = tensor.zeros(self.shape[node], { dtype = self.dtype[node], device = self.device })
+  end
+  self:forward(inputs)
+  local g = require("tocha.graph").capture(function() return self:forward(inputs) end, self.device.name)
+  -- The buffers the graph writes stay alive with it, even if the model is loaded again.
+  return setmetatable({ model = self, inputs = inputs, graph = g, outputs = g.outputs[1],
+    buffers = { self.buffer, self.result } }, Capture)
+end
+
+function Capture:replay(inputs)
+  if type(inputs) ~= "table" or #inputs ~= #self.inputs then
+    raise(("inputs: expected %d tensors, got %s"):format(#self.inputs, type(inputs) == "table" and #inputs or type(inputs)))
+  end
+  for i, t in ipairs(inputs) do
+    if not tensor.is_tensor(t) then raise(("inputs[%d]: expected a tensor, got %s"):format(i, type(t))) end
+  end
+  for i, t in ipairs(inputs) do self.inputs[i]:copy(t) end
+  self.graph:replay()
+  return self.outputs
+end
+
 -- m:dot([path]): the graph in Graphviz dot, each node labelled with its name and, once the
 -- model is loaded, its shape and dtype; written to path when one is given. Returns the text.
 function Model:dot(path)
@@ -421,4 +458,5 @@ errors.name(M.node, "Model.node")
 errors.name(M.op, "Model.op")
 errors.name(M.new, "Model")
 errors.methods(Model, "Model:", function(m) return getmetatable(m) == Model end)
+errors.methods(Capture, "Model capture:", function(c) return getmetatable(c) == Capture end)
 return M
