@@ -24,7 +24,8 @@ static const struct {
     [TOCHA_OP_COMPARE] = {"compare.cu", "tocha_compare",
                           "%1$s* a, %1$s* b, i64 n, f64 rtol, f64 atol, f64* max_abs, "
                           "f64* max_rel, i64* mismatched, i64* first_mismatch"},
-    [TOCHA_OP_ACCUMULATE] = {"accumulate.cu", "tocha_accumulate", "%1$s* acc, %2$s* g, i64 n, i32 first"},
+    [TOCHA_OP_ACCUMULATE] = {"accumulate.cu", "tocha_accumulate",
+                             "%1$s* acc, %2$s* g, i64 n, i32 first"},
 };
 
 int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kernel **out)
@@ -69,7 +70,8 @@ void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t b
 
 int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel **out)
 {
-    static const char *names[TOCHA_OP_COUNT] = {"fill", "uniform", "normal", "cast", "compare", "accumulate"};
+    static const char *names[TOCHA_OP_COUNT] = {"fill", "uniform", "normal",
+                                                "cast", "compare", "accumulate"};
     *out = NULL;
     if (!tocha_dtype_valid(dtype)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype: invalid dtype %d", dtype);
     if (!tocha_dtype_valid(dtype2))

@@ -120,42 +120,6 @@ static const tocha_elementwise *self(const tocha_runtime_op *op)
     return (const tocha_elementwise *)op;
 }
 
-static int64_t numel(const tocha_shape *s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < s->ndim; i++) n *= s->dims[i];
-    return n;
-}
-
-static bool same_shape(const tocha_shape *a, const tocha_shape *b)
-{
-    if (a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->dims[i] != b->dims[i]) return false;
-    return true;
-}
-
-static int shape_fail(const char *what, const tocha_shape *want, const tocha_shape *got,
-                      const char *like)
-{
-    char a[200], b[200];
-    tocha_format_dims(want->dims, want->ndim, ", ", a, sizeof a);
-    tocha_format_dims(got->dims, got->ndim, ", ", b, sizeof b);
-    return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected shape [%s] (%s), got [%s]", what, a, like, b);
-}
-
-static int check_shape(const tocha_shape *s, const char *what)
-{
-    if (s->ndim < 1 || s->ndim > TOCHA_MAX_DIMS)
-        return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected 1 to %d dimensions, got %d", what,
-                          TOCHA_MAX_DIMS, s->ndim);
-    for (int i = 0; i < s->ndim; i++)
-        if (s->dims[i] < 1)
-            return tocha_fail(TOCHA_E_ARGUMENT, "%s: size %lld of dimension %d is not positive", what,
-                              (long long)s->dims[i], i + 1);
-    return TOCHA_OK;
-}
-
 /* The inputs' shapes, checked: arity of them, each valid, all one shape; *out gets it. */
 static int input_shape(const tocha_elementwise *e, const tocha_shape *inputs, int n_inputs,
                        tocha_shape *out)
@@ -163,10 +127,10 @@ static int input_shape(const tocha_elementwise *e, const tocha_shape *inputs, in
     if (!inputs || n_inputs != e->arity)
         return tocha_fail(TOCHA_E_ARGUMENT, "inputs: expected %d input shape%s, got %d", e->arity,
                           e->arity == 1 ? "" : "s", n_inputs);
-    int st = check_shape(&inputs[0], "inputs[1]");
+    int st = tocha_shape_check(&inputs[0], "inputs[1]");
     if (st) return st;
-    if (e->arity == 2 && !same_shape(&inputs[0], &inputs[1]))
-        return shape_fail("inputs[2]", &inputs[0], &inputs[1], "like inputs[1]");
+    if (e->arity == 2 && !tocha_shape_same(&inputs[0], &inputs[1]))
+        return tocha_shape_mismatch("inputs[2]", &inputs[0], &inputs[1], "like inputs[1]");
     *out = inputs[0];
     return TOCHA_OK;
 }
@@ -179,19 +143,15 @@ static int op_output_shape(const tocha_runtime_op *op, const tocha_shape *inputs
     return input_shape(self(op), inputs, n_inputs, out);
 }
 
-/* One 16-byte vector a thread (the kernels loop over what the grid does not cover). */
 static void grid_for(const tocha_elementwise *e, const tocha_shape *s, uint32_t grid[3])
 {
-    int64_t per_vector = 16 / tocha_dtype_size(e->dtype);
-    int64_t work = (numel(s) + per_vector - 1) / per_vector;
-    int64_t blocks = (work + e->block - 1) / e->block;
-    grid[0] = (uint32_t)(blocks < 1 ? 1 : blocks < INT32_MAX ? blocks : INT32_MAX);
+    grid[0] = tocha_vector_grid(tocha_shape_numel(s), tocha_dtype_size(e->dtype), e->block);
     grid[1] = grid[2] = 1;
 }
 
 static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3])
 {
-    int st = check_shape(output, "output_shape");
+    int st = tocha_shape_check(output, "output_shape");
     if (st) return st;
     grid_for(self(op), output, grid);
     return TOCHA_OK;
@@ -201,20 +161,6 @@ static void op_block(const tocha_runtime_op *op, uint32_t block[3])
 {
     block[0] = (uint32_t)self(op)->block;
     block[1] = block[2] = 1;
-}
-
-/* Appends pointers, then the element count. */
-static int append(tocha_arg_list *visitor, const uint64_t *ptrs, int n_ptrs, int64_t n)
-{
-    if (!visitor) return tocha_fail(TOCHA_E_ARGUMENT, "visitor: expected an argument list, got NULL");
-    if (visitor->count < 0 || visitor->count > TOCHA_MAX_PARAMS - (n_ptrs + 1))
-        return tocha_fail(TOCHA_E_ARGUMENT, "visitor: no room for %d more arguments", n_ptrs + 1);
-    tocha_arg *a = &visitor->args[visitor->count];
-    for (int i = 0; i < n_ptrs; i++)
-        a[i] = (tocha_arg){.kind = TOCHA_ARG_POINTER, .i = (int64_t)ptrs[i]};
-    a[n_ptrs] = (tocha_arg){.kind = TOCHA_ARG_INT, .i = n};
-    visitor->count += n_ptrs + 1;
-    return TOCHA_OK;
 }
 
 /* The inputs' common shape, which output_shape must be. */
@@ -229,8 +175,8 @@ static int buffers_shape(const tocha_elementwise *e, const tocha_buffer *inputs,
     int st = input_shape(e, shapes, n_inputs, out);
     if (st) return st;
     if (!output_shape) return tocha_fail(TOCHA_E_ARGUMENT, "output_shape: expected a shape, got NULL");
-    if (!same_shape(out, output_shape))
-        return shape_fail("output_shape", out, output_shape, "the inputs'");
+    if (!tocha_shape_same(out, output_shape))
+        return tocha_shape_mismatch("output_shape", out, output_shape, "the inputs'");
     return TOCHA_OK;
 }
 
@@ -245,7 +191,8 @@ static int op_pack_args(const tocha_runtime_op *op, const tocha_buffer *inputs, 
     int st = buffers_shape(e, inputs, n_inputs, output_shape, &s);
     if (st) return st;
     uint64_t ptrs[3] = {inputs[0].data, e->arity == 2 ? inputs[1].data : output, output};
-    return append(visitor, ptrs, e->arity + 1, numel(&s));
+    int64_t n = tocha_shape_numel(&s);
+    return tocha_args_append(visitor, ptrs, e->arity + 1, &n, 1);
 }
 
 static int op_has_backward(const tocha_runtime_op *op)
@@ -284,10 +231,12 @@ static int op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer 
         return tocha_fail(TOCHA_E_ARGUMENT, "grad_inputs: expected %d, got %d", e->arity, n_grad_inputs);
     if (e->arity == 1) {
         uint64_t ptrs[3] = {inputs[0].data, grad_output, grad_inputs[0]};
-        return append(visitor, ptrs, 3, numel(&s));
+        int64_t n = tocha_shape_numel(&s);
+        return tocha_args_append(visitor, ptrs, 3, &n, 1);
     }
     uint64_t ptrs[5] = {inputs[0].data, inputs[1].data, grad_output, grad_inputs[0], grad_inputs[1]};
-    return append(visitor, ptrs, 5, numel(&s));
+    int64_t n = tocha_shape_numel(&s);
+    return tocha_args_append(visitor, ptrs, 5, &n, 1);
 }
 
 /* Parameters, row strides and launch counts keep teeny-kernels' defaults (NULL slots). */
@@ -315,13 +264,6 @@ static int check_tensor(const tocha_elementwise *e, const tocha_tensor *t, const
     return TOCHA_OK;
 }
 
-static tocha_shape shape_of(const tocha_tensor *t)
-{
-    tocha_shape s = {.ndim = t->ndim};
-    memcpy(s.dims, t->dims, sizeof s.dims);
-    return s;
-}
-
 /* Checks the tensors of a launch (names[i] for each) for the op's dtype, one device and one
 ** shape, the first's. */
 static int check_all(const tocha_elementwise *e, const tocha_tensor *const *t, const char *const *names,
@@ -333,11 +275,11 @@ static int check_all(const tocha_elementwise *e, const tocha_tensor *const *t, c
         if (t[i]->dev != t[0]->dev)
             return tocha_fail(TOCHA_E_ARGUMENT, "%s: the tensor is on %s, %s on %s", names[i],
                               t[i]->dev->name, names[0], t[0]->dev->name);
-        tocha_shape a = shape_of(t[0]), b = shape_of(t[i]);
-        if (!same_shape(&a, &b)) {
+        tocha_shape a = tocha_shape_of(t[0]), b = tocha_shape_of(t[i]);
+        if (!tocha_shape_same(&a, &b)) {
             char like[64];
             snprintf(like, sizeof like, "like %s", names[0]);
-            return shape_fail(names[i], &a, &b, like);
+            return tocha_shape_mismatch(names[i], &a, &b, like);
         }
     }
     return TOCHA_OK;
@@ -348,9 +290,9 @@ static int launch(const tocha_elementwise *e, tocha_kernel *k, const tocha_tenso
     tocha_arg_list args = {0};
     uint64_t ptrs[5];
     for (int i = 0; i < n; i++) ptrs[i] = t[i]->data;
-    int st = append(&args, ptrs, n, t[0]->count);
+    int st = tocha_args_append(&args, ptrs, n, &t[0]->count, 1);
     if (st) return st;
-    tocha_shape s = shape_of(t[0]);
+    tocha_shape s = tocha_shape_of(t[0]);
     uint32_t grid[3], block[3] = {(uint32_t)e->block, 1, 1};
     grid_for(e, &s, grid);
     return tocha_kernel_launch_packed(k, t[0]->dev, grid, block, &args);

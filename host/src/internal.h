@@ -147,6 +147,22 @@ void tocha_memory_release(tocha_device *d, uint64_t ptr, uint64_t nbytes);
 /* Gives back the blocks freed during the capture that just ended on d. */
 void tocha_memory_release_deferred(tocha_device *d);
 
+/* ---- op_shapes.c: shared by the tensor ops built in C ---- */
+tocha_shape tocha_shape_of(const tocha_tensor *t);
+int64_t tocha_shape_numel(const tocha_shape *s);
+bool tocha_shape_same(const tocha_shape *a, const tocha_shape *b);
+/* "<what>: expected shape [want] (<like>), got [got]" as a TOCHA_E_ARGUMENT failure. */
+int tocha_shape_mismatch(const char *what, const tocha_shape *want, const tocha_shape *got,
+                         const char *like);
+/* 1 to TOCHA_MAX_DIMS sizes, each at least 1; else an error naming what. */
+int tocha_shape_check(const tocha_shape *s, const char *what);
+/* Appends n_ptrs pointer arguments, then n_ints integer ones, to a RuntimeOp's list. */
+int tocha_args_append(tocha_arg_list *visitor, const uint64_t *ptrs, int n_ptrs, const int64_t *ints,
+                      int n_ints);
+/* CTAs of block threads for one 16-byte vector of elements a thread (at least 1, at most the
+** grid's limit; the kernels loop over what a grid does not cover). */
+uint32_t tocha_vector_grid(int64_t elements, int elem_size, int block);
+
 /* ---- cuda_driver.c ---- */
 /* Loads the driver and fills devs with one device per GPU (at most cap). Returns the count,
 ** or 0 with *why set to the reason CUDA is unusable. */

@@ -207,9 +207,11 @@ int tocha_tensor_accumulate(tocha_tensor *acc, const tocha_tensor *g, int first)
                           tocha_dtype_name(acc->elem_type));
     if (g->elem_type != TOCHA_F32 && g->elem_type != TOCHA_F64 && g->elem_type != TOCHA_F16 &&
         g->elem_type != TOCHA_BF16)
-        return tocha_fail(TOCHA_E_ARGUMENT, "g: expected a float tensor, got %s", tocha_dtype_name(g->elem_type));
+        return tocha_fail(TOCHA_E_ARGUMENT, "g: expected a float tensor, got %s",
+                          tocha_dtype_name(g->elem_type));
     if (acc->dev != g->dev)
-        return tocha_fail(TOCHA_E_ARGUMENT, "g: tensor is on %s, acc on %s", g->dev->name, acc->dev->name);
+        return tocha_fail(TOCHA_E_ARGUMENT, "g: tensor is on %s, acc on %s", g->dev->name,
+                          acc->dev->name);
     int32_t f = first ? 1 : 0;
     void *args[] = {&acc->data, (void *)&g->data, &acc->count, &f};
     return launch_builtin(TOCHA_OP_ACCUMULATE, acc->elem_type, g->elem_type, acc->dev, acc->count, args);
