@@ -144,6 +144,15 @@ tocha_kernel *tocha_elementwise_kernel(const tocha_elementwise *op);
 tocha_kernel *tocha_elementwise_backward_kernel(const tocha_elementwise *op);
 int tocha_elementwise_forward(tocha_elementwise *op, const tocha_tensor *a, const tocha_tensor *b, tocha_tensor *y);
 int tocha_elementwise_backward(tocha_elementwise *op, const tocha_tensor *a, const tocha_tensor *b, const tocha_tensor *dy, tocha_tensor *da, tocha_tensor *db);
+typedef struct tocha_channel_cat tocha_channel_cat;
+int tocha_channel_cat_new(int dtype, int block, tocha_channel_cat **out);
+void tocha_channel_cat_destroy(tocha_channel_cat *op);
+const char *tocha_channel_cat_id(const tocha_channel_cat *op);
+tocha_runtime_op *tocha_channel_cat_op(tocha_channel_cat *op);
+tocha_kernel *tocha_channel_cat_kernel(const tocha_channel_cat *op);
+tocha_kernel *tocha_channel_cat_backward_kernel(const tocha_channel_cat *op);
+int tocha_channel_cat_forward(tocha_channel_cat *op, const tocha_tensor *a, const tocha_tensor *b, tocha_tensor *y);
+int tocha_channel_cat_backward(tocha_channel_cat *op, const tocha_tensor *dy, tocha_tensor *da, tocha_tensor *db);
 ]]
 end
 

@@ -501,6 +501,28 @@ TOCHA_API int tocha_elementwise_backward(tocha_elementwise *op, const tocha_tens
                                          const tocha_tensor *b, const tocha_tensor *dy, tocha_tensor *da,
                                          tocha_tensor *db);
 
+/* ---- channel concatenation: y = [a, b] along dimension 2 (NCHW's channels) ---- */
+
+typedef struct tocha_channel_cat tocha_channel_cat;
+/* An op of any dtype, block threads a CTA (a multiple of 32 up to 1024). a and b have two or
+** more dimensions, equal but for dimension 2; y has a's shape with that dimension the sum. */
+TOCHA_API int tocha_channel_cat_new(int dtype, int block, tocha_channel_cat **out);
+/* NULL ok. */
+TOCHA_API void tocha_channel_cat_destroy(tocha_channel_cat *op);
+/* "channel_cat__<dtype>__<block>"; owned by the op. */
+TOCHA_API const char *tocha_channel_cat_id(const tocha_channel_cat *op);
+/* Its RuntimeOp and Kernels (owned by the op). The backward kernel's arguments are dy, da, db,
+** batch, then the elements per batch item of a and of b. */
+TOCHA_API tocha_runtime_op *tocha_channel_cat_op(tocha_channel_cat *op);
+TOCHA_API tocha_kernel *tocha_channel_cat_kernel(const tocha_channel_cat *op);
+TOCHA_API tocha_kernel *tocha_channel_cat_backward_kernel(const tocha_channel_cat *op);
+/* y = [a, b]; all of the op's dtype, on one device. */
+TOCHA_API int tocha_channel_cat_forward(tocha_channel_cat *op, const tocha_tensor *a,
+                                        const tocha_tensor *b, tocha_tensor *y);
+/* da, db = dy's two parts. */
+TOCHA_API int tocha_channel_cat_backward(tocha_channel_cat *op, const tocha_tensor *dy, tocha_tensor *da,
+                                         tocha_tensor *db);
+
 #ifdef __cplusplus
 }
 #endif

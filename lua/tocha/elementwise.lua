@@ -18,7 +18,6 @@ local device = require "tocha.device"
 local tensor = require "tocha.tensor"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
-local stream = require "tocha.stream"
 local runtime_op = require "tocha.runtime_op"
 local C, check, raise = native.C, native.check, errors.raise
 
@@ -62,27 +61,13 @@ function Elementwise:runtime_op() return C.tocha_elementwise_op(self.handle) end
 
 runtime_op.install(Elementwise)
 
-local function need_tensor(v, what)
-  if not tensor.is_tensor(v) then raise(("%s: expected a tensor, got %s"):format(what, type(v))) end
-  if v.freed ~= 0 then raise(what .. ": tensor was freed") end
-  return v
-end
+local need_tensor, on_stream = runtime_op.live_tensor, runtime_op.on_stream
 
 -- A tensor shaped like `like`, of its dtype and on its device.
 local function alloc_like(like)
   return tensor.alloc(like:shape(), dtype.name(like.elem_type), device.wrap(like.dev))
 end
 
--- Runs fn(...) on opts.stream when one is given (checked against like's device).
-local function on_stream(opts, like, fn, ...)
-  local s = opts ~= nil and stream.option(opts, device.wrap(like.dev))
-  if s then
-    local a, b = s:use(fn, ...)
-    return a, b
-  end
-  local a, b = fn(...)
-  return a, b
-end
 
 local function run_forward(self, a, b, y)
   if y == nil then y = alloc_like(a) end

@@ -46,6 +46,7 @@ tocha.UpsampleNearest2dForward = upsample.UpsampleNearest2dForward
 tocha.UpsampleNearest2dBackward = upsample.UpsampleNearest2dBackward
 tocha.launch_packed = upsample.launch_packed
 tocha.Elementwise = require("tocha.elementwise").Elementwise
+tocha.ChannelCat = require("tocha.channel_cat").ChannelCat
 tocha.nn = require "tocha.nn"
 tocha.gradcheck = require "tocha.gradcheck"
 tocha.image = require "tocha.image"

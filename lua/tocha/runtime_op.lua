@@ -346,6 +346,27 @@ function M.launch_packed(k, dev, grid, block, args, opts)
   check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
 end
 
+-- ---- shared by the ops' direct calls ----
+
+-- v, when it is a live tensor; else an error naming what.
+function M.live_tensor(v, what)
+  if not tensor.is_tensor(v) then raise(("%s: expected a tensor, got %s"):format(what, type(v))) end
+  if v.freed ~= 0 then raise(what .. ": tensor was freed") end
+  return v
+end
+
+-- fn(...) run with opts.stream current when opts names one (checked against like's device, like
+-- a tensor), else as it is; returns fn's first two results.
+function M.on_stream(opts, like, fn, ...)
+  local s = opts ~= nil and tensor.is_tensor(like) and stream.option(opts, device.wrap(like.dev))
+  if s then
+    local a, b = s:use(fn, ...)
+    return a, b
+  end
+  local a, b = fn(...)
+  return a, b
+end
+
 -- Gives class every RuntimeOp method (those it defines itself stay). Each is a closure of the
 -- class's own, not a tail call, so that tocha.errors names an error by the class it came from.
 function M.install(class)

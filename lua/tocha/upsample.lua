@@ -21,7 +21,6 @@ local tensor = require "tocha.tensor"
 local kernel = require "tocha.kernel"
 local tuning = require "tocha.upsample_tuning"
 local errors = require "tocha.errors"
-local stream = require "tocha.stream"
 local runtime_op = require "tocha.runtime_op"
 local C, check, raise = native.C, native.check, errors.raise
 
@@ -152,16 +151,7 @@ end
 -- scales. opts.stream: the stream to queue it on (else the current one).
 -- Runs fn(...) on the stream opts names ({stream = s}), or on the current one; like is the
 -- tensor whose device the work is on.
-local function on_stream(opts, like, fn, ...)
-  -- (where like is no tensor, fn raises that first)
-  local s = opts ~= nil and tensor.is_tensor(like) and stream.option(opts, device.wrap(like.dev))
-  if s then
-    local r = s:use(fn, ...)
-    return r
-  end
-  local r = fn(...)
-  return r
-end
+local on_stream = runtime_op.on_stream
 
 local run_backward
 function Backward:run(dy, dx, opts)
