@@ -1,4 +1,5 @@
--- bench/elementwise.lua: tocha.Elementwise's kernels, forward and backward, over sizes from a
+-- bench/elementwise.lua: tocha.Elementwise's kernels and tocha.ChannelCat's (the join of two
+-- equal tensors along dimension 2, as "cat"), forward and backward, over sizes from a
 -- detector neck's activations to large tensors, in f32, f16 and bf16: median device time over N
 -- launches (two tensor sets in turn, so that no launch finds its inputs in L2), GB/s of bytes
 -- read plus written, % of the device's copy bandwidth, and a device copy of the same bytes timed
@@ -22,7 +23,7 @@ os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
 
-local FNS = { "relu", "gelu", "sigmoid", "exp", "add", "mul", "max" }
+local FNS = { "relu", "gelu", "sigmoid", "exp", "add", "mul", "max", "cat" }
 local DTYPES = { "f32", "f16", "bf16" }
 -- Shapes: neck activations of a detector at batch 16 (P3 to P5 of a 640 input), then flat
 -- tensors of 2^24 and 2^26 elements.
@@ -52,13 +53,20 @@ local function same_copy_ms(bytes)
 end
 
 -- Checks op's output on device against the same op on sim, on a small tensor.
+local function make(fn, dt)
+  if fn ~= "cat" then return tocha.Elementwise.new(fn, dt) end
+  local cat = tocha.ChannelCat.new(dt)
+  cat.arity = 2
+  return cat
+end
+
 local checked = {}
 local function check(fn, dt)
   local key = fn .. dt
   if checked[key] then return end
-  local sim_op, op = tocha.Elementwise.new(fn, dt), tocha.Elementwise.new(fn, dt)
-  local a = tocha.randn({ 4099 }, { dtype = dt, device = "sim", seed = 1 })
-  local b = tocha.randn({ 4099 }, { dtype = dt, device = "sim", seed = 2 })
+  local sim_op, op = make(fn, dt), make(fn, dt)
+  local a = tocha.randn({ 1, 4099 }, { dtype = dt, device = "sim", seed = 1 })
+  local b = tocha.randn({ 1, 4099 }, { dtype = dt, device = "sim", seed = 2 })
   local want = (op.arity == 1 and sim_op:forward(a) or sim_op:forward(a, b)):cast("f64")
   local da, db = a:to(device.name), b:to(device.name)
   local got = (op.arity == 1 and op:forward(da) or op:forward(da, db)):to("sim"):cast("f64")
@@ -74,16 +82,19 @@ local rows = {}
 for _, fn in ipairs(FNS) do
   for _, dt in ipairs(DTYPES) do
     check(fn, dt)
-    local op = tocha.Elementwise.new(fn, dt)
+    local op = make(fn, dt)
     for _, shape in ipairs(SHAPES) do
+      if fn == "cat" and #shape < 2 then shape = { 2, shape[1] / 2 } end
       local n = numel(shape)
       local size = dt == "f32" and 4 or 2
       local sets = {}
       for s = 1, 2 do
         sets[s] = { a = tocha.randn(shape, { dtype = dt, device = device, seed = s }),
           b = op.arity == 2 and tocha.randn(shape, { dtype = dt, device = device, seed = s + 10 }) or nil,
-          dy = tocha.randn(shape, { dtype = dt, device = device, seed = s + 20 }),
-          y = tocha.empty(shape, { dtype = dt, device = device }),
+          dy = tocha.randn(fn == "cat" and { shape[1], 2 * shape[2], unpack(shape, 3) } or shape,
+            { dtype = dt, device = device, seed = s + 20 }),
+          y = tocha.empty(fn == "cat" and { shape[1], 2 * shape[2], unpack(shape, 3) } or shape,
+            { dtype = dt, device = device }),
           d2 = op.arity == 2 and tocha.empty(shape, { dtype = dt, device = device }) or nil }
       end
       for _, dir in ipairs({ "forward", "backward" }) do
@@ -98,10 +109,13 @@ for _, fn in ipairs(FNS) do
           tensors = op.arity == 1 and 3 or 5
           launch = function(k)
             local s = sets[k % 2 + 1]
-            if op.arity == 1 then op:backward(s.a, s.dy, s.y) else op:backward(s.a, s.b, s.dy, s.y, s.d2) end
+            if fn == "cat" then op:backward(s.a, s.b, s.dy, s.a, s.b)
+            elseif op.arity == 1 then op:backward(s.a, s.dy, s.y)
+            else op:backward(s.a, s.b, s.dy, s.y, s.d2) end
           end
         end
         local ms = timing.time_launches(device, launch, opts.launches)
+        if fn == "cat" then tensors = 4 end -- a and b, and the joined tensor of both their sizes
         local bytes = tensors * n * size
         local gbps = bytes / (ms * 1e6)
         local row = { fn = fn, dir = dir, dtype = dt, shape = table.concat(shape, "x"), numel = n, bytes = bytes,

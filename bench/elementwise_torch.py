@@ -4,8 +4,9 @@
 
 Reads DIR/tocha.csv and writes DIR/torch.csv (same columns) and DIR/report.md, the two side by
 side. Forward: torch.relu, F.gelu (exact), torch.sigmoid, torch.exp, torch.add, torch.mul,
-torch.maximum. Backward: torch.autograd.grad of the same op for a given dy, the kernels
-autograd runs (add's gradient is dy itself: no kernel, so its row is left out of the ratio).
+torch.maximum, torch.cat along dimension 1. Backward: torch.autograd.grad of the same op for a
+given dy, the kernels autograd runs (add's gradient is dy itself and cat's views of it: no
+kernel, so their rows are left out of the ratio).
 Each the median of device-event times over LAUNCHES (default 50) launches after a warm-up, two
 tensor sets in turn.
 """
@@ -19,7 +20,8 @@ import torch.nn.functional as F
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 SIZES = {"f32": 4, "f16": 2, "bf16": 2}
 FNS = {"relu": torch.relu, "gelu": F.gelu, "sigmoid": torch.sigmoid, "exp": torch.exp,
-       "add": torch.add, "mul": torch.mul, "max": torch.maximum}
+       "add": torch.add, "mul": torch.mul, "max": torch.maximum,
+       "cat": lambda a, b: torch.cat((a, b), dim=1)}
 LAUNCHES = 50
 
 
@@ -47,13 +49,14 @@ def copy_bandwidth():
 
 def case_ms(fn_name, direction, dtype, shape):
     fn = FNS[fn_name]
-    binary = fn_name in ("add", "mul", "max")
+    binary = fn_name in ("add", "mul", "max", "cat")
     sets = []
     for s in range(2):
         g = torch.Generator(device="cuda").manual_seed(s)
         a = torch.randn(shape, dtype=DTYPES[dtype], device="cuda", generator=g)
         b = torch.randn(shape, dtype=DTYPES[dtype], device="cuda", generator=g) if binary else None
-        dy = torch.randn(shape, dtype=DTYPES[dtype], device="cuda", generator=g)
+        dy_shape = [shape[0], 2 * shape[1]] + shape[2:] if fn_name == "cat" else shape
+        dy = torch.randn(dy_shape, dtype=DTYPES[dtype], device="cuda", generator=g)
         if direction == "backward":
             a.requires_grad_(True)
             if binary:
@@ -81,6 +84,8 @@ def main(out):
     theirs = []
     for r in ours:
         shape = [int(v) for v in r["shape"].split("x")]
+        if r["fn"] == "cat" and len(shape) < 2:
+            shape = [2, shape[0] // 2]
         ms = case_ms(r["fn"], r["dir"], r["dtype"], shape)
         t = dict(r)
         t["ms"] = ms
@@ -100,7 +105,8 @@ def main(out):
     for r, t in zip(ours, theirs):
         ms, tms = float(r["ms"]), float(t["ms"])
         same = 100 * int(r["bytes"]) / (float(r["same_copy_ms"]) * 1e6) / copy
-        ratio = "-" if (r["fn"] == "add" and r["dir"] == "backward") else f"{tms / ms:.2f}"
+        no_kernel = r["dir"] == "backward" and r["fn"] in ("add", "cat")
+        ratio = "-" if no_kernel else f"{tms / ms:.2f}"
         lines.append(f"| {r['fn']} | {r['dir']} | {r['dtype']} | {r['shape']} | {int(r['bytes']) / 1e6:.1f} | "
                      f"{ms * 1e3:.1f} | {float(r['pct_copy']):.1f} | {same:.1f} | {tms * 1e3:.1f} | "
                      f"{t['pct_copy']:.1f} | {ratio} |")
