@@ -64,6 +64,20 @@ local function surface(pool)
   local graph = tocha.graph(function() end, "sim")
   add("Graph:replay", function(...) return graph:replay(...) end)
   add("Graph.replay", graph.replay)
+  add("Model:forward_train", function(...) return model:forward_train(...) end)
+  add("Model:backward", function(...) return model:backward(...) end)
+  add("Model:capture", function(...) return model:capture(...) end)
+  add("Elementwise.new", tocha.Elementwise.new)
+  add("ChannelCat.new", tocha.ChannelCat.new)
+  local ops = { relu = tocha.Elementwise.new("relu"), mul = tocha.Elementwise.new("mul"),
+    cat = tocha.ChannelCat.new() }
+  for kind, op in pairs(ops) do
+    for _, name in ipairs({ "forward", "backward", "grid", "block", "pack_args", "pack_backward_args",
+      "compute_concrete_output_shape", "backward_grid" }) do
+      add(kind .. ":" .. name, function(...) return op[name](op, ...) end)
+      add(kind .. "." .. name, op[name])
+    end
+  end
   add("memory.stats", tocha.memory.stats)
   add("memory.empty_cache", tocha.memory.empty_cache)
   add("memory.reset_peak", tocha.memory.reset_peak)
