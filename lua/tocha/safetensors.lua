@@ -1,0 +1,183 @@
+-- tocha.save / tocha.load: named tensors in a safetensors file, the format PyTorch's and
+-- Hugging Face's tools read and write (safetensors.torch.load_file / save_file).
+--
+--   tocha.save("run.safetensors", { weight = w, bias = b })
+--   local t = tocha.load("run.safetensors" [, { device = "cuda" }])   -- t.weight, t.bias
+--
+-- The file: an unsigned 64-bit little-endian header length N, N bytes of JSON (an object
+-- naming each tensor's dtype, shape and [begin, end) byte range in the data that follows, and
+-- an optional "__metadata__" object of strings), padded with spaces to a multiple of 8, then
+-- the tensors' bytes, little-endian, one after another with no gaps. tocha writes the tensors
+-- in name order and reads any file whose ranges cover the data exactly once. The JSON is read
+-- and written by dkjson (Debian's lua-dkjson).
+local ffi = require "ffi"
+local json = require "dkjson"
+local tensor = require "tocha.tensor"
+local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local errors = require "tocha.errors"
+local raise = errors.raise
+
+local M = {}
+
+local CODES = { f32 = "F32", f64 = "F64", f16 = "F16", bf16 = "BF16", u8 = "U8", i32 = "I32", i64 = "I64" }
+local DTYPES = {}
+for name, code in pairs(CODES) do DTYPES[code] = name end
+
+-- Headers beyond this are refused before they are read (the format's own limit is 100 MB).
+local MAX_HEADER = 100 * 2 ^ 20
+
+local function le64(n)
+  local bytes = {}
+  for i = 1, 8 do
+    bytes[i] = string.char(n % 256)
+    n = math.floor(n / 256)
+  end
+  return table.concat(bytes)
+end
+
+local function read_le64(s)
+  local n = 0
+  for i = 8, 1, -1 do n = n * 256 + s:byte(i) end
+  return n
+end
+
+-- tocha.save(path, tensors [, metadata]): tensors a table of name -> tensor (any device,
+-- dtype and shape); metadata an optional table of string -> string. Replaces the file.
+function M.save(path, tensors, metadata)
+  if type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
+  if type(tensors) ~= "table" then raise("tensors: expected a table of name = tensor, got " .. type(tensors)) end
+  local names = {}
+  for name, t in pairs(tensors) do
+    if type(name) ~= "string" or name == "" or name == "__metadata__" then
+      raise(("tensors: expected names that are non-empty strings other than __metadata__, got %s"):format(
+        type(name) == "string" and ('"' .. name .. '"') or type(name)))
+    end
+    if not tensor.is_tensor(t) then raise(("tensors.%s: expected a tensor, got %s"):format(name, type(t))) end
+    if t.freed ~= 0 then raise(("tensors.%s: tensor was freed"):format(name)) end
+    names[#names + 1] = name
+  end
+  table.sort(names)
+  local header, at = {}, 0
+  for _, name in ipairs(names) do
+    local t = tensors[name]
+    local bytes = tonumber(t.bytes)
+    header[name] = { dtype = CODES[dtype.name(t.elem_type)], shape = t:shape(), data_offsets = { at, at + bytes } }
+    at = at + bytes
+  end
+  if metadata ~= nil then
+    if type(metadata) ~= "table" then raise("metadata: expected a table of strings, got " .. type(metadata)) end
+    for k, v in pairs(metadata) do
+      if type(k) ~= "string" or type(v) ~= "string" then
+        raise(("metadata: expected string keys and values, got %s = %s"):format(type(k), type(v)))
+      end
+    end
+    header.__metadata__ = metadata
+  end
+  local keyorder = { "__metadata__" }
+  for _, name in ipairs(names) do keyorder[#keyorder + 1] = name end
+  local text = json.encode(header, { keyorder = keyorder })
+  text = text .. (" "):rep((8 - #text % 8) % 8)
+  local f, err = io.open(path, "wb")
+  if not f then raise("path: " .. tostring(err)) end
+  local ok, werr = f:write(le64(#text), text)
+  for _, name in ipairs(names) do
+    if not ok then break end
+    local t = tensors[name]
+    local buf = ffi.new("uint8_t[?]", tonumber(t.bytes))
+    t:read(buf)
+    ok, werr = f:write(ffi.string(buf, tonumber(t.bytes)))
+  end
+  local closed, cerr = f:close()
+  if not ok or not closed then
+    os.remove(path)
+    raise(("path: writing %s failed: %s"):format(path, tostring(werr or cerr)))
+  end
+end
+
+local function is_count(v) return type(v) == "number" and v >= 0 and v == math.floor(v) and v < 2 ^ 53 end
+
+-- tocha.load(path [, {device =}]): the file's tensors, a table of name -> tensor on the device
+-- (default: the default device), and its metadata table (or nil) second.
+function M.load(path, opts)
+  if type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
+  if opts ~= nil and type(opts) ~= "table" then raise("options: expected a table {device=}, got " .. type(opts)) end
+  local dev = device.get(opts and opts.device)
+  local f, err = io.open(path, "rb")
+  if not f then raise("path: " .. tostring(err)) end
+  local size = f:seek("end")
+  f:seek("set", 0)
+  local function fail(why)
+    f:close()
+    raise(("%s: %s"):format(path, why))
+  end
+  local head = f:read(8)
+  if not head or #head < 8 then fail("not a safetensors file: shorter than its 8-byte header length") end
+  local n = read_le64(head)
+  if n > MAX_HEADER then fail(("not a safetensors file: a header of %.0f bytes (at most 100 MB)"):format(n)) end
+  if 8 + n > size then fail(("truncated: the header says %d bytes, the file has %d after the length"):format(n, size - 8)) end
+  local text = f:read(n)
+  local header, _, jerr = json.decode(text, 1, nil)
+  -- (dkjson marks what it decodes: an array is a table too)
+  local kind = type(header) == "table" and getmetatable(header) and getmetatable(header).__jsontype
+  if kind ~= "object" then fail("the header is not a JSON object" .. (jerr and (": " .. jerr) or "")) end
+  local data_size = size - 8 - n
+  local metadata = header.__metadata__
+  if metadata ~= nil and type(metadata) ~= "table" then fail("__metadata__: expected an object of strings") end
+  -- Every entry checked before anything is allocated; the ranges must tile the data.
+  local entries = {}
+  for name, e in pairs(header) do
+    if name ~= "__metadata__" then
+      local what = ("tensor %q"):format(name)
+      if type(e) ~= "table" then fail(what .. ": expected an object {dtype, shape, data_offsets}") end
+      local dt = DTYPES[e.dtype]
+      if not dt then fail(("%s: dtype %s is not one tocha has (F32, F64, F16, BF16, U8, I32, I64)"):format(what, tostring(e.dtype))) end
+      if type(e.shape) ~= "table" then fail(what .. ": shape: expected a list of sizes") end
+      if #e.shape > 8 then fail(("%s: shape: %d dimensions, tocha tensors have at most 8"):format(what, #e.shape)) end
+      local numel = 1
+      for i, s in ipairs(e.shape) do
+        if not is_count(s) then fail(("%s: shape[%d]: expected a size, got %s"):format(what, i, tostring(s))) end
+        numel = numel * s
+      end
+      if #e.shape == 0 or numel == 0 then
+        fail(("%s: shape [%s]: tocha tensors have 1 to 8 dimensions of at least 1"):format(what, table.concat(e.shape, ", ")))
+      end
+      local o = e.data_offsets
+      if type(o) ~= "table" or not is_count(o[1]) or not is_count(o[2]) or o[1] > o[2] then
+        fail(what .. ": data_offsets: expected [begin, end] byte offsets")
+      end
+      local bytes = numel * dtype.size(dt)
+      if o[2] - o[1] ~= bytes then
+        fail(("%s: data_offsets [%d, %d] hold %d bytes, its shape and dtype %d"):format(what, o[1], o[2], o[2] - o[1], bytes))
+      end
+      if o[2] > data_size then
+        fail(("%s: data_offsets [%d, %d] pass the end of the data (%d bytes)"):format(what, o[1], o[2], data_size))
+      end
+      entries[#entries + 1] = { name = name, dtype = dt, shape = e.shape, begin = o[1], finish = o[2] }
+    end
+  end
+  table.sort(entries, function(a, b) return a.begin < b.begin end)
+  local at = 0
+  for _, e in ipairs(entries) do
+    if e.begin ~= at then
+      fail(("tensor %q: its data starts at byte %d, where %d was expected (ranges must follow one another)"):format(e.name, e.begin, at))
+    end
+    at = e.finish
+  end
+  if at ~= data_size then fail(("%d bytes of data follow the last tensor"):format(data_size - at)) end
+  local out = {}
+  for _, e in ipairs(entries) do
+    local bytes = e.finish - e.begin
+    local chunk = f:read(bytes)
+    if not chunk or #chunk < bytes then fail(("tensor %q: the file ends inside its data"):format(e.name)) end
+    local t = tensor.empty(e.shape, { dtype = e.dtype, device = dev })
+    t:write(chunk, bytes)
+    out[e.name] = t
+  end
+  f:close()
+  return out, metadata
+end
+
+errors.name(M.save, "save")
+errors.name(M.load, "load")
+return M
