@@ -40,6 +40,14 @@ local function scale_op(a)
     grid = function(s) return math.ceil(numel(s) / 128) end,
     args = function(ins, out, _, shape) return { ins[1], out, numel(shape), a } end }
 end
+-- The scale op with its backward: dx = a * dy (the same kernel).
+local function trainable_scale_op(a)
+  return Model.op { name = "tscale", kernel = scale_kernel, grad_kernel = scale_kernel,
+    output_shape = function(shapes) return shapes[1] end,
+    grid = function(s) return math.ceil(numel(s) / 128) end,
+    args = function(ins, out, _, shape) return { ins[1], out, numel(shape), a } end,
+    grad_args = function(_, _, dy, dxs, shapes) return { dy, dxs[1], numel(shapes[1]), a } end }
+end
 local add_op = Model.op { name = "add", kernel = add_kernel,
   output_shape = function(shapes)
     if #shapes ~= 2 or table.concat(shapes[1], "x") ~= table.concat(shapes[2], "x") then
@@ -207,6 +215,27 @@ describe("tocha.Model", function()
         assert.truthy(message:find("tocha.Model capture:replay: src: ", 1, true), message)
         message = error_of(c.replay, c, {})
         assert.truthy(message:find("tocha.Model capture:replay: inputs: expected 1 tensors, got 0", 1, true), message)
+      end)
+
+      it("trains through an op written in Lua that has a backward", function()
+        local x = Model.input({ -1, 3, 4, 5 }, { name = "x" })
+        local up, relu = tocha.UpsampleNearest2dForward.new(2, 2), tocha.Elementwise.new("relu")
+        local m = Model({ x }, { relu(trainable_scale_op(3)(up(x))) }):load(2, device)
+        local xt = tocha.randn({ 2, 3, 4, 5 }, { device = device, seed = 81 })
+        local dy = tocha.randn({ 2, 3, 8, 10 }, { device = device, seed = 82 })
+        local _, cache = m:forward_train({ xt })
+        local dx = m:backward({ dy }, cache)[1]
+        local s = up:forward(xt):to_table(true)
+        local g = dy:to_table(true)
+        local ds = {}
+        for i = 1, #s do ds[i] = (3 * s[i] > 0 and g[i] or 0) * 3 end
+        local dst = tocha.empty(dy:shape(), { dtype = "f64", device = device })
+        dst:write(require("ffi").new("double[?]", #ds, ds), #ds * 8)
+        local want = up:backward(xt, dst:cast("f32"))
+        assert.are.same(want:to_table(true), dx:to_table(true))
+        local message = error_of(Model.op, { kernel = scale_kernel, grad_kernel = scale_kernel,
+          output_shape = function() end, grid = function() end, args = function() end })
+        assert.truthy(message:find("tocha.Model.op: spec.grad_args: expected a function, got nil", 1, true), message)
       end)
 
       it("names what backward refuses: a foreign cache, wrong gradients, an op without a backward", function()

@@ -86,8 +86,13 @@ end
 
 -- tocha.Model.op{kernel =, dtype =, output_shape = function(input_shapes) ... end,
 -- grid = function(output_shape) ... end, block = {x, y, z} or number,
--- args = function(input_addresses, output_address, input_shapes, output_shape) ... end [, name =]}:
--- a RuntimeOp whose methods are these Lua functions around a tocha.kernel.
+-- args = function(input_addresses, output_address, input_shapes, output_shape) ... end [, name =]
+-- [, grad_kernel =, grad_args = function(input_addresses, output_address, grad_output_address,
+--    grad_input_addresses, input_shapes, output_shape) ... end [, grad_grid = function(input_shapes,
+--    output_shape) ... end]]}:
+-- a RuntimeOp whose methods are these Lua functions around a tocha.kernel; with grad_kernel and
+-- grad_args it has a backward (its grid grad_grid, else grid(output_shape)), which writes every
+-- input's gradient.
 local LuaOp = {}
 LuaOp.__index = LuaOp
 LuaOp.__call = function(op, ...) return M.node(op, ...) end
@@ -100,13 +105,27 @@ function M.op(spec)
   if type(spec.kernel) ~= "table" or type(spec.kernel.launch) ~= "function" then
     raise("spec.kernel: expected a tocha.kernel, got " .. type(spec.kernel))
   end
+  if spec.grad_kernel ~= nil or spec.grad_args ~= nil then
+    if type(spec.grad_kernel) ~= "table" or type(spec.grad_kernel.launch) ~= "function" then
+      raise("spec.grad_kernel: expected a tocha.kernel, got " .. type(spec.grad_kernel))
+    end
+    if type(spec.grad_args) ~= "function" then raise("spec.grad_args: expected a function, got " .. type(spec.grad_args)) end
+    if spec.grad_grid ~= nil and type(spec.grad_grid) ~= "function" then
+      raise("spec.grad_grid: expected a function, got " .. type(spec.grad_grid))
+    end
+  end
   local dt = spec.dtype or "f32"
   dtype.id(dt)
   local block = spec.block or 128
   if type(block) == "number" then block = { block, 1, 1 } end
   if type(block) ~= "table" then raise("spec.block: expected a number or {x, y, z}, got " .. type(block)) end
-  return setmetatable({ kernel = spec.kernel, dtype = dt, kind = spec.name or "op", spec = spec,
+  local op = setmetatable({ kernel = spec.kernel, dtype = dt, kind = spec.name or "op", spec = spec,
     block_dims = block }, LuaOp)
+  if spec.grad_kernel then
+    op.grad_kernel = spec.grad_kernel
+    op.pack_backward_args = LuaOp.lua_pack_backward_args
+  end
+  return op
 end
 
 function LuaOp:compute_concrete_output_shape(shapes) return self.spec.output_shape(shapes) end
@@ -117,6 +136,18 @@ function LuaOp:pack_args(inputs, _, output, output_shape)
   for i, item in ipairs(inputs) do addresses[i], shapes[i] = item[1], item[2] end
   return self.spec.args(addresses, output, shapes, output_shape)
 end
+-- The backward methods a model calls, for ops given grad_kernel and grad_args.
+function LuaOp:lua_pack_backward_args(inputs, _, output, output_shape, grad_output, _, grad_inputs)
+  local addresses, shapes = {}, {}
+  for i, item in ipairs(inputs) do addresses[i], shapes[i] = item[1], item[2] end
+  local g = tensor.is_tensor(grad_output) and grad_output.data or grad_output
+  return self.spec.grad_args(addresses, output, g, grad_inputs, shapes, output_shape)
+end
+function LuaOp:backward_grid(shapes, output_shape)
+  if self.spec.grad_grid then return self.spec.grad_grid(shapes, output_shape) end
+  return self.spec.grid(output_shape)
+end
+function LuaOp:backward_block() return self.block_dims end
 
 -- The nodes that outputs depend on, inputs first, in an order where each comes after its
 -- inputs; raises for a cycle and for a leaf that is not one of the model's inputs.
