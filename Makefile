@@ -4,7 +4,7 @@
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test specs format lint clean
+.PHONY: all deps build demo neck test specs format lint clean
 
 all: build
 
@@ -19,6 +19,10 @@ build: deps $(BUILD)/build.ninja
 
 demo: build
 	./$(BUILD)/tocha examples/quickstart.lua
+
+# A detector neck's top-down path as a model: forward, backward, gradcheck, graph replay.
+neck: build
+	./$(BUILD)/tocha examples/neck.lua
 
 # The specs, then the same specs under ASan and UBSan, then bounded fuzzing.
 test: build

@@ -1,0 +1,113 @@
+-- neck.lua: a feature pyramid's top-down path, the fragment of a detector's neck that feeds an
+-- upsample, built as a tocha.Model and checked end to end; `make neck` runs it.
+--
+--   P5 [B, 64, 5, 5] --up 2x2--> [B, 64, 10, 10] --join with P4 [B, 32, 10, 10]--> [B, 96, 10, 10]
+--   --silu--> A;  N4 = A * halve(A), halve a custom op written in Lua (x * 0.5, with its backward)
+--   N4 --up 2x2--> join with P3 [B, 16, 20, 20] --gelu--> N3
+--
+-- It runs the model forward and backward (A feeds two readers: its gradients are summed),
+-- checks the gradients of all three inputs against
+-- central differences in f64 (tocha.gradcheck, through the model), then captures the forward
+-- as a graph and checks that replaying it on new inputs gives what a forward gives. The loss is
+-- sum(N3 * R) for a fixed random R, so its gradient for N3 is R. Exits non-zero on a mismatch.
+local tocha = require "tocha"
+
+local device = tocha.default_device()
+print(("tocha %s on %s (%s)"):format(tocha.version, device.name, device.product))
+
+-- A custom op: y = 0.5 x and dx = 0.5 dy, one kernel for both, written here and joined to the
+-- model like a built-in op.
+local HALVE = [[
+template <typename D>
+__device__ void halve(const D *x, D *y, long long n)
+{
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = (D)0.5 * x[i];
+}]]
+local function numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+local function halve_op(dt)
+  local k = tocha.kernel { source = HALVE, name = "halve", template_args = dt == "f64" and "double" or "float",
+    params = ("%s* x, %s* y, i64 n"):format(dt, dt) }
+  return tocha.Model.op { name = "halve", kernel = k, grad_kernel = k, dtype = dt,
+    output_shape = function(shapes) return shapes[1] end,
+    grid = function(s) return math.ceil(numel(s) / 256) end, block = 256,
+    args = function(ins, out, _, shape) return { ins[1], out, numel(shape) } end,
+    grad_args = function(_, _, dy, dxs, shapes) return { dy, dxs[1], numel(shapes[1]) } end }
+end
+
+local function neck(dt)
+  local p5 = tocha.Model.input({ -1, 64, 5, 5 }, { dtype = dt, name = "P5" })
+  local p4 = tocha.Model.input({ -1, 32, 10, 10 }, { dtype = dt, name = "P4" })
+  local p3 = tocha.Model.input({ -1, 16, 20, 20 }, { dtype = dt, name = "P3" })
+  local up = tocha.UpsampleNearest2dForward.new(2, 2, nil, dt)
+  local cat = tocha.ChannelCat.new(dt)
+  local silu, gelu = tocha.Elementwise.new("silu", dt), tocha.Elementwise.new("gelu", dt)
+  local mul = tocha.Elementwise.new("mul", dt)
+  local a = silu(cat(up(p5), p4))
+  local n4 = mul(a, halve_op(dt)(a))
+  local n3 = gelu(cat(up(n4), p3))
+  return tocha.Model({ p5, p4, p3 }, { n3 })
+end
+
+local failures = 0
+local function check(ok, what)
+  print(("%-64s %s"):format(what, ok and "ok" or "MISMATCH"))
+  if not ok then failures = failures + 1 end
+end
+
+-- Forward and backward at batch 4 in f32.
+local B = 4
+local m = neck("f32"):load(B)
+print(("\nbuffers: %d blocks, %d bytes (%d without reuse)"):format(m.plan.blocks, m.plan.bytes,
+  m.plan.without_reuse_bytes))
+local inputs = { tocha.randn({ B, 64, 5, 5 }, { seed = 1 }), tocha.randn({ B, 32, 10, 10 }, { seed = 2 }),
+  tocha.randn({ B, 16, 20, 20 }, { seed = 3 }) }
+local y = m:forward(inputs)[1]
+print("N3 " .. tostring(y))
+local outs, cache = m:forward_train(inputs)
+check(tocha.compare(outs[1], y, { rtol = 0, atol = 0 }).ok, "forward_train's output equals forward's")
+local R = tocha.randn(y:shape(), { seed = 4 })
+local grads = m:backward({ R }, cache)
+for i, name in ipairs({ "P5", "P4", "P3" }) do print(("d%s %s"):format(name, tostring(grads[i]))) end
+
+-- The gradients against central differences, in f64, one input at a time.
+local m64 = neck("f64"):load(1)
+local x64 = { tocha.randn({ 1, 64, 5, 5 }, { dtype = "f64", seed = 5 }),
+  tocha.randn({ 1, 32, 10, 10 }, { dtype = "f64", seed = 6 }), tocha.randn({ 1, 16, 20, 20 }, { dtype = "f64", seed = 7 }) }
+for i, name in ipairs({ "P5", "P4", "P3" }) do
+  local wrapped = {
+    forward = function(_, x)
+      local given = { x64[1], x64[2], x64[3] }
+      given[i] = x
+      return m64:forward(given)[1]:clone()
+    end,
+    backward = function(_, x, dy)
+      local given = { x64[1], x64[2], x64[3] }
+      given[i] = x
+      local _, c = m64:forward_train(given)
+      return m64:backward({ dy }, c)[i]
+    end,
+  }
+  local ok, report = tocha.gradcheck(wrapped, x64[i], { seed = i, max_checks = 60 })
+  check(ok, ("d%s against central differences (max abs error %.2g)"):format(name, report.max_abs))
+end
+
+-- The forward captured once and replayed on new inputs.
+local captured = m:capture()
+for round = 1, 3 do
+  local fresh = { tocha.randn({ B, 64, 5, 5 }, { seed = 10 * round }),
+    tocha.randn({ B, 32, 10, 10 }, { seed = 10 * round + 1 }), tocha.randn({ B, 16, 20, 20 }, { seed = 10 * round + 2 }) }
+  local replayed = captured:replay(fresh)[1]:clone()
+  check(tocha.compare(replayed, m:forward(fresh)[1], { rtol = 0, atol = 0 }).ok,
+    ("replay %d on new inputs equals a forward"):format(round))
+end
+
+if failures > 0 then
+  io.stderr:write(failures, " check(s) failed\n")
+  os.exit(1)
+end
+print("\nall checks passed")
