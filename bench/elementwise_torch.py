@@ -11,11 +11,12 @@ Each the median of device-event times over LAUNCHES (default 50) launches after 
 tensor sets in turn.
 """
 import csv
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from torch_timing import copy_bandwidth, time_launches
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 SIZES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -23,28 +24,6 @@ FNS = {"relu": torch.relu, "gelu": F.gelu, "sigmoid": torch.sigmoid, "exp": torc
        "add": torch.add, "mul": torch.mul, "max": torch.maximum,
        "cat": lambda a, b: torch.cat((a, b), dim=1)}
 LAUNCHES = 50
-
-
-def time_launches(fn, n=None):
-    n = n or LAUNCHES
-    for k in range(5):
-        fn(k)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    stops = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for k in range(n):
-        starts[k].record()
-        fn(k)
-        stops[k].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, stops))
-
-
-def copy_bandwidth():
-    n = 256 * 2**20
-    src = torch.ones(n, dtype=torch.float32, device="cuda")
-    dst = torch.empty_like(src)
-    ms = time_launches(lambda k: dst.copy_(src), 20)
-    return 2 * n * 4 / (ms * 1e6)
 
 
 def case_ms(fn_name, direction, dtype, shape):
@@ -73,7 +52,7 @@ def case_ms(fn_name, direction, dtype, shape):
         def launch(k):
             a, b, dy, y = sets[k % 2]
             return torch.autograd.grad(y, (a, b) if binary else (a,), dy, retain_graph=True)
-    return time_launches(launch)
+    return time_launches(launch, LAUNCHES)
 
 
 def main(out):

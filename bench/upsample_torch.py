@@ -11,36 +11,16 @@ torch.cuda._sleep(0), an empty kernel, between events, timed as the cases are), 
 costs bench/upsample.lua measures for tocha (host_costs).
 """
 import csv
-import statistics
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
+from torch_timing import copy_bandwidth, time_launches
+
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "u8": torch.uint8}
 LAUNCHES = 50
-
-
-def time_launches(fn, n):
-    for k in range(5):
-        fn(k)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    stops = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for k in range(n):
-        starts[k].record()
-        fn(k)
-        stops[k].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, stops))
-
-
-def copy_bandwidth():
-    n = 256 * 2**20
-    src = torch.ones(n, dtype=torch.float32, device="cuda")
-    dst = torch.empty_like(src)
-    ms = time_launches(lambda k: dst.copy_(src), 20)
-    return 2 * n * 4 / (ms * 1e6)
 
 
 def make(shape, dtype, seed, layout):

@@ -4,16 +4,12 @@
 ** forward kernel's RuntimeOp. The direct launches go through the RuntimeOp's own packing.
 */
 #include "internal.h"
-#include "embedded.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 struct tocha_channel_cat {
-    tocha_runtime_op op; /* first, so that it casts */
-    int32_t dtype, block;
-    char id[64];
-    tocha_kernel *forward, *backward;
+    tocha_flat_op f; /* first, so that it casts */
 };
 
 static const tocha_runtime_op_vtable vtable;
@@ -23,26 +19,17 @@ int tocha_channel_cat_new(int dtype, int block, tocha_channel_cat **out)
     if (!out) return tocha_fail(TOCHA_E_ARGUMENT, "out: expected a place for the op, got NULL");
     *out = NULL;
     if (!tocha_dtype_valid(dtype)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype: invalid dtype %d", dtype);
-    if (block < 32 || block > 1024 || block % 32 != 0)
-        return tocha_fail(TOCHA_E_ARGUMENT, "block: expected a multiple of 32 from 32 to 1024, got %d",
-                          block);
-    const char *source = tocha_embedded_find("channel_cat.cu");
-    if (!source) return tocha_fail(TOCHA_E_INTERNAL, "kernel source channel_cat.cu is not embedded");
     tocha_channel_cat *c = calloc(1, sizeof *c);
     if (!c) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for an op");
-    c->op.vtable = &vtable;
-    c->dtype = dtype;
-    c->block = block;
     const char *d = tocha_dtype_name(dtype);
-    snprintf(c->id, sizeof c->id, "channel_cat__%s__%d", d, block);
-    char params[2][128];
-    snprintf(params[0], sizeof params[0], "%s* a, %s* b, %s* y, i64 batch, i64 sa, i64 sb", d, d, d);
-    snprintf(params[1], sizeof params[1], "%s* dy, %s* da, %s* db, i64 batch, i64 sa, i64 sb", d, d, d);
-    int st =
-        tocha_kernel_new(source, "tocha_channel_cat", tocha_dtype_ctype(dtype), params[0], &c->forward);
-    if (!st)
-        st = tocha_kernel_new(source, "tocha_channel_split", tocha_dtype_ctype(dtype), params[1],
-                              &c->backward);
+    snprintf(c->f.id, sizeof c->f.id, "channel_cat__%s__%d", d, block);
+    char forward[128], backward[128];
+    snprintf(forward, sizeof forward, "%s* a, %s* b, %s* y, i64 batch, i64 sa, i64 sb", d, d, d);
+    snprintf(backward, sizeof backward, "%s* dy, %s* da, %s* db, i64 batch, i64 sa, i64 sb", d, d, d);
+    static const char *const names[2] = {"tocha_channel_cat", "tocha_channel_split"};
+    const char *const params[2] = {forward, backward};
+    int st = tocha_flat_op_init(&c->f, &vtable, dtype, block, "channel_cat.cu", names,
+                                tocha_dtype_ctype(dtype), params);
     if (st) {
         tocha_channel_cat_destroy(c);
         return st;
@@ -54,17 +41,16 @@ int tocha_channel_cat_new(int dtype, int block, tocha_channel_cat **out)
 void tocha_channel_cat_destroy(tocha_channel_cat *c)
 {
     if (!c) return;
-    tocha_kernel_destroy(c->forward);
-    tocha_kernel_destroy(c->backward);
+    tocha_flat_op_release(&c->f);
     free(c);
 }
 
-const char *tocha_channel_cat_id(const tocha_channel_cat *c) { return c ? c->id : ""; }
-tocha_runtime_op *tocha_channel_cat_op(tocha_channel_cat *c) { return c ? &c->op : NULL; }
-tocha_kernel *tocha_channel_cat_kernel(const tocha_channel_cat *c) { return c ? c->forward : NULL; }
+const char *tocha_channel_cat_id(const tocha_channel_cat *c) { return c ? c->f.id : ""; }
+tocha_runtime_op *tocha_channel_cat_op(tocha_channel_cat *c) { return c ? &c->f.op : NULL; }
+tocha_kernel *tocha_channel_cat_kernel(const tocha_channel_cat *c) { return c ? c->f.forward : NULL; }
 tocha_kernel *tocha_channel_cat_backward_kernel(const tocha_channel_cat *c)
 {
-    return c ? c->backward : NULL;
+    return c ? c->f.backward : NULL;
 }
 
 /* ---- shapes, grid and arguments (the RuntimeOp) ---- */
@@ -118,26 +104,6 @@ static int op_output_shape(const tocha_runtime_op *op, const tocha_shape *inputs
     return two_shapes(inputs, n_inputs, out);
 }
 
-static void grid_for(const tocha_channel_cat *c, const tocha_shape *out, uint32_t grid[3])
-{
-    grid[0] = tocha_vector_grid(tocha_shape_numel(out), tocha_dtype_size(c->dtype), c->block);
-    grid[1] = grid[2] = 1;
-}
-
-static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3])
-{
-    int st = tocha_shape_check(output, "output_shape");
-    if (st) return st;
-    grid_for(self(op), output, grid);
-    return TOCHA_OK;
-}
-
-static void op_block(const tocha_runtime_op *op, uint32_t block[3])
-{
-    block[0] = (uint32_t)self(op)->block;
-    block[1] = block[2] = 1;
-}
-
 /* Appends the three pointers, then batch and the two runs' lengths, for inputs of shapes a, b
 ** whose output is to be output_shape. */
 static int pack(const tocha_shape *a, const tocha_shape *b, const tocha_shape *output_shape,
@@ -166,12 +132,6 @@ static int op_pack_args(const tocha_runtime_op *op, const tocha_buffer *inputs, 
     return pack(&inputs[0].shape, &inputs[1].shape, output_shape, ptrs, visitor);
 }
 
-static int op_has_backward(const tocha_runtime_op *op)
-{
-    (void)op;
-    return 1;
-}
-
 static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
                             const tocha_shape *output, uint32_t grid[3])
 {
@@ -179,11 +139,9 @@ static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *input
     tocha_shape out = {0};
     int st = two_shapes(inputs, n_inputs, &out);
     if (st) return st;
-    grid_for(self(op), &out, grid);
+    tocha_flat_op_grid_of(&self(op)->f, &out, grid);
     return TOCHA_OK;
 }
-
-static void op_backward_block(const tocha_runtime_op *op, uint32_t block[3]) { op_block(op, block); }
 
 static int op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer *inputs, int n_inputs,
                                  const uint64_t *params, int n_params, uint64_t output,
@@ -206,32 +164,16 @@ static int op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer 
 static const tocha_runtime_op_vtable vtable = {
     .n_activation_inputs = op_n_activation_inputs,
     .compute_concrete_output_shape = op_output_shape,
-    .grid = op_grid,
-    .block = op_block,
+    .grid = tocha_flat_op_grid,
+    .block = tocha_flat_op_block,
     .pack_args = op_pack_args,
-    .has_backward = op_has_backward,
+    .has_backward = tocha_flat_op_has_backward,
     .backward_grid = op_backward_grid,
-    .backward_block = op_backward_block,
+    .backward_block = tocha_flat_op_block,
     .pack_backward_args = op_pack_backward_args,
 };
 
 /* ---- direct launches ---- */
-
-static int check_tensors(const tocha_channel_cat *c, const tocha_tensor *const *t,
-                         const char *const *names)
-{
-    for (int i = 0; i < 3; i++) {
-        int st = tocha_tensor_check(t[i], names[i]);
-        if (st) return st;
-        if (t[i]->elem_type != c->dtype)
-            return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected dtype %s (the op's), got %s", names[i],
-                              tocha_dtype_name(c->dtype), tocha_dtype_name(t[i]->elem_type));
-        if (t[i]->dev != t[0]->dev)
-            return tocha_fail(TOCHA_E_ARGUMENT, "%s: the tensor is on %s, %s on %s", names[i],
-                              t[i]->dev->name, names[0], t[0]->dev->name);
-    }
-    return TOCHA_OK;
-}
 
 /* Launches k over the parts a, b and the joined tensor y (names[0..2] theirs); ptrs in k's
 ** order. */
@@ -249,8 +191,9 @@ static int launch(const tocha_channel_cat *c, tocha_kernel *k, const tocha_tenso
     }
     tocha_arg_list args = {0};
     if ((st = pack(&sa, &sb, &sy, ptrs, &args))) return st;
-    uint32_t grid[3], block[3] = {(uint32_t)c->block, 1, 1};
-    grid_for(c, &sy, grid);
+    uint32_t grid[3], block[3];
+    tocha_flat_op_grid_of(&c->f, &sy, grid);
+    tocha_flat_op_block(&c->f.op, block);
     return tocha_kernel_launch_packed(k, y->dev, grid, block, &args);
 }
 
@@ -260,10 +203,12 @@ int tocha_channel_cat_forward(tocha_channel_cat *c, const tocha_tensor *a, const
     if (!c) return tocha_fail(TOCHA_E_ARGUMENT, "op: expected a channel_cat op, got NULL");
     const tocha_tensor *t[3] = {a, b, y};
     static const char *const names[] = {"a", "b", "y"};
-    int st = check_tensors(c, t, names);
-    if (st) return st;
+    for (int i = 0; i < 3; i++) {
+        int st = tocha_flat_op_check_tensor(&c->f, t[i], t[0], names[i], names[0]);
+        if (st) return st;
+    }
     uint64_t ptrs[3] = {a->data, b->data, y->data};
-    return launch(c, c->forward, a, b, y, ptrs, names);
+    return launch(c, c->f.forward, a, b, y, ptrs, names);
 }
 
 int tocha_channel_cat_backward(tocha_channel_cat *c, const tocha_tensor *dy, tocha_tensor *da,
@@ -272,8 +217,10 @@ int tocha_channel_cat_backward(tocha_channel_cat *c, const tocha_tensor *dy, toc
     if (!c) return tocha_fail(TOCHA_E_ARGUMENT, "op: expected a channel_cat op, got NULL");
     const tocha_tensor *t[3] = {dy, da, db};
     static const char *const names[] = {"dy", "da", "db"}, *const parts[] = {"da", "db", "dy"};
-    int st = check_tensors(c, t, names);
-    if (st) return st;
+    for (int i = 0; i < 3; i++) {
+        int st = tocha_flat_op_check_tensor(&c->f, t[i], t[0], names[i], names[0]);
+        if (st) return st;
+    }
     uint64_t ptrs[3] = {dy->data, da->data, db->data};
-    return launch(c, c->backward, da, db, dy, ptrs, parts);
+    return launch(c, c->f.backward, da, db, dy, ptrs, parts);
 }

@@ -6,7 +6,6 @@
 ** op that broadcasts). The direct launches go through the RuntimeOp's own grid and packing.
 */
 #include "internal.h"
-#include "embedded.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +18,9 @@ static const char *const binary_names[] = {"add", "sub", "mul", "div", "max", "m
 #define N_BINARY (int)(sizeof binary_names / sizeof binary_names[0])
 
 struct tocha_elementwise {
-    tocha_runtime_op op; /* first, so that it casts */
-    int32_t arity;       /* 1 or 2 */
-    int32_t fn;          /* index into unary_names or binary_names */
-    int32_t dtype, block;
-    char id[64];
-    tocha_kernel *forward, *backward;
+    tocha_flat_op f; /* first, so that it casts */
+    int32_t arity;   /* 1 or 2 */
+    int32_t fn;      /* index into unary_names or binary_names */
 };
 
 static const tocha_runtime_op_vtable vtable;
@@ -58,36 +54,28 @@ int tocha_elementwise_new(const char *fn, int dtype, int block, tocha_elementwis
         return tocha_fail(TOCHA_E_ARGUMENT,
                           "dtype: expected a float dtype (f32, f64, f16, bf16), got %s",
                           tocha_dtype_valid(dtype) ? tocha_dtype_name(dtype) : "an invalid one");
-    if (block < 32 || block > 1024 || block % 32 != 0)
-        return tocha_fail(TOCHA_E_ARGUMENT, "block: expected a multiple of 32 from 32 to 1024, got %d",
-                          block);
-    const char *source = tocha_embedded_find("elementwise.cu");
-    if (!source) return tocha_fail(TOCHA_E_INTERNAL, "kernel source elementwise.cu is not embedded");
     tocha_elementwise *e = calloc(1, sizeof *e);
     if (!e) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for an op");
-    e->op.vtable = &vtable;
     e->arity = arity;
     e->fn = index;
-    e->dtype = dtype;
-    e->block = block;
     const char *d = tocha_dtype_name(dtype);
-    snprintf(e->id, sizeof e->id, "elementwise_%s__%s__%d",
+    snprintf(e->f.id, sizeof e->f.id, "elementwise_%s__%s__%d",
              arity == 1 ? unary_names[index] : binary_names[index], d, block);
-    char targs[64], params[2][128];
+    char targs[64], forward[128], backward[128];
     snprintf(targs, sizeof targs, "%s, %d", tocha_dtype_ctype(dtype), index);
     if (arity == 1) {
-        snprintf(params[0], sizeof params[0], "%s* x, %s* y, i64 n", d, d);
-        snprintf(params[1], sizeof params[1], "%s* x, %s* dy, %s* dx, i64 n", d, d, d);
+        snprintf(forward, sizeof forward, "%s* x, %s* y, i64 n", d, d);
+        snprintf(backward, sizeof backward, "%s* x, %s* dy, %s* dx, i64 n", d, d, d);
     } else {
-        snprintf(params[0], sizeof params[0], "%s* a, %s* b, %s* y, i64 n", d, d, d);
-        snprintf(params[1], sizeof params[1], "%s* a, %s* b, %s* dy, %s* da, %s* db, i64 n", d, d, d, d,
+        snprintf(forward, sizeof forward, "%s* a, %s* b, %s* y, i64 n", d, d, d);
+        snprintf(backward, sizeof backward, "%s* a, %s* b, %s* dy, %s* da, %s* db, i64 n", d, d, d, d,
                  d);
     }
-    int st = tocha_kernel_new(source, arity == 1 ? "tocha_unary" : "tocha_binary", targs, params[0],
-                              &e->forward);
-    if (!st)
-        st = tocha_kernel_new(source, arity == 1 ? "tocha_unary_backward" : "tocha_binary_backward",
-                              targs, params[1], &e->backward);
+    static const char *const unary[2] = {"tocha_unary", "tocha_unary_backward"},
+                             *const binary[2] = {"tocha_binary", "tocha_binary_backward"};
+    const char *const params[2] = {forward, backward};
+    int st = tocha_flat_op_init(&e->f, &vtable, dtype, block, "elementwise.cu",
+                                arity == 1 ? unary : binary, targs, params);
     if (st) {
         tocha_elementwise_destroy(e);
         return st;
@@ -99,18 +87,17 @@ int tocha_elementwise_new(const char *fn, int dtype, int block, tocha_elementwis
 void tocha_elementwise_destroy(tocha_elementwise *e)
 {
     if (!e) return;
-    tocha_kernel_destroy(e->forward);
-    tocha_kernel_destroy(e->backward);
+    tocha_flat_op_release(&e->f);
     free(e);
 }
 
 int tocha_elementwise_arity(const tocha_elementwise *e) { return e ? e->arity : 0; }
-const char *tocha_elementwise_id(const tocha_elementwise *e) { return e ? e->id : ""; }
-tocha_runtime_op *tocha_elementwise_op(tocha_elementwise *e) { return e ? &e->op : NULL; }
-tocha_kernel *tocha_elementwise_kernel(const tocha_elementwise *e) { return e ? e->forward : NULL; }
+const char *tocha_elementwise_id(const tocha_elementwise *e) { return e ? e->f.id : ""; }
+tocha_runtime_op *tocha_elementwise_op(tocha_elementwise *e) { return e ? &e->f.op : NULL; }
+tocha_kernel *tocha_elementwise_kernel(const tocha_elementwise *e) { return e ? e->f.forward : NULL; }
 tocha_kernel *tocha_elementwise_backward_kernel(const tocha_elementwise *e)
 {
-    return e ? e->backward : NULL;
+    return e ? e->f.backward : NULL;
 }
 
 /* ---- shapes, grid and arguments (the RuntimeOp) ---- */
@@ -141,26 +128,6 @@ static int op_output_shape(const tocha_runtime_op *op, const tocha_shape *inputs
                            tocha_shape *out)
 {
     return input_shape(self(op), inputs, n_inputs, out);
-}
-
-static void grid_for(const tocha_elementwise *e, const tocha_shape *s, uint32_t grid[3])
-{
-    grid[0] = tocha_vector_grid(tocha_shape_numel(s), tocha_dtype_size(e->dtype), e->block);
-    grid[1] = grid[2] = 1;
-}
-
-static int op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3])
-{
-    int st = tocha_shape_check(output, "output_shape");
-    if (st) return st;
-    grid_for(self(op), output, grid);
-    return TOCHA_OK;
-}
-
-static void op_block(const tocha_runtime_op *op, uint32_t block[3])
-{
-    block[0] = (uint32_t)self(op)->block;
-    block[1] = block[2] = 1;
 }
 
 /* The inputs' common shape, which output_shape must be. */
@@ -195,12 +162,6 @@ static int op_pack_args(const tocha_runtime_op *op, const tocha_buffer *inputs, 
     return tocha_args_append(visitor, ptrs, e->arity + 1, &n, 1);
 }
 
-static int op_has_backward(const tocha_runtime_op *op)
-{
-    (void)op;
-    return 1;
-}
-
 static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
                             const tocha_shape *output, uint32_t grid[3])
 {
@@ -208,11 +169,9 @@ static int op_backward_grid(const tocha_runtime_op *op, const tocha_shape *input
     tocha_shape s = {0};
     int st = input_shape(self(op), inputs, n_inputs, &s);
     if (st) return st;
-    grid_for(self(op), &s, grid);
+    tocha_flat_op_grid_of(&self(op)->f, &s, grid);
     return TOCHA_OK;
 }
-
-static void op_backward_block(const tocha_runtime_op *op, uint32_t block[3]) { op_block(op, block); }
 
 static int op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer *inputs, int n_inputs,
                                  const uint64_t *params, int n_params, uint64_t output,
@@ -243,26 +202,16 @@ static int op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer 
 static const tocha_runtime_op_vtable vtable = {
     .n_activation_inputs = op_n_activation_inputs,
     .compute_concrete_output_shape = op_output_shape,
-    .grid = op_grid,
-    .block = op_block,
+    .grid = tocha_flat_op_grid,
+    .block = tocha_flat_op_block,
     .pack_args = op_pack_args,
-    .has_backward = op_has_backward,
+    .has_backward = tocha_flat_op_has_backward,
     .backward_grid = op_backward_grid,
-    .backward_block = op_backward_block,
+    .backward_block = tocha_flat_op_block,
     .pack_backward_args = op_pack_backward_args,
 };
 
 /* ---- direct launches ---- */
-
-static int check_tensor(const tocha_elementwise *e, const tocha_tensor *t, const char *what)
-{
-    int st = tocha_tensor_check(t, what);
-    if (st) return st;
-    if (t->elem_type != e->dtype)
-        return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected dtype %s (the op's), got %s", what,
-                          tocha_dtype_name(e->dtype), tocha_dtype_name(t->elem_type));
-    return TOCHA_OK;
-}
 
 /* Checks the tensors of a launch (names[i] for each) for the op's dtype, one device and one
 ** shape, the first's. */
@@ -270,11 +219,8 @@ static int check_all(const tocha_elementwise *e, const tocha_tensor *const *t, c
                      int n)
 {
     for (int i = 0; i < n; i++) {
-        int st = check_tensor(e, t[i], names[i]);
+        int st = tocha_flat_op_check_tensor(&e->f, t[i], t[0], names[i], names[0]);
         if (st) return st;
-        if (t[i]->dev != t[0]->dev)
-            return tocha_fail(TOCHA_E_ARGUMENT, "%s: the tensor is on %s, %s on %s", names[i],
-                              t[i]->dev->name, names[0], t[0]->dev->name);
         tocha_shape a = tocha_shape_of(t[0]), b = tocha_shape_of(t[i]);
         if (!tocha_shape_same(&a, &b)) {
             char like[64];
@@ -293,8 +239,9 @@ static int launch(const tocha_elementwise *e, tocha_kernel *k, const tocha_tenso
     int st = tocha_args_append(&args, ptrs, n, &t[0]->count, 1);
     if (st) return st;
     tocha_shape s = tocha_shape_of(t[0]);
-    uint32_t grid[3], block[3] = {(uint32_t)e->block, 1, 1};
-    grid_for(e, &s, grid);
+    uint32_t grid[3], block[3];
+    tocha_flat_op_grid_of(&e->f, &s, grid);
+    tocha_flat_op_block(&e->f.op, block);
     return tocha_kernel_launch_packed(k, t[0]->dev, grid, block, &args);
 }
 
@@ -307,7 +254,7 @@ int tocha_elementwise_forward(tocha_elementwise *e, const tocha_tensor *a, const
     const tocha_tensor *t[3] = {a, e->arity == 2 ? b : y, y};
     static const char *const unary[] = {"x", "y"}, *const binary[] = {"a", "b", "y"};
     int st = check_all(e, t, e->arity == 1 ? unary : binary, e->arity + 1);
-    return st ? st : launch(e, e->forward, t, e->arity + 1);
+    return st ? st : launch(e, e->f.forward, t, e->arity + 1);
 }
 
 int tocha_elementwise_backward(tocha_elementwise *e, const tocha_tensor *a, const tocha_tensor *b,
@@ -319,10 +266,10 @@ int tocha_elementwise_backward(tocha_elementwise *e, const tocha_tensor *a, cons
         const tocha_tensor *t[3] = {a, dy, da};
         static const char *const names[] = {"x", "dy", "dx"};
         int st = check_all(e, t, names, 3);
-        return st ? st : launch(e, e->backward, t, 3);
+        return st ? st : launch(e, e->f.backward, t, 3);
     }
     const tocha_tensor *t[5] = {a, b, dy, da, db};
     static const char *const names[] = {"a", "b", "dy", "da", "db"};
     int st = check_all(e, t, names, 5);
-    return st ? st : launch(e, e->backward, t, 5);
+    return st ? st : launch(e, e->f.backward, t, 5);
 }
