@@ -1,0 +1,138 @@
+-- tocha.save_npy / tocha.load_npy: one tensor in NumPy's .npy format (numpy.save / numpy.load).
+--
+--   tocha.save_npy("y.npy", y)                        -- numpy.load("y.npy") in Python
+--   local x = tocha.load_npy("x.npy" [, { device = "cuda" }])
+--
+-- The file: the magic "\x93NUMPY", a version (1.0 written; 1.0, 2.0 and 3.0 read), the header's
+-- length (2 bytes in 1.0, 4 after), the header, a Python dict literal
+-- {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with spaces and a newline so
+-- that the data starts on a 64-byte boundary, then the elements in C order. dtypes: f32 <f4,
+-- f64 <f8, f16 <f2, u8 |u1, i32 <i4, i64 <i8; bf16 has no NumPy dtype (cast it first). Files in
+-- Fortran order, big-endian or of other dtypes are refused with the reason.
+local ffi = require "ffi"
+local tensor = require "tocha.tensor"
+local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local errors = require "tocha.errors"
+local raise = errors.raise
+
+local M = {}
+
+local DESCR = { f32 = "<f4", f64 = "<f8", f16 = "<f2", u8 = "|u1", i32 = "<i4", i64 = "<i8" }
+local BY_DESCR = {}
+for name, d in pairs(DESCR) do BY_DESCR[d] = name end
+BY_DESCR["<u1"] = "u8"
+local MAGIC = "\147NUMPY"
+
+local function le(n, bytes)
+  local out = {}
+  for i = 1, bytes do out[i] = string.char(n % 256); n = math.floor(n / 256) end
+  return table.concat(out)
+end
+
+local function read_le(s)
+  local n = 0
+  for i = #s, 1, -1 do n = n * 256 + s:byte(i) end
+  return n
+end
+
+-- tocha.save_npy(path, t): t's elements in a version 1.0 .npy file.
+function M.save_npy(path, t)
+  if type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
+  if not tensor.is_tensor(t) then raise("t: expected a tensor, got " .. type(t)) end
+  if t.freed ~= 0 then raise("t: tensor was freed") end
+  local name = dtype.name(t.elem_type)
+  local descr = DESCR[name]
+  if not descr then raise(("t: %s has no NumPy dtype: cast it (t:cast(\"f32\")) first"):format(name)) end
+  local shape = t:shape()
+  local dims = #shape == 1 and (shape[1] .. ",") or table.concat(shape, ", ")
+  local header = ("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }"):format(descr, dims)
+  local total = 10 + #header + 1
+  header = header .. (" "):rep((64 - total % 64) % 64) .. "\n"
+  if #header > 65535 then raise("t: its shape makes a header too long for the format") end
+  local buf = ffi.new("uint8_t[?]", t:nbytes())
+  t:read(buf)
+  local f, err = io.open(path, "wb")
+  if not f then raise("path: " .. tostring(err)) end
+  local ok, werr = f:write(MAGIC, "\1\0", le(#header, 2), header, ffi.string(buf, t:nbytes()))
+  local closed, cerr = f:close()
+  if not ok or not closed then
+    os.remove(path)
+    raise(("path: writing %s failed: %s"):format(path, tostring(werr or cerr)))
+  end
+end
+
+-- The value of key in a header dict literal: a quoted string, True/False, or a tuple of integers.
+local function field(header, key)
+  local rest = header:match("['\"]" .. key .. "['\"]%s*:%s*(.*)$")
+  if not rest then return nil end
+  local s = rest:match("^'([^']*)'") or rest:match('^"([^"]*)"')
+  if s then return s end
+  if rest:match("^True") then return true end
+  if rest:match("^False") then return false end
+  local tuple = rest:match("^(%b())")
+  if tuple then
+    local out = {}
+    for v in tuple:sub(2, -2):gmatch("[^,%s]+") do
+      local n = tonumber(v:match("^(%d+)L?$"))
+      if not n then return "bad", v end
+      out[#out + 1] = n
+    end
+    return out
+  end
+  return "bad", rest:sub(1, 20)
+end
+
+-- tocha.load_npy(path [, {device =}]): the file's array as a tensor on the device (default:
+-- the default device).
+function M.load_npy(path, opts)
+  if type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
+  if opts ~= nil and type(opts) ~= "table" then raise("options: expected a table {device=}, got " .. type(opts)) end
+  local dev = device.get(opts and opts.device)
+  local f, err = io.open(path, "rb")
+  if not f then raise("path: " .. tostring(err)) end
+  local function fail(why)
+    f:close()
+    raise(("%s: %s"):format(path, why))
+  end
+  local head = f:read(8)
+  if not head or #head < 8 or head:sub(1, 6) ~= MAGIC then fail("not a .npy file (no \\x93NUMPY magic)") end
+  local major = head:byte(7)
+  if major < 1 or major > 3 then fail(("a .npy version %d.%d, not one of 1.0, 2.0, 3.0"):format(major, head:byte(8))) end
+  local len_bytes = f:read(major == 1 and 2 or 4)
+  if not len_bytes or #len_bytes < (major == 1 and 2 or 4) then fail("truncated in its header length") end
+  local n = read_le(len_bytes)
+  local header = f:read(n)
+  if not header or #header < n then fail(("truncated: the header says %d bytes"):format(n)) end
+  local descr, fortran, shape = field(header, "descr"), field(header, "fortran_order"), field(header, "shape")
+  if type(descr) ~= "string" or descr == "bad" then fail("the header has no 'descr' string") end
+  local name = BY_DESCR[descr]
+  if not name then
+    if descr:sub(1, 1) == ">" then fail(("big-endian data (%s) is not read"):format(descr)) end
+    fail(("dtype %s has no tocha dtype (f32 <f4, f64 <f8, f16 <f2, u8 |u1, i32 <i4, i64 <i8)"):format(descr))
+  end
+  if fortran ~= false then
+    fail(fortran == true and "the array is in Fortran order: save it in C order (numpy.ascontiguousarray)"
+      or "the header has no 'fortran_order'")
+  end
+  if type(shape) ~= "table" then fail("the header has no 'shape' tuple of integers") end
+  if #shape == 0 then shape = { 1 } end -- a 0-d array: one element
+  if #shape > 8 then fail(("shape: %d dimensions, tocha tensors have at most 8"):format(#shape)) end
+  local count = 1
+  for i, s in ipairs(shape) do
+    if s < 1 then fail(("shape[%d] is %d: tocha tensors have sizes of at least 1"):format(i, s)) end
+    count = count * s
+  end
+  local bytes = count * dtype.size(name)
+  local data = f:read(bytes)
+  if not data or #data < bytes then fail(("truncated: %d bytes of data wanted, %d there"):format(bytes, data and #data or 0)) end
+  if f:read(1) then fail("more data than its shape holds") end
+  f:close()
+  local t = tensor.empty(shape, { dtype = name, device = dev })
+  t:write(data, bytes)
+  return t
+end
+
+errors.name(M.save_npy, "save_npy")
+errors.name(M.load_npy, "load_npy")
+return M
