@@ -67,12 +67,12 @@ print(("\nbuffers: %d blocks, %d bytes (%d without reuse)"):format(m.plan.blocks
 local inputs = { tocha.randn({ B, 64, 5, 5 }, { seed = 1 }), tocha.randn({ B, 32, 10, 10 }, { seed = 2 }),
   tocha.randn({ B, 16, 20, 20 }, { seed = 3 }) }
 local y = m:forward(inputs)[1]
-print("N3 " .. tostring(y))
+print("N3 " .. y:summary())
 local outs, cache = m:forward_train(inputs)
 check(tocha.compare(outs[1], y, { rtol = 0, atol = 0 }).ok, "forward_train's output equals forward's")
 local R = tocha.randn(y:shape(), { seed = 4 })
 local grads = m:backward({ R }, cache)
-for i, name in ipairs({ "P5", "P4", "P3" }) do print(("d%s %s"):format(name, tostring(grads[i]))) end
+for i, name in ipairs({ "P5", "P4", "P3" }) do print(("d%s %s"):format(name, grads[i]:summary())) end
 
 -- The gradients against central differences, in f64, one input at a time.
 local m64 = neck("f64"):load(1)

@@ -23,7 +23,7 @@ local first_forward_ms = tocha.time(function() y = up:forward(x) end)
 local first_backward_ms = tocha.time(function() dx = up:backward(x, dy) end)
 local forward_ms = tocha.time(function() up:forward(x, y) end)
 local backward_ms = tocha.time(function() up:backward(x, dy, dx) end)
-print(("x  %s\ny  %s\ndx %s"):format(tostring(x), tostring(y), tostring(dx)))
+print(("x  %s\ny  %s\ndx %s"):format(x:summary(), y:summary(), dx:summary()))
 
 -- The reference: plain Lua loops over the same values.
 local B, C, H, W = 4, 3, 33, 45

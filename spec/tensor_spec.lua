@@ -207,14 +207,30 @@ for _, dev in ipairs(ref.devices()) do
         assert.are.equal(48, t:nbytes())
       end)
 
-      it("print like tocha.Tensor f32 [2x3x4x4] <device> with a preview", function()
-        local t = tocha.tensor({ { 1, 2.5 }, { -3, 4 } }, { device = device })
+      it("print as matrices, a 2-D slice at a time under its index, dtype, shape and device last", function()
         local name = tocha.device(device).name
-        assert.are.equal("tocha.Tensor f32 [2x2] " .. name .. " [1, 2.5, -3, 4]", tostring(t))
-        local big = tocha.ones({ 2, 3, 4, 4 }, { dtype = "f16", device = device })
-        assert.are.equal("tocha.Tensor f16 [2x3x4x4] " .. name .. " [1, 1, 1, 1, 1, 1, ...]", tostring(big))
+        local t = tocha.tensor({ { { { 0.125, -1.5, 2 }, { 3, 0, -0.75 } } } }, { device = device })
+        assert.are.equal(table.concat({
+          "[1,1,:,:]",
+          "  0.1250  -1.5000   2.0000",
+          "  3.0000   0.0000  -0.7500",
+          "",
+          "tocha.Tensor f32 [1x1x2x3] " .. name }, "\n"), tostring(t))
+        assert.are.equal(" 1  7\n\ntocha.Tensor i32 [2] " .. name,
+          tostring(tocha.tensor({ 1, 7 }, { dtype = "i32", device = device })))
+        assert.are.equal("1e-04 *\n 1.0000  2.5000\n\ntocha.Tensor f32 [2] " .. name,
+          tostring(tocha.tensor({ 0.0001, 0.00025 }, { device = device })))
+        local big = tocha.ones({ 2, 3, 40, 50 }, { dtype = "f16", device = device })
+        local text = tostring(big)
+        assert.truthy(text:find(" 1  1  1  ...  1  1  1\n", 1, true), text) -- edges of a row
+        assert.truthy(text:find("\n...\n", 1, true), text)                 -- rows left out
+        assert.truthy(text:find("[2,3,:,:]", 1, true), text)
+        local last = "\ntocha.Tensor f16 [2x3x40x50] " .. name
+        assert.are.equal(last, text:sub(-#last))
+        local lines = select(2, text:gsub("\n", ""))
+        assert.is_true(lines < 60, tostring(lines))
         big:free()
-        assert.are.equal("tocha.Tensor f16 [2x3x4x4] " .. name .. " (freed)", tostring(big))
+        assert.are.equal("tocha.Tensor f16 [2x3x40x50] " .. name .. " (freed)", tostring(big))
       end)
 
       it("clone() and copy() move values between tensors and devices", function()

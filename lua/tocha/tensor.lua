@@ -16,7 +16,6 @@ local Tensor = {}
 local methods = {}
 
 local MAX_DIMS = 8
-local PREVIEW = 6
 
 local function is_tensor(x) return ffi.istype("tocha_tensor *", x) or ffi.istype("tocha_tensor", x) end
 M.is_tensor = is_tensor
@@ -490,24 +489,10 @@ function methods.to_host(t)
   return buf
 end
 
-local function preview(t)
-  local name = dtype.name(t.elem_type)
-  local n = math.min(tonumber(t.count), PREVIEW)
-  local buf = ffi.new(dtype.host_ctype(name) .. "[?]", n)
-  if C.tocha_tensor_read(t, 0, n, buf) ~= 0 then return "" end
-  local parts = {}
-  for i = 0, n - 1 do parts[#parts + 1] = ("%.6g"):format(dtype.decode(name, buf, i)) end
-  if tonumber(t.count) > n then parts[#parts + 1] = "..." end
-  return " [" .. table.concat(parts, ", ") .. "]"
-end
-
 Tensor.__index = methods
-Tensor.__tostring = function(t)
-  local head = ("tocha.Tensor %s [%s] %s"):format(dtype.name(t.elem_type), shape_string(t),
-    device.wrap(t.dev).name)
-  if t.freed ~= 0 then return head .. " (freed)" end
-  return head .. preview(t)
-end
+Tensor.__tostring = function(t) return require("tocha.tensor_print").format(t) end
+-- t:summary(): the one line naming t (dtype, shape, device), for logs.
+function methods.summary(t) return require("tocha.tensor_print").head(t) end
 Tensor.__len = function(t) return tonumber(t.dims[0]) end
 
 ffi.metatype("tocha_tensor", Tensor)
