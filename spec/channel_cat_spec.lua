@@ -4,6 +4,7 @@
 -- detector neck's join of an upsampled map with its skip, trained); bad inputs. On sim and,
 -- tagged #gpu, on cuda.
 local tocha = require "tocha"
+require "tocha.assertions"
 local ref = require "support.reference"
 
 local function numel(shape)
@@ -57,8 +58,8 @@ describe("tocha.ChannelCat", function()
             assert.are.same(want, y:to_table(true))
             local da, db = tocha.full(sa, 7, { dtype = dt, device = device }), tocha.full(sb, 7, { dtype = dt, device = device })
             cat:backward(a, b, y, da, db)
-            assert.are.same(a:to_table(true), da:to_table(true))
-            assert.are.same(b:to_table(true), db:to_table(true))
+            assert.tensor.equal(a, da)
+            assert.tensor.equal(b, db)
           end
         end
       end)
@@ -73,13 +74,13 @@ describe("tocha.ChannelCat", function()
         local st = tocha.randn({ 2, 2, 6, 10 }, { device = device, seed = 8 })
         local u = up:forward(xt)
         local want = relu:forward(cat:forward(u, st))
-        assert.are.same(want:to_table(true), m:forward({ xt, st })[1]:to_table(true))
+        assert.tensor.equal(want, m:forward({ xt, st })[1])
         local dy = tocha.randn({ 2, 6, 6, 10 }, { device = device, seed = 9 })
         local _, cache = m:forward_train({ xt, st })
         local grads = m:backward({ dy }, cache)
         local du, dskip = cat:backward(u, st, relu:backward(cat:forward(u, st), dy))
-        assert.are.same(up:backward(xt, du):to_table(true), grads[1]:to_table(true))
-        assert.are.same(dskip:to_table(true), grads[2]:to_table(true))
+        assert.tensor.equal(up:backward(xt, du), grads[1])
+        assert.tensor.equal(dskip, grads[2])
       end)
 
       it("names its bad arguments", function()

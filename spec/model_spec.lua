@@ -2,6 +2,7 @@
 -- tocha.kernel) loaded for a batch size and run forward with buffers planned by liveness; the
 -- graph's errors named by node. On sim and, tagged #gpu, on cuda.
 local tocha = require "tocha"
+require "tocha.assertions"
 local ref = require "support.reference"
 local up_ref = require "support.upsample_reference"
 
@@ -119,7 +120,7 @@ describe("tocha.Model", function()
         local before = tocha.memory.stats(device).allocations
         local out = m:forward({ xt })
         assert.are.equal(before, tocha.memory.stats(device).allocations)
-        assert.are.same(xt:to_table(true), out[1]:to_table(true)) -- ten halvings, ten doublings
+        assert.tensor.equal(xt, out[1]) -- ten halvings, ten doublings
       end)
 
       it("checks its inputs by name: count, shape, dtype, device, freed, and being loaded", function()
@@ -165,7 +166,7 @@ describe("tocha.Model", function()
           local x = tocha.randn({ 2, 3, 4, 5 }, { dtype = dt, device = device, seed = 61 })
           local dy = tocha.randn({ 2, 3, 8, 10 }, { dtype = dt, device = device, seed = 62 })
           local outs, cache = m:forward_train({ x })
-          assert.are.same(m:forward({ x })[1]:to_table(true), outs[1]:to_table(true))
+          assert.tensor.equal(m:forward({ x })[1], outs[1])
           local dx = m:backward({ dy }, cache)[1]
           -- the same by hand: the two gradients of u, each in dt, summed in f32
           local u = up:forward(x)
@@ -176,7 +177,7 @@ describe("tocha.Model", function()
           local du = add32:forward(du_gelu:cast("f32"), du_mul:cast("f32")):cast(dt)
           local want = up:backward(x, du)
           assert.are.equal(dt, dx:dtype())
-          assert.are.same(want:to_table(true), dx:to_table(true))
+          assert.tensor.equal(want, dx)
         end
       end)
 
@@ -210,7 +211,7 @@ describe("tocha.Model", function()
         local x = tocha.randn({ 2, 3, 4, 5 }, { device = device, seed = 74 })
         collectgarbage("collect")
         local u = up:forward(x)
-        assert.are.same(mul:forward(gelu:forward(u), u):to_table(true), c:replay({ x })[1]:to_table(true))
+        assert.tensor.equal(mul:forward(gelu:forward(u), u), c:replay({ x })[1])
         local message = error_of(c.replay, c, { tocha.zeros({ 2, 3, 4, 4 }, { device = device }) })
         assert.truthy(message:find("tocha.Model capture:replay: src: ", 1, true), message)
         message = error_of(c.replay, c, {})
@@ -232,7 +233,7 @@ describe("tocha.Model", function()
         local dst = tocha.empty(dy:shape(), { dtype = "f64", device = device })
         dst:write(require("ffi").new("double[?]", #ds, ds), #ds * 8)
         local want = up:backward(xt, dst:cast("f32"))
-        assert.are.same(want:to_table(true), dx:to_table(true))
+        assert.tensor.equal(want, dx)
         local message = error_of(Model.op, { kernel = scale_kernel, grad_kernel = scale_kernel,
           output_shape = function() end, grid = function() end, args = function() end })
         assert.truthy(message:find("tocha.Model.op: spec.grad_args: expected a function, got nil", 1, true), message)
