@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs the build into a fresh prefix and checks that require "tocha" works there, from
-# the installed tocha executable and from plain luajit. Prints "N passed, N failed".
+# the installed tocha executable and from plain luajit, and that a C program builds against
+# the installed libtocha through pkg-config and through find_package(tocha) and runs. Prints
+# "N passed, N failed".
 set -u
 build="$1"; luajit="$2"
 prefix=$(mktemp -d)
@@ -17,5 +19,15 @@ code='local t = require "tocha" io.write(t.version, " ", t.ones({2}, {device = "
 version=$(sed -n 's/^project(tocha VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")/../CMakeLists.txt")
 check "installed tocha" "$version 1" env -u LUA_PATH "$prefix/bin/tocha" -e "$code"
 check "plain luajit" "$version 1" env LUA_PATH="$prefix/share/lua/5.1/?.lua;$prefix/share/lua/5.1/?/init.lua;;" "$luajit" -e "$code"
+here="$(cd "$(dirname "$0")" && pwd)"
+cc=${CC:-cc}
+libdir=$(ls -d "$prefix"/lib*/pkgconfig 2>/dev/null | head -n 1)
+flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs tocha)
+# shellcheck disable=SC2086 # the flags are words
+"$cc" -o "$prefix/consumer-pc" "$here/install-check/consumer.c" $flags >"$prefix/cc.log" 2>&1 || cat "$prefix/cc.log"
+check "C program through pkg-config" "$version 2.5" env LD_LIBRARY_PATH="$(dirname "$libdir")" "$prefix/consumer-pc"
+cmake -S "$here/install-check" -B "$prefix/consumer-build" -DCMAKE_PREFIX_PATH="$prefix" >"$prefix/cmake.log" 2>&1 &&
+  cmake --build "$prefix/consumer-build" >>"$prefix/cmake.log" 2>&1 || cat "$prefix/cmake.log"
+check "C program through find_package(tocha)" "$version 2.5" env LD_LIBRARY_PATH="$(dirname "$libdir")" "$prefix/consumer-build/consumer"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
