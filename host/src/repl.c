@@ -3,7 +3,8 @@
 ** $TOCHA_HISTORY) when stdin is a terminal, and plainly from a pipe. An expression's values
 ** are printed (`x` and `=x`); input continues until the chunk is complete; an error prints
 ** its traceback and the session goes on; Ctrl-C interrupts a running chunk; end of input
-** (Ctrl-D) leaves.
+** (Ctrl-D) leaves. Tab completes names (tocha.completion, in Lua) and, inside a string, file
+** names (libedit's own).
 */
 #include "repl.h"
 
@@ -42,6 +43,86 @@ static int run_interruptible(lua_State *L, int nargs)
     signal(SIGINT, SIG_DFL);
     running = NULL;
     return status;
+}
+
+/* ---- Tab completion ---- */
+
+static lua_State *session;
+static char **offered; /* the candidates of the word being completed, NULL-terminated */
+static size_t n_offered, next_offered;
+
+static void forget_offered(void)
+{
+    for (size_t i = next_offered; i < n_offered; i++) free(offered[i]);
+    free(offered);
+    offered = NULL;
+    n_offered = next_offered = 0;
+}
+
+/* Fills offered from tocha.completion.candidates(text); any Lua error offers nothing. */
+static void ask_lua(const char *text)
+{
+    forget_offered();
+    lua_State *L = session;
+    int top = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "tocha.completion");
+    if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+        lua_getfield(L, -1, "candidates");
+        lua_pushstring(L, text);
+        if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+            size_t n = lua_objlen(L, -1);
+            offered = calloc(n + 1, sizeof *offered);
+            for (size_t i = 0; offered && i < n; i++) {
+                lua_rawgeti(L, -1, (int)i + 1);
+                const char *c = lua_tostring(L, -1);
+                if (c && (offered[n_offered] = strdup(c))) n_offered++;
+                lua_pop(L, 1);
+            }
+        }
+    }
+    lua_settop(L, top);
+}
+
+/* libedit's generator: the state-th candidate (state 0 asks Lua first); libedit frees it. */
+static char *next_candidate(const char *text, int state)
+{
+    if (state == 0) ask_lua(text);
+    if (next_offered < n_offered) return offered[next_offered++];
+    forget_offered();
+    return NULL;
+}
+
+/* Whether position `at` of line lies inside a string literal ('...' or "..."). */
+static bool in_string(const char *line, int at)
+{
+    char quote = 0;
+    for (int i = 0; i < at && line[i]; i++) {
+        if (quote && line[i] == '\\')
+            i++;
+        else if (quote && line[i] == quote)
+            quote = 0;
+        else if (!quote && (line[i] == '"' || line[i] == '\''))
+            quote = line[i];
+    }
+    return quote != 0;
+}
+
+static char **complete(const char *text, int start, int end)
+{
+    (void)end;
+    rl_completion_append_character = '\0'; /* tocha.Ups -> tocha.UpsampleNearest2dForward, then "." */
+    if (in_string(rl_line_buffer, start)) return NULL; /* libedit completes the file name */
+    rl_attempted_completion_over = 1;                  /* and nothing else falls back to it */
+    return rl_completion_matches(text, next_candidate);
+}
+
+static void open_completion(lua_State *L)
+{
+    static char breaks[] = " \t\n\"'`@$><=;|&{(,[+-*/%^~#";
+    session = L;
+    rl_completer_word_break_characters = breaks; /* not . and :, so tocha.Ups is one word */
+    rl_attempted_completion_function = complete;
 }
 
 static void open_history(void)
@@ -154,7 +235,10 @@ static void banner(lua_State *L)
 int tocha_repl(lua_State *L)
 {
     bool tty = isatty(0);
-    if (tty) open_history();
+    if (tty) {
+        open_history();
+        open_completion(L);
+    }
     banner(L);
     char *chunk = NULL;
     for (;;) {
