@@ -49,6 +49,7 @@ tocha.Elementwise = require("tocha.elementwise").Elementwise
 tocha.ChannelCat = require("tocha.channel_cat").ChannelCat
 local safetensors = require "tocha.safetensors"
 tocha.save, tocha.load = safetensors.save, safetensors.load
+tocha.bench = require "tocha.bench"
 local npy = require "tocha.npy"
 tocha.save_npy, tocha.load_npy = npy.save_npy, npy.load_npy
 tocha.nn = require "tocha.nn"
@@ -198,4 +199,5 @@ end
 errors.register(tocha.cache, "cache.")
 errors.methods(Event, "Event:", function(e) return getmetatable(e) == Event end)
 errors.name(tocha.gradcheck, "gradcheck")
+errors.name(tocha.bench, "bench")
 return tocha
