@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs the build into a fresh prefix and checks that require "tocha" works there, from
 # the installed tocha executable and from plain luajit, and that a C program builds against
-# the installed libtocha through pkg-config and through find_package(tocha) and runs. Prints
-# "N passed, N failed".
+# the installed libtocha through pkg-config and through find_package(tocha) and runs, and that
+# `luarocks make` installs the module into a fresh LuaRocks tree that plain luajit requires it
+# from. Prints "N passed, N failed".
 set -u
 build="$1"; luajit="$2"
 prefix=$(mktemp -d)
@@ -29,5 +30,14 @@ check "C program through pkg-config" "$version 2.5" env LD_LIBRARY_PATH="$(dirna
 cmake -S "$here/install-check" -B "$prefix/consumer-build" -DCMAKE_PREFIX_PATH="$prefix" >"$prefix/cmake.log" 2>&1 &&
   cmake --build "$prefix/consumer-build" >>"$prefix/cmake.log" 2>&1 || cat "$prefix/cmake.log"
 check "C program through find_package(tocha)" "$version 2.5" env LD_LIBRARY_PATH="$(dirname "$libdir")" "$prefix/consumer-build/consumer"
+# The rock: built by LuaRocks with CMake (in build.luarocks of the source tree), into a tree.
+src="$(cd "$here/.." && pwd)"
+if (cd "$src" && luarocks make --tree "$prefix/rocks" "$src"/tocha-*.rockspec) >"$prefix/rock.log" 2>&1; then
+  check "luarocks make, then plain luajit" "$version 1" env LUA_PATH="$prefix/rocks/share/lua/5.1/?.lua;$prefix/rocks/share/lua/5.1/?/init.lua;;" \
+    LUA_CPATH="$prefix/rocks/lib/lua/5.1/?.so;;" "$luajit" -e "$code"
+else
+  tail -n 20 "$prefix/rock.log"
+  check "luarocks make" "built" echo "failed"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
