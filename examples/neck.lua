@@ -15,43 +15,10 @@ local tocha = require "tocha"
 local device = tocha.default_device()
 print(("tocha %s on %s (%s)"):format(tocha.version, device.name, device.product))
 
--- A custom op: y = 0.5 x and dx = 0.5 dy, one kernel for both, written here and joined to the
--- model like a built-in op.
-local HALVE = [[
-template <typename D>
-__device__ void halve(const D *x, D *y, long long n)
-{
-    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n) y[i] = (D)0.5 * x[i];
-}]]
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
-local function halve_op(dt)
-  local k = tocha.kernel { source = HALVE, name = "halve", template_args = dt == "f64" and "double" or "float",
-    params = ("%s* x, %s* y, i64 n"):format(dt, dt) }
-  return tocha.Model.op { name = "halve", kernel = k, grad_kernel = k, dtype = dt,
-    output_shape = function(shapes) return shapes[1] end,
-    grid = function(s) return math.ceil(numel(s) / 256) end, block = 256,
-    args = function(ins, out, _, shape) return { ins[1], out, numel(shape) } end,
-    grad_args = function(_, _, dy, dxs, shapes) return { dy, dxs[1], numel(shapes[1]) } end }
-end
-
-local function neck(dt)
-  local p5 = tocha.Model.input({ -1, 64, 5, 5 }, { dtype = dt, name = "P5" })
-  local p4 = tocha.Model.input({ -1, 32, 10, 10 }, { dtype = dt, name = "P4" })
-  local p3 = tocha.Model.input({ -1, 16, 20, 20 }, { dtype = dt, name = "P3" })
-  local up = tocha.UpsampleNearest2dForward.new(2, 2, nil, dt)
-  local cat = tocha.ChannelCat.new(dt)
-  local silu, gelu = tocha.Elementwise.new("silu", dt), tocha.Elementwise.new("gelu", dt)
-  local mul = tocha.Elementwise.new("mul", dt)
-  local a = silu(cat(up(p5), p4))
-  local n4 = mul(a, halve_op(dt)(a))
-  local n3 = gelu(cat(up(n4), p3))
-  return tocha.Model({ p5, p4, p3 }, { n3 })
-end
+-- The model (with its custom op written in Lua): examples/neck_model.lua, beside this file.
+package.path = (arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+local neck_model = require "neck_model"
+local function neck(dt) return neck_model.build(dt, { c5 = 64, c4 = 32, c3 = 16, h5 = 5, w5 = 5 }) end
 
 local failures = 0
 local function check(ok, what)
