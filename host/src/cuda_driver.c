@@ -177,15 +177,16 @@ static int cuda_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out, bool *cac
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes", d->name,
                           (unsigned long long)nbytes);
     if (r != CUDA_SUCCESS) return driver_fail(r, pool ? "cuMemAllocFromPoolAsync" : "cuMemAlloc");
+    const char *step = "cuMemsetD8Async";
     if (padded > nbytes) r = cu.memset_d8_async(p + nbytes, 0, padded - nbytes, stream);
     /* An allocation made aside is complete before the capture's work can use it. */
-    if (r == CUDA_SUCCESS && aside) r = cu.stream_synchronize(stream);
+    if (r == CUDA_SUCCESS && aside) step = "cuStreamSynchronize", r = cu.stream_synchronize(stream);
     if (r != CUDA_SUCCESS) {
         if (pool)
             cu.mem_free_async(p, aside ? stream : NULL);
         else
             cu.mem_free(p);
-        return driver_fail(r, padded > nbytes ? "cuMemsetD8Async" : "cuStreamSynchronize");
+        return driver_fail(r, step);
     }
     if (!pool) atomic_fetch_add(&d->memory.held, padded);
     *out = (uint64_t)p;

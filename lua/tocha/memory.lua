@@ -10,9 +10,9 @@
 --   * at least what the device's tensors hold now (one live set's worth of garbage, as Lua's
 --     own pause allows one heap's worth), and 16 times the Lua heap (a larger heap costs more
 --     to collect);
---   * at least FLOOR_BYTES = 16 MiB, and for allocations under 1 MiB more, FLOOR_BYTES^2 /
---     the allocation's size up to 256 MiB (64 MiB for 256 KiB tensors): small tensors come many
---     to a step, and collecting every 64 of them would cost a microsecond each;
+--   * at least FLOOR_BYTES = 16 MiB, and for allocations under 1 MiB more: 16 MiB x (1 MiB /
+--     the allocation's size), up to 256 MiB (64 MiB for 256 KiB tensors): small tensors come
+--     many to a step, and collecting every 64 of them would cost a microsecond each;
 --   * at most a quarter of the device's memory.
 -- A loop that drops a 16 MiB tensor each step then reuses about one block; one that drops
 -- 256 KiB tensors collects every 256 steps. A script that stops the collector
@@ -69,7 +69,8 @@ function M.charge(dev, nbytes)
   local floor = M.FLOOR_BYTES
   local d = (debt[dev] or 0) + nbytes
   if d >= floor then
-    if nbytes < floor / 16 then floor = math.min(SMALL_FLOOR_CAP, floor * floor / math.max(nbytes, 1)) end
+    -- under 1 MiB: 16 MiB x (1 MiB / nbytes), continuous at 1 MiB
+    if nbytes < floor / 16 then floor = math.min(SMALL_FLOOR_CAP, floor * (floor / 16) / math.max(nbytes, 1)) end
     local cap = caps[dev]
     if not cap then
       cap = math.max(M.FLOOR_BYTES, dev:info().memory_total / 4)
