@@ -92,6 +92,21 @@ describe("tocha.memory", function()
     assert.is_true(tonumber(out) <= 2 * 16 * MiB, out)
   end)
 
+  it("lets small tensors' garbage reach the small-allocation floor, 64 MiB at 256 KiB, and no more", function()
+    local out = run [[
+      local tocha = require "tocha"
+      local base, top = tocha.memory.stats("sim").reserved, 0
+      for i = 1, 2000 do
+        local t = tocha.empty({ 2 ^ 16 })
+        top = math.max(top, tocha.memory.stats("sim").reserved - base)
+      end
+      io.write(top)
+    ]]
+    local top = tonumber(out)
+    assert.is_true(top <= 64 * MiB + 2 * 256 * 1024, out) -- collected once 64 MiB are charged
+    assert.is_true(top >= 32 * MiB, out)                  -- not every 16 MiB, as larger tensors are
+  end)
+
   it("keeps resident memory flat when each step fills and drops a 1 MiB tensor", function()
     -- Before the collector saw device memory, this grew by about 1 MiB a step.
     local out = run [[
