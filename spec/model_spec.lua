@@ -49,6 +49,44 @@ local function trainable_scale_op(a)
     args = function(ins, out, _, shape) return { ins[1], out, numel(shape), a } end,
     grad_args = function(_, _, dy, dxs, shapes) return { dy, dxs[1], numel(shapes[1]), a } end }
 end
+-- A Lua op with a parameter: y[b, c, i] = w[c] x[b, c, i]; dx = w dy, dw[c] = sum of dy x (one
+-- thread a channel: plain, not fast).
+local CHANNEL_SCALE = [[
+__device__ void channel_scale(const float *x, const float *w, float *y, long long b, long long c, long long inner) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < b * c * inner) y[i] = w[(i / inner) % c] * x[i];
+}
+__device__ void channel_scale_grad(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                                   long long b, long long c, long long inner) {
+  long long ch = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (ch >= c) return;
+  float sum = 0;
+  for (long long n = 0; n < b; ++n)
+    for (long long k = 0; k < inner; ++k) {
+      long long at = (n * c + ch) * inner + k;
+      dx[at] = w[ch] * dy[at];
+      sum += dy[at] * x[at];
+    }
+  dw[ch] = sum;
+}]]
+local scale_fwd = tocha.kernel { source = CHANNEL_SCALE, name = "channel_scale",
+  params = "f32* x, f32* w, f32* y, i64 b, i64 c, i64 inner" }
+local scale_bwd = tocha.kernel { source = CHANNEL_SCALE, name = "channel_scale_grad",
+  params = "f32* x, f32* w, f32* dy, f32* dx, f32* dw, i64 b, i64 c, i64 inner" }
+local function channel_scale_op(init)
+  local function dims(s) return s[1], s[2], numel(s) / (s[1] * s[2]) end
+  return Model.op { name = "cscale", kernel = scale_fwd, grad_kernel = scale_bwd,
+    params = { { name = "weight", shape = function(ins) return { ins[1][2] } end, init = init } },
+    output_shape = function(shapes) return shapes[1] end,
+    grid = function(s) return math.ceil(numel(s) / 128) end,
+    grad_grid = function(shapes) return math.ceil(shapes[1][2] / 128) end,
+    args = function(ins, out, _, shape, ps) local b, c, k = dims(shape) return { ins[1], ps[1], out, b, c, k } end,
+    grad_args = function(ins, _, dy, dxs, shapes, _, ps, gps)
+      local b, c, k = dims(shapes[1])
+      return { ins[1], ps[1], dy, dxs[1], gps[1], b, c, k }
+    end }
+end
+
 local add_op = Model.op { name = "add", kernel = add_kernel,
   output_shape = function(shapes)
     if #shapes ~= 2 or table.concat(shapes[1], "x") ~= table.concat(shapes[2], "x") then
@@ -237,6 +275,56 @@ describe("tocha.Model", function()
         local message = error_of(Model.op, { kernel = scale_kernel, grad_kernel = scale_kernel,
           output_shape = function() end, grid = function() end, args = function() end })
         assert.truthy(message:find("tocha.Model.op: spec.grad_args: expected a function, got nil", 1, true), message)
+      end)
+
+      it("holds parameters by name, trains them, and saves and loads them as safetensors", function()
+        local x = Model.input({ -1, 3, 2, 2 }, { name = "x" })
+        local y = channel_scale_op(2)(x):named("scale")
+        local m = Model({ x }, { y }):load(2, device)
+        local params = m:parameters()
+        assert.are.same({ "scale.weight" }, (function() local k = {} for name in pairs(params) do k[#k + 1] = name end return k end)())
+        assert.are.same({ 2, 2, 2 }, params["scale.weight"]:to_table())
+        local xt = tocha.randn({ 2, 3, 2, 2 }, { device = device, seed = 91 })
+        local xs = xt:to_table(true)
+        local out = m:forward({ xt })[1]:to_table(true)
+        for i = 1, #xs do assert.are.equal(tocha.tensor({ 2 * xs[i] }):to_table()[1], out[i]) end
+        -- new weights through a file
+        local path = os.tmpname()
+        tocha.save(path, { ["scale.weight"] = tocha.tensor({ 1, -1, 0.5 }, { device = device }) })
+        m:load_parameters(path)
+        assert.are.same({ 1, -1, 0.5 }, m:parameters()["scale.weight"]:to_table())
+        local got = m:forward({ xt })[1]:to_table(true)
+        local w = { 1, -1, 0.5 }
+        for i = 1, #xs do assert.are.equal(w[math.floor((i - 1) / 4) % 3 + 1] * xs[i], got[i]) end
+        m:save_parameters(path)
+        local saved = tocha.load(path)
+        assert.are.same({ 1, -1, 0.5 }, saved["scale.weight"]:to_table())
+        -- the parameter's gradient: dw[c] = sum over the batch and pixels of dy * x
+        local dy = tocha.randn({ 2, 3, 2, 2 }, { device = device, seed = 92 })
+        local _, cache = m:forward_train({ xt })
+        local grads, pgrads = m:backward({ dy }, cache)
+        local ds, want = dy:to_table(true), { 0, 0, 0 }
+        for i = 1, #xs do
+          local c = math.floor((i - 1) / 4) % 3 + 1
+          want[c] = want[c] + ds[i] * xs[i]
+        end
+        local dw = pgrads["scale.weight"]:to_table()
+        for c = 1, 3 do assert.is_true(math.abs(dw[c] - want[c]) < 1e-5, ("dw[%d] %g, want %g"):format(c, dw[c], want[c])) end
+        assert.are.same({ 2, 3, 2, 2 }, grads[1]:shape())
+        -- files that do not fit are refused, and nothing changes
+        tocha.save(path, { ["scale.weight"] = tocha.ones({ 4 }, { device = device }) })
+        local message = error_of(m.load_parameters, m, path)
+        assert.truthy(message:find("scale.weight is f32 [4], the model's f32 [3]", 1, true), message)
+        tocha.save(path, { ["scale.weight"] = tocha.ones({ 3 }, { device = device }), other = tocha.ones({ 1 }, { device = device }) })
+        message = error_of(m.load_parameters, m, path)
+        assert.truthy(message:find("other is not a parameter of the model", 1, true), message)
+        tocha.save(path, { unrelated = tocha.ones({ 1 }, { device = device }) })
+        message = error_of(m.load_parameters, m, path)
+        assert.truthy(message:find("holds no parameter scale.weight", 1, true), message)
+        assert.are.same({ 1, -1, 0.5 }, m:parameters()["scale.weight"]:to_table())
+        os.remove(path)
+        message = error_of(x.named, x, "a b")
+        assert.truthy(message:find('name: expected a name without spaces or dots, got "a b"', 1, true), message)
       end)
 
       it("names what backward refuses: a foreign cache, wrong gradients, an op without a backward", function()

@@ -30,6 +30,16 @@ local M = {}
 
 local Node = {}
 Node.__index = Node
+
+-- node:named(name): gives the node a name of its own (for errors, dot and its parameters'
+-- names, "<node>.<param>"); returns the node. Before the model is made.
+function Node:named(name)
+  if type(name) ~= "string" or name == "" or name:find("[%s%.]") then
+    raise("name: expected a name without spaces or dots, got " .. (type(name) == "string" and ('"' .. name .. '"') or type(name)))
+  end
+  self.name = name
+  return self
+end
 Node.__tostring = function(n) return "tocha.Model node " .. n.name end
 
 local Model = {}
@@ -90,9 +100,12 @@ end
 -- [, grad_kernel =, grad_args = function(input_addresses, output_address, grad_output_address,
 --    grad_input_addresses, input_shapes, output_shape) ... end [, grad_grid = function(input_shapes,
 --    output_shape) ... end]]}:
+-- [, params = { {name =, shape = function(input_shapes, output_shape) ... end [, init = number]}, ... }]
 -- a RuntimeOp whose methods are these Lua functions around a tocha.kernel; with grad_kernel and
 -- grad_args it has a backward (its grid grad_grid, else grid(output_shape)), which writes every
--- input's gradient.
+-- input's gradient. With params, args and grad_args get the parameters' addresses last (and
+-- grad_args the addresses of their gradients after those), in the order listed; a parameter
+-- starts at init (default 0) in every element.
 local LuaOp = {}
 LuaOp.__index = LuaOp
 LuaOp.__call = function(op, ...) return M.node(op, ...) end
@@ -114,6 +127,17 @@ function M.op(spec)
       raise("spec.grad_grid: expected a function, got " .. type(spec.grad_grid))
     end
   end
+  if spec.params ~= nil then
+    if type(spec.params) ~= "table" then raise("spec.params: expected a list of {name, shape}, got " .. type(spec.params)) end
+    for i, prm in ipairs(spec.params) do
+      if type(prm) ~= "table" or type(prm.name) ~= "string" or prm.name == "" or type(prm.shape) ~= "function" then
+        raise(("spec.params[%d]: expected {name = string, shape = function [, init = number]}"):format(i))
+      end
+      if prm.init ~= nil and type(prm.init) ~= "number" then
+        raise(("spec.params[%d].init: expected a number, got %s"):format(i, type(prm.init)))
+      end
+    end
+  end
   local dt = spec.dtype or "f32"
   dtype.id(dt)
   local block = spec.block or 128
@@ -131,17 +155,28 @@ end
 function LuaOp:compute_concrete_output_shape(shapes) return self.spec.output_shape(shapes) end
 function LuaOp:grid(output_shape) return self.spec.grid(output_shape) end
 function LuaOp:block() return self.block_dims end
-function LuaOp:pack_args(inputs, _, output, output_shape)
+function LuaOp:pack_args(inputs, params, output, output_shape)
   local addresses, shapes = {}, {}
   for i, item in ipairs(inputs) do addresses[i], shapes[i] = item[1], item[2] end
-  return self.spec.args(addresses, output, shapes, output_shape)
+  return self.spec.args(addresses, output, shapes, output_shape, params or {})
 end
 -- The backward methods a model calls, for ops given grad_kernel and grad_args.
-function LuaOp:lua_pack_backward_args(inputs, _, output, output_shape, grad_output, _, grad_inputs)
+function LuaOp:lua_pack_backward_args(inputs, params, output, output_shape, grad_output, _, grad_inputs, grad_params)
   local addresses, shapes = {}, {}
   for i, item in ipairs(inputs) do addresses[i], shapes[i] = item[1], item[2] end
   local g = tensor.is_tensor(grad_output) and grad_output.data or grad_output
-  return self.spec.grad_args(addresses, output, g, grad_inputs, shapes, output_shape)
+  return self.spec.grad_args(addresses, output, g, grad_inputs, shapes, output_shape, params or {}, grad_params or {})
+end
+-- The parameter methods of the RuntimeOp, from spec.params.
+function LuaOp:param_names()
+  local names = {}
+  for i, prm in ipairs(self.spec.params or {}) do names[i] = prm.name end
+  return names
+end
+function LuaOp:param_shapes(input_shapes, output_shape)
+  local shapes = {}
+  for i, prm in ipairs(self.spec.params or {}) do shapes[i] = prm.shape(input_shapes, output_shape) end
+  return shapes
 end
 function LuaOp:backward_grid(shapes, output_shape)
   if self.spec.grad_grid then return self.spec.grad_grid(shapes, output_shape) end
@@ -265,6 +300,27 @@ function Model:load(batch, name)
       end
     end
   end
+  -- Parameters: each op's, by name "<node>.<param>", zeroed or filled with its init value.
+  local params, by_name, param_names = {}, {}, {}
+  for _, n in ipairs(self.order) do
+    if n.op and n.op.param_names then
+      local names = n.op:param_names()
+      if #names > 0 then
+        local ins = {}
+        for i, input in ipairs(n.inputs) do ins[i] = shape[input] end
+        local shapes = n.op:param_shapes(ins, shape[n])
+        params[n], param_names[n] = {}, names
+        for i, pname in ipairs(names) do
+          local full = n.name .. "." .. pname
+          if by_name[full] then raise(("%s: two parameters are named %s (name the nodes: node:named(name))"):format(n.name, full)) end
+          local init = n.op.spec and n.op.spec.params[i].init or 0
+          local t = tensor.full(shapes[i], init, { dtype = dt[n], device = dev })
+          params[n][i], by_name[full] = t, t
+        end
+      end
+    end
+  end
+  self.params, self.param_by_name, self.param_names_of = params, by_name, param_names
   self.device, self.batch, self.shape, self.dtype, self.buffer, self.result = dev, batch, shape, dt, buffer, result
   -- What the intermediates hold: blocks and bytes with reuse, and the bytes without it.
   self.plan = { blocks = blocks, bytes = held, without_reuse_bytes = without_reuse }
@@ -301,11 +357,18 @@ local function bind_inputs(self, inputs)
 end
 
 -- Launches node n's forward into the block at address out, its inputs read from at.
+-- The addresses of node n's parameters, in its op's order.
+local function param_addresses(self, n)
+  local out = {}
+  for i, t in ipairs(self.params[n] or {}) do out[i] = t.data end
+  return out
+end
+
 local function launch_node(self, n, at, out)
   local ins = {}
   for i, input in ipairs(n.inputs) do ins[i] = { at[input], self.shape[input] } end
   local out_shape = self.shape[n]
-  local args = n.op:pack_args(ins, {}, out, out_shape)
+  local args = n.op:pack_args(ins, param_addresses(self, n), out, out_shape)
   runtime_op.launch_packed(n.op.kernel, self.device, n.op:grid(out_shape), n.op:block(), args)
 end
 
@@ -346,11 +409,12 @@ function Model:forward_train(inputs)
   return outputs, setmetatable({ model = self, tensors = kept }, { __metatable = "tocha.Model cache" })
 end
 
--- m:backward(grad_outputs, cache) -> grad_inputs: the gradients for the model's inputs (a list
--- in their order; false for an input no output depends on), given one gradient per output and
--- the cache of the forward_train they belong to. Nodes run their backward in reverse order;
--- where a node feeds several readers (or one reader twice, or is also an output) the
--- gradients it gets are summed in f32 (f64 for f64 nodes) and then converted to its dtype.
+-- m:backward(grad_outputs, cache) -> grad_inputs, grad_params: the gradients for the model's
+-- inputs (a list in their order; false for an input no output depends on) and for its
+-- parameters (by name, as m:parameters()), given one gradient per output and the cache of the
+-- forward_train they belong to. Nodes run their backward in reverse order; where a node feeds
+-- several readers (or one reader twice, or is also an output) the gradients it gets are summed
+-- in f32 (f64 for f64 nodes) and then converted to its dtype.
 function Model:backward(grad_outputs, cache)
   if not self.shape then raise("self: the model is not loaded: call m:load(batch_size) first") end
   if type(cache) ~= "table" or cache.model ~= self then
@@ -394,6 +458,7 @@ function Model:backward(grad_outputs, cache)
     return grad[node]
   end
   for i, n in ipairs(self.outputs) do receive(n, grad_outputs[i]) end
+  local param_grads = {}
   for k = #self.order, 1, -1 do
     local n = self.order[k]
     local g = n.op and total(n)
@@ -407,14 +472,62 @@ function Model:backward(grad_outputs, cache)
         addresses[i] = grads[i].data
       end
       local out_shape = self.shape[n]
-      local args = op:pack_backward_args(ins, {}, cache.tensors[n].data, out_shape, g, 0, addresses, {})
+      local grad_params = {}
+      for i, t in ipairs(self.params[n] or {}) do
+        local gp = tensor.zeros(t:shape(), { dtype = t:dtype(), device = self.device })
+        param_grads[n.name .. "." .. self.param_names_of[n][i]] = gp
+        grad_params[i] = gp.data
+      end
+      local args = op:pack_backward_args(ins, param_addresses(self, n), cache.tensors[n].data, out_shape, g, 0,
+        addresses, grad_params)
       runtime_op.launch_packed(op.grad_kernel, self.device, op:backward_grid(shapes, out_shape), op:backward_block(), args)
       for i, input in ipairs(n.inputs) do receive(input, grads[i]) end
     end
   end
   local result = {}
   for i, node in ipairs(self.inputs) do result[i] = total(node) or false end
-  return result
+  return result, param_grads
+end
+
+-- ---- parameters ----
+
+local function loaded(self)
+  if not self.shape then raise("self: the model is not loaded: call m:load(batch_size) first") end
+end
+
+-- m:parameters(): the model's parameter tensors by name ("<node>.<param>"), the model's own:
+-- writing into them changes what forward computes.
+function Model:parameters()
+  loaded(self)
+  local out = {}
+  for name, t in pairs(self.param_by_name) do out[name] = t end
+  return out
+end
+
+-- m:save_parameters(path): the parameters in a safetensors file (tocha.save).
+function Model:save_parameters(path)
+  loaded(self)
+  require("tocha.safetensors").save(path, self.param_by_name)
+end
+
+-- m:load_parameters(path): every parameter from a safetensors file holding exactly the model's
+-- names, each of its shape and dtype; nothing is changed unless all of them fit.
+function Model:load_parameters(path)
+  loaded(self)
+  local file = require("tocha.safetensors").load(path, { device = self.device })
+  for name, t in pairs(self.param_by_name) do
+    local f = file[name]
+    if not f then raise(("%s: holds no parameter %s"):format(path, name)) end
+    if f:dtype() ~= t:dtype() or shape_text(f:shape()) ~= shape_text(t:shape()) then
+      raise(("%s: %s is %s %s, the model's %s %s"):format(path, name, f:dtype(), shape_text(f:shape()), t:dtype(),
+        shape_text(t:shape())))
+    end
+  end
+  for name in pairs(file) do
+    if not self.param_by_name[name] then raise(("%s: %s is not a parameter of the model"):format(path, name)) end
+  end
+  for name, t in pairs(self.param_by_name) do t:copy(file[name]) end
+  return self
 end
 
 -- ---- captured forwards ----
