@@ -31,7 +31,7 @@ end
 
 return function(fn, opts)
   if type(fn) ~= "function" then raise("fn: expected a function, got " .. type(fn)) end
-  if opts ~= nil and type(opts) ~= "table" then raise("options: expected a table, got " .. type(opts)) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table, got " .. type(opts)) end
   opts = opts or {}
   for k in pairs(opts) do
     if not ({ warmup = true, reps = true, bytes = true, device = true, flush = true })[k] then

@@ -123,7 +123,7 @@ function M.op(spec)
       raise("spec.grad_kernel: expected a tocha.kernel, got " .. type(spec.grad_kernel))
     end
     if type(spec.grad_args) ~= "function" then raise("spec.grad_args: expected a function, got " .. type(spec.grad_args)) end
-    if spec.grad_grid ~= nil and type(spec.grad_grid) ~= "function" then
+    if type(spec.grad_grid) ~= "nil" and type(spec.grad_grid) ~= "function" then
       raise("spec.grad_grid: expected a function, got " .. type(spec.grad_grid))
     end
   end
@@ -133,7 +133,7 @@ function M.op(spec)
       if type(prm) ~= "table" or type(prm.name) ~= "string" or prm.name == "" or type(prm.shape) ~= "function" then
         raise(("spec.params[%d]: expected {name = string, shape = function [, init = number]}"):format(i))
       end
-      if prm.init ~= nil and type(prm.init) ~= "number" then
+      if type(prm.init) ~= "nil" and type(prm.init) ~= "number" then
         raise(("spec.params[%d].init: expected a number, got %s"):format(i, type(prm.init)))
       end
     end
@@ -570,7 +570,7 @@ end
 -- m:dot([path]): the graph in Graphviz dot, each node labelled with its name and, once the
 -- model is loaded, its shape and dtype; written to path when one is given. Returns the text.
 function Model:dot(path)
-  if path ~= nil and type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
+  if type(path) ~= "nil" and type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
   -- Text inside a dot string: backslashes and quotes escaped.
   local function escape(text) return (tostring(text):gsub('[\\"]', "\\%0")) end
   local is_output = {}

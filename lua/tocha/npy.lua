@@ -87,7 +87,7 @@ end
 -- the default device).
 function M.load_npy(path, opts)
   if type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
-  if opts ~= nil and type(opts) ~= "table" then raise("options: expected a table {device=}, got " .. type(opts)) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table {device=}, got " .. type(opts)) end
   local dev = device.get(opts and opts.device)
   local f, err = io.open(path, "rb")
   if not f then raise("path: " .. tostring(err)) end

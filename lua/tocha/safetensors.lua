@@ -65,7 +65,7 @@ function M.save(path, tensors, metadata)
     header[name] = { dtype = CODES[dtype.name(t.elem_type)], shape = t:shape(), data_offsets = { at, at + bytes } }
     at = at + bytes
   end
-  if metadata ~= nil then
+  if type(metadata) ~= "nil" then
     if type(metadata) ~= "table" then raise("metadata: expected a table of strings, got " .. type(metadata)) end
     for k, v in pairs(metadata) do
       if type(k) ~= "string" or type(v) ~= "string" then
@@ -101,7 +101,7 @@ local function is_count(v) return type(v) == "number" and v >= 0 and v == math.f
 -- (default: the default device), and its metadata table (or nil) second.
 function M.load(path, opts)
   if type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
-  if opts ~= nil and type(opts) ~= "table" then raise("options: expected a table {device=}, got " .. type(opts)) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table {device=}, got " .. type(opts)) end
   local dev = device.get(opts and opts.device)
   local f, err = io.open(path, "rb")
   if not f then raise("path: " .. tostring(err)) end
