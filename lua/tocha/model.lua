@@ -550,9 +550,10 @@ function Model:capture(batch)
   end
   self:forward(inputs)
   local g = require("tocha.graph").capture(function() return self:forward(inputs) end, self.device.name)
-  -- The buffers the graph writes stay alive with it, even if the model is loaded again.
+  -- The buffers and parameters the graph uses stay alive with it, even if the model is loaded
+  -- again.
   return setmetatable({ model = self, inputs = inputs, graph = g, outputs = g.outputs[1],
-    buffers = { self.buffer, self.result } }, Capture)
+    buffers = { self.buffer, self.result, self.params } }, Capture)
 end
 
 function Capture:replay(inputs)
