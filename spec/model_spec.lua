@@ -322,6 +322,8 @@ describe("tocha.Model", function()
         message = error_of(m.load_parameters, m, path)
         assert.truthy(message:find("holds no parameter scale.weight", 1, true), message)
         assert.are.same({ 1, -1, 0.5 }, m:parameters()["scale.weight"]:to_table())
+        m:load(3, device) -- another batch: the parameters keep their values
+        assert.are.same({ 1, -1, 0.5 }, m:parameters()["scale.weight"]:to_table())
         os.remove(path)
         message = error_of(x.named, x, "a b")
         assert.truthy(message:find('name: expected a name without spaces or dots, got "a b"', 1, true), message)

@@ -313,8 +313,13 @@ function Model:load(batch, name)
         for i, pname in ipairs(names) do
           local full = n.name .. "." .. pname
           if by_name[full] then raise(("%s: two parameters are named %s (name the nodes: node:named(name))"):format(n.name, full)) end
-          local init = n.op.spec and n.op.spec.params[i].init or 0
-          local t = tensor.full(shapes[i], init, { dtype = dt[n], device = dev })
+          -- loaded again (another batch): a parameter of the same shape keeps its values
+          local t = self.param_by_name and self.param_by_name[full]
+          if not (t and t.freed == 0 and t:dtype() == dt[n] and device.wrap(t.dev) == dev
+              and shape_text(t:shape()) == shape_text(shapes[i])) then
+            local init = n.op.spec and n.op.spec.params[i].init or 0
+            t = tensor.full(shapes[i], init, { dtype = dt[n], device = dev })
+          end
           params[n][i], by_name[full] = t, t
         end
       end
