@@ -153,6 +153,15 @@ tocha_kernel *tocha_channel_cat_kernel(const tocha_channel_cat *op);
 tocha_kernel *tocha_channel_cat_backward_kernel(const tocha_channel_cat *op);
 int tocha_channel_cat_forward(tocha_channel_cat *op, const tocha_tensor *a, const tocha_tensor *b, tocha_tensor *y);
 int tocha_channel_cat_backward(tocha_channel_cat *op, const tocha_tensor *dy, tocha_tensor *da, tocha_tensor *db);
+typedef struct tocha_channel_chunk tocha_channel_chunk;
+int tocha_channel_chunk_new(int chunks, int index, int dtype, int block, tocha_channel_chunk **out);
+void tocha_channel_chunk_destroy(tocha_channel_chunk *op);
+const char *tocha_channel_chunk_id(const tocha_channel_chunk *op);
+tocha_runtime_op *tocha_channel_chunk_op(tocha_channel_chunk *op);
+tocha_kernel *tocha_channel_chunk_kernel(const tocha_channel_chunk *op);
+tocha_kernel *tocha_channel_chunk_backward_kernel(const tocha_channel_chunk *op);
+int tocha_channel_chunk_forward(tocha_channel_chunk *op, const tocha_tensor *x, tocha_tensor *y);
+int tocha_channel_chunk_backward(tocha_channel_chunk *op, const tocha_tensor *dy, tocha_tensor *dx);
 ]]
 end
 

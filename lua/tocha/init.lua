@@ -47,6 +47,7 @@ tocha.UpsampleNearest2dBackward = upsample.UpsampleNearest2dBackward
 tocha.launch_packed = upsample.launch_packed
 tocha.Elementwise = require("tocha.elementwise").Elementwise
 tocha.ChannelCat = require("tocha.channel_cat").ChannelCat
+tocha.ChannelChunk = require("tocha.channel_chunk").ChannelChunk
 local safetensors = require "tocha.safetensors"
 tocha.save, tocha.load = safetensors.save, safetensors.load
 tocha.bench = require "tocha.bench"

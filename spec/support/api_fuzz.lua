@@ -75,8 +75,9 @@ local function surface(pool)
   add("tocha.bench", function(fn, o) if type(o) == "table" then o.reps = 1 end return tocha.bench(fn, o) end)
   add("Elementwise.new", tocha.Elementwise.new)
   add("ChannelCat.new", tocha.ChannelCat.new)
+  add("ChannelChunk.new", tocha.ChannelChunk.new)
   local ops = { relu = tocha.Elementwise.new("relu"), mul = tocha.Elementwise.new("mul"),
-    cat = tocha.ChannelCat.new() }
+    cat = tocha.ChannelCat.new(), chunk = tocha.ChannelChunk.new(2, 1) }
   for kind, op in pairs(ops) do
     for _, name in ipairs({ "forward", "backward", "grid", "block", "pack_args", "pack_backward_args",
       "compute_concrete_output_shape", "backward_grid" }) do
