@@ -5,19 +5,8 @@
 local tocha = require "tocha"
 local ffi = require "ffi"
 local ref = require "support.reference"
-
-local function slurp(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function spit(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local files = require "support.files"
+local slurp, spit, bytes_of = files.slurp, files.spit, files.bytes_of
 
 -- A version major.0 file: the header padded to a 64-byte data offset.
 local function npy(header, data, major)
@@ -28,12 +17,6 @@ local function npy(header, data, major)
   local n, len = #header, {}
   for i = 1, (major == 1 and 2 or 4) do len[i] = string.char(n % 256); n = math.floor(n / 256) end
   return "\147NUMPY" .. string.char(major, 0) .. table.concat(len) .. header .. data
-end
-
-local function bytes_of(t)
-  local buf = ffi.new("uint8_t[?]", t:nbytes())
-  t:read(buf)
-  return ffi.string(buf, t:nbytes())
 end
 
 describe("tocha.save_npy and tocha.load_npy", function()

@@ -6,21 +6,10 @@ local tocha = require "tocha"
 local ffi = require "ffi"
 local json = require "dkjson"
 local ref = require "support.reference"
+local files = require "support.files"
+local slurp, spit, bytes_of = files.slurp, files.spit, files.bytes_of
 
 local function tmp() return os.tmpname() end
-
-local function slurp(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function spit(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
 
 local function le64(n)
   local out = {}
@@ -39,12 +28,6 @@ local function random(shape, dt, device, seed)
   local lo, hi = -1000, 1000
   if dt == "u8" then lo, hi = 0, 256 end
   return tocha.rand(shape, { dtype = dt, device = device, seed = seed, low = lo, high = hi })
-end
-
-local function bytes_of(t)
-  local buf = ffi.new("uint8_t[?]", t:nbytes())
-  t:read(buf)
-  return ffi.string(buf, t:nbytes())
 end
 
 describe("tocha.save and tocha.load", function()

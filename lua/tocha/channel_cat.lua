@@ -10,12 +10,9 @@
 local ffi = require "ffi"
 local native = require "tocha.ffi"
 local dtype = require "tocha.dtype"
-local device = require "tocha.device"
-local tensor = require "tocha.tensor"
-local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op"
-local C, check, raise = native.C, native.check, errors.raise
+local C, check = native.C, native.check
 
 local M = {}
 
@@ -27,24 +24,11 @@ M.ChannelCat = ChannelCat
 -- ChannelCat.new([dtype [, block]]): dtype any (default f32), block threads a CTA (default 256).
 function ChannelCat.new(dtype_name, block)
   local id = dtype.id(dtype_name or "f32")
-  block = block or 256
-  if type(block) ~= "number" or block ~= math.floor(block) or math.abs(block) >= 2 ^ 31 then
-    raise("block: expected an integer, got " .. tostring(block))
-  end
+  block = runtime_op.integer(block or 256, "block")
   local out = ffi.new("tocha_channel_cat*[1]")
   check(C.tocha_channel_cat_new(id, block, out))
-  local handle = ffi.gc(out[0], C.tocha_channel_cat_destroy)
-  local backward_kernel = kernel.wrap(C.tocha_channel_cat_backward_kernel(handle), handle)
-  return setmetatable({
-    handle = handle,
-    kind = "channel_cat",
-    dtype = dtype.name(id),
-    block_size = block,
-    id = ffi.string(C.tocha_channel_cat_id(handle)),
-    kernel = kernel.wrap(C.tocha_channel_cat_kernel(handle), handle),
-    backward_kernel = backward_kernel,
-    grad_kernel = backward_kernel, -- what a model launches with pack_backward_args
-  }, ChannelCat)
+  return runtime_op.wrap(ChannelCat, "tocha_channel_cat", out,
+    { kind = "channel_cat", dtype = dtype.name(id), block_size = block })
 end
 
 function ChannelCat:runtime_op() return C.tocha_channel_cat_op(self.handle) end
@@ -52,8 +36,7 @@ runtime_op.install(ChannelCat)
 
 local need_tensor, on_stream = runtime_op.live_tensor, runtime_op.on_stream
 
-local function alloc(shape, like) return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev)) end
-
+local alloc = runtime_op.alloc_like
 
 local function run_forward(self, a, b, y)
   if y == nil then -- a's shape, dimension 2 the sum; C checks the rest and names a and b

@@ -9,9 +9,6 @@
 local ffi = require "ffi"
 local native = require "tocha.ffi"
 local dtype = require "tocha.dtype"
-local device = require "tocha.device"
-local tensor = require "tocha.tensor"
-local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op"
 local C, check, raise = native.C, native.check, errors.raise
@@ -23,12 +20,7 @@ ChannelChunk.__index = ChannelChunk
 ChannelChunk.__tostring = function(op) return "tocha.ChannelChunk " .. op.id end
 M.ChannelChunk = ChannelChunk
 
-local function integer(v, what)
-  if type(v) ~= "number" or v ~= math.floor(v) or math.abs(v) >= 2 ^ 31 then
-    raise(("%s: expected an integer, got %s"):format(what, tostring(v)))
-  end
-  return v
-end
+local integer = runtime_op.integer
 
 -- ChannelChunk.new(chunks, index [, dtype [, block]]): part index (1-based, as Lua counts) of
 -- chunks; dtype any (default f32), block threads a CTA (default 256).
@@ -42,20 +34,8 @@ function ChannelChunk.new(chunks, index, dtype_name, block)
   block = integer(block or 256, "block")
   local out = ffi.new("tocha_channel_chunk*[1]")
   check(C.tocha_channel_chunk_new(chunks, index - 1, id, block, out))
-  local handle = ffi.gc(out[0], C.tocha_channel_chunk_destroy)
-  local backward_kernel = kernel.wrap(C.tocha_channel_chunk_backward_kernel(handle), handle)
-  return setmetatable({
-    handle = handle,
-    kind = "channel_chunk",
-    chunks = chunks,
-    index = index,
-    dtype = dtype.name(id),
-    block_size = block,
-    id = ffi.string(C.tocha_channel_chunk_id(handle)),
-    kernel = kernel.wrap(C.tocha_channel_chunk_kernel(handle), handle),
-    backward_kernel = backward_kernel,
-    grad_kernel = backward_kernel, -- what a model launches with pack_backward_args
-  }, ChannelChunk)
+  return runtime_op.wrap(ChannelChunk, "tocha_channel_chunk", out,
+    { kind = "channel_chunk", chunks = chunks, index = index, dtype = dtype.name(id), block_size = block })
 end
 
 function ChannelChunk:runtime_op() return C.tocha_channel_chunk_op(self.handle) end
@@ -63,7 +43,7 @@ runtime_op.install(ChannelChunk)
 
 local need_tensor, on_stream = runtime_op.live_tensor, runtime_op.on_stream
 
-local function alloc(shape, like) return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev)) end
+local alloc = runtime_op.alloc_like
 
 local function run_forward(self, x, y)
   if y == nil then -- x's shape, dimension 2 divided; C checks it and names x

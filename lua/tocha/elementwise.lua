@@ -14,9 +14,6 @@
 local ffi = require "ffi"
 local native = require "tocha.ffi"
 local dtype = require "tocha.dtype"
-local device = require "tocha.device"
-local tensor = require "tocha.tensor"
-local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op"
 local C, check, raise = native.C, native.check, errors.raise
@@ -35,26 +32,11 @@ M.DEFAULT_BLOCK = 256
 function Elementwise.new(fn, dtype_name, block)
   if type(fn) ~= "string" then raise("fn: expected a function name, got " .. type(fn)) end
   local id = dtype.id(dtype_name or "f32")
-  block = block or M.DEFAULT_BLOCK
-  if type(block) ~= "number" or block ~= math.floor(block) or math.abs(block) >= 2 ^ 31 then
-    raise("block: expected an integer, got " .. tostring(block))
-  end
+  block = runtime_op.integer(block or M.DEFAULT_BLOCK, "block")
   local out = ffi.new("tocha_elementwise*[1]")
   check(C.tocha_elementwise_new(fn, id, block, out))
-  local handle = ffi.gc(out[0], C.tocha_elementwise_destroy)
-  local backward_kernel = kernel.wrap(C.tocha_elementwise_backward_kernel(handle), handle)
-  return setmetatable({
-    handle = handle,
-    fn = fn,
-    kind = fn,
-    dtype = dtype.name(id),
-    block_size = block,
-    arity = C.tocha_elementwise_arity(handle),
-    id = ffi.string(C.tocha_elementwise_id(handle)),
-    kernel = kernel.wrap(C.tocha_elementwise_kernel(handle), handle),
-    backward_kernel = backward_kernel,
-    grad_kernel = backward_kernel, -- what a model launches with pack_backward_args
-  }, Elementwise)
+  return runtime_op.wrap(Elementwise, "tocha_elementwise", out,
+    { fn = fn, kind = fn, dtype = dtype.name(id), block_size = block, arity = C.tocha_elementwise_arity(out[0]) })
 end
 
 function Elementwise:runtime_op() return C.tocha_elementwise_op(self.handle) end
@@ -64,9 +46,7 @@ runtime_op.install(Elementwise)
 local need_tensor, on_stream = runtime_op.live_tensor, runtime_op.on_stream
 
 -- A tensor shaped like `like`, of its dtype and on its device.
-local function alloc_like(like)
-  return tensor.alloc(like:shape(), dtype.name(like.elem_type), device.wrap(like.dev))
-end
+local function alloc_like(like) return runtime_op.alloc_like(like:shape(), like) end
 
 
 local function run_forward(self, a, b, y)

@@ -346,6 +346,35 @@ function M.launch_packed(k, dev, grid, block, args, opts)
   check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
 end
 
+-- ---- shared by the flat ops' classes (elementwise, channel_cat, channel_chunk) ----
+
+-- v when it is an integer C takes as an int (the FFI would truncate 1.5 and wrap 2^32); else an
+-- error naming what.
+function M.integer(v, what)
+  if type(v) ~= "number" or v ~= math.floor(v) or math.abs(v) >= 2 ^ 31 then
+    raise(("%s: expected an integer, got %s"):format(what, tostring(v)))
+  end
+  return v
+end
+
+-- The object of class around a C op handle out[0] from <prefix>_new (collected with
+-- <prefix>_destroy): fields, plus handle, id, kernel, and backward_kernel, which is also the
+-- grad_kernel a model launches with pack_backward_args.
+function M.wrap(class, prefix, out, fields)
+  local handle = ffi.gc(out[0], C[prefix .. "_destroy"])
+  local backward = kernel.wrap(C[prefix .. "_backward_kernel"](handle), handle)
+  fields.handle = handle
+  fields.id = ffi.string(C[prefix .. "_id"](handle))
+  fields.kernel = kernel.wrap(C[prefix .. "_kernel"](handle), handle)
+  fields.backward_kernel, fields.grad_kernel = backward, backward
+  return setmetatable(fields, class)
+end
+
+-- A tensor of shape with like's dtype, on like's device.
+function M.alloc_like(shape, like)
+  return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev))
+end
+
 -- ---- shared by the ops' direct calls ----
 
 -- v, when it is a live tensor; else an error naming what.
