@@ -7,6 +7,8 @@
 # Any sanitizer error fails the run (its exit code is non-zero); each tool's full report goes
 # to DIR/<tool>.log.
 #   sh scripts/gpu-sanitize.sh BUILD [DIR] [TOOLS...]
+# TOCHA_SANITIZE_SPECS="spec/a_spec.lua ..." narrows the run to those specs (racecheck over
+# every spec takes longer than one device command may run).
 set -u
 build="${1:?usage: gpu-sanitize.sh BUILD [DIR] [TOOLS...]}"
 dir="${2:-$build/sanitizer-logs}"
@@ -20,7 +22,7 @@ export TOCHA_DEVICE=cuda
 # memory_spec runs out of device memory on purpose, and the tool reports each refused
 # cuMemAlloc as an error: it runs on its own, under memcheck with API errors unreported (its
 # leaks and bad accesses still count).
-specs=$(grep -l -E '#gpu|ref\.devices\(\)' spec/*_spec.lua | grep -v '/memory_spec.lua$')
+specs=${TOCHA_SANITIZE_SPECS:-$(grep -l -E '#gpu|ref\.devices\(\)' spec/*_spec.lua | grep -v '/memory_spec.lua$')}
 failed=0
 sanitize() { # $1: log name, $2: tool, then the tool's extra options; specs from $specs
   name="$1"; log="$dir/$1.log"; tool="$2"; shift 2
