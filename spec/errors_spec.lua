@@ -33,6 +33,29 @@ describe("tocha.errors", function()
         function() up:forward(tocha.zeros({ 1, 1, 2, 2 }, { device = "sim" }), tocha.zeros({ 1, 1, 4, 5 }, { device = "sim" })) end)
     end)
 
+
+    it("names the public function after tocha's modules are loaded again (busted, between spec files)", function()
+      -- A second instance of every module but the tensor methods (an FFI metatype is set once):
+      -- the capture's replay (new) reaches Tensor:copy (first instance), which must still see
+      -- the replay as the public function the user called.
+      local saved = {}
+      for name, m in pairs(package.loaded) do
+        if name == "tocha" or name:match("^tocha%.") then saved[name] = m; package.loaded[name] = nil end
+      end
+      local ok, err = pcall(function()
+        local again = require "tocha"
+        assert.are_not.equal(tocha, again)
+        local x = again.Model.input({ -1, 2, 3 }, { name = "x" })
+        local c = again.Model({ x }, { again.Elementwise.new("relu")(x) }):load(1, "sim"):capture()
+        fails_with("tocha.Model capture:replay: src: shapes differ: [1x2x3] and [1x2x4]",
+          function() c:replay({ again.zeros({ 1, 2, 4 }, { device = "sim" }) }) end)
+      end)
+      for name in pairs(package.loaded) do
+        if name == "tocha" or name:match("^tocha%.") then package.loaded[name] = nil end
+      end
+      for name, m in pairs(saved) do package.loaded[name] = m end
+      assert(ok, err)
+    end)
     it("says tocha alone where no public function is on the stack", function()
       local ok, err = pcall(errors.raise, "something")
       assert.is_false(ok)

@@ -14,8 +14,16 @@
 -- (their frame would be gone); they keep `local r = f() return r`.
 local M = {}
 
-local names = setmetatable({}, { __mode = "k" }) -- function -> public name
-local own = {}                                   -- source prefixes of tocha's own files
+-- The registrations live in the Lua registry, not in this module: a module loaded again
+-- (busted clears package.loaded between spec files; so may a user's script) gets a second
+-- instance of this one, while tensors keep the methods of the first (an FFI metatype is set
+-- once). Every instance must see every registration, or a check inside an old instance's
+-- method would miss the public function of a new one above it.
+local registry = debug.getregistry()
+local state = registry["tocha.errors"] or { names = setmetatable({}, { __mode = "k" }), own = {} }
+registry["tocha.errors"] = state
+local names = state.names -- function -> public name
+local own = state.own     -- source prefixes of tocha's own files
 
 local function folder_of(source) return source:match("^(@.*[/\\])[^/\\]*$") end
 

@@ -495,7 +495,10 @@ Tensor.__tostring = function(t) return require("tocha.tensor_print").format(t) e
 function methods.summary(t) return require("tocha.tensor_print").head(t) end
 Tensor.__len = function(t) return tonumber(t.dims[0]) end
 
-ffi.metatype("tocha_tensor", Tensor)
+-- A metatype is set once per process: when this module is loaded again (package.loaded
+-- cleared, as busted does between spec files), tensors keep the first load's methods, which do
+-- the same.
+pcall(ffi.metatype, "tocha_tensor", Tensor)
 
 M.methods = methods
 M.alloc = alloc
