@@ -9,20 +9,6 @@
 // Gradients follow PyTorch's: abs' is sign(x) (0 at 0); relu' is 0 at 0; max and min split the
 // gradient in halves between equal operands.
 
-template <typename T> struct ew_compute { typedef float type; };
-template <> struct ew_compute<double> { typedef double type; };
-
-__device__ __forceinline__ float ew_in(float v) { return v; }
-__device__ __forceinline__ double ew_in(double v) { return v; }
-__device__ __forceinline__ float ew_in(__half v) { return __half2float(v); }
-__device__ __forceinline__ float ew_in(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T ew_out(typename ew_compute<T>::type v);
-template <> __device__ __forceinline__ float ew_out<float>(float v) { return v; }
-template <> __device__ __forceinline__ double ew_out<double>(double v) { return v; }
-template <> __device__ __forceinline__ __half ew_out<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 ew_out<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
 __device__ __forceinline__ float ew_exp(float v) { return expf(v); }
 __device__ __forceinline__ double ew_exp(double v) { return exp(v); }
 __device__ __forceinline__ float ew_log(float v) { return logf(v); }
@@ -130,11 +116,11 @@ template <typename T, int FN> __device__ void tocha_unary(const T *x, T *y, long
         T a[V], r[V];
         ew_load(x + i * V, a);
 #pragma unroll
-        for (int e = 0; e < V; e++) r[e] = ew_out<T>(unary_value<FN>(ew_in(a[e])));
+        for (int e = 0; e < V; e++) r[e] = tocha::from_compute<T>(unary_value<FN>(tocha::to_compute(a[e])));
         ew_store(y + i * V, r);
     }
     const long long done = vectors * V;
-    EW_THREAD_LOOP(i, n - done) y[done + i] = ew_out<T>(unary_value<FN>(ew_in(x[done + i])));
+    EW_THREAD_LOOP(i, n - done) y[done + i] = tocha::from_compute<T>(unary_value<FN>(tocha::to_compute(x[done + i])));
 }
 
 template <typename T, int FN> __device__ void tocha_unary_backward(const T *x, const T *dy, T *dx, long long n)
@@ -146,11 +132,11 @@ template <typename T, int FN> __device__ void tocha_unary_backward(const T *x, c
         ew_load(x + i * V, a);
         ew_load(dy + i * V, g);
 #pragma unroll
-        for (int e = 0; e < V; e++) r[e] = ew_out<T>(unary_grad<FN>(ew_in(a[e]), ew_in(g[e])));
+        for (int e = 0; e < V; e++) r[e] = tocha::from_compute<T>(unary_grad<FN>(tocha::to_compute(a[e]), tocha::to_compute(g[e])));
         ew_store(dx + i * V, r);
     }
     const long long done = vectors * V;
-    EW_THREAD_LOOP(i, n - done) dx[done + i] = ew_out<T>(unary_grad<FN>(ew_in(x[done + i]), ew_in(dy[done + i])));
+    EW_THREAD_LOOP(i, n - done) dx[done + i] = tocha::from_compute<T>(unary_grad<FN>(tocha::to_compute(x[done + i]), tocha::to_compute(dy[done + i])));
 }
 
 template <typename T, int FN> __device__ void tocha_binary(const T *a, const T *b, T *y, long long n)
@@ -162,17 +148,17 @@ template <typename T, int FN> __device__ void tocha_binary(const T *a, const T *
         ew_load(a + i * V, va);
         ew_load(b + i * V, vb);
 #pragma unroll
-        for (int e = 0; e < V; e++) r[e] = ew_out<T>(binary_value<FN>(ew_in(va[e]), ew_in(vb[e])));
+        for (int e = 0; e < V; e++) r[e] = tocha::from_compute<T>(binary_value<FN>(tocha::to_compute(va[e]), tocha::to_compute(vb[e])));
         ew_store(y + i * V, r);
     }
     const long long done = vectors * V;
-    EW_THREAD_LOOP(i, n - done) y[done + i] = ew_out<T>(binary_value<FN>(ew_in(a[done + i]), ew_in(b[done + i])));
+    EW_THREAD_LOOP(i, n - done) y[done + i] = tocha::from_compute<T>(binary_value<FN>(tocha::to_compute(a[done + i]), tocha::to_compute(b[done + i])));
 }
 
 template <typename T, int FN>
 __device__ void tocha_binary_backward(const T *a, const T *b, const T *dy, T *da, T *db, long long n)
 {
-    typedef typename ew_compute<T>::type A;
+    typedef typename tocha::compute<T>::type A;
     const int V = 16 / (int)sizeof(T);
     const long long vectors = ew_aligned(a, b, dy, da, db) ? n / V : 0;
     EW_THREAD_LOOP(i, vectors) {
@@ -183,9 +169,9 @@ __device__ void tocha_binary_backward(const T *a, const T *b, const T *dy, T *da
 #pragma unroll
         for (int e = 0; e < V; e++) {
             A ga, gb;
-            binary_grad<FN>(ew_in(va[e]), ew_in(vb[e]), ew_in(g[e]), ga, gb);
-            ra[e] = ew_out<T>(ga);
-            rb[e] = ew_out<T>(gb);
+            binary_grad<FN>(tocha::to_compute(va[e]), tocha::to_compute(vb[e]), tocha::to_compute(g[e]), ga, gb);
+            ra[e] = tocha::from_compute<T>(ga);
+            rb[e] = tocha::from_compute<T>(gb);
         }
         ew_store(da + i * V, ra);
         ew_store(db + i * V, rb);
@@ -193,8 +179,8 @@ __device__ void tocha_binary_backward(const T *a, const T *b, const T *dy, T *da
     const long long done = vectors * V;
     EW_THREAD_LOOP(i, n - done) {
         A ga, gb;
-        binary_grad<FN>(ew_in(a[done + i]), ew_in(b[done + i]), ew_in(dy[done + i]), ga, gb);
-        da[done + i] = ew_out<T>(ga);
-        db[done + i] = ew_out<T>(gb);
+        binary_grad<FN>(tocha::to_compute(a[done + i]), tocha::to_compute(b[done + i]), tocha::to_compute(dy[done + i]), ga, gb);
+        da[done + i] = tocha::from_compute<T>(ga);
+        db[done + i] = tocha::from_compute<T>(gb);
     }
 }

@@ -88,6 +88,34 @@ template <> __device__ __forceinline__ float widen<float, __nv_bfloat16>(__nv_bf
 template <typename D, typename A> __device__ __forceinline__ D narrow(A v) { return convert<D>(v); }
 template <> __device__ __forceinline__ long long narrow<long long, unsigned long long>(unsigned long long v) { return (long long)v; }
 
+// The type float ops compute in: f32 for f32, f16 and bf16 (halves are computed in f32, as
+// PyTorch does), f64 for f64; and the conversions into it and back (round to nearest even).
+template <typename T> struct compute { typedef float type; };
+template <> struct compute<double> { typedef double type; };
+__device__ __forceinline__ float to_compute(float v) { return v; }
+__device__ __forceinline__ double to_compute(double v) { return v; }
+__device__ __forceinline__ float to_compute(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_compute(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_compute(typename compute<T>::type v);
+template <> __device__ __forceinline__ float from_compute<float>(float v) { return v; }
+template <> __device__ __forceinline__ double from_compute<double>(double v) { return v; }
+template <> __device__ __forceinline__ __half from_compute<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_compute<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// +infinity in A (f32 or f64), from its bits (no math header is assumed).
+template <typename A> __device__ __forceinline__ A infinity()
+{
+    A v;
+    if (sizeof(A) == 8) {
+        const unsigned long long b = 0x7ff0000000000000ULL;
+        memcpy(&v, &b, 8);
+    } else {
+        const unsigned b = 0x7f800000u;
+        memcpy(&v, &b, 4);
+    }
+    return v;
+}
+
 __device__ __forceinline__ int max_int(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int min_int(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ long long max_ll(long long a, long long b) { return a > b ? a : b; }
