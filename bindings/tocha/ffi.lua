@@ -60,6 +60,7 @@ int tocha_tensor_normal(tocha_tensor *t, uint64_t seed, double mean, double std)
 int tocha_tensor_cast(tocha_tensor *dst, const tocha_tensor *src);
 int tocha_tensor_accumulate(tocha_tensor *acc, const tocha_tensor *g, int first);
 int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rtol, double atol, tocha_compare_result *out);
+const char *tocha_kernel_library_source(const char *file);
 int tocha_kernel_new(const char *source, const char *name, const char *template_args, const char *params, tocha_kernel **out);
 void tocha_kernel_destroy(tocha_kernel *k);
 const char *tocha_kernel_entry_point_source(const tocha_kernel *k);

@@ -201,6 +201,10 @@ TOCHA_API int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b,
 
 /* ---- kernels ---- */
 
+/* The CUDA C text of a kernel file of tocha's library (kernels/<file>, e.g. "reduction.cu"), as
+** libtocha carries it, for ops built around tocha_kernel_new outside C; NULL when there is no
+** such file (the shared header and the simulator's are not kernel files). */
+TOCHA_API const char *tocha_kernel_library_source(const char *file);
 /* A kernel from CUDA C source: name is a __device__ function template in source (or a plain
 ** function when template_args is ""), template_args its arguments ("float, 2, 2, 128"), and
 ** params its parameter list, comma-separated, each "T*" for a tensor of dtype T or a scalar

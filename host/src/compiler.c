@@ -56,3 +56,9 @@ const char *tocha_embedded_find(const char *name)
         if (strcmp(f->name, name) == 0) return f->text;
     return NULL;
 }
+
+const char *tocha_kernel_library_source(const char *file)
+{
+    if (!file || strcmp(file, "tocha.cuh") == 0 || strncmp(file, "sim/", 4) == 0) return NULL;
+    return tocha_embedded_find(file);
+}
