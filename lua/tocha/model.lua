@@ -326,6 +326,17 @@ function Model:load(batch, name)
     end
   end
   self.params, self.param_by_name, self.param_names_of = params, by_name, param_names
+  -- One workspace for every op that asks for one (op:workspace_bytes): the ops run one after
+  -- another on one stream, so they can share it; its size is the largest ask.
+  local ws_bytes = 0
+  for _, n in ipairs(self.order) do
+    if n.op and n.op.workspace_bytes then
+      local ins = {}
+      for i, input in ipairs(n.inputs) do ins[i] = shape[input] end
+      ws_bytes = math.max(ws_bytes, n.op:workspace_bytes(ins, shape[n]))
+    end
+  end
+  self.workspace = ws_bytes > 0 and tensor.alloc({ ws_bytes }, "u8", dev) or nil
   self.device, self.batch, self.shape, self.dtype, self.buffer, self.result = dev, batch, shape, dt, buffer, result
   -- What the intermediates hold: blocks and bytes with reuse, and the bytes without it.
   self.plan = { blocks = blocks, bytes = held, without_reuse_bytes = without_reuse }
@@ -363,18 +374,33 @@ end
 
 -- Launches node n's forward into the block at address out, its inputs read from at.
 -- The addresses of node n's parameters, in its op's order.
+-- An op that declares a workspace (op:workspace_bytes) finds its address after them.
 local function param_addresses(self, n)
   local out = {}
   for i, t in ipairs(self.params[n] or {}) do out[i] = t.data end
+  if n.op.workspace_bytes then out[#out + 1] = self.workspace and self.workspace.data or 0 end
   return out
 end
 
+-- Launches node n's forward into the block at address out, its inputs read from at: one launch,
+-- or each of an op's n_launches() in turn (a launch whose grid has 0 CTAs has nothing to do).
 local function launch_node(self, n, at, out)
-  local ins = {}
+  local op, ins = n.op, {}
   for i, input in ipairs(n.inputs) do ins[i] = { at[input], self.shape[input] } end
-  local out_shape = self.shape[n]
-  local args = n.op:pack_args(ins, param_addresses(self, n), out, out_shape)
-  runtime_op.launch_packed(n.op.kernel, self.device, n.op:grid(out_shape), n.op:block(), args)
+  local out_shape, params = self.shape[n], param_addresses(self, n)
+  local count = op.n_launches and op:n_launches() or 1
+  if count == 1 then
+    runtime_op.launch_packed(op.kernel, self.device, op:grid(out_shape), op:block(), op:pack_args(ins, params, out, out_shape))
+    return
+  end
+  local shapes = {}
+  for i, input in ipairs(n.inputs) do shapes[i] = self.shape[input] end
+  for i = 1, count do
+    local grid = op:grid_for_launch(i, shapes, out_shape)
+    if grid[1] > 0 then
+      runtime_op.launch_packed(op.kernel, self.device, grid, op:block(), op:pack_args_for_launch(i, ins, params, out, out_shape))
+    end
+  end
 end
 
 -- m:forward(inputs): runs the model on the list of input tensors (in the order of the model's
@@ -469,7 +495,9 @@ function Model:backward(grad_outputs, cache)
     local g = n.op and total(n)
     if g then
       local op = n.op
-      if not op.grad_kernel or not op.pack_backward_args then raise(("%s: its op has no backward"):format(n.name)) end
+      if not op.grad_kernel or not (op.pack_backward_args or op.pack_backward_args_for_launch) then
+        raise(("%s: its op has no backward"):format(n.name))
+      end
       local ins, shapes, grads, addresses = {}, {}, {}, {}
       for i, input in ipairs(n.inputs) do
         ins[i], shapes[i] = { cache.tensors[input].data, self.shape[input] }, self.shape[input]
@@ -483,9 +511,20 @@ function Model:backward(grad_outputs, cache)
         param_grads[n.name .. "." .. self.param_names_of[n][i]] = gp
         grad_params[i] = gp.data
       end
-      local args = op:pack_backward_args(ins, param_addresses(self, n), cache.tensors[n].data, out_shape, g, 0,
-        addresses, grad_params)
-      runtime_op.launch_packed(op.grad_kernel, self.device, op:backward_grid(shapes, out_shape), op:backward_block(), args)
+      local params, y = param_addresses(self, n), cache.tensors[n].data
+      local count = op.n_backward_launches and op:n_backward_launches() or 1
+      if count == 1 then
+        local args = op:pack_backward_args(ins, params, y, out_shape, g, 0, addresses, grad_params)
+        runtime_op.launch_packed(op.grad_kernel, self.device, op:backward_grid(shapes, out_shape), op:backward_block(), args)
+      else
+        for launch = 1, count do
+          local grid = op:backward_grid_for_launch(launch, shapes, out_shape)
+          if grid[1] > 0 then
+            local args = op:pack_backward_args_for_launch(launch, ins, params, y, out_shape, g, 0, addresses, grad_params)
+            runtime_op.launch_packed(op.grad_kernel, self.device, grid, op:backward_block(), args)
+          end
+        end
+      end
       for i, input in ipairs(n.inputs) do receive(input, grads[i]) end
     end
   end
@@ -558,7 +597,7 @@ function Model:capture(batch)
   -- The buffers and parameters the graph uses stay alive with it, even if the model is loaded
   -- again.
   return setmetatable({ model = self, inputs = inputs, graph = g, outputs = g.outputs[1],
-    buffers = { self.buffer, self.result, self.params } }, Capture)
+    buffers = { self.buffer, self.result, self.params, self.workspace } }, Capture)
 end
 
 function Capture:replay(inputs)
