@@ -1,0 +1,227 @@
+-- tocha.ChannelBiasAdd: y = x + bias[c] along dimension 2 (NCHW's channels; x of 2 or more
+-- dimensions), with its parameter "bias" of C values, forward and backward, every float dtype:
+-- kernels/channel_bias_add.cu for the forward, reduction.cu's tocha_reduce for the backward (dx =
+-- dy copied while the bias gradient is summed over the batch and the plane, in f32 for halves).
+-- A RuntimeOp written here, so that it joins a tocha.Model as a layer with a parameter.
+--
+--   local bias = tocha.ChannelBiasAdd.new()            -- f32
+--   local y = bias:forward(x, b)                        -- x [B, C, H, W], b [C]
+--   local dx, db = bias:backward(dy)
+--
+-- The backward has three launches (the bias gradient of each (batch, channel) row of the plane,
+-- finished over splits of the row where it is long, then summed over the batch), planned from
+-- the shape alone as tocha.Reduce's are; a launch with nothing to do has a grid of 0 CTAs. Its
+-- workspace (op:workspace_bytes) comes after the bias in `params`.
+local device = require "tocha.device"
+local kernel = require "tocha.kernel"
+local errors = require "tocha.errors"
+local runtime_op = require "tocha.runtime_op"
+local reduction = require "tocha.reduction"
+local raise = errors.raise
+
+local M = {}
+
+local ChannelBiasAdd = {}
+ChannelBiasAdd.__index = ChannelBiasAdd
+ChannelBiasAdd.__tostring = function(op) return "tocha.ChannelBiasAdd " .. op.id end
+M.ChannelBiasAdd = ChannelBiasAdd
+
+local address, input_of = reduction.address, reduction.input_of
+
+-- ChannelBiasAdd.new([dtype [, block]]): dtype f32 (default), f64, f16 or bf16; block threads a
+-- CTA, a power of two (default 256).
+function ChannelBiasAdd.new(dtype_name, block)
+  local dt = reduction.float_dtype(dtype_name, "dtype")
+  block = reduction.block(block)
+  local ctype = reduction.CTYPE[dt]
+  local op = setmetatable({ kind = "channel_bias_add", dtype = dt, block_size = block,
+    id = ("channel_bias_add__%s__%d"):format(dt, block) }, ChannelBiasAdd)
+  op.kernel = kernel.new { source = reduction.source("channel_bias_add.cu"), name = "tocha_channel_bias_add",
+    template_args = ctype, params = ("%s* x, %s* bias, %s* y, i64 total, i64 channels, i64 plane"):format(dt, dt, dt) }
+  op.grad_kernel = kernel.new { source = reduction.source("reduction.cu"), name = "tocha_reduce",
+    template_args = ctype .. ", 0",
+    params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows"):format(dt) }
+  op.backward_kernel = op.grad_kernel
+  return op
+end
+
+-- x's shape as batch, channels, plane; checked.
+local function split(shape, what)
+  if type(shape) ~= "table" or #shape < 2 or #shape > 8 then
+    raise(what .. ": expected a shape of 2 to 8 sizes (dimension 2 is the channels)")
+  end
+  local plane = 1
+  for i, s in ipairs(shape) do
+    if type(s) ~= "number" or s ~= math.floor(s) or s < 1 then
+      raise(("%s[%d]: expected a positive size, got %s"):format(what, i, tostring(s)))
+    end
+    if i > 2 then plane = plane * s end
+  end
+  return shape[1], shape[2], plane
+end
+
+-- ---- the RuntimeOp ----
+
+local function one_input(input_shapes)
+  if type(input_shapes) ~= "table" or #input_shapes ~= 1 then
+    raise(("input_shapes: expected 1 shape, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
+  end
+  return input_shapes[1]
+end
+
+function ChannelBiasAdd:n_activation_inputs() return 1 end
+function ChannelBiasAdd:param_names() return { "bias" } end
+function ChannelBiasAdd:param_shapes(input_shapes)
+  local _, channels = split(one_input(input_shapes), "inputs[1]")
+  return { { channels } }
+end
+function ChannelBiasAdd:has_backward() return true end
+function ChannelBiasAdd:block() return { self.block_size, 1, 1 } end
+function ChannelBiasAdd:backward_block() return { self.block_size, 1, 1 } end
+function ChannelBiasAdd:n_launches() return 1 end
+function ChannelBiasAdd:n_backward_launches() return 3 end
+
+function ChannelBiasAdd:compute_concrete_output_shape(input_shapes)
+  local shape = one_input(input_shapes)
+  split(shape, "inputs[1]")
+  local out = {}
+  for i, s in ipairs(shape) do out[i] = s end
+  return out
+end
+
+local function elements(shape)
+  local batch, channels, plane = split(shape, "output_shape")
+  return batch * channels * plane, channels, plane
+end
+
+function ChannelBiasAdd:grid(output_shape)
+  local total = elements(output_shape)
+  local per = math.max(1, 16 / require("tocha.dtype").size(self.dtype))
+  return { math.max(1, math.min(math.ceil(total / per / self.block_size), 2 ^ 31 - 1)), 1, 1 }
+end
+ChannelBiasAdd.grid_for_launch = function(self, _, _, output_shape) return self:grid(output_shape) end
+
+function ChannelBiasAdd:pack_args(inputs, params, output, output_shape)
+  local x, shape = input_of(inputs[1])
+  local total, channels, plane = elements(output_shape or shape)
+  if not params or not params[1] then raise("params: expected {bias}") end
+  return { address(x), address(params[1]), address(output), total, channels, plane }
+end
+ChannelBiasAdd.pack_args_for_launch = function(self, _, ...) return self:pack_args(...) end
+
+-- The backward's launches for x's shape: {pass, src, dst} descriptions over the buffers dy (in),
+-- dx (copy), db (out) and the workspace's two halves a and b; and the workspace's bytes.
+function ChannelBiasAdd:backward_plan(shape)
+  local batch, channels, plane = split(shape, "inputs[1]")
+  local rows = reduction.plan(batch * channels, plane, 1, self.block_size)
+  local acc = self.dtype == "f64" and 8 or 4
+  local a = reduction.partial_bytes(rows, self.dtype)
+  if #rows == 1 and batch > 1 then a = batch * channels * acc end
+  local b = (#rows == 2 and batch > 1) and batch * channels * acc or 0
+  local steps = {}
+  for i, p in ipairs(rows) do steps[i] = { pass = p } end
+  if batch > 1 then
+    steps[#steps + 1] = { pass = { outer = 1, n = batch, inner = channels, splits = 1, rows = false } }
+  end
+  -- Buffers: the first step reads dy, each later one the previous one's output; the last writes
+  -- db; the others alternate between the halves a and b.
+  local slots = { "a", "b" }
+  for i, step in ipairs(steps) do
+    step.src = i == 1 and "dy" or steps[i - 1].dst
+    step.dst = i == #steps and "db" or slots[(i - 1) % 2 + 1]
+  end
+  return steps, a + b, a
+end
+
+function ChannelBiasAdd:workspace_bytes(input_shapes)
+  local _, bytes = self:backward_plan(one_input(input_shapes))
+  return bytes
+end
+
+function ChannelBiasAdd:backward_grid_for_launch(i, input_shapes)
+  local steps = self:backward_plan(one_input(input_shapes))
+  reduction.launch_of(i, 3)
+  if not steps[i] then return { 0, 0, 0 } end
+  return reduction.pass_grid(steps[i].pass, self.block_size)
+end
+ChannelBiasAdd.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
+
+-- Launch i's arguments; buffers by name (dy, dx, db: addresses; ws: the workspace's).
+local function step_args(steps, half, i, buffers)
+  local step = steps[i]
+  local function at(name)
+    if name == "a" then return buffers.ws end
+    if name == "b" then return buffers.ws + half end
+    return buffers[name]
+  end
+  local src_acc = (step.src == "a" or step.src == "b") and 1 or 0
+  local dst_acc = (step.dst == "a" or step.dst == "b") and 1 or 0
+  return reduction.args(step.pass, at(step.src), src_acc, at(step.dst), dst_acc, i == 1 and buffers.dx or 0, 1)
+end
+
+function ChannelBiasAdd:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
+  local _, shape = input_of(inputs[1])
+  local steps, bytes, half = self:backward_plan(shape)
+  reduction.launch_of(i, 3)
+  if not steps[i] then return {} end
+  local ws = params and params[2] or 0
+  if bytes > 0 and address(ws) == 0 then raise("params: the backward needs its workspace (op:workspace_bytes) after the bias") end
+  if type(grad_inputs) ~= "table" or type(grad_params) ~= "table" then raise("grad_inputs, grad_params: expected {dx}, {dbias}") end
+  return step_args(steps, half, i, { dy = address(grad_output), dx = address(grad_inputs[1]),
+    db = address(grad_params[1]), ws = address(ws) })
+end
+
+-- ---- direct calls ----
+
+local check_tensor, same_shape = reduction.check_tensor, reduction.same_shape
+
+local function run_forward(self, x, bias, y)
+  local _, channels = split(x:shape(), "x")
+  check_tensor(self, bias, "bias", x)
+  same_shape(bias, { channels }, "bias", "one value a channel of x")
+  if y == nil then y = runtime_op.alloc_like(x:shape(), x) end
+  check_tensor(self, y, "y", x)
+  same_shape(y, x:shape(), "y", "x's")
+  local shape = x:shape()
+  runtime_op.launch_packed(self.kernel, device.wrap(x.dev), self:grid(shape), self:block(),
+    self:pack_args({ x }, { bias }, y, shape))
+  return y
+end
+
+-- op:forward(x, bias [, y [, opts]]) -> y, allocated when not given. opts.stream: the stream.
+function ChannelBiasAdd:forward(x, bias, y, opts)
+  check_tensor(self, x, "x")
+  local r = runtime_op.on_stream(opts, x, run_forward, self, x, bias, y)
+  return r
+end
+
+local function run_backward(self, dy, dx, db)
+  local shape = dy:shape()
+  local _, channels = split(shape, "dy")
+  if dx == nil then dx = runtime_op.alloc_like(shape, dy) end
+  check_tensor(self, dx, "dx", dy)
+  same_shape(dx, shape, "dx", "dy's")
+  if db == nil then db = runtime_op.alloc_like({ channels }, dy) end
+  check_tensor(self, db, "dbias", dy)
+  same_shape(db, { channels }, "dbias", "one value a channel of dy")
+  local steps, bytes, half = self:backward_plan(shape)
+  reduction.run_launches(self.grad_kernel, device.wrap(dy.dev), self.block_size, #steps, bytes,
+    function(i) return reduction.pass_grid(steps[i].pass, self.block_size) end,
+    function(i, ws) return step_args(steps, half, i, { dy = dy.data, dx = dx.data, db = db.data, ws = ws }) end)
+  return dx, db
+end
+
+-- op:backward(dy [, dx [, dbias [, opts]]]) -> dx, dbias (allocated when not given).
+function ChannelBiasAdd:backward(dy, dx, db, opts)
+  check_tensor(self, dy, "dy")
+  local a, b = runtime_op.on_stream(opts, dy, run_backward, self, dy, dx, db)
+  return a, b
+end
+
+-- op(node): the node of this op in a tocha.Model graph.
+ChannelBiasAdd.__call = function(self, ...) return require("tocha.model").node(self, ...) end
+
+errors.name(ChannelBiasAdd.new, "ChannelBiasAdd.new")
+errors.methods(ChannelBiasAdd, "ChannelBiasAdd:", function(op) return getmetatable(op) == ChannelBiasAdd end,
+  { new = true })
+return M

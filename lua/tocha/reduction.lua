@@ -1,0 +1,349 @@
+-- tocha.Reduce: sum, mean or max over all elements or one dimension, forward and backward, every
+-- float dtype (halves summed in f32): kernels/reduction.cu with the mode and dtype baked in,
+-- behind a RuntimeOp whose methods are written here, so that it joins a tocha.Model.
+--
+--   local total = tocha.Reduce.new("sum")           -- every element -> shape {1}
+--   local per_channel = tocha.Reduce.new("mean", 2)  -- dimension 2 (1-based; -1 the last) kept as 1
+--   local y = per_channel:forward(x)                 -- [B, C, H, W] -> [B, 1, H, W]
+--   local dx = per_channel:backward(x, y, dy)        -- dy spread over dimension 2
+--
+-- The reduced dimension stays, of size 1 (Torch7's sum(dim)); over all elements the output is
+-- {1}. max's gradient goes whole to the first element equal to the maximum (a NaN maximum: to
+-- the first NaN), as PyTorch's max(dim) routes it to the index it returns.
+--
+-- The plan (M.plan) depends on the shape alone, never on the device, so that results agree bit
+-- for bit between devices: x is viewed as [outer, n, inner]; one pass reduces it when there are
+-- enough outputs to fill a GPU, else a first pass splits n among CTAs or threads and writes
+-- partials (in f32, f64 for f64) to a workspace, and a second pass sums those. The op has two
+-- launches; the second has a grid of 0 CTAs (skipped) when one pass is enough. The workspace
+-- (op:workspace_bytes) comes after the op's parameters in `params`: a model allocates it.
+local ffi = require "ffi"
+local bit = require "bit"
+local native = require "tocha.ffi"
+local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local tensor = require "tocha.tensor"
+local kernel = require "tocha.kernel"
+local errors = require "tocha.errors"
+local runtime_op = require "tocha.runtime_op"
+local C, raise = native.C, errors.raise
+
+local M = {}
+
+local Reduce = {}
+Reduce.__index = Reduce
+Reduce.__tostring = function(op) return "tocha.Reduce " .. op.id end
+M.Reduce = Reduce
+
+local MODES = { sum = 0, mean = 1, max = 2 }
+local CTYPE = { f32 = "float", f64 = "double", f16 = "__half", bf16 = "__nv_bfloat16" }
+M.CTYPE = CTYPE
+
+-- The kernel file's text, as libtocha carries it.
+function M.source(file)
+  local text = C.tocha_kernel_library_source(file)
+  if text == nil then raise(file .. ": not a kernel file of this libtocha") end
+  return ffi.string(text)
+end
+
+local function numel(shape, first, last)
+  local n = 1
+  for i = first or 1, last or #shape do n = n * shape[i] end
+  return n
+end
+
+-- A float dtype's name, checked.
+function M.float_dtype(name, what)
+  name = name or "f32"
+  dtype.id(name)
+  if not CTYPE[name] then raise(("%s: expected a float dtype (f32, f64, f16, bf16), got %s"):format(what, name)) end
+  return name
+end
+
+-- A block width for the reduction kernel: a power of two from 32 to 1024.
+function M.block(v)
+  v = runtime_op.integer(v or 256, "block")
+  if v < 32 or v > 1024 or v % 32 ~= 0 or bit.band(v, v - 1) ~= 0 then
+    raise(("block: expected a power of two from 32 to 1024, got %d"):format(v))
+  end
+  return v
+end
+
+-- The passes that reduce [outer, n, inner] over n, for CTAs of `block` threads: one or two
+-- {outer, n, inner, splits, rows} (rows: the one-CTA-a-row mapping). A first pass splits n when
+-- there are too few outputs for the GPU: rows until about 2048 CTAs, columns until 2^18 threads
+-- (each split at least 32 elements, at most 128 splits so that the second pass stays short).
+function M.plan(outer, n, inner, block)
+  local rows = inner == 1 and n >= 4 * block
+  local splits
+  if rows then
+    splits = math.min(math.ceil(2048 / outer), math.ceil(n / (16 * block)))
+  else
+    splits = math.min(math.ceil(262144 / (outer * inner)), math.floor(n / 32), 128)
+  end
+  splits = math.max(1, splits)
+  local first = { outer = outer, n = n, inner = inner, splits = splits, rows = rows }
+  if splits == 1 then return { first } end
+  return { first, { outer = outer, n = splits, inner = inner, splits = 1, rows = inner == 1 } }
+end
+
+-- A pass's grid: one CTA a (row, split), or threads enough for every output (the kernel strides
+-- over the rest).
+function M.pass_grid(p, block)
+  local outputs = p.outer * p.splits * (p.rows and 1 or p.inner)
+  if p.rows then
+    if outputs > 2 ^ 31 - 1 then raise(("x: %d rows of a reduction, at most 2^31 - 1"):format(outputs)) end
+    return { outputs, 1, 1 }
+  end
+  return { math.max(1, math.min(math.ceil(outputs / block), 2 ^ 31 - 1)), 1, 1 }
+end
+
+-- The workspace of a plan's partials, in bytes (0 for one pass), for dtype dt.
+function M.partial_bytes(passes, dt)
+  if #passes == 1 then return 0 end
+  local p = passes[1]
+  return p.outer * p.splits * p.inner * (dt == "f64" and 8 or 4)
+end
+
+-- Reduce.new(mode [, dim [, dtype [, block]]]): mode "sum", "mean" or "max"; dim nil for every
+-- element, else 1-based (negative from the end); dtype f32 (default), f64, f16 or bf16; block
+-- threads a CTA, a power of two (default 256).
+function Reduce.new(mode, dim, dtype_name, block)
+  if type(mode) ~= "string" or not MODES[mode] then
+    raise(("mode: expected \"sum\", \"mean\" or \"max\", got %s"):format(tostring(mode)))
+  end
+  if dim ~= nil then
+    dim = runtime_op.integer(dim, "dim")
+    if dim == 0 then raise("dim: expected 1 to the tensor's dimensions (or -1 for the last), got 0") end
+  end
+  local dt = M.float_dtype(dtype_name, "dtype")
+  block = M.block(block)
+  local source = M.source("reduction.cu")
+  local targs = ("%s, %d"):format(CTYPE[dt], MODES[mode])
+  local op = setmetatable({ kind = "reduce", mode = mode, dim = dim, dtype = dt, block_size = block,
+    id = ("reduce__%s__%s__%s__%d"):format(mode, dim and tostring(dim) or "all", dt, block) }, Reduce)
+  op.kernel = kernel.new { source = source, name = "tocha_reduce", template_args = targs,
+    params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows"):format(dt) }
+  op.grad_kernel = kernel.new { source = source, name = "tocha_reduce_grad", template_args = targs,
+    params = ("%s* x, %s* y, %s* dy, %s* dx, i64 outer, i64 n, i64 inner, f64 divisor"):format(dt, dt, dt, dt) }
+  op.backward_kernel = op.grad_kernel
+  return op
+end
+
+-- ---- shapes ----
+
+local function check_shape(shape, what)
+  if type(shape) ~= "table" or #shape < 1 or #shape > 8 then raise(what .. ": expected a shape of 1 to 8 sizes") end
+  for i, s in ipairs(shape) do
+    if type(s) ~= "number" or s ~= math.floor(s) or s < 1 then
+      raise(("%s[%d]: expected a positive size, got %s"):format(what, i, tostring(s)))
+    end
+  end
+end
+
+-- dim (1-based) for a shape of ndim sizes, or an error naming the shape.
+local function dim_of(self, ndim, what)
+  local d = self.dim
+  if d < 0 then d = ndim + 1 + d end
+  if d < 1 or d > ndim then
+    raise(("%s: dim %d is outside its %d dimensions"):format(what, self.dim, ndim))
+  end
+  return d
+end
+
+-- x's shape as [outer, n, inner] and the output's shape.
+function Reduce:view(shape, what)
+  check_shape(shape, what or "x")
+  if not self.dim then return 1, numel(shape), 1, { 1 } end
+  local d = dim_of(self, #shape, what or "x")
+  local out = {}
+  for i, s in ipairs(shape) do out[i] = i == d and 1 or s end
+  return numel(shape, 1, d - 1), shape[d], numel(shape, d + 1), out
+end
+
+-- ---- the RuntimeOp ----
+
+function Reduce:n_activation_inputs() return 1 end
+function Reduce:param_names() return {} end
+function Reduce:param_shapes() return {} end
+function Reduce:has_backward() return true end
+function Reduce:block() return { self.block_size, 1, 1 } end
+function Reduce:backward_block() return { self.block_size, 1, 1 } end
+function Reduce:n_launches() return 2 end
+function Reduce:n_backward_launches() return 1 end
+
+local function one_input(input_shapes)
+  if type(input_shapes) ~= "table" or #input_shapes ~= 1 then
+    raise(("input_shapes: expected 1 shape, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
+  end
+  return input_shapes[1]
+end
+
+function Reduce:compute_concrete_output_shape(input_shapes)
+  local _, _, _, out = self:view(one_input(input_shapes), "inputs[1]")
+  return out
+end
+
+function Reduce:passes(shape)
+  local outer, n, inner = self:view(shape, "inputs[1]")
+  return M.plan(outer, n, inner, self.block_size), n
+end
+
+function Reduce:workspace_bytes(input_shapes)
+  return M.partial_bytes(self:passes(one_input(input_shapes)), self.dtype)
+end
+
+local function launch_of(i, count)
+  if type(i) ~= "number" or i ~= math.floor(i) or i < 1 or i > count then
+    raise(("launch: expected an integer from 1 to %d, got %s"):format(count, tostring(i)))
+  end
+  return i
+end
+M.launch_of = launch_of
+
+function Reduce:grid_for_launch(i, input_shapes)
+  local passes = self:passes(one_input(input_shapes))
+  local p = passes[launch_of(i, 2)]
+  if not p then return { 0, 0, 0 } end -- one pass is enough: nothing to launch
+  return M.pass_grid(p, self.block_size)
+end
+
+local function address(v) return tensor.is_tensor(v) and v.data or ffi.cast("uint64_t", v) end
+M.address = address
+
+-- An input given as a tensor or {address, shape}: its address (or tensor) and shape.
+function M.input_of(item)
+  if tensor.is_tensor(item) then return item, item:shape() end
+  if type(item) ~= "table" then raise("inputs[1]: expected a tensor or {address, shape}, got " .. type(item)) end
+  return item[1], item[2]
+end
+
+-- The tocha_reduce arguments of pass p: from src (its elements in the accumulator type when
+-- src_acc is 1, else the dtype) to dst likewise; copy (or 0) gets the elements a first pass reads;
+-- the totals are divided by divisor.
+-- (The kernel takes copy == src for no copy: a launch's pointers may not be null.)
+function M.args(p, src, src_acc, dst, dst_acc, copy, divisor)
+  local c = address(copy or 0)
+  if c == 0 then c = address(src) end
+  return { address(src), src_acc, address(dst), dst_acc, c, p.outer, p.n, p.inner, p.splits,
+    divisor, p.rows and 1 or 0 }
+end
+
+-- Pass i of a reduction's passes from x to y through the workspace ws.
+local function reduce_args(passes, i, x, y, ws, divisor)
+  local last = i == #passes
+  if i == 1 then
+    return M.args(passes[1], x, 0, last and y or ws, last and 0 or 1, 0, last and divisor or 1)
+  end
+  return M.args(passes[2], ws, 1, y, 0, 0, divisor)
+end
+
+-- inputs: {{address, shape}} (or {tensor}); params: {workspace} when workspace_bytes > 0.
+function Reduce:pack_args_for_launch(i, inputs, params, output)
+  local x, shape = M.input_of(inputs[1])
+  local passes, n = self:passes(shape)
+  launch_of(i, 2)
+  if not passes[i] then return {} end
+  local ws = params and params[#params] or 0
+  if #passes > 1 and address(ws) == 0 then
+    raise("params: a two-pass reduction needs its workspace (op:workspace_bytes) after the parameters")
+  end
+  return reduce_args(passes, i, x, output, ws, self.mode == "mean" and n or 1)
+end
+
+function Reduce:backward_grid(input_shapes)
+  local outer, n, inner = self:view(one_input(input_shapes), "inputs[1]")
+  local work = self.mode == "max" and outer * inner or outer * n * inner
+  return { math.max(1, math.min(math.ceil(work / self.block_size), 2 ^ 31 - 1)), 1, 1 }
+end
+Reduce.backward_grid_for_launch = function(self, _, ...) return self:backward_grid(...) end
+
+function Reduce:pack_backward_args(inputs, _, output, _, grad_output, _, grad_inputs)
+  local x, shape = M.input_of(inputs[1])
+  local outer, n, inner = self:view(shape, "inputs[1]")
+  return { address(x), address(output), address(grad_output), address(grad_inputs[1]), outer, n, inner,
+    self.mode == "mean" and n or 1 }
+end
+Reduce.pack_backward_args_for_launch = function(self, _, ...) return self:pack_backward_args(...) end
+
+-- ---- direct calls ----
+
+local need_tensor, on_stream = runtime_op.live_tensor, runtime_op.on_stream
+
+local function check_tensor(self, t, what, like)
+  need_tensor(t, what)
+  if t:dtype() ~= self.dtype then raise(("%s: expected dtype %s (the op's), got %s"):format(what, self.dtype, t:dtype())) end
+  if like and device.wrap(t.dev) ~= device.wrap(like.dev) then
+    raise(("%s: the tensor is on %s, x on %s"):format(what, device.wrap(t.dev).name, device.wrap(like.dev).name))
+  end
+end
+M.check_tensor = check_tensor
+
+local function same_shape(t, shape, what, like)
+  local got = t:shape()
+  if table.concat(got, "x") ~= table.concat(shape, "x") then
+    raise(("%s: expected shape [%s] (%s), got [%s]"):format(what, table.concat(shape, ", "), like, table.concat(got, ", ")))
+  end
+end
+M.same_shape = same_shape
+
+-- Runs the launches of a plan: count of them, grid_of(i) and args_of(i, workspace) each (a grid
+-- of 0 CTAs is skipped), with a workspace of `bytes` for as long as they run.
+function M.run_launches(k, dev, block, count, bytes, grid_of, args_of)
+  local ws = bytes > 0 and tensor.alloc({ bytes }, "u8", dev) or nil
+  for i = 1, count do
+    local g = grid_of(i)
+    if g[1] > 0 then runtime_op.launch_packed(k, dev, g, { block, 1, 1 }, args_of(i, ws and ws.data or 0)) end
+  end
+  if ws then ws:free() end
+end
+
+local function run_forward(self, x, y)
+  local outer, n, inner, out = self:view(x:shape())
+  if y == nil then y = runtime_op.alloc_like(out, x) end
+  check_tensor(self, y, "y", x)
+  same_shape(y, out, "y", "the reduction's output")
+  local passes = M.plan(outer, n, inner, self.block_size)
+  local divisor = self.mode == "mean" and n or 1
+  M.run_launches(self.kernel, device.wrap(x.dev), self.block_size, #passes, M.partial_bytes(passes, self.dtype),
+    function(i) return M.pass_grid(passes[i], self.block_size) end,
+    function(i, ws) return reduce_args(passes, i, x, y, ws, divisor) end)
+  return y
+end
+
+-- op:forward(x [, y [, opts]]) -> y, allocated when not given. opts.stream: the stream.
+function Reduce:forward(x, y, opts)
+  check_tensor(self, x, "x")
+  local r = on_stream(opts, x, run_forward, self, x, y)
+  return r
+end
+
+local function run_backward(self, x, y, dy, dx)
+  local _, _, _, out = self:view(x:shape())
+  check_tensor(self, y, "y", x)
+  same_shape(y, out, "y", "the reduction's output")
+  check_tensor(self, dy, "dy", x)
+  same_shape(dy, out, "dy", "the reduction's output")
+  if dx == nil then dx = runtime_op.alloc_like(x:shape(), x) end
+  check_tensor(self, dx, "dx", x)
+  same_shape(dx, x:shape(), "dx", "x's")
+  local shapes = { x:shape() }
+  runtime_op.launch_packed(self.grad_kernel, device.wrap(x.dev), self:backward_grid(shapes), self:backward_block(),
+    self:pack_backward_args({ x }, {}, y, out, dy, 0, { dx }))
+  return dx
+end
+
+-- op:backward(x, y, dy [, dx [, opts]]) -> dx, shaped like x; y is the forward's output (max
+-- routes dy by it).
+function Reduce:backward(x, y, dy, dx, opts)
+  check_tensor(self, x, "x")
+  local r = on_stream(opts, x, run_backward, self, x, y, dy, dx)
+  return r
+end
+
+-- op(node): the node of this op in a tocha.Model graph.
+Reduce.__call = function(self, ...) return require("tocha.model").node(self, ...) end
+
+errors.name(Reduce.new, "Reduce.new")
+errors.methods(Reduce, "Reduce:", function(op) return getmetatable(op) == Reduce end, { new = true })
+return M

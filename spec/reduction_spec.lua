@@ -1,0 +1,240 @@
+-- tocha.Reduce and tocha.ChannelBiasAdd: sum, mean and max over every element and over each
+-- dimension, in every float dtype, against sums in f64 computed here from the inputs as stored,
+-- on shapes whose plans take one pass and two (split rows, split columns), outputs poisoned
+-- first; max's NaN and ties; the gradients against references built here and against central
+-- differences (tocha.gradcheck, f64); the bias add and its backward (dx and the bias gradient);
+-- both in a trained model with a loss; bad inputs. On sim and, tagged #gpu, on cuda.
+local tocha = require "tocha"
+require "tocha.assertions"
+local ref = require "support.reference"
+
+-- Shapes and dims: one pass (short rows, many outputs), rows split (one long row), columns split
+-- (few outputs along a long strided dimension), odd sizes throughout.
+local CASES = {
+  { { 3, 5, 7 } }, { { 3, 5, 7 }, 1 }, { { 3, 5, 7 }, 2 }, { { 3, 5, 7 }, -1 },
+  { { 1, 1, 70001 } }, { { 2, 3, 5003 }, 3 }, { { 5, 2003, 3 }, 2 }, { { 4099 }, 1 },
+  { { 2, 2, 3, 2, 5 }, 4 },
+}
+-- Tolerances against the f64 reference, relative to the sum of |x| (the sum's own scale).
+local TOL = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }
+
+local function numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+
+-- The reference: x's values as stored (f64), reduced over [outer, n, inner]; each output's
+-- value and the scale its error is measured against.
+local function reference(xs, outer, n, inner, mode)
+  local want, scale = {}, {}
+  for o = 0, outer - 1 do
+    for i = 0, inner - 1 do
+      local acc, abs = mode == "max" and -math.huge or 0, 0
+      for k = 0, n - 1 do
+        local v = xs[(o * n + k) * inner + i + 1]
+        abs = abs + math.abs(v)
+        if mode == "max" then acc = (v > acc or v ~= v) and v or acc else acc = acc + v end
+      end
+      if mode == "mean" then acc, abs = acc / n, abs / n end
+      want[o * inner + i + 1], scale[o * inner + i + 1] = acc, abs + 1e-30
+    end
+  end
+  return want, scale
+end
+
+describe("tocha.Reduce", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+
+      it("sums, averages and takes the max over every element and each dimension, every float dtype", function()
+        local seed = 0
+        for _, dt in ipairs(ref.float_dtypes) do
+          for _, case in ipairs(CASES) do
+            local shape, dim = case[1], case[2]
+            seed = seed + 1
+            local x = tocha.randn(shape, { dtype = dt, device = device, seed = seed })
+            local xs = x:cast("f64"):to_table(true)
+            for _, mode in ipairs({ "sum", "mean", "max" }) do
+              local op = tocha.Reduce.new(mode, dim, dt)
+              local outer, n, inner, out = op:view(shape)
+              local y = tocha.full(out, 12345, { dtype = dt, device = device })
+              op:forward(x, y)
+              local got = y:cast("f64"):to_table(true)
+              local want, scale = reference(xs, outer, n, inner, mode)
+              assert.are.equal(#want, #got)
+              for e = 1, #want do
+                local err = math.abs(got[e] - want[e]) / scale[e]
+                if mode == "max" then err = got[e] == ref.convert(want[e], dt) and 0 or 1 end
+                assert(err <= TOL[dt], ("%s %s %s dim %s: output %d is %.17g, expected %.17g"):format(
+                  mode, dt, table.concat(shape, "x"), tostring(dim), e, got[e], want[e]))
+              end
+            end
+          end
+        end
+      end)
+
+      it("propagates NaN through max, and sends max's gradient to the first maximum", function()
+        local x = tocha.tensor({ { 1, 5, 5, 2 }, { 0 / 0, 3, 0 / 0, 1 }, { -1, -1, -2, -3 } }, { device = device })
+        local op = tocha.Reduce.new("max", 2)
+        local y = op:forward(x)
+        local ys = y:to_table(true)
+        assert.are.equal(5, ys[1])
+        assert.is_true(ys[2] ~= ys[2])
+        assert.are.equal(-1, ys[3])
+        local dx = op:backward(x, y, tocha.tensor({ { 10 }, { 20 }, { 30 } }, { device = device }))
+        assert.are.same({ 0, 10, 0, 0, 20, 0, 0, 0, 30, 0, 0, 0 }, dx:to_table(true))
+      end)
+
+      it("gives gradients that match a reference and central differences (f64)", function()
+        for _, case in ipairs(CASES) do
+          local shape, dim = case[1], case[2]
+          if numel(shape) < 5000 then
+            for _, mode in ipairs({ "sum", "mean", "max" }) do
+              local op = tocha.Reduce.new(mode, dim, "f64")
+              local x = tocha.randn(shape, { dtype = "f64", device = device, seed = 41 })
+              local outer, n, inner, out = op:view(shape)
+              local y = op:forward(x)
+              local dy = tocha.randn(out, { dtype = "f64", device = device, seed = 42 })
+              local dx = tocha.full(shape, 777, { dtype = "f64", device = device })
+              op:backward(x, y, dy, dx)
+              local xs, ys, gs, got = x:to_table(true), y:to_table(true), dy:to_table(true), dx:to_table(true)
+              for o = 0, outer - 1 do
+                for i = 0, inner - 1 do
+                  local first
+                  for k = 0, n - 1 do
+                    local e = (o * n + k) * inner + i + 1
+                    local want = gs[o * inner + i + 1]
+                    if mode == "mean" then want = want / n end
+                    if mode == "max" then
+                      local top = not first and xs[e] == ys[o * inner + i + 1]
+                      if top then first = k end
+                      want = top and want or 0
+                    end
+                    assert.are.equal(want, got[e])
+                  end
+                end
+              end
+              local wrapped = {
+                forward = function(_, t) return op:forward(t) end,
+                backward = function(_, t, g) return op:backward(t, op:forward(t), g) end,
+              }
+              local ok, report = tocha.gradcheck(wrapped, x, { seed = 7, max_checks = 60 })
+              assert(ok, ("%s dim %s: max abs error %g"):format(mode, tostring(dim), report.max_abs))
+            end
+          end
+        end
+      end)
+
+      it("refuses bad arguments, naming them, and goes on", function()
+        local x = tocha.randn({ 2, 3 }, { device = device })
+        local function fails(pattern, fn, ...)
+          local ok, err = pcall(fn, ...)
+          assert.is_false(ok)
+          assert.truthy(tostring(err):find(pattern, 1, true), tostring(err))
+        end
+        fails('mode: expected "sum", "mean" or "max", got prod', tocha.Reduce.new, "prod")
+        fails("dim: expected 1 to the tensor's dimensions (or -1 for the last), got 0", tocha.Reduce.new, "sum", 0)
+        fails("dtype: expected a float dtype (f32, f64, f16, bf16), got i32", tocha.Reduce.new, "sum", nil, "i32")
+        fails("block: expected a power of two from 32 to 1024, got 96", tocha.Reduce.new, "sum", nil, "f32", 96)
+        local op = tocha.Reduce.new("sum", 3)
+        fails("x: dim 3 is outside its 2 dimensions", op.forward, op, x)
+        local all = tocha.Reduce.new("sum")
+        fails("y: expected shape [1] (the reduction's output), got [2, 3]", all.forward, all, x, tocha.zeros({ 2, 3 }, { device = device }))
+        fails("x: expected dtype f32 (the op's), got f64", all.forward, all, tocha.zeros({ 2 }, { dtype = "f64", device = device }))
+        assert.are.same({ 6 }, all:forward(tocha.ones({ 2, 3 }, { device = device })):to_table(true))
+      end)
+    end)
+  end
+end)
+
+describe("tocha.ChannelBiasAdd", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+
+      it("adds a bias a channel, and gives dx and the bias gradient, every float dtype", function()
+        local seed = 100
+        -- planes of whole vectors and not; a long plane (split rows); batch 1 and more; 2-D
+        for _, shape in ipairs({ { 2, 3, 4, 8 }, { 3, 5, 7 }, { 1, 4, 9000 }, { 2, 3, 70, 70 }, { 6, 5 } }) do
+          for _, dt in ipairs(ref.float_dtypes) do
+            seed = seed + 1
+            local op = tocha.ChannelBiasAdd.new(dt)
+            local b, c = shape[1], shape[2]
+            local plane = numel(shape) / (b * c)
+            local x = tocha.randn(shape, { dtype = dt, device = device, seed = seed })
+            local bias = tocha.randn({ c }, { dtype = dt, device = device, seed = seed + 50 })
+            local y = tocha.full(shape, 999, { dtype = dt, device = device })
+            op:forward(x, bias, y)
+            local xs, bs, got = x:cast("f64"):to_table(true), bias:cast("f64"):to_table(true), y:cast("f64"):to_table(true)
+            for e = 1, #xs do
+              local ch = math.floor((e - 1) / plane) % c + 1
+              assert.are.equal(ref.convert(xs[e] + bs[ch], dt), got[e])
+            end
+            local dy = tocha.randn(shape, { dtype = dt, device = device, seed = seed + 7 })
+            local dx = tocha.full(shape, 999, { dtype = dt, device = device })
+            local db = tocha.full({ c }, 999, { dtype = dt, device = device })
+            op:backward(dy, dx, db)
+            assert.tensor.equal(dy, dx)
+            local gs, dbs = dy:cast("f64"):to_table(true), db:cast("f64"):to_table(true)
+            for ch = 1, c do
+              local sum, abs = 0, 0
+              for n = 0, b - 1 do
+                for p = 1, plane do
+                  local v = gs[(n * c + ch - 1) * plane + p]
+                  sum, abs = sum + v, abs + math.abs(v)
+                end
+              end
+              assert(math.abs(dbs[ch] - sum) <= TOL[dt] * (abs + 1e-30),
+                ("%s %s: dbias[%d] is %.17g, expected %.17g"):format(dt, table.concat(shape, "x"), ch, dbs[ch], sum))
+            end
+          end
+        end
+      end)
+
+      it("trains in a model: bias, gelu and a mean as the loss, against central differences (f64)", function()
+        local x = tocha.Model.input({ -1, 3, 4, 5 }, { name = "x", dtype = "f64" })
+        local bias, gelu, loss = tocha.ChannelBiasAdd.new("f64"), tocha.Elementwise.new("gelu", "f64"), tocha.Reduce.new("mean", nil, "f64")
+        local m = tocha.Model({ x }, { loss(gelu(bias(x):named("b"))) }):load(2, device)
+        m:parameters()["b.bias"]:copy(tocha.randn({ 3 }, { dtype = "f64", device = device, seed = 9 }))
+        local xt = tocha.randn({ 2, 3, 4, 5 }, { dtype = "f64", device = device, seed = 10 })
+        local want = loss:forward(gelu:forward(bias:forward(xt, m:parameters()["b.bias"])))
+        assert.tensor.equal(want, m:forward({ xt })[1])
+        local _, cache = m:forward_train({ xt })
+        local one = tocha.ones({ 1 }, { dtype = "f64", device = device })
+        local grads, param_grads = m:backward({ one }, cache)
+        -- by hand through the ops' own backwards
+        local h = bias:forward(xt, m:parameters()["b.bias"])
+        local g = gelu:backward(h, loss:backward(gelu:forward(h), loss:forward(gelu:forward(h)), one))
+        local dx, db = bias:backward(g)
+        assert.tensor.equal(dx, grads[1])
+        assert.tensor.equal(db, param_grads["b.bias"])
+        local wrapped = {
+          forward = function(_, t) return m:forward({ t })[1]:clone() end,
+          backward = function(_, t, d)
+            local _, c = m:forward_train({ t })
+            return m:backward({ d }, c)[1]
+          end,
+        }
+        local ok, report = tocha.gradcheck(wrapped, xt, { seed = 11, max_checks = 40 })
+        assert(ok, ("max abs error %g"):format(report.max_abs))
+      end)
+
+      it("refuses bad arguments, naming them, and goes on", function()
+        local op = tocha.ChannelBiasAdd.new()
+        local function fails(pattern, fn, ...)
+          local ok, err = pcall(fn, ...)
+          assert.is_false(ok)
+          assert.truthy(tostring(err):find(pattern, 1, true), tostring(err))
+        end
+        local x = tocha.zeros({ 2, 3, 4 }, { device = device })
+        fails("bias: expected shape [3] (one value a channel of x), got [4]", op.forward, op, x, tocha.zeros({ 4 }, { device = device }))
+        fails("x: expected a shape of 2 to 8 sizes (dimension 2 is the channels)", op.forward, op, tocha.zeros({ 4 }, { device = device }), x)
+        fails("dtype: expected a float dtype (f32, f64, f16, bf16), got u8", tocha.ChannelBiasAdd.new, "u8")
+        local y = op:forward(x, tocha.ones({ 3 }, { device = device }))
+        assert.are.same(tocha.ones({ 2, 3, 4 }, { device = device }):to_table(true), y:to_table(true))
+      end)
+    end)
+  end
+end)
