@@ -129,16 +129,9 @@ for _, fn in ipairs(FNS) do
   end
 end
 
-local columns = { "fn", "dir", "dtype", "shape", "numel", "bytes", "ms", "gbps", "pct_copy", "same_copy_ms" }
-local f = assert(io.open(opts.out .. "/tocha.csv", "w"))
-f:write(table.concat(columns, ","), "\n")
-for _, r in ipairs(rows) do
-  local out = {}
-  for k, c in ipairs(columns) do out[k] = tostring(r[c]) end
-  f:write(table.concat(out, ","), "\n")
-end
-f:close()
-f = assert(io.open(opts.out .. "/host.csv", "w"))
+timing.write_csv(opts.out .. "/tocha.csv",
+  { "fn", "dir", "dtype", "shape", "numel", "bytes", "ms", "gbps", "pct_copy", "same_copy_ms" }, rows)
+local f = assert(io.open(opts.out .. "/host.csv", "w"))
 f:write("measure,value\ncopy_gbps,", copy_gbps, "\n")
 f:close()
 print("wrote " .. opts.out .. "/tocha.csv")

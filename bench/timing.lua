@@ -1,5 +1,4 @@
--- bench/timing.lua: device timing shared by the benchmarks (bench/upsample.lua,
--- bench/offsets.lua).
+-- bench/timing.lua: device timing and the CSV output shared by the benchmarks.
 local tocha = require "tocha"
 
 local M = {}
@@ -36,6 +35,18 @@ function M.copy_bandwidth(device)
   local ms = M.time_launches(device, function() dst:copy(src) end, 20)
   src:free(); dst:free()
   return 2 * n * 4 / (ms * 1e6)
+end
+
+-- Writes rows (tables) to path as CSV: a header of columns, then each row's values in order.
+function M.write_csv(path, columns, rows)
+  local f = assert(io.open(path, "w"))
+  f:write(table.concat(columns, ","), "\n")
+  for _, r in ipairs(rows) do
+    local out = {}
+    for k, c in ipairs(columns) do out[k] = tostring(r[c]) end
+    f:write(table.concat(out, ","), "\n")
+  end
+  f:close()
 end
 
 return M
