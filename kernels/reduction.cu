@@ -6,10 +6,13 @@
 // One kernel, tocha_reduce, does every pass of a reduction; the host plans the passes from the
 // shape alone (never from the device), so that a result is the same on every device and on the
 // simulator, bit for bit:
-// - the rows mapping (inner == 1 and long rows): one CTA per (row, split); its threads stride
-//   over the split's part of the row, four partial values each, then a tree in shared memory;
-// - the columns mapping (otherwise): one thread per (outer, split, inner) walks its part of n
-//   with stride inner (coalesced along inner), four partial values each.
+// - the rows mappings (inner == 1): a team, one CTA per (row, split) for long rows or 1 to 32
+//   lanes of a warp per row for shorter ones (about four 16-byte groups a lane), strides over
+//   its part of the row in 16-byte groups (the elements before the first boundary and after the
+//   last group one by one), four groups in flight a thread, then a tree in shared memory;
+// - the columns mapping (otherwise): one thread per (outer, split, 16-byte group of inner)
+//   walks its part of n with stride inner, four rows in flight (one element along inner where
+//   inner is not whole groups or x is not 16-byte aligned).
 // splits > 1 divides n among CTAs or threads when there are too few outputs to fill the device;
 // the pass then writes its partials (in A) to a workspace, and a second pass over that workspace
 // viewed as [outer, splits, inner] finishes. Pointers are untyped (u8*): a pass reads T or A and
@@ -37,76 +40,170 @@ template <typename T> __device__ __forceinline__ typename tocha::compute<T>::typ
     return tocha::to_compute(tocha::load_element(p + i));
 }
 
-// The CTA's combined value, in the tree order of a shared-memory reduction; true in the one
-// thread that holds it (thread 0 on the GPU, the last thread on the simulator, whose threads run
-// one after another, so the last one finds every other's value already in buf). blockDim.x is a
-// power of two.
-template <int MODE, typename A> __device__ __forceinline__ bool red_block(A v, A *buf, A *total)
-{
-    const unsigned t = threadIdx.x, n = blockDim.x;
-    buf[t] = v;
-#ifdef TOCHA_SIM
-    if (t != n - 1) return false;
-    for (unsigned o = n / 2; o > 0; o /= 2)
-        for (unsigned i = 0; i < o; ++i) buf[i] = red_combine<MODE>(buf[i], buf[i + o]);
-    *total = buf[0];
-    return true;
-#else
-    __syncthreads();
-    for (unsigned o = n / 2; o > 0; o /= 2) {
-        if (t < o) buf[t] = red_combine<MODE>(buf[t], buf[t + o]);
-        __syncthreads();
-    }
-    *total = buf[0];
-    return t == 0;
-#endif
-}
-
 template <int MODE, typename A, typename TO> __device__ __forceinline__ void red_store(TO *y, long long i, A v, double divisor)
 {
     if (MODE == 1) v = v / (A)divisor;
     y[i] = tocha::from_compute<TO>(v);
 }
 
+// acc combined, in order, with the elements of a 16-byte group of TI held as four words.
+template <int MODE, typename TI, typename A> __device__ __forceinline__ A red_group(A acc, const unsigned w[4])
+{
+#pragma unroll
+    for (int e = 0; e < tocha::vec16<TI>::n; ++e) acc = red_combine<MODE>(acc, (A)tocha::to_compute(tocha::element_of<TI>(w, e)));
+    return acc;
+}
+
+template <typename TI> __device__ __forceinline__ void red_copy16(TI *dst, const unsigned w[4])
+{
+    tocha::pack16<TI> p;
+    p.w[0] = w[0], p.w[1] = w[1], p.w[2] = w[2], p.w[3] = w[3];
+    tocha::store_pack(dst, p);
+}
+
+// One team's (a CTA's or a warp's) share of in[lo, hi): each lane's value, from the elements
+// before the first 16-byte boundary and after the last whole group one by one, and the groups
+// between four at a time (vec: in and copy share their alignment, so both take whole groups).
+template <int MODE, typename TI, typename A>
+__device__ __forceinline__ A red_segment(const TI *in, TI *copy, long long lo, long long hi, long long lane, long long team,
+                                         bool vec)
+{
+    const int V = tocha::vec16<TI>::n;
+    A acc[4] = {red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>()};
+    long long a = hi, b = hi;
+    if (vec) {
+        a = lo + (long long)(((16u - ((unsigned)(unsigned long long)(in + lo) & 15u)) & 15u) / sizeof(TI));
+        if (a > hi) a = hi;
+        b = a + (hi - a) / V * V;
+    }
+    for (long long k = lo + lane; k < a; k += team) {
+        acc[0] = red_combine<MODE>(acc[0], (A)red_load(in, k));
+        if (copy) copy[k] = in[k];
+    }
+    for (long long k = b + lane; k < hi; k += team) {
+        acc[1] = red_combine<MODE>(acc[1], (A)red_load(in, k));
+        if (copy) copy[k] = in[k];
+    }
+    const long long groups = (b - a) / V;
+    long long g = lane;
+    for (; g + 3 * team < groups; g += 4 * team) {
+        unsigned w[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) tocha::load_words<16>(in + a + (g + j * team) * V, w[j]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            acc[j] = red_group<MODE, TI>(acc[j], w[j]);
+            if (copy) red_copy16(copy + a + (g + j * team) * V, w[j]);
+        }
+    }
+    for (int j = 0; g < groups; g += team, ++j) {
+        unsigned w[4];
+        tocha::load_words<16>(in + a + g * V, w);
+        acc[j & 3] = red_group<MODE, TI>(acc[j & 3], w);
+        if (copy) red_copy16(copy + a + g * V, w);
+    }
+    return red_combine<MODE>(red_combine<MODE>(acc[0], acc[1]), red_combine<MODE>(acc[2], acc[3]));
+}
+
+// The team's combined value, in the tree order of a shared-memory reduction over buf (the
+// team's slots); true in the one lane that holds it (lane 0 on the GPU, the last lane on the
+// simulator, whose threads run one after another, so that the last one finds every other
+// lane's value already there). team is a power of two: the CTA, or a warp (cta false).
+template <int MODE, typename A> __device__ __forceinline__ bool red_team(A v, A *buf, unsigned lane, unsigned team, bool cta, A *total)
+{
+    buf[lane] = v;
+#ifdef TOCHA_SIM
+    (void)cta;
+    if (lane != team - 1) return false;
+    for (unsigned o = team / 2; o > 0; o /= 2)
+        for (unsigned i = 0; i < o; ++i) buf[i] = red_combine<MODE>(buf[i], buf[i + o]);
+    *total = buf[0];
+    return true;
+#else
+    if (cta) __syncthreads(); else __syncwarp();
+    for (unsigned o = team / 2; o > 0; o /= 2) {
+        if (lane < o) buf[lane] = red_combine<MODE>(buf[lane], buf[lane + o]);
+        if (cta) __syncthreads(); else __syncwarp();
+    }
+    *total = buf[0];
+    return lane == 0;
+#endif
+}
+
+// rows: 0 the columns mapping; -1 a CTA a (row, split); 1 to 32 (a power of two) that many
+// lanes of a warp a (row, split).
 template <int MODE, typename TI, typename TO>
 __device__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner, long long splits,
                          double divisor, int rows)
 {
     typedef typename tocha::compute<TI>::type A;
-    const long long part = (n + splits - 1) / splits;
+    const int V = tocha::vec16<TI>::n;
+    // Splits start on whole groups, so that every split but the last holds whole groups.
+    long long part = (n + splits - 1) / splits;
+    part = (part + V - 1) / V * V;
     if (rows) {
 #ifdef TOCHA_SIM
         A *buf = (A *)tocha_sim::shared_buffer(1024 * sizeof(A));
 #else
         __shared__ A buf[1024];
 #endif
-        const long long b = blockIdx.x, row = b / splits, s = b - row * splits;
-        if (row >= outer) return;
-        const long long lo = s * part, hi = lo + part < n ? lo + part : n;
-        const TI *in = x + row * n;
-        A acc[4] = {red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>()};
-        const long long step = blockDim.x;
-        long long k = lo + threadIdx.x;
-        for (; k + 3 * step < hi; k += 4 * step) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                acc[j] = red_combine<MODE>(acc[j], red_load(in, k + j * step));
-                if (copy) copy[row * n + k + j * step] = in[k + j * step];
-            }
-        }
-        for (int j = 0; k < hi; k += step, ++j) {
-            acc[j & 3] = red_combine<MODE>(acc[j & 3], red_load(in, k));
-            if (copy) copy[row * n + k] = in[k];
-        }
+        const bool cta = rows < 0;
+        const unsigned team = cta ? blockDim.x : (unsigned)rows, lane = threadIdx.x % team;
+        const long long item = blockIdx.x * (long long)(blockDim.x / team) + threadIdx.x / team;
+        const bool live = item < outer * splits;
+        if (cta && !live) return; // the whole CTA (a smaller team stays for its warp's __syncwarp)
+        const long long row = live ? item / splits : 0, s = live ? item - row * splits : 0;
+        long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
+        if (!live) lo = hi = 0;
+        const bool vec = !copy || (((unsigned long long)x ^ (unsigned long long)copy) & 15u) == 0;
+        const A mine = red_segment<MODE, TI, A>(x + row * n, copy ? copy + row * n : 0, lo, hi, lane, team, vec);
         A total;
-        const A mine = red_combine<MODE>(red_combine<MODE>(acc[0], acc[1]), red_combine<MODE>(acc[2], acc[3]));
-        if (red_block<MODE>(mine, buf, &total)) red_store<MODE>(y, row * splits + s, total, divisor);
+        if (red_team<MODE>(mine, buf + (threadIdx.x - lane), lane, team, cta, &total) && live)
+            red_store<MODE>(y, item, total, divisor);
         return;
     }
-    const long long outputs = outer * splits * inner, stride = (long long)blockDim.x * gridDim.x;
-    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < outputs; t += stride) {
+    const long long stride = (long long)blockDim.x * gridDim.x, first = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const bool vec = inner % V == 0 && ((unsigned long long)x & 15u) == 0 &&
+                     (!copy || ((unsigned long long)copy & 15u) == 0);
+    if (vec && V > 1) {
+        // A thread a 16-byte group along inner: V outputs, four rows of n in flight.
+        const long long groups = inner / V, outputs = outer * splits * groups;
+        for (long long t = first; t < outputs; t += stride) {
+            const long long ig = t % groups, r = t / groups, s = r % splits, o = r / splits;
+            const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
+            const TI *in = x + o * n * inner + ig * V;
+            TI *out = copy ? copy + o * n * inner + ig * V : 0;
+            A acc[tocha::vec16<TI>::n];
+#pragma unroll
+            for (int e = 0; e < V; ++e) acc[e] = red_identity<MODE, A>();
+            long long k = lo;
+            for (; k + 3 < hi; k += 4) {
+                unsigned w[4][4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) tocha::load_words<16>(in + (k + j) * inner, w[j]);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                    for (int e = 0; e < V; ++e) acc[e] = red_combine<MODE>(acc[e], (A)tocha::to_compute(tocha::element_of<TI>(w[j], e)));
+                    if (out) red_copy16(out + (k + j) * inner, w[j]);
+                }
+            }
+            for (; k < hi; ++k) {
+                unsigned w[4];
+                tocha::load_words<16>(in + k * inner, w);
+#pragma unroll
+                for (int e = 0; e < V; ++e) acc[e] = red_combine<MODE>(acc[e], (A)tocha::to_compute(tocha::element_of<TI>(w, e)));
+                if (out) red_copy16(out + k * inner, w);
+            }
+#pragma unroll
+            for (int e = 0; e < V; ++e) red_store<MODE>(y, (o * splits + s) * inner + ig * V + e, acc[e], divisor);
+        }
+        return;
+    }
+    const long long outputs = outer * splits * inner;
+    for (long long t = first; t < outputs; t += stride) {
         const long long i = t % inner, r = t / inner, s = r % splits, o = r / splits;
-        const long long lo = s * part, hi = lo + part < n ? lo + part : n;
+        const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
         const TI *in = x + o * n * inner + i;
         TI *out = copy ? copy + o * n * inner + i : 0;
         A acc[4] = {red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>()};
@@ -114,12 +211,12 @@ __device__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long lon
         for (; k + 3 < hi; k += 4) {
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                acc[j] = red_combine<MODE>(acc[j], red_load(in, (k + j) * inner));
+                acc[j] = red_combine<MODE>(acc[j], (A)red_load(in, (k + j) * inner));
                 if (out) out[(k + j) * inner] = in[(k + j) * inner];
             }
         }
         for (int j = 0; k < hi; ++k, ++j) {
-            acc[j] = red_combine<MODE>(acc[j], red_load(in, k * inner));
+            acc[j] = red_combine<MODE>(acc[j], (A)red_load(in, k * inner));
             if (out) out[k * inner] = in[k * inner];
         }
         const A total = red_combine<MODE>(red_combine<MODE>(acc[0], acc[1]), red_combine<MODE>(acc[2], acc[3]));

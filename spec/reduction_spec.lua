@@ -9,11 +9,12 @@ require "tocha.assertions"
 local ref = require "support.reference"
 
 -- Shapes and dims: one pass (short rows, many outputs), rows split (one long row), columns split
--- (few outputs along a long strided dimension), odd sizes throughout.
+-- (few outputs along a long strided dimension); rows a warp each that start off 16-byte
+-- boundaries; columns of whole 16-byte groups, one pass and split; odd sizes throughout.
 local CASES = {
   { { 3, 5, 7 } }, { { 3, 5, 7 }, 1 }, { { 3, 5, 7 }, 2 }, { { 3, 5, 7 }, -1 },
   { { 1, 1, 70001 } }, { { 2, 3, 5003 }, 3 }, { { 5, 2003, 3 }, 2 }, { { 4099 }, 1 },
-  { { 2, 2, 3, 2, 5 }, 4 },
+  { { 2, 2, 3, 2, 5 }, 4 }, { { 6, 37 }, 2 }, { { 5, 700 }, 2 }, { { 3, 40, 16 }, 2 }, { { 2, 3000, 8 }, 2 },
 }
 -- Tolerances against the f64 reference, relative to the sum of |x| (the sum's own scale).
 local TOL = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }

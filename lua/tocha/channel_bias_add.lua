@@ -113,7 +113,7 @@ ChannelBiasAdd.pack_args_for_launch = function(self, _, ...) return self:pack_ar
 -- dx (copy), db (out) and the workspace's two halves a and b; and the workspace's bytes.
 function ChannelBiasAdd:backward_plan(shape)
   local batch, channels, plane = split(shape, "inputs[1]")
-  local rows = reduction.plan(batch * channels, plane, 1, self.block_size)
+  local rows = reduction.plan(batch * channels, plane, 1, self.block_size, self.dtype)
   local acc = self.dtype == "f64" and 8 or 4
   local a = reduction.partial_bytes(rows, self.dtype)
   if #rows == 1 and batch > 1 then a = batch * channels * acc end
@@ -121,7 +121,7 @@ function ChannelBiasAdd:backward_plan(shape)
   local steps = {}
   for i, p in ipairs(rows) do steps[i] = { pass = p } end
   if batch > 1 then
-    steps[#steps + 1] = { pass = { outer = 1, n = batch, inner = channels, splits = 1, rows = false } }
+    steps[#steps + 1] = { pass = { outer = 1, n = batch, inner = channels, splits = 1, rows = 0, acc = true } }
   end
   -- Buffers: the first step reads dy, each later one the previous one's output; the last writes
   -- db; the others alternate between the halves a and b.
@@ -142,7 +142,7 @@ function ChannelBiasAdd:backward_grid_for_launch(i, input_shapes)
   local steps = self:backward_plan(one_input(input_shapes))
   reduction.launch_of(i, 3)
   if not steps[i] then return { 0, 0, 0 } end
-  return reduction.pass_grid(steps[i].pass, self.block_size)
+  return reduction.pass_grid(steps[i].pass, self.block_size, self.dtype)
 end
 ChannelBiasAdd.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
 
@@ -206,7 +206,7 @@ local function run_backward(self, dy, dx, db)
   same_shape(db, { channels }, "dbias", "one value a channel of dy")
   local steps, bytes, half = self:backward_plan(shape)
   reduction.run_launches(self.grad_kernel, device.wrap(dy.dev), self.block_size, #steps, bytes,
-    function(i) return reduction.pass_grid(steps[i].pass, self.block_size) end,
+    function(i) return reduction.pass_grid(steps[i].pass, self.block_size, self.dtype) end,
     function(i, ws) return step_args(steps, half, i, { dy = dy.data, dx = dx.data, db = db.data, ws = ws }) end)
   return dx, db
 end

@@ -69,33 +69,65 @@ function M.block(v)
   return v
 end
 
--- The passes that reduce [outer, n, inner] over n, for CTAs of `block` threads: one or two
--- {outer, n, inner, splits, rows} (rows: the one-CTA-a-row mapping). A first pass splits n when
--- there are too few outputs for the GPU: rows until about 2048 CTAs, columns until 2^18 threads
--- (each split at least 32 elements, at most 128 splits so that the second pass stays short).
-function M.plan(outer, n, inner, block)
-  local rows = inner == 1 and n >= 4 * block
-  local splits
-  if rows then
-    splits = math.min(math.ceil(2048 / outer), math.ceil(n / (16 * block)))
-  else
-    splits = math.min(math.ceil(262144 / (outer * inner)), math.floor(n / 32), 128)
+-- The kernel's mapping of a pass over [outer, n, inner] whose elements are `size` bytes: 0, a
+-- thread an output (inner > 1); -1, a CTA a (row, split) for rows of 4 x block elements or
+-- more; else a team of 1 to 32 lanes a row, the most that leaves each lane four 16-byte groups.
+local function mapping(n, inner, block, size)
+  if inner ~= 1 then return 0 end
+  if n >= 4 * block then return -1 end
+  local group, team = 16 / size, 1
+  while team < 32 and 2 * team * 4 * group <= n do team = 2 * team end
+  return team
+end
+
+local function acc_size(dt) return dt == "f64" and 8 or 4 end
+
+-- The passes that reduce [outer, n, inner] of dtype dt over n, for CTAs of `block` threads: one
+-- or two {outer, n, inner, splits, rows, acc} (rows: the kernel's mapping; acc: the pass reads
+-- partials, f32 or f64 for f64, rather than dt). A first pass splits n when there are too few
+-- outputs for the GPU, up to about one wave of an H200 (132 SMs x 2048 threads): CTA rows up
+-- to 1024 CTAs, columns up to 2^18 threads (a thread a 16-byte group of inner where inner is
+-- whole groups; each split at least 16 rows, at most 128 splits so that the second pass stays
+-- short). A little past one wave costs a second, nearly empty one: hence floor, not ceil.
+function M.plan(outer, n, inner, block, dt)
+  local size = dtype.size(dt)
+  local rows = mapping(n, inner, block, size)
+  local splits = 1
+  if rows == -1 then
+    splits = math.min(math.floor(1024 / outer), math.ceil(n / (16 * block)))
+  elseif rows == 0 then
+    local group = 16 / size
+    local threads = outer * (inner % group == 0 and inner / group or inner)
+    splits = math.min(math.floor(262144 / threads), math.floor(n / 16), 128)
   end
   splits = math.max(1, splits)
   local first = { outer = outer, n = n, inner = inner, splits = splits, rows = rows }
   if splits == 1 then return { first } end
-  return { first, { outer = outer, n = splits, inner = inner, splits = 1, rows = inner == 1 } }
+  return { first, { outer = outer, n = splits, inner = inner, splits = 1, acc = true,
+    rows = mapping(splits, inner, block, acc_size(dt)) } }
 end
 
--- A pass's grid: one CTA a (row, split), or threads enough for every output (the kernel strides
--- over the rest).
-function M.pass_grid(p, block)
-  local outputs = p.outer * p.splits * (p.rows and 1 or p.inner)
-  if p.rows then
-    if outputs > 2 ^ 31 - 1 then raise(("x: %d rows of a reduction, at most 2^31 - 1"):format(outputs)) end
-    return { outputs, 1, 1 }
+-- A pass's grid: one CTA a (row, split), block / team teams a CTA for smaller teams, or threads
+-- enough for every output (a 16-byte group of inner a thread where inner is whole groups; the
+-- kernel strides over whatever a grid does not cover). dt: the op's dtype.
+function M.pass_grid(p, block, dt)
+  local items = p.outer * p.splits
+  local ctas
+  if p.rows == -1 then
+    ctas = items
+  elseif p.rows > 0 then
+    ctas = math.ceil(items * p.rows / block)
+  else
+    local size = p.acc and acc_size(dt) or dtype.size(dt)
+    local group = 16 / size
+    local inner = p.inner % group == 0 and p.inner / group or p.inner
+    ctas = math.ceil(items * inner / block)
   end
-  return { math.max(1, math.min(math.ceil(outputs / block), 2 ^ 31 - 1)), 1, 1 }
+  if ctas > 2 ^ 31 - 1 then
+    if p.rows ~= 0 then raise(("x: %d rows of a reduction, at most 2^31 - 1 a launch"):format(items)) end
+    ctas = 2 ^ 31 - 1
+  end
+  return { math.max(1, ctas), 1, 1 }
 end
 
 -- The workspace of a plan's partials, in bytes (0 for one pass), for dtype dt.
@@ -186,7 +218,7 @@ end
 
 function Reduce:passes(shape)
   local outer, n, inner = self:view(shape, "inputs[1]")
-  return M.plan(outer, n, inner, self.block_size), n
+  return M.plan(outer, n, inner, self.block_size, self.dtype), n
 end
 
 function Reduce:workspace_bytes(input_shapes)
@@ -205,7 +237,7 @@ function Reduce:grid_for_launch(i, input_shapes)
   local passes = self:passes(one_input(input_shapes))
   local p = passes[launch_of(i, 2)]
   if not p then return { 0, 0, 0 } end -- one pass is enough: nothing to launch
-  return M.pass_grid(p, self.block_size)
+  return M.pass_grid(p, self.block_size, self.dtype)
 end
 
 local function address(v) return tensor.is_tensor(v) and v.data or ffi.cast("uint64_t", v) end
@@ -226,7 +258,7 @@ function M.args(p, src, src_acc, dst, dst_acc, copy, divisor)
   local c = address(copy or 0)
   if c == 0 then c = address(src) end
   return { address(src), src_acc, address(dst), dst_acc, c, p.outer, p.n, p.inner, p.splits,
-    divisor, p.rows and 1 or 0 }
+    divisor, p.rows }
 end
 
 -- Pass i of a reduction's passes from x to y through the workspace ws.
@@ -303,10 +335,10 @@ local function run_forward(self, x, y)
   if y == nil then y = runtime_op.alloc_like(out, x) end
   check_tensor(self, y, "y", x)
   same_shape(y, out, "y", "the reduction's output")
-  local passes = M.plan(outer, n, inner, self.block_size)
+  local passes = M.plan(outer, n, inner, self.block_size, self.dtype)
   local divisor = self.mode == "mean" and n or 1
   M.run_launches(self.kernel, device.wrap(x.dev), self.block_size, #passes, M.partial_bytes(passes, self.dtype),
-    function(i) return M.pass_grid(passes[i], self.block_size) end,
+    function(i) return M.pass_grid(passes[i], self.block_size, self.dtype) end,
     function(i, ws) return reduce_args(passes, i, x, y, ws, divisor) end)
   return y
 end
