@@ -1,5 +1,6 @@
 -- bench/model.lua: the detector neck's top-down path (examples/neck_model.lua) at the sizes a
--- 640 input gives (P5 256x20x20, P4 128x40x40, P3 64x80x80), f32, at batch 1, 16 and 64:
+-- 640 input gives (P5 256x20x20, P4 128x40x40, P3 64x80x80; a bias and a mean loss on N3),
+-- f32, at batch 1, 16 and 64:
 --   * forward_us: m:forward called one by one (host and device, synchronised once at the end)
 --     per forward;
 --   * replay_us: the captured forward (m:capture) replayed on its own inputs, per forward;

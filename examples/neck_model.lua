@@ -3,7 +3,9 @@
 --
 --   P5 [B, c5, h5, w5] --up 2x2--> join with P4 [B, c4, 2 h5, 2 w5] --silu--> A
 --   N4 = A * halve(A), halve a custom op written in Lua (x * 0.5, with its backward)
---   N4 --up 2x2--> join with P3 [B, c3, 4 h5, 4 w5] --gelu--> N3 [B, c5 + c4 + c3, 4 h5, 4 w5]
+--   N4 --up 2x2--> join with P3 [B, c3, 4 h5, 4 w5] --bias a channel--> --gelu--> N3
+--   [B, c5 + c4 + c3, 4 h5, 4 w5], and the loss L = mean(N3) [1], the model's two outputs
+-- The bias is a parameter, "N3bias.bias", which starts at 0.
 local tocha = require "tocha"
 
 local M = {}
@@ -42,10 +44,11 @@ function M.build(dt, size)
   local cat = tocha.ChannelCat.new(dt)
   local silu, gelu = tocha.Elementwise.new("silu", dt), tocha.Elementwise.new("gelu", dt)
   local mul = tocha.Elementwise.new("mul", dt)
+  local bias, mean = tocha.ChannelBiasAdd.new(dt), tocha.Reduce.new("mean", nil, dt)
   local a = silu(cat(up(p5), p4))
   local n4 = mul(a, halve_op(dt)(a))
-  local n3 = gelu(cat(up(n4), p3))
-  return tocha.Model({ p5, p4, p3 }, { n3 })
+  local n3 = gelu(bias(cat(up(n4), p3)):named("N3bias"))
+  return tocha.Model({ p5, p4, p3 }, { n3, mean(n3):named("L") })
 end
 
 return M

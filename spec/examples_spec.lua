@@ -10,13 +10,13 @@ local function run_example(name)
 end
 
 describe("the examples", function()
-  it("neck.lua: a model of upsamples, joins, elementwise ops and a Lua op trains, matches central differences and replays", function()
+  it("neck.lua: a model of upsamples, joins, elementwise ops, a bias, a mean loss and a Lua op trains, matches central differences and replays", function()
     local out, err, status = run_example("neck.lua")
     assert.are.equal(0, status, err .. out)
     assert.truthy(out:find("all checks passed", 1, true), out)
     assert.is_nil(out:find("MISMATCH", 1, true), out)
     local oks = select(2, out:gsub(" ok\n", ""))
-    assert.are.equal(7, oks, out)
+    assert.are.equal(9, oks, out)
   end)
 
   it("quickstart.lua runs to its end", function()
