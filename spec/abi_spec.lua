@@ -8,7 +8,8 @@ local bindings = require "tocha.ffi"
 local process = require "support.process"
 
 local STRUCTS = {
-  tocha_tensor = { "dev", "elem_type", "ndim", "dims", "count", "bytes", "data", "freed" },
+  tocha_tensor = { "dev", "elem_type", "ndim", "dims", "count", "bytes", "data", "freed", "dense", "strides",
+    "storage" },
   tocha_device_info = { "name", "product", "kind", "ordinal", "cc_major", "cc_minor", "multiprocessors",
     "memory_free", "memory_total", "target" },
   tocha_compare_result = { "max_abs", "max_rel", "mismatched", "first_mismatch" },
@@ -68,7 +69,7 @@ describe("the FFI declarations", function()
         checked = checked + 1
       end
     end
-    assert.are.equal(44, checked)
+    assert.are.equal(47, checked)
   end)
 
   it("use the header's status codes and limits", function()

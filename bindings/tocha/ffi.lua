@@ -13,9 +13,11 @@ if not pcall(ffi.typeof, "struct tocha_tensor") then
 typedef struct tocha_device tocha_device;
 typedef struct tocha_kernel tocha_kernel;
 typedef struct tocha_event tocha_event;
+typedef struct tocha_storage tocha_storage;
 typedef struct tocha_tensor {
   tocha_device *dev; int32_t elem_type; int32_t ndim; int64_t dims[8]; int64_t count;
-  uint64_t bytes; uint64_t data; int32_t freed;
+  uint64_t bytes; uint64_t data; int32_t freed; int32_t dense; int64_t strides[8];
+  tocha_storage *storage;
 } tocha_tensor;
 typedef struct tocha_device_info {
   char name[32]; char product[128]; int32_t kind; int32_t ordinal; int32_t cc_major, cc_minor;
@@ -54,6 +56,7 @@ void tocha_tensor_destroy(tocha_tensor *t);
 int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbytes);
 int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void *dst);
 int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src);
+int tocha_tensor_view(tocha_tensor *t, int ndim, const int64_t *dims, const int64_t *strides, int64_t offset, tocha_tensor **out);
 int tocha_tensor_fill(tocha_tensor *t, double value);
 int tocha_tensor_uniform(tocha_tensor *t, uint64_t seed, double low, double high);
 int tocha_tensor_normal(tocha_tensor *t, uint64_t seed, double mean, double std);

@@ -55,17 +55,24 @@ typedef struct tocha_device tocha_device;
 typedef struct tocha_kernel tocha_kernel;
 typedef struct tocha_event tocha_event;
 
-/* A dense, contiguous, row-major tensor. Fields are read-only for callers. (Their names
-** leave shape, dtype, device, numel and nbytes free for the Lua methods of the same names.) */
+/* The device memory of a tensor, shared with its views; opaque. */
+typedef struct tocha_storage tocha_storage;
+
+/* A tensor: a row-major block of its own, or a view of another's (tocha_tensor_view) with
+** strides of its own. Fields are read-only for callers. (Their names leave shape, dtype, device,
+** numel and nbytes free for the Lua methods of the same names.) */
 typedef struct tocha_tensor {
     tocha_device *dev;
     int32_t elem_type; /* a tocha_dtype */
     int32_t ndim;      /* 1..TOCHA_MAX_DIMS */
     int64_t dims[TOCHA_MAX_DIMS];
-    int64_t count; /* elements */
-    uint64_t bytes;
-    uint64_t data; /* device address (cuda) or host address (sim); 0 once freed */
-    int32_t freed; /* 1 after tocha_tensor_free */
+    int64_t count;  /* elements */
+    uint64_t bytes; /* count times the element size (a view's elements, not its block's) */
+    uint64_t data;  /* address of the first element: device (cuda) or host (sim); 0 once freed */
+    int32_t freed;  /* 1 after tocha_tensor_free */
+    int32_t dense;  /* 1 when the strides are dims' row-major ones: the elements are dense */
+    int64_t strides[TOCHA_MAX_DIMS]; /* elements between neighbours along each dimension */
+    tocha_storage *storage;
 } tocha_tensor;
 
 typedef struct tocha_device_info {
@@ -181,8 +188,15 @@ TOCHA_API void tocha_tensor_destroy(tocha_tensor *t);
 TOCHA_API int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbytes);
 /* Copies count elements starting at element offset from t into host memory dst. */
 TOCHA_API int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void *dst);
-/* Copies src into dst: same dtype and shape, any devices. */
+/* Copies src into dst: same dtype and shape, any devices, either a view (dst not an expanded
+** one, whose elements alias). */
 TOCHA_API int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src);
+/* A view of t without a copy: ndim sizes and strides (elements, each >= 0) starting `offset`
+** elements after t's first; every element it reaches must lie in t's block. The view shares
+** t's device memory, which is released when the last of t and its views is freed. Copies
+** (tocha_tensor_copy) take views that are not contiguous; every other call refuses them. */
+TOCHA_API int tocha_tensor_view(tocha_tensor *t, int ndim, const int64_t *dims, const int64_t *strides,
+                                int64_t offset, tocha_tensor **out);
 /* Sets every element to value, converted as tocha_tensor_cast converts. */
 TOCHA_API int tocha_tensor_fill(tocha_tensor *t, double value);
 /* Fills with uniform values in [low, high) from seed: element i depends only on (seed, i). */

@@ -1,6 +1,6 @@
 /*
 ** builtin.c: tocha's own tensor kernels (kernels/fill.cu, random.cu, cast.cu, compare.cu,
-** accumulate.cu).
+** accumulate.cu, strided_copy.cu).
 ** They are ordinary kernels built through the same compile and cache path as a user's; each
 ** (op, dtype) variant is made once per process, on first use.
 */
@@ -26,6 +26,11 @@ static const struct {
                           "f64* max_rel, i64* mismatched, i64* first_mismatch"},
     [TOCHA_OP_ACCUMULATE] = {"accumulate.cu", "tocha_accumulate",
                              "%1$s* acc, %2$s* g, i64 n, i32 first"},
+    [TOCHA_OP_STRIDED_COPY] = {"strided_copy.cu", "tocha_strided_copy",
+                               "%1$s* src, %1$s* dst, i64 n, i32 ndim, i64 d0, i64 d1, i64 d2, i64 d3, "
+                               "i64 d4, i64 d5, i64 d6, i64 d7, i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, "
+                               "i64 s5, i64 s6, i64 s7, i64 t0, i64 t1, i64 t2, i64 t3, i64 t4, i64 t5, "
+                               "i64 t6, i64 t7"},
 };
 
 int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kernel **out)
@@ -36,7 +41,7 @@ int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kerne
     tocha_kernel *k = made[op][dtype][dtype2];
     int st = TOCHA_OK;
     if (!k) {
-        char params[256], targs[96];
+        char params[512], targs[96];
         const char *a = tocha_dtype_name(dtype), *b = tocha_dtype_name(dtype2);
         snprintf(params, sizeof params, ops[op].params, a, b);
         if (pair)
@@ -70,8 +75,8 @@ void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t b
 
 int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel **out)
 {
-    static const char *names[TOCHA_OP_COUNT] = {"fill", "uniform", "normal",
-                                                "cast", "compare", "accumulate"};
+    static const char *names[TOCHA_OP_COUNT] = {"fill",    "uniform",    "normal",      "cast",
+                                                "compare", "accumulate", "strided_copy"};
     *out = NULL;
     if (!tocha_dtype_valid(dtype)) return tocha_fail(TOCHA_E_ARGUMENT, "dtype: invalid dtype %d", dtype);
     if (!tocha_dtype_valid(dtype2))

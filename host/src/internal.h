@@ -290,6 +290,7 @@ typedef enum {
     TOCHA_OP_CAST,
     TOCHA_OP_COMPARE,
     TOCHA_OP_ACCUMULATE,
+    TOCHA_OP_STRIDED_COPY,
     TOCHA_OP_COUNT
 } tocha_builtin_op;
 /* The kernel for op on dtype (and dtype2 for cast's destination; else ignored). */
@@ -307,7 +308,22 @@ int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t 
                                const uint32_t block[3], uint32_t shared_bytes, void **args);
 
 /* ---- tensor.c ---- */
-/* TOCHA_E_FREED or TOCHA_E_ARGUMENT (naming what) when t cannot be used. */
+/* A tensor's device block and how many tensors (it and its views) hold it. */
+struct tocha_storage {
+    tocha_device *dev;
+    uint64_t data, bytes;
+    int64_t holders;
+};
+/* TOCHA_E_FREED or TOCHA_E_ARGUMENT (naming what) when t cannot be used: NULL, freed, or a
+** view that is not contiguous (which only copies take). */
 int tocha_tensor_check(const tocha_tensor *t, const char *what);
+/* The same, any layout. */
+int tocha_tensor_check_live(const tocha_tensor *t, const char *what);
+/* Sets t's strides to dims' row-major ones and dense to 1. */
+void tocha_tensor_set_dense(tocha_tensor *t);
+
+/* ---- view.c ---- */
+/* dst = src on one device, either strided (dst not aliasing); shapes and dtypes checked. */
+int tocha_tensor_copy_strided(tocha_tensor *dst, const tocha_tensor *src);
 
 #endif

@@ -437,6 +437,11 @@ int tocha_kernel_launch(tocha_kernel *k, tocha_device *d, const uint32_t grid[3]
         const tocha_tensor *t = a->tensor;
         if (t->freed)
             return tocha_fail(TOCHA_E_FREED, "argument %d (%s): tensor was freed", i + 1, p->name);
+        if (!t->dense)
+            return tocha_fail(
+                TOCHA_E_ARGUMENT,
+                "argument %d (%s): not contiguous (a view): call :contiguous() on it first", i + 1,
+                p->name);
         if (t->elem_type != p->type)
             return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected dtype %s, got %s", i + 1,
                               p->name, tocha_dtype_name(p->type), tocha_dtype_name(t->elem_type));

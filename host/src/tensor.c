@@ -13,11 +13,31 @@
 /* No tensor may hold more bytes than this: it keeps every size computation in range. */
 #define MAX_TENSOR_BYTES ((uint64_t)1 << 56)
 
-int tocha_tensor_check(const tocha_tensor *t, const char *what)
+int tocha_tensor_check_live(const tocha_tensor *t, const char *what)
 {
     if (!t) return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected a tensor, got NULL", what);
     if (t->freed) return tocha_fail(TOCHA_E_FREED, "%s: tensor was freed", what);
     return TOCHA_OK;
+}
+
+int tocha_tensor_check(const tocha_tensor *t, const char *what)
+{
+    int st = tocha_tensor_check_live(t, what);
+    if (!st && !t->dense)
+        return tocha_fail(TOCHA_E_ARGUMENT,
+                          "%s: not contiguous (a view): call :contiguous() on it first", what);
+    return st;
+}
+
+void tocha_tensor_set_dense(tocha_tensor *t)
+{
+    int64_t stride = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        t->strides[i] = stride;
+        stride *= t->dims[i];
+    }
+    for (int i = t->ndim; i < TOCHA_MAX_DIMS; i++) t->strides[i] = 0;
+    t->dense = 1;
 }
 
 static int check_same_shape(const tocha_tensor *a, const tocha_tensor *b, const char *what)
@@ -51,26 +71,42 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
         numel *= (uint64_t)shape[i];
     }
     tocha_tensor *t = calloc(1, sizeof *t);
-    if (!t) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a tensor");
+    tocha_storage *s = calloc(1, sizeof *s);
+    if (!t || !s) {
+        free(t);
+        free(s);
+        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a tensor");
+    }
     t->dev = d;
     t->elem_type = dtype;
     t->ndim = ndim;
     memcpy(t->dims, shape, (size_t)ndim * sizeof *shape);
     t->count = (int64_t)numel;
     t->bytes = numel * (uint64_t)tocha_dtype_size(dtype);
+    tocha_tensor_set_dense(t);
     int st = tocha_memory_alloc(d, t->bytes, &t->data);
     if (st) {
         free(t);
+        free(s);
         return st;
     }
+    *s = (tocha_storage){.dev = d, .data = t->data, .bytes = t->bytes, .holders = 1};
+    t->storage = s;
     *out = t;
     return TOCHA_OK;
 }
 
+/* The device memory goes back when the last tensor holding it (a tensor or one of its views)
+** lets go. */
 void tocha_tensor_free(tocha_tensor *t)
 {
     if (!t || t->freed) return;
-    tocha_memory_release(t->dev, t->data, t->bytes);
+    tocha_storage *s = t->storage;
+    if (s && --s->holders == 0) {
+        tocha_memory_release(s->dev, s->data, s->bytes);
+        free(s);
+    }
+    t->storage = NULL;
     t->data = 0;
     t->freed = 1;
 }
@@ -110,13 +146,14 @@ int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void
 
 int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
 {
-    int st = tocha_tensor_check(dst, "dst");
-    if (!st) st = tocha_tensor_check(src, "src");
+    int st = tocha_tensor_check_live(dst, "dst");
+    if (!st) st = tocha_tensor_check_live(src, "src");
     if (!st) st = check_same_shape(dst, src, "src");
     if (st) return st;
     if (dst->elem_type != src->elem_type)
         return tocha_fail(TOCHA_E_ARGUMENT, "src: dtype %s differs from dst's %s (use cast)",
                           tocha_dtype_name(src->elem_type), tocha_dtype_name(dst->elem_type));
+    if (!dst->dense || !src->dense) return tocha_tensor_copy_strided(dst, src);
     if (dst->dev == src->dev) {
         if (tocha_graph_recording(dst->dev))
             return tocha_graph_record_copy(dst->dev, dst->data, src->data, dst->bytes);

@@ -66,6 +66,7 @@ local function comparable(a, b)
   if not tensor.is_tensor(b) then raise("b: expected a tensor, got " .. type(b)) end
   if a.freed ~= 0 then raise("a: tensor was freed") end
   if b.freed ~= 0 then raise("b: tensor was freed") end
+  a, b = a:contiguous(), b:contiguous()
   if a.dev ~= b.dev then b = b:clone(device.wrap(a.dev)) end
   if a.elem_type ~= b.elem_type then return a:cast("f64"), b:cast("f64") end
   return a, b

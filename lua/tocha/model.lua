@@ -357,6 +357,7 @@ local function bind_inputs(self, inputs)
     local what = ("inputs[%d] (%s)"):format(i, node.name)
     if not tensor.is_tensor(t) then raise(("%s: expected a tensor, got %s"):format(what, type(t))) end
     if t.freed ~= 0 then raise(what .. ": tensor was freed") end
+    if t.dense == 0 then raise(what .. ": not contiguous (a view): call :contiguous() on it first") end
     local s = t:shape()
     if shape_text(s) ~= shape_text(self.shape[node]) then
       raise(("%s: expected shape %s, got %s"):format(what, shape_text(self.shape[node]), shape_text(s)))
@@ -459,6 +460,7 @@ function Model:backward(grad_outputs, cache)
     local g, what = grad_outputs[i], ("grad_outputs[%d] (%s)"):format(i, n.name)
     if not tensor.is_tensor(g) then raise(("%s: expected a tensor, got %s"):format(what, type(g))) end
     if g.freed ~= 0 then raise(what .. ": tensor was freed") end
+    if g.dense == 0 then raise(what .. ": not contiguous (a view): call :contiguous() on it first") end
     if shape_text(g:shape()) ~= shape_text(self.shape[n]) or g:dtype() ~= self.dtype[n] then
       raise(("%s: expected %s %s, got %s %s"):format(what, shape_text(self.shape[n]), self.dtype[n],
         shape_text(g:shape()), g:dtype()))

@@ -51,6 +51,7 @@ end
 local function check_fits(self, v, shape, what)
   if not tensor.is_tensor(v) then return end
   if v.freed ~= 0 then raise(what .. ": tensor was freed") end
+  if v.dense == 0 then raise(what .. ": not contiguous (a view): call :contiguous() on it first") end
   if dtype.name(v.elem_type) ~= self.dtype then
     raise(("%s: expected dtype %s (the kernel's), got %s"):format(what, self.dtype, dtype.name(v.elem_type)))
   end
@@ -77,7 +78,10 @@ end
 local function dims3(a) return { tonumber(a[0]), tonumber(a[1]), tonumber(a[2]) } end
 
 local function address(v, what)
-  if tensor.is_tensor(v) then return v.data end
+  if tensor.is_tensor(v) then
+    if v.dense == 0 then raise((what or "address") .. ": not contiguous (a view): call :contiguous() on it first") end
+    return v.data
+  end
   if v == nil then return 0 end
   if type(v) ~= "number" and type(v) ~= "cdata" then
     raise(("%s: expected a tensor or an address, got %s"):format(what or "address", type(v)))
@@ -381,6 +385,7 @@ end
 function M.live_tensor(v, what)
   if not tensor.is_tensor(v) then raise(("%s: expected a tensor, got %s"):format(what, type(v))) end
   if v.freed ~= 0 then raise(what .. ": tensor was freed") end
+  if v.dense == 0 then raise(what .. ": not contiguous (a view): call :contiguous() on it first") end
   return v
 end
 

@@ -311,6 +311,31 @@ local function live(t)
   if t.freed ~= 0 then raise("tensor was freed") end
 end
 
+-- t, or a dense copy of it when it is a view that is not contiguous: what the calls that read
+-- every element take.
+local function dense(t)
+  live(t)
+  if t.dense ~= 0 then return t end
+  local d = {}
+  for i = 0, t.ndim - 1 do d[i + 1] = tonumber(t.dims[i]) end
+  local out = alloc(d, dtype.name(t.elem_type), device.wrap(t.dev))
+  check(C.tocha_tensor_copy(out, t))
+  return out
+end
+
+-- fn(dense, ...) into a view that is not contiguous: run on a dense tensor of its shape, then
+-- copied into it; on t itself otherwise.
+local function through_dense(t, fn, ...)
+  if t.freed ~= 0 or t.dense ~= 0 then return fn(t, ...) end -- (C names a freed tensor)
+  local d = {}
+  for i = 0, t.ndim - 1 do d[i + 1] = tonumber(t.dims[i]) end
+  local tmp = alloc(d, dtype.name(t.elem_type), device.wrap(t.dev))
+  fn(tmp, ...)
+  check(C.tocha_tensor_copy(t, tmp))
+  tmp:free()
+  return t
+end
+
 function methods.shape(t)
   local s = {}
   for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.dims[i]) end
@@ -335,7 +360,7 @@ function methods.free(t) C.tocha_tensor_free(t) end
 
 -- All elements as a flat array of Lua numbers (row-major), in f64.
 local function to_flat(t)
-  live(t)
+  t = dense(t)
   local n = tonumber(t.count)
   local name = dtype.name(t.elem_type)
   -- The raw elements, decoded here: no device buffer beside the tensor, and fewer bytes over
@@ -392,7 +417,7 @@ end
 
 -- t:cast(dtype): a new tensor of that dtype (see tocha_tensor_cast for the rules).
 function methods.cast(t, name)
-  live(t)
+  t = dense(t)
   local out = alloc(methods.shape(t), name, device.wrap(t.dev))
   check(C.tocha_tensor_cast(out, t))
   return out
@@ -401,14 +426,15 @@ end
 -- t:cast_into(dst): converts t into dst (same shape and device, any dtype); returns dst.
 function methods.cast_into(t, dst)
   if not is_tensor(dst) then raise("dst: expected a tensor, got " .. type(dst)) end
-  check(C.tocha_tensor_cast(dst, t))
+  t = dense(t)
+  through_dense(dst, function(d) check(C.tocha_tensor_cast(d, t)) end)
   return dst
 end
 
 -- t:fill(value): sets every element; returns t.
 function methods.fill(t, value)
   if type(value) ~= "number" then raise("value: expected a number, got " .. type(value)) end
-  check(C.tocha_tensor_fill(t, value))
+  through_dense(t, function(d) check(C.tocha_tensor_fill(d, value)) end)
   return t
 end
 
@@ -416,13 +442,13 @@ end
 function methods.uniform(t, seed, low, high)
   seed = take_seed({ seed = seed })
   low, high = number_or(low, 0, "low"), number_or(high, 1, "high")
-  check(C.tocha_tensor_uniform(t, seed, low, high))
+  through_dense(t, function(d) check(C.tocha_tensor_uniform(d, seed, low, high)) end)
   return t
 end
 function methods.normal(t, seed, mean, std)
   seed = take_seed({ seed = seed })
   mean, std = number_or(mean, 0, "mean"), number_or(std, 1, "std")
-  check(C.tocha_tensor_normal(t, seed, mean, std))
+  through_dense(t, function(d) check(C.tocha_tensor_normal(d, seed, mean, std)) end)
   return t
 end
 
@@ -468,7 +494,7 @@ end
 -- t:read(dst [, offset, count]): count elements from offset (default: all from offset 0) into
 -- host memory: an FFI array (its size is checked), or a pointer with count given.
 function methods.read(t, dst, offset, count)
-  live(t)
+  t = dense(t)
   offset = count_arg(offset, "offset") or 0
   count = count_arg(count, "count")
   local size = host_bytes(dst, "dst")
@@ -483,13 +509,23 @@ end
 
 -- A host buffer holding a copy of all elements, as the dtype's C type (uint16_t for f16/bf16).
 function methods.to_host(t)
-  live(t)
+  t = dense(t)
   local buf = ffi.new(dtype.host_ctype(dtype.name(t.elem_type)) .. "[?]", tonumber(t.count))
   check(C.tocha_tensor_read(t, 0, t.count, buf))
   return buf
 end
 
-Tensor.__index = methods
+-- Methods by name; a table key indexes (t[{1, {}, {2, 5}}], tocha.view).
+Tensor.__index = function(t, k)
+  local m = methods[k]
+  if m ~= nil or type(k) ~= "table" then return m end
+  local v = methods.index(t, k)
+  return v
+end
+Tensor.__newindex = function(t, k, v)
+  if type(k) ~= "table" then raise(("self: a tensor has no field %s to set"):format(tostring(k))) end
+  require("tocha.view").assign(methods, t, k, v)
+end
 Tensor.__tostring = function(t) return require("tocha.tensor_print").format(t) end
 -- t:summary(): the one line naming t (dtype, shape, device), for logs.
 function methods.summary(t) return require("tocha.tensor_print").head(t) end
@@ -499,6 +535,8 @@ Tensor.__len = function(t) return tonumber(t.dims[0]) end
 -- cleared, as busted does between spec files), tensors keep the first load's methods, which do
 -- the same.
 pcall(ffi.metatype, "tocha_tensor", Tensor)
+
+require("tocha.view").install(methods, alloc)
 
 M.methods = methods
 M.alloc = alloc

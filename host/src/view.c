@@ -1,0 +1,147 @@
+/*
+** view.c: views of a tensor (sizes and strides of their own over its block, no copy) and the
+** copies between tensors of any layout (kernels/strided_copy.cu).
+*/
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The largest element offset a tensor reaches, beyond its first (sizes and strides checked). */
+static int reach(int ndim, const int64_t *dims, const int64_t *strides, int64_t *out)
+{
+    const int64_t limit = (int64_t)1 << 56;
+    int64_t far = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (dims[i] < 1 || dims[i] > limit)
+            return tocha_fail(TOCHA_E_ARGUMENT, "dims[%d]: size must be 1 to 2^56, got %lld", i + 1,
+                              (long long)dims[i]);
+        if (strides[i] < 0 || strides[i] > limit)
+            return tocha_fail(TOCHA_E_ARGUMENT, "strides[%d]: expected 0 to 2^56 elements, got %lld",
+                              i + 1, (long long)strides[i]);
+        if (strides[i] && (dims[i] - 1) > (limit - far) / strides[i])
+            return tocha_fail(TOCHA_E_ARGUMENT, "strides: the view reaches past 2^56 elements");
+        far += (dims[i] - 1) * strides[i];
+    }
+    *out = far;
+    return TOCHA_OK;
+}
+
+int tocha_tensor_view(tocha_tensor *t, int ndim, const int64_t *dims, const int64_t *strides,
+                      int64_t offset, tocha_tensor **out)
+{
+    if (!out) return tocha_fail(TOCHA_E_ARGUMENT, "out: expected a place for the view, got NULL");
+    *out = NULL;
+    int st = tocha_tensor_check_live(t, "tensor");
+    if (st) return st;
+    if (ndim < 1 || ndim > TOCHA_MAX_DIMS)
+        return tocha_fail(TOCHA_E_ARGUMENT, "dims: expected 1 to %d dimensions, got %d", TOCHA_MAX_DIMS,
+                          ndim);
+    if (!dims || !strides)
+        return tocha_fail(TOCHA_E_ARGUMENT, "dims, strides: expected arrays, got NULL");
+    int64_t far = 0, numel = 1;
+    if ((st = reach(ndim, dims, strides, &far))) return st;
+    for (int i = 0; i < ndim; i++) {
+        if (dims[i] > ((int64_t)1 << 56) / numel)
+            return tocha_fail(TOCHA_E_ARGUMENT, "dims: too many elements for a tensor");
+        numel *= dims[i];
+    }
+    const uint64_t size = (uint64_t)tocha_dtype_size(t->elem_type);
+    const tocha_storage *s = t->storage;
+    const uint64_t first = (t->data - s->data) / size; /* t's first element within the block */
+    const uint64_t block = s->bytes / size;
+    if (offset < 0 || (uint64_t)offset > block - first ||
+        (uint64_t)far >= block - first - (uint64_t)offset)
+        return tocha_fail(TOCHA_E_ARGUMENT,
+                          "offset, strides: the view reaches element %lld of a block of %llu from the "
+                          "tensor's first",
+                          (long long)(offset + far), (unsigned long long)(block - first));
+    tocha_tensor *v = calloc(1, sizeof *v);
+    if (!v) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a view");
+    v->dev = t->dev;
+    v->elem_type = t->elem_type;
+    v->ndim = ndim;
+    memcpy(v->dims, dims, (size_t)ndim * sizeof *dims);
+    v->count = numel;
+    v->bytes = (uint64_t)numel * size;
+    v->data = t->data + (uint64_t)offset * size;
+    tocha_tensor_set_dense(v);
+    bool row_major = true;
+    for (int i = 0; i < ndim; i++)
+        if (dims[i] > 1 && strides[i] != v->strides[i]) row_major = false;
+    memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
+    v->dense = row_major;
+    v->storage = t->storage;
+    v->storage->holders++;
+    *out = v;
+    return TOCHA_OK;
+}
+
+/* The copy's dimensions with those of size 1 dropped and those dense in both merged into one:
+** sizes d, strides a (of src) and b (of dst); returns how many. */
+static int merged(const tocha_tensor *dst, const tocha_tensor *src, int64_t d[8], int64_t a[8],
+                  int64_t b[8])
+{
+    int n = 0;
+    for (int i = 0; i < src->ndim; i++) {
+        if (src->dims[i] == 1) continue;
+        if (n > 0 && a[n - 1] == src->strides[i] * src->dims[i] &&
+            b[n - 1] == dst->strides[i] * src->dims[i]) {
+            d[n - 1] *= src->dims[i];
+            a[n - 1] = src->strides[i];
+            b[n - 1] = dst->strides[i];
+            continue;
+        }
+        d[n] = src->dims[i], a[n] = src->strides[i], b[n] = dst->strides[i];
+        n++;
+    }
+    if (n == 0) d[n] = 1, a[n] = b[n] = 0, n = 1;
+    for (int i = n; i < 8; i++) d[i] = 1, a[i] = b[i] = 0;
+    return n;
+}
+
+static int launch_strided(tocha_tensor *dst, const tocha_tensor *src)
+{
+    tocha_kernel *k;
+    int st = tocha_builtin_kernel(TOCHA_OP_STRIDED_COPY, src->elem_type, 0, &k);
+    if (st) return st;
+    int64_t d[8], a[8], b[8];
+    int32_t ndim = merged(dst, src, d, a, b);
+    int64_t n = src->count;
+    void *args[28] = {(void *)&src->data, &dst->data, &n, &ndim};
+    for (int i = 0; i < 8; i++) args[4 + i] = &d[i], args[12 + i] = &a[i], args[20 + i] = &b[i];
+    uint32_t grid[3], block[3];
+    tocha_builtin_grid(dst->dev, n, grid, block);
+    return tocha_kernel_launch_raw(k, dst->dev, grid, block, args);
+}
+
+/* A dense tensor of t's shape and dtype on device d. */
+static int dense_like(const tocha_tensor *t, tocha_device *d, tocha_tensor **out)
+{
+    return tocha_tensor_new(d, t->elem_type, t->ndim, t->dims, out);
+}
+
+int tocha_tensor_copy_strided(tocha_tensor *dst, const tocha_tensor *src)
+{
+    for (int i = 0; i < dst->ndim; i++)
+        if (dst->strides[i] == 0 && dst->dims[i] > 1)
+            return tocha_fail(TOCHA_E_ARGUMENT,
+                              "dst: an expanded view (stride 0 along dimension %d): its elements alias, "
+                              "so it cannot be written",
+                              i + 1);
+    if (dst->dev == src->dev) return launch_strided(dst, src);
+    /* Between devices: the dense copies of each side's view on its own device, and the dense
+    ** transfer between them. */
+    tocha_tensor *from = NULL, *to = NULL;
+    int st = TOCHA_OK;
+    if (!src->dense) {
+        st = dense_like(src, src->dev, &from);
+        if (!st) st = launch_strided(from, src);
+    }
+    if (!st && !dst->dense) st = dense_like(dst, dst->dev, &to);
+    if (!st) st = tocha_tensor_copy(to ? to : dst, from ? from : src);
+    if (!st && to) st = launch_strided(dst, to);
+    tocha_tensor_destroy(from);
+    tocha_tensor_destroy(to);
+    return st;
+}
