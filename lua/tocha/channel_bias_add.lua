@@ -102,10 +102,11 @@ end
 ChannelBiasAdd.grid_for_launch = function(self, _, _, output_shape) return self:grid(output_shape) end
 
 function ChannelBiasAdd:pack_args(inputs, params, output, output_shape)
-  local x, shape = input_of(inputs[1])
+  local x, shape = input_of(inputs)
   local total, channels, plane = elements(output_shape or shape)
-  if not params or not params[1] then raise("params: expected {bias}") end
-  return { address(x), address(params[1]), address(output), total, channels, plane }
+  params = reduction.list(params, "params")
+  if params[1] == nil then raise("params: expected {bias}") end
+  return { x, address(params[1], "params[1]"), address(output, "output"), total, channels, plane }
 end
 ChannelBiasAdd.pack_args_for_launch = function(self, _, ...) return self:pack_args(...) end
 
@@ -160,15 +161,18 @@ local function step_args(steps, half, i, buffers)
 end
 
 function ChannelBiasAdd:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
-  local _, shape = input_of(inputs[1])
+  local _, shape = input_of(inputs)
   local steps, bytes, half = self:backward_plan(shape)
   reduction.launch_of(i, 3)
   if not steps[i] then return {} end
-  local ws = params and params[2] or 0
-  if bytes > 0 and address(ws) == 0 then raise("params: the backward needs its workspace (op:workspace_bytes) after the bias") end
-  if type(grad_inputs) ~= "table" or type(grad_params) ~= "table" then raise("grad_inputs, grad_params: expected {dx}, {dbias}") end
-  return step_args(steps, half, i, { dy = address(grad_output), dx = address(grad_inputs[1]),
-    db = address(grad_params[1]), ws = address(ws) })
+  params = reduction.list(params, "params")
+  local ws = params[2] or 0
+  if bytes > 0 and address(ws, "params[2]") == 0 then
+    raise("params: the backward needs its workspace (op:workspace_bytes) after the bias")
+  end
+  grad_inputs, grad_params = reduction.list(grad_inputs, "grad_inputs"), reduction.list(grad_params, "grad_params")
+  return step_args(steps, half, i, { dy = address(grad_output, "grad_output"), dx = address(grad_inputs[1], "grad_inputs[1]"),
+    db = address(grad_params[1], "grad_params[1]"), ws = address(ws, "params[2]") })
 end
 
 -- ---- direct calls ----

@@ -240,14 +240,39 @@ function Reduce:grid_for_launch(i, input_shapes)
   return M.pass_grid(p, self.block_size, self.dtype)
 end
 
-local function address(v) return tensor.is_tensor(v) and v.data or ffi.cast("uint64_t", v) end
+-- A launch address: a live dense tensor's, an integer, or an address (uint64_t or a pointer).
+local function address(v, what)
+  if tensor.is_tensor(v) then
+    runtime_op.live_tensor(v, what or "address")
+    return v.data
+  end
+  if type(v) == "number" and v >= 0 and v < 2 ^ 53 and v == math.floor(v) then return ffi.cast("uint64_t", v) end
+  if type(v) == "cdata" and (ffi.istype("uint64_t", v) or tostring(ffi.typeof(v)):find("%*")) then
+    return ffi.cast("uint64_t", v)
+  end
+  raise(("%s: expected a tensor or an address, got %s"):format(what or "address", type(v)))
+end
 M.address = address
 
--- An input given as a tensor or {address, shape}: its address (or tensor) and shape.
-function M.input_of(item)
-  if tensor.is_tensor(item) then return item, item:shape() end
-  if type(item) ~= "table" then raise("inputs[1]: expected a tensor or {address, shape}, got " .. type(item)) end
-  return item[1], item[2]
+-- A list argument (nil: empty), or an error naming what.
+function M.list(v, what)
+  if v == nil then return {} end
+  if type(v) ~= "table" then raise(("%s: expected a list, got %s"):format(what, type(v))) end
+  return v
+end
+
+-- inputs[1] of a one-input op, given as a tensor or {address, shape}: its address and shape.
+function M.input_of(inputs)
+  if type(inputs) ~= "table" or #inputs ~= 1 then
+    raise(("inputs: expected 1 input (a tensor or {address, shape}), got %s"):format(
+      type(inputs) == "table" and #inputs or type(inputs)))
+  end
+  local item = inputs[1]
+  if tensor.is_tensor(item) then return address(item, "inputs[1]"), item:shape() end
+  if type(item) ~= "table" or type(item[2]) ~= "table" then
+    raise("inputs[1]: expected a tensor or {address, shape}, got " .. type(item))
+  end
+  return address(item[1], "inputs[1][1]"), item[2]
 end
 
 -- The tocha_reduce arguments of pass p: from src (its elements in the accumulator type when
@@ -272,15 +297,16 @@ end
 
 -- inputs: {{address, shape}} (or {tensor}); params: {workspace} when workspace_bytes > 0.
 function Reduce:pack_args_for_launch(i, inputs, params, output)
-  local x, shape = M.input_of(inputs[1])
+  local x, shape = M.input_of(inputs)
   local passes, n = self:passes(shape)
   launch_of(i, 2)
   if not passes[i] then return {} end
-  local ws = params and params[#params] or 0
-  if #passes > 1 and address(ws) == 0 then
+  params = M.list(params, "params")
+  local ws = params[#params] or 0
+  if #passes > 1 and address(ws, "params[1]") == 0 then
     raise("params: a two-pass reduction needs its workspace (op:workspace_bytes) after the parameters")
   end
-  return reduce_args(passes, i, x, output, ws, self.mode == "mean" and n or 1)
+  return reduce_args(passes, i, x, address(output, "output"), ws, self.mode == "mean" and n or 1)
 end
 
 function Reduce:backward_grid(input_shapes)
@@ -291,9 +317,11 @@ end
 Reduce.backward_grid_for_launch = function(self, _, ...) return self:backward_grid(...) end
 
 function Reduce:pack_backward_args(inputs, _, output, _, grad_output, _, grad_inputs)
-  local x, shape = M.input_of(inputs[1])
+  local x, shape = M.input_of(inputs)
   local outer, n, inner = self:view(shape, "inputs[1]")
-  return { address(x), address(output), address(grad_output), address(grad_inputs[1]), outer, n, inner,
+  grad_inputs = M.list(grad_inputs, "grad_inputs")
+  return { x, address(output, "output"), address(grad_output, "grad_output"), address(grad_inputs[1], "grad_inputs[1]"),
+    outer, n, inner,
     self.mode == "mean" and n or 1 }
 end
 Reduce.pack_backward_args_for_launch = function(self, _, ...) return self:pack_backward_args(...) end

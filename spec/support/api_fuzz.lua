@@ -77,12 +77,16 @@ local function surface(pool)
   add("ChannelCat.new", tocha.ChannelCat.new)
   add("ChannelChunk.new", tocha.ChannelChunk.new)
   local ops = { relu = tocha.Elementwise.new("relu"), mul = tocha.Elementwise.new("mul"),
-    cat = tocha.ChannelCat.new(), chunk = tocha.ChannelChunk.new(2, 1) }
+    cat = tocha.ChannelCat.new(), chunk = tocha.ChannelChunk.new(2, 1), reduce = tocha.Reduce.new("max", 2),
+    bias = tocha.ChannelBiasAdd.new() }
   for kind, op in pairs(ops) do
     for _, name in ipairs({ "forward", "backward", "grid", "block", "pack_args", "pack_backward_args",
-      "compute_concrete_output_shape", "backward_grid" }) do
-      add(kind .. ":" .. name, function(...) return op[name](op, ...) end)
-      add(kind .. "." .. name, op[name])
+      "compute_concrete_output_shape", "backward_grid", "grid_for_launch", "pack_args_for_launch",
+      "backward_grid_for_launch", "pack_backward_args_for_launch", "workspace_bytes" }) do
+      if op[name] then
+        add(kind .. ":" .. name, function(...) return op[name](op, ...) end)
+        add(kind .. "." .. name, op[name])
+      end
     end
   end
   add("memory.stats", tocha.memory.stats)
