@@ -10,13 +10,12 @@ kernel, so their rows are left out of the ratio).
 Each the median of device-event times over LAUNCHES (default 50) launches after a warm-up, two
 tensor sets in turn.
 """
-import csv
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from torch_timing import copy_bandwidth, time_launches
+from torch_timing import time_cases, time_launches
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 SIZES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -55,27 +54,15 @@ def case_ms(fn_name, direction, dtype, shape):
     return time_launches(launch, LAUNCHES)
 
 
+def row_ms(r):
+    shape = [int(v) for v in r["shape"].split("x")]
+    if r["fn"] == "cat" and len(shape) < 2:
+        shape = [2, shape[0] // 2]
+    return case_ms(r["fn"], r["dir"], r["dtype"], shape)
+
+
 def main(out):
-    with open(f"{out}/tocha.csv") as f:
-        ours = list(csv.DictReader(f))
-    copy = copy_bandwidth()
-    print(f"torch {torch.__version__}: device-to-device copy {copy:.1f} GB/s")
-    theirs = []
-    for r in ours:
-        shape = [int(v) for v in r["shape"].split("x")]
-        if r["fn"] == "cat" and len(shape) < 2:
-            shape = [2, shape[0] // 2]
-        ms = case_ms(r["fn"], r["dir"], r["dtype"], shape)
-        t = dict(r)
-        t["ms"] = ms
-        t["gbps"] = int(r["bytes"]) / (ms * 1e6)
-        t["pct_copy"] = 100 * t["gbps"] / copy
-        theirs.append(t)
-        print(f"{r['fn']:8} {r['dir']:8} {r['dtype']:5} {r['shape']:16} {ms:9.4f} ms {t['pct_copy']:6.1f}% of copy")
-    with open(f"{out}/torch.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(ours[0].keys()))
-        w.writeheader()
-        w.writerows(theirs)
+    ours, theirs, copy = time_cases(out, row_ms, lambda r: f"{r['fn']:8} {r['dir']:8} {r['dtype']:5} {r['shape']:16}")
     lines = [f"# Elementwise ops on the device: tocha beside PyTorch {torch.__version__}", "",
              f"Copy bandwidth {copy:.0f} GB/s (PyTorch's measure). % of copy counts the bytes the op "
              "must read and write; the same-bytes copy is a device copy of that many bytes, timed alike.", "",

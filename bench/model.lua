@@ -86,16 +86,9 @@ for _, batch in ipairs(BATCHES) do
       row.device_ms / row.floor_ms))
 end
 
-local columns = { "batch", "forward_us", "replay_us", "replay_copy_us", "device_ms", "floor_ms", "bytes" }
-local f = assert(io.open(opts.out .. "/tocha.csv", "w"))
-f:write(table.concat(columns, ","), "\n")
-for _, r in ipairs(rows) do
-  local out = {}
-  for k, col in ipairs(columns) do out[k] = tostring(r[col]) end
-  f:write(table.concat(out, ","), "\n")
-end
-f:close()
-f = assert(io.open(opts.out .. "/host.csv", "w"))
+timing.write_csv(opts.out .. "/tocha.csv",
+  { "batch", "forward_us", "replay_us", "replay_copy_us", "device_ms", "floor_ms", "bytes" }, rows)
+local f = assert(io.open(opts.out .. "/host.csv", "w"))
 f:write("measure,value\ncopy_gbps,", copy_gbps, "\n")
 f:close()
 print("wrote " .. opts.out .. "/tocha.csv")

@@ -11,12 +11,11 @@ torch.autograd.grad of that for a given dy, which gives dx as dy itself (no kern
 PyTorch moves fewer bytes there than tocha, which also writes dx (the % of copy counts tocha's
 bytes for both).
 """
-import csv
 import sys
 
 import torch
 
-from torch_timing import copy_bandwidth, time_launches
+from torch_timing import time_cases, time_launches
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 LAUNCHES = 50
@@ -63,23 +62,8 @@ def case_ms(r):
 
 
 def main(out):
-    with open(f"{out}/tocha.csv") as f:
-        ours = list(csv.DictReader(f))
-    copy = copy_bandwidth()
-    print(f"torch {torch.__version__}: device-to-device copy {copy:.1f} GB/s")
-    theirs = []
-    for r in ours:
-        ms = case_ms(r)
-        t = dict(r)
-        t["ms"] = ms
-        t["gbps"] = int(r["bytes"]) / (ms * 1e6)
-        t["pct_copy"] = 100 * t["gbps"] / copy
-        theirs.append(t)
-        print(f"{r['op']:5} dim {r['dim']} {r['dir']:8} {r['dtype']:5} {r['shape']:16} {ms:9.4f} ms")
-    with open(f"{out}/torch.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(ours[0].keys()))
-        w.writeheader()
-        w.writerows(theirs)
+    ours, theirs, copy = time_cases(
+        out, case_ms, lambda r: f"{r['op']:5} dim {r['dim']} {r['dir']:8} {r['dtype']:5} {r['shape']:16}")
     lines = [f"# Reductions and channel bias add on the device: tocha beside PyTorch {torch.__version__}", "",
              f"Copy bandwidth {copy:.0f} GB/s (PyTorch's measure). % of copy counts the bytes tocha's op "
              "reads and writes (dim 0: every element).", "",

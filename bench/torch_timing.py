@@ -1,6 +1,7 @@
 """Device timing for the PyTorch peers of the benchmarks (bench/upsample_torch.py,
-bench/elementwise_torch.py), measured as bench/timing.lua measures tocha: the median of
-device-event times around each launch, after a warm-up of five."""
+bench/elementwise_torch.py, bench/reduction_torch.py), measured as bench/timing.lua measures
+tocha: the median of device-event times around each launch, after a warm-up of five."""
+import csv
 import statistics
 
 import torch
@@ -27,3 +28,28 @@ def copy_bandwidth():
     dst = torch.empty_like(src)
     ms = time_launches(lambda k: dst.copy_(src), 20)
     return 2 * n * 4 / (ms * 1e6)
+
+
+def time_cases(out, case_ms, describe):
+    """PyTorch's time for each case of out/tocha.csv: case_ms(row) milliseconds each, written to
+    out/torch.csv with tocha's columns (ms, gbps and pct_copy PyTorch's, from the row's bytes);
+    describe(row) names a case in the progress lines. Returns tocha's rows, PyTorch's and the
+    copy bandwidth."""
+    with open(f"{out}/tocha.csv") as f:
+        ours = list(csv.DictReader(f))
+    copy = copy_bandwidth()
+    print(f"torch {torch.__version__}: device-to-device copy {copy:.1f} GB/s")
+    theirs = []
+    for r in ours:
+        ms = case_ms(r)
+        t = dict(r)
+        t["ms"] = ms
+        t["gbps"] = int(r["bytes"]) / (ms * 1e6)
+        t["pct_copy"] = 100 * t["gbps"] / copy
+        theirs.append(t)
+        print(f"{describe(r)} {ms:9.4f} ms {t['pct_copy']:6.1f}% of copy")
+    with open(f"{out}/torch.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(ours[0].keys()))
+        w.writeheader()
+        w.writerows(theirs)
+    return ours, theirs, copy

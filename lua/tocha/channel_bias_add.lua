@@ -62,12 +62,7 @@ end
 
 -- ---- the RuntimeOp ----
 
-local function one_input(input_shapes)
-  if type(input_shapes) ~= "table" or #input_shapes ~= 1 then
-    raise(("input_shapes: expected 1 shape, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
-  end
-  return input_shapes[1]
-end
+local one_input = reduction.one_input
 
 function ChannelBiasAdd:n_activation_inputs() return 1 end
 function ChannelBiasAdd:param_names() return { "bias" } end

@@ -204,12 +204,14 @@ function Reduce:backward_block() return { self.block_size, 1, 1 } end
 function Reduce:n_launches() return 2 end
 function Reduce:n_backward_launches() return 1 end
 
+-- The one shape of a one-input op's input_shapes.
 local function one_input(input_shapes)
   if type(input_shapes) ~= "table" or #input_shapes ~= 1 then
     raise(("input_shapes: expected 1 shape, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
   end
   return input_shapes[1]
 end
+M.one_input = one_input
 
 function Reduce:compute_concrete_output_shape(input_shapes)
   local _, _, _, out = self:view(one_input(input_shapes), "inputs[1]")
