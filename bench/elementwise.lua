@@ -9,16 +9,7 @@
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
-local opts = { out = "results/tmp-elementwise", launches = 50 }
-local i = 1
-while i <= #arg do
-  local a = arg[i]
-  if a == "--out" then opts.out = arg[i + 1]; i = i + 1
-  elseif a == "--launches" then opts.launches = tonumber(arg[i + 1]); i = i + 1
-  elseif a == "--quick" then opts.quick = true
-  else error("unknown argument " .. a) end
-  i = i + 1
-end
+local opts = timing.arguments(arg, { out = "results/tmp-elementwise", launches = 50, quick = false })
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))

@@ -15,14 +15,7 @@ local timing = require "bench.timing"
 package.path = (arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or ".") .. "/../examples/?.lua;" .. package.path
 local neck_model = require "neck_model"
 
-local opts = { out = "results/tmp-model", reps = 200 }
-local i = 1
-while i <= #arg do
-  if arg[i] == "--out" then opts.out = arg[i + 1]; i = i + 1
-  elseif arg[i] == "--reps" then opts.reps = tonumber(arg[i + 1]); i = i + 1
-  else error("unknown argument " .. arg[i]) end
-  i = i + 1
-end
+local opts = timing.arguments(arg, { out = "results/tmp-model", reps = 200 })
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 local SIZE = { c5 = 256, c4 = 128, c3 = 64, h5 = 20, w5 = 20 }

@@ -37,6 +37,34 @@ function M.copy_bandwidth(device)
   return 2 * n * 4 / (ms * 1e6)
 end
 
+-- The command line of a benchmark: "--name value" for each key of defaults whose default is a
+-- number or a string (numbers converted), "--name" alone for each whose default is false.
+-- Returns a table of the values; an unknown or malformed argument is an error.
+function M.arguments(args, defaults)
+  local opts = {}
+  for k, v in pairs(defaults) do opts[k] = v end
+  local i = 1
+  while i <= #args do
+    local name = args[i]:match("^%-%-([%w_]+)$")
+    local default = name and defaults[name]
+    if default == nil then error("unknown argument " .. args[i]) end
+    if default == false then
+      opts[name] = true
+    else
+      local v = args[i + 1]
+      if v == nil then error("--" .. name .. " needs a value") end
+      if type(default) == "number" then
+        v = tonumber(v)
+        if not v then error("--" .. name .. " needs a number") end
+      end
+      opts[name] = v
+      i = i + 1
+    end
+    i = i + 1
+  end
+  return opts
+end
+
 -- Writes rows (tables) to path as CSV: a header of columns, then each row's values in order.
 function M.write_csv(path, columns, rows)
   local f = assert(io.open(path, "w"))
