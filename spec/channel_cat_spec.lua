@@ -6,12 +6,7 @@
 local tocha = require "tocha"
 require "tocha.assertions"
 local ref = require "support.reference"
-
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = ref.numel
 
 -- The join of flat element lists a (shape sa) and b (shape sb) along dimension 2.
 local function joined(a, sa, b, sb)

@@ -6,12 +6,7 @@
 local tocha = require "tocha"
 require "tocha.assertions"
 local ref = require "support.reference"
-
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = ref.numel
 
 local function random(shape, dt, device, seed)
   local lo, hi = -100, 100

@@ -4,6 +4,7 @@
 local tocha = require "tocha"
 require "tocha.assertions"
 local ref = require "support.reference"
+local numel = ref.numel
 local up_ref = require "support.upsample_reference"
 
 local Model = tocha.Model
@@ -13,12 +14,6 @@ local function error_of(fn, ...)
   local ok, message = pcall(fn, ...)
   assert.is_false(ok, "expected an error")
   return message
-end
-
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
 end
 
 -- Lua ops: y = a * x (one input) and y = x1 + x2 (two inputs, same shape).

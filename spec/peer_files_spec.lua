@@ -23,11 +23,7 @@ local function pattern(i, k, dt)
   return s / 4
 end
 
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = require("support.reference").numel
 
 -- Pattern k as a tensor of dtype dt on cuda: written as f64, then cast (every value is exact).
 local function expected(dt, k)

@@ -7,6 +7,7 @@
 local tocha = require "tocha"
 require "tocha.assertions"
 local ref = require "support.reference"
+local numel = ref.numel
 
 -- Shapes and dims: one pass (short rows, many outputs), rows split (one long row), columns split
 -- (few outputs along a long strided dimension); rows a warp each that start off 16-byte
@@ -18,12 +19,6 @@ local CASES = {
 }
 -- Tolerances against the f64 reference, relative to the sum of |x| (the sum's own scale).
 local TOL = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }
-
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
 
 -- The reference: x's values as stored (f64), reduced over [outer, n, inner]; each output's
 -- value and the scale its error is measured against.

@@ -7,13 +7,8 @@
 local tocha = require "tocha"
 require "tocha.assertions"
 local ref = require "support.reference"
+local numel = ref.numel
 local files = require "support.files"
-
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
 
 -- Every multi-index of shape, row-major.
 local function indices(shape)

@@ -536,7 +536,7 @@ Tensor.__len = function(t) return tonumber(t.dims[0]) end
 -- the same.
 pcall(ffi.metatype, "tocha_tensor", Tensor)
 
-require("tocha.view").install(methods, alloc)
+require("tocha.view").install(methods, dense)
 
 M.methods = methods
 M.alloc = alloc

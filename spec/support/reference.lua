@@ -103,6 +103,13 @@ function M.rng(label)
   return { seed = seed }
 end
 
+-- The number of elements of a shape (a list of sizes).
+function M.numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+
 function M.random_shape(max_dims, max_size)
   local shape = {}
   for i = 1, math.random(1, max_dims) do shape[i] = math.random(1, max_size) end
