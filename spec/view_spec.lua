@@ -237,6 +237,41 @@ describe("tensor views", function()
         assert.are.same({ 3, 5, 4 }, t:shape())
       end)
 
+      it("copy between overlapping views of one block as if the source were read first", function()
+        local cases = 0
+        for round = 1, 12 do
+          local n = rng(2, 6)
+          local x = random_tensor({ n, n }, "f32", 900 + round)
+          local before = x:to_table()
+          local kind = round % 4
+          if kind == 0 then -- a matrix onto its own transpose
+            x:copy(x:transpose(1, 2))
+            for i = 1, n do for j = 1, n do assert.are.equal(before[j][i], x:to_table()[i][j]) end end
+          elseif kind == 1 then -- rows shifted down by one (dense views, one block)
+            x:narrow(1, 2, n - 1):copy(x:narrow(1, 1, n - 1))
+            local after = x:to_table()
+            assert.are.same(before[1], after[1])
+            for i = 2, n do assert.are.same(before[i - 1], after[i]) end
+          elseif kind == 2 then -- columns shifted left by one (strided views)
+            x:narrow(2, 1, n - 1):copy(x:narrow(2, 2, n - 1))
+            local after = x:to_table()
+            for i = 1, n do
+              for j = 1, n - 1 do assert.are.equal(before[i][j + 1], after[i][j]) end
+              assert.are.equal(before[i][n], after[i][n])
+            end
+          else -- a tensor onto itself: nothing changes
+            x:copy(x)
+            x[{ {}, { 1, n } }] = x:narrow(2, 1, n)
+            assert.are.same(before, x:to_table())
+          end
+          cases = cases + 1
+        end
+        assert.are.equal(12, cases)
+        local x = tocha.tensor({ { 1, 2 }, { 3, 4 } }, { device = device })
+        x:copy(x:transpose(1, 2))
+        assert.are.same({ { 1, 3 }, { 2, 4 } }, x:to_table())
+      end)
+
       it("refuse bad arguments, naming them", function()
         local x = tocha.zeros({ 3, 4 }, { device = device })
         local function fails(pattern, fn)

@@ -189,7 +189,8 @@ TOCHA_API int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbyt
 /* Copies count elements starting at element offset from t into host memory dst. */
 TOCHA_API int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void *dst);
 /* Copies src into dst: same dtype and shape, any devices, either a view (dst not an expanded
-** one, whose elements alias). */
+** one, whose elements alias). Views of one block that overlap copy as if all of src were read
+** first (through a temporary). */
 TOCHA_API int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src);
 /* A view of t without a copy: ndim sizes and strides (elements, each >= 0) starting `offset`
 ** elements after t's first; every element it reaches must lie in t's block. The view shares
@@ -289,7 +290,9 @@ TOCHA_API tocha_stream *tocha_device_get_stream(tocha_device *device);
 
 /* Work captured once and replayed: the launches and copies queued on a stream between
 ** capture_begin and capture_end are recorded, not run, and tocha_graph_replay runs them again,
-** on the same tensors, each time. During a capture the device refuses what would wait for it
+** on the same tensors, each time. The graph holds the device blocks its work reads and writes
+** until it is destroyed, so a tensor freed after the capture gives its block to the graph,
+** never to a tensor allocated later. During a capture the device refuses what would wait for it
 ** or read it from the host (synchronizing, host transfers, event records) and a kernel not yet
 ** loaded on it. cuda uses the driver's stream capture; sim records the work itself. */
 typedef struct tocha_graph tocha_graph;

@@ -40,6 +40,7 @@ void *tocha_event_parts(const tocha_event *e, tocha_device **device, bool *recor
 
 int tocha_event_record(tocha_event *e)
 {
+    if (!e) return tocha_fail(TOCHA_E_ARGUMENT, "event: expected an event, got NULL");
     int st = tocha_refuse_during_capture(e->device, "record an event");
     if (st) return st;
     st = e->device->backend->event_record(e->device, e->handle, tocha_device_stream_handle(e->device));
@@ -49,6 +50,12 @@ int tocha_event_record(tocha_event *e)
 
 int tocha_event_elapsed_ms(tocha_event *start, tocha_event *end, double *ms)
 {
+    if (!start || !end || !ms)
+        return tocha_fail(TOCHA_E_ARGUMENT, "%s: expected %s, got NULL",
+                          !start ? "start"
+                          : !end ? "end"
+                                 : "ms",
+                          !ms && start && end ? "a place for the result" : "an event");
     if (start->device != end->device)
         return tocha_fail(TOCHA_E_ARGUMENT, "end: events are on %s and %s", start->device->name,
                           end->device->name);

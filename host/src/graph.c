@@ -22,6 +22,10 @@ struct tocha_graph {
     void *exec; /* the backend's executable graph (cuda), or NULL */
     graph_op *ops;
     int n, cap;
+    /* The blocks its work reads and writes, held until it is destroyed: a tensor freed after
+    ** the capture leaves its block to the graph, never to the next tensor allocated. */
+    tocha_storage **held;
+    int n_held, cap_held;
 };
 
 int tocha_refuse_during_capture(const tocha_device *d, const char *what)
@@ -76,6 +80,39 @@ int tocha_graph_record_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_
     op->dst = dst;
     op->src = src;
     op->bytes = nbytes;
+    return TOCHA_OK;
+}
+
+int tocha_graph_hold_address(tocha_device *d, uint64_t address)
+{
+    tocha_graph *g = d->stream ? d->stream->capture : NULL;
+    if (!g || !address) return TOCHA_OK;
+    tocha_storage *s = tocha_storage_find(d, address);
+    if (!s) return TOCHA_OK;
+    for (int i = 0; i < g->n_held; i++)
+        if (g->held[i] == s) return TOCHA_OK;
+    if (g->n_held == g->cap_held) {
+        int cap = g->cap_held ? 2 * g->cap_held : 16;
+        tocha_storage **grown = realloc(g->held, (size_t)cap * sizeof *grown);
+        if (!grown) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a graph");
+        g->held = grown;
+        g->cap_held = cap;
+    }
+    g->held[g->n_held++] = s;
+    s->holders++;
+    return TOCHA_OK;
+}
+
+int tocha_graph_hold_arguments(tocha_device *d, void **args, const uint8_t *sizes, int nargs)
+{
+    if (!d->stream || !d->stream->capture) return TOCHA_OK;
+    for (int i = 0; i < nargs; i++) {
+        if (sizes[i] != 8) continue;
+        uint64_t address;
+        memcpy(&address, args[i], sizeof address);
+        int st = tocha_graph_hold_address(d, address);
+        if (st) return st;
+    }
     return TOCHA_OK;
 }
 
@@ -152,6 +189,8 @@ void tocha_graph_destroy(tocha_graph *g)
 {
     if (!g) return;
     if (g->exec) g->device->backend->graph_destroy(g->device, g->exec);
+    for (int i = 0; i < g->n_held; i++) tocha_storage_release(g->held[i]);
+    free(g->held);
     free(g->ops);
     free(g);
 }

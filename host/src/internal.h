@@ -109,6 +109,10 @@ struct tocha_device {
     tocha_memory_counters memory;
     tocha_stream *stream; /* where launches, copies and events go; NULL: the default stream */
     int capturing;        /* graph captures under way on the device's streams */
+    /* Every block a tensor holds, so that a capture can find the block behind an address it
+    ** is given (tocha_storage_find) and hold it for its graph. */
+    tocha_storage **live;
+    int64_t n_live, cap_live;
 };
 
 struct tocha_stream {
@@ -129,6 +133,12 @@ int tocha_graph_record_launch(tocha_device *d, void *function, const uint32_t gr
                               const uint32_t block[3], uint32_t shared_bytes, void **args,
                               const uint8_t *sizes, int nargs);
 int tocha_graph_record_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t nbytes);
+/* While d's current stream captures (either backend), its graph takes a hold on the blocks that
+** a launch's 8-byte arguments (args[i] pointing at sizes[i] bytes) or a copy's addresses point
+** into, so that they outlive the tensors that held them for as long as the graph is replayed.
+** TOCHA_OK when nothing captures. */
+int tocha_graph_hold_arguments(tocha_device *d, void **args, const uint8_t *sizes, int nargs);
+int tocha_graph_hold_address(tocha_device *d, uint64_t address);
 /* Ends a capture whose stream is being destroyed, dropping what it recorded. */
 void tocha_graph_capture_abandon(tocha_stream *s);
 
@@ -312,8 +322,13 @@ int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t 
 struct tocha_storage {
     tocha_device *dev;
     uint64_t data, bytes;
-    int64_t holders;
+    int64_t holders;    /* tensors and graphs that hold the block */
+    int64_t live_index; /* its place in dev->live */
 };
+/* The block of d that holds address, or NULL. Linear in the live blocks: for captures only. */
+tocha_storage *tocha_storage_find(const tocha_device *d, uint64_t address);
+/* Drops one hold on s (NULL accepted); the last gives the block back. */
+void tocha_storage_release(tocha_storage *s);
 /* TOCHA_E_FREED or TOCHA_E_ARGUMENT (naming what) when t cannot be used: NULL, freed, or a
 ** view that is not contiguous (which only copies take). */
 int tocha_tensor_check(const tocha_tensor *t, const char *what);
@@ -325,5 +340,9 @@ void tocha_tensor_set_dense(tocha_tensor *t);
 /* ---- view.c ---- */
 /* dst = src on one device, either strided (dst not aliasing); shapes and dtypes checked. */
 int tocha_tensor_copy_strided(tocha_tensor *dst, const tocha_tensor *src);
+/* When dst and src share bytes of one block, copies src through a dense temporary (as if every
+** element of src were read before any of dst is written) and sets *handled; else does nothing
+** and clears it. */
+int tocha_tensor_copy_overlapping(tocha_tensor *dst, const tocha_tensor *src, bool *handled);
 
 #endif

@@ -300,10 +300,13 @@ int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t 
     void *fn = NULL;
     int st = function_for(k, d, &fn);
     if (st) return st;
-    if (tocha_graph_recording(d)) {
+    if (d->stream && d->stream->capture) {
         uint8_t sizes[TOCHA_MAX_PARAMS];
         for (int a = 0; a < k->nparams; a++) sizes[a] = (uint8_t)param_size(&k->params[a]);
-        return tocha_graph_record_launch(d, fn, grid, block, shared_bytes, args, sizes, k->nparams);
+        st = tocha_graph_hold_arguments(d, args, sizes, k->nparams);
+        if (st) return st;
+        if (tocha_graph_recording(d))
+            return tocha_graph_record_launch(d, fn, grid, block, shared_bytes, args, sizes, k->nparams);
     }
     st = d->backend->launch(d, fn, grid, block, shared_bytes, args, tocha_device_stream_handle(d));
     if (st == TOCHA_E_DRIVER) {

@@ -51,6 +51,21 @@ static int check_same_shape(const tocha_tensor *a, const tocha_tensor *b, const 
     return tocha_fail(TOCHA_E_ARGUMENT, "%s: shapes differ: [%s] and [%s]", what, sa, sb);
 }
 
+/* Adds s to d's live blocks; false when there is no host memory for the list. */
+static bool register_live(tocha_device *d, tocha_storage *s)
+{
+    if (d->n_live == d->cap_live) {
+        int64_t cap = d->cap_live ? 2 * d->cap_live : 64;
+        tocha_storage **grown = realloc(d->live, (size_t)cap * sizeof *grown);
+        if (!grown) return false;
+        d->live = grown;
+        d->cap_live = cap;
+    }
+    s->live_index = d->n_live;
+    d->live[d->n_live++] = s;
+    return true;
+}
+
 int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape, tocha_tensor **out)
 {
     *out = NULL;
@@ -91,9 +106,35 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
         return st;
     }
     *s = (tocha_storage){.dev = d, .data = t->data, .bytes = t->bytes, .holders = 1};
+    if (!register_live(d, s)) {
+        tocha_memory_release(d, t->data, t->bytes);
+        free(t);
+        free(s);
+        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a tensor");
+    }
     t->storage = s;
     *out = t;
     return TOCHA_OK;
+}
+
+tocha_storage *tocha_storage_find(const tocha_device *d, uint64_t address)
+{
+    for (int64_t i = 0; i < d->n_live; i++) {
+        tocha_storage *s = d->live[i];
+        if (address >= s->data && address - s->data < s->bytes) return s;
+    }
+    return NULL;
+}
+
+void tocha_storage_release(tocha_storage *s)
+{
+    if (!s || --s->holders > 0) return;
+    tocha_device *d = s->dev;
+    tocha_storage *last = d->live[--d->n_live];
+    d->live[s->live_index] = last;
+    last->live_index = s->live_index;
+    tocha_memory_release(d, s->data, s->bytes);
+    free(s);
 }
 
 /* The device memory goes back when the last tensor holding it (a tensor or one of its views)
@@ -101,11 +142,7 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
 void tocha_tensor_free(tocha_tensor *t)
 {
     if (!t || t->freed) return;
-    tocha_storage *s = t->storage;
-    if (s && --s->holders == 0) {
-        tocha_memory_release(s->dev, s->data, s->bytes);
-        free(s);
-    }
+    tocha_storage_release(t->storage);
     t->storage = NULL;
     t->data = 0;
     t->freed = 1;
@@ -153,8 +190,14 @@ int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
     if (dst->elem_type != src->elem_type)
         return tocha_fail(TOCHA_E_ARGUMENT, "src: dtype %s differs from dst's %s (use cast)",
                           tocha_dtype_name(src->elem_type), tocha_dtype_name(dst->elem_type));
+    bool overlapping = false;
+    st = tocha_tensor_copy_overlapping(dst, src, &overlapping);
+    if (st || overlapping) return st;
     if (!dst->dense || !src->dense) return tocha_tensor_copy_strided(dst, src);
     if (dst->dev == src->dev) {
+        st = tocha_graph_hold_address(dst->dev, dst->data);
+        if (!st) st = tocha_graph_hold_address(dst->dev, src->data);
+        if (st) return st;
         if (tocha_graph_recording(dst->dev))
             return tocha_graph_record_copy(dst->dev, dst->data, src->data, dst->bytes);
         return dst->dev->backend->copy(dst->dev, dst->data, src->data, dst->bytes,

@@ -145,3 +145,34 @@ int tocha_tensor_copy_strided(tocha_tensor *dst, const tocha_tensor *src)
     tocha_tensor_destroy(to);
     return st;
 }
+
+/* One past the last byte t's elements reach (strides are never negative). */
+static uint64_t extent_end(const tocha_tensor *t)
+{
+    uint64_t far = 0;
+    for (int i = 0; i < t->ndim; i++) far += (uint64_t)(t->dims[i] - 1) * (uint64_t)t->strides[i];
+    return t->data + (far + 1) * (uint64_t)tocha_dtype_size(t->elem_type);
+}
+
+static bool same_elements(const tocha_tensor *a, const tocha_tensor *b)
+{
+    if (a->data != b->data || a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] > 1 && a->strides[i] != b->strides[i]) return false;
+    return true;
+}
+
+int tocha_tensor_copy_overlapping(tocha_tensor *dst, const tocha_tensor *src, bool *handled)
+{
+    *handled = false;
+    if (dst->storage != src->storage || dst->data >= extent_end(src) || src->data >= extent_end(dst))
+        return TOCHA_OK;
+    *handled = true;
+    if (same_elements(dst, src)) return TOCHA_OK; /* every element onto itself */
+    tocha_tensor *first = NULL;
+    int st = dense_like(src, src->dev, &first);
+    if (!st) st = tocha_tensor_copy(first, src);
+    if (!st) st = tocha_tensor_copy(dst, first);
+    tocha_tensor_destroy(first);
+    return st;
+}
