@@ -83,8 +83,42 @@ function M.methods(class, prefix, is_self, skip)
     end
   end
   for name, fn in pairs(wrapped) do class[name] = fn end
+  -- A class that is its objects' metatable gets its operators refused by name too.
+  if rawget(class, "__index") == class then M.refuse_operators(class, prefix:sub(1, -2)) end
   local folder = folder_of(debug.getinfo(2, "S").source)
   if folder then own[folder] = true end
+  return class
+end
+
+-- A value as a message shows it: a string quoted ("4", so that it is not taken for the number
+-- 4), a number as Lua writes it (nan as nan), a boolean or nil by name, anything else by its
+-- type ("table", "function", "cdata").
+function M.show(v)
+  local kind = type(v)
+  if kind == "string" then
+    if #v > 40 then v = v:sub(1, 37) .. "..." end
+    return (("%q"):format(v):gsub("\\\n", "\\n"))
+  end
+  if kind == "number" then return v ~= v and "nan" or tostring(v) end
+  if kind == "boolean" or kind == "nil" then return tostring(v) end
+  return kind
+end
+
+local OPERATORS = { __add = "+", __sub = "-", __mul = "*", __div = "/", __mod = "%", __pow = "^",
+  __unm = "unary -", __concat = "..", __lt = "<", __le = "<=" }
+
+-- Gives class (the metatable of one of tocha's objects: an event, a stream, a graph, a kernel,
+-- a model) a named refusal for every operator it does not define, and for a call when it has
+-- no __call: "tocha.Event.__add: +: an Event has no operators". Returns class.
+function M.refuse_operators(class, name)
+  for key, symbol in pairs(OPERATORS) do
+    if rawget(class, key) == nil then
+      class[key] = M.name(function() M.raise(("%s: a %s has no operators"):format(symbol, name)) end, name .. "." .. key)
+    end
+  end
+  if rawget(class, "__call") == nil then
+    class.__call = M.name(function() M.raise(("a %s cannot be called; its methods are x:name(...)"):format(name)) end, name .. ".__call")
+  end
   return class
 end
 

@@ -117,8 +117,13 @@ function Event:record()
   check(C.tocha_event_record(self.handle))
   return self
 end
--- Milliseconds from self to later (waits for later to complete).
+-- Milliseconds from self to later (waits for later to complete): both recorded events of one
+-- device.
 function Event:elapsed(later)
+  if getmetatable(later) ~= Event then raise("later: expected an event, got " .. errors.show(later)) end
+  if later.device ~= self.device then
+    raise(("later: the event is on %s, self on %s"):format(later.device.name, self.device.name))
+  end
   local ms = ffi.new("double[1]")
   check(C.tocha_event_elapsed_ms(self.handle, later.handle, ms))
   return ms[0]

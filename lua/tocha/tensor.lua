@@ -17,7 +17,11 @@ local methods = {}
 
 local MAX_DIMS = 8
 
-local function is_tensor(x) return ffi.istype("tocha_tensor *", x) or ffi.istype("tocha_tensor", x) end
+-- A tensor is a reference to its C struct (`tocha_tensor &`), never a pointer: indexing a
+-- pointer with a number, or adding a number to it, is pointer arithmetic that LuaJIT does before
+-- any metamethod is asked, so x[1] or x + 1 on a pointer would reach memory that is no tensor.
+-- A reference reaches __index, __add and the rest, and converts to the pointer C takes.
+local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 M.is_tensor = is_tensor
 
 local raise = errors.raise
@@ -99,7 +103,7 @@ local function take(st, dev, id, ndim, refill, ...)
     st = C.tocha_tensor_new(dev.handle, id, ndim, alloc_dims, alloc_out)
   end
   check(st)
-  local t = ffi.gc(alloc_out[0], C.tocha_tensor_destroy)
+  local t = ffi.gc(alloc_out[0][0], C.tocha_tensor_destroy)
   memory.allocated(dev, t)
   return t
 end
@@ -515,21 +519,57 @@ function methods.to_host(t)
   return buf
 end
 
--- Methods by name; a table key indexes (t[{1, {}, {2, 5}}], tocha.view).
+-- ---- the tensor as a Lua value ----
+
+-- Methods by name; x[i] is x:select(1, i) (Torch7's), a table key indexes (x[{1, {}, {2, 5}}],
+-- tocha.view). Any other key is a mistake (a misspelt method) and is named.
 Tensor.__index = function(t, k)
   local m = methods[k]
-  if m ~= nil or type(k) ~= "table" then return m end
-  local v = methods.index(t, k)
-  return v
+  if m ~= nil then return m end
+  local kind = type(k)
+  if kind == "number" then
+    local v = methods.select(t, 1, k)
+    return v
+  end
+  if kind == "table" then
+    local v = methods.index(t, k)
+    return v
+  end
+  raise(("%s: a tensor has no method or field of that name"):format(errors.show(k)))
 end
+-- x[i] = v and x[{...}] = v: a number fills the view, a tensor is copied into it.
 Tensor.__newindex = function(t, k, v)
-  if type(k) ~= "table" then raise(("self: a tensor has no field %s to set"):format(tostring(k))) end
+  if type(k) ~= "table" and type(k) ~= "number" then
+    raise(("%s: a tensor has no field to set (x[i] = v and x[{...}] = v write elements)"):format(errors.show(k)))
+  end
   require("tocha.view").assign(methods, t, k, v)
 end
 Tensor.__tostring = function(t) return require("tocha.tensor_print").format(t) end
 -- t:summary(): the one line naming t (dtype, shape, device), for logs.
 function methods.summary(t) return require("tocha.tensor_print").head(t) end
+-- #x: the size of the first dimension (Torch7's).
 Tensor.__len = function(t) return tonumber(t.dims[0]) end
+-- x == y: the same tensor (not equal values: tocha.equal and tocha.allclose compare those). A
+-- view is a tensor of its own, so x ~= x:view(-1).
+Tensor.__eq = function(a, b)
+  return is_tensor(a) and is_tensor(b) and ffi.cast("const void *", a) == ffi.cast("const void *", b)
+end
+-- Operators: tensor math is not part of this release; each names itself rather than doing
+-- something else (pointer arithmetic, a comparison of addresses).
+local function refuse_operator(symbol, what)
+  return function()
+    raise(("%s: tensors have no %s operator; use the ops (tocha.Elementwise, tocha.Reduce) and tocha.compare"):format(symbol, what))
+  end
+end
+for name, symbol in pairs({ __add = "+", __sub = "-", __mul = "*", __div = "/", __mod = "%", __pow = "^",
+  __unm = "unary -", __concat = "..", __lt = "<", __le = "<=" }) do
+  Tensor[name] = errors.name(refuse_operator(symbol, (name == "__lt" or name == "__le") and "ordering" or "arithmetic"), "Tensor." .. name)
+end
+Tensor.__concat = errors.name(function() raise(".. : a tensor is not a string; use tostring(x)") end, "Tensor.__concat")
+Tensor.__call = errors.name(function() raise("a tensor cannot be called; its methods are x:name(...)") end, "Tensor.__call")
+-- x[i], x[{...}] and their writes are Tensor:index in messages (x:index(spec) is the method).
+errors.name(Tensor.__index, "Tensor:index")
+errors.name(Tensor.__newindex, "Tensor:index")
 
 -- A metatype is set once per process: when this module is loaded again (package.loaded
 -- cleared, as busted does between spec files), tensors keep the first load's methods, which do

@@ -37,13 +37,13 @@ local function make(t, d, s, offset)
   if t.freed ~= 0 then raise("tensor was freed") end
   for i = 1, #d do dims_buf[i - 1], strides_buf[i - 1] = d[i], s[i] end
   check(C.tocha_tensor_view(t, #d, dims_buf, strides_buf, offset or 0, out_buf))
-  return ffi.gc(out_buf[0], C.tocha_tensor_destroy)
+  return ffi.gc(out_buf[0][0], C.tocha_tensor_destroy) -- a reference, as tensor.lua's tensors
 end
 M.make = make
 
 local function integer(v, what)
   if type(v) ~= "number" or v ~= math.floor(v) or math.abs(v) > 2 ^ 53 then
-    raise(("%s: expected an integer, got %s"):format(what, tostring(v)))
+    raise(("%s: expected an integer, got %s"):format(what, errors.show(v)))
   end
   return v
 end
@@ -64,6 +64,14 @@ local function index_of(i, n, what)
   if i < 0 then i = n + 1 + i end
   if i < 1 or i > n then raise(("%s: expected 1 to %d (or -1 to -%d), got %s"):format(what, n, n, tostring(i))) end
   return i
+end
+
+-- Raises unless t is a plain list (keys 1 to #t and no others): {1, x = 2} or {nil, 3} would
+-- otherwise be read as something the caller did not write.
+local function only_list(t, what)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  if n ~= #t then raise(("%s: expected a list without holes or named keys, got %d keys for length %d"):format(what, n, #t)) end
 end
 
 -- Sizes given as a table or as numbers.
@@ -255,6 +263,7 @@ function M.install(methods, dense)
   -- is a..a, kept as a dimension of size 1).
   function methods.index(t, spec)
     if type(spec) ~= "table" then raise("spec: expected a table of indices and ranges, got " .. type(spec)) end
+    only_list(spec, "spec")
     if #spec > t.ndim then raise(("spec: %d entries for %d dimensions"):format(#spec, t.ndim)) end
     local v, dim = t, 1
     for i, e in ipairs(spec) do
@@ -269,6 +278,8 @@ function M.install(methods, dense)
         end
       elseif type(e) == "table" then
         local n = tonumber(v.dims[dim - 1])
+        only_list(e, what)
+        if #e > 2 then raise(("%s: expected {}, {a} or {a, b}, got %d numbers"):format(what, #e)) end
         if #e == 0 then
           dim = dim + 1
         else
@@ -286,9 +297,13 @@ function M.install(methods, dense)
   end
 end
 
--- t[spec] = value: a number fills the view, a tensor is copied into it.
+-- t[spec] = value (spec a table, or a number i for t:select(1, i)): a number fills the view, a
+-- tensor is copied into it.
 function M.assign(methods, t, spec, value)
-  local v = methods.index(t, spec)
+  if type(value) ~= "number" and not require("tocha.tensor").is_tensor(value) then
+    raise("value: expected a number or a tensor, got " .. errors.show(value))
+  end
+  local v = type(spec) == "number" and methods.select(t, 1, spec) or methods.index(t, spec)
   if type(value) == "number" then
     methods.fill(v, value)
   else
