@@ -349,8 +349,63 @@ describe("tocha.Model", function()
         local message = error_of(lua_op.backward, lua_op, { outs[1] }, c)
         assert.truthy(message:find("tocha.Model:backward: scale %d+: its op has no backward"), message)
       end)
+
+      it("refuses a cache made under an earlier load, and one whose tensors were freed", function()
+        local m = neck("f32")
+        m:load(1, device)
+        local _, cache = m:forward_train({ tocha.randn({ 1, 3, 4, 5 }, { device = device, seed = 65 }) })
+        m:load(2, device)
+        local dy = tocha.zeros({ 2, 3, 8, 10 }, { device = device })
+        local message = error_of(m.backward, m, { dy }, cache)
+        assert.truthy(message:find("tocha.Model:backward: cache: made under an earlier m:load (batch 1, now 2): run m:forward_train again", 1, true), message)
+        local outs, fresh = m:forward_train({ tocha.randn({ 2, 3, 4, 5 }, { device = device, seed = 66 }) })
+        outs[1]:free()
+        message = error_of(m.backward, m, { dy }, fresh)
+        assert.truthy(message:find("tocha.Model:backward: cache: the tensor of ", 1, true), message)
+        assert.truthy(message:find(" was freed", 1, true), message)
+      end)
+
+      it("runs with an input no output reads: forward takes its tensor, backward gives false", function()
+        local a, unused = Model.input({ -1, 4 }, { name = "a" }), Model.input({ -1, 2, 3 }, { name = "unused" })
+        local m = Model({ a, unused }, { trainable_scale_op(3)(a) }):load(2, device)
+        local x = tocha.tensor({ { 1, 2, 3, 4 }, { 5, 6, 7, 8 } }, { device = device })
+        local y = m:forward({ x, tocha.zeros({ 2, 2, 3 }, { device = device }) })[1]
+        assert.are.same({ { 3, 6, 9, 12 }, { 15, 18, 21, 24 } }, y:to_table())
+        local message = error_of(m.forward, m, { x, tocha.zeros({ 2, 3 }, { device = device }) })
+        assert.truthy(message:find("inputs[2] (unused): expected shape [2, 2, 3], got [2, 3]", 1, true), message)
+        local _, cache = m:forward_train({ x, tocha.zeros({ 2, 2, 3 }, { device = device }) })
+        local grads = m:backward({ tocha.ones({ 2, 4 }, { device = device }) }, cache)
+        assert.are.same({ { 3, 3, 3, 3 }, { 3, 3, 3, 3 } }, grads[1]:to_table())
+        assert.is_false(grads[2])
+      end)
+
+      it("refuses an output shape that is not a list of positive integers, naming the node", function()
+        local x = Model.input({ 1, 4 }, { name = "x" })
+        for _, case in ipairs({
+          { { 2.5 }, "size 1: expected a positive integer, got 2.5" },
+          { { 0 }, "size 1: expected a positive integer, got 0" },
+          { { "4" }, 'size 1: expected a positive integer, got "4"' },
+          { {}, "expected a list of 1 to 8 sizes, got 0 sizes" },
+          { 4, "expected a list of 1 to 8 sizes, got 4" },
+          { { 1, 2, 3, 4, 5, 6, 7, 8, 9 }, "expected a list of 1 to 8 sizes, got 9 sizes" },
+          { { 4, n = 1 }, "expected a list, got other keys" },
+        }) do
+          local op = Model.op { name = "bad", kernel = scale_kernel,
+            output_shape = function() return case[1] end,
+            grid = function() return 1 end, args = function() return {} end }
+          local m = Model({ x }, { op(x):named("odd") })
+          local message = error_of(m.load, m, 1, device)
+          assert.truthy(message:find("tocha.Model:load: odd: its op's output shape: " .. case[2], 1, true), message)
+        end
+      end)
     end)
   end
+
+  it("refuses an input listed twice", function()
+    local x = Model.input({ 1, 4 }, { name = "x" })
+    local message = error_of(Model, { x, x }, { scale_op(2)(x) })
+    assert.truthy(message:find("tocha.Model: inputs[2]: x is listed already, as inputs[1]", 1, true), message)
+  end)
 
   it("writes its graph in Graphviz dot, with shapes once loaded", function()
     local up = tocha.UpsampleNearest2dForward.new(2, 2, 64)

@@ -215,8 +215,12 @@ function M.new(inputs, outputs)
       if not is_node(n) then raise(("%s[%d]: expected a node, got %s"):format(list[2], i, type(n))) end
     end
   end
+  local listed = {}
   for i, n in ipairs(inputs) do
     if n.op then raise(("inputs[%d]: %s is not an input node (tocha.Model.input)"):format(i, n.name)) end
+    -- One tensor a node: a node listed twice would take two tensors and read one of them.
+    if listed[n] then raise(("inputs[%d]: %s is listed already, as inputs[%d]"):format(i, n.name, listed[n])) end
+    listed[n] = i
   end
   local order = order_of(inputs, outputs)
   local input_index = {}
@@ -232,6 +236,24 @@ local function numel(shape)
   return n
 end
 
+-- Raises unless shape (what node's op computed) is a list of 1 to 8 positive integer sizes: a
+-- size of 2.5 would be cut to 2 on its way to C, a size of 0 or a string would reach the
+-- planner.
+local function check_output_shape(node, shape)
+  if type(shape) ~= "table" or #shape < 1 or #shape > 8 then
+    raise(("%s: its op's output shape: expected a list of 1 to 8 sizes, got %s"):format(node.name,
+      type(shape) == "table" and (#shape .. " sizes") or errors.show(shape)))
+  end
+  for i, v in ipairs(shape) do
+    if type(v) ~= "number" or v ~= math.floor(v) or v < 1 or v > 2 ^ 53 then
+      raise(("%s: its op's output shape: size %d: expected a positive integer, got %s"):format(node.name, i, errors.show(v)))
+    end
+  end
+  local n = 0
+  for _ in pairs(shape) do n = n + 1 end
+  if n ~= #shape then raise(("%s: its op's output shape: expected a list, got other keys"):format(node.name)) end
+end
+
 -- m:load(batch_size [, device]): the concrete shape of every node, and the buffers, allocated
 -- on the device (default: the default device). Returns m.
 function Model:load(batch, name)
@@ -240,11 +262,17 @@ function Model:load(batch, name)
   end
   local dev = device.get(name)
   local shape, dt = {}, {}
+  local function input_shape(n)
+    local s = {}
+    for i, v in ipairs(n.shape) do s[i] = v == -1 and batch or v end
+    shape[n], dt[n] = s, n.dtype
+  end
+  -- Every input, read by an output or not (forward still takes a tensor for it, backward gives
+  -- false for its gradient).
+  for _, n in ipairs(self.inputs) do input_shape(n) end
   for _, n in ipairs(self.order) do
     if not n.op then
-      local s = {}
-      for i, v in ipairs(n.shape) do s[i] = v == -1 and batch or v end
-      shape[n], dt[n] = s, n.dtype
+      input_shape(n)
     else
       local ins = {}
       for i, input in ipairs(n.inputs) do
@@ -261,9 +289,13 @@ function Model:load(batch, name)
         local why = tostring(out):gsub("^tocha[^:]*: ", "")
         raise(("%s: inputs %s: %s"):format(n.name, table.concat(shapes_text, ", "), why))
       end
-      shape[n], dt[n] = out, n.op.dtype or "f32"
+      check_output_shape(n, out)
+      local copy = {}
+      for i, v in ipairs(out) do copy[i] = v end
+      shape[n], dt[n] = copy, n.op.dtype or "f32"
     end
   end
+  self.loads = (self.loads or 0) + 1 -- what a forward_train cache was made under
   -- Liveness: the position of each node's last reader.
   local last = {}
   for i, n in ipairs(self.order) do
@@ -438,7 +470,8 @@ function Model:forward_train(inputs)
   end
   local outputs = {}
   for i, n in ipairs(self.outputs) do outputs[i] = kept[n] end
-  return outputs, setmetatable({ model = self, tensors = kept }, { __metatable = "tocha.Model cache" })
+  return outputs, setmetatable({ model = self, tensors = kept, load = self.loads, batch = self.batch },
+    { __metatable = "tocha.Model cache" })
 end
 
 -- m:backward(grad_outputs, cache) -> grad_inputs, grad_params: the gradients for the model's
@@ -451,6 +484,14 @@ function Model:backward(grad_outputs, cache)
   if not self.shape then raise("self: the model is not loaded: call m:load(batch_size) first") end
   if type(cache) ~= "table" or cache.model ~= self then
     raise("cache: expected the cache of this model's forward_train")
+  end
+  -- The cache's tensors have the shapes of the load they were made under.
+  if cache.load ~= self.loads then
+    raise(("cache: made under an earlier m:load (batch %d, now %d): run m:forward_train again"):format(cache.batch, self.batch))
+  end
+  for _, n in ipairs(self.order) do
+    local t = cache.tensors[n]
+    if t and t.freed ~= 0 then raise(("cache: the tensor of %s was freed"):format(n.name)) end
   end
   if type(grad_outputs) ~= "table" or #grad_outputs ~= #self.outputs then
     raise(("grad_outputs: expected %d tensors (one per output), got %s"):format(#self.outputs,
@@ -649,5 +690,7 @@ errors.name(M.node, "Model.node")
 errors.name(M.op, "Model.op")
 errors.name(M.new, "Model")
 errors.methods(Model, "Model:", function(m) return getmetatable(m) == Model end)
+errors.refuse_operators(Node, "Model node")
+errors.refuse_operators(LuaOp, "Model.op")
 errors.methods(Capture, "Model capture:", function(c) return getmetatable(c) == Capture end)
 return M
