@@ -211,3 +211,60 @@ describe("bad upsample input", function()
     end)
   end)
 end)
+
+-- An output that shares memory with another output, or with an input other than element for
+-- element, would overwrite a result or an element still to be read: every op refuses it by the
+-- arguments' names, and nothing is written.
+describe("outputs that alias", function()
+  local function poisoned(shape) return tocha.full(shape, POISON, { device = "sim" }) end
+  local function untouched(t)
+    for _, v in ipairs(t:to_table(true)) do assert.are.equal(POISON, v) end
+  end
+
+  it("the same tensor for two gradients", function()
+    local mul = tocha.Elementwise.new("mul")
+    local a, b, dy = tocha.rand({ 2, 8 }, { device = "sim" }), tocha.rand({ 2, 8 }, { device = "sim" }), tocha.ones({ 2, 8 }, { device = "sim" })
+    local g = poisoned({ 2, 8 })
+    fails_with("tocha.Elementwise:backward: db: shares memory with da: each output needs a tensor of its own",
+      function() mul:backward(a, b, dy, g, g) end)
+    untouched(g)
+    local cat = tocha.ChannelCat.new()
+    local whole = poisoned({ 1, 4, 2, 2 })
+    fails_with("tocha.ChannelCat:backward: db: shares memory with da: each output needs a tensor of its own",
+      function()
+        local half = tocha.ones({ 1, 2, 2, 2 }, { device = "sim" })
+        cat:backward(half, half, tocha.ones({ 1, 4, 2, 2 }, { device = "sim" }), whole:narrow(2, 1, 2), whole:narrow(2, 2, 2))
+      end)
+    untouched(whole)
+    local bias = tocha.ChannelBiasAdd.new()
+    local dx = poisoned({ 1, 3, 2, 2 })
+    fails_with("tocha.ChannelBiasAdd:backward: dbias: shares memory with dx: each output needs a tensor of its own",
+      function() bias:backward(tocha.ones({ 1, 3, 2, 2 }, { device = "sim" }), dx, dx:view(-1):narrow(1, 1, 3)) end)
+    untouched(dx)
+  end)
+
+  it("an output over part of its input, while in place element for element is taken", function()
+    local relu = tocha.Elementwise.new("relu")
+    local x = tocha.tensor({ { -1, 2 }, { 3, -4 }, { 5, 6 } }, { device = "sim" })
+    fails_with("tocha.Elementwise:forward: y: overlaps x (an output may be its input only element for element, in place)",
+      function() relu:forward(x:narrow(1, 1, 2), x:narrow(1, 2, 2)) end)
+    assert.are.same({ { -1, 2 }, { 3, -4 }, { 5, 6 } }, x:to_table())
+    relu:forward(x, x) -- in place
+    assert.are.same({ { 0, 2 }, { 3, 0 }, { 5, 6 } }, x:to_table())
+    local up = Forward.new(2, 2, 32)
+    local big = poisoned({ 1, 1, 4, 4 })
+    fails_with("tocha.UpsampleNearest2dForward:forward: y: overlaps x (an output may be its input only element for element, in place)",
+      function() up:forward(big:view(4, 1, 2, 2):narrow(1, 1, 1), big) end)
+    untouched(big)
+    local sum = tocha.Reduce.new("sum", 2)
+    local t = poisoned({ 4, 3 })
+    fails_with("tocha.Reduce:forward: y: overlaps x (an output may be its input only element for element, in place)",
+      function() sum:forward(t, t:view(-1):narrow(1, 1, 4):view(4, 1)) end)
+    untouched(t)
+    local chunk = tocha.ChannelChunk.new(2, 1)
+    local whole = poisoned({ 1, 4, 2, 2 })
+    fails_with("tocha.ChannelChunk:forward: y: overlaps x (an output may be its input only element for element, in place)",
+      function() chunk:forward(whole, whole:narrow(2, 1, 2)) end)
+    untouched(whole)
+  end)
+end)

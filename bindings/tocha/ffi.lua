@@ -62,6 +62,8 @@ int tocha_tensor_uniform(tocha_tensor *t, uint64_t seed, double low, double high
 int tocha_tensor_normal(tocha_tensor *t, uint64_t seed, double mean, double std);
 int tocha_tensor_cast(tocha_tensor *dst, const tocha_tensor *src);
 int tocha_tensor_accumulate(tocha_tensor *acc, const tocha_tensor *g, int first);
+int tocha_tensor_check_aliasing(const tocha_tensor *const *outputs, const char *const *out_names, int n_out,
+  const tocha_tensor *const *inputs, const char *const *in_names, int n_in);
 int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rtol, double atol, tocha_compare_result *out);
 const char *tocha_kernel_library_source(const char *file);
 int tocha_kernel_new(const char *source, const char *name, const char *template_args, const char *params, tocha_kernel **out);

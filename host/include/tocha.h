@@ -211,6 +211,14 @@ TOCHA_API int tocha_tensor_cast(tocha_tensor *dst, const tocha_tensor *src);
 ** shape, on acc's device (the sum of the gradients a tensor gets from several readers). */
 TOCHA_API int tocha_tensor_accumulate(tocha_tensor *acc, const tocha_tensor *g, int first);
 /* Compares a with b (same dtype, shape and device) elementwise in f64. */
+/* TOCHA_E_ARGUMENT, naming both, when one of the n_out outputs shares memory with another
+** output (one would overwrite the other's result), or with one of the n_in inputs other than
+** element for element, in place (it would overwrite elements still to be read); TOCHA_OK
+** otherwise. Every op checks its launch with it; ops written outside C call it too. */
+TOCHA_API int tocha_tensor_check_aliasing(const tocha_tensor *const *outputs,
+                                          const char *const *out_names, int n_out,
+                                          const tocha_tensor *const *inputs, const char *const *in_names,
+                                          int n_in);
 TOCHA_API int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rtol,
                                    double atol, tocha_compare_result *out);
 

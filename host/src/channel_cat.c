@@ -207,6 +207,8 @@ int tocha_channel_cat_forward(tocha_channel_cat *c, const tocha_tensor *a, const
         int st = tocha_flat_op_check_tensor(&c->f, t[i], t[0], names[i], names[0]);
         if (st) return st;
     }
+    int st = tocha_tensor_check_aliasing(&t[2], &names[2], 1, t, names, 2);
+    if (st) return st;
     uint64_t ptrs[3] = {a->data, b->data, y->data};
     return launch(c, c->f.forward, a, b, y, ptrs, names);
 }
@@ -221,6 +223,8 @@ int tocha_channel_cat_backward(tocha_channel_cat *c, const tocha_tensor *dy, toc
         int st = tocha_flat_op_check_tensor(&c->f, t[i], t[0], names[i], names[0]);
         if (st) return st;
     }
+    int st = tocha_tensor_check_aliasing(&t[1], &names[1], 2, t, names, 1);
+    if (st) return st;
     uint64_t ptrs[3] = {dy->data, da->data, db->data};
     return launch(c, c->f.backward, da, db, dy, ptrs, parts);
 }

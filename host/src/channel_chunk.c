@@ -194,8 +194,13 @@ static int launch(const tocha_channel_chunk *c, tocha_kernel *k, const tocha_ten
         int st = tocha_flat_op_check_tensor(&c->f, t[i], t[0], names[i], names[0]);
         if (st) return st;
     }
+    /* The output is y going forward, x (dx) going backward. */
+    bool forward = k == c->f.forward;
+    int st = tocha_tensor_check_aliasing(&t[forward ? 1 : 0], &names[forward ? 1 : 0], 1,
+                                         &t[forward ? 0 : 1], &names[forward ? 0 : 1], 1);
+    if (st) return st;
     tocha_shape sx = tocha_shape_of(x), sy = tocha_shape_of(y), part = {0};
-    int st = part_shape(c, &sx, x_name, &part);
+    st = part_shape(c, &sx, x_name, &part);
     if (st) return st;
     if (!tocha_shape_same(&part, &sy)) {
         char like[64];

@@ -253,7 +253,9 @@ int tocha_elementwise_forward(tocha_elementwise *e, const tocha_tensor *a, const
         return tocha_fail(TOCHA_E_ARGUMENT, "b: a unary op takes one input, got a second");
     const tocha_tensor *t[3] = {a, e->arity == 2 ? b : y, y};
     static const char *const unary[] = {"x", "y"}, *const binary[] = {"a", "b", "y"};
-    int st = check_all(e, t, e->arity == 1 ? unary : binary, e->arity + 1);
+    const char *const *names = e->arity == 1 ? unary : binary;
+    int st = check_all(e, t, names, e->arity + 1);
+    if (!st) st = tocha_tensor_check_aliasing(&t[e->arity], &names[e->arity], 1, t, names, e->arity);
     return st ? st : launch(e, e->f.forward, t, e->arity + 1);
 }
 
@@ -266,10 +268,12 @@ int tocha_elementwise_backward(tocha_elementwise *e, const tocha_tensor *a, cons
         const tocha_tensor *t[3] = {a, dy, da};
         static const char *const names[] = {"x", "dy", "dx"};
         int st = check_all(e, t, names, 3);
+        if (!st) st = tocha_tensor_check_aliasing(&t[2], &names[2], 1, t, names, 2);
         return st ? st : launch(e, e->f.backward, t, 3);
     }
     const tocha_tensor *t[5] = {a, b, dy, da, db};
     static const char *const names[] = {"a", "b", "dy", "da", "db"};
     int st = check_all(e, t, names, 5);
+    if (!st) st = tocha_tensor_check_aliasing(&t[3], &names[3], 2, t, names, 3);
     return st ? st : launch(e, e->f.backward, t, 5);
 }

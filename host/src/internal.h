@@ -344,5 +344,9 @@ int tocha_tensor_copy_strided(tocha_tensor *dst, const tocha_tensor *src);
 ** element of src were read before any of dst is written) and sets *handled; else does nothing
 ** and clears it. */
 int tocha_tensor_copy_overlapping(tocha_tensor *dst, const tocha_tensor *src, bool *handled);
+/* How two tensors' elements share memory: not at all, element for element (the same block,
+** first element, shape and strides), or otherwise. */
+typedef enum { TOCHA_OVERLAP_NONE, TOCHA_OVERLAP_SAME, TOCHA_OVERLAP_PARTIAL } tocha_overlap;
+tocha_overlap tocha_tensor_overlap(const tocha_tensor *a, const tocha_tensor *b);
 
 #endif

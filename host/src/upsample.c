@@ -281,6 +281,9 @@ int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, tocha_tens
     if ((st = check_shape_is(y, &out, "y", "the forward's output"))) return st;
     if (x->dev != y->dev)
         return tocha_fail(TOCHA_E_ARGUMENT, "y: tensor is on %s, x on %s", y->dev->name, x->dev->name);
+    const tocha_tensor *outs[] = {y}, *ins[] = {x};
+    static const char *const out_names[] = {"y"}, *const in_names[] = {"x"};
+    if ((st = tocha_tensor_check_aliasing(outs, out_names, 1, ins, in_names, 1))) return st;
     return launch(up, x, y, &in, &out);
 }
 
@@ -297,6 +300,9 @@ int tocha_upsample_backward(tocha_upsample *up, const tocha_tensor *dy, tocha_te
     if (dy->dev != dx->dev)
         return tocha_fail(TOCHA_E_ARGUMENT, "dx: tensor is on %s, dy on %s", dx->dev->name,
                           dy->dev->name);
+    const tocha_tensor *outs[] = {dx}, *ins[] = {dy};
+    static const char *const out_names[] = {"dx"}, *const in_names[] = {"dy"};
+    if ((st = tocha_tensor_check_aliasing(outs, out_names, 1, ins, in_names, 1))) return st;
     return launch(k, dy, dx, &in, &out);
 }
 

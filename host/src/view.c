@@ -158,17 +158,44 @@ static bool same_elements(const tocha_tensor *a, const tocha_tensor *b)
 {
     if (a->data != b->data || a->ndim != b->ndim) return false;
     for (int i = 0; i < a->ndim; i++)
-        if (a->dims[i] > 1 && a->strides[i] != b->strides[i]) return false;
+        if (a->dims[i] != b->dims[i] || (a->dims[i] > 1 && a->strides[i] != b->strides[i])) return false;
     return true;
+}
+
+tocha_overlap tocha_tensor_overlap(const tocha_tensor *a, const tocha_tensor *b)
+{
+    if (a->storage != b->storage || a->data >= extent_end(b) || b->data >= extent_end(a))
+        return TOCHA_OVERLAP_NONE;
+    return same_elements(a, b) ? TOCHA_OVERLAP_SAME : TOCHA_OVERLAP_PARTIAL;
+}
+
+int tocha_tensor_check_aliasing(const tocha_tensor *const *outputs, const char *const *out_names,
+                                int n_out, const tocha_tensor *const *inputs,
+                                const char *const *in_names, int n_in)
+{
+    for (int i = 0; i < n_out; i++) {
+        for (int j = 0; j < i; j++)
+            if (tocha_tensor_overlap(outputs[i], outputs[j]) != TOCHA_OVERLAP_NONE)
+                return tocha_fail(TOCHA_E_ARGUMENT,
+                                  "%s: shares memory with %s: each output needs a tensor of its own",
+                                  out_names[i], out_names[j]);
+        for (int j = 0; j < n_in; j++)
+            if (tocha_tensor_overlap(outputs[i], inputs[j]) == TOCHA_OVERLAP_PARTIAL)
+                return tocha_fail(TOCHA_E_ARGUMENT,
+                                  "%s: overlaps %s (an output may be its input only element for "
+                                  "element, in place)",
+                                  out_names[i], in_names[j]);
+    }
+    return TOCHA_OK;
 }
 
 int tocha_tensor_copy_overlapping(tocha_tensor *dst, const tocha_tensor *src, bool *handled)
 {
     *handled = false;
-    if (dst->storage != src->storage || dst->data >= extent_end(src) || src->data >= extent_end(dst))
-        return TOCHA_OK;
+    tocha_overlap overlap = tocha_tensor_overlap(dst, src);
+    if (overlap == TOCHA_OVERLAP_NONE) return TOCHA_OK;
     *handled = true;
-    if (same_elements(dst, src)) return TOCHA_OK; /* every element onto itself */
+    if (overlap == TOCHA_OVERLAP_SAME) return TOCHA_OK; /* every element onto itself */
     tocha_tensor *first = NULL;
     int st = dense_like(src, src->dev, &first);
     if (!st) st = tocha_tensor_copy(first, src);

@@ -181,6 +181,7 @@ local function run_forward(self, x, bias, y)
   if y == nil then y = runtime_op.alloc_like(x:shape(), x) end
   check_tensor(self, y, "y", x)
   same_shape(y, x:shape(), "y", "x's")
+  runtime_op.check_aliasing({ { y, "y" } }, { { x, "x" }, { bias, "bias" } })
   local shape = x:shape()
   runtime_op.launch_packed(self.kernel, device.wrap(x.dev), self:grid(shape), self:block(),
     self:pack_args({ x }, { bias }, y, shape))
@@ -203,6 +204,7 @@ local function run_backward(self, dy, dx, db)
   if db == nil then db = runtime_op.alloc_like({ channels }, dy) end
   check_tensor(self, db, "dbias", dy)
   same_shape(db, { channels }, "dbias", "one value a channel of dy")
+  runtime_op.check_aliasing({ { dx, "dx" }, { db, "dbias" } }, { { dy, "dy" } })
   local steps, bytes, half = self:backward_plan(shape)
   reduction.run_launches(self.grad_kernel, device.wrap(dy.dev), self.block_size, #steps, bytes,
     function(i) return reduction.pass_grid(steps[i].pass, self.block_size, self.dtype) end,

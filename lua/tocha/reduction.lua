@@ -365,6 +365,7 @@ local function run_forward(self, x, y)
   if y == nil then y = runtime_op.alloc_like(out, x) end
   check_tensor(self, y, "y", x)
   same_shape(y, out, "y", "the reduction's output")
+  runtime_op.check_aliasing({ { y, "y" } }, { { x, "x" } })
   local passes = M.plan(outer, n, inner, self.block_size, self.dtype)
   local divisor = self.mode == "mean" and n or 1
   M.run_launches(self.kernel, device.wrap(x.dev), self.block_size, #passes, M.partial_bytes(passes, self.dtype),
@@ -389,6 +390,7 @@ local function run_backward(self, x, y, dy, dx)
   if dx == nil then dx = runtime_op.alloc_like(x:shape(), x) end
   check_tensor(self, dx, "dx", x)
   same_shape(dx, x:shape(), "dx", "x's")
+  runtime_op.check_aliasing({ { dx, "dx" } }, { { x, "x" }, { y, "y" }, { dy, "dy" } })
   local shapes = { x:shape() }
   runtime_op.launch_packed(self.grad_kernel, device.wrap(x.dev), self:backward_grid(shapes), self:backward_block(),
     self:pack_backward_args({ x }, {}, y, out, dy, 0, { dx }))

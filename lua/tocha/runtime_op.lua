@@ -374,6 +374,20 @@ function M.wrap(class, prefix, out, fields)
   return setmetatable(fields, class)
 end
 
+-- Raises, naming both, when an output tensor shares memory with another output or, other than
+-- element for element, with an input (tocha_tensor_check_aliasing). outputs and inputs: lists
+-- of {tensor, name}.
+local function tensor_list(list)
+  local ts, names = ffi.new("const tocha_tensor *[?]", #list), ffi.new("const char *[?]", #list)
+  for i, item in ipairs(list) do ts[i - 1], names[i - 1] = item[1], item[2] end
+  return ts, names
+end
+function M.check_aliasing(outputs, inputs)
+  local outs, out_names = tensor_list(outputs)
+  local ins, in_names = tensor_list(inputs)
+  check(C.tocha_tensor_check_aliasing(outs, out_names, #outputs, ins, in_names, #inputs))
+end
+
 -- A tensor of shape with like's dtype, on like's device.
 function M.alloc_like(shape, like)
   return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev))
