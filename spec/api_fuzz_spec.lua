@@ -1,13 +1,14 @@
 -- A seeded fuzzer of the public Lua API (spec/support/api_fuzz.lua, run in a child tocha
 -- process under a time limit and a simulator memory limit): every public function and method
 -- called with values drawn from every Lua type, edge numbers, wrong tensors, tables with holes
--- and cycles, and calls with a dot instead of a colon. Each call must return or raise
--- "tocha.<function>: <detail>" (or "tocha: ..."), never a raw Lua or FFI error, a crash or a
--- hang, and the session must stay usable. TOCHA_FUZZ_CALLS sets the number of calls (default
--- 3000) and TOCHA_FUZZ_SEED the seed (default: the time, printed).
+-- and cycles, calls with a dot instead of a colon, every operator and metamethod on tensors and
+-- on tocha's other objects, graphs captured around random calls, and models built of random
+-- values. Each call must return or raise "tocha.<function>: <detail>" (or "tocha: ..."), never
+-- a raw Lua or FFI error, a crash or a hang, and the session must stay usable. TOCHA_FUZZ_CALLS sets the number of calls (default
+-- 20000) and TOCHA_FUZZ_SEED the seed (default: the time, printed).
 local process = require "support.process"
 
-local CALLS = os.getenv("TOCHA_FUZZ_CALLS") or "3000"
+local CALLS = os.getenv("TOCHA_FUZZ_CALLS") or "20000"
 local SEED = os.getenv("TOCHA_FUZZ_SEED") or tostring(os.time())
 
 describe("the public Lua API under random calls", function()

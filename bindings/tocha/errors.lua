@@ -51,8 +51,9 @@ local function is_own(source)
   return folder ~= nil and own[folder] == true
 end
 
--- Raises "tocha.<public function>: <message>" at the line that called the public function.
-function M.raise(message)
+-- Raises "tocha.<public function>: <message>" at the line that called the public function
+-- (or "tocha.<as>: <message>", when as is given, at the same line).
+function M.raise(message, as)
   local level, name = 2, nil
   while true do
     local info = debug.getinfo(level, "fS")
@@ -61,6 +62,7 @@ function M.raise(message)
     if not is_own(info.source) then break end
     level = level + 1
   end
+  name = as or name
   error((name and ("tocha." .. name .. ": ") or "tocha: ") .. message, level)
 end
 
@@ -107,14 +109,28 @@ end
 local OPERATORS = { __add = "+", __sub = "-", __mul = "*", __div = "/", __mod = "%", __pow = "^",
   __unm = "unary -", __concat = "..", __lt = "<", __le = "<=" }
 
+-- The class name of each metatable given refuse_operators.
+state.classes = state.classes or setmetatable({}, { __mode = "k" })
+local classes = state.classes
+
+-- One refusal per operator for every class: Lua compares two tables only when both carry the
+-- same __lt (or __le) function, so an event < a stream must reach the same one as an event <
+-- an event. It names the first operand that is one of tocha's objects.
+local refusals = {}
+for key, symbol in pairs(OPERATORS) do
+  refusals[key] = function(a, b)
+    local name = classes[getmetatable(a)] or classes[getmetatable(b)] or "value"
+    M.raise(("%s: a %s has no operators"):format(symbol, name), name .. "." .. key)
+  end
+end
+
 -- Gives class (the metatable of one of tocha's objects: an event, a stream, a graph, a kernel,
 -- a model) a named refusal for every operator it does not define, and for a call when it has
--- no __call: "tocha.Event.__add: +: an Event has no operators". Returns class.
+-- no __call: "tocha.Event.__add: +: a Event has no operators". Returns class.
 function M.refuse_operators(class, name)
-  for key, symbol in pairs(OPERATORS) do
-    if rawget(class, key) == nil then
-      class[key] = M.name(function() M.raise(("%s: a %s has no operators"):format(symbol, name)) end, name .. "." .. key)
-    end
+  classes[class] = name
+  for key in pairs(OPERATORS) do
+    if rawget(class, key) == nil then class[key] = refusals[key] end
   end
   if rawget(class, "__call") == nil then
     class.__call = M.name(function() M.raise(("a %s cannot be called; its methods are x:name(...)"):format(name)) end, name .. ".__call")

@@ -4,7 +4,7 @@
 local tocha = require "tocha"
 local ffi = require "ffi"
 
-local CALLS = tonumber(os.getenv("TOCHA_FUZZ_CALLS") or "3000")
+local CALLS = tonumber(os.getenv("TOCHA_FUZZ_CALLS") or "20000")
 local SEED = tonumber(os.getenv("TOCHA_FUZZ_SEED") or tostring(os.time()))
 
 -- Values to draw arguments from; tensors are made fresh for each call (some get freed).
@@ -22,8 +22,24 @@ local function values()
     ffi.new("uint64_t", 0), ffi.cast("void *", 0), freed,
     tocha.ones({ 4 }, { device = "sim" }), tocha.zeros({ 1, 1, 2, 2 }, { device = "sim", dtype = "f16" }),
     tocha.rand({ 1, 2, 3, 4 }, { device = "sim", seed = 1 }),
+    tocha.rand({ 3, 4 }, { device = "sim", seed = 2 }):transpose(1, 2), tocha.ones({ 1, 4 }, { device = "sim" }):expand(3, 4),
+    tocha.ones({ 2, 2 }, { device = "sim", dtype = "f64" }), coroutine.create(function() end), io.stdout,
+    -- tocha's other objects, as arguments anywhere
+    tocha.event("sim"), tocha.event("sim"):record(), tocha.stream("sim"), tocha.graph(function() end, "sim"),
+    tocha.Model.input({ -1, 1, 2, 2 }), tocha.UpsampleNearest2dForward.new(2, 2, 64), tocha.Elementwise.new("relu"),
+    tocha.device("sim"),
   }
 end
+
+-- Lua's operators and metamethods on a value: a and b drawn from the pool.
+local OPERATORS = {
+  function(a, b) return a + b end, function(a, b) return a - b end, function(a, b) return a * b end,
+  function(a, b) return a / b end, function(a, b) return a % b end, function(a, b) return a ^ b end,
+  function(a) return -a end, function(a, b) return a .. b end, function(a, b) return a < b end,
+  function(a, b) return a <= b end, function(a, b) return a == b end, function(a) return #a end,
+  function(a, ...) return a(...) end, function(a) return tostring(a) end,
+  function(a, b) return a[b] end, function(a, b, c) a[b] = c end,
+}
 
 -- The public surface: name -> function(args...) calling it.
 local function surface(pool)
@@ -108,6 +124,54 @@ local function surface(pool)
   add("Kernel:launch", function(...) return k:launch(...) end)
   add("Kernel:build", function(...) return k:build(...) end)
   add("Kernel.launch", k.launch)
+  -- Metamethods of tensors (fresh ones, views and freed ones from the pool) and of every other
+  -- object tocha hands out.
+  -- (Plain Lua values among the operands raise Lua's own errors: those calls are not made. The
+  -- objects other than tensors are tables: reading and writing their fields is Lua's.)
+  local objects = { tocha.event("sim"), stream, graph, k, model, mx, up, ops.relu, tocha.device("sim") }
+  local function own(v)
+    local mt = type(v) == "table" and getmetatable(v)
+    return tocha.is_tensor(v) or (type(mt) == "table" and rawget(mt, "__add") ~= nil)
+  end
+  for i, op in ipairs(OPERATORS) do
+    add("operator " .. i .. " on a tensor", function(b, c, ...) return op(tocha.rand({ 2, 3 }, { device = "sim", seed = 3 }), b, c, ...) end)
+    if i < 15 then
+      add("operator " .. i .. " on a value", function(a, b, ...)
+        local unary = i == 7 or i >= 12
+        -- Lua 5.1 compares values of two types without asking any metamethod (but cdata's).
+        -- and two tables only when both carry the same metamethod.
+        local comparable = (i ~= 9 and i ~= 10) or type(a) == "cdata" or type(b) == "cdata"
+          or (type(a) == "table" and type(b) == "table" and own(a) and own(b))
+        -- (LuaJIT does the arithmetic of a cdata it knows before asking the other operand.)
+        if comparable and (own(a) or (own(b) and not unary and type(a) ~= "cdata")) then return op(a, b, ...) end
+      end)
+      add("operator " .. i .. " on an object", function(b, c, ...)
+        local a = objects[math.random(#objects)]
+        if (i == 9 or i == 10) and not own(b) then b = objects[math.random(#objects)] end
+        return op(a, b, c, ...)
+      end)
+    end
+  end
+  -- Events, graphs and model building with every Lua type.
+  local event = tocha.event("sim"):record()
+  add("Event:record", function(...) return event:record(...) end)
+  add("Event:elapsed", function(...) return event:elapsed(...) end)
+  add("Event.elapsed", event.elapsed)
+  add("Event.record", event.record)
+  add("tocha.graph of a call", function(name, a, b)
+    local target = calls[math.random(#calls)][2]
+    return tocha.graph(function() return target(a, b) end, name)
+  end)
+  add("Graph of up:forward, then its output freed and replayed", function()
+    local x = tocha.ones({ 1, 1, 2, 2 }, { device = "sim" })
+    local g = tocha.graph(function() return up:forward(x) end, "sim")
+    g.outputs[1]:free()
+    x:free()
+    return g:replay()
+  end)
+  add("op(values)", function(...) return up(...) end)
+  add("Model(values)", function(a, b) return tocha.Model(a, b) end)
+  add("Model of an input and values", function(a) return tocha.Model({ mx }, { up(mx), a }) end)
   local _ = pool
   return calls
 end
@@ -131,7 +195,7 @@ for n = 1, CALLS do
   if not ok then
     local text = tostring(err)
     -- a position may come first (the caller's line), then the tocha error itself
-    if not (text:find("^[^\n]-tocha[%w._:]*: ") or text:find("^tocha[%w._:]*: ")) then
+    if not (text:find("^[^\n]-tocha[%w._: ]-: ") or text:find("^tocha[%w._: ]-: ")) then
       local key = entry[1] .. ": " .. text:sub(1, 160)
       if not found[key] then
         found[key] = true
