@@ -272,6 +272,23 @@ describe("tocha.Model", function()
         assert.truthy(message:find("tocha.Model.op: spec.grad_args: expected a function, got nil", 1, true), message)
       end)
 
+      it("captures a forward that keeps the parameters it reads, even after they are freed", function()
+        local x = Model.input({ -1, 3, 2, 2 }, { name = "x" })
+        local m = Model({ x }, { channel_scale_op(3)(x):named("scale") }):load(1, device)
+        local c = m:capture()
+        local xt = tocha.randn({ 1, 3, 2, 2 }, { device = device, seed = 93 })
+        local want = c:replay({ xt })[1]:to_table(true)
+        m:parameters()["scale.weight"]:free()
+        collectgarbage()
+        -- Of the weight's size, so that a pool would hand its block out again.
+        local others = {}
+        for i = 1, 4 do others[i] = tocha.full({ 3 }, 100 + i, { device = device }) end
+        assert.are.same(want, c:replay({ xt })[1]:to_table(true))
+        for i = 1, 4 do assert.are.same({ 100 + i, 100 + i, 100 + i }, others[i]:to_table()) end
+        local xs = xt:to_table(true)
+        for i = 1, #xs do assert.are.equal(tocha.tensor({ 3 * xs[i] }):to_table()[1], want[i]) end
+      end)
+
       it("holds parameters by name, trains them, and saves and loads them as safetensors", function()
         local x = Model.input({ -1, 3, 2, 2 }, { name = "x" })
         local y = channel_scale_op(2)(x):named("scale")
