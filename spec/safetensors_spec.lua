@@ -109,7 +109,7 @@ describe("tocha.save and tocha.load", function()
           { file_of({ x = 3 }, ""), 'tensor "x": expected an object' },
           { le64(8) .. "[1, 2]  ", "the header is not a JSON object" },
           { le64(8) .. "{oops}  ", "the header is not a JSON object" },
-          { file_of({ x = { dtype = "F8", shape = { 2 }, data_offsets = { 0, 2 } } }, "ab"), "dtype F8 is not one tocha has" },
+          { file_of({ x = { dtype = "F8", shape = { 2 }, data_offsets = { 0, 2 } } }, "ab"), 'dtype "F8" is not one tocha has' },
           { file_of({ x = { dtype = "F32", shape = { 2, -1 }, data_offsets = { 0, 8 } } }, ("\0"):rep(8)), "shape[2]: expected a size, got -1" },
           { file_of({ x = { dtype = "F32", shape = { 0 }, data_offsets = { 0, 0 } } }, ""), "tocha tensors have 1 to 8 dimensions" },
           { file_of({ x = { dtype = "F32", shape = { 3 }, data_offsets = { 0, 8 } } }, ("\0"):rep(8)), "hold 8 bytes, its shape and dtype 12" },
@@ -132,7 +132,7 @@ describe("tocha.save and tocha.load", function()
         os.remove(path)
         local ok, message = pcall(tocha.load, path)
         assert.is_false(ok)
-        assert.truthy(message:find("tocha.load: path: " .. path, 1, true), message)
+        assert.truthy(message:find(("tocha.load: path: %q: no such file"):format(path), 1, true), message)
         assert.are.equal(3, tocha.ones({ 3 }, { device = device }):to_table()[3] * 3) -- still usable
       end)
 
@@ -141,14 +141,14 @@ describe("tocha.save and tocha.load", function()
         local freed = tocha.ones({ 2 }, { device = device })
         freed:free()
         for _, case in ipairs({
-          { "tocha.save: path: expected a file name, got number", 5, { t = t } },
+          { "tocha.save: path: expected a file name, got 5", 5, { t = t } },
           { "tocha.save: tensors: expected a table of name = tensor, got nil", "x" },
-          { "tocha.save: tensors.w: expected a tensor, got number", "x", { w = 3 } },
-          { "tocha.save: tensors.w: tensor was freed", "x", { w = freed } },
-          { 'tocha.save: tensors: expected names that are non-empty strings other than __metadata__, got "__metadata__"',
+          { 'tocha.save: tensors["w"]: expected a tensor, got 3', "x", { w = 3 } },
+          { 'tocha.save: tensors["w"]: tensor was freed', "x", { w = freed } },
+          { 'tocha.save: tensors: expected names that are non-empty strings other than __metadata__, without NUL bytes, got "__metadata__"',
             "x", { __metadata__ = t } },
-          { "tocha.save: metadata: expected string keys and values, got string = number", "x", { t = t }, { a = 1 } },
-          { "tocha.save: path: /nonexistent-dir/x: No such file or directory", "/nonexistent-dir/x", { t = t } },
+          { 'tocha.save: metadata: expected string keys and values, got "a" = 1', "x", { t = t }, { a = 1 } },
+          { "tocha.save: path: /nonexistent-dir/x: cannot create a file in its folder: No such file or directory", "/nonexistent-dir/x", { t = t } },
         }) do
           local ok, message = pcall(tocha.save, unpack(case, 2))
           assert.is_false(ok, case[1])

@@ -62,6 +62,9 @@ int tocha_tensor_uniform(tocha_tensor *t, uint64_t seed, double low, double high
 int tocha_tensor_normal(tocha_tensor *t, uint64_t seed, double mean, double std);
 int tocha_tensor_cast(tocha_tensor *dst, const tocha_tensor *src);
 int tocha_tensor_accumulate(tocha_tensor *acc, const tocha_tensor *g, int first);
+int tocha_file_kind(const char *path, int *kind);
+int tocha_file_temp(const char *target, char *name, size_t size);
+int tocha_file_commit(const char *temp, const char *target);
 int tocha_tensor_check_aliasing(const tocha_tensor *const *outputs, const char *const *out_names, int n_out,
   const tocha_tensor *const *inputs, const char *const *in_names, int n_in);
 int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rtol, double atol, tocha_compare_result *out);

@@ -272,6 +272,29 @@ TOCHA_API int tocha_cache_usage(int64_t *entries, int64_t *bytes);
 /* Deletes every entry of the disk cache; *removed gets their count (may be NULL). */
 TOCHA_API int tocha_cache_clear(int64_t *removed);
 
+/* ---- files ---- */
+
+/* What a path names, as stat(2) sees it (following links). */
+typedef enum tocha_file_kind_t {
+    TOCHA_FILE_MISSING = 0,
+    TOCHA_FILE_REGULAR = 1,
+    TOCHA_FILE_DIRECTORY = 2,
+    TOCHA_FILE_FIFO = 3,
+    TOCHA_FILE_DEVICE = 4, /* a character or block device */
+    TOCHA_FILE_SOCKET = 5,
+    TOCHA_FILE_OTHER = 6
+} tocha_file_kind_t;
+/* *kind gets what path names (TOCHA_FILE_MISSING when nothing is there); never opens it, so a
+** FIFO does not block. TOCHA_E_IO when the path cannot be looked at (no permission). */
+TOCHA_API int tocha_file_kind(const char *path, int *kind);
+/* Creates an empty file of a unique name beside target (".<name>.tocha-XXXXXX" in its folder)
+** with target's permissions (a new file's when target does not exist) and writes its name
+** into name (size bytes). The caller writes it, then tocha_file_commit, or removes it. */
+TOCHA_API int tocha_file_temp(const char *target, char *name, size_t size);
+/* Syncs temp to the disk and renames it over target (then syncs the folder), so that target is
+** either its old bytes or the new ones, whole. On failure removes temp and leaves target. */
+TOCHA_API int tocha_file_commit(const char *temp, const char *target);
+
 /* ---- streams ---- */
 
 /* A queue of work on a device: what is queued on one stream runs in order, and streams run

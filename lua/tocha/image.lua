@@ -8,7 +8,8 @@
 local ffi = require "ffi"
 local tensor = require "tocha.tensor"
 local errors = require "tocha.errors"
-local raise = errors.raise
+local file = require "tocha.file"
+local raise, show = errors.raise, errors.show
 
 local M = {}
 
@@ -37,7 +38,8 @@ end
 
 -- Reads a PNG (or any format stb reads) into a u8 tensor [1, C, H, W] on device.
 function M.read(path, device)
-  if type(path) ~= "string" then raise("path: expected a string, got " .. type(path)) end
+  if type(path) ~= "string" then raise("path: expected a string, got " .. show(path)) end
+  file.open_read(path):close() -- a regular file: stb would block on a FIFO
   local lib = library()
   local w, h, c = ffi.new("int[1]"), ffi.new("int[1]"), ffi.new("int[1]")
   local pixels = lib.stbi_load(path, w, h, c, 0)
@@ -60,7 +62,7 @@ end
 
 -- Writes a u8 tensor [1, C, H, W] (or [C, H, W]) as a PNG.
 function M.write(path, t)
-  if type(path) ~= "string" then raise("path: expected a string, got " .. type(path)) end
+  if type(path) ~= "string" then raise("path: expected a string, got " .. show(path)) end
   if not tensor.is_tensor(t) or t:dtype() ~= "u8" then
     raise("image: expected a u8 tensor [1, C, H, W]")
   end
@@ -78,9 +80,10 @@ function M.write(path, t)
       for ch = 0, C - 1 do pixels[dst + ch] = planar[(ch * H + y) * W + x] end
     end
   end
-  if library().stbi_write_png(path, W, H, C, pixels, W * C) == 0 then
-    raise(path .. ": could not be written")
-  end
+  local lib = library()
+  file.write(path, function(_, temp)
+    if lib.stbi_write_png(temp, W, H, C, pixels, W * C) == 0 then error("stb could not write the PNG", 0) end
+  end)
 end
 
 errors.register(M, "image.")

@@ -675,12 +675,7 @@ function Model:dot(path)
   end
   lines[#lines + 1] = "}"
   local text = table.concat(lines, "\n") .. "\n"
-  if path then
-    local f, err = io.open(path, "w")
-    if not f then raise("path: " .. tostring(err)) end
-    f:write(text)
-    f:close()
-  end
+  if path then require("tocha.file").write_text(path, text) end
   return text
 end
 

@@ -14,7 +14,8 @@ local tensor = require "tocha.tensor"
 local dtype = require "tocha.dtype"
 local device = require "tocha.device"
 local errors = require "tocha.errors"
-local raise = errors.raise
+local file = require "tocha.file"
+local raise, show = errors.raise, errors.show
 
 local M = {}
 
@@ -38,8 +39,8 @@ end
 
 -- tocha.save_npy(path, t): t's elements in a version 1.0 .npy file.
 function M.save_npy(path, t)
-  if type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
-  if not tensor.is_tensor(t) then raise("t: expected a tensor, got " .. type(t)) end
+  if type(path) ~= "string" then raise("path: expected a file name, got " .. show(path)) end
+  if not tensor.is_tensor(t) then raise("t: expected a tensor, got " .. show(t)) end
   if t.freed ~= 0 then raise("t: tensor was freed") end
   local name = dtype.name(t.elem_type)
   local descr = DESCR[name]
@@ -50,16 +51,11 @@ function M.save_npy(path, t)
   local total = 10 + #header + 1
   header = header .. (" "):rep((64 - total % 64) % 64) .. "\n"
   if #header > 65535 then raise("t: its shape makes a header too long for the format") end
-  local buf = ffi.new("uint8_t[?]", t:nbytes())
-  t:read(buf)
-  local f, err = io.open(path, "wb")
-  if not f then raise("path: " .. tostring(err)) end
-  local ok, werr = f:write(MAGIC, "\1\0", le(#header, 2), header, ffi.string(buf, t:nbytes()))
-  local closed, cerr = f:close()
-  if not ok or not closed then
-    os.remove(path)
-    raise(("path: writing %s failed: %s"):format(path, tostring(werr or cerr)))
-  end
+  file.write(path, function(f)
+    local buf = ffi.new("uint8_t[?]", t:nbytes())
+    t:read(buf)
+    file.put(f, MAGIC, "\1\0", le(#header, 2), header, ffi.string(buf, t:nbytes()))
+  end)
 end
 
 -- The value of key in a header dict literal: a quoted string, True/False, or a tuple of integers.
@@ -73,9 +69,14 @@ local function field(header, key)
   local tuple = rest:match("^(%b())")
   if tuple then
     local out = {}
-    for v in tuple:sub(2, -2):gmatch("[^,%s]+") do
+    local body = tuple:sub(2, -2)
+    -- integers separated by commas, a trailing comma allowed: (2, 3), (4,), ()
+    if not (body:match("^%s*$") or body:match("^%s*%d+L?%s*,?%s*$") or body:match("^%s*%d+L?%s*,[%s%dL,]*$")) then
+      return "bad", body:sub(1, 20)
+    end
+    for v in body:gmatch("[^,%s]+") do
       local n = tonumber(v:match("^(%d+)L?$"))
-      if not n then return "bad", v end
+      if not n or n >= 2 ^ 53 then return "bad", v end
       out[#out + 1] = n
     end
     return out
@@ -86,11 +87,10 @@ end
 -- tocha.load_npy(path [, {device =}]): the file's array as a tensor on the device (default:
 -- the default device).
 function M.load_npy(path, opts)
-  if type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
-  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table {device=}, got " .. type(opts)) end
+  if type(path) ~= "string" then raise("path: expected a file name, got " .. show(path)) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table {device=}, got " .. show(opts)) end
   local dev = device.get(opts and opts.device)
-  local f, err = io.open(path, "rb")
-  if not f then raise("path: " .. tostring(err)) end
+  local f, size = file.open_read(path)
   local function fail(why)
     f:close()
     raise(("%s: %s"):format(path, why))
@@ -102,10 +102,13 @@ function M.load_npy(path, opts)
   local len_bytes = f:read(major == 1 and 2 or 4)
   if not len_bytes or #len_bytes < (major == 1 and 2 or 4) then fail("truncated in its header length") end
   local n = read_le(len_bytes)
+  local start = 8 + #len_bytes
+  -- Every size the file claims is checked against its size before anything is read or allocated.
+  if start + n > size then fail(("truncated: the header says %d bytes, the file has %d after it"):format(n, size - start)) end
   local header = f:read(n)
   if not header or #header < n then fail(("truncated: the header says %d bytes"):format(n)) end
   local descr, fortran, shape = field(header, "descr"), field(header, "fortran_order"), field(header, "shape")
-  if type(descr) ~= "string" or descr == "bad" then fail("the header has no 'descr' string") end
+  if type(descr) ~= "string" or select(2, field(header, "descr")) then fail("the header has no 'descr' string") end
   local name = BY_DESCR[descr]
   if not name then
     if descr:sub(1, 1) == ">" then fail(("big-endian data (%s) is not read"):format(descr)) end
@@ -124,6 +127,8 @@ function M.load_npy(path, opts)
     count = count * s
   end
   local bytes = count * dtype.size(name)
+  local left = size - start - n
+  if bytes > left then fail(("truncated: %.0f bytes of data wanted, %d there"):format(bytes, left)) end
   local data = f:read(bytes)
   if not data or #data < bytes then fail(("truncated: %d bytes of data wanted, %d there"):format(bytes, data and #data or 0)) end
   if f:read(1) then fail("more data than its shape holds") end

@@ -16,7 +16,8 @@ local tensor = require "tocha.tensor"
 local dtype = require "tocha.dtype"
 local device = require "tocha.device"
 local errors = require "tocha.errors"
-local raise = errors.raise
+local file = require "tocha.file"
+local raise, show = errors.raise, errors.show
 
 local M = {}
 
@@ -45,20 +46,21 @@ end
 -- tocha.save(path, tensors [, metadata]): tensors a table of name -> tensor (any device,
 -- dtype and shape); metadata an optional table of string -> string. Replaces the file.
 function M.save(path, tensors, metadata)
-  if type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
-  if type(tensors) ~= "table" then raise("tensors: expected a table of name = tensor, got " .. type(tensors)) end
+  if type(path) ~= "string" then raise("path: expected a file name, got " .. show(path)) end
+  if type(tensors) ~= "table" then raise("tensors: expected a table of name = tensor, got " .. show(tensors)) end
   local names = {}
   for name, t in pairs(tensors) do
-    if type(name) ~= "string" or name == "" or name == "__metadata__" then
-      raise(("tensors: expected names that are non-empty strings other than __metadata__, got %s"):format(
-        type(name) == "string" and ('"' .. name .. '"') or type(name)))
+    if type(name) ~= "string" or name == "" or name == "__metadata__" or name:find("\0", 1, true) then
+      raise(("tensors: expected names that are non-empty strings other than __metadata__, without NUL bytes, got %s"):format(
+        show(name)))
     end
-    if not tensor.is_tensor(t) then raise(("tensors.%s: expected a tensor, got %s"):format(name, type(t))) end
-    if t.freed ~= 0 then raise(("tensors.%s: tensor was freed"):format(name)) end
+    if not tensor.is_tensor(t) then raise(("tensors[%s]: expected a tensor, got %s"):format(show(name), show(t))) end
+    if t.freed ~= 0 then raise(("tensors[%s]: tensor was freed"):format(show(name))) end
     names[#names + 1] = name
   end
   table.sort(names)
-  local header, at = {}, 0
+  -- (an object even when empty: dkjson writes an empty table as [])
+  local header, at = setmetatable({}, { __jsontype = "object" }), 0
   for _, name in ipairs(names) do
     local t = tensors[name]
     local bytes = tonumber(t.bytes)
@@ -66,33 +68,56 @@ function M.save(path, tensors, metadata)
     at = at + bytes
   end
   if type(metadata) ~= "nil" then
-    if type(metadata) ~= "table" then raise("metadata: expected a table of strings, got " .. type(metadata)) end
+    if type(metadata) ~= "table" then raise("metadata: expected a table of strings, got " .. show(metadata)) end
+    local copy = setmetatable({}, { __jsontype = "object" })
     for k, v in pairs(metadata) do
       if type(k) ~= "string" or type(v) ~= "string" then
-        raise(("metadata: expected string keys and values, got %s = %s"):format(type(k), type(v)))
+        raise(("metadata: expected string keys and values, got %s = %s"):format(show(k), show(v)))
       end
+      copy[k] = v
     end
-    header.__metadata__ = metadata
+    header.__metadata__ = copy
   end
   local keyorder = { "__metadata__" }
   for _, name in ipairs(names) do keyorder[#keyorder + 1] = name end
   local text = json.encode(header, { keyorder = keyorder })
   text = text .. (" "):rep((8 - #text % 8) % 8)
-  local f, err = io.open(path, "wb")
-  if not f then raise("path: " .. tostring(err)) end
-  local ok, werr = f:write(le64(#text), text)
-  for _, name in ipairs(names) do
-    if not ok then break end
-    local t = tensors[name]
-    local buf = ffi.new("uint8_t[?]", tonumber(t.bytes))
-    t:read(buf)
-    ok, werr = f:write(ffi.string(buf, tonumber(t.bytes)))
+  file.write(path, function(f)
+    file.put(f, le64(#text), text)
+    for _, name in ipairs(names) do
+      local t = tensors[name]
+      local buf = ffi.new("uint8_t[?]", tonumber(t.bytes))
+      t:read(buf)
+      file.put(f, ffi.string(buf, tonumber(t.bytes)))
+    end
+  end)
+end
+
+-- Whether s is valid UTF-8 (the format's header is; Python's reader refuses one that is not).
+local function utf8_valid(s)
+  local i, n = 1, #s
+  while i <= n do
+    local c = s:byte(i)
+    local len = c < 0x80 and 1 or (c >= 0xC2 and c <= 0xDF) and 2 or (c >= 0xE0 and c <= 0xEF) and 3
+      or (c >= 0xF0 and c <= 0xF4) and 4 or nil
+    if not len or i + len - 1 > n then return false end
+    for k = i + 1, i + len - 1 do
+      local b = s:byte(k)
+      if b < 0x80 or b > 0xBF then return false end
+    end
+    i = i + len
   end
-  local closed, cerr = f:close()
-  if not ok or not closed then
-    os.remove(path)
-    raise(("path: writing %s failed: %s"):format(path, tostring(werr or cerr)))
-  end
+  return true
+end
+
+-- A JSON array of dkjson's decoding, with nothing but its n elements.
+local function is_list(v, n)
+  if type(v) ~= "table" then return false end
+  local mt = getmetatable(v)
+  if mt and mt.__jsontype ~= "array" then return false end
+  local count = 0
+  for _ in pairs(v) do count = count + 1 end
+  return count == #v and (n == nil or #v == n)
 end
 
 local function is_count(v) return type(v) == "number" and v >= 0 and v == math.floor(v) and v < 2 ^ 53 end
@@ -100,13 +125,10 @@ local function is_count(v) return type(v) == "number" and v >= 0 and v == math.f
 -- tocha.load(path [, {device =}]): the file's tensors, a table of name -> tensor on the device
 -- (default: the default device), and its metadata table (or nil) second.
 function M.load(path, opts)
-  if type(path) ~= "string" then raise("path: expected a file name, got " .. type(path)) end
-  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table {device=}, got " .. type(opts)) end
+  if type(path) ~= "string" then raise("path: expected a file name, got " .. show(path)) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table {device=}, got " .. show(opts)) end
   local dev = device.get(opts and opts.device)
-  local f, err = io.open(path, "rb")
-  if not f then raise("path: " .. tostring(err)) end
-  local size = f:seek("end")
-  f:seek("set", 0)
+  local f, size = file.open_read(path)
   local function fail(why)
     f:close()
     raise(("%s: %s"):format(path, why))
@@ -117,34 +139,48 @@ function M.load(path, opts)
   if n > MAX_HEADER then fail(("not a safetensors file: a header of %.0f bytes (at most 100 MB)"):format(n)) end
   if 8 + n > size then fail(("truncated: the header says %d bytes, the file has %d after the length"):format(n, size - 8)) end
   local text = f:read(n)
-  local header, _, jerr = json.decode(text, 1, nil)
+  if not utf8_valid(text) then fail("the header is not UTF-8 text") end
+  -- (dkjson raises on some input, such as nesting deeper than Lua's stack, instead of returning
+  -- its error)
+  local decoded, header, _, jerr = pcall(json.decode, text, 1, nil)
+  if not decoded then header, jerr = nil, "nested too deeply" end
   -- (dkjson marks what it decodes: an array is a table too)
   local kind = type(header) == "table" and getmetatable(header) and getmetatable(header).__jsontype
-  if kind ~= "object" then fail("the header is not a JSON object" .. (jerr and (": " .. jerr) or "")) end
+  if kind ~= "object" then fail("the header is not a JSON object" .. (jerr and (": " .. tostring(jerr)) or "")) end
   local data_size = size - 8 - n
   local metadata = header.__metadata__
-  if metadata ~= nil and type(metadata) ~= "table" then fail("__metadata__: expected an object of strings") end
+  if metadata ~= nil then
+    local mt = type(metadata) == "table" and getmetatable(metadata)
+    if not (mt and mt.__jsontype == "object") then fail("__metadata__: expected an object of strings") end
+    for k, v in pairs(metadata) do
+      if type(v) ~= "string" then fail(("__metadata__[%s]: expected a string, got %s"):format(show(k), show(v))) end
+    end
+    setmetatable(metadata, nil)
+  end
   -- Every entry checked before anything is allocated; the ranges must tile the data.
   local entries = {}
   for name, e in pairs(header) do
     if name ~= "__metadata__" then
-      local what = ("tensor %q"):format(name)
-      if type(e) ~= "table" then fail(what .. ": expected an object {dtype, shape, data_offsets}") end
+      local what = ("tensor %s"):format(show(name))
+      if name == "" or name:find("\0", 1, true) then fail(what .. ": a tensor name must be non-empty, without NUL bytes") end
+      if type(e) ~= "table" or getmetatable(e).__jsontype ~= "object" then
+        fail(what .. ": expected an object {dtype, shape, data_offsets}")
+      end
       local dt = DTYPES[e.dtype]
-      if not dt then fail(("%s: dtype %s is not one tocha has (F32, F64, F16, BF16, U8, I32, I64)"):format(what, tostring(e.dtype))) end
-      if type(e.shape) ~= "table" then fail(what .. ": shape: expected a list of sizes") end
+      if not dt then fail(("%s: dtype %s is not one tocha has (F32, F64, F16, BF16, U8, I32, I64)"):format(what, show(e.dtype))) end
+      if not is_list(e.shape) then fail(what .. ": shape: expected a list of sizes") end
       if #e.shape > 8 then fail(("%s: shape: %d dimensions, tocha tensors have at most 8"):format(what, #e.shape)) end
       local numel = 1
       for i, s in ipairs(e.shape) do
-        if not is_count(s) then fail(("%s: shape[%d]: expected a size, got %s"):format(what, i, tostring(s))) end
+        if not is_count(s) then fail(("%s: shape[%d]: expected a size, got %s"):format(what, i, show(s))) end
         numel = numel * s
       end
       if #e.shape == 0 or numel == 0 then
         fail(("%s: shape [%s]: tocha tensors have 1 to 8 dimensions of at least 1"):format(what, table.concat(e.shape, ", ")))
       end
       local o = e.data_offsets
-      if type(o) ~= "table" or not is_count(o[1]) or not is_count(o[2]) or o[1] > o[2] then
-        fail(what .. ": data_offsets: expected [begin, end] byte offsets")
+      if not is_list(o, 2) or not is_count(o[1]) or not is_count(o[2]) or o[1] > o[2] then
+        fail(what .. ": data_offsets: expected [begin, end], two byte offsets with begin <= end")
       end
       local bytes = numel * dtype.size(dt)
       if o[2] - o[1] ~= bytes then

@@ -1,0 +1,102 @@
+-- tocha.file: how tocha's readers and writers of files open them (safetensors, .npy, PNG, a
+-- model's dot and parameters).
+--
+--   local f, size = file.open_read(path)            -- a regular file, or a named refusal
+--   file.write(path, function(f) f:write(...) end)   -- all or nothing
+--
+-- Only regular files are read or written: a FIFO would block the reader (or a writer) until
+-- someone opens its other end, a device has no end (/dev/zero) or swallows what is written
+-- (/dev/null), and a folder is no file; each is refused by name before it is opened. A write
+-- goes to a temporary file beside the target (host/src/file.c), which is synced and renamed
+-- over the target only once every byte is written: whatever fails on the way (a full disk, a
+-- tensor that cannot be read, an error in the producer) leaves the old file byte for byte and
+-- removes only the temporary. A target that is a link to a regular file is replaced by the new
+-- file; the file it pointed to is left as it was.
+local ffi = require "ffi"
+local native = require "tocha.ffi"
+local errors = require "tocha.errors"
+local C, raise, show = native.C, errors.raise, errors.show
+
+local M = {}
+
+local KINDS = { [2] = "a folder", [3] = "a FIFO (named pipe)", [4] = "a device", [5] = "a socket", [6] = "not a regular file" }
+
+local kind_buf = ffi.new("int[1]")
+
+-- What path names: "missing", "regular", or the words for what it is instead.
+local function kind_of(path)
+  native.check(C.tocha_file_kind(path, kind_buf))
+  local k = kind_buf[0]
+  if k == 0 then return "missing" end
+  if k == 1 then return "regular" end
+  return KINDS[k] or KINDS[6]
+end
+
+local function check_path(path)
+  if type(path) ~= "string" then raise("path: expected a file name, got " .. show(path)) end
+  if path == "" or path:find("\0", 1, true) then raise("path: expected a file name, got " .. show(path)) end
+end
+
+-- f, size: path opened for reading (binary), and its size in bytes; raises, naming the path,
+-- unless it is a regular file that can be opened.
+function M.open_read(path)
+  check_path(path)
+  local kind = kind_of(path)
+  if kind == "missing" then raise(("path: %s: no such file"):format(show(path))) end
+  if kind ~= "regular" then raise(("path: %s is %s, not a regular file"):format(show(path), kind)) end
+  local f, err = io.open(path, "rb")
+  if not f then raise(("path: %s"):format(tostring(err))) end
+  local size = f:seek("end")
+  f:seek("set", 0)
+  return f, size
+end
+
+-- The message of an error raised inside a producer, without its position.
+local function reason(err)
+  local text = tostring(err)
+  return text:match("^[^\n]-:%d+: (.*)$") or text
+end
+
+local name_buf = ffi.new("char[4096]")
+
+-- Writes path all or nothing: produce(f, temp) writes the contents to f (the temporary file temp,
+-- opened "wb"; a library that writes by name writes temp) and raises on failure; returns what
+-- produce returns. Raises "path: writing <path> failed: <why>",
+-- leaving the old file as it was.
+function M.write(path, produce)
+  check_path(path)
+  local kind = kind_of(path)
+  if kind ~= "missing" and kind ~= "regular" then
+    raise(("path: %s is %s, not a regular file (nothing was written)"):format(show(path), kind))
+  end
+  native.check(C.tocha_file_temp(path, name_buf, 4096))
+  local temp = ffi.string(name_buf)
+  local f, err = io.open(temp, "wb")
+  if not f then
+    os.remove(temp)
+    raise(("path: writing %s failed: %s"):format(show(path), tostring(err)))
+  end
+  local ok, result = pcall(produce, f, temp)
+  local closed, cerr = f:close()
+  if not ok or not closed then
+    os.remove(temp)
+    raise(("path: writing %s failed: %s (the file there, if any, is unchanged)"):format(show(path),
+      ok and tostring(cerr) or reason(result)))
+  end
+  local st = C.tocha_file_commit(temp, path)
+  if st ~= 0 then raise(("path: writing %s failed: %s"):format(show(path), native.message())) end
+  return result
+end
+
+-- f:write(...) that raises on failure (a full disk): for producers.
+function M.put(f, ...)
+  local ok, err = f:write(...)
+  if not ok then error(tostring(err), 0) end
+end
+
+-- Writes text to path, all or nothing.
+function M.write_text(path, text)
+  M.write(path, function(f) M.put(f, text) end)
+end
+
+return M
