@@ -79,7 +79,8 @@ describe("files", function()
     end)
 
     it("into a folder that does not exist says so and writes nothing", function()
-      fails("cannot create a file in its folder: No such file or directory", tocha.save, dir .. "/no/such/run.safetensors", { w = tocha.ones({ 1 }, { device = "sim" }) })
+      fails("cannot create a file in its folder: No such file or directory", tocha.save, dir .. "/no/such/run.safetensors",
+        { w = tocha.ones({ 1 }, { device = "sim" }) })
       assert.are.equal("", listing(dir))
     end)
   end)
