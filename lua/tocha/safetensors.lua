@@ -138,7 +138,7 @@ function M.load(path, opts)
   local n = read_le64(head)
   if n > MAX_HEADER then fail(("not a safetensors file: a header of %.0f bytes (at most 100 MB)"):format(n)) end
   if 8 + n > size then fail(("truncated: the header says %d bytes, the file has %d after the length"):format(n, size - 8)) end
-  local text = f:read(n)
+  local text = f:read(n) or "" -- (reading 0 bytes at the end gives nil)
   if not utf8_valid(text) then fail("the header is not UTF-8 text") end
   -- (dkjson raises on some input, such as nesting deeper than Lua's stack, instead of returning
   -- its error)
@@ -162,7 +162,7 @@ function M.load(path, opts)
   for name, e in pairs(header) do
     if name ~= "__metadata__" then
       local what = ("tensor %s"):format(show(name))
-      if name == "" or name:find("\0", 1, true) then fail(what .. ": a tensor name must be non-empty, without NUL bytes") end
+      if type(name) ~= "string" or name == "" or name:find("\0", 1, true) then fail(what .. ": a tensor name must be non-empty, without NUL bytes") end
       if type(e) ~= "table" or getmetatable(e).__jsontype ~= "object" then
         fail(what .. ": expected an object {dtype, shape, data_offsets}")
       end
