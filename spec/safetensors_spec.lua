@@ -145,9 +145,9 @@ describe("tocha.save and tocha.load", function()
           { "tocha.save: tensors: expected a table of name = tensor, got nil", "x" },
           { 'tocha.save: tensors["w"]: expected a tensor, got 3', "x", { w = 3 } },
           { 'tocha.save: tensors["w"]: tensor was freed', "x", { w = freed } },
-          { 'tocha.save: tensors: expected names that are non-empty strings other than __metadata__, without NUL bytes, got "__metadata__"',
+          { 'tocha.save: tensors: expected names that are non-empty UTF-8 strings other than __metadata__, without NUL bytes, got "__metadata__"',
             "x", { __metadata__ = t } },
-          { 'tocha.save: metadata: expected string keys and values, got "a" = 1', "x", { t = t }, { a = 1 } },
+          { 'tocha.save: metadata: expected UTF-8 string keys and values, got "a" = 1', "x", { t = t }, { a = 1 } },
           { "tocha.save: path: /nonexistent-dir/x: cannot create a file in its folder: No such file or directory", "/nonexistent-dir/x", { t = t } },
         }) do
           local ok, message = pcall(tocha.save, unpack(case, 2))

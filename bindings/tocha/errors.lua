@@ -101,7 +101,12 @@ function M.show(v)
     if #v > 40 then v = v:sub(1, 37) .. "..." end
     return (("%q"):format(v):gsub("\\\n", "\\n"))
   end
-  if kind == "number" then return v ~= v and "nan" or tostring(v) end
+  if kind == "number" then
+    if v ~= v then return "nan" end
+    -- an integer as it is written, not 9.007199254741e+15
+    if v == math.floor(v) and math.abs(v) < 2 ^ 63 then return ("%.0f"):format(v) end
+    return tostring(v)
+  end
   if kind == "boolean" or kind == "nil" then return tostring(v) end
   return kind
 end

@@ -51,10 +51,12 @@ function M.open_read(path)
   return f, size
 end
 
--- The message of an error raised inside a producer, without its position.
+-- The message of an error raised inside a producer, without its position and the name of the
+-- function inside that raised it (the public function the user called names the whole).
 local function reason(err)
   local text = tostring(err)
-  return text:match("^[^\n]-:%d+: (.*)$") or text
+  text = text:match("^[^\n]-:%d+: (.*)$") or text
+  return text:match("^tocha[%w_.]*:?[%w_]*: (.*)$") or text
 end
 
 local name_buf = ffi.new("char[4096]")

@@ -58,30 +58,68 @@ function M.save_npy(path, t)
   end)
 end
 
--- The value of key in a header dict literal: a quoted string, True/False, or a tuple of integers.
-local function field(header, key)
-  local rest = header:match("['\"]" .. key .. "['\"]%s*:%s*(.*)$")
-  if not rest then return nil end
-  local s = rest:match("^'([^']*)'") or rest:match('^"([^"]*)"')
-  if s then return s end
-  if rest:match("^True") then return true end
-  if rest:match("^False") then return false end
-  local tuple = rest:match("^(%b())")
-  if tuple then
-    local out = {}
-    local body = tuple:sub(2, -2)
-    -- integers separated by commas, a trailing comma allowed: (2, 3), (4,), ()
-    if not (body:match("^%s*$") or body:match("^%s*%d+L?%s*,?%s*$") or body:match("^%s*%d+L?%s*,[%s%dL,]*$")) then
-      return "bad", body:sub(1, 20)
+-- The header's dict literal, parsed as NumPy writes it: {'descr': '<f4', 'fortran_order':
+-- False, 'shape': (2, 3), } with its three keys once each, values a quoted string, True/False
+-- or a tuple of integers, and nothing after the closing brace but spaces and the newline.
+-- Returns the dict, or nil and why not.
+local function parse_header(text)
+  local at = 1
+  local function space() at = text:match("^%s*()", at) end
+  local function value()
+    local q = text:sub(at, at)
+    if q == "'" or q == '"' then
+      local body, after = text:match("^" .. q .. "([^" .. q .. "\\]*)" .. q .. "()", at)
+      if not body then return nil end
+      at = after
+      return body
     end
-    for v in body:gmatch("[^,%s]+") do
-      local n = tonumber(v:match("^(%d+)L?$"))
-      if not n or n >= 2 ^ 53 then return "bad", v end
-      out[#out + 1] = n
+    for word, v in pairs({ True = true, False = false }) do
+      if text:sub(at, at + #word - 1) == word then at = at + #word return v end
     end
+    if q ~= "(" then return nil end
+    local body, after = text:match("^%(([^()]*)%)()", at)
+    if not body then return nil end
+    local out, rest = {}, body
+    while true do
+      local n, tail = rest:match("^%s*(%d+)L?%s*()")
+      if not n then break end
+      out[#out + 1] = tonumber(n)
+      rest = rest:sub(tail)
+      local comma = rest:match("^,()")
+      if not comma then break end
+      rest = rest:sub(comma)
+    end
+    -- (one element needs its comma, as Python writes (4,))
+    if not rest:match("^%s*$") or (#out == 1 and not body:find(",", 1, true)) then return nil end
+    at = after
     return out
   end
-  return "bad", rest:sub(1, 20)
+  local dict = {}
+  space()
+  if text:sub(at, at) ~= "{" then return nil, "the header is not a dict literal" end
+  at = at + 1
+  while true do
+    space()
+    if text:sub(at, at) == "}" then at = at + 1 break end
+    local key = value()
+    if type(key) ~= "string" then return nil, "the header's keys must be quoted strings" end
+    if key ~= "descr" and key ~= "fortran_order" and key ~= "shape" then
+      return nil, ("the header has a key %s, not one of descr, fortran_order, shape"):format(show(key))
+    end
+    if dict[key] ~= nil then return nil, ("the header names %s twice"):format(show(key)) end
+    space()
+    if text:sub(at, at) ~= ":" then return nil, "the header is not a dict literal" end
+    at = at + 1
+    space()
+    local v = value()
+    if v == nil then return nil, ("the header's %s: expected a string, True, False or a tuple of integers"):format(show(key)) end
+    dict[key] = v
+    space()
+    local sep = text:sub(at, at)
+    if sep == "," then at = at + 1 elseif sep ~= "}" then return nil, "the header is not a dict literal" end
+  end
+  if not text:sub(at):match("^ *\n?$") then return nil, "the header has text after its dict" end
+  return dict
 end
 
 -- tocha.load_npy(path [, {device =}]): the file's array as a tensor on the device (default:
@@ -98,7 +136,9 @@ function M.load_npy(path, opts)
   local head = f:read(8)
   if not head or #head < 8 or head:sub(1, 6) ~= MAGIC then fail("not a .npy file (no \\x93NUMPY magic)") end
   local major = head:byte(7)
-  if major < 1 or major > 3 then fail(("a .npy version %d.%d, not one of 1.0, 2.0, 3.0"):format(major, head:byte(8))) end
+  if major < 1 or major > 3 or head:byte(8) ~= 0 then
+    fail(("a .npy version %d.%d, not one of 1.0, 2.0, 3.0"):format(major, head:byte(8)))
+  end
   local len_bytes = f:read(major == 1 and 2 or 4)
   if not len_bytes or #len_bytes < (major == 1 and 2 or 4) then fail("truncated in its header length") end
   local n = read_le(len_bytes)
@@ -107,8 +147,10 @@ function M.load_npy(path, opts)
   if start + n > size then fail(("truncated: the header says %d bytes, the file has %d after it"):format(n, size - start)) end
   local header = f:read(n)
   if not header or #header < n then fail(("truncated: the header says %d bytes"):format(n)) end
-  local descr, fortran, shape = field(header, "descr"), field(header, "fortran_order"), field(header, "shape")
-  if type(descr) ~= "string" or select(2, field(header, "descr")) then fail("the header has no 'descr' string") end
+  local dict, why = parse_header(header)
+  if not dict then fail(why) end
+  local descr, fortran, shape = dict.descr, dict.fortran_order, dict.shape
+  if type(descr) ~= "string" then fail("the header has no 'descr' string") end
   local name = BY_DESCR[descr]
   if not name then
     if descr:sub(1, 1) == ">" then fail(("big-endian data (%s) is not read"):format(descr)) end

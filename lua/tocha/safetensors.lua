@@ -43,6 +43,23 @@ local function read_le64(s)
   return n
 end
 
+-- Whether s is valid UTF-8 (the format's header is; Python's reader refuses one that is not).
+local function utf8_valid(s)
+  local i, n = 1, #s
+  while i <= n do
+    local c = s:byte(i)
+    local len = c < 0x80 and 1 or (c >= 0xC2 and c <= 0xDF) and 2 or (c >= 0xE0 and c <= 0xEF) and 3
+      or (c >= 0xF0 and c <= 0xF4) and 4 or nil
+    if not len or i + len - 1 > n then return false end
+    for k = i + 1, i + len - 1 do
+      local b = s:byte(k)
+      if b < 0x80 or b > 0xBF then return false end
+    end
+    i = i + len
+  end
+  return true
+end
+
 -- tocha.save(path, tensors [, metadata]): tensors a table of name -> tensor (any device,
 -- dtype and shape); metadata an optional table of string -> string. Replaces the file.
 function M.save(path, tensors, metadata)
@@ -50,8 +67,8 @@ function M.save(path, tensors, metadata)
   if type(tensors) ~= "table" then raise("tensors: expected a table of name = tensor, got " .. show(tensors)) end
   local names = {}
   for name, t in pairs(tensors) do
-    if type(name) ~= "string" or name == "" or name == "__metadata__" or name:find("\0", 1, true) then
-      raise(("tensors: expected names that are non-empty strings other than __metadata__, without NUL bytes, got %s"):format(
+    if type(name) ~= "string" or name == "" or name == "__metadata__" or name:find("\0", 1, true) or not utf8_valid(name) then
+      raise(("tensors: expected names that are non-empty UTF-8 strings other than __metadata__, without NUL bytes, got %s"):format(
         show(name)))
     end
     if not tensor.is_tensor(t) then raise(("tensors[%s]: expected a tensor, got %s"):format(show(name), show(t))) end
@@ -71,8 +88,8 @@ function M.save(path, tensors, metadata)
     if type(metadata) ~= "table" then raise("metadata: expected a table of strings, got " .. show(metadata)) end
     local copy = setmetatable({}, { __jsontype = "object" })
     for k, v in pairs(metadata) do
-      if type(k) ~= "string" or type(v) ~= "string" then
-        raise(("metadata: expected string keys and values, got %s = %s"):format(show(k), show(v)))
+      if type(k) ~= "string" or type(v) ~= "string" or not utf8_valid(k) or not utf8_valid(v) then
+        raise(("metadata: expected UTF-8 string keys and values, got %s = %s"):format(show(k), show(v)))
       end
       copy[k] = v
     end
@@ -91,23 +108,6 @@ function M.save(path, tensors, metadata)
       file.put(f, ffi.string(buf, tonumber(t.bytes)))
     end
   end)
-end
-
--- Whether s is valid UTF-8 (the format's header is; Python's reader refuses one that is not).
-local function utf8_valid(s)
-  local i, n = 1, #s
-  while i <= n do
-    local c = s:byte(i)
-    local len = c < 0x80 and 1 or (c >= 0xC2 and c <= 0xDF) and 2 or (c >= 0xE0 and c <= 0xEF) and 3
-      or (c >= 0xF0 and c <= 0xF4) and 4 or nil
-    if not len or i + len - 1 > n then return false end
-    for k = i + 1, i + len - 1 do
-      local b = s:byte(k)
-      if b < 0x80 or b > 0xBF then return false end
-    end
-    i = i + len
-  end
-  return true
 end
 
 -- A JSON array of dkjson's decoding, with nothing but its n elements.
@@ -142,8 +142,12 @@ function M.load(path, opts)
   if not utf8_valid(text) then fail("the header is not UTF-8 text") end
   -- (dkjson raises on some input, such as nesting deeper than Lua's stack, instead of returning
   -- its error)
-  local decoded, header, _, jerr = pcall(json.decode, text, 1, nil)
+  local decoded, header, stop, jerr = pcall(json.decode, text, 1, nil)
   if not decoded then header, jerr = nil, "nested too deeply" end
+  -- (what follows the object may only be the format's padding)
+  if header ~= nil and not text:sub(stop):match("^ *$") then
+    fail("the header has text after its JSON object")
+  end
   -- (dkjson marks what it decodes: an array is a table too)
   local kind = type(header) == "table" and getmetatable(header) and getmetatable(header).__jsontype
   if kind ~= "object" then fail("the header is not a JSON object" .. (jerr and (": " .. tostring(jerr)) or "")) end
