@@ -166,7 +166,9 @@ function M.load(path, opts)
   for name, e in pairs(header) do
     if name ~= "__metadata__" then
       local what = ("tensor %s"):format(show(name))
-      if type(name) ~= "string" or name == "" or name:find("\0", 1, true) then fail(what .. ": a tensor name must be non-empty, without NUL bytes") end
+      if type(name) ~= "string" or name == "" or name:find("\0", 1, true) then
+        fail(what .. ": a tensor name must be non-empty, without NUL bytes")
+      end
       if type(e) ~= "table" or getmetatable(e).__jsontype ~= "object" then
         fail(what .. ": expected an object {dtype, shape, data_offsets}")
       end
