@@ -34,11 +34,12 @@ check "C program through find_package(tocha)" "$version 2.5" env LD_LIBRARY_PATH
 # README's own luarocks line, read from README.md and typed in the source folder as the README
 # says; the tree it installs into is named in a LuaRocks config file (LUAROCKS_CONFIG), so that
 # the line runs as written. The line names Lua 5.1 (LuaJIT's): without it LuaRocks builds for
-# the Lua that runs it, 5.2 on a Debian 12 without lua5.1 (luarocks pulls lua5.2 in), finds no
-# headers for it and fails. Debian's luarocks runs under the first of lua5.1 ... lua5.4
-# installed, so the line is run a second time under the machine's `lua` when that is not 5.1:
-# the run that fails without the version named. Both trees must hold a rock for 5.1 that plain
-# luajit, started in another folder, requires.
+# the Lua that runs it, finds no headers for it and fails. Debian's luarocks runs under the
+# first of lua5.1 ... lua5.4 installed: 5.2 where lua5.2 (which lua-busted depends on) is the
+# only one, as on a fresh Debian 12, but 5.1 wherever lua5.1 is installed, which hides the
+# failure; so the line runs a second time with luarocks under the machine's `lua` when that is
+# not 5.1.
+# Both trees must hold a rock for 5.1 that plain luajit, started in another folder, requires.
 src="$(cd "$here/.." && pwd)"
 line=$(grep -m 1 '^luarocks ' "$src/README.md" | sed 's/ *#.*//')
 echo "the README's luarocks line: ${line:-none}"
