@@ -140,7 +140,8 @@ local function surface(pool)
         local unary = i == 7 or i >= 12
         -- Lua 5.1 compares values of two types without asking any metamethod (but cdata's).
         -- and two tables only when both carry the same metamethod.
-        local comparable = (i ~= 9 and i ~= 10) or type(a) == "cdata" or type(b) == "cdata"
+        -- (and with a cdata among them, LuaJIT asks the FFI, which knows only tensors of ours).
+        local comparable = (i ~= 9 and i ~= 10) or tocha.is_tensor(a) or tocha.is_tensor(b)
           or (type(a) == "table" and type(b) == "table" and own(a) and own(b))
         -- (LuaJIT does the arithmetic of a cdata it knows before asking the other operand.)
         if comparable and (own(a) or (own(b) and not unary and type(a) ~= "cdata")) then return op(a, b, ...) end
