@@ -1,7 +1,19 @@
--- make_pattern_image.lua: writes examples/data/pattern.png, the input of upsample_image.lua:
+-- make_pattern_image.lua: draws examples/data/pattern.png, the input of upsample_image.lua:
 -- a 48x32 RGB test card (colour gradients, a checkerboard and a diagonal) drawn here, so the
 -- repository ships no image it did not make.
+--   tocha examples/make_pattern_image.lua [out.png]
+-- Written to out.png, else to a fresh file in /tmp (the line it prints names it): it writes
+-- into the checkout only when asked, `tocha examples/make_pattern_image.lua
+-- examples/data/pattern.png` remaking the shipped one.
 local tocha = require "tocha"
+
+-- A fresh path in /tmp: os.tmpname() makes the name unique, the extension tells viewers it is
+-- a PNG (the empty file tmpname creates goes, so that nothing but the PNG is left).
+local function temp_png(tag)
+  local base = os.tmpname()
+  os.remove(base)
+  return base .. tag .. ".png"
+end
 
 local W, H = 48, 32
 local rgb = {}
@@ -25,6 +37,6 @@ for ch = 1, 3 do
   rgb[ch] = plane
 end
 local img = tocha.tensor({ rgb }, { dtype = "u8" })
-local out = arg[1] or "examples/data/pattern.png"
+local out = arg[1] or temp_png("-pattern")
 tocha.image.write(out, img)
 print(("wrote %s: %dx%d RGB"):format(out, W, H))
