@@ -1,18 +1,58 @@
--- The examples that check themselves run to the end and pass their checks, on sim, each in a
--- tocha process of its own: examples/quickstart.lua (`make demo`) and examples/neck.lua
--- (`make neck`).
+-- The examples run to the end and pass their checks, on sim, each in a tocha process of its own
+-- started in a fresh folder, so that they find their data beside themselves and not in the
+-- current folder: examples/quickstart.lua (`make demo`), examples/neck.lua (`make neck`),
+-- raw_kernel.lua, upsample_image.lua, make_pattern_image.lua and the module neck_model.lua.
+-- None writes into the checkout's examples/ or into the folder it runs in unless given an
+-- output path there; an image example without one writes to /tmp and names the file.
+local tocha = require "tocha"
+require "tocha.assertions"
 local process = require "support.process"
+local isolated = require "support.isolated"
 
-local function run_example(name)
-  local source = os.getenv("TOCHA_SOURCE_DIR") or "."
-  local out, err, status = process.run { args = { source .. "/examples/" .. name }, env = { TOCHA_DEVICE = "sim" } }
-  return out, err, status
+local source = os.getenv("TOCHA_SOURCE_DIR") or "."
+local examples = source .. "/examples"
+-- Absolute, so that the example's own path (arg[0]) leads back to its data from any folder.
+if examples:sub(1, 1) ~= "/" then examples = (os.getenv("PWD") or ".") .. "/" .. examples end
+
+local function listings()
+  return { isolated.listing(examples), isolated.listing(examples .. "/data") }
 end
 
-describe("the examples", function()
-  it("neck.lua: a model of upsamples, joins, elementwise ops, a bias, a mean loss and a Lua op trains, matches central differences and replays", function()
-    local out, err, status = run_example("neck.lua")
+-- run(name, args, check): the example in a fresh folder, with args; check(out, cwd) runs
+-- before the folder goes. Asserts exit 0, nothing new in examples/ and examples/data/, and in
+-- the folder only the names given in `args` (the output paths the caller asked for). The
+-- folders are listed as soon as the example ends, before check removes what it reads.
+local function run(name, args, check)
+  local before, cwd = listings(), process.tempdir()
+  local out, err, status = isolated.run(cwd, { examples .. "/" .. name, unpack(args or {}) }, { TOCHA_DEVICE = "sim" })
+  local asked = {}
+  for _, a in ipairs(args or {}) do asked[a] = true end
+  local left, after = isolated.new_names(asked, isolated.listing(cwd)), listings()
+  local ok, problem = pcall(function()
     assert.are.equal(0, status, err .. out)
+    if check then check(out, cwd) end
+  end)
+  process.remove_tree(cwd)
+  if not ok then error(problem, 0) end
+  assert.are.same({}, left, "left in the folder it ran in")
+  assert.are.same({}, isolated.new_names(before[1], after[1]), "new in examples/")
+  assert.are.same({}, isolated.new_names(before[2], after[2]), "new in examples/data/")
+  return out
+end
+
+-- The /tmp file an image example names in its output (after "-> " or "wrote "), removed once
+-- read: the image as a tensor on sim.
+local function take_temp_image(out, pattern)
+  local path = out:match(pattern)
+  assert.truthy(path and path:match("^/tmp/") and path:sub(1, #examples + 1) ~= examples .. "/", out)
+  local img = tocha.image.read(path, "sim")
+  os.remove(path)
+  return img
+end
+
+describe("the examples, each run from a fresh folder", function()
+  it("neck.lua: a model of upsamples, joins, elementwise ops, a bias, a mean loss and a Lua op trains, matches central differences and replays", function()
+    local out = run("neck.lua")
     assert.truthy(out:find("all checks passed", 1, true), out)
     assert.is_nil(out:find("MISMATCH", 1, true), out)
     local oks = select(2, out:gsub(" ok\n", ""))
@@ -20,7 +60,39 @@ describe("the examples", function()
   end)
 
   it("quickstart.lua runs to its end", function()
-    local out, err, status = run_example("quickstart.lua")
-    assert.are.equal(0, status, err .. out)
+    run("quickstart.lua")
+  end)
+
+  it("raw_kernel.lua launches its saxpy and checks it", function()
+    local out = run("raw_kernel.lua")
+    assert.truthy(out:find("(ok)", 1, true), out)
+  end)
+
+  it("neck_model.lua loads as a script (it is the module neck.lua and bench/model.lua require)", function()
+    run("neck_model.lua")
+  end)
+
+  it("upsample_image.lua reads data/pattern.png beside itself and writes 4x4 into /tmp, naming the file", function()
+    local shipped = tocha.image.read(examples .. "/data/pattern.png", "sim"):shape()
+    run("upsample_image.lua", nil, function(out)
+      local big = take_temp_image(out, "%-> (%S+%.png)")
+      assert.are.same({ 1, shipped[2], shipped[3] * 4, shipped[4] * 4 }, big:shape())
+    end)
+  end)
+
+  it("upsample_image.lua writes the output path it is given, in the folder it runs in", function()
+    run("upsample_image.lua", { examples .. "/data/pattern.png", "out.png", "2" }, function(_, cwd)
+      assert.are.same({ 1, 3, 64, 96 }, tocha.image.read(cwd .. "/out.png", "sim"):shape())
+    end)
+  end)
+
+  it("make_pattern_image.lua draws the shipped pattern.png into /tmp, naming the file, or into the path given", function()
+    local shipped = tocha.image.read(examples .. "/data/pattern.png", "sim")
+    run("make_pattern_image.lua", nil, function(out)
+      assert.tensor.equal(shipped, take_temp_image(out, "wrote (%S+%.png):"))
+    end)
+    run("make_pattern_image.lua", { "pattern.png" }, function(_, cwd)
+      assert.tensor.equal(shipped, tocha.image.read(cwd .. "/pattern.png", "sim"))
+    end)
   end)
 end)
