@@ -96,6 +96,50 @@ function M.put(f, ...)
   if not ok then error(tostring(err), 0) end
 end
 
+if not pcall(ffi.typeof, "struct tocha_file_marker") then
+  ffi.cdef [[
+struct tocha_file_marker { int unused; };
+void *malloc(size_t size);
+void free(void *p);
+]]
+end
+
+-- Pieces a tensor's bytes cross the host in: no buffer of a whole tensor, which LuaJIT's
+-- ffi.new cannot make past 2 GiB.
+local PIECE = 64 * 2 ^ 20
+
+-- Writes t's bytes (a dense tensor) to f, a piece at a time; raises on failure.
+function M.put_tensor(f, t)
+  local size = tonumber(t.bytes)
+  local elem = size / tonumber(t.count)
+  local per = math.max(1, math.floor(PIECE / elem))
+  local buf = ffi.new("uint8_t[?]", math.min(size, per * elem))
+  local count = tonumber(t.count)
+  for first = 0, count - 1, per do
+    local n = math.min(per, count - first)
+    t:read(buf, first, n)
+    M.put(f, ffi.string(buf, n * elem))
+  end
+end
+
+-- Reads bytes from f into t (a dense tensor of that many bytes); false when the file ends first.
+-- The bytes are gathered in one host block from malloc (any size), then written at once.
+function M.get_tensor(f, t, bytes)
+  local block = ffi.C.malloc(bytes)
+  if block == nil then raise(("out of host memory reading %d bytes"):format(bytes)) end
+  block = ffi.gc(ffi.cast("uint8_t *", block), ffi.C.free)
+  local at = 0
+  while at < bytes do
+    local chunk = f:read(math.min(PIECE, bytes - at))
+    if not chunk or #chunk == 0 then return false end
+    ffi.copy(block + at, chunk, #chunk)
+    at = at + #chunk
+  end
+  t:write(block, bytes)
+  ffi.C.free(ffi.gc(block, nil))
+  return true
+end
+
 -- Writes text to path, all or nothing.
 function M.write_text(path, text)
   M.write(path, function(f) M.put(f, text) end)

@@ -9,7 +9,6 @@
 -- that the data starts on a 64-byte boundary, then the elements in C order. dtypes: f32 <f4,
 -- f64 <f8, f16 <f2, u8 |u1, i32 <i4, i64 <i8; bf16 has no NumPy dtype (cast it first). Files in
 -- Fortran order, big-endian or of other dtypes are refused with the reason.
-local ffi = require "ffi"
 local tensor = require "tocha.tensor"
 local dtype = require "tocha.dtype"
 local device = require "tocha.device"
@@ -52,9 +51,8 @@ function M.save_npy(path, t)
   header = header .. (" "):rep((64 - total % 64) % 64) .. "\n"
   if #header > 65535 then raise("t: its shape makes a header too long for the format") end
   file.write(path, function(f)
-    local buf = ffi.new("uint8_t[?]", t:nbytes())
-    t:read(buf)
-    file.put(f, MAGIC, "\1\0", le(#header, 2), header, ffi.string(buf, t:nbytes()))
+    file.put(f, MAGIC, "\1\0", le(#header, 2), header)
+    file.put_tensor(f, t:contiguous())
   end)
 end
 
@@ -171,12 +169,10 @@ function M.load_npy(path, opts)
   local bytes = count * dtype.size(name)
   local left = size - start - n
   if bytes > left then fail(("truncated: %.0f bytes of data wanted, %d there"):format(bytes, left)) end
-  local data = f:read(bytes)
-  if not data or #data < bytes then fail(("truncated: %d bytes of data wanted, %d there"):format(bytes, data and #data or 0)) end
-  if f:read(1) then fail("more data than its shape holds") end
-  f:close()
+  if left > bytes then fail("more data than its shape holds") end
   local t = tensor.empty(shape, { dtype = name, device = dev })
-  t:write(data, bytes)
+  if not file.get_tensor(f, t, bytes) then fail(("truncated: %.0f bytes of data wanted"):format(bytes)) end
+  f:close()
   return t
 end
 

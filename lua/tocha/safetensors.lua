@@ -10,7 +10,6 @@
 -- the tensors' bytes, little-endian, one after another with no gaps. tocha writes the tensors
 -- in name order and reads any file whose ranges cover the data exactly once. The JSON is read
 -- and written by dkjson (Debian's lua-dkjson).
-local ffi = require "ffi"
 local json = require "dkjson"
 local tensor = require "tocha.tensor"
 local dtype = require "tocha.dtype"
@@ -101,12 +100,7 @@ function M.save(path, tensors, metadata)
   text = text .. (" "):rep((8 - #text % 8) % 8)
   file.write(path, function(f)
     file.put(f, le64(#text), text)
-    for _, name in ipairs(names) do
-      local t = tensors[name]
-      local buf = ffi.new("uint8_t[?]", tonumber(t.bytes))
-      t:read(buf)
-      file.put(f, ffi.string(buf, tonumber(t.bytes)))
-    end
+    for _, name in ipairs(names) do file.put_tensor(f, tensors[name]:contiguous()) end
   end)
 end
 
@@ -209,11 +203,8 @@ function M.load(path, opts)
   if at ~= data_size then fail(("%d bytes of data follow the last tensor"):format(data_size - at)) end
   local out = {}
   for _, e in ipairs(entries) do
-    local bytes = e.finish - e.begin
-    local chunk = f:read(bytes)
-    if not chunk or #chunk < bytes then fail(("tensor %q: the file ends inside its data"):format(e.name)) end
     local t = tensor.empty(e.shape, { dtype = e.dtype, device = dev })
-    t:write(chunk, bytes)
+    if not file.get_tensor(f, t, e.finish - e.begin) then fail(("tensor %s: the file ends inside its data"):format(show(e.name))) end
     out[e.name] = t
   end
   f:close()
