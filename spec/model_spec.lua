@@ -352,6 +352,7 @@ describe("tocha.Model", function()
         local dy = tocha.zeros({ 1, 3, 8, 10 }, { device = device })
         for _, case in ipairs({
           { { { dy }, other_cache }, "cache: expected the cache of this model's forward_train" },
+          { { { dy }, { model = m, tensors = {} } }, "cache: expected the cache of this model's forward_train" },
           { { {}, cache }, "grad_outputs: expected 1 tensors (one per output), got 0" },
           { { { tocha.zeros({ 1, 3, 4, 5 }, { device = device }) }, cache },
             "): expected [1, 3, 8, 10] f32, got [1, 3, 4, 5] f32" },

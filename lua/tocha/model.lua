@@ -482,7 +482,7 @@ end
 -- in f32 (f64 for f64 nodes) and then converted to its dtype.
 function Model:backward(grad_outputs, cache)
   if not self.shape then raise("self: the model is not loaded: call m:load(batch_size) first") end
-  if type(cache) ~= "table" or cache.model ~= self then
+  if type(cache) ~= "table" or getmetatable(cache) ~= "tocha.Model cache" or cache.model ~= self then
     raise("cache: expected the cache of this model's forward_train")
   end
   -- The cache's tensors have the shapes of the load they were made under.
