@@ -157,7 +157,7 @@ describe("bad launches", function()
     it("refuses a list with holes, other keys or values that are not arguments", function()
       fails_with("tocha.launch_packed: args[2]: expected a number or an address (uint64_t), got nil",
         function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, { 1, nil, 3 }) end)
-      fails_with("tocha.launch_packed: args: expected a list, got the key x",
+      fails_with("tocha.launch_packed: args: expected a list, got the key \"x\"",
         function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, { x = 1 }) end)
       fails_with("tocha.launch_packed: args[1]: expected a number or an address (uint64_t), got string",
         function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, { "x" }) end)

@@ -105,7 +105,7 @@ describe("bad upsample input", function()
     it("an optional shape or a row stride of the wrong kind", function()
       fails_with("tocha.UpsampleNearest2dForward:backward_grid: output_shape: expected a shape table",
         function() up:backward_grid({ { 1, 1, 2, 2 } }, false) end)
-      fails_with("tocha.UpsampleNearest2dForward:pack_args: output_row_stride: expected an integer, got x",
+      fails_with("tocha.UpsampleNearest2dForward:pack_args: output_row_stride: expected an integer, got \"x\"",
         function() up:pack_args({ { 0, { 1, 1, 2, 2 } } }, {}, 0, { 1, 1, 4, 4 }, "x") end)
     end)
     it("a shape with a fractional size, a hole or too many sizes", function()

@@ -130,7 +130,7 @@ describe("tocha.Reduce", function()
           assert.is_false(ok)
           assert.truthy(tostring(err):find(pattern, 1, true), tostring(err))
         end
-        fails('mode: expected "sum", "mean" or "max", got prod', tocha.Reduce.new, "prod")
+        fails('mode: expected "sum", "mean" or "max", got "prod"', tocha.Reduce.new, "prod")
         fails("dim: expected 1 to the tensor's dimensions (or -1 for the last), got 0", tocha.Reduce.new, "sum", 0)
         fails("dtype: expected a float dtype (f32, f64, f16, bf16), got i32", tocha.Reduce.new, "sum", nil, "i32")
         fails("block: expected a power of two from 32 to 1024, got 96", tocha.Reduce.new, "sum", nil, "f32", 96)

@@ -72,7 +72,7 @@ describe("streams", function()
         assert.is_nil(tocha.current_stream(device))
         for _, case in ipairs({
           { { stream = 5 }, "options.stream: expected a stream, got number" },
-          { { strem = s }, "options: unknown option 'strem' (expected stream)" },
+          { { strem = s }, "options: unknown option \"strem\" (expected stream)" },
           { 7, "options: expected a table {stream=}, got number" },
         }) do
           local ok, message = pcall(up.forward, up, x, nil, case[1])

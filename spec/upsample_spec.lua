@@ -646,7 +646,7 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
       assert.has_error(function() Forward.new(2, 2, 64, "f32", { layout = "chwn" }) end,
         'tocha.UpsampleNearest2dForward.new: layout: expected "nchw" or "nhwc", got "chwn"')
       assert.has_error(function() Forward.new(2, 2, 64, "f32", { layuot = "nhwc" }) end,
-        "tocha.UpsampleNearest2dForward.new: options: unknown option 'layuot'")
+        "tocha.UpsampleNearest2dForward.new: options: unknown option \"layuot\"")
       assert.has_error(function() Backward.new(2, 2, 64, "f32", "nhwc") end,
         "tocha.UpsampleNearest2dBackward.new: options: expected a table, got string")
       local m = tocha.nn.UpsampleNearest2d(2, 2, nil, { layout = "nhwc" })

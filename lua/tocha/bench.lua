@@ -23,7 +23,7 @@ local FLUSH_BYTES = 256 * 2 ^ 20
 local function count(v, what, default, least)
   if v == nil then return default end
   if type(v) ~= "number" or v ~= math.floor(v) or v < least or v > 1e9 then
-    raise(("options.%s: expected an integer >= %d, got %s"):format(what, least, tostring(v)))
+    raise(("options.%s: expected an integer >= %d, got %s"):format(what, least, errors.show(v)))
   end
   return v
 end
@@ -35,13 +35,13 @@ return function(fn, opts)
   opts = opts or {}
   for k in pairs(opts) do
     if not ({ warmup = true, reps = true, bytes = true, device = true, flush = true })[k] then
-      raise(("options: unknown option '%s' (expected warmup, reps, bytes, device, flush)"):format(tostring(k)))
+      raise(("options: unknown option %s (expected warmup, reps, bytes, device, flush)"):format(errors.show(k)))
     end
   end
   local warmup, reps = count(opts.warmup, "warmup", 3, 0), count(opts.reps, "reps", 20, 1)
   local bytes = opts.bytes
   if bytes ~= nil and (type(bytes) ~= "number" or bytes <= 0 or bytes ~= bytes) then
-    raise("options.bytes: expected a positive number of bytes, got " .. tostring(bytes))
+    raise("options.bytes: expected a positive number of bytes, got " .. errors.show(bytes))
   end
   local dev = device.get(opts.device)
   local tocha = require "tocha"

@@ -53,7 +53,7 @@ local function split(shape, what)
   local plane = 1
   for i, s in ipairs(shape) do
     if type(s) ~= "number" or s ~= math.floor(s) or s < 1 then
-      raise(("%s[%d]: expected a positive size, got %s"):format(what, i, tostring(s)))
+      raise(("%s[%d]: expected a positive size, got %s"):format(what, i, errors.show(s)))
     end
     if i > 2 then plane = plane * s end
   end

@@ -33,12 +33,12 @@ return function(op, x, opts)
   -- A check that cannot fail is worse than none: every option must leave room to fail.
   for name, v in pairs({ eps = eps, atol = atol, rtol = rtol }) do
     if type(v) ~= "number" or v ~= v or v < 0 or v == math.huge then
-      raise(("%s: expected a finite number >= 0, got %s"):format(name, tostring(v)))
+      raise(("%s: expected a finite number >= 0, got %s"):format(name, errors.show(v)))
     end
   end
   if eps == 0 then raise("eps: expected a finite number > 0, got 0") end
   if type(max_checks) ~= "number" or max_checks < 1 or max_checks ~= math.floor(max_checks) then
-    raise("max_checks: expected a positive integer, got " .. tostring(max_checks))
+    raise("max_checks: expected a positive integer, got " .. errors.show(max_checks))
   end
 
   local y = op:forward(x)

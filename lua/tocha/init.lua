@@ -77,7 +77,7 @@ end
 -- A tolerance: a number >= 0, or the default where nil.
 local function tolerance(v, default, what)
   if type(v) == "nil" then return default end
-  if type(v) ~= "number" or v ~= v or v < 0 then raise(("%s: expected a number >= 0, got %s"):format(what, tostring(v))) end
+  if type(v) ~= "number" or v ~= v or v < 0 then raise(("%s: expected a number >= 0, got %s"):format(what, errors.show(v))) end
   return v
 end
 

@@ -99,7 +99,7 @@ local function dims(value, out, what)
   for i = 1, 3 do
     local v = value[i] or 1
     if type(v) ~= "number" or v ~= math.floor(v) or v < 1 or v > 4294967295 then
-      raise(("%s[%d]: expected a positive integer, got %s"):format(what, i, tostring(v)))
+      raise(("%s[%d]: expected a positive integer, got %s"):format(what, i, errors.show(v)))
     end
     out[i - 1] = v
   end

@@ -63,7 +63,7 @@ function M.input(shape, opts)
   if type(shape) ~= "table" or #shape == 0 then raise("shape: expected a list of sizes, got " .. type(shape)) end
   for i, s in ipairs(shape) do
     if type(s) ~= "number" or s ~= math.floor(s) or (s < 1 and not (s == -1 and i == 1)) then
-      raise(("shape[%d]: expected a positive integer (or -1 for the batch, first), got %s"):format(i, tostring(s)))
+      raise(("shape[%d]: expected a positive integer (or -1 for the batch, first), got %s"):format(i, errors.show(s)))
     end
   end
   opts = opts or {}
@@ -258,7 +258,7 @@ end
 -- on the device (default: the default device). Returns m.
 function Model:load(batch, name)
   if type(batch) ~= "number" or batch ~= math.floor(batch) or batch < 1 then
-    raise("batch_size: expected a positive integer, got " .. tostring(batch))
+    raise("batch_size: expected a positive integer, got " .. errors.show(batch))
   end
   local dev = device.get(name)
   local shape, dt = {}, {}

@@ -142,7 +142,7 @@ end
 -- threads a CTA, a power of two (default 256).
 function Reduce.new(mode, dim, dtype_name, block)
   if type(mode) ~= "string" or not MODES[mode] then
-    raise(("mode: expected \"sum\", \"mean\" or \"max\", got %s"):format(tostring(mode)))
+    raise(("mode: expected \"sum\", \"mean\" or \"max\", got %s"):format(errors.show(mode)))
   end
   if dim ~= nil then
     dim = runtime_op.integer(dim, "dim")
@@ -168,7 +168,7 @@ local function check_shape(shape, what)
   if type(shape) ~= "table" or #shape < 1 or #shape > 8 then raise(what .. ": expected a shape of 1 to 8 sizes") end
   for i, s in ipairs(shape) do
     if type(s) ~= "number" or s ~= math.floor(s) or s < 1 then
-      raise(("%s[%d]: expected a positive size, got %s"):format(what, i, tostring(s)))
+      raise(("%s[%d]: expected a positive size, got %s"):format(what, i, errors.show(s)))
     end
   end
 end
@@ -229,7 +229,7 @@ end
 
 local function launch_of(i, count)
   if type(i) ~= "number" or i ~= math.floor(i) or i < 1 or i > count then
-    raise(("launch: expected an integer from 1 to %d, got %s"):format(count, tostring(i)))
+    raise(("launch: expected an integer from 1 to %d, got %s"):format(count, errors.show(i)))
   end
   return i
 end

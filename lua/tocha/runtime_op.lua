@@ -33,7 +33,7 @@ local function to_shape(t, what)
   for i = 1, n do
     local v = t[i]
     if type(v) ~= "number" or v ~= math.floor(v) or v < -2 ^ 53 or v > 2 ^ 53 then
-      raise(("%s[%d]: expected an integer size, got %s"):format(what, i, tostring(v)))
+      raise(("%s[%d]: expected an integer size, got %s"):format(what, i, errors.show(v)))
     end
     s.dims[i - 1] = v
   end
@@ -150,7 +150,7 @@ end
 -- nil: the slot is left zero-initialised.
 function Methods:param_init_data(index)
   if type(index) ~= "nil" and (type(index) ~= "number" or index ~= math.floor(index) or math.abs(index) > 2 ^ 31) then
-    raise("index: expected an integer, got " .. tostring(index))
+    raise("index: expected an integer, got " .. errors.show(index))
   end
   local data, size = ffi.new("const void *[1]"), ffi.new("uint64_t[1]")
   check(C.tocha_op_param_init_data(op(self), (index or 1) - 1, data, size))
@@ -180,7 +180,7 @@ end
 -- A 1-based launch index checked against the op's count, as the C index (0-based).
 local function launch_index(i, count)
   if type(i) ~= "number" or i ~= math.floor(i) or i < 1 or i > count then
-    raise(("launch: expected an integer from 1 to %d, got %s"):format(count, tostring(i)))
+    raise(("launch: expected an integer from 1 to %d, got %s"):format(count, errors.show(i)))
   end
   return i - 1
 end
@@ -199,7 +199,7 @@ end
 local function pack_forward(self, launch, inputs, params, output, output_shape, row_stride)
   if type(row_stride) ~= "nil" and (type(row_stride) ~= "number" or row_stride ~= math.floor(row_stride)
       or math.abs(row_stride) >= 2 ^ 31) then
-    raise("output_row_stride: expected an integer, got " .. tostring(row_stride))
+    raise("output_row_stride: expected an integer, got " .. errors.show(row_stride))
   end
   local ins, n, ps, np, shape, list = pack_start(self, inputs, params, output_shape, output)
   check_fits(self, output, shape, "output")
@@ -316,7 +316,7 @@ local function launch_dims(v, what)
   for i = 1, #v do
     local d = v[i]
     if type(d) ~= "number" or d ~= math.floor(d) or d < 1 or d > 2 ^ 32 - 1 then
-      raise(("%s[%d]: expected a positive integer, got %s"):format(what, i, tostring(d)))
+      raise(("%s[%d]: expected a positive integer, got %s"):format(what, i, errors.show(d)))
     end
     out[i - 1] = d
   end
@@ -333,7 +333,7 @@ function M.launch_packed(k, dev, grid, block, args, opts)
   local n = 0
   for key in pairs(args) do
     if type(key) ~= "number" or key < 1 or key ~= math.floor(key) then
-      raise("args: expected a list, got the key " .. tostring(key))
+      raise("args: expected a list, got the key " .. errors.show(key))
     end
     n = math.max(n, key)
   end
@@ -356,7 +356,7 @@ end
 -- error naming what.
 function M.integer(v, what)
   if type(v) ~= "number" or v ~= math.floor(v) or math.abs(v) >= 2 ^ 31 then
-    raise(("%s: expected an integer, got %s"):format(what, tostring(v)))
+    raise(("%s: expected an integer, got %s"):format(what, errors.show(v)))
   end
   return v
 end

@@ -51,7 +51,7 @@ function M.option(opts, dev)
   if opts == nil then return nil end
   if type(opts) ~= "table" then raise("options: expected a table {stream=}, got " .. type(opts)) end
   for k in pairs(opts) do
-    if k ~= "stream" then raise(("options: unknown option '%s' (expected stream)"):format(tostring(k))) end
+    if k ~= "stream" then raise(("options: unknown option %s (expected stream)"):format(errors.show(k))) end
   end
   local s = opts.stream
   if s == nil then return nil end

@@ -70,7 +70,7 @@ local function options(opts, keys)
     raise(("options: expected a table, got %s"):format(type(opts)))
   end
   for k in pairs(opts) do
-    if not keys[k] then raise(("options: unknown option '%s'"):format(tostring(k))) end
+    if not keys[k] then raise(("options: unknown option %s"):format(errors.show(k))) end
   end
   if opts.layout ~= nil and not LAYOUTS[opts.layout] then
     raise(("layout: expected \"nchw\" or \"nhwc\", got %s"):format(

@@ -54,7 +54,7 @@ local function dim_of(t, d, what, extra)
   integer(d, what)
   local n = t.ndim + (extra and 1 or 0)
   if d < 0 then d = n + 1 + d end
-  if d < 1 or d > n then raise(("%s: expected a dimension from 1 to %d (or -1 to -%d), got %s"):format(what, n, n, tostring(d))) end
+  if d < 1 or d > n then raise(("%s: expected a dimension from 1 to %d (or -1 to -%d), got %s"):format(what, n, n, errors.show(d))) end
   return d
 end
 
@@ -62,7 +62,7 @@ end
 local function index_of(i, n, what)
   integer(i, what)
   if i < 0 then i = n + 1 + i end
-  if i < 1 or i > n then raise(("%s: expected 1 to %d (or -1 to -%d), got %s"):format(what, n, n, tostring(i))) end
+  if i < 1 or i > n then raise(("%s: expected 1 to %d (or -1 to -%d), got %s"):format(what, n, n, errors.show(i))) end
   return i
 end
 
