@@ -289,6 +289,27 @@ describe("tocha.Model", function()
         for i = 1, #xs do assert.are.equal(tocha.tensor({ 3 * xs[i] }):to_table()[1], want[i]) end
       end)
 
+      it("refuses a forward once a parameter or a returned output is freed, naming it", function()
+        local x = Model.input({ -1, 3, 2, 2 }, { name = "x" })
+        local m = Model({ x }, { scale_op(2)(channel_scale_op(3)(x):named("scale")):named("double") }):load(1, device)
+        local xt = tocha.randn({ 1, 3, 2, 2 }, { device = device, seed = 95 })
+        local first = m:forward({ xt })[1]:to_table(true)
+        for i, v in ipairs(xt:to_table(true)) do
+          assert.are.equal(ref.convert(2 * ref.convert(3 * v, "f32"), "f32"), first[i])
+        end
+        m:forward({ xt })[1]:free()
+        local message = error_of(m.forward, m, { xt })
+        assert.truthy(message:find("outputs[1] (double): the tensor a forward returned was freed", 1, true), message)
+        m:load(1, device) -- new buffers: it runs again
+        assert.are.same(first, m:forward({ xt })[1]:to_table(true))
+        m:parameters()["scale.weight"]:free()
+        message = error_of(m.forward, m, { xt })
+        assert.truthy(message:find("scale.weight: tensor was freed", 1, true), message)
+        m:load(1, device) -- a fresh weight, of its init value
+        assert.are.same(first, m:forward({ xt })[1]:to_table(true))
+        assert.are.same(first, m:forward_train({ xt })[1]:to_table(true))
+      end)
+
       it("holds parameters by name, trains them, and saves and loads them as safetensors", function()
         local x = Model.input({ -1, 3, 2, 2 }, { name = "x" })
         local y = channel_scale_op(2)(x):named("scale")

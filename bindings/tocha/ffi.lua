@@ -132,6 +132,15 @@ int tocha_op_n_backward_launches(const tocha_runtime_op *op);
 int tocha_op_backward_grid_for_launch(const tocha_runtime_op *op, int launch, const tocha_shape *inputs, int n_inputs, const tocha_shape *output, uint32_t grid[3]);
 int tocha_op_pack_backward_args_for_launch(const tocha_runtime_op *op, int launch, const tocha_buffer *inputs, int n_inputs, const uint64_t *params, int n_params, uint64_t output, const tocha_shape *output_shape, uint64_t grad_output, int32_t grad_output_row_stride, const uint64_t *grad_inputs, int n_grad_inputs, const uint64_t *grad_params, int n_grad_params, tocha_arg_list *visitor);
 int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *device, const uint32_t grid[3], const uint32_t block[3], const tocha_arg_list *args);
+typedef struct tocha_plan tocha_plan;
+int tocha_plan_new(tocha_device *device, int n_slots, tocha_plan **out);
+void tocha_plan_destroy(tocha_plan *plan);
+uint64_t tocha_plan_slot_address(int slot);
+int tocha_plan_add(tocha_plan *plan, tocha_kernel *k, const uint32_t grid[3], const uint32_t block[3],
+                   const tocha_arg_list *args);
+int tocha_plan_guard(tocha_plan *plan, const tocha_tensor *t, const char *name);
+int tocha_plan_run(tocha_plan *plan, const uint64_t *slots, int n_slots);
+int tocha_plan_launch_count(const tocha_plan *plan);
 int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block, int backward_block, int layout, tocha_upsample **out);
 void tocha_upsample_destroy(tocha_upsample *up);
 const char *tocha_upsample_name(const tocha_upsample *up);

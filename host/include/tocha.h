@@ -471,6 +471,35 @@ TOCHA_API int tocha_op_pack_backward_args_for_launch(
 TOCHA_API int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *device, const uint32_t grid[3],
                                          const uint32_t block[3], const tocha_arg_list *args);
 
+/* ---- launch plans: launches packed once, run many times ---- */
+
+/* A fixed list of launches on one device whose arguments are checked and packed when added,
+** so that running it is a loop of launches (what a loaded model's forward is). Addresses that
+** change between runs are slots: an argument packed with tocha_plan_slot_address(s) + offset
+** (offset below 2^40) becomes, at each run, that run's address of slot s + offset. Every other
+** address the plan names keeps its device block allocated while the plan lives. The kernels
+** must outlive the plan. On a capturing stream a run is captured like any launch. */
+typedef struct tocha_plan tocha_plan;
+#define TOCHA_PLAN_MAX_SLOTS 4096
+/* A plan on device with n_slots slots (0 to TOCHA_PLAN_MAX_SLOTS). */
+TOCHA_API int tocha_plan_new(tocha_device *device, int n_slots, tocha_plan **out);
+/* NULL ok. */
+TOCHA_API void tocha_plan_destroy(tocha_plan *plan);
+/* The placeholder address of slot (0-based), far above every real address; 0 out of range. */
+TOCHA_API uint64_t tocha_plan_slot_address(int slot);
+/* Appends a launch of k: the grid, block and arguments are checked as tocha_kernel_launch_packed
+** checks them, and k is built and loaded on the plan's device now. */
+TOCHA_API int tocha_plan_add(tocha_plan *plan, tocha_kernel *k, const uint32_t grid[3],
+                             const uint32_t block[3], const tocha_arg_list *args);
+/* Each run first refuses, as "<name>: tensor was freed", when t has been freed (t must outlive
+** the plan: a model's parameters). */
+TOCHA_API int tocha_plan_guard(tocha_plan *plan, const tocha_tensor *t, const char *name);
+/* Runs every launch in order on the device's current stream, slots[i] (n_slots of them, none 0)
+** the addresses of the slots. */
+TOCHA_API int tocha_plan_run(tocha_plan *plan, const uint64_t *slots, int n_slots);
+/* The launches added (0 for NULL). */
+TOCHA_API int tocha_plan_launch_count(const tocha_plan *plan);
+
 /* ---- teeny-kernels' kernels: UpsampleNearest2dForward / UpsampleNearest2dBackward ---- */
 
 typedef enum tocha_upsample_direction {

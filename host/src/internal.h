@@ -317,6 +317,16 @@ int tocha_kernel_launch_raw(tocha_kernel *k, tocha_device *d, const uint32_t gri
 int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
                                const uint32_t block[3], uint32_t shared_bytes, void **args);
 
+/* Checks a packed argument list against k's parameters (count, kinds, integer ranges) as
+** tocha_kernel_launch_packed does, and stores each argument's bytes at the start of values[i]
+** (a device address, or the scalar in its parameter's type). */
+int tocha_kernel_pack_values(const tocha_kernel *k, const tocha_arg_list *list,
+                             uint64_t values[TOCHA_MAX_PARAMS]);
+/* k's entry function on d, built through the cache and loaded on first use. */
+int tocha_kernel_function(tocha_kernel *k, tocha_device *d, void **fn);
+/* A grid and block within the device limits every launch checks. */
+int tocha_kernel_check_dims(const uint32_t grid[3], const uint32_t block[3]);
+
 /* ---- tensor.c ---- */
 /* A tensor's device block and how many tensors (it and its views) hold it. */
 struct tocha_storage {

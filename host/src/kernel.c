@@ -456,31 +456,55 @@ int tocha_kernel_launch(tocha_kernel *k, tocha_device *d, const uint32_t grid[3]
     return tocha_kernel_launch_raw(k, d, grid, block, slots);
 }
 
+static int check_count(const tocha_kernel *k, int count)
+{
+    if (count == k->nparams) return TOCHA_OK;
+    return tocha_fail(TOCHA_E_ARGUMENT, "expected %d arguments for %s, got %d", k->nparams,
+                      k->entry_name, count);
+}
+
+int tocha_kernel_pack_values(const tocha_kernel *k, const tocha_arg_list *list,
+                             uint64_t values[TOCHA_MAX_PARAMS])
+{
+    int st = check_count(k, list->count);
+    if (st) return st;
+    for (int i = 0; i < list->count; i++) {
+        const param *p = &k->params[i];
+        const tocha_arg *a = &list->args[i];
+        values[i] = 0;
+        if (p->tensor) {
+            if (a->kind != TOCHA_ARG_POINTER || a->i == 0)
+                return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected a device pointer", i + 1,
+                                  p->name);
+            values[i] = (uint64_t)a->i;
+            continue;
+        }
+        scalar_value v;
+        if ((st = check_scalar(p, i, a, &v))) return st;
+        memcpy(&values[i], &v, sizeof v); /* the scalar's bytes first, as the launch reads them */
+    }
+    return TOCHA_OK;
+}
+
+int tocha_kernel_function(tocha_kernel *k, tocha_device *d, void **fn) { return function_for(k, d, fn); }
+
+int tocha_kernel_check_dims(const uint32_t grid[3], const uint32_t block[3])
+{
+    return check_dims(grid, block);
+}
+
 int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
                                const uint32_t block[3], const tocha_arg_list *list)
 {
     if (!k) return tocha_fail(TOCHA_E_ARGUMENT, "kernel: expected a kernel, got NULL");
     if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
     if (!list) return tocha_fail(TOCHA_E_ARGUMENT, "args: expected an argument list, got NULL");
-    if (list->count != k->nparams)
-        return tocha_fail(TOCHA_E_ARGUMENT, "expected %d arguments for %s, got %d", k->nparams,
-                          k->entry_name, list->count);
-    int st = check_dims(grid, block);
+    int st = check_count(k, list->count);
+    if (!st) st = check_dims(grid, block);
     if (st) return st;
-    scalar_value values[TOCHA_MAX_PARAMS];
+    uint64_t values[TOCHA_MAX_PARAMS];
     void *slots[TOCHA_MAX_PARAMS];
-    for (int i = 0; i < list->count; i++) {
-        const param *p = &k->params[i];
-        const tocha_arg *a = &list->args[i];
-        if (p->tensor) {
-            if (a->kind != TOCHA_ARG_POINTER || a->i == 0)
-                return tocha_fail(TOCHA_E_ARGUMENT, "argument %d (%s): expected a device pointer", i + 1,
-                                  p->name);
-            slots[i] = (void *)&a->i;
-            continue;
-        }
-        if ((st = check_scalar(p, i, a, &values[i]))) return st;
-        slots[i] = &values[i];
-    }
+    if ((st = tocha_kernel_pack_values(k, list, values))) return st;
+    for (int i = 0; i < list->count; i++) slots[i] = &values[i];
     return tocha_kernel_launch_raw(k, d, grid, block, slots);
 }

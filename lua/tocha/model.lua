@@ -23,6 +23,8 @@ local device = require "tocha.device"
 local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op" -- launch_packed, the RuntimeOp launch path
+local plan = require "tocha.plan"
+local ffi = require "ffi"
 local native = require "tocha.ffi"
 local raise, C = errors.raise, native.C
 
@@ -254,6 +256,59 @@ local function check_output_shape(node, shape)
   if n ~= #shape then raise(("%s: its op's output shape: expected a list, got other keys"):format(node.name)) end
 end
 
+-- The addresses of node n's parameters, in its op's order.
+-- An op that declares a workspace (op:workspace_bytes) finds its address after them.
+local function param_addresses(self, n)
+  local out = {}
+  for i, t in ipairs(self.params[n] or {}) do out[i] = t.data end
+  if n.op.workspace_bytes then out[#out + 1] = self.workspace and self.workspace.data or 0 end
+  return out
+end
+
+-- Adds node n's forward launches to the plan p, its inputs and output at their slots' placeholder
+-- addresses: one launch, or each of an op's n_launches() in turn (a launch whose grid has 0 CTAs
+-- has nothing to do).
+local function plan_node(self, p, n)
+  local op, ins, shapes = n.op, {}, {}
+  for i, input in ipairs(n.inputs) do
+    ins[i], shapes[i] = { plan.slot(self.slot[input]), self.shape[input] }, self.shape[input]
+  end
+  local out, out_shape, params = plan.slot(self.slot[n]), self.shape[n], param_addresses(self, n)
+  local count = op.n_launches and op:n_launches() or 1
+  if count == 1 then
+    p:add(op.kernel, op:grid(out_shape), op:block(), op:pack_args(ins, params, out, out_shape))
+    return
+  end
+  for i = 1, count do
+    local grid = op:grid_for_launch(i, shapes, out_shape)
+    if grid[1] > 0 then p:add(op.kernel, grid, op:block(), op:pack_args_for_launch(i, ins, params, out, out_shape)) end
+  end
+end
+
+-- The model's launch plan: a slot for every input and every op node's output (in self.order's
+-- order), every node's launches packed once, and the parameters guarded. self.slots holds the
+-- addresses of forward's buffers; a forward sets its inputs' slots and runs the plan.
+local function build_plan(self)
+  local slot, count = {}, 0
+  for _, n in ipairs(self.inputs) do count = count + 1; slot[n] = count end
+  for _, n in ipairs(self.order) do
+    if n.op then count = count + 1; slot[n] = count end
+  end
+  self.slot = slot
+  local p = plan.new(self.device, count)
+  for _, n in ipairs(self.order) do
+    if n.op then
+      plan_node(self, p, n)
+      for i, t in ipairs(self.params[n] or {}) do p:guard(t, n.name .. "." .. self.param_names_of[n][i]) end
+    end
+  end
+  self.slots = ffi.new("uint64_t[?]", math.max(count, 1))
+  for _, n in ipairs(self.order) do
+    if n.op then self.slots[slot[n] - 1] = self.buffer[n].tensor.data end
+  end
+  self.launch_plan = p
+end
+
 -- m:load(batch_size [, device]): the concrete shape of every node, and the buffers, allocated
 -- on the device (default: the default device). Returns m.
 function Model:load(batch, name)
@@ -372,66 +427,43 @@ function Model:load(batch, name)
   self.device, self.batch, self.shape, self.dtype, self.buffer, self.result = dev, batch, shape, dt, buffer, result
   -- What the intermediates hold: blocks and bytes with reuse, and the bytes without it.
   self.plan = { blocks = blocks, bytes = held, without_reuse_bytes = without_reuse }
+  self.dtype_id = {}
+  for n, dtype_name in pairs(dt) do self.dtype_id[n] = dtype.id(dtype_name) end
+  self.launch_plan = nil
+  local ok, err = pcall(build_plan, self)
+  if not ok then
+    self.shape = nil -- a model whose launches cannot be planned is not loaded
+    error(err, 0)
+  end
   return self
 end
 
--- The input tensors checked against the model's inputs (count, shape, dtype, device, not
--- freed); returns the map node -> address that the launches read.
-local function bind_inputs(self, inputs)
+-- Raises unless inputs is a list of tensors matching the model's inputs (count, shape,
+-- dtype, device, live and contiguous), in the words of the function the user called.
+local function check_inputs(self, inputs)
   if not self.shape then raise("self: the model is not loaded: call m:load(batch_size) first") end
   if type(inputs) ~= "table" then raise("inputs: expected a list of tensors, got " .. type(inputs)) end
   if #inputs ~= #self.inputs then
     raise(("inputs: expected %d tensors, got %d"):format(#self.inputs, #inputs))
   end
-  local at = {}
+  local handle = self.device.handle
   for i, node in ipairs(self.inputs) do
     local t = inputs[i]
     local what = ("inputs[%d] (%s)"):format(i, node.name)
     if not tensor.is_tensor(t) then raise(("%s: expected a tensor, got %s"):format(what, type(t))) end
     if t.freed ~= 0 then raise(what .. ": tensor was freed") end
     if t.dense == 0 then raise(what .. ": not contiguous (a view): call :contiguous() on it first") end
-    local s = t:shape()
-    if shape_text(s) ~= shape_text(self.shape[node]) then
-      raise(("%s: expected shape %s, got %s"):format(what, shape_text(self.shape[node]), shape_text(s)))
+    local want = self.shape[node]
+    local same = t.ndim == #want
+    for d = 1, #want do same = same and t.dims[d - 1] == want[d] end
+    if not same then
+      raise(("%s: expected shape %s, got %s"):format(what, shape_text(want), shape_text(t:shape())))
     end
-    if t:dtype() ~= self.dtype[node] then
+    if t.elem_type ~= self.dtype_id[node] then
       raise(("%s: expected dtype %s, got %s"):format(what, self.dtype[node], t:dtype()))
     end
-    if device.wrap(t.dev) ~= self.device then
+    if t.dev ~= handle then
       raise(("%s: the tensor is on %s, the model on %s"):format(what, device.wrap(t.dev).name, self.device.name))
-    end
-    at[node] = t.data
-  end
-  return at
-end
-
--- Launches node n's forward into the block at address out, its inputs read from at.
--- The addresses of node n's parameters, in its op's order.
--- An op that declares a workspace (op:workspace_bytes) finds its address after them.
-local function param_addresses(self, n)
-  local out = {}
-  for i, t in ipairs(self.params[n] or {}) do out[i] = t.data end
-  if n.op.workspace_bytes then out[#out + 1] = self.workspace and self.workspace.data or 0 end
-  return out
-end
-
--- Launches node n's forward into the block at address out, its inputs read from at: one launch,
--- or each of an op's n_launches() in turn (a launch whose grid has 0 CTAs has nothing to do).
-local function launch_node(self, n, at, out)
-  local op, ins = n.op, {}
-  for i, input in ipairs(n.inputs) do ins[i] = { at[input], self.shape[input] } end
-  local out_shape, params = self.shape[n], param_addresses(self, n)
-  local count = op.n_launches and op:n_launches() or 1
-  if count == 1 then
-    runtime_op.launch_packed(op.kernel, self.device, op:grid(out_shape), op:block(), op:pack_args(ins, params, out, out_shape))
-    return
-  end
-  local shapes = {}
-  for i, input in ipairs(n.inputs) do shapes[i] = self.shape[input] end
-  for i = 1, count do
-    local grid = op:grid_for_launch(i, shapes, out_shape)
-    if grid[1] > 0 then
-      runtime_op.launch_packed(op.kernel, self.device, grid, op:block(), op:pack_args_for_launch(i, ins, params, out, out_shape))
     end
   end
 end
@@ -440,34 +472,38 @@ end
 -- inputs, each of its node's concrete shape and dtype, on the model's device); returns the
 -- list of output tensors (the model's buffers, shaped as the outputs).
 function Model:forward(inputs)
-  local at = bind_inputs(self, inputs)
-  for _, n in ipairs(self.order) do
-    if n.op then
-      local out = self.buffer[n].tensor.data
-      launch_node(self, n, at, out)
-      at[n] = out
-    end
-  end
+  check_inputs(self, inputs)
+  local slots = self.slots
+  for i, node in ipairs(self.inputs) do slots[self.slot[node] - 1] = inputs[i].data end
   local results = {}
   for i, n in ipairs(self.outputs) do
-    results[i] = self.result[n] or inputs[self.input_index[n]] -- an output may be an input
+    local t = self.result[n]
+    if t and t.freed ~= 0 then
+      raise(("outputs[%d] (%s): the tensor a forward returned was freed: load the model again"):format(i, n.name))
+    end
+    results[i] = t or inputs[self.input_index[n]] -- an output may be an input
   end
+  self.launch_plan:run(slots)
   return results
 end
 
 -- m:forward_train(inputs) -> outputs, cache: the forward with every node's output kept in a
 -- tensor of its own (new each call, no reuse), for m:backward. outputs are the cache's tensors.
 function Model:forward_train(inputs)
-  local at = bind_inputs(self, inputs)
+  check_inputs(self, inputs)
+  local slots = ffi.new("uint64_t[?]", math.max(self.launch_plan.n_slots, 1))
   local kept = {}
-  for i, node in ipairs(self.inputs) do kept[node] = inputs[i] end
+  for i, node in ipairs(self.inputs) do
+    kept[node] = inputs[i]
+    slots[self.slot[node] - 1] = inputs[i].data
+  end
   for _, n in ipairs(self.order) do
     if n.op then
       local t = tensor.alloc(self.shape[n], self.dtype[n], self.device)
-      launch_node(self, n, at, t.data)
-      at[n], kept[n] = t.data, t
+      slots[self.slot[n] - 1], kept[n] = t.data, t
     end
   end
+  self.launch_plan:run(slots)
   local outputs = {}
   for i, n in ipairs(self.outputs) do outputs[i] = kept[n] end
   return outputs, setmetatable({ model = self, tensors = kept, load = self.loads, batch = self.batch },

@@ -11,6 +11,7 @@ local tensor = require "tocha.tensor"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local stream = require "tocha.stream"
+local plan = require "tocha.plan"
 local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
@@ -118,12 +119,15 @@ local function addresses(list, what)
   return arr, #list
 end
 
--- The visitor's arguments as Lua values: addresses as uint64_t cdata, integers as numbers.
+-- The visitor's arguments as Lua values: addresses as uint64_t cdata, integers and floats as
+-- numbers.
 local function visited(list)
   local out = {}
   for i = 0, list.count - 1 do
     local a = list.args[i]
-    out[i + 1] = a.kind == 3 and ffi.new("uint64_t", a.i) or tonumber(a.i)
+    if a.kind == 3 then out[i + 1] = ffi.new("uint64_t", a.i)
+    elseif a.kind == 2 then out[i + 1] = tonumber(a.f)
+    else out[i + 1] = tonumber(a.i) end
   end
   return out
 end
@@ -303,25 +307,8 @@ function Methods:pack_backward_args_for_launch(i, ...)
   return args -- not a tail call: errors name the caller's line
 end
 
--- Launches the kernel with arguments an op packed (raw addresses and integers): at most
+-- Launches the kernel with arguments an op packed (raw addresses and numbers): at most
 -- TOCHA_MAX_PARAMS of them, a list without holes, each a number or an address (uint64_t cdata).
-local MAX_ARGS = (ffi.sizeof("tocha_arg_list") - ffi.offsetof("tocha_arg_list", "args")) / ffi.sizeof("tocha_arg")
-
--- A grid or block: a number (x) or {x [, y [, z]]} of positive integers, the rest 1 (the FFI
--- would copy one number to all three axes and truncate fractions).
-local function launch_dims(v, what)
-  if type(v) == "number" then v = { v } end
-  if type(v) ~= "table" or #v < 1 or #v > 3 then raise(what .. ": expected a number or {x [, y [, z]]}") end
-  local out = ffi.new("uint32_t[3]", 1, 1, 1)
-  for i = 1, #v do
-    local d = v[i]
-    if type(d) ~= "number" or d ~= math.floor(d) or d < 1 or d > 2 ^ 32 - 1 then
-      raise(("%s[%d]: expected a positive integer, got %s"):format(what, i, errors.show(d)))
-    end
-    out[i - 1] = d
-  end
-  return out
-end
 function M.launch_packed(k, dev, grid, block, args, opts)
   local s = opts ~= nil and stream.option(opts, device.get(dev))
   if s then
@@ -329,24 +316,8 @@ function M.launch_packed(k, dev, grid, block, args, opts)
     return
   end
   if getmetatable(k) ~= kernel.Kernel then raise("kernel: expected a tocha kernel (up.kernel), got " .. type(k)) end
-  if type(args) ~= "table" then raise("args: expected a list of packed arguments, got " .. type(args)) end
-  local n = 0
-  for key in pairs(args) do
-    if type(key) ~= "number" or key < 1 or key ~= math.floor(key) then
-      raise("args: expected a list, got the key " .. errors.show(key))
-    end
-    n = math.max(n, key)
-  end
-  if n > MAX_ARGS then raise(("args: expected at most %d arguments, got %d"):format(MAX_ARGS, n)) end
-  local list = ffi.new("tocha_arg_list")
-  list.count = n
-  for i = 1, n do
-    local v, a = args[i], list.args[i - 1]
-    if type(v) == "number" then a.kind, a.f = 2, v
-    elseif ffi.istype("uint64_t", v) then a.kind, a.i = 3, v
-    else raise(("args[%d]: expected a number or an address (uint64_t), got %s"):format(i, type(v))) end
-  end
-  local g, b = launch_dims(grid, "grid"), launch_dims(block, "block")
+  local list = plan.arg_list(args)
+  local g, b = plan.dims(grid, "grid"), plan.dims(block, "block")
   check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
 end
 
