@@ -2,7 +2,9 @@
 -- 640 input gives (P5 256x20x20, P4 128x40x40, P3 64x80x80; a bias and a mean loss on N3),
 -- f32, at batch 1, 16 and 64:
 --   * forward_us: m:forward called one by one (host and device, synchronised once at the end)
---     per forward;
+--     per forward, beside launches (the kernels a forward launches) and the launch floor: the
+--     driver's own cost of one launch (bench/launch_floor.lua), measured in the same run, so
+--     that forward_us / (launches x floor) is what the host adds to the launches;
 --   * replay_us: the captured forward (m:capture) replayed on its own inputs, per forward;
 --   * replay_copy_us: c:replay(inputs), the inputs copied in first, per forward;
 --   * device_ms: the device time of one forward between events, and floor_ms, the sum over
@@ -47,6 +49,24 @@ local function numel(shape)
   return n
 end
 
+-- Microseconds per empty driver launch, called as forward calls it (0 where there is no driver).
+local function launch_floor_us()
+  if device.kind ~= "cuda" then return 0 end
+  local launch, driver_sync, close = require("bench.launch_floor").empty_launch()
+  if not launch then
+    io.stderr:write("launch floor not measured: ", driver_sync, "\n")
+    return 0
+  end
+  for _ = 1, 100 do launch() end
+  driver_sync()
+  local t0 = now_us()
+  for _ = 1, 10 * opts.reps do launch() end
+  driver_sync()
+  local us = (now_us() - t0) / (10 * opts.reps)
+  close()
+  return us
+end
+
 local rows = {}
 for _, batch in ipairs(BATCHES) do
   local m = neck_model.build("f32", SIZE):load(batch, device.name)
@@ -72,15 +92,18 @@ for _, batch in ipairs(BATCHES) do
     device_ms = timing.time_launches(device, function() c.graph:replay() end, opts.reps),
     floor_ms = bytes / (copy_gbps * 1e6),
     bytes = bytes,
+    launches = m.launch_plan:launches(),
+    launch_floor_us = launch_floor_us(),
   }
   rows[#rows + 1] = row
-  print(("batch %3d: forward %8.1f us, replay %8.1f us (with copies %8.1f), device %.4f ms, floor %.4f ms (x%.2f)")
-    :format(batch, row.forward_us, row.replay_us, row.replay_copy_us, row.device_ms, row.floor_ms,
-      row.device_ms / row.floor_ms))
+  print(("batch %3d: forward %8.1f us (%d launches, floor %.2f us each), replay %8.1f us (with copies %8.1f), device %.4f ms, floor %.4f ms (x%.2f)")
+    :format(batch, row.forward_us, row.launches, row.launch_floor_us, row.replay_us, row.replay_copy_us,
+      row.device_ms, row.floor_ms, row.device_ms / row.floor_ms))
 end
 
 timing.write_csv(opts.out .. "/tocha.csv",
-  { "batch", "forward_us", "replay_us", "replay_copy_us", "device_ms", "floor_ms", "bytes" }, rows)
+  { "batch", "forward_us", "launches", "launch_floor_us", "replay_us", "replay_copy_us", "device_ms", "floor_ms",
+    "bytes" }, rows)
 local f = assert(io.open(opts.out .. "/host.csv", "w"))
 f:write("measure,value\ncopy_gbps,", copy_gbps, "\n")
 f:close()
