@@ -96,7 +96,8 @@ for _, batch in ipairs(BATCHES) do
     launch_floor_us = launch_floor_us(),
   }
   rows[#rows + 1] = row
-  print(("batch %3d: forward %8.1f us (%d launches, floor %.2f us each), replay %8.1f us (with copies %8.1f), device %.4f ms, floor %.4f ms (x%.2f)")
+  print(("batch %3d: forward %8.1f us (%d launches, floor %.2f us each), replay %8.1f us (with copies %8.1f), "
+    .. "device %.4f ms, floor %.4f ms (x%.2f)")
     :format(batch, row.forward_us, row.launches, row.launch_floor_us, row.replay_us, row.replay_copy_us,
       row.device_ms, row.floor_ms, row.device_ms / row.floor_ms))
 end
