@@ -1,7 +1,9 @@
--- The Lua bindings declare tocha.h's structs again, by hand, for the FFI (bindings/tocha/ffi.lua).
--- A drift between the two would corrupt memory silently, so this spec compiles a small C
--- program against the real header with the host compiler and compares every struct's size and
--- every field's offset, and the status codes and limits, with what LuaJIT sees.
+-- The Lua bindings declare tocha.h through the FFI from the library's own copy of it
+-- (tocha_declarations(), the header preprocessed at build time). This spec checks that every
+-- function the header exports is declared and found in the library, and, since a layout
+-- LuaJIT computes differently from the C compiler would corrupt memory silently, compiles a
+-- small C program against the real header and compares every struct's size and field offset,
+-- and the status codes and limits, with what LuaJIT sees.
 local ffi = require "ffi"
 require "tocha" -- loads the cdefs
 local bindings = require "tocha.ffi"
@@ -72,6 +74,22 @@ describe("the FFI declarations", function()
     assert.are.equal(47, checked)
   end)
 
+  it("declare every function the header exports, each found in the library", function()
+    local src_dir = assert(os.getenv("TOCHA_SOURCE_DIR"), "TOCHA_SOURCE_DIR is set by CTest")
+    local header = assert(io.open(src_dir .. "/host/include/tocha.h")):read("*a")
+    local names = {}
+    for name in header:gsub("/%*.-%*/", ""):gsub("\n#[^\n]*", ""):gmatch("TOCHA_API[^;{]-([%w_]+)%s*%(") do names[#names + 1] = name end
+    assert.is_true(#names > 100, "functions found in tocha.h: " .. #names)
+    for _, name in ipairs(names) do
+      local ok, fn = pcall(function() return bindings.C[name] end)
+      assert.is_true(ok, name .. ": " .. tostring(fn))
+      assert.are.equal("cdata", type(fn), name)
+    end
+    local text = ffi.string(bindings.C.tocha_declarations())
+    assert.is_nil(text:find("#", 1, true), "the declarations hold no preprocessor line")
+    assert.is_nil(text:find("TOCHA_API", 1, true))
+  end)
+
   it("use the header's status codes and limits", function()
     for lua_name, c_name in pairs(STATUS) do
       assert.are.equal(c[c_name], bindings.status[lua_name], c_name)
@@ -80,5 +98,7 @@ describe("the FFI declarations", function()
     assert.are.equal(c.TOCHA_MAX_DIMS * 8, ffi.sizeof(ffi.typeof("tocha_shape")) - ffi.offsetof("tocha_shape", "dims"))
     assert.are.equal(c.TOCHA_MAX_PARAMS, (ffi.sizeof("tocha_arg_list") - ffi.offsetof("tocha_arg_list", "args")) / ffi.sizeof("tocha_arg"))
     assert.are.equal(c.TOCHA_UPSAMPLE_SAME_BLOCK, bindings.upsample_same_block)
+    assert.are.equal(c.TOCHA_MAX_DIMS, bindings.C.TOCHA_MAX_DIMS)
+    assert.are.equal(c.TOCHA_MAX_PARAMS, bindings.C.TOCHA_MAX_PARAMS)
   end)
 end)

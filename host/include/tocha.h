@@ -136,6 +136,10 @@ TOCHA_API const char *tocha_last_error(void);
 TOCHA_API const char *tocha_status_name(int status);
 /* tocha's version, e.g. "0.1.0". */
 TOCHA_API const char *tocha_version(void);
+/* This header as the LuaJIT FFI declares it (preprocessed at build time, its integer
+** constants as one enum): the Lua bindings' cdef, so that they declare exactly what this
+** library was built from. */
+TOCHA_API const char *tocha_declarations(void);
 /* The CUDA driver's version (e.g. 13000) in *out, or 0 if no driver could be loaded. */
 TOCHA_API int tocha_driver_version(int *out);
 /* NVRTC's version in *major, *minor (0, 0 if NVRTC could not be loaded). */
