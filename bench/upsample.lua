@@ -281,7 +281,7 @@ local blocks = opts.blocks and { 32, 64, 128, 256, 512, 1024 } or { false } -- f
 local total, done = #list * #blocks, 0
 for _, c in ipairs(list) do
   for b = 1, #blocks do
-    local block = blocks[b] or tocha.UpsampleNearest2dForward.default_block(c.sh, c.sw, c.dtype, c.op, c.layout)
+    local block = blocks[b] or tocha.UpsampleNearest2dForward.default_block()
     local ms, gbps = run_case(c, block, rows)
     done = done + 1
     progress(done, total, label(c))

@@ -614,21 +614,16 @@ upsample_nearest2d_forward_entry_point(__half *x, __half *y, int B, int C, int H
   end)
 
   describe("construction", function()
-    it("picks the measured block widths when none is given, and honours any given", function()
-      local tuning = require "tocha.upsample_tuning"
+    it("picks block width 128 when none is given, and honours any given", function()
       for _, dt in ipairs({ "f32", "f16", "bf16", "u8" }) do
         for _, layout in ipairs({ "nchw", "nhwc" }) do
           local up = Forward.new(2, 2, nil, dt, { layout = layout })
-          assert.are.equal(tuning.block(2, 2, dt, "forward", layout), up.block_ow)
-          assert.are.equal(tuning.block(2, 2, dt, "backward", layout), up.backward_kernel.block_iw)
-          assert.are.equal(tuning.block(2, 2, dt, "backward", layout),
-            Backward.new(2, 2, nil, dt, { layout = layout }).block_iw)
+          assert.are.equal(128, up.block_ow)
+          assert.are.equal(128, up.backward_kernel.block_iw)
+          assert.are.equal(128, Backward.new(2, 2, nil, dt, { layout = layout }).block_iw)
         end
       end
-      tuning.best["forward f16 nhwc"] = 512
-      assert.are.equal(512, Forward.new(2, 2, nil, "f16", { layout = "nhwc" }).block_ow)
-      assert.are.equal(tuning.fallback, Forward.new(2, 2, nil, "f16").block_ow)
-      tuning.best["forward f16 nhwc"] = nil
+      assert.are.equal(128, Forward.default_block())
       assert.are.equal(256, Forward.new(2, 2, 256).block_ow)
       assert.are.equal(256, Forward.new(2, 2, 256).backward_kernel.block_iw)
       assert.are.equal(96, Forward.new(2, 2, 256, "f32", { block_iw = 96 }).backward_kernel.block_iw)

@@ -19,7 +19,13 @@ local dtype = require "tocha.dtype"
 local device = require "tocha.device"
 local tensor = require "tocha.tensor"
 local kernel = require "tocha.kernel"
-local tuning = require "tocha.upsample_tuning"
+-- The block width new() takes when given none. The kernels give each thread one 16-byte vector
+-- or run per step of a flat grid-stride loop, so the width only decides how CTAs fill the SMs;
+-- on the H200, over every seventh case of the three suites at widths 32 to 1024
+-- (bench/upsample.lua --quick --blocks), 128 is the best median for both kernels in both
+-- layouts, within 0.7% of every width from 64 to 512, and no case's best beats it by more than
+-- the noise of its size.
+local DEFAULT_BLOCK = 128
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op"
 local C, check, raise = native.C, native.check, errors.raise
@@ -139,10 +145,10 @@ Backward.__tostring = function(k) return "tocha.UpsampleNearest2dBackward " .. k
 M.UpsampleNearest2dBackward = Backward
 
 -- UpsampleNearest2dBackward.new(scale_h, scale_w [, block_iw [, dtype [, options]]]): without
--- block_iw, the fastest measured for the case (tocha.upsample_tuning); options { layout }.
+-- block_iw, DEFAULT_BLOCK (128, the fastest measured); options { layout }.
 function Backward.new(scale_h, scale_w, block_iw, dtype_name, opts)
   opts = options(opts, { layout = true })
-  if block_iw == nil then block_iw = tuning.block(scale_h, scale_w, dtype_name, "backward", opts.layout) end
+  if block_iw == nil then block_iw = DEFAULT_BLOCK end
   local h = construct(1, scale_h, scale_w, block_iw, dtype_name, nil, opts.layout)
   return describe(h, Backward, "block_iw")
 end
@@ -187,7 +193,7 @@ M.UpsampleNearest2dForward = Forward
 
 -- UpsampleNearest2dForward.new(scale_h, scale_w [, block_ow [, dtype [, block_iw] [, options]]])
 -- block_iw is the backward kernel's block width; it defaults to block_ow when block_ow is
--- given. Without them, each is the fastest measured for the case (tocha.upsample_tuning).
+-- given. Without them, each is DEFAULT_BLOCK (128, the fastest measured).
 -- options: { layout = "nchw" (the default) or "nhwc", block_iw = n }, in block_iw's place or
 -- after it.
 function Forward.new(scale_h, scale_w, block_ow, dtype_name, block_iw, opts)
@@ -195,8 +201,8 @@ function Forward.new(scale_h, scale_w, block_ow, dtype_name, block_iw, opts)
   opts = options(opts, { layout = true, block_iw = true })
   if block_iw == nil then block_iw = opts.block_iw end
   if block_ow == nil then
-    block_ow = tuning.block(scale_h, scale_w, dtype_name, "forward", opts.layout)
-    block_iw = block_iw or tuning.block(scale_h, scale_w, dtype_name, "backward", opts.layout)
+    block_ow = DEFAULT_BLOCK
+    block_iw = block_iw or DEFAULT_BLOCK
   end
   local h = construct(0, scale_h, scale_w, block_ow, dtype_name, block_iw, opts.layout)
   local self = describe(h, Forward, "block_ow")
@@ -244,10 +250,8 @@ run_gradient = function(self, x, dy, dx)
   return dx
 end
 
--- The block width new() picks when given none.
-function Forward.default_block(scale_h, scale_w, dtype_name, op, layout)
-  return tuning.block(scale_h, scale_w, dtype_name, op or "forward", layout)
-end
+-- The block width new() picks when given none (the same for every case).
+function Forward.default_block() return DEFAULT_BLOCK end
 
 -- ---- the RuntimeOp methods (tocha.runtime_op's, on the forward kernel's tocha_runtime_op) ----
 
