@@ -153,6 +153,9 @@ TOCHA_API int tocha_dtype_from_name(const char *name, int *out);
 TOCHA_API const char *tocha_dtype_name(int dtype);
 /* Bytes per element, or 0 for a value out of range. */
 TOCHA_API int tocha_dtype_size(int dtype);
+/* The CUDA C type that holds the dtype's elements in a kernel, e.g. "__nv_bfloat16"; NULL for
+** an unknown dtype. */
+TOCHA_API const char *tocha_dtype_ctype(int dtype);
 
 /* ---- devices ---- */
 

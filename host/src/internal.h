@@ -36,8 +36,6 @@ void tocha_join_words(const char *const *words, size_t n, char *out, size_t cap)
 char *tocha_strdup(const char *s);
 
 /* ---- dtype.c ---- */
-/* The CUDA C type that holds the dtype, e.g. "__nv_bfloat16". */
-const char *tocha_dtype_ctype(int dtype);
 bool tocha_dtype_valid(int dtype);
 
 /* ---- devices ---- */

@@ -13,36 +13,36 @@
 -- the shape alone as tocha.Reduce's are; a launch with nothing to do has a grid of 0 CTAs. Its
 -- workspace (op:workspace_bytes) comes after the bias in `params`.
 local device = require "tocha.device"
+local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
+local op = require "tocha.op"
 local runtime_op = require "tocha.runtime_op"
-local reduction = require "tocha.reduction"
+local reduction = require "tocha.reduction" -- the backward is a reduction: its plan and arguments
 local raise = errors.raise
 
 local M = {}
 
-local ChannelBiasAdd = {}
-ChannelBiasAdd.__index = ChannelBiasAdd
-ChannelBiasAdd.__tostring = function(op) return "tocha.ChannelBiasAdd " .. op.id end
+local ChannelBiasAdd = op.class("ChannelBiasAdd")
 M.ChannelBiasAdd = ChannelBiasAdd
 
-local address, input_of = reduction.address, reduction.input_of
+local address, input_of, one_input, launch_index = op.address, op.input_of, op.one_input, op.launch_index
 
 -- ChannelBiasAdd.new([dtype [, block]]): dtype f32 (default), f64, f16 or bf16; block threads a
 -- CTA, a power of two (default 256).
 function ChannelBiasAdd.new(dtype_name, block)
-  local dt = reduction.float_dtype(dtype_name, "dtype")
+  local dt = op.float_dtype(dtype_name, "dtype")
   block = reduction.block(block)
-  local ctype = reduction.CTYPE[dt]
-  local op = setmetatable({ kind = "channel_bias_add", dtype = dt, block_size = block,
+  local ctype = dtype.ctype(dt)
+  local self = setmetatable({ kind = "channel_bias_add", dtype = dt, block_size = block,
     id = ("channel_bias_add__%s__%d"):format(dt, block) }, ChannelBiasAdd)
-  op.kernel = kernel.new { source = reduction.source("channel_bias_add.cu"), name = "tocha_channel_bias_add",
+  self.kernel = kernel.new { source = op.source("channel_bias_add.cu"), name = "tocha_channel_bias_add",
     template_args = ctype, params = ("%s* x, %s* bias, %s* y, i64 total, i64 channels, i64 plane"):format(dt, dt, dt) }
-  op.grad_kernel = kernel.new { source = reduction.source("reduction.cu"), name = "tocha_reduce",
+  self.grad_kernel = kernel.new { source = op.source("reduction.cu"), name = "tocha_reduce",
     template_args = ctype .. ", 0",
     params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows"):format(dt) }
-  op.backward_kernel = op.grad_kernel
-  return op
+  self.backward_kernel = self.grad_kernel
+  return self
 end
 
 -- x's shape as batch, channels, plane; checked.
@@ -60,20 +60,13 @@ local function split(shape, what)
   return shape[1], shape[2], plane
 end
 
--- ---- the RuntimeOp ----
+-- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
 
-local one_input = reduction.one_input
-
-function ChannelBiasAdd:n_activation_inputs() return 1 end
 function ChannelBiasAdd:param_names() return { "bias" } end
 function ChannelBiasAdd:param_shapes(input_shapes)
   local _, channels = split(one_input(input_shapes), "inputs[1]")
   return { { channels } }
 end
-function ChannelBiasAdd:has_backward() return true end
-function ChannelBiasAdd:block() return { self.block_size, 1, 1 } end
-function ChannelBiasAdd:backward_block() return { self.block_size, 1, 1 } end
-function ChannelBiasAdd:n_launches() return 1 end
 function ChannelBiasAdd:n_backward_launches() return 3 end
 
 function ChannelBiasAdd:compute_concrete_output_shape(input_shapes)
@@ -91,19 +84,17 @@ end
 
 function ChannelBiasAdd:grid(output_shape)
   local total = elements(output_shape)
-  local per = math.max(1, 16 / require("tocha.dtype").size(self.dtype))
+  local per = math.max(1, 16 / dtype.size(self.dtype))
   return { math.max(1, math.min(math.ceil(total / per / self.block_size), 2 ^ 31 - 1)), 1, 1 }
 end
-ChannelBiasAdd.grid_for_launch = function(self, _, _, output_shape) return self:grid(output_shape) end
 
 function ChannelBiasAdd:pack_args(inputs, params, output, output_shape)
   local x, shape = input_of(inputs)
   local total, channels, plane = elements(output_shape or shape)
-  params = reduction.list(params, "params")
+  params = op.list(params, "params")
   if params[1] == nil then raise("params: expected {bias}") end
   return { x, address(params[1], "params[1]"), address(output, "output"), total, channels, plane }
 end
-ChannelBiasAdd.pack_args_for_launch = function(self, _, ...) return self:pack_args(...) end
 
 -- The backward's launches for x's shape: {pass, src, dst} descriptions over the buffers dy (in),
 -- dx (copy), db (out) and the workspace's two halves a and b; and the workspace's bytes.
@@ -136,11 +127,12 @@ end
 
 function ChannelBiasAdd:backward_grid_for_launch(i, input_shapes)
   local steps = self:backward_plan(one_input(input_shapes))
-  reduction.launch_of(i, 3)
+  launch_index(i, 3)
   if not steps[i] then return { 0, 0, 0 } end
   return reduction.pass_grid(steps[i].pass, self.block_size, self.dtype)
 end
 ChannelBiasAdd.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
+ChannelBiasAdd.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
 
 -- Launch i's arguments; buffers by name (dy, dx, db: addresses; ws: the workspace's).
 local function step_args(steps, half, i, buffers)
@@ -158,30 +150,30 @@ end
 function ChannelBiasAdd:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
   local _, shape = input_of(inputs)
   local steps, bytes, half = self:backward_plan(shape)
-  reduction.launch_of(i, 3)
+  launch_index(i, 3)
   if not steps[i] then return {} end
-  params = reduction.list(params, "params")
+  params = op.list(params, "params")
   local ws = params[2] or 0
   if bytes > 0 and address(ws, "params[2]") == 0 then
     raise("params: the backward needs its workspace (op:workspace_bytes) after the bias")
   end
-  grad_inputs, grad_params = reduction.list(grad_inputs, "grad_inputs"), reduction.list(grad_params, "grad_params")
+  grad_inputs, grad_params = op.list(grad_inputs, "grad_inputs"), op.list(grad_params, "grad_params")
   return step_args(steps, half, i, { dy = address(grad_output, "grad_output"), dx = address(grad_inputs[1], "grad_inputs[1]"),
     db = address(grad_params[1], "grad_params[1]"), ws = address(ws, "params[2]") })
 end
 
 -- ---- direct calls ----
 
-local check_tensor, same_shape = reduction.check_tensor, reduction.same_shape
+local check_tensor, same_shape = op.check_tensor, op.same_shape
 
 local function run_forward(self, x, bias, y)
   local _, channels = split(x:shape(), "x")
   check_tensor(self, bias, "bias", x)
   same_shape(bias, { channels }, "bias", "one value a channel of x")
-  if y == nil then y = runtime_op.alloc_like(x:shape(), x) end
+  if y == nil then y = op.alloc_like(x:shape(), x) end
   check_tensor(self, y, "y", x)
   same_shape(y, x:shape(), "y", "x's")
-  runtime_op.check_aliasing({ { y, "y" } }, { { x, "x" }, { bias, "bias" } })
+  op.check_aliasing({ { y, "y" } }, { { x, "x" }, { bias, "bias" } })
   local shape = x:shape()
   runtime_op.launch_packed(self.kernel, device.wrap(x.dev), self:grid(shape), self:block(),
     self:pack_args({ x }, { bias }, y, shape))
@@ -191,20 +183,20 @@ end
 -- op:forward(x, bias [, y [, opts]]) -> y, allocated when not given. opts.stream: the stream.
 function ChannelBiasAdd:forward(x, bias, y, opts)
   check_tensor(self, x, "x")
-  local r = runtime_op.on_stream(opts, x, run_forward, self, x, bias, y)
+  local r = op.on_stream(opts, x, run_forward, self, x, bias, y)
   return r
 end
 
 local function run_backward(self, dy, dx, db)
   local shape = dy:shape()
   local _, channels = split(shape, "dy")
-  if dx == nil then dx = runtime_op.alloc_like(shape, dy) end
+  if dx == nil then dx = op.alloc_like(shape, dy) end
   check_tensor(self, dx, "dx", dy)
   same_shape(dx, shape, "dx", "dy's")
-  if db == nil then db = runtime_op.alloc_like({ channels }, dy) end
+  if db == nil then db = op.alloc_like({ channels }, dy) end
   check_tensor(self, db, "dbias", dy)
   same_shape(db, { channels }, "dbias", "one value a channel of dy")
-  runtime_op.check_aliasing({ { dx, "dx" }, { db, "dbias" } }, { { dy, "dy" } })
+  op.check_aliasing({ { dx, "dx" }, { db, "dbias" } }, { { dy, "dy" } })
   local steps, bytes, half = self:backward_plan(shape)
   reduction.run_launches(self.grad_kernel, device.wrap(dy.dev), self.block_size, #steps, bytes,
     function(i) return reduction.pass_grid(steps[i].pass, self.block_size, self.dtype) end,
@@ -215,14 +207,9 @@ end
 -- op:backward(dy [, dx [, dbias [, opts]]]) -> dx, dbias (allocated when not given).
 function ChannelBiasAdd:backward(dy, dx, db, opts)
   check_tensor(self, dy, "dy")
-  local a, b = runtime_op.on_stream(opts, dy, run_backward, self, dy, dx, db)
+  local a, b = op.on_stream(opts, dy, run_backward, self, dy, dx, db)
   return a, b
 end
 
--- op(node): the node of this op in a tocha.Model graph.
-ChannelBiasAdd.__call = function(self, ...) return require("tocha.model").node(self, ...) end
-
-errors.name(ChannelBiasAdd.new, "ChannelBiasAdd.new")
-errors.methods(ChannelBiasAdd, "ChannelBiasAdd:", function(op) return getmetatable(op) == ChannelBiasAdd end,
-  { new = true })
+op.finish(ChannelBiasAdd)
 return M

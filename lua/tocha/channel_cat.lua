@@ -12,6 +12,7 @@ local native = require "tocha.ffi"
 local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op"
+local op_base = require "tocha.op"
 local C, check = native.C, native.check
 
 local M = {}
@@ -24,7 +25,7 @@ M.ChannelCat = ChannelCat
 -- ChannelCat.new([dtype [, block]]): dtype any (default f32), block threads a CTA (default 256).
 function ChannelCat.new(dtype_name, block)
   local id = dtype.id(dtype_name or "f32")
-  block = runtime_op.integer(block or 256, "block")
+  block = op_base.integer(block or 256, "block")
   local out = ffi.new("tocha_channel_cat*[1]")
   check(C.tocha_channel_cat_new(id, block, out))
   return runtime_op.wrap(ChannelCat, "tocha_channel_cat", out,
@@ -34,9 +35,9 @@ end
 function ChannelCat:runtime_op() return C.tocha_channel_cat_op(self.handle) end
 runtime_op.install(ChannelCat)
 
-local need_tensor, on_stream = runtime_op.live_tensor, runtime_op.on_stream
+local need_tensor, on_stream = op_base.live_tensor, op_base.on_stream
 
-local alloc = runtime_op.alloc_like
+local alloc = op_base.alloc_like
 
 local function run_forward(self, a, b, y)
   if y == nil then -- a's shape, dimension 2 the sum; C checks the rest and names a and b

@@ -11,6 +11,7 @@ local native = require "tocha.ffi"
 local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op"
+local op_base = require "tocha.op"
 local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
@@ -20,7 +21,7 @@ ChannelChunk.__index = ChannelChunk
 ChannelChunk.__tostring = function(op) return "tocha.ChannelChunk " .. op.id end
 M.ChannelChunk = ChannelChunk
 
-local integer = runtime_op.integer
+local integer = op_base.integer
 
 -- ChannelChunk.new(chunks, index [, dtype [, block]]): part index (1-based, as Lua counts) of
 -- chunks; dtype any (default f32), block threads a CTA (default 256).
@@ -41,9 +42,9 @@ end
 function ChannelChunk:runtime_op() return C.tocha_channel_chunk_op(self.handle) end
 runtime_op.install(ChannelChunk)
 
-local need_tensor, on_stream = runtime_op.live_tensor, runtime_op.on_stream
+local need_tensor, on_stream = op_base.live_tensor, op_base.on_stream
 
-local alloc = runtime_op.alloc_like
+local alloc = op_base.alloc_like
 
 local function run_forward(self, x, y)
   if y == nil then -- x's shape, dimension 2 divided; C checks it and names x

@@ -43,6 +43,8 @@ for _, name in ipairs(M.names) do size_by_id[ids[name]] = M.size(name) end
 -- The element size of a dtype id (a number or an int32 cdata).
 function M.size_of_id(id) return size_by_id[tonumber(id)] end
 function M.host_ctype(name) return host_ctype[name] end
+-- The CUDA C type of a dtype's elements in a kernel ("float", "__half", ...), as dtype.c spells it.
+function M.ctype(name) return ffi.string(C.tocha_dtype_ctype(M.id(name))) end
 
 -- Decodes one IEEE half (raw 16 bits) to a Lua number.
 local function half_to_number(bits)

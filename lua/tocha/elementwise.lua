@@ -16,6 +16,7 @@ local native = require "tocha.ffi"
 local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op"
+local op_base = require "tocha.op"
 local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
@@ -32,7 +33,7 @@ M.DEFAULT_BLOCK = 256
 function Elementwise.new(fn, dtype_name, block)
   if type(fn) ~= "string" then raise("fn: expected a function name, got " .. type(fn)) end
   local id = dtype.id(dtype_name or "f32")
-  block = runtime_op.integer(block or M.DEFAULT_BLOCK, "block")
+  block = op_base.integer(block or M.DEFAULT_BLOCK, "block")
   local out = ffi.new("tocha_elementwise*[1]")
   check(C.tocha_elementwise_new(fn, id, block, out))
   return runtime_op.wrap(Elementwise, "tocha_elementwise", out,
@@ -43,10 +44,10 @@ function Elementwise:runtime_op() return C.tocha_elementwise_op(self.handle) end
 
 runtime_op.install(Elementwise)
 
-local need_tensor, on_stream = runtime_op.live_tensor, runtime_op.on_stream
+local need_tensor, on_stream = op_base.live_tensor, op_base.on_stream
 
 -- A tensor shaped like `like`, of its dtype and on its device.
-local function alloc_like(like) return runtime_op.alloc_like(like:shape(), like) end
+local function alloc_like(like) return op_base.alloc_like(like:shape(), like) end
 
 
 local function run_forward(self, a, b, y)

@@ -23,6 +23,7 @@ local device = require "tocha.device"
 local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op" -- launch_packed, the RuntimeOp launch path
+local op_base = require "tocha.op"
 local plan = require "tocha.plan"
 local ffi = require "ffi"
 local native = require "tocha.ffi"
@@ -108,9 +109,7 @@ end
 -- input's gradient. With params, args and grad_args get the parameters' addresses last (and
 -- grad_args the addresses of their gradients after those), in the order listed; a parameter
 -- starts at init (default 0) in every element.
-local LuaOp = {}
-LuaOp.__index = LuaOp
-LuaOp.__call = function(op, ...) return M.node(op, ...) end
+local LuaOp = op_base.class("Model.op")
 
 function M.op(spec)
   if type(spec) ~= "table" then raise("spec: expected a table, got " .. type(spec)) end
@@ -145,13 +144,13 @@ function M.op(spec)
   local block = spec.block or 128
   if type(block) == "number" then block = { block, 1, 1 } end
   if type(block) ~= "table" then raise("spec.block: expected a number or {x, y, z}, got " .. type(block)) end
-  local op = setmetatable({ kernel = spec.kernel, dtype = dt, kind = spec.name or "op", spec = spec,
-    block_dims = block }, LuaOp)
-  if spec.grad_kernel then
-    op.grad_kernel = spec.grad_kernel
-    op.pack_backward_args = LuaOp.lua_pack_backward_args
-  end
-  return op
+  return setmetatable({ kernel = spec.kernel, grad_kernel = spec.grad_kernel, dtype = dt, kind = spec.name or "op",
+    id = spec.name or "op", spec = spec, block_dims = block }, LuaOp)
+end
+
+-- The RuntimeOp methods of an op made by tocha.Model.op (tocha.op's defaults for the rest).
+local function no_backward(self)
+  if not self.grad_kernel then raise("self: the op has no backward (give tocha.Model.op grad_kernel and grad_args)") end
 end
 
 function LuaOp:compute_concrete_output_shape(shapes) return self.spec.output_shape(shapes) end
@@ -163,7 +162,8 @@ function LuaOp:pack_args(inputs, params, output, output_shape)
   return self.spec.args(addresses, output, shapes, output_shape, params or {})
 end
 -- The backward methods a model calls, for ops given grad_kernel and grad_args.
-function LuaOp:lua_pack_backward_args(inputs, params, output, output_shape, grad_output, _, grad_inputs, grad_params)
+function LuaOp:pack_backward_args(inputs, params, output, output_shape, grad_output, _, grad_inputs, grad_params)
+  no_backward(self)
   local addresses, shapes = {}, {}
   for i, item in ipairs(inputs) do addresses[i], shapes[i] = item[1], item[2] end
   local g = tensor.is_tensor(grad_output) and grad_output.data or grad_output
@@ -181,10 +181,15 @@ function LuaOp:param_shapes(input_shapes, output_shape)
   return shapes
 end
 function LuaOp:backward_grid(shapes, output_shape)
+  no_backward(self)
   if self.spec.grad_grid then return self.spec.grad_grid(shapes, output_shape) end
   return self.spec.grid(output_shape)
 end
-function LuaOp:backward_block() return self.block_dims end
+function LuaOp:backward_block()
+  no_backward(self)
+  return self.block_dims
+end
+op_base.finish(LuaOp)
 
 -- The nodes that outputs depend on, inputs first, in an order where each comes after its
 -- inputs; raises for a cycle and for a leaf that is not one of the model's inputs.
@@ -574,7 +579,7 @@ function Model:backward(grad_outputs, cache)
     local g = n.op and total(n)
     if g then
       local op = n.op
-      if not op.grad_kernel or not (op.pack_backward_args or op.pack_backward_args_for_launch) then
+      if not op.grad_kernel or not op.pack_backward_args or (op.has_backward and not op:has_backward()) then
         raise(("%s: its op has no backward"):format(n.name))
       end
       local ins, shapes, grads, addresses = {}, {}, {}, {}

@@ -17,52 +17,27 @@
 -- partials (in f32, f64 for f64) to a workspace, and a second pass sums those. The op has two
 -- launches; the second has a grid of 0 CTAs (skipped) when one pass is enough. The workspace
 -- (op:workspace_bytes) comes after the op's parameters in `params`: a model allocates it.
-local ffi = require "ffi"
 local bit = require "bit"
-local native = require "tocha.ffi"
 local dtype = require "tocha.dtype"
 local device = require "tocha.device"
 local tensor = require "tocha.tensor"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
+local op = require "tocha.op"
 local runtime_op = require "tocha.runtime_op"
-local C, raise = native.C, errors.raise
+local raise = errors.raise
+local numel, address, one_input, launch_index = op.numel, op.address, op.one_input, op.launch_index
 
 local M = {}
 
-local Reduce = {}
-Reduce.__index = Reduce
-Reduce.__tostring = function(op) return "tocha.Reduce " .. op.id end
+local Reduce = op.class("Reduce")
 M.Reduce = Reduce
 
 local MODES = { sum = 0, mean = 1, max = 2 }
-local CTYPE = { f32 = "float", f64 = "double", f16 = "__half", bf16 = "__nv_bfloat16" }
-M.CTYPE = CTYPE
-
--- The kernel file's text, as libtocha carries it.
-function M.source(file)
-  local text = C.tocha_kernel_library_source(file)
-  if text == nil then raise(file .. ": not a kernel file of this libtocha") end
-  return ffi.string(text)
-end
-
-local function numel(shape, first, last)
-  local n = 1
-  for i = first or 1, last or #shape do n = n * shape[i] end
-  return n
-end
-
--- A float dtype's name, checked.
-function M.float_dtype(name, what)
-  name = name or "f32"
-  dtype.id(name)
-  if not CTYPE[name] then raise(("%s: expected a float dtype (f32, f64, f16, bf16), got %s"):format(what, name)) end
-  return name
-end
 
 -- A block width for the reduction kernel: a power of two from 32 to 1024.
 function M.block(v)
-  v = runtime_op.integer(v or 256, "block")
+  v = op.integer(v or 256, "block")
   if v < 32 or v > 1024 or v % 32 ~= 0 or bit.band(v, v - 1) ~= 0 then
     raise(("block: expected a power of two from 32 to 1024, got %d"):format(v))
   end
@@ -145,33 +120,24 @@ function Reduce.new(mode, dim, dtype_name, block)
     raise(("mode: expected \"sum\", \"mean\" or \"max\", got %s"):format(errors.show(mode)))
   end
   if dim ~= nil then
-    dim = runtime_op.integer(dim, "dim")
+    dim = op.integer(dim, "dim")
     if dim == 0 then raise("dim: expected 1 to the tensor's dimensions (or -1 for the last), got 0") end
   end
-  local dt = M.float_dtype(dtype_name, "dtype")
+  local dt = op.float_dtype(dtype_name, "dtype")
   block = M.block(block)
-  local source = M.source("reduction.cu")
-  local targs = ("%s, %d"):format(CTYPE[dt], MODES[mode])
-  local op = setmetatable({ kind = "reduce", mode = mode, dim = dim, dtype = dt, block_size = block,
+  local source = op.source("reduction.cu")
+  local targs = ("%s, %d"):format(dtype.ctype(dt), MODES[mode])
+  local self = setmetatable({ kind = "reduce", mode = mode, dim = dim, dtype = dt, block_size = block,
     id = ("reduce__%s__%s__%s__%d"):format(mode, dim and tostring(dim) or "all", dt, block) }, Reduce)
-  op.kernel = kernel.new { source = source, name = "tocha_reduce", template_args = targs,
+  self.kernel = kernel.new { source = source, name = "tocha_reduce", template_args = targs,
     params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows"):format(dt) }
-  op.grad_kernel = kernel.new { source = source, name = "tocha_reduce_grad", template_args = targs,
+  self.grad_kernel = kernel.new { source = source, name = "tocha_reduce_grad", template_args = targs,
     params = ("%s* x, %s* y, %s* dy, %s* dx, i64 outer, i64 n, i64 inner, f64 divisor"):format(dt, dt, dt, dt) }
-  op.backward_kernel = op.grad_kernel
-  return op
+  self.backward_kernel = self.grad_kernel
+  return self
 end
 
 -- ---- shapes ----
-
-local function check_shape(shape, what)
-  if type(shape) ~= "table" or #shape < 1 or #shape > 8 then raise(what .. ": expected a shape of 1 to 8 sizes") end
-  for i, s in ipairs(shape) do
-    if type(s) ~= "number" or s ~= math.floor(s) or s < 1 then
-      raise(("%s[%d]: expected a positive size, got %s"):format(what, i, errors.show(s)))
-    end
-  end
-end
 
 -- dim (1-based) for a shape of ndim sizes, or an error naming the shape.
 local function dim_of(self, ndim, what)
@@ -185,7 +151,7 @@ end
 
 -- x's shape as [outer, n, inner] and the output's shape.
 function Reduce:view(shape, what)
-  check_shape(shape, what or "x")
+  op.check_shape(shape, what or "x")
   if not self.dim then return 1, numel(shape), 1, { 1 } end
   local d = dim_of(self, #shape, what or "x")
   local out = {}
@@ -193,25 +159,9 @@ function Reduce:view(shape, what)
   return numel(shape, 1, d - 1), shape[d], numel(shape, d + 1), out
 end
 
--- ---- the RuntimeOp ----
+-- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
 
-function Reduce:n_activation_inputs() return 1 end
-function Reduce:param_names() return {} end
-function Reduce:param_shapes() return {} end
-function Reduce:has_backward() return true end
-function Reduce:block() return { self.block_size, 1, 1 } end
-function Reduce:backward_block() return { self.block_size, 1, 1 } end
 function Reduce:n_launches() return 2 end
-function Reduce:n_backward_launches() return 1 end
-
--- The one shape of a one-input op's input_shapes.
-local function one_input(input_shapes)
-  if type(input_shapes) ~= "table" or #input_shapes ~= 1 then
-    raise(("input_shapes: expected 1 shape, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
-  end
-  return input_shapes[1]
-end
-M.one_input = one_input
 
 function Reduce:compute_concrete_output_shape(input_shapes)
   local _, _, _, out = self:view(one_input(input_shapes), "inputs[1]")
@@ -227,54 +177,11 @@ function Reduce:workspace_bytes(input_shapes)
   return M.partial_bytes(self:passes(one_input(input_shapes)), self.dtype)
 end
 
-local function launch_of(i, count)
-  if type(i) ~= "number" or i ~= math.floor(i) or i < 1 or i > count then
-    raise(("launch: expected an integer from 1 to %d, got %s"):format(count, errors.show(i)))
-  end
-  return i
-end
-M.launch_of = launch_of
-
 function Reduce:grid_for_launch(i, input_shapes)
   local passes = self:passes(one_input(input_shapes))
-  local p = passes[launch_of(i, 2)]
+  local p = passes[launch_index(i, 2)]
   if not p then return { 0, 0, 0 } end -- one pass is enough: nothing to launch
   return M.pass_grid(p, self.block_size, self.dtype)
-end
-
--- A launch address: a live dense tensor's, an integer, or an address (uint64_t or a pointer).
-local function address(v, what)
-  if tensor.is_tensor(v) then
-    runtime_op.live_tensor(v, what or "address")
-    return v.data
-  end
-  if type(v) == "number" and v >= 0 and v < 2 ^ 53 and v == math.floor(v) then return ffi.cast("uint64_t", v) end
-  if type(v) == "cdata" and (ffi.istype("uint64_t", v) or tostring(ffi.typeof(v)):find("%*")) then
-    return ffi.cast("uint64_t", v)
-  end
-  raise(("%s: expected a tensor or an address, got %s"):format(what or "address", type(v)))
-end
-M.address = address
-
--- A list argument (nil: empty), or an error naming what.
-function M.list(v, what)
-  if v == nil then return {} end
-  if type(v) ~= "table" then raise(("%s: expected a list, got %s"):format(what, type(v))) end
-  return v
-end
-
--- inputs[1] of a one-input op, given as a tensor or {address, shape}: its address and shape.
-function M.input_of(inputs)
-  if type(inputs) ~= "table" or #inputs ~= 1 then
-    raise(("inputs: expected 1 input (a tensor or {address, shape}), got %s"):format(
-      type(inputs) == "table" and #inputs or type(inputs)))
-  end
-  local item = inputs[1]
-  if tensor.is_tensor(item) then return address(item, "inputs[1]"), item:shape() end
-  if type(item) ~= "table" or type(item[2]) ~= "table" then
-    raise("inputs[1]: expected a tensor or {address, shape}, got " .. type(item))
-  end
-  return address(item[1], "inputs[1][1]"), item[2]
 end
 
 -- The tocha_reduce arguments of pass p: from src (its elements in the accumulator type when
@@ -299,11 +206,11 @@ end
 
 -- inputs: {{address, shape}} (or {tensor}); params: {workspace} when workspace_bytes > 0.
 function Reduce:pack_args_for_launch(i, inputs, params, output)
-  local x, shape = M.input_of(inputs)
+  local x, shape = op.input_of(inputs)
   local passes, n = self:passes(shape)
-  launch_of(i, 2)
+  launch_index(i, 2)
   if not passes[i] then return {} end
-  params = M.list(params, "params")
+  params = op.list(params, "params")
   local ws = params[#params] or 0
   if #passes > 1 and address(ws, "params[1]") == 0 then
     raise("params: a two-pass reduction needs its workspace (op:workspace_bytes) after the parameters")
@@ -316,38 +223,19 @@ function Reduce:backward_grid(input_shapes)
   local work = self.mode == "max" and outer * inner or outer * n * inner
   return { math.max(1, math.min(math.ceil(work / self.block_size), 2 ^ 31 - 1)), 1, 1 }
 end
-Reduce.backward_grid_for_launch = function(self, _, ...) return self:backward_grid(...) end
 
 function Reduce:pack_backward_args(inputs, _, output, _, grad_output, _, grad_inputs)
-  local x, shape = M.input_of(inputs)
+  local x, shape = op.input_of(inputs)
   local outer, n, inner = self:view(shape, "inputs[1]")
-  grad_inputs = M.list(grad_inputs, "grad_inputs")
+  grad_inputs = op.list(grad_inputs, "grad_inputs")
   return { x, address(output, "output"), address(grad_output, "grad_output"), address(grad_inputs[1], "grad_inputs[1]"),
     outer, n, inner,
     self.mode == "mean" and n or 1 }
 end
-Reduce.pack_backward_args_for_launch = function(self, _, ...) return self:pack_backward_args(...) end
 
 -- ---- direct calls ----
 
-local need_tensor, on_stream = runtime_op.live_tensor, runtime_op.on_stream
-
-local function check_tensor(self, t, what, like)
-  need_tensor(t, what)
-  if t:dtype() ~= self.dtype then raise(("%s: expected dtype %s (the op's), got %s"):format(what, self.dtype, t:dtype())) end
-  if like and device.wrap(t.dev) ~= device.wrap(like.dev) then
-    raise(("%s: the tensor is on %s, x on %s"):format(what, device.wrap(t.dev).name, device.wrap(like.dev).name))
-  end
-end
-M.check_tensor = check_tensor
-
-local function same_shape(t, shape, what, like)
-  local got = t:shape()
-  if table.concat(got, "x") ~= table.concat(shape, "x") then
-    raise(("%s: expected shape [%s] (%s), got [%s]"):format(what, table.concat(shape, ", "), like, table.concat(got, ", ")))
-  end
-end
-M.same_shape = same_shape
+local on_stream, check_tensor, same_shape = op.on_stream, op.check_tensor, op.same_shape
 
 -- Runs the launches of a plan: count of them, grid_of(i) and args_of(i, workspace) each (a grid
 -- of 0 CTAs is skipped), with a workspace of `bytes` for as long as they run.
@@ -362,10 +250,10 @@ end
 
 local function run_forward(self, x, y)
   local outer, n, inner, out = self:view(x:shape())
-  if y == nil then y = runtime_op.alloc_like(out, x) end
+  if y == nil then y = op.alloc_like(out, x) end
   check_tensor(self, y, "y", x)
   same_shape(y, out, "y", "the reduction's output")
-  runtime_op.check_aliasing({ { y, "y" } }, { { x, "x" } })
+  op.check_aliasing({ { y, "y" } }, { { x, "x" } })
   local passes = M.plan(outer, n, inner, self.block_size, self.dtype)
   local divisor = self.mode == "mean" and n or 1
   M.run_launches(self.kernel, device.wrap(x.dev), self.block_size, #passes, M.partial_bytes(passes, self.dtype),
@@ -387,10 +275,10 @@ local function run_backward(self, x, y, dy, dx)
   same_shape(y, out, "y", "the reduction's output")
   check_tensor(self, dy, "dy", x)
   same_shape(dy, out, "dy", "the reduction's output")
-  if dx == nil then dx = runtime_op.alloc_like(x:shape(), x) end
+  if dx == nil then dx = op.alloc_like(x:shape(), x) end
   check_tensor(self, dx, "dx", x)
   same_shape(dx, x:shape(), "dx", "x's")
-  runtime_op.check_aliasing({ { dx, "dx" } }, { { x, "x" }, { y, "y" }, { dy, "dy" } })
+  op.check_aliasing({ { dx, "dx" } }, { { x, "x" }, { y, "y" }, { dy, "dy" } })
   local shapes = { x:shape() }
   runtime_op.launch_packed(self.grad_kernel, device.wrap(x.dev), self:backward_grid(shapes), self:backward_block(),
     self:pack_backward_args({ x }, {}, y, out, dy, 0, { dx }))
@@ -405,9 +293,5 @@ function Reduce:backward(x, y, dy, dx, opts)
   return r
 end
 
--- op(node): the node of this op in a tocha.Model graph.
-Reduce.__call = function(self, ...) return require("tocha.model").node(self, ...) end
-
-errors.name(Reduce.new, "Reduce.new")
-errors.methods(Reduce, "Reduce:", function(op) return getmetatable(op) == Reduce end, { new = true })
+op.finish(Reduce)
 return M

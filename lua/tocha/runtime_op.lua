@@ -12,11 +12,11 @@ local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local stream = require "tocha.stream"
 local plan = require "tocha.plan"
+local op_base = require "tocha.op"
 local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
 local Methods = {}
-
 
 local function op(self) return self:runtime_op() end
 
@@ -78,16 +78,10 @@ end
 
 local function dims3(a) return { tonumber(a[0]), tonumber(a[1]), tonumber(a[2]) } end
 
+-- An address for the C packers: tocha.op's rules, nil standing for none (0).
 local function address(v, what)
-  if tensor.is_tensor(v) then
-    if v.dense == 0 then raise((what or "address") .. ": not contiguous (a view): call :contiguous() on it first") end
-    return v.data
-  end
   if v == nil then return 0 end
-  if type(v) ~= "number" and type(v) ~= "cdata" then
-    raise(("%s: expected a tensor or an address, got %s"):format(what or "address", type(v)))
-  end
-  return ffi.cast("uint64_t", v)
+  return op_base.address(v, what)
 end
 
 -- Inputs are {tensor, ...} or {{address, shape}, ...}.
@@ -182,12 +176,7 @@ function Methods:block()
 end
 
 -- A 1-based launch index checked against the op's count, as the C index (0-based).
-local function launch_index(i, count)
-  if type(i) ~= "number" or i ~= math.floor(i) or i < 1 or i > count then
-    raise(("launch: expected an integer from 1 to %d, got %s"):format(count, errors.show(i)))
-  end
-  return i - 1
-end
+local function launch_index(i, count) return op_base.launch_index(i, count) - 1 end
 
 -- The forward pack methods: `launch` is nil for pack_args, else 1-based for _for_launch.
 -- What both directions start from: the inputs as buffers, the params as addresses, the output
@@ -321,16 +310,7 @@ function M.launch_packed(k, dev, grid, block, args, opts)
   check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
 end
 
--- ---- shared by the flat ops' classes (elementwise, channel_cat, channel_chunk) ----
-
--- v when it is an integer C takes as an int (the FFI would truncate 1.5 and wrap 2^32); else an
--- error naming what.
-function M.integer(v, what)
-  if type(v) ~= "number" or v ~= math.floor(v) or math.abs(v) >= 2 ^ 31 then
-    raise(("%s: expected an integer, got %s"):format(what, errors.show(v)))
-  end
-  return v
-end
+-- ---- the C ops' Lua objects ----
 
 -- The object of class around a C op handle out[0] from <prefix>_new (collected with
 -- <prefix>_destroy): fields, plus handle, id, kernel, and backward_kernel, which is also the
@@ -343,47 +323,6 @@ function M.wrap(class, prefix, out, fields)
   fields.kernel = kernel.wrap(C[prefix .. "_kernel"](handle), handle)
   fields.backward_kernel, fields.grad_kernel = backward, backward
   return setmetatable(fields, class)
-end
-
--- Raises, naming both, when an output tensor shares memory with another output or, other than
--- element for element, with an input (tocha_tensor_check_aliasing). outputs and inputs: lists
--- of {tensor, name}.
-local function tensor_list(list)
-  local ts, names = ffi.new("const tocha_tensor *[?]", #list), ffi.new("const char *[?]", #list)
-  for i, item in ipairs(list) do ts[i - 1], names[i - 1] = item[1], item[2] end
-  return ts, names
-end
-function M.check_aliasing(outputs, inputs)
-  local outs, out_names = tensor_list(outputs)
-  local ins, in_names = tensor_list(inputs)
-  check(C.tocha_tensor_check_aliasing(outs, out_names, #outputs, ins, in_names, #inputs))
-end
-
--- A tensor of shape with like's dtype, on like's device.
-function M.alloc_like(shape, like)
-  return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev))
-end
-
--- ---- shared by the ops' direct calls ----
-
--- v, when it is a live tensor; else an error naming what.
-function M.live_tensor(v, what)
-  if not tensor.is_tensor(v) then raise(("%s: expected a tensor, got %s"):format(what, type(v))) end
-  if v.freed ~= 0 then raise(what .. ": tensor was freed") end
-  if v.dense == 0 then raise(what .. ": not contiguous (a view): call :contiguous() on it first") end
-  return v
-end
-
--- fn(...) run with opts.stream current when opts names one (checked against like's device, like
--- a tensor), else as it is; returns fn's first two results.
-function M.on_stream(opts, like, fn, ...)
-  local s = opts ~= nil and tensor.is_tensor(like) and stream.option(opts, device.wrap(like.dev))
-  if s then
-    local a, b = s:use(fn, ...)
-    return a, b
-  end
-  local a, b = fn(...)
-  return a, b
 end
 
 -- Gives class every RuntimeOp method (those it defines itself stay). Each is a closure of the

@@ -28,6 +28,7 @@ local kernel = require "tocha.kernel"
 local DEFAULT_BLOCK = 128
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op"
+local op_base = require "tocha.op"
 local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
@@ -157,7 +158,7 @@ end
 -- scales. opts.stream: the stream to queue it on (else the current one).
 -- Runs fn(...) on the stream opts names ({stream = s}), or on the current one; like is the
 -- tensor whose device the work is on.
-local on_stream = runtime_op.on_stream
+local on_stream = op_base.on_stream
 
 local run_backward
 function Backward:run(dy, dx, opts)

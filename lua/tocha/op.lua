@@ -1,0 +1,267 @@
+-- tocha.op: what every RuntimeOp written in Lua shares. An op is a class made by op.class(name):
+-- it defines what differs (compute_concrete_output_shape, grid, pack_args, and for a backward
+-- backward_grid and pack_backward_args, with the kernels in op.kernel and op.grad_kernel) and
+-- op.finish(class) gives it the interface's defaults for the rest:
+--
+--   no activation inputs but one, no parameters, the natural row stride (output_shape[-1]),
+--   one launch each way (the *_for_launch methods fall back to the plain ones, the launch index
+--   checked), a backward exactly when the op has a grad_kernel, block() {op.block_size, 1, 1}
+--   and backward_block() the same.
+--
+-- Beside the defaults, the checks every op's methods and direct calls make (sizes, addresses,
+-- tensors, dtypes, launch indices), each in one place.
+local ffi = require "ffi"
+local native = require "tocha.ffi"
+local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local tensor = require "tocha.tensor"
+local errors = require "tocha.errors"
+local stream = require "tocha.stream"
+local C, check, raise = native.C, native.check, errors.raise
+
+local M = {}
+
+-- ---- sizes and shapes ----
+
+-- The product of shape[first..last] (all of it by default).
+function M.numel(shape, first, last)
+  local n = 1
+  for i = first or 1, last or #shape do n = n * shape[i] end
+  return n
+end
+
+-- v when it is an integer C takes as an int (the FFI would truncate 1.5 and wrap 2^32); else an
+-- error naming what.
+function M.integer(v, what)
+  if type(v) ~= "number" or v ~= math.floor(v) or math.abs(v) >= 2 ^ 31 then
+    raise(("%s: expected an integer, got %s"):format(what, errors.show(v)))
+  end
+  return v
+end
+
+-- Raises unless shape is a list of min to max positive integer sizes (default 1 to 8).
+function M.check_shape(shape, what, min, max)
+  min, max = min or 1, max or 8
+  if type(shape) ~= "table" or #shape < min or #shape > max then
+    raise(("%s: expected a shape of %d to %d sizes"):format(what, min, max))
+  end
+  for i, s in ipairs(shape) do
+    if type(s) ~= "number" or s ~= math.floor(s) or s < 1 then
+      raise(("%s[%d]: expected a positive size, got %s"):format(what, i, errors.show(s)))
+    end
+  end
+  return shape
+end
+
+-- The one shape of a one-input op's input_shapes.
+function M.one_input(input_shapes)
+  if type(input_shapes) ~= "table" or #input_shapes ~= 1 then
+    raise(("input_shapes: expected 1 shape, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
+  end
+  return input_shapes[1]
+end
+
+-- A 1-based launch index i checked against count; returns i.
+function M.launch_index(i, count)
+  if type(i) ~= "number" or i ~= math.floor(i) or i < 1 or i > count then
+    raise(("launch: expected an integer from 1 to %d, got %s"):format(count, errors.show(i)))
+  end
+  return i
+end
+
+-- A list argument (nil: empty), or an error naming what.
+function M.list(v, what)
+  if v == nil then return {} end
+  if type(v) ~= "table" then raise(("%s: expected a list, got %s"):format(what, type(v))) end
+  return v
+end
+
+-- ---- addresses ----
+
+-- v, when it is a live dense tensor; else an error naming what.
+function M.live_tensor(v, what)
+  if not tensor.is_tensor(v) then raise(("%s: expected a tensor, got %s"):format(what, type(v))) end
+  if v.freed ~= 0 then raise(what .. ": tensor was freed") end
+  if v.dense == 0 then raise(what .. ": not contiguous (a view): call :contiguous() on it first") end
+  return v
+end
+
+-- A launch address as uint64_t: a live dense tensor's, a non-negative integer, or an address
+-- (uint64_t or a pointer).
+function M.address(v, what)
+  if tensor.is_tensor(v) then
+    M.live_tensor(v, what or "address")
+    return v.data
+  end
+  if type(v) == "number" and v >= 0 and v < 2 ^ 53 and v == math.floor(v) then return ffi.cast("uint64_t", v) end
+  if type(v) == "cdata" and (ffi.istype("uint64_t", v) or tostring(ffi.typeof(v)):find("%*")) then
+    return ffi.cast("uint64_t", v)
+  end
+  raise(("%s: expected a tensor or an address, got %s"):format(what or "address", type(v)))
+end
+
+-- inputs[1] of a one-input op, given as a tensor or {address, shape}: its address and shape.
+function M.input_of(inputs)
+  if type(inputs) ~= "table" or #inputs ~= 1 then
+    raise(("inputs: expected 1 input (a tensor or {address, shape}), got %s"):format(
+      type(inputs) == "table" and #inputs or type(inputs)))
+  end
+  local item = inputs[1]
+  if tensor.is_tensor(item) then return M.address(item, "inputs[1]"), item:shape() end
+  if type(item) ~= "table" or type(item[2]) ~= "table" then
+    raise("inputs[1]: expected a tensor or {address, shape}, got " .. type(item))
+  end
+  return M.address(item[1], "inputs[1][1]"), item[2]
+end
+
+-- ---- dtypes and kernels ----
+
+-- A float dtype's name (default f32), checked.
+function M.float_dtype(name, what)
+  name = name or "f32"
+  dtype.id(name)
+  if not dtype.is_float(name) then
+    raise(("%s: expected a float dtype (f32, f64, f16, bf16), got %s"):format(what, name))
+  end
+  return name
+end
+
+-- A kernel file's text, as libtocha carries it (kernels/<file>).
+function M.source(file)
+  local text = C.tocha_kernel_library_source(file)
+  if text == nil then raise(file .. ": not a kernel file of this libtocha") end
+  return ffi.string(text)
+end
+
+-- ---- direct calls ----
+
+-- Raises unless t is a live dense tensor of the op's dtype (and on like's device, when given).
+function M.check_tensor(self, t, what, like)
+  M.live_tensor(t, what)
+  if t:dtype() ~= self.dtype then raise(("%s: expected dtype %s (the op's), got %s"):format(what, self.dtype, t:dtype())) end
+  if like and device.wrap(t.dev) ~= device.wrap(like.dev) then
+    raise(("%s: the tensor is on %s, x on %s"):format(what, device.wrap(t.dev).name, device.wrap(like.dev).name))
+  end
+end
+
+-- Raises unless t has the given shape, which the message calls `like`.
+function M.same_shape(t, shape, what, like)
+  local got = t:shape()
+  if table.concat(got, "x") ~= table.concat(shape, "x") then
+    raise(("%s: expected shape [%s] (%s), got [%s]"):format(what, table.concat(shape, ", "), like, table.concat(got, ", ")))
+  end
+end
+
+-- A tensor of shape with like's dtype, on like's device.
+function M.alloc_like(shape, like)
+  return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev))
+end
+
+-- Raises, naming both, when an output tensor shares memory with another output or, other than
+-- element for element, with an input (tocha_tensor_check_aliasing). outputs and inputs: lists
+-- of {tensor, name}.
+local function tensor_list(list)
+  local ts, names = ffi.new("const tocha_tensor *[?]", #list), ffi.new("const char *[?]", #list)
+  for i, item in ipairs(list) do ts[i - 1], names[i - 1] = item[1], item[2] end
+  return ts, names
+end
+function M.check_aliasing(outputs, inputs)
+  local outs, out_names = tensor_list(outputs)
+  local ins, in_names = tensor_list(inputs)
+  check(C.tocha_tensor_check_aliasing(outs, out_names, #outputs, ins, in_names, #inputs))
+end
+
+-- fn(...) run with opts.stream current when opts names one (checked against like's device, like
+-- a tensor), else as it is; returns fn's first two results.
+function M.on_stream(opts, like, fn, ...)
+  local s = opts ~= nil and tensor.is_tensor(like) and stream.option(opts, device.wrap(like.dev))
+  if s then
+    local a, b = s:use(fn, ...)
+    return a, b
+  end
+  local a, b = fn(...)
+  return a, b
+end
+
+-- ---- the interface's defaults ----
+
+local Defaults = {}
+
+local function no_backward() raise("self: the op has no backward") end
+
+function Defaults:n_activation_inputs() return 1 end
+function Defaults:param_names() return {} end
+function Defaults:param_shapes() return {} end
+function Defaults:param_init_data() return nil end
+function Defaults:has_backward() return self.grad_kernel ~= nil end
+function Defaults:block() return { self.block_size, 1, 1 } end
+function Defaults:backward_block()
+  if not self:has_backward() then no_backward() end
+  return self:block()
+end
+function Defaults:forward_output_row_stride(output_shape) return output_shape[#output_shape] end
+function Defaults:backward_grad_output_row_stride(output_shape) return output_shape[#output_shape] end
+function Defaults:n_launches() return 1 end
+function Defaults:n_backward_launches() return self:has_backward() and 1 or 0 end
+function Defaults:grid_for_launch(i, _, output_shape)
+  M.launch_index(i, self:n_launches())
+  return self:grid(output_shape)
+end
+function Defaults:pack_args_for_launch(i, ...)
+  M.launch_index(i, self:n_launches())
+  return self:pack_args(...)
+end
+function Defaults:backward_grid() no_backward() end
+function Defaults:pack_backward_args() no_backward() end
+function Defaults:backward_grid_for_launch(i, ...)
+  M.launch_index(i, self:n_backward_launches())
+  return self:backward_grid(...)
+end
+function Defaults:pack_backward_args_for_launch(i, ...)
+  M.launch_index(i, self:n_backward_launches())
+  return self:pack_backward_args(...)
+end
+
+-- A new op class named name (tocha.<name>): its objects' metatable, shown as "tocha.<name> <id>",
+-- and callable on model nodes (op(node, ...): the node of the op in a tocha.Model graph).
+function M.class(name)
+  local class = { op_class_name = name }
+  class.__index = class
+  class.__tostring = function(o) return ("tocha.%s %s"):format(name, o.id or "") end
+  class.__call = function(o, ...) return require("tocha.model").node(o, ...) end
+  return class
+end
+
+-- The plain forms of an op that defines only the per-launch ones (its launches need the input
+-- shapes, which grid(output_shape) is not given).
+local function per_launch_only(per_launch)
+  return function() raise(("self: the op plans its launches from its input shapes: call %s(i, ...)"):format(per_launch)) end
+end
+
+-- Gives class the defaults of every method it does not define, and names its methods for
+-- errors ("tocha.<name>:<method>: ..."), constructor aside. Call it once the class is written:
+-- it raises when the class lacks compute_concrete_output_shape, or both grid and
+-- grid_for_launch, or both pack_args and pack_args_for_launch.
+function M.finish(class)
+  local name = class.op_class_name
+  if type(rawget(class, "compute_concrete_output_shape")) ~= "function" then
+    error(("tocha.op.finish: %s defines no compute_concrete_output_shape"):format(name), 2)
+  end
+  for _, pair in ipairs({ { "grid", "grid_for_launch" }, { "pack_args", "pack_args_for_launch" } }) do
+    local plain, per_launch = pair[1], pair[2]
+    if rawget(class, plain) == nil then
+      if rawget(class, per_launch) == nil then
+        error(("tocha.op.finish: %s defines neither %s nor %s"):format(name, plain, per_launch), 2)
+      end
+      class[plain] = per_launch_only(per_launch)
+    end
+  end
+  for method, fn in pairs(Defaults) do
+    if rawget(class, method) == nil then class[method] = fn end
+  end
+  if class.new then errors.name(class.new, name .. ".new") end
+  errors.methods(class, name .. ":", function(o) return getmetatable(o) == class end, { new = true })
+  return class
+end
+
+return M
