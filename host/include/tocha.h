@@ -589,51 +589,6 @@ TOCHA_API int tocha_elementwise_backward(tocha_elementwise *op, const tocha_tens
                                          const tocha_tensor *b, const tocha_tensor *dy, tocha_tensor *da,
                                          tocha_tensor *db);
 
-/* ---- channel concatenation: y = [a, b] along dimension 2 (NCHW's channels) ---- */
-
-typedef struct tocha_channel_cat tocha_channel_cat;
-/* An op of any dtype, block threads a CTA (a multiple of 32 up to 1024). a and b have two or
-** more dimensions, equal but for dimension 2; y has a's shape with that dimension the sum. */
-TOCHA_API int tocha_channel_cat_new(int dtype, int block, tocha_channel_cat **out);
-/* NULL ok. */
-TOCHA_API void tocha_channel_cat_destroy(tocha_channel_cat *op);
-/* "channel_cat__<dtype>__<block>"; owned by the op. */
-TOCHA_API const char *tocha_channel_cat_id(const tocha_channel_cat *op);
-/* Its RuntimeOp and Kernels (owned by the op). The backward kernel's arguments are dy, da, db,
-** batch, then the elements per batch item of a and of b. */
-TOCHA_API tocha_runtime_op *tocha_channel_cat_op(tocha_channel_cat *op);
-TOCHA_API tocha_kernel *tocha_channel_cat_kernel(const tocha_channel_cat *op);
-TOCHA_API tocha_kernel *tocha_channel_cat_backward_kernel(const tocha_channel_cat *op);
-/* y = [a, b]; all of the op's dtype, on one device. */
-TOCHA_API int tocha_channel_cat_forward(tocha_channel_cat *op, const tocha_tensor *a,
-                                        const tocha_tensor *b, tocha_tensor *y);
-/* da, db = dy's two parts. */
-TOCHA_API int tocha_channel_cat_backward(tocha_channel_cat *op, const tocha_tensor *dy, tocha_tensor *da,
-                                         tocha_tensor *db);
-
-/* ---- channel chunk: one of `chunks` equal parts of x along dimension 2 ---- */
-
-typedef struct tocha_channel_chunk tocha_channel_chunk;
-/* An op for part index (0-based) of chunks, any dtype, block threads a CTA. x has two or more
-** dimensions and dimension 2 divisible by chunks; y is x's shape with that dimension divided. */
-TOCHA_API int tocha_channel_chunk_new(int chunks, int index, int dtype, int block,
-                                      tocha_channel_chunk **out);
-/* NULL ok. */
-TOCHA_API void tocha_channel_chunk_destroy(tocha_channel_chunk *op);
-/* "channel_chunk__<chunks>__<index>__<dtype>__<block>"; owned by the op. */
-TOCHA_API const char *tocha_channel_chunk_id(const tocha_channel_chunk *op);
-/* Its RuntimeOp and Kernels (owned by the op). The backward kernel's arguments are dy, dx, batch,
-** then the elements of a batch item of x, the part's offset and its length in it. */
-TOCHA_API tocha_runtime_op *tocha_channel_chunk_op(tocha_channel_chunk *op);
-TOCHA_API tocha_kernel *tocha_channel_chunk_kernel(const tocha_channel_chunk *op);
-TOCHA_API tocha_kernel *tocha_channel_chunk_backward_kernel(const tocha_channel_chunk *op);
-/* y = the part of x. */
-TOCHA_API int tocha_channel_chunk_forward(tocha_channel_chunk *op, const tocha_tensor *x,
-                                          tocha_tensor *y);
-/* dx = dy in the part, 0 elsewhere. */
-TOCHA_API int tocha_channel_chunk_backward(tocha_channel_chunk *op, const tocha_tensor *dy,
-                                           tocha_tensor *dx);
-
 #ifdef __cplusplus
 }
 #endif

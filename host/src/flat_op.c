@@ -1,6 +1,6 @@
 /*
-** flat_op.c: what the flat tensor ops built in C (elementwise.c, channel_cat.c,
-** channel_chunk.c) share: shapes checked and compared with messages that name the argument,
+** flat_op.c: what the flat tensor ops built in C (elementwise.c)
+** need: shapes checked and compared with messages that name the argument,
 ** the packing of pointer and count arguments into a RuntimeOp's argument list, their kernels'
 ** making, and the RuntimeOp slots that are the same for all of them (one thread a 16-byte
 ** vector of the output).

@@ -155,7 +155,7 @@ void tocha_memory_release(tocha_device *d, uint64_t ptr, uint64_t nbytes);
 /* Gives back the blocks freed during the capture that just ended on d. */
 void tocha_memory_release_deferred(tocha_device *d);
 
-/* ---- flat_op.c: shared by the flat C ops (elementwise, channel_cat, channel_chunk) ---- */
+/* ---- flat_op.c: what the C elementwise ops are built on ---- */
 tocha_shape tocha_shape_of(const tocha_tensor *t);
 int64_t tocha_shape_numel(const tocha_shape *s);
 bool tocha_shape_same(const tocha_shape *a, const tocha_shape *b);

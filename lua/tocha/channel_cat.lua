@@ -1,82 +1,167 @@
 -- tocha.ChannelCat: y = the concatenation of a and b along dimension 2 (NCHW's channels; any
 -- tensor of two or more dimensions, equal but for that one), forward and backward (the split of
--- dy), a kernel pair (kernels/channel_cat.cu) with the dtype baked in and a RuntimeOp
--- (tocha.runtime_op), so that it joins a tocha.Model: the detector neck's join of an upsampled
--- map with its skip connection.
+-- dy): kernels/channel_cat.cu with the dtype baked in, behind a RuntimeOp (tocha.op), so that it
+-- joins a tocha.Model: the detector neck's join of an upsampled map with its skip connection.
 --
 --   local cat = tocha.ChannelCat.new()               -- f32, 256 threads a CTA
 --   local y = cat:forward(a, b)                      -- [B, Ca, H, W], [B, Cb, H, W] -> [B, Ca+Cb, H, W]
 --   local da, db = cat:backward(a, b, dy)            -- dy's two parts
-local ffi = require "ffi"
-local native = require "tocha.ffi"
+--
+-- Per batch item, y's item is a's (sa elements) followed by b's (sb): the kernels copy those
+-- runs, a 16-byte vector a thread where both runs are whole vectors.
 local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
+local op = require "tocha.op"
 local runtime_op = require "tocha.runtime_op"
-local op_base = require "tocha.op"
-local C, check = native.C, native.check
+local raise = errors.raise
 
 local M = {}
 
-local ChannelCat = {}
-ChannelCat.__index = ChannelCat
-ChannelCat.__tostring = function(op) return "tocha.ChannelCat " .. op.id end
+local ChannelCat = op.class("ChannelCat")
 M.ChannelCat = ChannelCat
 
 -- ChannelCat.new([dtype [, block]]): dtype any (default f32), block threads a CTA (default 256).
 function ChannelCat.new(dtype_name, block)
-  local id = dtype.id(dtype_name or "f32")
-  block = op_base.integer(block or 256, "block")
-  local out = ffi.new("tocha_channel_cat*[1]")
-  check(C.tocha_channel_cat_new(id, block, out))
-  return runtime_op.wrap(ChannelCat, "tocha_channel_cat", out,
-    { kind = "channel_cat", dtype = dtype.name(id), block_size = block })
+  local dt = dtype_name or "f32"
+  dtype.id(dt)
+  block = op.flat_block(block or 256)
+  local source, ctype = op.source("channel_cat.cu"), dtype.ctype(dt)
+  local self = setmetatable({ kind = "channel_cat", dtype = dt, block_size = block,
+    id = ("channel_cat__%s__%d"):format(dt, block) }, ChannelCat)
+  self.kernel = kernel.new { source = source, name = "tocha_channel_cat", template_args = ctype,
+    params = ("%s* a, %s* b, %s* y, i64 batch, i64 sa, i64 sb"):format(dt, dt, dt) }
+  self.grad_kernel = kernel.new { source = source, name = "tocha_channel_split", template_args = ctype,
+    params = ("%s* dy, %s* da, %s* db, i64 batch, i64 sa, i64 sb"):format(dt, dt, dt) }
+  self.backward_kernel = self.grad_kernel
+  return self
 end
 
-function ChannelCat:runtime_op() return C.tocha_channel_cat_op(self.handle) end
-runtime_op.install(ChannelCat)
+-- The joined shape of parts a and b (named name_a, name_b): two or more dimensions, equal but
+-- for dimension 2, which is the sum of both.
+local function joined(a, b, name_a, name_b)
+  op.check_shape(a, name_a)
+  op.check_shape(b, name_b)
+  if #a < 2 then raise(("%s: expected 2 or more dimensions (dimension 2 is joined), got %d"):format(name_a, #a)) end
+  local want, out = {}, {}
+  for i, s in ipairs(a) do want[i], out[i] = s, s end
+  want[2] = #b == #a and b[2] or 1
+  if op.shape_text(want) ~= op.shape_text(b) then
+    raise(("%s: expected shape %s (like %s but for dimension 2), got %s"):format(name_b, op.shape_text(want), name_a,
+      op.shape_text(b)))
+  end
+  out[2] = a[2] + b[2]
+  return out
+end
 
-local need_tensor, on_stream = op_base.live_tensor, op_base.on_stream
+-- The kernels' arguments: the three addresses, then the batch and both runs' lengths.
+local function args(a, b, addresses)
+  local batch = a[1]
+  return { addresses[1], addresses[2], addresses[3], batch, op.numel(a) / batch, op.numel(b) / batch }
+end
 
-local alloc = op_base.alloc_like
+-- The output shape the pack methods were given, checked against the parts' joined one.
+local function check_output(a, b, output_shape)
+  local out = joined(a, b, "inputs[1]", "inputs[2]")
+  if type(output_shape) ~= "table" then raise("output_shape: expected a shape, got " .. type(output_shape)) end
+  if op.shape_text(out) ~= op.shape_text(output_shape) then
+    raise(("output_shape: expected shape %s (the inputs' joined), got %s"):format(op.shape_text(out),
+      op.shape_text(output_shape)))
+  end
+end
+
+-- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
+
+function ChannelCat:n_activation_inputs() return 2 end
+
+local function two_shapes(input_shapes)
+  if type(input_shapes) ~= "table" or #input_shapes ~= 2 then
+    raise(("inputs: expected 2 input shapes, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
+  end
+  return input_shapes[1], input_shapes[2]
+end
+
+function ChannelCat:compute_concrete_output_shape(input_shapes)
+  local a, b = two_shapes(input_shapes)
+  return joined(a, b, "inputs[1]", "inputs[2]")
+end
+
+function ChannelCat:grid(output_shape)
+  op.check_shape(output_shape, "output_shape")
+  return op.vector_grid(op.numel(output_shape), self.dtype, self.block_size)
+end
+
+function ChannelCat:pack_args(inputs, _, output, output_shape)
+  local at, shapes = op.inputs_of(inputs, 2)
+  check_output(shapes[1], shapes[2], output_shape)
+  return args(shapes[1], shapes[2], { at[1], at[2], op.address(output, "output") })
+end
+
+function ChannelCat:backward_grid(input_shapes)
+  return self:grid(self:compute_concrete_output_shape(input_shapes))
+end
+
+function ChannelCat:pack_backward_args(inputs, _, _, output_shape, grad_output, _, grad_inputs)
+  local _, shapes = op.inputs_of(inputs, 2)
+  grad_inputs = op.list(grad_inputs, "grad_inputs")
+  if #grad_inputs ~= 2 then raise(("grad_inputs: expected 2, got %d"):format(#grad_inputs)) end
+  check_output(shapes[1], shapes[2], output_shape)
+  return args(shapes[1], shapes[2], { op.address(grad_output, "grad_output"),
+    op.address(grad_inputs[1], "grad_inputs[1]"), op.address(grad_inputs[2], "grad_inputs[2]") })
+end
+
+-- ---- direct calls ----
+
+-- Launches k over the parts a, b and the joined tensor y (names theirs), addresses in k's order.
+local function launch(self, k, a, b, y, addresses, names)
+  local out = joined(a:shape(), b:shape(), names[1], names[2])
+  if op.shape_text(out) ~= op.shape_text(y:shape()) then
+    raise(("%s: expected shape %s (%s and %s joined), got %s"):format(names[3], op.shape_text(out), names[1], names[2],
+      op.shape_text(y:shape())))
+  end
+  runtime_op.launch_packed(k, device.wrap(y.dev), self:grid(out), self:block(), args(a:shape(), b:shape(), addresses))
+end
 
 local function run_forward(self, a, b, y)
-  if y == nil then -- a's shape, dimension 2 the sum; C checks the rest and names a and b
+  if y == nil then -- a's shape, dimension 2 the sum; launch checks the rest and names a and b
     local shape = a:shape()
     if #shape >= 2 and b.ndim >= 2 then shape[2] = shape[2] + tonumber(b.dims[1]) end
-    y = alloc(shape, a)
+    y = op.alloc_like(shape, a)
   end
-  check(C.tocha_channel_cat_forward(self.handle, a, b, need_tensor(y, "y")))
+  op.check_tensor(self, y, "y", a, "a")
+  op.check_aliasing({ { y, "y" } }, { { a, "a" }, { b, "b" } })
+  launch(self, self.kernel, a, b, y, { a.data, b.data, y.data }, { "a", "b", "y" })
   return y
 end
 
 -- cat:forward(a, b [, y [, opts]]) -> y, allocated when not given. opts.stream: the stream.
 function ChannelCat:forward(a, b, y, opts)
-  need_tensor(a, "a")
-  need_tensor(b, "b")
-  local r = on_stream(opts, a, run_forward, self, a, b, y)
+  op.check_tensor(self, a, "a")
+  op.check_tensor(self, b, "b", a, "a")
+  local r = op.on_stream(opts, a, run_forward, self, a, b, y)
   return r
 end
 
 local function run_backward(self, a, b, dy, da, db)
-  da = da or alloc(a:shape(), a)
-  db = db or alloc(b:shape(), b)
-  check(C.tocha_channel_cat_backward(self.handle, dy, need_tensor(da, "da"), need_tensor(db, "db")))
+  da = da or op.alloc_like(a:shape(), a)
+  db = db or op.alloc_like(b:shape(), b)
+  op.check_tensor(self, da, "da", dy, "dy")
+  op.check_tensor(self, db, "db", dy, "dy")
+  op.check_aliasing({ { da, "da" }, { db, "db" } }, { { dy, "dy" } })
+  launch(self, self.grad_kernel, da, db, dy, { dy.data, da.data, db.data }, { "da", "db", "dy" })
   return da, db
 end
 
 -- cat:backward(a, b, dy [, da [, db [, opts]]]) -> da, db: dy's parts, shaped like a and b
 -- (allocated when not given).
 function ChannelCat:backward(a, b, dy, da, db, opts)
-  need_tensor(a, "a")
-  need_tensor(b, "b")
-  need_tensor(dy, "dy")
-  local ga, gb = on_stream(opts, a, run_backward, self, a, b, dy, da, db)
+  op.check_tensor(self, a, "a")
+  op.check_tensor(self, b, "b", a, "a")
+  op.check_tensor(self, dy, "dy", a, "a")
+  local ga, gb = op.on_stream(opts, a, run_backward, self, a, b, dy, da, db)
   return ga, gb
 end
 
--- cat(node_a, node_b): the node of this op in a tocha.Model graph.
-ChannelCat.__call = function(self, ...) return require("tocha.model").node(self, ...) end
-
-errors.methods(ChannelCat, "ChannelCat:", function(op) return getmetatable(op) == ChannelCat end, { new = true })
-errors.name(ChannelCat.new, "ChannelCat.new")
+op.finish(ChannelCat)
 return M

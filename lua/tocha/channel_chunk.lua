@@ -1,85 +1,160 @@
 -- tocha.ChannelChunk: one of `chunks` equal parts of a tensor along dimension 2 (NCHW's
--- channels), forward and backward (the part's gradient in place, zeros elsewhere): a kernel pair
--- (kernels/channel_chunk.cu) with the dtype baked in and a RuntimeOp (tocha.runtime_op), so
--- that it joins a tocha.Model, as the other half of ChannelCat (a CSP block's split).
+-- channels), forward and backward (the part's gradient in place, zeros elsewhere):
+-- kernels/channel_chunk.cu with the dtype baked in, behind a RuntimeOp (tocha.op), so that it
+-- joins a tocha.Model, as the other half of ChannelCat (a CSP block's split).
 --
 --   local first = tocha.ChannelChunk.new(2, 1)       -- the first of two parts, f32
 --   local y = first:forward(x)                        -- [B, C, H, W] -> [B, C/2, H, W]
 --   local dx = first:backward(x, dy)                  -- dy in channels 1..C/2, zeros elsewhere
-local ffi = require "ffi"
-local native = require "tocha.ffi"
 local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
+local op = require "tocha.op"
 local runtime_op = require "tocha.runtime_op"
-local op_base = require "tocha.op"
-local C, check, raise = native.C, native.check, errors.raise
+local raise = errors.raise
 
 local M = {}
 
-local ChannelChunk = {}
-ChannelChunk.__index = ChannelChunk
-ChannelChunk.__tostring = function(op) return "tocha.ChannelChunk " .. op.id end
+local ChannelChunk = op.class("ChannelChunk")
 M.ChannelChunk = ChannelChunk
-
-local integer = op_base.integer
 
 -- ChannelChunk.new(chunks, index [, dtype [, block]]): part index (1-based, as Lua counts) of
 -- chunks; dtype any (default f32), block threads a CTA (default 256).
 function ChannelChunk.new(chunks, index, dtype_name, block)
-  integer(chunks, "chunks")
-  integer(index, "index")
-  if chunks >= 1 and (index < 1 or index > chunks) then -- (C counts from 0)
-    raise(("index: expected 1 to %d, got %d"):format(chunks, index))
-  end
-  local id = dtype.id(dtype_name or "f32")
-  block = integer(block or 256, "block")
-  local out = ffi.new("tocha_channel_chunk*[1]")
-  check(C.tocha_channel_chunk_new(chunks, index - 1, id, block, out))
-  return runtime_op.wrap(ChannelChunk, "tocha_channel_chunk", out,
-    { kind = "channel_chunk", chunks = chunks, index = index, dtype = dtype.name(id), block_size = block })
+  op.integer(chunks, "chunks")
+  op.integer(index, "index")
+  if chunks < 1 then raise(("chunks: expected at least 1, got %d"):format(chunks)) end
+  if index < 1 or index > chunks then raise(("index: expected 1 to %d, got %d"):format(chunks, index)) end
+  local dt = dtype_name or "f32"
+  dtype.id(dt)
+  block = op.flat_block(block or 256)
+  local source, ctype = op.source("channel_chunk.cu"), dtype.ctype(dt)
+  local self = setmetatable({ kind = "channel_chunk", chunks = chunks, index = index, dtype = dt, block_size = block,
+    id = ("channel_chunk__%d__%d__%s__%d"):format(chunks, index - 1, dt, block) }, ChannelChunk)
+  self.kernel = kernel.new { source = source, name = "tocha_channel_chunk", template_args = ctype,
+    params = ("%s* x, %s* y, i64 batch, i64 item, i64 offset, i64 run"):format(dt, dt) }
+  self.grad_kernel = kernel.new { source = source, name = "tocha_channel_unchunk", template_args = ctype,
+    params = ("%s* dy, %s* dx, i64 batch, i64 item, i64 offset, i64 run"):format(dt, dt) }
+  self.backward_kernel = self.grad_kernel
+  return self
 end
 
-function ChannelChunk:runtime_op() return C.tocha_channel_chunk_op(self.handle) end
-runtime_op.install(ChannelChunk)
+-- The part's shape of a whole tensor of shape `whole` (named what): two or more dimensions,
+-- dimension 2 divisible by chunks.
+local function part_of(self, whole, what)
+  op.check_shape(whole, what)
+  if #whole < 2 then raise(("%s: expected 2 or more dimensions (dimension 2 is split), got %d"):format(what, #whole)) end
+  if whole[2] % self.chunks ~= 0 then
+    raise(("%s: dimension 2 (%d) does not split into %d equal chunks"):format(what, whole[2], self.chunks))
+  end
+  local part = {}
+  for i, s in ipairs(whole) do part[i] = s end
+  part[2] = whole[2] / self.chunks
+  return part
+end
 
-local need_tensor, on_stream = op_base.live_tensor, op_base.on_stream
+-- The kernels' arguments for a whole tensor of shape `whole` whose part is `part_shape`: the two
+-- addresses, then the batch, a batch item's length, and the part's offset and length in it.
+local function args(self, whole, part_shape, addresses)
+  local part = part_of(self, whole, "inputs[1]")
+  if type(part_shape) ~= "table" then raise("output_shape: expected a shape, got " .. type(part_shape)) end
+  if op.shape_text(part) ~= op.shape_text(part_shape) then
+    raise(("output_shape: expected shape %s (the chunk's), got %s"):format(op.shape_text(part), op.shape_text(part_shape)))
+  end
+  local batch = whole[1]
+  local item = op.numel(whole) / batch
+  local run = item / self.chunks
+  return { addresses[1], addresses[2], batch, item, run * (self.index - 1), run }
+end
 
-local alloc = op_base.alloc_like
+-- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
+
+local function one_shape(input_shapes)
+  if type(input_shapes) ~= "table" or #input_shapes ~= 1 then
+    raise(("inputs: expected 1 input shape, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
+  end
+  return input_shapes[1]
+end
+
+function ChannelChunk:compute_concrete_output_shape(input_shapes)
+  return part_of(self, one_shape(input_shapes), "inputs[1]")
+end
+
+function ChannelChunk:grid(output_shape)
+  op.check_shape(output_shape, "output_shape")
+  return op.vector_grid(op.numel(output_shape), self.dtype, self.block_size)
+end
+
+function ChannelChunk:pack_args(inputs, _, output, output_shape)
+  local at, shapes = op.inputs_of(inputs, 1)
+  return args(self, shapes[1], output_shape, { at[1], op.address(output, "output") })
+end
+
+-- The backward writes every element of dx: its grid covers the input.
+function ChannelChunk:backward_grid(input_shapes)
+  local whole = one_shape(input_shapes)
+  part_of(self, whole, "inputs[1]")
+  return self:grid(whole)
+end
+
+function ChannelChunk:pack_backward_args(inputs, _, _, output_shape, grad_output, _, grad_inputs)
+  local _, shapes = op.inputs_of(inputs, 1)
+  grad_inputs = op.list(grad_inputs, "grad_inputs")
+  if #grad_inputs ~= 1 then raise(("grad_inputs: expected 1, got %d"):format(#grad_inputs)) end
+  return args(self, shapes[1], output_shape,
+    { op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "grad_inputs[1]") })
+end
+
+-- ---- direct calls ----
+
+-- Launches k with the whole tensor x and its part y (names theirs), addresses in k's order,
+-- the grid over grid_of's elements (the tensor the kernel writes).
+local function launch(self, k, x, y, addresses, names, grid_of)
+  local part = part_of(self, x:shape(), names[1])
+  if op.shape_text(part) ~= op.shape_text(y:shape()) then
+    raise(("%s: expected shape %s (chunk %d of %d of %s), got %s"):format(names[2], op.shape_text(part), self.index,
+      self.chunks, names[1], op.shape_text(y:shape())))
+  end
+  runtime_op.launch_packed(k, device.wrap(x.dev), self:grid(grid_of:shape()), self:block(),
+    args(self, x:shape(), y:shape(), addresses))
+end
 
 local function run_forward(self, x, y)
-  if y == nil then -- x's shape, dimension 2 divided; C checks it and names x
+  if y == nil then -- x's shape, dimension 2 divided; launch checks it and names x
     local shape = x:shape()
     if #shape >= 2 then shape[2] = math.max(1, math.floor(shape[2] / self.chunks)) end
-    y = alloc(shape, x)
+    y = op.alloc_like(shape, x)
   end
-  check(C.tocha_channel_chunk_forward(self.handle, x, need_tensor(y, "y")))
+  op.check_tensor(self, y, "y", x, "x")
+  op.check_aliasing({ { y, "y" } }, { { x, "x" } })
+  launch(self, self.kernel, x, y, { x.data, y.data }, { "x", "y" }, y)
   return y
 end
 
 -- op:forward(x [, y [, opts]]) -> y, allocated when not given. opts.stream: the stream.
 function ChannelChunk:forward(x, y, opts)
-  need_tensor(x, "x")
-  local r = on_stream(opts, x, run_forward, self, x, y)
+  op.check_tensor(self, x, "x")
+  local r = op.on_stream(opts, x, run_forward, self, x, y)
   return r
 end
 
 local function run_backward(self, x, dy, dx)
-  dx = dx or alloc(x:shape(), x)
-  check(C.tocha_channel_chunk_backward(self.handle, dy, need_tensor(dx, "dx")))
+  dx = dx or op.alloc_like(x:shape(), x)
+  op.check_tensor(self, dx, "dx")
+  op.check_tensor(self, dy, "dy", dx, "dx")
+  op.check_aliasing({ { dx, "dx" } }, { { dy, "dy" } })
+  launch(self, self.grad_kernel, dx, dy, { dy.data, dx.data }, { "dx", "dy" }, dx)
   return dx
 end
 
 -- op:backward(x, dy [, dx [, opts]]) -> dx, shaped like x (allocated when not given).
 function ChannelChunk:backward(x, dy, dx, opts)
-  need_tensor(x, "x")
-  need_tensor(dy, "dy")
-  local r = on_stream(opts, x, run_backward, self, x, dy, dx)
+  op.check_tensor(self, x, "x")
+  op.live_tensor(dy, "dy")
+  local r = op.on_stream(opts, x, run_backward, self, x, dy, dx)
   return r
 end
 
--- op(node): the node of this op in a tocha.Model graph.
-ChannelChunk.__call = function(self, ...) return require("tocha.model").node(self, ...) end
-
-errors.methods(ChannelChunk, "ChannelChunk:", function(op) return getmetatable(op) == ChannelChunk end, { new = true })
-errors.name(ChannelChunk.new, "ChannelChunk.new")
+op.finish(ChannelChunk)
 return M

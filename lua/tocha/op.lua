@@ -53,6 +53,9 @@ function M.check_shape(shape, what, min, max)
   return shape
 end
 
+-- A shape as messages show it: "[2, 3, 4]".
+function M.shape_text(shape) return "[" .. table.concat(shape, ", ") .. "]" end
+
 -- The one shape of a one-input op's input_shapes.
 function M.one_input(input_shapes)
   if type(input_shapes) ~= "table" or #input_shapes ~= 1 then
@@ -114,6 +117,26 @@ function M.input_of(inputs)
   return M.address(item[1], "inputs[1][1]"), item[2]
 end
 
+-- The n inputs of an op's pack methods, each a tensor or {address, shape}: their addresses
+-- and shapes, in order.
+function M.inputs_of(inputs, n)
+  if type(inputs) ~= "table" or #inputs ~= n then
+    raise(("inputs: expected %d inputs, got %s"):format(n, type(inputs) == "table" and #inputs or type(inputs)))
+  end
+  local addresses, shapes = {}, {}
+  for i = 1, n do
+    local item, what = inputs[i], ("inputs[%d]"):format(i)
+    if tensor.is_tensor(item) then
+      addresses[i], shapes[i] = M.address(item, what), item:shape()
+    elseif type(item) == "table" and type(item[2]) == "table" then
+      addresses[i], shapes[i] = M.address(item[1], what .. "[1]"), item[2]
+    else
+      raise(("%s: expected a tensor or {address, shape}, got %s"):format(what, type(item)))
+    end
+  end
+  return addresses, shapes
+end
+
 -- ---- dtypes and kernels ----
 
 -- A float dtype's name (default f32), checked.
@@ -126,6 +149,23 @@ function M.float_dtype(name, what)
   return name
 end
 
+-- A block width for a flat kernel (one thread a 16-byte vector or element): a multiple of 32
+-- from 32 to 1024.
+function M.flat_block(v)
+  if type(v) ~= "number" or v ~= math.floor(v) or v < 32 or v > 1024 or v % 32 ~= 0 then
+    raise("block: expected a multiple of 32 from 32 to 1024, got " .. errors.show(v))
+  end
+  return v
+end
+
+-- The grid of a flat kernel over `elements` of dtype dt: a thread a 16-byte vector, `block`
+-- threads a CTA, at least 1 CTA and at most 2^31 - 1 (the kernels stride beyond).
+function M.vector_grid(elements, dt, block)
+  local per_vector = math.max(1, math.floor(16 / dtype.size(dt)))
+  local ctas = math.ceil(math.ceil(elements / per_vector) / block)
+  return { math.max(1, math.min(ctas, 2 ^ 31 - 1)), 1, 1 }
+end
+
 -- A kernel file's text, as libtocha carries it (kernels/<file>).
 function M.source(file)
   local text = C.tocha_kernel_library_source(file)
@@ -135,12 +175,14 @@ end
 
 -- ---- direct calls ----
 
--- Raises unless t is a live dense tensor of the op's dtype (and on like's device, when given).
-function M.check_tensor(self, t, what, like)
+-- Raises unless t is a live dense tensor of the op's dtype (and on the device of like, a tensor
+-- the message calls like_name, default x, when given).
+function M.check_tensor(self, t, what, like, like_name)
   M.live_tensor(t, what)
   if t:dtype() ~= self.dtype then raise(("%s: expected dtype %s (the op's), got %s"):format(what, self.dtype, t:dtype())) end
-  if like and device.wrap(t.dev) ~= device.wrap(like.dev) then
-    raise(("%s: the tensor is on %s, x on %s"):format(what, device.wrap(t.dev).name, device.wrap(like.dev).name))
+  if like and t.dev ~= like.dev then
+    raise(("%s: the tensor is on %s, %s on %s"):format(what, device.wrap(t.dev).name, like_name or "x",
+      device.wrap(like.dev).name))
   end
 end
 
