@@ -1,13 +1,12 @@
 // elementwise.cu: y = f(x) and y = g(a, b) element by element, and their gradients; the
-// function is a compile-time constant (FN, baked in at construction). Every float dtype; f16
-// and bf16 are computed in f32, f64 in f64. Where every pointer is 16-byte aligned (tensors'
-// blocks always are) a thread reads and writes whole 16-byte vectors; the elements past the last
-// whole vector, and misaligned pointers, go one by one.
+// function is a compile-time constant (F, one of the structs below, baked in at construction).
+// Every float dtype; f16 and bf16 are computed in f32, f64 in f64. Where every pointer is
+// 16-byte aligned (tensors' blocks always are) a thread reads and writes whole 16-byte vectors;
+// the elements past the last whole vector, and misaligned pointers, go one by one.
 //
-// Unary FN: 0 neg, 1 abs, 2 exp, 3 log, 4 sqrt, 5 relu, 6 sigmoid, 7 tanh, 8 silu, 9 gelu
-// (the exact form, with erf). Binary FN: 0 add, 1 sub, 2 mul, 3 div, 4 max, 5 min.
-// Gradients follow PyTorch's: abs' is sign(x) (0 at 0); relu' is 0 at 0; max and min split the
-// gradient in halves between equal operands.
+// Unary: neg, abs, exp, log, sqrt, relu, sigmoid, tanh, silu, gelu (the exact form, with erf).
+// Binary: add, sub, mul, div, max, min. Gradients follow PyTorch's: abs' is sign(x) (0 at 0);
+// relu' is 0 at 0; max and min split the gradient in halves between equal operands.
 
 __device__ __forceinline__ float ew_exp(float v) { return expf(v); }
 __device__ __forceinline__ double ew_exp(double v) { return exp(v); }
@@ -22,66 +21,101 @@ __device__ __forceinline__ double ew_erf(double v) { return erf(v); }
 
 template <typename A> __device__ __forceinline__ A ew_sigmoid(A v) { return (A)1 / ((A)1 + ew_exp(-v)); }
 
-template <int FN, typename A> __device__ __forceinline__ A unary_value(A x)
-{
-    switch (FN) {
-    case 0: return -x;
-    case 1: return x < (A)0 ? -x : x;
-    case 2: return ew_exp(x);
-    case 3: return ew_log(x);
-    case 4: return ew_sqrt(x);
-    case 5: return x > (A)0 ? x : (A)0;
-    case 6: return ew_sigmoid(x);
-    case 7: return ew_tanh(x);
-    case 8: return x * ew_sigmoid(x);
-    default: return (A)0.5 * x * ((A)1 + ew_erf(x * (A)0.70710678118654752440));
+// The functions, by name: tocha.Elementwise.new("relu") bakes ew_fn_relu in as the kernels'
+// template argument F. A unary one has value(x) and grad(x, dy) = dy * f'(x), from x alone (the
+// forward's output is recomputed where f' needs it); a binary one value(a, b) and
+// grad(a, b, dy, da, db). A is the compute type (f32 for halves).
+#define EW_DEV template <typename A> static __device__ __forceinline__
+struct ew_fn_neg {
+    EW_DEV A value(A x) { return -x; }
+    EW_DEV A grad(A, A dy) { return -dy; }
+};
+struct ew_fn_abs {
+    EW_DEV A value(A x) { return x < (A)0 ? -x : x; }
+    EW_DEV A grad(A x, A dy) { return x > (A)0 ? dy : x < (A)0 ? -dy : (A)0; }
+};
+struct ew_fn_exp {
+    EW_DEV A value(A x) { return ew_exp(x); }
+    EW_DEV A grad(A x, A dy) { return dy * ew_exp(x); }
+};
+struct ew_fn_log {
+    EW_DEV A value(A x) { return ew_log(x); }
+    EW_DEV A grad(A x, A dy) { return dy / x; }
+};
+struct ew_fn_sqrt {
+    EW_DEV A value(A x) { return ew_sqrt(x); }
+    EW_DEV A grad(A x, A dy) { return dy / ((A)2 * ew_sqrt(x)); }
+};
+struct ew_fn_relu {
+    EW_DEV A value(A x) { return x > (A)0 ? x : (A)0; }
+    EW_DEV A grad(A x, A dy) { return x > (A)0 ? dy : (A)0; }
+};
+struct ew_fn_sigmoid {
+    EW_DEV A value(A x) { return ew_sigmoid(x); }
+    EW_DEV A grad(A x, A dy)
+    {
+        A s = ew_sigmoid(x);
+        return dy * s * ((A)1 - s);
     }
-}
-
-// dy * f'(x), from x alone (the forward's output is recomputed where f' needs it).
-template <int FN, typename A> __device__ __forceinline__ A unary_grad(A x, A dy)
-{
-    switch (FN) {
-    case 0: return -dy;
-    case 1: return x > (A)0 ? dy : x < (A)0 ? -dy : (A)0;
-    case 2: return dy * ew_exp(x);
-    case 3: return dy / x;
-    case 4: return dy / ((A)2 * ew_sqrt(x));
-    case 5: return x > (A)0 ? dy : (A)0;
-    case 6: { A s = ew_sigmoid(x); return dy * s * ((A)1 - s); }
-    case 7: { A t = ew_tanh(x); return dy * ((A)1 - t * t); }
-    case 8: { A s = ew_sigmoid(x); return dy * s * ((A)1 + x * ((A)1 - s)); }
-    default: {
+};
+struct ew_fn_tanh {
+    EW_DEV A value(A x) { return ew_tanh(x); }
+    EW_DEV A grad(A x, A dy)
+    {
+        A t = ew_tanh(x);
+        return dy * ((A)1 - t * t);
+    }
+};
+struct ew_fn_silu {
+    EW_DEV A value(A x) { return x * ew_sigmoid(x); }
+    EW_DEV A grad(A x, A dy)
+    {
+        A s = ew_sigmoid(x);
+        return dy * s * ((A)1 + x * ((A)1 - s));
+    }
+};
+struct ew_fn_gelu {
+    EW_DEV A value(A x) { return (A)0.5 * x * ((A)1 + ew_erf(x * (A)0.70710678118654752440)); }
+    EW_DEV A grad(A x, A dy)
+    {
         A cdf = (A)0.5 * ((A)1 + ew_erf(x * (A)0.70710678118654752440));
         A pdf = ew_exp((A)-0.5 * x * x) * (A)0.39894228040143267794;
         return dy * (cdf + x * pdf);
     }
+};
+struct ew_fn_add {
+    EW_DEV A value(A a, A b) { return a + b; }
+    EW_DEV void grad(A, A, A dy, A &da, A &db) { da = dy, db = dy; }
+};
+struct ew_fn_sub {
+    EW_DEV A value(A a, A b) { return a - b; }
+    EW_DEV void grad(A, A, A dy, A &da, A &db) { da = dy, db = -dy; }
+};
+struct ew_fn_mul {
+    EW_DEV A value(A a, A b) { return a * b; }
+    EW_DEV void grad(A a, A b, A dy, A &da, A &db) { da = dy * b, db = dy * a; }
+};
+struct ew_fn_div {
+    EW_DEV A value(A a, A b) { return a / b; }
+    EW_DEV void grad(A a, A b, A dy, A &da, A &db) { da = dy / b, db = -dy * a / (b * b); }
+};
+struct ew_fn_max {
+    EW_DEV A value(A a, A b) { return a > b || a != a ? a : b; } // NaN in either operand gives NaN
+    EW_DEV void grad(A a, A b, A dy, A &da, A &db)
+    {
+        da = a > b ? dy : a < b ? (A)0 : dy * (A)0.5;
+        db = a < b ? dy : a > b ? (A)0 : dy * (A)0.5;
     }
-}
-
-template <int FN, typename A> __device__ __forceinline__ A binary_value(A a, A b)
-{
-    switch (FN) {
-    case 0: return a + b;
-    case 1: return a - b;
-    case 2: return a * b;
-    case 3: return a / b;
-    case 4: return a > b || a != a ? a : b; // NaN in either operand gives NaN
-    default: return a < b || a != a ? a : b;
+};
+struct ew_fn_min {
+    EW_DEV A value(A a, A b) { return a < b || a != a ? a : b; }
+    EW_DEV void grad(A a, A b, A dy, A &da, A &db)
+    {
+        da = a < b ? dy : a > b ? (A)0 : dy * (A)0.5;
+        db = a > b ? dy : a < b ? (A)0 : dy * (A)0.5;
     }
-}
-
-template <int FN, typename A> __device__ __forceinline__ void binary_grad(A a, A b, A dy, A &da, A &db)
-{
-    switch (FN) {
-    case 0: da = dy; db = dy; break;
-    case 1: da = dy; db = -dy; break;
-    case 2: da = dy * b; db = dy * a; break;
-    case 3: da = dy / b; db = -dy * a / (b * b); break;
-    case 4: da = a > b ? dy : a < b ? (A)0 : dy * (A)0.5; db = a < b ? dy : a > b ? (A)0 : dy * (A)0.5; break;
-    default: da = a < b ? dy : a > b ? (A)0 : dy * (A)0.5; db = a > b ? dy : a < b ? (A)0 : dy * (A)0.5; break;
-    }
-}
+};
+#undef EW_DEV
 
 // 16 bytes of T at p (16-byte aligned) into v, and back.
 template <typename T> __device__ __forceinline__ void ew_load(const T *p, T *v)
@@ -108,7 +142,7 @@ __device__ __forceinline__ bool ew_aligned(const void *a, const void *b, const v
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (count);                    \
          i += (long long)blockDim.x * gridDim.x)
 
-template <typename T, int FN> __device__ void tocha_unary(const T *x, T *y, long long n)
+template <typename T, typename F> __device__ void tocha_unary(const T *x, T *y, long long n)
 {
     const int V = 16 / (int)sizeof(T);
     const long long vectors = ew_aligned(x, y) ? n / V : 0;
@@ -116,14 +150,14 @@ template <typename T, int FN> __device__ void tocha_unary(const T *x, T *y, long
         T a[V], r[V];
         ew_load(x + i * V, a);
 #pragma unroll
-        for (int e = 0; e < V; e++) r[e] = tocha::from_compute<T>(unary_value<FN>(tocha::to_compute(a[e])));
+        for (int e = 0; e < V; e++) r[e] = tocha::from_compute<T>(F::value(tocha::to_compute(a[e])));
         ew_store(y + i * V, r);
     }
     const long long done = vectors * V;
-    EW_THREAD_LOOP(i, n - done) y[done + i] = tocha::from_compute<T>(unary_value<FN>(tocha::to_compute(x[done + i])));
+    EW_THREAD_LOOP(i, n - done) y[done + i] = tocha::from_compute<T>(F::value(tocha::to_compute(x[done + i])));
 }
 
-template <typename T, int FN> __device__ void tocha_unary_backward(const T *x, const T *dy, T *dx, long long n)
+template <typename T, typename F> __device__ void tocha_unary_backward(const T *x, const T *dy, T *dx, long long n)
 {
     const int V = 16 / (int)sizeof(T);
     const long long vectors = ew_aligned(x, dy, dx) ? n / V : 0;
@@ -132,14 +166,14 @@ template <typename T, int FN> __device__ void tocha_unary_backward(const T *x, c
         ew_load(x + i * V, a);
         ew_load(dy + i * V, g);
 #pragma unroll
-        for (int e = 0; e < V; e++) r[e] = tocha::from_compute<T>(unary_grad<FN>(tocha::to_compute(a[e]), tocha::to_compute(g[e])));
+        for (int e = 0; e < V; e++) r[e] = tocha::from_compute<T>(F::grad(tocha::to_compute(a[e]), tocha::to_compute(g[e])));
         ew_store(dx + i * V, r);
     }
     const long long done = vectors * V;
-    EW_THREAD_LOOP(i, n - done) dx[done + i] = tocha::from_compute<T>(unary_grad<FN>(tocha::to_compute(x[done + i]), tocha::to_compute(dy[done + i])));
+    EW_THREAD_LOOP(i, n - done) dx[done + i] = tocha::from_compute<T>(F::grad(tocha::to_compute(x[done + i]), tocha::to_compute(dy[done + i])));
 }
 
-template <typename T, int FN> __device__ void tocha_binary(const T *a, const T *b, T *y, long long n)
+template <typename T, typename F> __device__ void tocha_binary(const T *a, const T *b, T *y, long long n)
 {
     const int V = 16 / (int)sizeof(T);
     const long long vectors = ew_aligned(a, b, y) ? n / V : 0;
@@ -148,14 +182,14 @@ template <typename T, int FN> __device__ void tocha_binary(const T *a, const T *
         ew_load(a + i * V, va);
         ew_load(b + i * V, vb);
 #pragma unroll
-        for (int e = 0; e < V; e++) r[e] = tocha::from_compute<T>(binary_value<FN>(tocha::to_compute(va[e]), tocha::to_compute(vb[e])));
+        for (int e = 0; e < V; e++) r[e] = tocha::from_compute<T>(F::value(tocha::to_compute(va[e]), tocha::to_compute(vb[e])));
         ew_store(y + i * V, r);
     }
     const long long done = vectors * V;
-    EW_THREAD_LOOP(i, n - done) y[done + i] = tocha::from_compute<T>(binary_value<FN>(tocha::to_compute(a[done + i]), tocha::to_compute(b[done + i])));
+    EW_THREAD_LOOP(i, n - done) y[done + i] = tocha::from_compute<T>(F::value(tocha::to_compute(a[done + i]), tocha::to_compute(b[done + i])));
 }
 
-template <typename T, int FN>
+template <typename T, typename F>
 __device__ void tocha_binary_backward(const T *a, const T *b, const T *dy, T *da, T *db, long long n)
 {
     typedef typename tocha::compute<T>::type A;
@@ -169,7 +203,7 @@ __device__ void tocha_binary_backward(const T *a, const T *b, const T *dy, T *da
 #pragma unroll
         for (int e = 0; e < V; e++) {
             A ga, gb;
-            binary_grad<FN>(tocha::to_compute(va[e]), tocha::to_compute(vb[e]), tocha::to_compute(g[e]), ga, gb);
+            F::grad(tocha::to_compute(va[e]), tocha::to_compute(vb[e]), tocha::to_compute(g[e]), ga, gb);
             ra[e] = tocha::from_compute<T>(ga);
             rb[e] = tocha::from_compute<T>(gb);
         }
@@ -179,7 +213,7 @@ __device__ void tocha_binary_backward(const T *a, const T *b, const T *dy, T *da
     const long long done = vectors * V;
     EW_THREAD_LOOP(i, n - done) {
         A ga, gb;
-        binary_grad<FN>(tocha::to_compute(a[done + i]), tocha::to_compute(b[done + i]), tocha::to_compute(dy[done + i]), ga, gb);
+        F::grad(tocha::to_compute(a[done + i]), tocha::to_compute(b[done + i]), tocha::to_compute(dy[done + i]), ga, gb);
         da[done + i] = tocha::from_compute<T>(ga);
         db[done + i] = tocha::from_compute<T>(gb);
     }

@@ -561,34 +561,6 @@ TOCHA_API int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, 
 ** backward kernel runs; dy is [B, C, H*sh, W*sw], dx [B, C, H, W]. */
 TOCHA_API int tocha_upsample_backward(tocha_upsample *up, const tocha_tensor *dy, tocha_tensor *dx);
 
-/* ---- elementwise ops: y = f(x) and y = g(a, b), with their gradients ---- */
-
-typedef struct tocha_elementwise tocha_elementwise;
-/* An op for fn, a unary function ("neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid",
-** "tanh", "silu", "gelu") or a binary one ("add", "sub", "mul", "div", "max", "min"), of a float
-** dtype, block threads a CTA (a multiple of 32 up to 1024). Its forward and backward kernels
-** have fn and dtype baked in; f16 and bf16 are computed in f32. Every tensor of a launch has
-** one shape (no broadcasting). */
-TOCHA_API int tocha_elementwise_new(const char *fn, int dtype, int block, tocha_elementwise **out);
-/* NULL ok. */
-TOCHA_API void tocha_elementwise_destroy(tocha_elementwise *op);
-/* 1 for a unary op, 2 for a binary one. */
-TOCHA_API int tocha_elementwise_arity(const tocha_elementwise *op);
-/* "elementwise_<fn>__<dtype>__<block>"; owned by the op. */
-TOCHA_API const char *tocha_elementwise_id(const tocha_elementwise *op);
-/* Its RuntimeOp and Kernels (owned by the op). The backward kernel's arguments are x, dy, dx,
-** n (unary) or a, b, dy, da, db, n (binary). */
-TOCHA_API tocha_runtime_op *tocha_elementwise_op(tocha_elementwise *op);
-TOCHA_API tocha_kernel *tocha_elementwise_kernel(const tocha_elementwise *op);
-TOCHA_API tocha_kernel *tocha_elementwise_backward_kernel(const tocha_elementwise *op);
-/* y = f(a) (b NULL) or g(a, b): every tensor of the op's dtype, on one device, of one shape. */
-TOCHA_API int tocha_elementwise_forward(tocha_elementwise *op, const tocha_tensor *a,
-                                        const tocha_tensor *b, tocha_tensor *y);
-/* The gradients for dy: da = dy * f'(a) (b and db NULL), or da and db for g(a, b). */
-TOCHA_API int tocha_elementwise_backward(tocha_elementwise *op, const tocha_tensor *a,
-                                         const tocha_tensor *b, const tocha_tensor *dy, tocha_tensor *da,
-                                         tocha_tensor *db);
-
 #ifdef __cplusplus
 }
 #endif

@@ -155,47 +155,6 @@ void tocha_memory_release(tocha_device *d, uint64_t ptr, uint64_t nbytes);
 /* Gives back the blocks freed during the capture that just ended on d. */
 void tocha_memory_release_deferred(tocha_device *d);
 
-/* ---- flat_op.c: what the C elementwise ops are built on ---- */
-tocha_shape tocha_shape_of(const tocha_tensor *t);
-int64_t tocha_shape_numel(const tocha_shape *s);
-bool tocha_shape_same(const tocha_shape *a, const tocha_shape *b);
-/* "<what>: expected shape [want] (<like>), got [got]" as a TOCHA_E_ARGUMENT failure. */
-int tocha_shape_mismatch(const char *what, const tocha_shape *want, const tocha_shape *got,
-                         const char *like);
-/* 1 to TOCHA_MAX_DIMS sizes, each at least 1; else an error naming what. */
-int tocha_shape_check(const tocha_shape *s, const char *what);
-/* Appends n_ptrs pointer arguments, then n_ints integer ones, to a RuntimeOp's list. */
-int tocha_args_append(tocha_arg_list *visitor, const uint64_t *ptrs, int n_ptrs, const int64_t *ints,
-                      int n_ints);
-/* CTAs of block threads for one 16-byte vector of elements a thread (at least 1, at most the
-** grid's limit; the kernels loop over what a grid does not cover). */
-uint32_t tocha_vector_grid(int64_t elements, int elem_size, int block);
-
-/* The first member of a flat op: its RuntimeOp (first, so that it casts), the dtype and block
-** width its kernels are made for, and the forward and backward kernels. Their grid is one
-** thread a 16-byte vector of the output (forward) or of the gradient's source (backward). */
-typedef struct tocha_flat_op {
-    tocha_runtime_op op;
-    int32_t dtype, block;
-    char id[64];
-    tocha_kernel *forward, *backward;
-} tocha_flat_op;
-/* Checks block (a multiple of 32 up to 1024), then makes the kernels names[0] (forward) and
-** names[1] (backward) of the embedded source file with targs and params[0..1]. On failure the
-** caller still calls tocha_flat_op_release. */
-int tocha_flat_op_init(tocha_flat_op *f, const tocha_runtime_op_vtable *vtable, int dtype, int block,
-                       const char *file, const char *const names[2], const char *targs,
-                       const char *const params[2]);
-void tocha_flat_op_release(tocha_flat_op *f);
-void tocha_flat_op_grid_of(const tocha_flat_op *f, const tocha_shape *output, uint32_t grid[3]);
-/* RuntimeOp slots: grid (the output shape checked), block, has_backward (always). */
-int tocha_flat_op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3]);
-void tocha_flat_op_block(const tocha_runtime_op *op, uint32_t block[3]);
-int tocha_flat_op_has_backward(const tocha_runtime_op *op);
-/* A tensor of a launch: live, of the op's dtype, on first's device (first may be NULL). */
-int tocha_flat_op_check_tensor(const tocha_flat_op *f, const tocha_tensor *t, const tocha_tensor *first,
-                               const char *what, const char *first_name);
-
 /* ---- cuda_driver.c ---- */
 /* Loads the driver and fills devs with one device per GPU (at most cap). Returns the count,
 ** or 0 with *why set to the reason CUDA is unusable. */

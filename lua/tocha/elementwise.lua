@@ -1,6 +1,6 @@
--- tocha.Elementwise: y = f(x) and y = g(a, b) element by element, forward and backward, each a
--- CUDA C kernel pair (kernels/elementwise.cu) with the function and dtype baked in at
--- construction, and a RuntimeOp (tocha.runtime_op), so that it joins a tocha.Model.
+-- tocha.Elementwise: y = f(x) and y = g(a, b) element by element, forward and backward:
+-- kernels/elementwise.cu with the function (its struct ew_fn_<name>, by name) and the dtype
+-- baked in at construction, behind a RuntimeOp (tocha.op), so that it joins a tocha.Model.
 --
 --   local relu = tocha.Elementwise.new("relu")          -- f32, 256 threads a CTA
 --   local y  = relu:forward(x)                          -- y = max(x, 0)
@@ -9,50 +9,164 @@
 --   local p = mul:forward(a, b)                         -- computed in f32, stored as bf16
 --   local da, db = mul:backward(a, b, dp)
 --
--- Unary: neg, abs, exp, log, sqrt, relu, sigmoid, tanh, silu, gelu (exact, with erf). Binary:
--- add, sub, mul, div, max, min. Every tensor of a call has one shape and the op's dtype.
-local ffi = require "ffi"
-local native = require "tocha.ffi"
+-- Every tensor of a call has one shape and the op's dtype (no broadcasting: the channel bias
+-- add is the op that broadcasts).
 local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
+local op = require "tocha.op"
 local runtime_op = require "tocha.runtime_op"
-local op_base = require "tocha.op"
-local C, check, raise = native.C, native.check, errors.raise
+local raise = errors.raise
 
 local M = {}
 
-local Elementwise = {}
-Elementwise.__index = Elementwise
-Elementwise.__tostring = function(op) return "tocha.Elementwise " .. op.id end
+local Elementwise = op.class("Elementwise")
 M.Elementwise = Elementwise
 
 M.DEFAULT_BLOCK = 256
 
--- Elementwise.new(fn [, dtype [, block]]): the op for fn (a name above), of dtype (default f32),
--- block threads a CTA (default 256; a multiple of 32 up to 1024, checked in C).
-function Elementwise.new(fn, dtype_name, block)
-  if type(fn) ~= "string" then raise("fn: expected a function name, got " .. type(fn)) end
-  local id = dtype.id(dtype_name or "f32")
-  block = op_base.integer(block or M.DEFAULT_BLOCK, "block")
-  local out = ffi.new("tocha_elementwise*[1]")
-  check(C.tocha_elementwise_new(fn, id, block, out))
-  return runtime_op.wrap(Elementwise, "tocha_elementwise", out,
-    { fn = fn, kind = fn, dtype = dtype.name(id), block_size = block, arity = C.tocha_elementwise_arity(out[0]) })
+-- The functions and their arity, in the order messages list them; each is a struct ew_fn_<name>
+-- of kernels/elementwise.cu.
+M.UNARY = { "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "silu", "gelu" }
+M.BINARY = { "add", "sub", "mul", "div", "max", "min" }
+local arity_of = {}
+for _, name in ipairs(M.UNARY) do arity_of[name] = 1 end
+for _, name in ipairs(M.BINARY) do arity_of[name] = 2 end
+local function known()
+  local all = {}
+  for _, name in ipairs(M.UNARY) do all[#all + 1] = name end
+  for _, name in ipairs(M.BINARY) do all[#all + 1] = name end
+  return table.concat(all, ", ", 1, #all - 1) .. " or " .. all[#all]
 end
 
-function Elementwise:runtime_op() return C.tocha_elementwise_op(self.handle) end
+-- Elementwise.new(fn [, dtype [, block]]): the op for fn (a name above), of a float dtype
+-- (default f32), block threads a CTA (default 256; a multiple of 32 up to 1024).
+function Elementwise.new(fn, dtype_name, block)
+  if type(fn) ~= "string" then raise("fn: expected a function name, got " .. type(fn)) end
+  local arity = arity_of[fn]
+  if not arity then raise(("fn: unknown function %s (expected %s)"):format(errors.show(fn), known())) end
+  local dt = op.float_dtype(dtype_name, "dtype")
+  block = op.flat_block(block or M.DEFAULT_BLOCK)
+  local source, targs = op.source("elementwise.cu"), ("%s, ew_fn_%s"):format(dtype.ctype(dt), fn)
+  local self = setmetatable({ fn = fn, kind = fn, dtype = dt, block_size = block, arity = arity,
+    id = ("elementwise_%s__%s__%d"):format(fn, dt, block) }, Elementwise)
+  local forward, backward
+  if arity == 1 then
+    forward = { "tocha_unary", ("%s* x, %s* y, i64 n"):format(dt, dt) }
+    backward = { "tocha_unary_backward", ("%s* x, %s* dy, %s* dx, i64 n"):format(dt, dt, dt) }
+  else
+    forward = { "tocha_binary", ("%s* a, %s* b, %s* y, i64 n"):format(dt, dt, dt) }
+    backward = { "tocha_binary_backward", ("%s* a, %s* b, %s* dy, %s* da, %s* db, i64 n"):format(dt, dt, dt, dt, dt) }
+  end
+  self.kernel = kernel.new { source = source, name = forward[1], template_args = targs, params = forward[2] }
+  self.grad_kernel = kernel.new { source = source, name = backward[1], template_args = targs, params = backward[2] }
+  self.backward_kernel = self.grad_kernel
+  return self
+end
 
-runtime_op.install(Elementwise)
+-- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
 
-local need_tensor, on_stream = op_base.live_tensor, op_base.on_stream
+function Elementwise:n_activation_inputs() return self.arity end
+
+-- The inputs' one shape: arity of them, each valid, all equal.
+local function input_shape(self, shapes)
+  if type(shapes) ~= "table" or #shapes ~= self.arity then
+    raise(("inputs: expected %d input shape%s, got %s"):format(self.arity, self.arity == 1 and "" or "s",
+      type(shapes) == "table" and #shapes or type(shapes)))
+  end
+  op.check_shape(shapes[1], "inputs[1]")
+  if self.arity == 2 and op.shape_text(shapes[1]) ~= op.shape_text(shapes[2]) then
+    raise(("inputs[2]: expected shape %s (like inputs[1]), got %s"):format(op.shape_text(shapes[1]),
+      op.shape_text(shapes[2])))
+  end
+  return shapes[1]
+end
+
+function Elementwise:compute_concrete_output_shape(input_shapes)
+  local shape = input_shape(self, input_shapes)
+  local out = {}
+  for i, s in ipairs(shape) do out[i] = s end
+  return out
+end
+
+function Elementwise:grid(output_shape)
+  op.check_shape(output_shape, "output_shape")
+  return op.vector_grid(op.numel(output_shape), self.dtype, self.block_size)
+end
+
+-- The input addresses and the elements, output_shape checked against the inputs' shape.
+local function packed_inputs(self, inputs, output_shape)
+  local at, shapes = op.inputs_of(inputs, self.arity)
+  local shape = input_shape(self, shapes)
+  if type(output_shape) ~= "table" then raise("output_shape: expected a shape, got " .. type(output_shape)) end
+  if op.shape_text(shape) ~= op.shape_text(output_shape) then
+    raise(("output_shape: expected shape %s (the inputs'), got %s"):format(op.shape_text(shape),
+      op.shape_text(output_shape)))
+  end
+  return at, op.numel(shape)
+end
+
+function Elementwise:pack_args(inputs, _, output, output_shape)
+  local at, n = packed_inputs(self, inputs, output_shape)
+  local y = op.address(output, "output")
+  if self.arity == 1 then return { at[1], y, n } end
+  return { at[1], at[2], y, n }
+end
+
+function Elementwise:backward_grid(input_shapes)
+  return self:grid(input_shape(self, input_shapes))
+end
+
+function Elementwise:pack_backward_args(inputs, _, _, output_shape, grad_output, _, grad_inputs)
+  local at, n = packed_inputs(self, inputs, output_shape)
+  grad_inputs = op.list(grad_inputs, "grad_inputs")
+  if #grad_inputs ~= self.arity then raise(("grad_inputs: expected %d, got %d"):format(self.arity, #grad_inputs)) end
+  local dy = op.address(grad_output, "grad_output")
+  if self.arity == 1 then return { at[1], dy, op.address(grad_inputs[1], "grad_inputs[1]"), n } end
+  return { at[1], at[2], dy, op.address(grad_inputs[1], "grad_inputs[1]"), op.address(grad_inputs[2], "grad_inputs[2]"), n }
+end
+
+-- ---- direct calls ----
+
+-- Checks the tensors of a launch (names[i] for each): the op's dtype, the first's device and
+-- shape.
+local function check_all(self, tensors, names)
+  local first = tensors[1]
+  local shape = first:shape()
+  for i, t in ipairs(tensors) do
+    op.check_tensor(self, t, names[i], i > 1 and first or nil, names[1])
+    if i > 1 and op.shape_text(t:shape()) ~= op.shape_text(shape) then
+      raise(("%s: expected shape %s (like %s), got %s"):format(names[i], op.shape_text(shape), names[1],
+        op.shape_text(t:shape())))
+    end
+  end
+end
+
+-- Launches k over the tensors, in k's order, then the count of elements.
+local function launch(self, k, tensors)
+  local args = {}
+  for i, t in ipairs(tensors) do args[i] = t.data end
+  args[#args + 1] = tonumber(tensors[1].count)
+  runtime_op.launch_packed(k, device.wrap(tensors[1].dev), self:grid(tensors[1]:shape()), self:block(), args)
+end
 
 -- A tensor shaped like `like`, of its dtype and on its device.
-local function alloc_like(like) return op_base.alloc_like(like:shape(), like) end
-
+local function alloc_like(like) return op.alloc_like(like:shape(), like) end
 
 local function run_forward(self, a, b, y)
   if y == nil then y = alloc_like(a) end
-  check(C.tocha_elementwise_forward(self.handle, a, b, need_tensor(y, "y")))
+  local tensors, names
+  if self.arity == 1 then
+    tensors, names = { a, op.live_tensor(y, "y") }, { "x", "y" }
+  else
+    tensors, names = { a, b, op.live_tensor(y, "y") }, { "a", "b", "y" }
+  end
+  check_all(self, tensors, names)
+  local inputs = {}
+  for i = 1, self.arity do inputs[i] = { tensors[i], names[i] } end
+  op.check_aliasing({ { y, "y" } }, inputs)
+  launch(self, self.kernel, tensors)
   return y
 end
 
@@ -62,21 +176,30 @@ function Elementwise:forward(...)
   local a, b, y, opts
   if self.arity == 1 then
     a, y, opts = ...
-    need_tensor(a, "x")
+    op.live_tensor(a, "x")
   else
     a, b, y, opts = ...
-    need_tensor(a, "a")
-    need_tensor(b, "b")
+    op.live_tensor(a, "a")
+    op.live_tensor(b, "b")
   end
-  local r = on_stream(opts, a, run_forward, self, a, b, y)
+  local r = op.on_stream(opts, a, run_forward, self, a, b, y)
   return r
 end
 
 local function run_backward(self, a, b, dy, da, db)
   if da == nil then da = alloc_like(a) end
-  if self.arity == 2 and db == nil then db = alloc_like(b) end
-  check(C.tocha_elementwise_backward(self.handle, a, b, dy, need_tensor(da, self.arity == 1 and "dx" or "da"),
-    self.arity == 2 and need_tensor(db, "db") or nil))
+  if self.arity == 1 then
+    local tensors, names = { a, dy, op.live_tensor(da, "dx") }, { "x", "dy", "dx" }
+    check_all(self, tensors, names)
+    op.check_aliasing({ { da, "dx" } }, { { a, "x" }, { dy, "dy" } })
+    launch(self, self.grad_kernel, tensors)
+    return da
+  end
+  if db == nil then db = alloc_like(b) end
+  local tensors = { a, b, dy, op.live_tensor(da, "da"), op.live_tensor(db, "db") }
+  check_all(self, tensors, { "a", "b", "dy", "da", "db" })
+  op.check_aliasing({ { da, "da" }, { db, "db" } }, { { a, "a" }, { b, "b" }, { dy, "dy" } })
+  launch(self, self.grad_kernel, tensors)
   return da, db
 end
 
@@ -86,21 +209,17 @@ function Elementwise:backward(...)
   local a, b, dy, da, db, opts
   if self.arity == 1 then
     a, dy, da, opts = ...
-    need_tensor(a, "x")
+    op.live_tensor(a, "x")
   else
     a, b, dy, da, db, opts = ...
-    need_tensor(a, "a")
-    need_tensor(b, "b")
+    op.live_tensor(a, "a")
+    op.live_tensor(b, "b")
   end
-  need_tensor(dy, "dy")
-  local ga, gb = on_stream(opts, a, run_backward, self, a, b, dy, da, db)
+  op.live_tensor(dy, "dy")
+  local ga, gb = op.on_stream(opts, a, run_backward, self, a, b, dy, da, db)
   if self.arity == 1 then return ga end
   return ga, gb
 end
 
--- op(node...): the node of this op in a tocha.Model graph.
-Elementwise.__call = function(self, ...) return require("tocha.model").node(self, ...) end
-
-errors.methods(Elementwise, "Elementwise:", function(op) return getmetatable(op) == Elementwise end, { new = true })
-errors.name(Elementwise.new, "Elementwise.new")
+op.finish(Elementwise)
 return M
