@@ -203,7 +203,8 @@ describe("tocha.Elementwise", function()
         local add, relu = tocha.Elementwise.new("add"), tocha.Elementwise.new("relu")
         local a = tocha.ones({ 4 }, { device = device })
         for _, case in ipairs({
-          { 'tocha.Elementwise.new: fn: unknown function "tan" (expected neg, abs, exp, log, sqrt, relu, sigmoid, tanh, silu, gelu, add, sub, mul, div, max or min)', tocha.Elementwise.new, "tan" },
+          { 'tocha.Elementwise.new: fn: unknown function "tan" (expected neg, abs, exp, log, sqrt, relu, sigmoid, tanh, '
+            .. "silu, gelu, add, sub, mul, div, max or min)", tocha.Elementwise.new, "tan" },
           { "tocha.Elementwise.new: fn: expected a function name, got number", tocha.Elementwise.new, 3 },
           { "tocha.Elementwise.new: dtype: expected a float dtype (f32, f64, f16, bf16), got i32",
             tocha.Elementwise.new, "exp", "i32" },
