@@ -104,30 +104,8 @@ function tocha.allclose(a, b, rtol, atol)
   return r.mismatched == 0
 end
 
--- Timing: events on a device's queue (host clock on sim).
-local Event = {}
-Event.__index = Event
-function tocha.event(name)
-  local dev = device.get(name)
-  local out = ffi.new("tocha_event*[1]")
-  check(C.tocha_event_new(dev.handle, out))
-  return setmetatable({ handle = ffi.gc(out[0], C.tocha_event_destroy), device = dev }, Event)
-end
-function Event:record()
-  check(C.tocha_event_record(self.handle))
-  return self
-end
--- Milliseconds from self to later (waits for later to complete): both recorded events of one
--- device.
-function Event:elapsed(later)
-  if getmetatable(later) ~= Event then raise("later: expected an event, got " .. errors.show(later)) end
-  if later.device ~= self.device then
-    raise(("later: the event is on %s, self on %s"):format(later.device.name, self.device.name))
-  end
-  local ms = ffi.new("double[1]")
-  check(C.tocha_event_elapsed_ms(self.handle, later.handle, ms))
-  return ms[0]
-end
+-- Timing: tocha.event([device]), events on a device's queue (lua/tocha/event.lua).
+tocha.event = require("tocha.event").new
 
 -- Streams: tocha.stream([device]), tocha.current_stream([device]) (lua/tocha/stream.lua).
 local stream = require "tocha.stream"
@@ -202,11 +180,10 @@ function tocha.versions()
   }
 end
 
-for _, name in ipairs({ "device", "synchronize", "compare", "allclose", "event", "time", "versions" }) do
+for _, name in ipairs({ "device", "synchronize", "compare", "allclose", "time", "versions" }) do
   errors.name(tocha[name], name)
 end
 errors.register(tocha.cache, "cache.")
-errors.methods(Event, "Event:", function(e) return getmetatable(e) == Event end)
 errors.name(tocha.gradcheck, "gradcheck")
 errors.name(tocha.bench, "bench")
 return tocha

@@ -14,6 +14,7 @@ local ffi = require "ffi"
 local native = require "tocha.ffi"
 local device = require "tocha.device"
 local errors = require "tocha.errors"
+local event_module = require "tocha.event"
 local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
@@ -82,9 +83,7 @@ end
 -- s:wait(event): s's later work waits for event's point (an event from tocha.event or
 -- s:record, recorded on any stream of the same device).
 local function check_event(event)
-  if type(event) ~= "table" or not ffi.istype("tocha_event *", rawget(event, "handle")) then
-    raise("event: expected an event, got " .. type(event))
-  end
+  if not event_module.is_event(event) then raise("event: expected an event, got " .. type(event)) end
 end
 
 function Stream:wait(event)
@@ -96,7 +95,7 @@ end
 -- s:record([event]): records event (a new one by default) at this point of s; returns it.
 function Stream:record(event)
   if event == nil then
-    event = require("tocha").event(self.device.name)
+    event = event_module.new(self.device.name)
   else
     check_event(event)
   end
