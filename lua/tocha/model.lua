@@ -24,6 +24,7 @@ local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
 local runtime_op = require "tocha.runtime_op" -- launch_packed, the RuntimeOp launch path
 local op_base = require "tocha.op"
+local shape_facts = require "tocha.shape"
 local plan = require "tocha.plan"
 local ffi = require "ffi"
 local native = require "tocha.ffi"
@@ -235,13 +236,7 @@ function M.new(inputs, outputs)
   return setmetatable({ inputs = inputs, outputs = outputs, order = order, input_index = input_index }, Model)
 end
 
-local function shape_text(s) return "[" .. table.concat(s, ", ") .. "]" end
-
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local shape_text, numel = shape_facts.text, shape_facts.numel
 
 -- Raises unless shape (what node's op computed) is a list of 1 to 8 positive integer sizes: a
 -- size of 2.5 would be cut to 2 on its way to C, a size of 0 or a string would reach the

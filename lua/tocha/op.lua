@@ -17,18 +17,12 @@ local device = require "tocha.device"
 local tensor = require "tocha.tensor"
 local errors = require "tocha.errors"
 local stream = require "tocha.stream"
+local shape_facts = require "tocha.shape"
 local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
 
 -- ---- sizes and shapes ----
-
--- The product of shape[first..last] (all of it by default).
-function M.numel(shape, first, last)
-  local n = 1
-  for i = first or 1, last or #shape do n = n * shape[i] end
-  return n
-end
 
 -- v when it is an integer C takes as an int (the FFI would truncate 1.5 and wrap 2^32); else an
 -- error naming what.
@@ -39,22 +33,8 @@ function M.integer(v, what)
   return v
 end
 
--- Raises unless shape is a list of min to max positive integer sizes (default 1 to 8).
-function M.check_shape(shape, what, min, max)
-  min, max = min or 1, max or 8
-  if type(shape) ~= "table" or #shape < min or #shape > max then
-    raise(("%s: expected a shape of %d to %d sizes"):format(what, min, max))
-  end
-  for i, s in ipairs(shape) do
-    if type(s) ~= "number" or s ~= math.floor(s) or s < 1 then
-      raise(("%s[%d]: expected a positive size, got %s"):format(what, i, errors.show(s)))
-    end
-  end
-  return shape
-end
-
--- A shape as messages show it: "[2, 3, 4]".
-function M.shape_text(shape) return "[" .. table.concat(shape, ", ") .. "]" end
+-- Shapes (tocha.shape): numel, shape_text, check_shape, same_sizes.
+M.numel, M.shape_text, M.check_shape, M.same_sizes = shape_facts.numel, shape_facts.text, shape_facts.check, shape_facts.same
 
 -- The one shape of a one-input op's input_shapes.
 function M.one_input(input_shapes)

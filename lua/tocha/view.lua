@@ -80,11 +80,7 @@ local function size_list(first, ...)
   return { first, ... }
 end
 
-local function numel(d)
-  local n = 1
-  for _, v in ipairs(d) do n = n * v end
-  return n
-end
+local numel = require("tocha.shape").numel
 
 local function dense_strides(d)
   local s, stride = {}, 1
