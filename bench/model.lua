@@ -28,10 +28,7 @@ end
 print(("model benchmark on %s (%s), %d reps"):format(device.name, device.product, opts.reps))
 local copy_gbps = device.kind == "sim" and 1 or timing.copy_bandwidth(device)
 
-local ffi = require "ffi"
-ffi.cdef "struct model_bench_ts { long s; long ns; }; int clock_gettime(int clk, struct model_bench_ts *ts);"
-local ts = ffi.new("struct model_bench_ts")
-local function now_us() ffi.C.clock_gettime(1, ts) return tonumber(ts.s) * 1e6 + tonumber(ts.ns) / 1e3 end
+local now_us = timing.now_us
 
 -- Microseconds per call of fn over reps calls, synchronised once at the end (after a warm-up).
 local function per_call_us(fn)
@@ -57,12 +54,8 @@ local function launch_floor_us()
     io.stderr:write("launch floor not measured: ", driver_sync, "\n")
     return 0
   end
-  for _ = 1, 100 do launch() end
-  driver_sync()
-  local t0 = now_us()
-  for _ = 1, 10 * opts.reps do launch() end
-  driver_sync()
-  local us = (now_us() - t0) / (10 * opts.reps)
+  -- Timed as bench/upsample.lua times it: host time of batches of launches, drained between.
+  local us = timing.host_us_per_call(launch, driver_sync, 10 * opts.reps)
   close()
   return us
 end

@@ -1,7 +1,30 @@
 -- bench/timing.lua: device timing and the CSV output shared by the benchmarks.
 local tocha = require "tocha"
+local ffi = require "ffi"
 
 local M = {}
+
+ffi.cdef "struct tocha_timing_timespec { long s; long ns; }; int clock_gettime(int clk, struct tocha_timing_timespec *ts);"
+local ts = ffi.new("struct tocha_timing_timespec")
+
+-- The monotonic clock in microseconds.
+function M.now_us()
+  ffi.C.clock_gettime(1, ts)
+  return tonumber(ts.s) * 1e6 + tonumber(ts.ns) / 1e3
+end
+
+-- Host microseconds per call of call() over n calls in batches of 250, sync() after each batch
+-- outside the timed part, so that the launch queue never fills and no call waits for the GPU.
+function M.host_us_per_call(call, sync, n)
+  local spent = 0
+  for _ = 1, math.max(1, math.floor(n / 250)) do
+    local b0 = M.now_us()
+    for _ = 1, 250 do call() end
+    spent = spent + M.now_us() - b0
+    sync()
+  end
+  return spent / (math.max(1, math.floor(n / 250)) * 250)
+end
 
 -- The median of a list of numbers (sorts it).
 function M.median(list)

@@ -21,7 +21,6 @@
 -- --only keeps the cases whose label ("shapes forward f16 nhwc neck 640 P5 b16") matches a Lua
 -- pattern.
 local tocha = require "tocha"
-local ffi = require "ffi"
 local cases = require "bench.cases"
 
 local opts = { out = "results/tmp", launches = 50 }
@@ -44,17 +43,9 @@ os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 local is_tty = os.getenv("TERM") and os.execute("test -t 2") == 0
 
-ffi.cdef [[
-struct tocha_bench_timespec { long tv_sec; long tv_nsec; };
-int clock_gettime(int clk, struct tocha_bench_timespec *ts);
-]]
-local ts = ffi.new("struct tocha_bench_timespec")
-local function now_ms()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
-end
 
 local timing = require "bench.timing"
+local function now_ms() return timing.now_us() / 1e3 end
 local function time_launches(fn, n) return timing.time_launches(device, fn, n) end
 local function copy_bandwidth() return timing.copy_bandwidth(device) end
 
@@ -328,16 +319,7 @@ do -- one small forward call from Lua: 20,000 calls, synchronized once
   -- The host's part alone: batches of 250 calls, each timed and then drained, so that the
   -- launch queue never fills and no call waits for the GPU. Beside it, the driver's own cost
   -- of the same launch (an empty kernel of the same parameters, straight through libcuda).
-  local function us_per_call(call, sync) -- n calls in batches of 250, drained between
-    local spent = 0
-    for _ = 1, n / 250 do
-      local b0 = now_ms()
-      for _ = 1, 250 do call() end
-      spent = spent + now_ms() - b0
-      sync()
-    end
-    return spent * 1e3 / n
-  end
+  local function us_per_call(call, sync) return timing.host_us_per_call(call, sync, n) end
   local function sync() tocha.synchronize(device) end
   host[#host + 1] = { "forward_call_host_us", us_per_call(function() up:forward(x, y) end, sync) }
   -- The same call as scripts write it, a new output each time (dropped: the collector and the

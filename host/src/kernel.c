@@ -272,7 +272,7 @@ int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *binary_siz
 
 /* The loaded entry function on d, building and loading it on first use (not during a graph
 ** capture: loading a module is not work a graph can hold). */
-static int function_for(tocha_kernel *k, tocha_device *d, void **fn)
+int tocha_kernel_function(tocha_kernel *k, tocha_device *d, void **fn)
 {
     int i = d->index;
     if (k->functions[i]) {
@@ -298,7 +298,7 @@ int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t 
                                const uint32_t block[3], uint32_t shared_bytes, void **args)
 {
     void *fn = NULL;
-    int st = function_for(k, d, &fn);
+    int st = tocha_kernel_function(k, d, &fn);
     if (st) return st;
     if (d->stream && d->stream->capture) {
         uint8_t sizes[TOCHA_MAX_PARAMS];
@@ -324,7 +324,7 @@ int tocha_kernel_launch_raw(tocha_kernel *k, tocha_device *d, const uint32_t gri
     return tocha_kernel_launch_shared(k, d, grid, block, 0, args);
 }
 
-static int check_dims(const uint32_t grid[3], const uint32_t block[3])
+int tocha_kernel_check_dims(const uint32_t grid[3], const uint32_t block[3])
 {
     static const char *axes = "xyz";
     static const uint32_t grid_max[3] = {2147483647u, 65535u, 65535u};
@@ -421,7 +421,7 @@ int tocha_kernel_launch(tocha_kernel *k, tocha_device *d, const uint32_t grid[3]
     if (nargs != k->nparams)
         return tocha_fail(TOCHA_E_ARGUMENT, "expected %d arguments for %s, got %d", k->nparams,
                           k->entry_name, nargs);
-    int st = check_dims(grid, block);
+    int st = tocha_kernel_check_dims(grid, block);
     if (st) return st;
     scalar_value values[TOCHA_MAX_PARAMS];
     void *slots[TOCHA_MAX_PARAMS];
@@ -463,11 +463,11 @@ static int check_count(const tocha_kernel *k, int count)
                       k->entry_name, count);
 }
 
-int tocha_kernel_pack_values(const tocha_kernel *k, const tocha_arg_list *list,
-                             uint64_t values[TOCHA_MAX_PARAMS])
+/* The arguments' bytes, the count already checked. */
+static int pack_counted(const tocha_kernel *k, const tocha_arg_list *list,
+                        uint64_t values[TOCHA_MAX_PARAMS])
 {
-    int st = check_count(k, list->count);
-    if (st) return st;
+    int st;
     for (int i = 0; i < list->count; i++) {
         const param *p = &k->params[i];
         const tocha_arg *a = &list->args[i];
@@ -486,11 +486,11 @@ int tocha_kernel_pack_values(const tocha_kernel *k, const tocha_arg_list *list,
     return TOCHA_OK;
 }
 
-int tocha_kernel_function(tocha_kernel *k, tocha_device *d, void **fn) { return function_for(k, d, fn); }
-
-int tocha_kernel_check_dims(const uint32_t grid[3], const uint32_t block[3])
+int tocha_kernel_pack_values(const tocha_kernel *k, const tocha_arg_list *list,
+                             uint64_t values[TOCHA_MAX_PARAMS])
 {
-    return check_dims(grid, block);
+    int st = check_count(k, list->count);
+    return st ? st : pack_counted(k, list, values);
 }
 
 int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
@@ -500,11 +500,11 @@ int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *d, const uint32_t 
     if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
     if (!list) return tocha_fail(TOCHA_E_ARGUMENT, "args: expected an argument list, got NULL");
     int st = check_count(k, list->count);
-    if (!st) st = check_dims(grid, block);
+    if (!st) st = tocha_kernel_check_dims(grid, block);
     if (st) return st;
     uint64_t values[TOCHA_MAX_PARAMS];
     void *slots[TOCHA_MAX_PARAMS];
-    if ((st = tocha_kernel_pack_values(k, list, values))) return st;
+    if ((st = pack_counted(k, list, values))) return st;
     for (int i = 0; i < list->count; i++) slots[i] = &values[i];
     return tocha_kernel_launch_raw(k, d, grid, block, slots);
 }

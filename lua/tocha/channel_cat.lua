@@ -47,7 +47,7 @@ local function joined(a, b, name_a, name_b)
   local want, out = {}, {}
   for i, s in ipairs(a) do want[i], out[i] = s, s end
   want[2] = #b == #a and b[2] or 1
-  if op.shape_text(want) ~= op.shape_text(b) then
+  if not op.same_sizes(want, b) then
     raise(("%s: expected shape %s (like %s but for dimension 2), got %s"):format(name_b, op.shape_text(want), name_a,
       op.shape_text(b)))
   end
@@ -64,33 +64,19 @@ end
 -- The output shape the pack methods were given, checked against the parts' joined one.
 local function check_output(a, b, output_shape)
   local out = joined(a, b, "inputs[1]", "inputs[2]")
-  if type(output_shape) ~= "table" then raise("output_shape: expected a shape, got " .. type(output_shape)) end
-  if op.shape_text(out) ~= op.shape_text(output_shape) then
-    raise(("output_shape: expected shape %s (the inputs' joined), got %s"):format(op.shape_text(out),
-      op.shape_text(output_shape)))
-  end
+  op.check_output_shape(output_shape, out, "the inputs' joined")
 end
 
 -- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
 
 function ChannelCat:n_activation_inputs() return 2 end
 
-local function two_shapes(input_shapes)
-  if type(input_shapes) ~= "table" or #input_shapes ~= 2 then
-    raise(("inputs: expected 2 input shapes, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
-  end
-  return input_shapes[1], input_shapes[2]
-end
-
 function ChannelCat:compute_concrete_output_shape(input_shapes)
-  local a, b = two_shapes(input_shapes)
-  return joined(a, b, "inputs[1]", "inputs[2]")
+  local shapes = op.input_shapes(input_shapes, 2)
+  return joined(shapes[1], shapes[2], "inputs[1]", "inputs[2]")
 end
 
-function ChannelCat:grid(output_shape)
-  op.check_shape(output_shape, "output_shape")
-  return op.vector_grid(op.numel(output_shape), self.dtype, self.block_size)
-end
+ChannelCat.grid = op.flat_grid
 
 function ChannelCat:pack_args(inputs, _, output, output_shape)
   local at, shapes = op.inputs_of(inputs, 2)
@@ -116,7 +102,7 @@ end
 -- Launches k over the parts a, b and the joined tensor y (names theirs), addresses in k's order.
 local function launch(self, k, a, b, y, addresses, names)
   local out = joined(a:shape(), b:shape(), names[1], names[2])
-  if op.shape_text(out) ~= op.shape_text(y:shape()) then
+  if not op.same_sizes(out, y:shape()) then
     raise(("%s: expected shape %s (%s and %s joined), got %s"):format(names[3], op.shape_text(out), names[1], names[2],
       op.shape_text(y:shape())))
   end

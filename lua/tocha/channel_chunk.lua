@@ -58,10 +58,7 @@ end
 -- addresses, then the batch, a batch item's length, and the part's offset and length in it.
 local function args(self, whole, part_shape, addresses)
   local part = part_of(self, whole, "inputs[1]")
-  if type(part_shape) ~= "table" then raise("output_shape: expected a shape, got " .. type(part_shape)) end
-  if op.shape_text(part) ~= op.shape_text(part_shape) then
-    raise(("output_shape: expected shape %s (the chunk's), got %s"):format(op.shape_text(part), op.shape_text(part_shape)))
-  end
+  op.check_output_shape(part_shape, part, "the chunk's")
   local batch = whole[1]
   local item = op.numel(whole) / batch
   local run = item / self.chunks
@@ -70,21 +67,11 @@ end
 
 -- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
 
-local function one_shape(input_shapes)
-  if type(input_shapes) ~= "table" or #input_shapes ~= 1 then
-    raise(("inputs: expected 1 input shape, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
-  end
-  return input_shapes[1]
-end
-
 function ChannelChunk:compute_concrete_output_shape(input_shapes)
-  return part_of(self, one_shape(input_shapes), "inputs[1]")
+  return part_of(self, op.one_input(input_shapes), "inputs[1]")
 end
 
-function ChannelChunk:grid(output_shape)
-  op.check_shape(output_shape, "output_shape")
-  return op.vector_grid(op.numel(output_shape), self.dtype, self.block_size)
-end
+ChannelChunk.grid = op.flat_grid
 
 function ChannelChunk:pack_args(inputs, _, output, output_shape)
   local at, shapes = op.inputs_of(inputs, 1)
@@ -93,7 +80,7 @@ end
 
 -- The backward writes every element of dx: its grid covers the input.
 function ChannelChunk:backward_grid(input_shapes)
-  local whole = one_shape(input_shapes)
+  local whole = op.one_input(input_shapes)
   part_of(self, whole, "inputs[1]")
   return self:grid(whole)
 end
@@ -112,7 +99,7 @@ end
 -- the grid over grid_of's elements (the tensor the kernel writes).
 local function launch(self, k, x, y, addresses, names, grid_of)
   local part = part_of(self, x:shape(), names[1])
-  if op.shape_text(part) ~= op.shape_text(y:shape()) then
+  if not op.same_sizes(part, y:shape()) then
     raise(("%s: expected shape %s (chunk %d of %d of %s), got %s"):format(names[2], op.shape_text(part), self.index,
       self.chunks, names[1], op.shape_text(y:shape())))
   end

@@ -71,12 +71,9 @@ function Elementwise:n_activation_inputs() return self.arity end
 
 -- The inputs' one shape: arity of them, each valid, all equal.
 local function input_shape(self, shapes)
-  if type(shapes) ~= "table" or #shapes ~= self.arity then
-    raise(("inputs: expected %d input shape%s, got %s"):format(self.arity, self.arity == 1 and "" or "s",
-      type(shapes) == "table" and #shapes or type(shapes)))
-  end
+  op.input_shapes(shapes, self.arity)
   op.check_shape(shapes[1], "inputs[1]")
-  if self.arity == 2 and op.shape_text(shapes[1]) ~= op.shape_text(shapes[2]) then
+  if self.arity == 2 and not op.same_sizes(shapes[1], shapes[2]) then
     raise(("inputs[2]: expected shape %s (like inputs[1]), got %s"):format(op.shape_text(shapes[1]),
       op.shape_text(shapes[2])))
   end
@@ -90,20 +87,13 @@ function Elementwise:compute_concrete_output_shape(input_shapes)
   return out
 end
 
-function Elementwise:grid(output_shape)
-  op.check_shape(output_shape, "output_shape")
-  return op.vector_grid(op.numel(output_shape), self.dtype, self.block_size)
-end
+Elementwise.grid = op.flat_grid
 
 -- The input addresses and the elements, output_shape checked against the inputs' shape.
 local function packed_inputs(self, inputs, output_shape)
   local at, shapes = op.inputs_of(inputs, self.arity)
   local shape = input_shape(self, shapes)
-  if type(output_shape) ~= "table" then raise("output_shape: expected a shape, got " .. type(output_shape)) end
-  if op.shape_text(shape) ~= op.shape_text(output_shape) then
-    raise(("output_shape: expected shape %s (the inputs'), got %s"):format(op.shape_text(shape),
-      op.shape_text(output_shape)))
-  end
+  op.check_output_shape(output_shape, shape, "the inputs'")
   return at, op.numel(shape)
 end
 
@@ -136,7 +126,7 @@ local function check_all(self, tensors, names)
   local shape = first:shape()
   for i, t in ipairs(tensors) do
     op.check_tensor(self, t, names[i], i > 1 and first or nil, names[1])
-    if i > 1 and op.shape_text(t:shape()) ~= op.shape_text(shape) then
+    if i > 1 and not op.same_sizes(t:shape(), shape) then
       raise(("%s: expected shape %s (like %s), got %s"):format(names[i], op.shape_text(shape), names[1],
         op.shape_text(t:shape())))
     end

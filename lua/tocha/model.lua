@@ -427,6 +427,8 @@ function Model:load(batch, name)
   self.device, self.batch, self.shape, self.dtype, self.buffer, self.result = dev, batch, shape, dt, buffer, result
   -- What the intermediates hold: blocks and bytes with reuse, and the bytes without it.
   self.plan = { blocks = blocks, bytes = held, without_reuse_bytes = without_reuse }
+  -- Each node's dtype as its id too, which forward compares with a tensor's elem_type directly
+  -- (no name lookup a call).
   self.dtype_id = {}
   for n, dtype_name in pairs(dt) do self.dtype_id[n] = dtype.id(dtype_name) end
   self.launch_plan = nil

@@ -36,13 +36,17 @@ end
 -- Shapes (tocha.shape): numel, shape_text, check_shape, same_sizes.
 M.numel, M.shape_text, M.check_shape, M.same_sizes = shape_facts.numel, shape_facts.text, shape_facts.check, shape_facts.same
 
--- The one shape of a one-input op's input_shapes.
-function M.one_input(input_shapes)
-  if type(input_shapes) ~= "table" or #input_shapes ~= 1 then
-    raise(("input_shapes: expected 1 shape, got %s"):format(type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
+-- input_shapes checked to hold n shapes (their sizes are each op's to check); returns them.
+function M.input_shapes(input_shapes, n)
+  if type(input_shapes) ~= "table" or #input_shapes ~= n then
+    raise(("inputs: expected %d input shape%s, got %s"):format(n, n == 1 and "" or "s",
+      type(input_shapes) == "table" and #input_shapes or type(input_shapes)))
   end
-  return input_shapes[1]
+  return input_shapes
 end
+
+-- The one shape of a one-input op's input_shapes.
+function M.one_input(input_shapes) return M.input_shapes(input_shapes, 1)[1] end
 
 -- A 1-based launch index i checked against count; returns i.
 function M.launch_index(i, count)
@@ -83,25 +87,12 @@ function M.address(v, what)
   raise(("%s: expected a tensor or an address, got %s"):format(what or "address", type(v)))
 end
 
--- inputs[1] of a one-input op, given as a tensor or {address, shape}: its address and shape.
-function M.input_of(inputs)
-  if type(inputs) ~= "table" or #inputs ~= 1 then
-    raise(("inputs: expected 1 input (a tensor or {address, shape}), got %s"):format(
-      type(inputs) == "table" and #inputs or type(inputs)))
-  end
-  local item = inputs[1]
-  if tensor.is_tensor(item) then return M.address(item, "inputs[1]"), item:shape() end
-  if type(item) ~= "table" or type(item[2]) ~= "table" then
-    raise("inputs[1]: expected a tensor or {address, shape}, got " .. type(item))
-  end
-  return M.address(item[1], "inputs[1][1]"), item[2]
-end
-
 -- The n inputs of an op's pack methods, each a tensor or {address, shape}: their addresses
 -- and shapes, in order.
 function M.inputs_of(inputs, n)
   if type(inputs) ~= "table" or #inputs ~= n then
-    raise(("inputs: expected %d inputs, got %s"):format(n, type(inputs) == "table" and #inputs or type(inputs)))
+    raise(("inputs: expected %d input%s (a tensor or {address, shape} each), got %s"):format(n, n == 1 and "" or "s",
+      type(inputs) == "table" and #inputs or type(inputs)))
   end
   local addresses, shapes = {}, {}
   for i = 1, n do
@@ -115,6 +106,12 @@ function M.inputs_of(inputs, n)
     end
   end
   return addresses, shapes
+end
+
+-- inputs[1] of a one-input op, given as a tensor or {address, shape}: its address and shape.
+function M.input_of(inputs)
+  local addresses, shapes = M.inputs_of(inputs, 1)
+  return addresses[1], shapes[1]
 end
 
 -- ---- dtypes and kernels ----
@@ -146,6 +143,13 @@ function M.vector_grid(elements, dt, block)
   return { math.max(1, math.min(ctas, 2 ^ 31 - 1)), 1, 1 }
 end
 
+-- The grid method of a flat op (a thread a 16-byte vector of the output, op.block_size threads
+-- a CTA): class.grid = op.flat_grid.
+function M.flat_grid(self, output_shape)
+  M.check_shape(output_shape, "output_shape")
+  return M.vector_grid(M.numel(output_shape), self.dtype, self.block_size)
+end
+
 -- A kernel file's text, as libtocha carries it (kernels/<file>).
 function M.source(file)
   local text = C.tocha_kernel_library_source(file)
@@ -169,8 +173,17 @@ end
 -- Raises unless t has the given shape, which the message calls `like`.
 function M.same_shape(t, shape, what, like)
   local got = t:shape()
-  if table.concat(got, "x") ~= table.concat(shape, "x") then
-    raise(("%s: expected shape [%s] (%s), got [%s]"):format(what, table.concat(shape, ", "), like, table.concat(got, ", ")))
+  if not M.same_sizes(got, shape) then
+    raise(("%s: expected shape %s (%s), got %s"):format(what, M.shape_text(shape), like, M.shape_text(got)))
+  end
+end
+
+-- Raises unless the output_shape a pack method was given is `want` (which the message calls
+-- like): the shape the op computes from its inputs.
+function M.check_output_shape(output_shape, want, like)
+  if type(output_shape) ~= "table" then raise("output_shape: expected a shape, got " .. type(output_shape)) end
+  if not M.same_sizes(want, output_shape) then
+    raise(("output_shape: expected shape %s (%s), got %s"):format(M.shape_text(want), like, M.shape_text(output_shape)))
   end
 end
 
