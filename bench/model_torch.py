@@ -74,15 +74,17 @@ def main(out):
         w.writeheader()
         w.writerows(rows)
     lines = [f"# The neck's top-down path: tocha beside PyTorch {torch.__version__}", "",
-             "| batch | tocha forward us | launches | launch floor us | x launch floor | x torch eager (forward) | "
+             "| batch | tocha forward us | its host part us | launches | launch floor us | host x launch floor | "
+             "x torch eager (forward) | "
              "tocha replay us | with input copies us | torch eager us | torch graph us | x torch eager (replay) | "
              "tocha device ms | floor ms | x floor | torch device ms |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r, t in zip(ours, rows):
         replay, floor, dev = float(r["replay_us"]), float(r["floor_ms"]), float(r["device_ms"])
         forward, launches, launch_us = float(r["forward_us"]), int(r["launches"]), float(r["launch_floor_us"])
-        x_launch = f"{forward / (launches * launch_us):.2f}" if launch_us > 0 else "-"
-        lines.append(f"| {r['batch']} | {forward:.1f} | {launches} | {launch_us:.2f} | {x_launch} | "
+        host = float(r["forward_host_us"])
+        x_launch = f"{host / (launches * launch_us):.2f}" if launch_us > 0 else "-"
+        lines.append(f"| {r['batch']} | {forward:.1f} | {host:.1f} | {launches} | {launch_us:.2f} | {x_launch} | "
                      f"{t['eager_us'] / forward:.2f} | {replay:.1f} | {float(r['replay_copy_us']):.1f} | "
                      f"{t['eager_us']:.1f} | {t['graph_us']:.1f} | {t['eager_us'] / replay:.2f} | {dev:.4f} | "
                      f"{floor:.4f} | {dev / floor:.2f} | {t['device_ms']:.4f} |")

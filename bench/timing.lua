@@ -13,17 +13,20 @@ function M.now_us()
   return tonumber(ts.s) * 1e6 + tonumber(ts.ns) / 1e3
 end
 
--- Host microseconds per call of call() over n calls in batches of 250, sync() after each batch
--- outside the timed part, so that the launch queue never fills and no call waits for the GPU.
-function M.host_us_per_call(call, sync, n)
+-- Host microseconds per call of call() over n calls in batches of `batch` (default 250), sync()
+-- after each batch outside the timed part, so that the launch queue never fills and no call
+-- waits for the GPU (a call of several launches takes a smaller batch).
+function M.host_us_per_call(call, sync, n, batch)
+  batch = batch or 250
+  local batches = math.max(1, math.floor(n / batch))
   local spent = 0
-  for _ = 1, math.max(1, math.floor(n / 250)) do
+  for _ = 1, batches do
     local b0 = M.now_us()
-    for _ = 1, 250 do call() end
+    for _ = 1, batch do call() end
     spent = spent + M.now_us() - b0
     sync()
   end
-  return spent / (math.max(1, math.floor(n / 250)) * 250)
+  return spent / (batches * batch)
 end
 
 -- The median of a list of numbers (sorts it).

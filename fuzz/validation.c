@@ -1,6 +1,6 @@
 /*
 ** validation.c: libFuzzer target over the C ABI's argument checks: tensor shapes and dtypes,
-** kernel names and parameter lists, upsample constants, RuntimeOp shapes, and launch
+** kernel names and parameter lists, packed argument lists and launch plans, and launch
 ** argument lists. Every call must return a status (never crash, hang or leak); the first
 ** input byte picks the surface, the rest are its arguments.
 */
@@ -72,46 +72,70 @@ static void kernels(input *in)
     free(params);
 }
 
-static void upsample(input *in)
+/* The kernel and tensor the launch surfaces share: an empty kernel of four parameters. */
+static int fixture(tocha_device **sim, tocha_kernel **k, tocha_tensor **t)
 {
-    int direction = (int)(int32_t)take(in, 4), dtype = (int)(int32_t)take(in, 4);
-    int sh = (int)(int32_t)take(in, 4), sw = (int)(int32_t)take(in, 4);
-    int block = (int)(int32_t)take(in, 4), bblock = (int)(int32_t)take(in, 4);
-    int layout = (int)(take(in, 1) % 3); /* NCHW, NHWC, and one that is neither */
-    tocha_upsample *up = NULL;
-    if (tocha_upsample_new(direction, dtype, sh, sw, block, bblock, layout, &up) != TOCHA_OK) return;
-    if (tocha_upsample_op(up)) {
-        tocha_shape s = {.ndim = (int32_t)(take(in, 1) % 10)};
-        for (int i = 0; i < 8; i++) s.dims[i] = (int64_t)take(in, 8);
-        tocha_shape out;
-        uint32_t grid[3];
-        if (tocha_op_compute_concrete_output_shape(tocha_upsample_op(up), &s, 1, &out) == TOCHA_OK) {
-            tocha_op_grid(tocha_upsample_op(up), &out, grid);
-            tocha_op_backward_grid(tocha_upsample_op(up), &s, 1, &out, grid);
-        }
-        tocha_op_grid(tocha_upsample_op(up), &s, grid);
-        tocha_arg_list list = {.count = (int32_t)(take(in, 1) % 40)};
-        tocha_buffer b = {.data = take(in, 8), .shape = s};
-        tocha_op_pack_args(tocha_upsample_op(up), &b, 1, NULL, 0, take(in, 8), &s, 0, &list);
+    static tocha_kernel *kernel;
+    static tocha_tensor *tensor;
+    if (tocha_device_get("sim", sim)) return -1;
+    if (!kernel && tocha_kernel_new("__device__ void nop(float *a, int n, double x, unsigned long long u) {}",
+                                    "nop", "", "f32* a, i32 n, f64 x, u64 u", &kernel))
+        return -1;
+    if (!tensor) {
+        int64_t dims[1] = {4};
+        if (tocha_tensor_new(*sim, TOCHA_F32, 1, dims, &tensor)) return -1;
     }
-    tocha_upsample_destroy(up);
+    *k = kernel;
+    *t = tensor;
+    return 0;
+}
+
+/* Packed argument lists (what an op's pack methods give) for a launch, then for a plan of one
+** launch run with fuzzed slots: a pointer argument is the tensor's address, a slot's
+** placeholder (plus an offset) or raw bytes. Slots run at the tensor's address, so that a
+** plan that passes writes nothing outside it (the kernel is empty anyway). */
+static void packed(input *in)
+{
+    tocha_device *sim = NULL;
+    tocha_kernel *k = NULL;
+    tocha_tensor *t = NULL;
+    if (fixture(&sim, &k, &t)) return;
+    tocha_arg_list list = {.count = (int32_t)(take(in, 1) % 8) - 1};
+    int n = list.count < 0 ? 0 : list.count;
+    for (int i = 0; i < n; i++) {
+        tocha_arg *a = &list.args[i];
+        a->kind = (int32_t)(take(in, 1) % 5);
+        int source = (int)(take(in, 1) % 3);
+        a->i = source == 0   ? (int64_t)t->data
+               : source == 1 ? (int64_t)(tocha_plan_slot_address((int)(take(in, 1) % 3)) + take(in, 5))
+                             : (int64_t)take(in, 8);
+        uint64_t bits = take(in, 8);
+        memcpy(&a->f, &bits, 8);
+    }
+    uint32_t grid[3] = {(uint32_t)take(in, 1) % 4, 1, 1}, block[3] = {(uint32_t)take(in, 1) % 65, 1, 1};
+    if (take(in, 1) & 1) {
+        tocha_kernel_launch_packed(k, sim, grid, block, &list);
+        return;
+    }
+    int n_slots = (int)(take(in, 1) % 4) - 1;
+    tocha_plan *p = NULL;
+    if (tocha_plan_new(sim, n_slots, &p) == TOCHA_OK) {
+        uint64_t slots[3] = {t->data, t->data, t->data};
+        if (take(in, 1) & 1) slots[take(in, 1) % 3] = 0;
+        tocha_plan_add(p, k, grid, block, &list);
+        tocha_plan_run(p, slots, n_slots);
+    }
+    tocha_plan_destroy(p);
 }
 
 /* Launch argument lists against a fixed signature; a list that passes launches an empty
 ** kernel on a tiny grid. */
 static void launches(input *in)
 {
-    static tocha_kernel *k;
-    static tocha_tensor *t;
     tocha_device *sim = NULL;
-    if (tocha_device_get("sim", &sim)) return;
-    if (!k && tocha_kernel_new("__device__ void nop(float *a, int n, double x, unsigned long long u) {}",
-                               "nop", "", "f32* a, i32 n, f64 x, u64 u", &k))
-        return;
-    if (!t) {
-        int64_t dims[1] = {4};
-        if (tocha_tensor_new(sim, TOCHA_F32, 1, dims, &t)) return;
-    }
+    tocha_kernel *k = NULL;
+    tocha_tensor *t = NULL;
+    if (fixture(&sim, &k, &t)) return;
     int nargs = (int)(take(in, 1) % 7);
     tocha_arg args[6];
     for (int i = 0; i < nargs; i++) {
@@ -131,7 +155,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     switch (take(&in, 1) % 4) {
     case 0: shapes(&in); break;
     case 1: kernels(&in); break;
-    case 2: upsample(&in); break;
+    case 2: packed(&in); break;
     default: launches(&in); break;
     }
     return 0;

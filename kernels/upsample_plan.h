@@ -1,7 +1,8 @@
 /*
-** upsample_plan.h: how the upsample kernels cut a launch into threads' work, in one place for
-** the host (C11: host/src/upsample.c sizes its grids with it) and the kernels (CUDA C: the
-** host compiles it ahead of each upsample kernel's source).
+** upsample_plan.h: how the upsample kernels cut a launch into threads' work, in one place: the
+** host compiles it ahead of each upsample kernel's source, and lua/tocha/upsample.lua sizes
+** its grids with the same arithmetic (spec/upsample_plan_spec.lua runs these functions on the
+** device beside the Lua's, case by case).
 **
 ** Both layouts are rows of pixels. NCHW: B * C * H input rows of W one-element pixels; NHWC:
 ** B * H input rows of W pixels of C elements. Input row q gives output rows q * scale_h to
@@ -14,7 +15,6 @@
 #ifndef TOCHA_UPSAMPLE_PLAN_H
 #define TOCHA_UPSAMPLE_PLAN_H
 
-#if defined(__CUDACC__) || defined(TOCHA_SIM)
 #define TOCHA_PLAN static __host__ __device__ __forceinline__
 #define TOCHA_PLAN_CONSTANT static constexpr __host__ __device__
 /* Launch bounds for an entry point of template arguments (D, scale_h, scale_w, block[, nhwc]):
@@ -25,10 +25,6 @@
 #define TOCHA_UPSAMPLE_FIRST(a, ...) a
 #define TOCHA_UPSAMPLE_BOUNDS(NCHW, NHWC, D, SCALE_H, SCALE_W, BLOCK, ...) \
     __launch_bounds__(BLOCK, (TOCHA_UPSAMPLE_FIRST(__VA_ARGS__) ? (NHWC) : (NCHW)) / (BLOCK))
-#else
-#define TOCHA_PLAN static inline
-#define TOCHA_PLAN_CONSTANT static inline
-#endif
 
 /* One launch's rows, in elements (width and in_width fit in 32 bits: the host checks). */
 typedef struct tocha_upsample_rows {

@@ -138,9 +138,9 @@ describe("bad launches", function()
       assert.are.same({ 1, 1, 2 }, tocha.tensor({ 1, 1, 2 }, { device = "sim" }):to_table()) -- alive
     end)
     it("refuses a kernel that is not one", function()
-      fails_with("tocha.launch_packed: kernel: expected a tocha kernel (up.kernel), got table",
+      fails_with("tocha.launch_packed: kernel: expected a tocha kernel (op.kernel), got table",
         function() tocha.launch_packed(up, "sim", 1, 32, {}) end)
-      fails_with("tocha.launch_packed: kernel: expected a tocha kernel (up.kernel), got number",
+      fails_with("tocha.launch_packed: kernel: expected a tocha kernel (op.kernel), got number",
         function() tocha.launch_packed(3, "sim", 1, 32, {}) end)
     end)
     it("refuses grids and blocks that are not {x [, y [, z]]} of positive integers", function()

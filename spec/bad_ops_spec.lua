@@ -186,7 +186,7 @@ describe("bad upsample input", function()
         function() Forward.new(2, -2, 128) end)
       fails_with("tocha.UpsampleNearest2dBackward.new: scale_h: expected an integer, got 1.5",
         function() Backward.new(1.5, 2, 128) end)
-      fails_with("tocha.UpsampleNearest2dForward.new: scale_h: expected an integer, got string",
+      fails_with("tocha.UpsampleNearest2dForward.new: scale_h: expected an integer, got \"2\"",
         function() Forward.new("2", 2, 128) end)
     end)
     it("refuses a block width the kernel does not accept", function()

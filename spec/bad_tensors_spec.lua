@@ -128,8 +128,8 @@ describe("tocha errors", function()
         function() t:read(other, 0, 4) end)
       fails_with("tocha.Tensor:write: src: expected host memory, got a tensor (t:copy copies between tensors)",
         function() t:write(other, 16) end)
-      fails_with("tocha.Tensor:read: dst: expected an FFI array or pointer of numbers, got ctype<struct tocha_shape *>",
-        function() t:read(ffi.new("tocha_shape[1]") + 0, 0, 1) end)
+      fails_with("tocha.Tensor:read: dst: expected an FFI array or pointer of numbers, got ctype<struct tocha_arg_list *>",
+        function() t:read(ffi.new("tocha_arg_list[1]") + 0, 0, 1) end)
       assert.are.same({ 1, 1, 2, 2 }, other:shape())
     end)
   end)

@@ -40,6 +40,16 @@ function M.register(t, prefix)
   return t
 end
 
+-- Counts the file of the function `level` frames above the caller (1: the caller's caller) as
+-- tocha's own code, whose lines errors pass over to reach the user's: what tocha.op does for the
+-- file that defines an op class, wherever it lives (the file alone: the scripts beside it stay
+-- the user's).
+local own_files = {}
+function M.own_caller(level)
+  local info = debug.getinfo((level or 1) + 2, "S")
+  if info and info.source:sub(1, 1) == "@" then own_files[info.source] = true end
+end
+
 -- Registers one function under name; returns it.
 function M.name(fn, name)
   names[fn] = name
@@ -47,6 +57,7 @@ function M.name(fn, name)
 end
 
 local function is_own(source)
+  if own_files[source] then return true end
   local folder = folder_of(source)
   return folder ~= nil and own[folder] == true
 end

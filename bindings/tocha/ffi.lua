@@ -33,8 +33,6 @@ if not pcall(ffi.typeof, "struct tocha_tensor") then
   ffi.cdef(ffi.string(C.tocha_declarations()))
 end
 
--- tocha_upsample_new's backward_block for "the forward's block" (TOCHA_UPSAMPLE_SAME_BLOCK).
-M.upsample_same_block = C.TOCHA_UPSAMPLE_SAME_BLOCK
 
 M.status = {
   ok = C.TOCHA_OK, argument = C.TOCHA_E_ARGUMENT, out_of_memory = C.TOCHA_E_OUT_OF_MEMORY,

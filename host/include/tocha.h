@@ -352,126 +352,13 @@ TOCHA_API int tocha_event_record(tocha_event *e);
 /* Milliseconds between two recorded events of one device; waits for end. */
 TOCHA_API int tocha_event_elapsed_ms(tocha_event *start, tocha_event *end, double *ms);
 
-/* ---- ops: teeny-kernels' Kernel and RuntimeOp interfaces ---- */
+/* ---- packed launches: the arguments an op packs (its RuntimeOp lives in Lua, lua/tocha/op.lua) ---- */
 
-/* A concrete shape, and a device buffer with its shape (teeny-kernels' (RawPtr, &[usize])). */
-typedef struct tocha_shape {
-    int32_t ndim;
-    int64_t dims[TOCHA_MAX_DIMS];
-} tocha_shape;
-typedef struct tocha_buffer {
-    uint64_t data;
-    tocha_shape shape;
-} tocha_buffer;
 /* teeny-kernels' ArgVisitor: pack_args appends the launch arguments here, in order. */
 typedef struct tocha_arg_list {
     int32_t count;
     tocha_arg args[TOCHA_MAX_PARAMS];
 } tocha_arg_list;
-
-typedef struct tocha_runtime_op tocha_runtime_op;
-/* teeny-kernels' RuntimeOp. The first five are required; every other slot may be NULL, and the
-** tocha_op_* dispatchers below then give teeny-kernels' default: no parameters, the natural row
-** stride (output_shape[-1]), no backward, one launch, and *_for_launch equal to the plain
-** method. Methods that can fail return a tocha_status. */
-typedef struct tocha_runtime_op_vtable {
-    int (*n_activation_inputs)(const tocha_runtime_op *op);
-    int (*compute_concrete_output_shape)(const tocha_runtime_op *op, const tocha_shape *inputs,
-                                         int n_inputs, tocha_shape *out);
-    int (*grid)(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3]);
-    void (*block)(const tocha_runtime_op *op, uint32_t block[3]);
-    int (*pack_args)(const tocha_runtime_op *op, const tocha_buffer *inputs, int n_inputs,
-                     const uint64_t *params, int n_params, uint64_t output,
-                     const tocha_shape *output_shape, int32_t output_row_stride,
-                     tocha_arg_list *visitor);
-    int (*param_shapes)(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
-                        const tocha_shape *output, tocha_shape *out, int cap, int *count);
-    int (*param_names)(const tocha_runtime_op *op, const char *const **names, int *count);
-    int (*param_init_data)(const tocha_runtime_op *op, int index, const void **data, uint64_t *size);
-    int64_t (*forward_output_row_stride)(const tocha_runtime_op *op, const tocha_shape *output);
-    int (*has_backward)(const tocha_runtime_op *op);
-    int (*backward_grid)(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
-                         const tocha_shape *output, uint32_t grid[3]);
-    void (*backward_block)(const tocha_runtime_op *op, uint32_t block[3]);
-    int (*pack_backward_args)(const tocha_runtime_op *op, const tocha_buffer *inputs, int n_inputs,
-                              const uint64_t *params, int n_params, uint64_t output,
-                              const tocha_shape *output_shape, uint64_t grad_output,
-                              int32_t grad_output_row_stride, const uint64_t *grad_inputs,
-                              int n_grad_inputs, const uint64_t *grad_params, int n_grad_params,
-                              tocha_arg_list *visitor);
-    int64_t (*backward_grad_output_row_stride)(const tocha_runtime_op *op, const tocha_shape *output);
-    int (*n_launches)(const tocha_runtime_op *op);
-    int (*grid_for_launch)(const tocha_runtime_op *op, int launch, const tocha_shape *inputs,
-                           int n_inputs, const tocha_shape *output, uint32_t grid[3]);
-    int (*pack_args_for_launch)(const tocha_runtime_op *op, int launch, const tocha_buffer *inputs,
-                                int n_inputs, const uint64_t *params, int n_params, uint64_t output,
-                                const tocha_shape *output_shape, int32_t output_row_stride,
-                                tocha_arg_list *visitor);
-    int (*n_backward_launches)(const tocha_runtime_op *op);
-    int (*backward_grid_for_launch)(const tocha_runtime_op *op, int launch, const tocha_shape *inputs,
-                                    int n_inputs, const tocha_shape *output, uint32_t grid[3]);
-    int (*pack_backward_args_for_launch)(const tocha_runtime_op *op, int launch,
-                                         const tocha_buffer *inputs, int n_inputs,
-                                         const uint64_t *params, int n_params, uint64_t output,
-                                         const tocha_shape *output_shape, uint64_t grad_output,
-                                         int32_t grad_output_row_stride, const uint64_t *grad_inputs,
-                                         int n_grad_inputs, const uint64_t *grad_params,
-                                         int n_grad_params, tocha_arg_list *visitor);
-} tocha_runtime_op_vtable;
-
-struct tocha_runtime_op {
-    const tocha_runtime_op_vtable *vtable;
-};
-
-/* Dispatchers: each calls the op's method, or applies teeny-kernels' default when it is NULL. */
-TOCHA_API int tocha_op_n_activation_inputs(const tocha_runtime_op *op);
-TOCHA_API int tocha_op_compute_concrete_output_shape(const tocha_runtime_op *op,
-                                                     const tocha_shape *inputs, int n_inputs,
-                                                     tocha_shape *out);
-TOCHA_API int tocha_op_grid(const tocha_runtime_op *op, const tocha_shape *output, uint32_t grid[3]);
-TOCHA_API void tocha_op_block(const tocha_runtime_op *op, uint32_t block[3]);
-TOCHA_API int tocha_op_pack_args(const tocha_runtime_op *op, const tocha_buffer *inputs, int n_inputs,
-                                 const uint64_t *params, int n_params, uint64_t output,
-                                 const tocha_shape *output_shape, int32_t output_row_stride,
-                                 tocha_arg_list *visitor);
-TOCHA_API int tocha_op_param_shapes(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
-                                    const tocha_shape *output, tocha_shape *out, int cap, int *count);
-TOCHA_API int tocha_op_param_names(const tocha_runtime_op *op, const char *const **names, int *count);
-/* *data is NULL (and *size 0) when the slot is left zero-initialised, the default. */
-TOCHA_API int tocha_op_param_init_data(const tocha_runtime_op *op, int index, const void **data,
-                                       uint64_t *size);
-TOCHA_API int64_t tocha_op_forward_output_row_stride(const tocha_runtime_op *op,
-                                                     const tocha_shape *output);
-TOCHA_API int tocha_op_has_backward(const tocha_runtime_op *op);
-TOCHA_API int tocha_op_backward_grid(const tocha_runtime_op *op, const tocha_shape *inputs, int n_inputs,
-                                     const tocha_shape *output, uint32_t grid[3]);
-TOCHA_API int tocha_op_backward_block(const tocha_runtime_op *op, uint32_t block[3]);
-TOCHA_API int tocha_op_pack_backward_args(const tocha_runtime_op *op, const tocha_buffer *inputs,
-                                          int n_inputs, const uint64_t *params, int n_params,
-                                          uint64_t output, const tocha_shape *output_shape,
-                                          uint64_t grad_output, int32_t grad_output_row_stride,
-                                          const uint64_t *grad_inputs, int n_grad_inputs,
-                                          const uint64_t *grad_params, int n_grad_params,
-                                          tocha_arg_list *visitor);
-TOCHA_API int64_t tocha_op_backward_grad_output_row_stride(const tocha_runtime_op *op,
-                                                           const tocha_shape *output);
-TOCHA_API int tocha_op_n_launches(const tocha_runtime_op *op);
-TOCHA_API int tocha_op_grid_for_launch(const tocha_runtime_op *op, int launch, const tocha_shape *inputs,
-                                       int n_inputs, const tocha_shape *output, uint32_t grid[3]);
-TOCHA_API int tocha_op_pack_args_for_launch(const tocha_runtime_op *op, int launch,
-                                            const tocha_buffer *inputs, int n_inputs,
-                                            const uint64_t *params, int n_params, uint64_t output,
-                                            const tocha_shape *output_shape, int32_t output_row_stride,
-                                            tocha_arg_list *visitor);
-TOCHA_API int tocha_op_n_backward_launches(const tocha_runtime_op *op);
-TOCHA_API int tocha_op_backward_grid_for_launch(const tocha_runtime_op *op, int launch,
-                                                const tocha_shape *inputs, int n_inputs,
-                                                const tocha_shape *output, uint32_t grid[3]);
-TOCHA_API int tocha_op_pack_backward_args_for_launch(
-    const tocha_runtime_op *op, int launch, const tocha_buffer *inputs, int n_inputs,
-    const uint64_t *params, int n_params, uint64_t output, const tocha_shape *output_shape,
-    uint64_t grad_output, int32_t grad_output_row_stride, const uint64_t *grad_inputs, int n_grad_inputs,
-    const uint64_t *grad_params, int n_grad_params, tocha_arg_list *visitor);
 
 /* Launches k with arguments packed by an op (raw pointers and integers): checks count, kinds
 ** and integer ranges; pointers cannot be checked further. */
@@ -506,60 +393,6 @@ TOCHA_API int tocha_plan_guard(tocha_plan *plan, const tocha_tensor *t, const ch
 TOCHA_API int tocha_plan_run(tocha_plan *plan, const uint64_t *slots, int n_slots);
 /* The launches added (0 for NULL). */
 TOCHA_API int tocha_plan_launch_count(const tocha_plan *plan);
-
-/* ---- teeny-kernels' kernels: UpsampleNearest2dForward / UpsampleNearest2dBackward ---- */
-
-typedef enum tocha_upsample_direction {
-    TOCHA_UPSAMPLE_FORWARD = 0,
-    TOCHA_UPSAMPLE_BACKWARD = 1
-} tocha_upsample_direction;
-
-/* Where the channels are: NCHW ([B, C, H, W], teeny-kernels') or NHWC ([B, H, W, C], channels
-** last); chosen when a kernel is made. */
-typedef enum tocha_upsample_layout {
-    TOCHA_LAYOUT_NCHW = 0,
-    TOCHA_LAYOUT_NHWC = 1
-} tocha_upsample_layout;
-
-#define TOCHA_UPSAMPLE_MAX_SCALE 64
-/* tocha_upsample_new's backward_block that gives the backward kernel the forward's block. */
-#define TOCHA_UPSAMPLE_SAME_BLOCK (-1)
-
-/* One upsample kernel (opaque): its constants, its Kernel (source, entry point, hash) and,
-** for the forward kernel, the RuntimeOp and the backward kernel it launches. */
-typedef struct tocha_upsample tocha_upsample;
-
-/* Constructs the kernel for these compile-time constants: scales 1..TOCHA_UPSAMPLE_MAX_SCALE,
-** block a multiple of 32 from 32 to 1024, a tocha_upsample_layout. A forward kernel also makes
-** its backward kernel with block_iw = backward_block (TOCHA_UPSAMPLE_SAME_BLOCK: the same as
-** block). Every limit is checked here, and nowhere else. Nothing is
-** compiled yet. */
-TOCHA_API int tocha_upsample_new(int direction, int dtype, int scale_h, int scale_w, int block,
-                                 int backward_block, int layout, tocha_upsample **out);
-/* Releases the kernel (and its backward kernel). NULL ok. */
-TOCHA_API void tocha_upsample_destroy(tocha_upsample *up);
-/* Its name ("upsample_nearest2d_forward") and id ("upsample_nearest2d_forward__f32__2__2__128",
-** "...__nhwc" for NHWC); owned by the kernel. */
-TOCHA_API const char *tocha_upsample_name(const tocha_upsample *up);
-TOCHA_API const char *tocha_upsample_id(const tocha_upsample *up);
-/* Its constants into out: direction, dtype, scale_h, scale_w, block (block_ow or block_iw),
-** layout. */
-TOCHA_API void tocha_upsample_constants(const tocha_upsample *up, int32_t out[6]);
-/* Its Kernel (owned by up). */
-TOCHA_API tocha_kernel *tocha_upsample_kernel(const tocha_upsample *up);
-/* A forward kernel's backward kernel and its RuntimeOp (both owned by up); NULL for a
-** backward kernel. */
-TOCHA_API tocha_upsample *tocha_upsample_backward_kernel(const tocha_upsample *up);
-TOCHA_API tocha_runtime_op *tocha_upsample_op(tocha_upsample *up);
-/* The kernel's CUDA C source: kernels/upsample_plan.h, then its .cu file. */
-TOCHA_API const char *tocha_upsample_kernel_source(const tocha_upsample *up);
-/* Forward: y = upsample(x). x is [B, C, H, W] of the kernel's dtype; y [B, C, H*sh, W*sw] on the
-** same device ([B, H, W, C] and [B, H*sh, W*sw, C] in NHWC). Every check runs before anything
-** is launched. */
-TOCHA_API int tocha_upsample_forward(tocha_upsample *up, const tocha_tensor *x, tocha_tensor *y);
-/* Backward: dx = the gradient for dy. up is a backward kernel, or a forward kernel whose
-** backward kernel runs; dy is [B, C, H*sh, W*sw], dx [B, C, H, W]. */
-TOCHA_API int tocha_upsample_backward(tocha_upsample *up, const tocha_tensor *dy, tocha_tensor *dx);
 
 #ifdef __cplusplus
 }

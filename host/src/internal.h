@@ -208,20 +208,6 @@ const char *tocha_sim_options(void);
 /* Identity of the host compiler, e.g. "/usr/bin/c++ c++ (Debian 12.2.0-14) 12.2.0". */
 int tocha_sim_compiler_identity(const char **out);
 
-/* ---- upsample.c ---- */
-struct tocha_upsample {
-    tocha_runtime_op op; /* RuntimeOp (forward kernels); first, so it casts */
-    int32_t direction;   /* tocha_upsample_direction */
-    int32_t dtype;
-    int32_t scale_h, scale_w;
-    int32_t block;  /* block_ow (forward) or block_iw (backward) */
-    int32_t layout; /* tocha_upsample_layout */
-    char name[48];
-    char id[96];
-    tocha_kernel *kernel;
-    struct tocha_upsample *backward; /* forward kernels: the backward kernel; else NULL */
-};
-
 /* ---- compiler.c: the text each target compiles ---- */
 /* The full translation unit for target: prelude + kernel source (+ sim launcher). malloc'd. */
 char *tocha_translation_unit(const char *source, const char *target, const char *sim_launcher);

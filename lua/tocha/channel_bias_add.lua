@@ -17,7 +17,6 @@ local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
-local runtime_op = require "tocha.runtime_op"
 local reduction = require "tocha.reduction" -- the backward is a reduction: its plan and arguments
 local raise = errors.raise
 
@@ -175,7 +174,7 @@ local function run_forward(self, x, bias, y)
   same_shape(y, x:shape(), "y", "x's")
   op.check_aliasing({ { y, "y" } }, { { x, "x" }, { bias, "bias" } })
   local shape = x:shape()
-  runtime_op.launch_packed(self.kernel, device.wrap(x.dev), self:grid(shape), self:block(),
+  op.launch_packed(self.kernel, device.wrap(x.dev), self:grid(shape), self:block(),
     self:pack_args({ x }, { bias }, y, shape))
   return y
 end

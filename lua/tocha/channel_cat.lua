@@ -14,7 +14,6 @@ local device = require "tocha.device"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
-local runtime_op = require "tocha.runtime_op"
 local raise = errors.raise
 
 local M = {}
@@ -106,7 +105,7 @@ local function launch(self, k, a, b, y, addresses, names)
     raise(("%s: expected shape %s (%s and %s joined), got %s"):format(names[3], op.shape_text(out), names[1], names[2],
       op.shape_text(y:shape())))
   end
-  runtime_op.launch_packed(k, device.wrap(y.dev), self:grid(out), self:block(), args(a:shape(), b:shape(), addresses))
+  op.launch_packed(k, device.wrap(y.dev), self:grid(out), self:block(), args(a:shape(), b:shape(), addresses))
 end
 
 local function run_forward(self, a, b, y)

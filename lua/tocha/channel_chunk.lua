@@ -11,7 +11,6 @@ local device = require "tocha.device"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
-local runtime_op = require "tocha.runtime_op"
 local raise = errors.raise
 
 local M = {}
@@ -103,7 +102,7 @@ local function launch(self, k, x, y, addresses, names, grid_of)
     raise(("%s: expected shape %s (chunk %d of %d of %s), got %s"):format(names[2], op.shape_text(part), self.index,
       self.chunks, names[1], op.shape_text(y:shape())))
   end
-  runtime_op.launch_packed(k, device.wrap(x.dev), self:grid(grid_of:shape()), self:block(),
+  op.launch_packed(k, device.wrap(x.dev), self:grid(grid_of:shape()), self:block(),
     args(self, x:shape(), y:shape(), addresses))
 end
 

@@ -16,7 +16,6 @@ local device = require "tocha.device"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
-local runtime_op = require "tocha.runtime_op"
 local raise = errors.raise
 
 local M = {}
@@ -138,7 +137,7 @@ local function launch(self, k, tensors)
   local args = {}
   for i, t in ipairs(tensors) do args[i] = t.data end
   args[#args + 1] = tonumber(tensors[1].count)
-  runtime_op.launch_packed(k, device.wrap(tensors[1].dev), self:grid(tensors[1]:shape()), self:block(), args)
+  op.launch_packed(k, device.wrap(tensors[1].dev), self:grid(tensors[1]:shape()), self:block(), args)
 end
 
 -- A tensor shaped like `like`, of its dtype and on its device.

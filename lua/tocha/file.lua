@@ -32,6 +32,9 @@ local function kind_of(path)
   return KINDS[k] or KINDS[6]
 end
 
+-- What path names: "missing", "regular", or the words for what it is instead ("a folder", ...).
+M.kind = kind_of
+
 local function check_path(path)
   if type(path) ~= "string" then raise("path: expected a file name, got " .. show(path)) end
   if path == "" or path:find("\0", 1, true) then raise("path: expected a file name, got " .. show(path)) end

@@ -22,7 +22,6 @@ local tensor = require "tocha.tensor"
 local device = require "tocha.device"
 local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
-local runtime_op = require "tocha.runtime_op" -- launch_packed, the RuntimeOp launch path
 local op_base = require "tocha.op"
 local shape_facts = require "tocha.shape"
 local plan = require "tocha.plan"
@@ -596,13 +595,13 @@ function Model:backward(grad_outputs, cache)
       local count = op.n_backward_launches and op:n_backward_launches() or 1
       if count == 1 then
         local args = op:pack_backward_args(ins, params, y, out_shape, g, 0, addresses, grad_params)
-        runtime_op.launch_packed(op.grad_kernel, self.device, op:backward_grid(shapes, out_shape), op:backward_block(), args)
+        op_base.launch_packed(op.grad_kernel, self.device, op:backward_grid(shapes, out_shape), op:backward_block(), args)
       else
         for launch = 1, count do
           local grid = op:backward_grid_for_launch(launch, shapes, out_shape)
           if grid[1] > 0 then
             local args = op:pack_backward_args_for_launch(launch, ins, params, y, out_shape, g, 0, addresses, grad_params)
-            runtime_op.launch_packed(op.grad_kernel, self.device, grid, op:backward_block(), args)
+            op_base.launch_packed(op.grad_kernel, self.device, grid, op:backward_block(), args)
           end
         end
       end

@@ -17,7 +17,10 @@ local device = require "tocha.device"
 local tensor = require "tocha.tensor"
 local errors = require "tocha.errors"
 local stream = require "tocha.stream"
+local kernel = require "tocha.kernel"
+local plan = require "tocha.plan"
 local shape_facts = require "tocha.shape"
+local file_io = require "tocha.file"
 local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
@@ -63,6 +66,25 @@ function M.list(v, what)
   return v
 end
 
+-- A shape argument of the RuntimeOp methods (a list of sizes, or a tensor for its shape) as a
+-- list of integer sizes: at most 8, no holes or other keys (a table with holes would lose
+-- sizes). The sizes' range is each op's to check.
+function M.sizes(t, what)
+  if tensor.is_tensor(t) then return t:shape() end
+  if type(t) ~= "table" then raise(what .. ": expected a shape table") end
+  local n, keys = #t, 0
+  for _ in pairs(t) do keys = keys + 1 end
+  if keys ~= n then raise(what .. ": expected a list of sizes, got a table with other keys or holes") end
+  if n > 8 then raise(("%s: expected at most 8 sizes, got %d"):format(what, n)) end
+  for i = 1, n do
+    local v = t[i]
+    if type(v) ~= "number" or v ~= math.floor(v) or v < -2 ^ 53 or v > 2 ^ 53 then
+      raise(("%s[%d]: expected an integer size, got %s"):format(what, i, errors.show(v)))
+    end
+  end
+  return t
+end
+
 -- ---- addresses ----
 
 -- v, when it is a live dense tensor; else an error naming what.
@@ -85,6 +107,21 @@ function M.address(v, what)
     return ffi.cast("uint64_t", v)
   end
   raise(("%s: expected a tensor or an address, got %s"):format(what or "address", type(v)))
+end
+
+-- Raises unless v, when it is a tensor given for a buffer of `shape`, is live, dense, of the
+-- op's dtype and holds the shape's elements (a raw address cannot be checked: the caller
+-- vouches for it).
+function M.fits(self, v, shape, what)
+  if not tensor.is_tensor(v) then return end
+  M.live_tensor(v, what)
+  if dtype.name(v.elem_type) ~= self.dtype then
+    raise(("%s: expected dtype %s (the kernel's), got %s"):format(what, self.dtype, dtype.name(v.elem_type)))
+  end
+  local n = M.numel(shape)
+  if n > tonumber(v.count) then
+    raise(("%s: the shape's %d elements do not fit in the tensor's %d"):format(what, n, tonumber(v.count)))
+  end
 end
 
 -- The n inputs of an op's pack methods, each a tensor or {address, shape}: their addresses
@@ -150,12 +187,33 @@ function M.flat_grid(self, output_shape)
   return M.vector_grid(M.numel(output_shape), self.dtype, self.block_size)
 end
 
--- A kernel file's text, as libtocha carries it (kernels/<file>).
+-- The folders op.source searches for kernel files that libtocha does not carry (an op of one's
+-- own, kept beside one's scripts): TOCHA_KERNEL_PATH's (colon-separated), then any a script
+-- appends.
+M.kernel_path = {}
+for dir in (os.getenv("TOCHA_KERNEL_PATH") or ""):gmatch("[^:]+") do M.kernel_path[#M.kernel_path + 1] = dir end
+
+-- A kernel file's text: libtocha's own (kernels/<file>, embedded when it was built), else the
+-- first regular file of that name in a folder of op.kernel_path.
 function M.source(file)
+  if type(file) ~= "string" or file == "" or file:find("\0", 1, true) then
+    raise("file: expected a kernel file's name, got " .. errors.show(file))
+  end
   local text = C.tocha_kernel_library_source(file)
-  if text == nil then raise(file .. ": not a kernel file of this libtocha") end
-  return ffi.string(text)
+  if text ~= nil then return ffi.string(text) end
+  for _, dir in ipairs(M.kernel_path) do
+    local path = dir .. "/" .. file
+    if file_io.kind(path) == "regular" then
+      local f = file_io.open_read(path)
+      local s = f:read("*a")
+      f:close()
+      return s
+    end
+  end
+  raise(("%s: not a kernel file of this libtocha nor of op.kernel_path {%s}"):format(file,
+    table.concat(M.kernel_path, ", ")))
 end
+errors.name(M.source, "op.source")
 
 -- ---- direct calls ----
 
@@ -206,6 +264,22 @@ function M.check_aliasing(outputs, inputs)
   check(C.tocha_tensor_check_aliasing(outs, out_names, #outputs, ins, in_names, #inputs))
 end
 
+-- Launches the tocha kernel k on dev (a device name, object or handle) with the arguments an
+-- op packed (numbers, and addresses as uint64_t cdata: tocha.plan.arg_list's rules), on the
+-- stream opts names ({stream = s}) or the current one: the launch a model's plan makes, once.
+function M.launch_packed(k, dev, grid, block, args, opts)
+  local s = opts ~= nil and stream.option(opts, device.get(dev))
+  if s then
+    s:use(M.launch_packed, k, dev, grid, block, args)
+    return
+  end
+  if getmetatable(k) ~= kernel.Kernel then raise("kernel: expected a tocha kernel (op.kernel), got " .. type(k)) end
+  local list = plan.arg_list(args)
+  local g, b = plan.dims(grid, "grid"), plan.dims(block, "block")
+  check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
+end
+errors.name(M.launch_packed, "launch_packed")
+
 -- fn(...) run with opts.stream current when opts names one (checked against like's device, like
 -- a tensor), else as it is; returns fn's first two results.
 function M.on_stream(opts, like, fn, ...)
@@ -234,8 +308,14 @@ function Defaults:backward_block()
   if not self:has_backward() then no_backward() end
   return self:block()
 end
-function Defaults:forward_output_row_stride(output_shape) return output_shape[#output_shape] end
-function Defaults:backward_grad_output_row_stride(output_shape) return output_shape[#output_shape] end
+function Defaults:forward_output_row_stride(output_shape)
+  local shape = M.check_shape(output_shape, "output_shape")
+  return shape[#shape]
+end
+function Defaults:backward_grad_output_row_stride(output_shape)
+  local shape = M.check_shape(output_shape, "output_shape")
+  return shape[#shape]
+end
 function Defaults:n_launches() return 1 end
 function Defaults:n_backward_launches() return self:has_backward() and 1 or 0 end
 function Defaults:grid_for_launch(i, _, output_shape)
@@ -258,8 +338,10 @@ function Defaults:pack_backward_args_for_launch(i, ...)
 end
 
 -- A new op class named name (tocha.<name>): its objects' metatable, shown as "tocha.<name> <id>",
--- and callable on model nodes (op(node, ...): the node of the op in a tocha.Model graph).
+-- and callable on model nodes (op(node, ...): the node of the op in a tocha.Model graph). The
+-- file that calls it counts as tocha's own for error positions (errors.own_caller).
 function M.class(name)
+  errors.own_caller(1) -- the op's file: its checks raise at the user's line, as tocha's own do
   local class = { op_class_name = name }
   class.__index = class
   class.__tostring = function(o) return ("tocha.%s %s"):format(name, o.id or "") end
@@ -291,8 +373,16 @@ function M.finish(class)
       class[plain] = per_launch_only(per_launch)
     end
   end
+  -- Each default a function of the class's own (errors are named by the function, so one shared
+  -- by every class would be named after whichever class came last), not a tail call, so that
+  -- its frame stays on the stack for tocha.errors to find.
   for method, fn in pairs(Defaults) do
-    if rawget(class, method) == nil then class[method] = fn end
+    if rawget(class, method) == nil then
+      class[method] = function(...)
+        local r = fn(...)
+        return r
+      end
+    end
   end
   if class.new then errors.name(class.new, name .. ".new") end
   errors.methods(class, name .. ":", function(o) return getmetatable(o) == class end, { new = true })

@@ -24,7 +24,6 @@ local tensor = require "tocha.tensor"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
-local runtime_op = require "tocha.runtime_op"
 local raise = errors.raise
 local numel, address, one_input, launch_index = op.numel, op.address, op.one_input, op.launch_index
 
@@ -243,7 +242,7 @@ function M.run_launches(k, dev, block, count, bytes, grid_of, args_of)
   local ws = bytes > 0 and tensor.alloc({ bytes }, "u8", dev) or nil
   for i = 1, count do
     local g = grid_of(i)
-    if g[1] > 0 then runtime_op.launch_packed(k, dev, g, { block, 1, 1 }, args_of(i, ws and ws.data or 0)) end
+    if g[1] > 0 then op.launch_packed(k, dev, g, { block, 1, 1 }, args_of(i, ws and ws.data or 0)) end
   end
   if ws then ws:free() end
 end
@@ -280,7 +279,7 @@ local function run_backward(self, x, y, dy, dx)
   same_shape(dx, x:shape(), "dx", "x's")
   op.check_aliasing({ { dx, "dx" } }, { { x, "x" }, { y, "y" }, { dy, "dy" } })
   local shapes = { x:shape() }
-  runtime_op.launch_packed(self.grad_kernel, device.wrap(x.dev), self:backward_grid(shapes), self:backward_block(),
+  op.launch_packed(self.grad_kernel, device.wrap(x.dev), self:backward_grid(shapes), self:backward_block(),
     self:pack_backward_args({ x }, {}, y, out, dy, 0, { dx }))
   return dx
 end
