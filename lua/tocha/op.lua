@@ -258,6 +258,13 @@ local function tensor_list(list)
   for i, item in ipairs(list) do ts[i - 1], names[i - 1] = item[1], item[2] end
   return ts, names
 end
+local pair_outs, pair_ins = ffi.new("const tocha_tensor *[1]"), ffi.new("const tocha_tensor *[1]")
+local pair_out_names, pair_in_names = ffi.new("const char *[1]"), ffi.new("const char *[1]")
+-- check_aliasing for one output and one input, without building lists (a direct call's path).
+function M.check_aliasing_pair(output, output_name, input, input_name)
+  pair_outs[0], pair_out_names[0], pair_ins[0], pair_in_names[0] = output, output_name, input, input_name
+  check(C.tocha_tensor_check_aliasing(pair_outs, pair_out_names, 1, pair_ins, pair_in_names, 1))
+end
 function M.check_aliasing(outputs, inputs)
   local outs, out_names = tensor_list(outputs)
   local ins, in_names = tensor_list(inputs)

@@ -250,25 +250,44 @@ local function check_dtype(k, t, what)
   end
 end
 
+-- What a direct call on an input of a given shape launches: that shape's four sizes, the
+-- output's (out), the grid and the kernel's B, C, H, W, OH, OW. k keeps the last one, so that
+-- calls on one shape (a loop, a network's forward) compare four sizes instead of planning
+-- again. `what` names the input in errors.
+local function shape_plan(k, input, what)
+  local d, p = input.dims, k.last
+  if p and input.ndim == 4 and p[1] == d[0] and p[2] == d[1] and p[3] == d[2] and p[4] == d[3] then return p end
+  local in_shape = input:shape()
+  local out = output_shape(k, in_shape, what)
+  local b, c, h, w = bchw(k, in_shape)
+  local oh = H_AXIS[k.layout]
+  p = { in_shape[1], in_shape[2], in_shape[3], in_shape[4], out = out, grid = grid_of(k, b, c, h, w, out[oh + 1]),
+    b = b, c = c, h = h, w = w, oh = out[oh], ow = out[oh + 1] }
+  k.last = p
+  return p
+end
+
+local function has_sizes(t, sizes)
+  local d = t.dims
+  return t.ndim == 4 and d[0] == sizes[1] and d[1] == sizes[2] and d[2] == sizes[3] and d[3] == sizes[4]
+end
+
 -- Launches k from src to dst, `input` (the tensor on the input side: x, or dx) shaped as the
 -- output's input, after the checks every direct call makes (names of src and dst as given).
 local function launch(k, src, dst, input, output_of, names)
   check_dtype(k, src, names[1])
   check_dtype(k, dst, names[2])
-  local in_shape = input:shape()
-  local out = output_shape(k, in_shape, output_of)
+  local p = shape_plan(k, input, output_of)
   local output = input == src and dst or src
-  if not op.same_sizes(out, output:shape()) then
-    raise(("%s: expected shape %s (%s), got %s"):format(output == dst and names[2] or names[1], op.shape_text(out),
+  if not has_sizes(output, p.out) then
+    raise(("%s: expected shape %s (%s), got %s"):format(output == dst and names[2] or names[1], op.shape_text(p.out),
       output == dst and "the forward's output" or "the forward's output for dx", op.shape_text(output:shape())))
   end
   if src.dev ~= dst.dev then
     raise(("%s: tensor is on %s, %s on %s"):format(names[2], device.wrap(dst.dev).name, names[1], device.wrap(src.dev).name))
   end
-  op.check_aliasing({ { dst, names[2] } }, { { src, names[1] } })
-  local b, c, h, w = bchw(k, in_shape)
-  local oh = H_AXIS[k.layout]
-  k.kernel:launch(grid_of(k, b, c, h, w, out[oh + 1]), k.block_size, src, dst, b, c, h, w, out[oh], out[oh + 1])
+  op.check_aliasing_pair(dst, names[2], src, names[1])
+  k.kernel:launch(p.grid, k.block_size, src, dst, p.b, p.c, p.h, p.w, p.oh, p.ow)
 end
 
 local function alloc_like(like, shape)
@@ -362,7 +381,8 @@ end
 local function run_forward(self, x, y)
   if y == nil then
     need_tensor(x, self, "x")
-    y = alloc_like(x, output_shape(self, x:shape(), "x"))
+    local out = shape_plan(self, x, "x").out
+    y = tensor.alloc_4d(out[1], out[2], out[3], out[4], x.elem_type, device.wrap(x.dev))
   end
   launch(self, x, y, x, "x", { "x", "y" })
   return y
