@@ -35,7 +35,7 @@ specs: build
 	sh scripts/run-tests.sh $(BUILD)
 
 format:
-	clang-format -i host/include/*.h host/src/*.c host/src/*.h
+	clang-format -i host/include/*.h host/src/*.c host/src/*.h host/src/*/*.c host/src/*/*.h
 
 lint:
 	luacheck lua bindings spec examples bench

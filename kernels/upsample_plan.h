@@ -1,6 +1,6 @@
 /*
 ** upsample_plan.h: how the upsample kernels cut a launch into threads' work, in one place: the
-** host compiles it ahead of each upsample kernel's source, and lua/tocha/upsample.lua sizes
+** host compiles it ahead of each upsample kernel's source, and lua/tocha/ops/upsample.lua sizes
 ** its grids with the same arithmetic (spec/upsample_plan_spec.lua runs these functions on the
 ** device beside the Lua's, case by case).
 **

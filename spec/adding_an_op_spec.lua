@@ -1,5 +1,5 @@
 -- adding_an_op_spec.lua: the worked example of docs/design.md ("Adding an op"), run as it is
--- written there. The page's two files, kernels/power.cu and lua/tocha/power.lua, are taken out
+-- written there. The page's two files, kernels/power.cu and lua/tocha/ops/power.lua, are taken out
 -- of it into a folder of their own (the kernel found through op.kernel_path, the class through
 -- package.path, as an op kept beside one's scripts is), and the op runs directly and in a
 -- model, forward and backward, against plain Lua on random inputs, every output poisoned
@@ -29,12 +29,12 @@ end
 local dir = process.tempdir()
 local page = assert(io.open(assert(os.getenv("TOCHA_SOURCE_DIR"), "TOCHA_SOURCE_DIR is set by CTest") ..
   "/docs/design.md")):read("*a")
-assert(os.execute(("mkdir -p %s/kernels %s/lua/tocha"):format(process.quote(dir), process.quote(dir))) == 0)
+assert(os.execute(("mkdir -p %s/kernels %s/lua/tocha/ops"):format(process.quote(dir), process.quote(dir))) == 0)
 write(dir .. "/kernels/power.cu", block_of(page, "cuda", "kernels/power.cu"))
-write(dir .. "/lua/tocha/power.lua", block_of(page, "lua", "lua/tocha/power.lua"))
+write(dir .. "/lua/tocha/ops/power.lua", block_of(page, "lua", "lua/tocha/ops/power.lua"))
 op.kernel_path[#op.kernel_path + 1] = dir .. "/kernels"
 package.path = dir .. "/lua/?.lua;" .. package.path
-local Power = require("tocha.power").Power
+local Power = require("tocha.ops.power").Power
 
 -- x^p, rounded to the dtype once per product as the kernel rounds it.
 local function power(x, p, dt)

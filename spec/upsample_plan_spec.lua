@@ -1,5 +1,5 @@
 -- The upsample's launch arithmetic has one source, kernels/upsample_plan.h, which the kernels
--- compile; lua/tocha/upsample.lua sizes grids with the same arithmetic in Lua. Here a probe
+-- compile; lua/tocha/ops/upsample.lua sizes grids with the same arithmetic in Lua. Here a probe
 -- kernel compiled from the header computes, on the device, each case's forward vectors,
 -- backward run, runs and batch, and every number and every grid the ops give must equal it:
 -- on every benchmark case (bench/cases.lua) at three block widths, and on random shapes of
@@ -7,7 +7,7 @@
 local tocha = require "tocha"
 local ffi = require "ffi"
 
-local upsample = require "tocha.upsample"
+local upsample = require "tocha.ops.upsample"
 local plan = upsample.plan
 local cases = dofile(assert(os.getenv("TOCHA_SOURCE_DIR"), "TOCHA_SOURCE_DIR is set by CTest") .. "/bench/cases.lua")
 

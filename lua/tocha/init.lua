@@ -41,15 +41,15 @@ end
 
 -- Kernels
 tocha.kernel = kernel.new
-local upsample = require "tocha.upsample"
+local upsample = require "tocha.ops.upsample"
 tocha.UpsampleNearest2dForward = upsample.UpsampleNearest2dForward
 tocha.UpsampleNearest2dBackward = upsample.UpsampleNearest2dBackward
 tocha.launch_packed = require("tocha.op").launch_packed
-tocha.Elementwise = require("tocha.elementwise").Elementwise
-tocha.ChannelCat = require("tocha.channel_cat").ChannelCat
-tocha.ChannelChunk = require("tocha.channel_chunk").ChannelChunk
-tocha.Reduce = require("tocha.reduction").Reduce
-tocha.ChannelBiasAdd = require("tocha.channel_bias_add").ChannelBiasAdd
+tocha.Elementwise = require("tocha.ops.elementwise").Elementwise
+tocha.ChannelCat = require("tocha.ops.channel_cat").ChannelCat
+tocha.ChannelChunk = require("tocha.ops.channel_chunk").ChannelChunk
+tocha.Reduce = require("tocha.ops.reduction").Reduce
+tocha.ChannelBiasAdd = require("tocha.ops.channel_bias_add").ChannelBiasAdd
 local safetensors = require "tocha.safetensors"
 tocha.save, tocha.load = safetensors.save, safetensors.load
 tocha.bench = require "tocha.bench"

@@ -8,7 +8,7 @@
 -- has no parameters to accumulate gradients into). Kernels are made per input dtype on first
 -- use, with the block width given (default: the one new() picks) and the layout ("nchw", the
 -- default, or "nhwc": tocha.nn.UpsampleNearest2d(2, 2, nil, { layout = "nhwc" })).
-local upsample = require "tocha.upsample"
+local upsample = require "tocha.ops.upsample"
 local tensor = require "tocha.tensor"
 local errors = require "tocha.errors"
 local raise = errors.raise

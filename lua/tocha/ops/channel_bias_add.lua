@@ -17,7 +17,7 @@ local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
-local reduction = require "tocha.reduction" -- the backward is a reduction: its plan and arguments
+local reduction = require "tocha.ops.reduction" -- the backward is a reduction: its plan and arguments
 local raise = errors.raise
 
 local M = {}
