@@ -91,7 +91,7 @@ describe("the op of docs/design.md, from its two files alone", function()
         fails_with("tocha.Power.new: dtype: expected a float dtype (f32, f64, f16, bf16), got i32",
           function() Power.new(2, "i32") end)
         local x = tocha.ones({ 4 }, { device = device })
-        fails_with("tocha.Power:forward: y: expected shape [4] (x's shape), got [5]",
+        fails_with("tocha.Power:forward: y: expected shape [4] (the output for x), got [5]",
           function() Power.new(2):forward(x, tocha.ones({ 5 }, { device = device })) end)
         fails_with("tocha.Power:grid_for_launch: launch: expected an integer from 1 to 1, got 2",
           function() Power.new(2):grid_for_launch(2, { { 4 } }, { 4 }) end)

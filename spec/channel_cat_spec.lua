@@ -86,7 +86,7 @@ describe("tocha.ChannelCat", function()
             cat.forward, cat, a, tocha.ones({ 2, 1, 5 }, { device = device }), tocha.ones({ 2, 4, 4 }, { device = device }) },
           { "tocha.ChannelCat:forward: b: expected shape [2, 1, 4] (like a but for dimension 2), got [3, 1, 4]",
             cat.forward, cat, a, tocha.ones({ 3, 1, 4 }, { device = device }) },
-          { "tocha.ChannelCat:forward: y: expected shape [2, 5, 4] (a and b joined), got [2, 4, 4]",
+          { "tocha.ChannelCat:forward: y: expected shape [2, 5, 4] (the output for a and b), got [2, 4, 4]",
             cat.forward, cat, a, tocha.ones({ 2, 2, 4 }, { device = device }), tocha.ones({ 2, 4, 4 }, { device = device }) },
           { "tocha.ChannelCat:forward: a: expected 2 or more dimensions (dimension 2 is joined), got 1",
             cat.forward, cat, tocha.ones({ 3 }, { device = device }), tocha.ones({ 3 }, { device = device }), tocha.ones({ 6 }, { device = device }) },

@@ -80,7 +80,7 @@ describe("tocha.ChannelChunk", function()
           { "tocha.ChannelChunk:forward: x: dimension 2 (3) does not split into 2 equal chunks", op.forward, op, x },
           { "tocha.ChannelChunk:forward: x: expected 2 or more dimensions (dimension 2 is split), got 1",
             op.forward, op, tocha.ones({ 4 }, { device = device }) },
-          { "tocha.ChannelChunk:forward: y: expected shape [2, 2, 4] (chunk 1 of 2 of x), got [2, 2, 5]",
+          { "tocha.ChannelChunk:forward: y: expected shape [2, 2, 4] (the output for x), got [2, 2, 5]",
             op.forward, op, tocha.ones({ 2, 4, 4 }, { device = device }), tocha.ones({ 2, 2, 5 }, { device = device }) },
           { "tocha.ChannelChunk:forward: y: expected dtype f32 (the op's), got f16",
             op.forward, op, tocha.ones({ 2, 4, 4 }, { device = device }), tocha.ones({ 2, 2, 4 }, { device = device, dtype = "f16" }) },

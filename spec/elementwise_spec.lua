@@ -215,7 +215,7 @@ describe("tocha.Elementwise", function()
           { "tocha.Elementwise:forward: b: expected dtype f32 (the op's), got f64",
             add.forward, add, a, tocha.ones({ 4 }, { device = device, dtype = "f64" }) },
           { "tocha.Elementwise:forward: b: expected a tensor, got nil", add.forward, add, a },
-          { "tocha.Elementwise:forward: y: expected shape [4] (like x), got [5]",
+          { "tocha.Elementwise:forward: y: expected shape [4] (the output for x), got [5]",
             relu.forward, relu, a, tocha.ones({ 5 }, { device = device }) },
           { "tocha.Elementwise:backward: dy: expected a tensor, got nil", relu.backward, relu, a },
           { "tocha.Elementwise:compute_concrete_output_shape: inputs: expected 2 input shapes, got 1",

@@ -88,6 +88,78 @@ describe("tocha.op", function()
     assert.truthy(err:find("call grid_for_launch(i, ...)", 1, true), err)
   end)
 
+  -- y = 2 x + v[j] (v a parameter of the last size) in two launches through a workspace:
+  -- what the default direct calls must carry besides the inputs.
+  local TWO_PASS = [[
+__device__ void two_pass(const float *x, float *ws, float *y, const float *v, long long n, long long m, int pass) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  if (pass == 0) ws[i] = 2.0f * x[i]; else y[i] = ws[i] + v[i % m];
+}
+__device__ void two_pass_grad(const float *dy, float *dx, float *dv, long long n, long long m) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) dx[i] = 2.0f * dy[i];
+  if (i < m) { float s = 0.0f; for (long long k = i; k < n; k += m) s += dy[k]; dv[i] = s; }
+}]]
+  local function two_pass_class()
+    local TwoPass = op.class("TwoPass")
+    function TwoPass.new()
+      return setmetatable({ dtype = "f32", block_size = 64, id = "two pass",
+        kernel = tocha.kernel { source = TWO_PASS, name = "two_pass",
+          params = "f32* x, f32* ws, f32* y, f32* v, i64 n, i64 m, i32 pass" },
+        grad_kernel = tocha.kernel { source = TWO_PASS, name = "two_pass_grad",
+          params = "f32* dy, f32* dx, f32* dv, i64 n, i64 m" } }, TwoPass)
+    end
+    function TwoPass:compute_concrete_output_shape(input_shapes) return op.one_input(input_shapes) end
+    function TwoPass:param_names() return { "v" } end
+    function TwoPass:param_shapes(input_shapes) local s = input_shapes[1]; return { { s[#s] } } end
+    function TwoPass:workspace_bytes(input_shapes) return 4 * op.numel(input_shapes[1]) end
+    function TwoPass:n_launches() return 2 end
+    function TwoPass:grid_for_launch(_, _, output_shape) return { math.ceil(op.numel(output_shape) / 64), 1, 1 } end
+    function TwoPass:pack_args_for_launch(i, inputs, params, output, output_shape)
+      local x = op.input_of(inputs)
+      return { x, params[2], op.address(output, "output"), params[1], op.numel(output_shape),
+        output_shape[#output_shape], i - 1 }
+    end
+    function TwoPass:backward_grid(input_shapes) return { math.ceil(op.numel(input_shapes[1]) / 64), 1, 1 } end
+    function TwoPass:pack_backward_args(_, _, _, output_shape, grad_output, _, grad_inputs, grad_params)
+      return { op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "dx"), op.address(grad_params[1], "dv"),
+        op.numel(output_shape), output_shape[#output_shape] }
+    end
+    return op.finish(TwoPass)
+  end
+
+  for _, dev in ipairs(ref.devices()) do
+    it("gives direct calls made from the methods: inputs, parameters, a workspace, launches, on " .. dev.name .. dev.tag, function()
+      local t = two_pass_class().new()
+      local x = tocha.randn({ 3, 70 }, { device = dev.name, seed = 21 })
+      local v = tocha.randn({ 70 }, { device = dev.name, seed = 22 })
+      local y = t:forward(x, v, tocha.full({ 3, 70 }, -77, { device = dev.name }))
+      local xs, vs, ys = x:to_table(true), v:to_table(true), y:to_table(true)
+      for i, a in ipairs(xs) do assert.are.equal(ref.convert(2 * a + vs[(i - 1) % 70 + 1], "f32"), ys[i], i) end
+      assert.are.same(ys, t:forward(x, v):to_table(true)) -- y allocated
+      local dy = tocha.randn({ 3, 70 }, { device = dev.name, seed = 23 })
+      local dx, dv = t:backward(x, v, dy, tocha.full({ 3, 70 }, -77, { device = dev.name }))
+      local dys, dxs, dvs = dy:to_table(true), dx:to_table(true), dv:to_table(true)
+      for i, g in ipairs(dys) do assert.are.equal(2 * g, dxs[i], i) end
+      for j = 1, 70 do
+        local s = 0
+        for k = j, 210, 70 do s = ref.convert(s + dys[k], "f32") end
+        assert.are.equal(s, dvs[j], j)
+      end
+      local err = message(t.forward, t, x, tocha.ones({ 71 }, { device = dev.name }))
+      assert.truthy(err:find("tocha.TwoPass:forward: v: expected shape [70] (the op's parameter), got [71]", 1, true), err)
+      local big = tocha.zeros({ 4, 70 }, { device = dev.name })
+      err = message(t.forward, t, big:narrow(1, 1, 3), v, big:narrow(1, 2, 3))
+      assert.truthy(err:find("tocha.TwoPass:forward: y: overlaps x", 1, true), err)
+      err = message(t.backward, t, x, v, tocha.ones({ 3, 71 }, { device = dev.name }))
+      assert.truthy(err:find("tocha.TwoPass:backward: dy: expected shape [3, 70] (the output for x), got [3, 71]", 1, true), err)
+      local s = scale_class(false).new(2)
+      err = message(s.backward, s, x, x)
+      assert.truthy(err:find("tocha.Scale:backward: self: the op has no backward", 1, true), err)
+    end)
+  end
+
   for _, dev in ipairs(ref.devices()) do
     it("runs in a model, forward and backward, on " .. dev.name .. dev.tag, function()
       local Scale = scale_class(true)

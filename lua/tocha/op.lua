@@ -344,6 +344,166 @@ function Defaults:pack_backward_args_for_launch(i, ...)
   return self:pack_backward_args(...)
 end
 
+-- ---- direct calls, the defaults: one node of a model, run on tensors ----
+--
+--   op:forward(x1, ..., xn [, p1, ..., pm] [, y [, opts]])            -> y
+--   op:backward(x1, ..., xn [, p1, ..., pm], dy [, dx1, ..., dxn [, opts]]) -> dx1, ..., dxn [, dp1, ..., dpm]
+--
+-- for n = n_activation_inputs() and the m parameters of param_names(); inputs are named by
+-- class.input_names (default "x" for one, else "a", "b", ...), the parameters by their names.
+-- They make the launches a model makes: the output shape, every launch's grid and packed
+-- arguments (the RuntimeOp methods, so a direct call is the model's path), a workspace when
+-- the op asks for one, a launch of 0 CTAs skipped. Outputs are allocated when not given (the
+-- parameters' gradients zeroed, as the model's are); the backward passes no forward output
+-- (address 0): an op whose backward reads y defines backward itself.
+
+local function default_names(n)
+  if n == 1 then return { "x" } end
+  local names = {}
+  for i = 1, n do names[i] = string.char(96 + i) end
+  return names
+end
+
+-- What a RuntimeOp method raises about inputs[i], in the direct call's names: "inputs[2]: ..."
+-- becomes "b: ...", raised at the user's line.
+local function named(names, fn, ...)
+  local ok, a = pcall(fn, ...)
+  if ok then return a end
+  local message = tostring(a):gsub("^[^\n]-:%d+: ", "", 1)
+  local bare, n = message:gsub("^tocha%.[%w_.]+:[%w_]+: ", "", 1)
+  if n == 0 then bare = message:gsub("^tocha[%w_.]*: ", "", 1) end
+  message = bare
+  message = message:gsub("inputs%[(%d+)%]", function(i) return names[tonumber(i)] or ("inputs[" .. i .. "]") end)
+  raise(message)
+end
+
+local function shapes_of(list)
+  local shapes = {}
+  for i, t in ipairs(list) do shapes[i] = t:shape() end
+  return shapes
+end
+
+-- The tensors of a direct call: n inputs, then the parameters, each live, dense, of the op's
+-- dtype and on the first's device; then what follows them.
+local function call_tensors(self, ...)
+  local names = self.input_names or default_names(self:n_activation_inputs())
+  local param_names = self:param_names()
+  local tensors = {}
+  for i = 1, #names + #param_names do
+    local t, what = select(i, ...), names[i] or param_names[i - #names]
+    M.check_tensor(self, t, what, tensors[1], names[1])
+    tensors[i] = t
+  end
+  local inputs, params = {}, {}
+  for i = 1, #names do inputs[i] = tensors[i] end
+  for i = 1, #param_names do params[i] = tensors[#names + i] end
+  return names, param_names, inputs, params, select(#tensors + 1, ...)
+end
+
+-- The addresses after the inputs in a pack: the parameters', then the workspace's (0 for none)
+-- when the op declares one; and the workspace tensor, kept until the launches are queued.
+local function param_addresses(self, params, shapes, out, like)
+  local addresses = {}
+  for i, t in ipairs(params) do addresses[i] = t.data end
+  if not self.workspace_bytes then return addresses end
+  local bytes = self:workspace_bytes(shapes, out)
+  local ws = bytes > 0 and tensor.alloc({ bytes }, "u8", device.wrap(like.dev)) or nil
+  addresses[#addresses + 1] = ws and ws.data or 0
+  return addresses, ws
+end
+
+local function check_params(self, names, params, shapes, out)
+  local want = self:param_shapes(shapes, out)
+  for i, t in ipairs(params) do M.same_shape(t, want[i], names[i], "the op's parameter") end
+end
+
+-- Every launch of one direction: count of them, grid_of(i) and pack(i) for each.
+local function launch_all(kernel_, dev, block, count, grid_of, pack)
+  for i = 1, count do
+    local grid = grid_of(i)
+    if grid[1] > 0 then M.launch_packed(kernel_, dev, grid, block, pack(i)) end
+  end
+end
+
+local function run_forward(self, names, param_names, inputs, params, y)
+  local shapes = shapes_of(inputs)
+  local out = named(names, self.compute_concrete_output_shape, self, shapes)
+  check_params(self, param_names, params, shapes, out)
+  if y == nil then y = M.alloc_like(out, inputs[1]) end
+  M.check_tensor(self, y, "y", inputs[1], names[1])
+  M.same_shape(y, out, "y", "the output for " .. table.concat(names, " and "))
+  local list = {}
+  for i, t in ipairs(inputs) do list[i] = { t, names[i] } end
+  M.check_aliasing({ { y, "y" } }, list)
+  local addresses, ws = param_addresses(self, params, shapes, out, y)
+  local count = self:n_launches()
+  launch_all(self.kernel, device.wrap(y.dev), self:block(), count,
+    function(i) return count == 1 and self:grid(out) or self:grid_for_launch(i, shapes, out) end,
+    function(i)
+      if count == 1 then return self:pack_args(inputs, addresses, y, out) end
+      return self:pack_args_for_launch(i, inputs, addresses, y, out)
+    end)
+  local _ = ws
+  return y
+end
+
+function Defaults:forward(...)
+  local names, param_names, inputs, params, y, opts = call_tensors(self, ...)
+  local r = M.on_stream(opts, inputs[1], run_forward, self, names, param_names, inputs, params, y)
+  return r
+end
+
+local function run_backward(self, names, param_names, inputs, params, dy, given)
+  local shapes = shapes_of(inputs)
+  local out = named(names, self.compute_concrete_output_shape, self, shapes)
+  check_params(self, param_names, params, shapes, out)
+  M.check_tensor(self, dy, "dy", inputs[1], names[1])
+  M.same_shape(dy, out, "dy", "the output for " .. table.concat(names, " and "))
+  local grads, grad_addresses, outputs = {}, {}, {}
+  for i, x in ipairs(inputs) do
+    local g, what = given[i], "d" .. names[i]
+    if g == nil then g = M.alloc_like(shapes[i], x) end
+    M.check_tensor(self, g, what, inputs[1], names[1])
+    M.same_shape(g, shapes[i], what, names[i] .. "'s shape")
+    grads[i], grad_addresses[i], outputs[i] = g, g.data, { g, what }
+  end
+  local param_grads, param_grad_addresses = {}, {}
+  for i, t in ipairs(params) do
+    param_grads[i] = tensor.zeros(t:shape(), { dtype = t:dtype(), device = device.wrap(t.dev) })
+    param_grad_addresses[i] = param_grads[i].data
+  end
+  local list = { { dy, "dy" } }
+  for i, t in ipairs(inputs) do list[#list + 1] = { t, names[i] } end
+  M.check_aliasing(outputs, list)
+  local addresses, ws = param_addresses(self, params, shapes, out, dy)
+  local count, stride = self:n_backward_launches(), self:backward_grad_output_row_stride(out)
+  launch_all(self.grad_kernel, device.wrap(dy.dev), self:backward_block(), count,
+    function(i) return count == 1 and self:backward_grid(shapes, out) or self:backward_grid_for_launch(i, shapes, out) end,
+    function(i)
+      if count == 1 then
+        return self:pack_backward_args(inputs, addresses, nil, out, dy, stride, grad_addresses, param_grad_addresses)
+      end
+      return self:pack_backward_args_for_launch(i, inputs, addresses, nil, out, dy, stride, grad_addresses,
+        param_grad_addresses)
+    end)
+  local _ = ws
+  for i, g in ipairs(param_grads) do grads[#inputs + i] = g end
+  return grads
+end
+
+function Defaults:backward(...)
+  if not self:has_backward() then no_backward() end
+  local names, param_names, inputs, params = call_tensors(self, ...)
+  local at = #names + #param_names
+  local dy = select(at + 1, ...)
+  M.live_tensor(dy, "dy")
+  local given = {}
+  for i = 1, #names do given[i] = select(at + 1 + i, ...) end
+  local opts = select(at + 2 + #names, ...)
+  local grads = M.on_stream(opts, inputs[1], run_backward, self, names, param_names, inputs, params, dy, given)
+  return unpack(grads)
+end
+
 -- A new op class named name (tocha.<name>): its objects' metatable, shown as "tocha.<name> <id>",
 -- and callable on model nodes (op(node, ...): the node of the op in a tocha.Model graph). The
 -- file that calls it counts as tocha's own for error positions (errors.own_caller).
@@ -361,6 +521,9 @@ end
 local function per_launch_only(per_launch)
   return function() raise(("self: the op plans its launches from its input shapes: call %s(i, ...)"):format(per_launch)) end
 end
+
+-- Its arguments as a list with their count (n), nils included.
+local function results(...) return { n = select("#", ...), ... } end
 
 -- Gives class the defaults of every method it does not define, and names its methods for
 -- errors ("tocha.<name>:<method>: ..."), constructor aside. Call it once the class is written:
@@ -386,8 +549,8 @@ function M.finish(class)
   for method, fn in pairs(Defaults) do
     if rawget(class, method) == nil then
       class[method] = function(...)
-        local r = fn(...)
-        return r
+        local r = results(fn(...))
+        return unpack(r, 1, r.n)
       end
     end
   end

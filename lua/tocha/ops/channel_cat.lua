@@ -10,7 +10,6 @@
 -- Per batch item, y's item is a's (sa elements) followed by b's (sb): the kernels copy those
 -- runs, a 16-byte vector a thread where both runs are whole vectors.
 local dtype = require "tocha.dtype"
-local device = require "tocha.device"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
@@ -96,57 +95,7 @@ function ChannelCat:pack_backward_args(inputs, _, _, output_shape, grad_output, 
     op.address(grad_inputs[1], "grad_inputs[1]"), op.address(grad_inputs[2], "grad_inputs[2]") })
 end
 
--- ---- direct calls ----
-
--- Launches k over the parts a, b and the joined tensor y (names theirs), addresses in k's order.
-local function launch(self, k, a, b, y, addresses, names)
-  local out = joined(a:shape(), b:shape(), names[1], names[2])
-  if not op.same_sizes(out, y:shape()) then
-    raise(("%s: expected shape %s (%s and %s joined), got %s"):format(names[3], op.shape_text(out), names[1], names[2],
-      op.shape_text(y:shape())))
-  end
-  op.launch_packed(k, device.wrap(y.dev), self:grid(out), self:block(), args(a:shape(), b:shape(), addresses))
-end
-
-local function run_forward(self, a, b, y)
-  if y == nil then -- a's shape, dimension 2 the sum; launch checks the rest and names a and b
-    local shape = a:shape()
-    if #shape >= 2 and b.ndim >= 2 then shape[2] = shape[2] + tonumber(b.dims[1]) end
-    y = op.alloc_like(shape, a)
-  end
-  op.check_tensor(self, y, "y", a, "a")
-  op.check_aliasing({ { y, "y" } }, { { a, "a" }, { b, "b" } })
-  launch(self, self.kernel, a, b, y, { a.data, b.data, y.data }, { "a", "b", "y" })
-  return y
-end
-
--- cat:forward(a, b [, y [, opts]]) -> y, allocated when not given. opts.stream: the stream.
-function ChannelCat:forward(a, b, y, opts)
-  op.check_tensor(self, a, "a")
-  op.check_tensor(self, b, "b", a, "a")
-  local r = op.on_stream(opts, a, run_forward, self, a, b, y)
-  return r
-end
-
-local function run_backward(self, a, b, dy, da, db)
-  da = da or op.alloc_like(a:shape(), a)
-  db = db or op.alloc_like(b:shape(), b)
-  op.check_tensor(self, da, "da", dy, "dy")
-  op.check_tensor(self, db, "db", dy, "dy")
-  op.check_aliasing({ { da, "da" }, { db, "db" } }, { { dy, "dy" } })
-  launch(self, self.grad_kernel, da, db, dy, { dy.data, da.data, db.data }, { "da", "db", "dy" })
-  return da, db
-end
-
--- cat:backward(a, b, dy [, da [, db [, opts]]]) -> da, db: dy's parts, shaped like a and b
--- (allocated when not given).
-function ChannelCat:backward(a, b, dy, da, db, opts)
-  op.check_tensor(self, a, "a")
-  op.check_tensor(self, b, "b", a, "a")
-  op.check_tensor(self, dy, "dy", a, "a")
-  local ga, gb = op.on_stream(opts, a, run_backward, self, a, b, dy, da, db)
-  return ga, gb
-end
+-- Direct calls (op:forward, op:backward): tocha.op's, from the methods above.
 
 op.finish(ChannelCat)
 return M

@@ -7,7 +7,6 @@
 --   local y = first:forward(x)                        -- [B, C, H, W] -> [B, C/2, H, W]
 --   local dx = first:backward(x, dy)                  -- dy in channels 1..C/2, zeros elsewhere
 local dtype = require "tocha.dtype"
-local device = require "tocha.device"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
@@ -92,55 +91,7 @@ function ChannelChunk:pack_backward_args(inputs, _, _, output_shape, grad_output
     { op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "grad_inputs[1]") })
 end
 
--- ---- direct calls ----
-
--- Launches k with the whole tensor x and its part y (names theirs), addresses in k's order,
--- the grid over grid_of's elements (the tensor the kernel writes).
-local function launch(self, k, x, y, addresses, names, grid_of)
-  local part = part_of(self, x:shape(), names[1])
-  if not op.same_sizes(part, y:shape()) then
-    raise(("%s: expected shape %s (chunk %d of %d of %s), got %s"):format(names[2], op.shape_text(part), self.index,
-      self.chunks, names[1], op.shape_text(y:shape())))
-  end
-  op.launch_packed(k, device.wrap(x.dev), self:grid(grid_of:shape()), self:block(),
-    args(self, x:shape(), y:shape(), addresses))
-end
-
-local function run_forward(self, x, y)
-  if y == nil then -- x's shape, dimension 2 divided; launch checks it and names x
-    local shape = x:shape()
-    if #shape >= 2 then shape[2] = math.max(1, math.floor(shape[2] / self.chunks)) end
-    y = op.alloc_like(shape, x)
-  end
-  op.check_tensor(self, y, "y", x, "x")
-  op.check_aliasing({ { y, "y" } }, { { x, "x" } })
-  launch(self, self.kernel, x, y, { x.data, y.data }, { "x", "y" }, y)
-  return y
-end
-
--- op:forward(x [, y [, opts]]) -> y, allocated when not given. opts.stream: the stream.
-function ChannelChunk:forward(x, y, opts)
-  op.check_tensor(self, x, "x")
-  local r = op.on_stream(opts, x, run_forward, self, x, y)
-  return r
-end
-
-local function run_backward(self, x, dy, dx)
-  dx = dx or op.alloc_like(x:shape(), x)
-  op.check_tensor(self, dx, "dx")
-  op.check_tensor(self, dy, "dy", dx, "dx")
-  op.check_aliasing({ { dx, "dx" } }, { { dy, "dy" } })
-  launch(self, self.grad_kernel, dx, dy, { dy.data, dx.data }, { "dx", "dy" }, dx)
-  return dx
-end
-
--- op:backward(x, dy [, dx [, opts]]) -> dx, shaped like x (allocated when not given).
-function ChannelChunk:backward(x, dy, dx, opts)
-  op.check_tensor(self, x, "x")
-  op.live_tensor(dy, "dy")
-  local r = op.on_stream(opts, x, run_backward, self, x, dy, dx)
-  return r
-end
+-- Direct calls (op:forward, op:backward): tocha.op's, from the methods above.
 
 op.finish(ChannelChunk)
 return M

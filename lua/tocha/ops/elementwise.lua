@@ -12,7 +12,6 @@
 -- Every tensor of a call has one shape and the op's dtype (no broadcasting: the channel bias
 -- add is the op that broadcasts).
 local dtype = require "tocha.dtype"
-local device = require "tocha.device"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
@@ -116,99 +115,7 @@ function Elementwise:pack_backward_args(inputs, _, _, output_shape, grad_output,
   return { at[1], at[2], dy, op.address(grad_inputs[1], "grad_inputs[1]"), op.address(grad_inputs[2], "grad_inputs[2]"), n }
 end
 
--- ---- direct calls ----
-
--- Checks the tensors of a launch (names[i] for each): the op's dtype, the first's device and
--- shape.
-local function check_all(self, tensors, names)
-  local first = tensors[1]
-  local shape = first:shape()
-  for i, t in ipairs(tensors) do
-    op.check_tensor(self, t, names[i], i > 1 and first or nil, names[1])
-    if i > 1 and not op.same_sizes(t:shape(), shape) then
-      raise(("%s: expected shape %s (like %s), got %s"):format(names[i], op.shape_text(shape), names[1],
-        op.shape_text(t:shape())))
-    end
-  end
-end
-
--- Launches k over the tensors, in k's order, then the count of elements.
-local function launch(self, k, tensors)
-  local args = {}
-  for i, t in ipairs(tensors) do args[i] = t.data end
-  args[#args + 1] = tonumber(tensors[1].count)
-  op.launch_packed(k, device.wrap(tensors[1].dev), self:grid(tensors[1]:shape()), self:block(), args)
-end
-
--- A tensor shaped like `like`, of its dtype and on its device.
-local function alloc_like(like) return op.alloc_like(like:shape(), like) end
-
-local function run_forward(self, a, b, y)
-  if y == nil then y = alloc_like(a) end
-  local tensors, names
-  if self.arity == 1 then
-    tensors, names = { a, op.live_tensor(y, "y") }, { "x", "y" }
-  else
-    tensors, names = { a, b, op.live_tensor(y, "y") }, { "a", "b", "y" }
-  end
-  check_all(self, tensors, names)
-  local inputs = {}
-  for i = 1, self.arity do inputs[i] = { tensors[i], names[i] } end
-  op.check_aliasing({ { y, "y" } }, inputs)
-  launch(self, self.kernel, tensors)
-  return y
-end
-
--- op:forward(x [, y [, opts]]) (unary) or op:forward(a, b [, y [, opts]]) (binary): y, allocated
--- like the input when not given. opts.stream: the stream to queue it on.
-function Elementwise:forward(...)
-  local a, b, y, opts
-  if self.arity == 1 then
-    a, y, opts = ...
-    op.live_tensor(a, "x")
-  else
-    a, b, y, opts = ...
-    op.live_tensor(a, "a")
-    op.live_tensor(b, "b")
-  end
-  local r = op.on_stream(opts, a, run_forward, self, a, b, y)
-  return r
-end
-
-local function run_backward(self, a, b, dy, da, db)
-  if da == nil then da = alloc_like(a) end
-  if self.arity == 1 then
-    local tensors, names = { a, dy, op.live_tensor(da, "dx") }, { "x", "dy", "dx" }
-    check_all(self, tensors, names)
-    op.check_aliasing({ { da, "dx" } }, { { a, "x" }, { dy, "dy" } })
-    launch(self, self.grad_kernel, tensors)
-    return da
-  end
-  if db == nil then db = alloc_like(b) end
-  local tensors = { a, b, dy, op.live_tensor(da, "da"), op.live_tensor(db, "db") }
-  check_all(self, tensors, { "a", "b", "dy", "da", "db" })
-  op.check_aliasing({ { da, "da" }, { db, "db" } }, { { a, "a" }, { b, "b" }, { dy, "dy" } })
-  launch(self, self.grad_kernel, tensors)
-  return da, db
-end
-
--- op:backward(x, dy [, dx [, opts]]) -> dx (unary), op:backward(a, b, dy [, da [, db [, opts]]])
--- -> da, db (binary): the gradients for dy, allocated like the inputs when not given.
-function Elementwise:backward(...)
-  local a, b, dy, da, db, opts
-  if self.arity == 1 then
-    a, dy, da, opts = ...
-    op.live_tensor(a, "x")
-  else
-    a, b, dy, da, db, opts = ...
-    op.live_tensor(a, "a")
-    op.live_tensor(b, "b")
-  end
-  op.live_tensor(dy, "dy")
-  local ga, gb = op.on_stream(opts, a, run_backward, self, a, b, dy, da, db)
-  if self.arity == 1 then return ga end
-  return ga, gb
-end
+-- Direct calls (op:forward, op:backward): tocha.op's, from the methods above.
 
 op.finish(Elementwise)
 return M
