@@ -443,7 +443,7 @@ local function run_forward(self, names, param_names, inputs, params, y)
       if count == 1 then return self:pack_args(inputs, addresses, y, out) end
       return self:pack_args_for_launch(i, inputs, addresses, y, out)
     end)
-  local _ = ws
+  if ws then ws:free() end -- after the launches in stream order, as any tensor's block
   return y
 end
 
@@ -486,7 +486,7 @@ local function run_backward(self, names, param_names, inputs, params, dy, given)
       return self:pack_backward_args_for_launch(i, inputs, addresses, nil, out, dy, stride, grad_addresses,
         param_grad_addresses)
     end)
-  local _ = ws
+  if ws then ws:free() end
   for i, g in ipairs(param_grads) do grads[#inputs + i] = g end
   return grads
 end

@@ -247,26 +247,8 @@ function M.run_launches(k, dev, block, count, bytes, grid_of, args_of)
   if ws then ws:free() end
 end
 
-local function run_forward(self, x, y)
-  local outer, n, inner, out = self:view(x:shape())
-  if y == nil then y = op.alloc_like(out, x) end
-  check_tensor(self, y, "y", x)
-  same_shape(y, out, "y", "the reduction's output")
-  op.check_aliasing({ { y, "y" } }, { { x, "x" } })
-  local passes = M.plan(outer, n, inner, self.block_size, self.dtype)
-  local divisor = self.mode == "mean" and n or 1
-  M.run_launches(self.kernel, device.wrap(x.dev), self.block_size, #passes, M.partial_bytes(passes, self.dtype),
-    function(i) return M.pass_grid(passes[i], self.block_size, self.dtype) end,
-    function(i, ws) return reduce_args(passes, i, x, y, ws, divisor) end)
-  return y
-end
-
--- op:forward(x [, y [, opts]]) -> y, allocated when not given. opts.stream: the stream.
-function Reduce:forward(x, y, opts)
-  check_tensor(self, x, "x")
-  local r = on_stream(opts, x, run_forward, self, x, y)
-  return r
-end
+-- op:forward(x [, y [, opts]]) -> y: tocha.op's, from the methods above (the passes planned
+-- from x's shape, the partials in a workspace of its own).
 
 local function run_backward(self, x, y, dy, dx)
   local _, _, _, out = self:view(x:shape())
