@@ -166,10 +166,13 @@ static void generate(tocha_kernel *k, const char *source, const char *name, cons
     tocha_text_appendf(&t, "%s\n\n%s", source, k->entry_source ? k->entry_source : "");
     k->source = tocha_text_take(&t);
 
-    tocha_text_append(&t, "extern \"C\" void tocha_sim_launch(void **a, const unsigned *grid, "
-                          "const unsigned *block,\n    unsigned shared_bytes, unsigned long long "
-                          "first, unsigned long long last)\n{\n    tocha_sim::run(grid, block, "
-                          "shared_bytes, first, last, [&] {\n");
+    /* A kernel with barriers runs its blocks' threads as fibers on the simulator. */
+    tocha_text_appendf(&t,
+                       "extern \"C\" int tocha_sim_launch(void **a, const unsigned *grid, const unsigned "
+                       "*block,\n    unsigned shared_bytes, unsigned long long first, unsigned long long "
+                       "last, char *error, unsigned long size)\n{\n    return !tocha_sim::run<%s>(grid, "
+                       "block, shared_bytes, first, last, error, size, [&] {\n",
+                       strstr(source, "__syncthreads") ? "true" : "false");
     tocha_text_appendf(&t, "        %s(", k->entry_name);
     for (int i = 0; i < k->nparams; i++)
         tocha_text_appendf(&t, "%s*(%s%s *)a[%d]", i ? ", " : "", param_ctype(&k->params[i]),

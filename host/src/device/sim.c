@@ -2,8 +2,8 @@
 ** sim.c: the sim device kind, a CPU simulator of the CUDA execution model.
 ** A kernel's source is compiled by the host C++ compiler with a shim header for the CUDA
 ** built-ins (kernels/sim/tocha_sim.h), loaded from memory with dlopen, and its grid runs with
-** blocks spread over the cores; the threads of a block run one after another, so kernels that
-** use barriers or warp intrinsics must give the simulator a path of their own.
+** blocks spread over the cores; a block's threads run one after another, or as fibers switched
+** at each barrier for a kernel that has them (kernels/sim/tocha_sim.h).
 */
 #include "internal.h"
 
@@ -26,8 +26,10 @@
 
 extern char **environ;
 
-typedef void (*sim_launcher)(void **args, const unsigned *grid, const unsigned *block,
-                             unsigned shared_bytes, unsigned long long first, unsigned long long last);
+/* A module's launcher (kernel.c writes it): runs blocks [first, last); non-zero, with the reason
+** in error, when a block could not finish (a barrier some threads never reach). */
+typedef int (*sim_launcher)(void **args, const unsigned *grid, const unsigned *block, unsigned shared_bytes,
+                            unsigned long long first, unsigned long long last, char *error, unsigned long size);
 
 #if defined(__x86_64__)
 #define SIM_TARGET "sim-x86_64"
@@ -294,6 +296,8 @@ typedef struct {
     atomic_ullong next;
     atomic_bool faulted;
     uintptr_t fault; /* the first faulting address, written by the worker that set faulted */
+    atomic_bool failed;
+    char error[320]; /* why a block could not finish, written by the worker that set failed */
 } sim_job;
 
 static void run_chunks(void *arg)
@@ -304,7 +308,12 @@ static void run_chunks(void *arg)
         if (first >= job->blocks) break;
         unsigned long long last = first + job->chunk;
         if (last > job->blocks) last = job->blocks;
-        job->run(job->args, job->grid, job->block, job->shared_bytes, first, last);
+        char error[320];
+        if (job->run(job->args, job->grid, job->block, job->shared_bytes, first, last, error, sizeof error)) {
+            if (!atomic_exchange(&job->failed, true)) snprintf(job->error, sizeof job->error, "%s", error);
+            atomic_store(&job->next, job->blocks);
+            break;
+        }
     }
 }
 
@@ -364,6 +373,7 @@ static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3], c
     if (threads_error[0]) return tocha_fail(TOCHA_E_ARGUMENT, "%s", threads_error);
     atomic_init(&job.next, 0);
     atomic_init(&job.faulted, false);
+    atomic_init(&job.failed, false);
     /* Small grids run on the calling thread: starting threads would cost more than the work. */
     if (workers == 1 || job.blocks * threads_per_block < 16384) {
         job.chunk = job.blocks;
@@ -384,6 +394,7 @@ static int sim_launch(tocha_device *d, void *function, const uint32_t grid[3], c
                           "sim: illegal memory access at 0x%llx (outside every allocation): the launch "
                           "stopped there, and what it wrote before stays",
                           (unsigned long long)job.fault); /* read after the workers joined */
+    if (atomic_load(&job.failed)) return tocha_fail(TOCHA_E_DRIVER, "%s", job.error);
     return TOCHA_OK;
 }
 
