@@ -82,27 +82,89 @@ inline void *shared_buffer(size_t bytes)
 // ---- a block's threads as fibers ----
 
 constexpr unsigned MAX_THREADS = 1024;
-constexpr size_t FIBER_STACK = 64 * 1024;
+// A fiber's stack: 64 KiB for the thread, and up to 32 KiB more below its start, which moves
+// by a cache line from fiber to fiber: stacks that all began 96 KiB apart would put every
+// fiber's top frames in the same cache sets, and a barrier visits them all.
+constexpr size_t FIBER_STACK = 96 * 1024;
+static inline size_t stack_offset(unsigned i) { return (size_t)(i % 512) * 64; }
+
+// The switch between fibers: on x86-64 a few instructions (the callee-saved registers pushed
+// on the stack being left, its stack pointer stored, the other's loaded and its registers
+// popped); elsewhere _setjmp/_longjmp, with makecontext to start a stack.
+#if defined(__x86_64__)
+extern "C" void tocha_sim_switch(void **from, void *to);
+__asm__(".text\n"
+        ".hidden tocha_sim_switch\n"
+        ".globl tocha_sim_switch\n"
+        ".type tocha_sim_switch, @function\n"
+        "tocha_sim_switch:\n"
+        "    pushq %rbp\n    pushq %rbx\n    pushq %r12\n    pushq %r13\n    pushq %r14\n    pushq %r15\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    popq %r15\n    popq %r14\n    popq %r13\n    popq %r12\n    popq %rbx\n    popq %rbp\n"
+        "    ret\n"
+        ".size tocha_sim_switch, .-tocha_sim_switch\n");
+struct context {
+    void *sp;
+};
+static inline void switch_to(context &from, context &to) { tocha_sim_switch(&from.sp, to.sp); }
+// A context that starts entry() on the stack [stack, stack + size): six zero registers, then
+// entry as the return address, 16-byte aligned as a call leaves it.
+static inline void start_context(context &c, void *stack, size_t size, void (*entry)())
+{
+    uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = nullptr;         // entry's return address: it never returns
+    *--sp = (void *)entry;   // where the switch's ret goes
+    for (int i = 0; i < 6; ++i) *--sp = nullptr;
+    c.sp = sp;
+}
+#else
+struct context {
+    jmp_buf jump;
+    bool fresh;
+    ucontext_t start;
+};
+static inline void switch_to(context &from, context &to)
+{
+    if (_setjmp(from.jump)) return;
+    if (to.fresh) {
+        to.fresh = false;
+        setcontext(&to.start);
+    }
+    _longjmp(to.jump, 1);
+}
+static inline void start_context(context &c, void *stack, size_t size, void (*entry)())
+{
+    getcontext(&c.start);
+    c.start.uc_stack.ss_sp = stack;
+    c.start.uc_stack.ss_size = size;
+    c.start.uc_link = nullptr;
+    makecontext(&c.start, entry, 0);
+    c.fresh = true;
+}
+#endif
 
 struct fiber {
-    jmp_buf context;
+    context ctx;
     void *stack;
-    int state;    // RUNNABLE, AT_BARRIER or RETURNED
-    int barrier;  // which barrier it waits at (its __LINE__ in the unit)
-    int value;    // the predicate it gave a counting barrier
+    int state;   // RUNNABLE, AT_BARRIER or RETURNED
+    int barrier; // which barrier it waits at (its __LINE__ in the unit)
+    int value;   // the predicate it gave a counting barrier
+    uint3 index; // its threadIdx in the block running
 };
 enum { RUNNABLE, AT_BARRIER, RETURNED };
 
-// The fibers of the block running on this host thread. Each fiber runs blocks' threads one
-// after another in a loop (body, then back to the scheduler), so that it is made once per host
-// thread; one left in the middle of a thread (a fault, a barrier error) is made again.
+// The fibers of the block running on this host thread. A fiber runs blocks' threads one after
+// another in a loop (body, then back to the scheduler), so that its stack is had once per host
+// thread; a fiber left in the middle of a thread (a fault, a barrier error) starts afresh.
 struct fibers {
     fiber *f = nullptr;
-    unsigned made = 0;   // fibers whose context is ready
-    unsigned making = 0; // the fiber being made
+    unsigned ready = 0;  // fibers whose context starts the loop (or is in it, between threads)
     unsigned current = 0;
+    unsigned n = 0;      // the block's threads
     bool clean = true;   // false while a block runs
-    jmp_buf scheduler;
+    context scheduler;
     void (*body)(void *) = nullptr;
     void *arg = nullptr;
     int result = 0;      // what the last counting barrier returns
@@ -116,37 +178,44 @@ struct fibers {
 };
 static thread_local fibers team;
 
+// Leaves fiber `from` for the next runnable one of the block, or for the scheduler once every
+// thread has run to its barrier or its end: one switch a thread per barrier.
+static inline void pass_on(fiber &from)
+{
+    for (unsigned j = team.current + 1; j < team.n; ++j) {
+        fiber &g = team.f[j];
+        if (g.state != RUNNABLE) continue;
+        threadIdx = g.index;
+        team.current = j;
+        switch_to(from.ctx, g.ctx);
+        return;
+    }
+    switch_to(from.ctx, team.scheduler);
+}
+
 static void fiber_main()
 {
-    fiber *self = &team.f[team.making];
-    if (!_setjmp(self->context)) _longjmp(team.scheduler, 1);
+    fiber *self = &team.f[team.current];
     for (;;) {
         team.body(team.arg);
         self->state = RETURNED;
-        if (!_setjmp(self->context)) _longjmp(team.scheduler, 1);
+        pass_on(*self);
     }
 }
 
-// Makes fibers [team.made, n): false when a stack cannot be had.
-static bool make_fibers(unsigned n)
+// Readies fibers [team.ready, n): false when a stack cannot be had.
+static bool ready_fibers(unsigned n)
 {
     if (!team.f) team.f = new fiber[MAX_THREADS]();
-    for (unsigned i = team.made; i < n; ++i) {
+    for (unsigned i = team.ready; i < n; ++i) {
         fiber &f = team.f[i];
         if (!f.stack) {
             void *p = mmap(nullptr, FIBER_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
             if (p == MAP_FAILED) return false;
             f.stack = p;
         }
-        ucontext_t start;
-        getcontext(&start);
-        start.uc_stack.ss_sp = f.stack;
-        start.uc_stack.ss_size = FIBER_STACK;
-        start.uc_link = nullptr;
-        makecontext(&start, fiber_main, 0);
-        team.making = i;
-        if (!_setjmp(team.scheduler)) setcontext(&start);
-        team.made = i + 1;
+        start_context(f.ctx, f.stack, FIBER_STACK - stack_offset(i), fiber_main);
+        team.ready = i + 1;
     }
     return true;
 }
@@ -159,7 +228,7 @@ static inline int barrier(int at, int value)
     f.state = AT_BARRIER;
     f.barrier = at;
     f.value = value;
-    if (!_setjmp(f.context)) _longjmp(team.scheduler, 1);
+    pass_on(f);
     return team.result;
 }
 
@@ -168,24 +237,32 @@ static inline int barrier(int at, int value)
 template <typename Body>
 static bool run_block_fibers(Body &body, const unsigned *block, unsigned n, char *error, size_t size)
 {
-    if (!team.clean) team.made = 0; // fibers left mid-thread: make them again
-    if (team.made < n && !make_fibers(n)) {
+    if (!team.clean) team.ready = 0; // fibers left mid-thread: start them afresh
+    if (team.ready < n && !ready_fibers(n)) {
         snprintf(error, size, "sim: no memory for the stacks of %u threads", n);
         return false;
     }
     team.clean = false;
     team.body = [](void *a) { (*(Body *)a)(); };
     team.arg = &body;
-    for (unsigned i = 0; i < n; ++i) team.f[i].state = RUNNABLE;
+    team.n = n;
+    for (unsigned i = 0; i < n; ++i) {
+        fiber &f = team.f[i];
+        f.state = RUNNABLE;
+        f.index.x = i % block[0];
+        f.index.y = i / block[0] % block[1];
+        f.index.z = i / (block[0] * block[1]);
+    }
     for (;;) {
+        // Every runnable thread runs to its next barrier or its end, each passing on to the
+        // next; then the barrier is checked.
         for (unsigned i = 0; i < n; ++i) {
             fiber &f = team.f[i];
             if (f.state != RUNNABLE) continue;
-            threadIdx.x = i % block[0];
-            threadIdx.y = i / block[0] % block[1];
-            threadIdx.z = i / (block[0] * block[1]);
+            threadIdx = f.index;
             team.current = i;
-            if (!_setjmp(team.scheduler)) _longjmp(f.context, 1);
+            switch_to(team.scheduler, f.ctx); // back when the last runnable one has passed on
+            break;
         }
         unsigned waiting = 0, count = 0, other = 0;
         int at = 0;
@@ -205,7 +282,7 @@ static bool run_block_fibers(Body &body, const unsigned *block, unsigned n, char
             else
                 snprintf(error, size, "__syncthreads: the block's threads wait at different barriers (block %u, %u, "
                          "%u): on a GPU it hangs or goes wrong", blockIdx.x, blockIdx.y, blockIdx.z);
-            team.made = 0; // fibers left mid-thread
+            team.ready = 0; // fibers left mid-thread
             team.clean = true;
             return false;
         }
