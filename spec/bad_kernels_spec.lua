@@ -48,6 +48,14 @@ describe("bad kernels", function()
       fails_with("tocha.kernel: params: expected a string, got number",
         function() tocha.kernel { source = AXPY, name = "axpy", params = 3 } end)
     end)
+    it("refuses a field it does not know, by name, instead of ignoring it", function()
+      fails_with('tocha.kernel: "shared_mem": unknown field (expected source, name, template_args and params)',
+        function() tocha.kernel { source = "__device__ void f() {}", name = "f", params = "", shared_mem = 1024 } end)
+      fails_with('tocha.kernel: "options": unknown field (expected source, name, template_args and params)',
+        function() tocha.kernel { source = "__device__ void f() {}", name = "f", params = "", options = { "-lineinfo" } } end)
+      fails_with("tocha.kernel: 1: unknown field (expected source, name, template_args and params)",
+        function() tocha.kernel { "__device__ void f() {}", name = "f", params = "" } end)
+    end)
     it("refuses template arguments that are not a string", function()
       fails_with("tocha.kernel: template_args: expected a string, got number",
         function() tocha.kernel { source = AXPY, name = "axpy", params = "f32* x", template_args = 5 } end)

@@ -33,9 +33,18 @@ local function string_field(spec, key, required)
   return v
 end
 
--- tocha.kernel{source=, name=, template_args=, params=}: a Kernel; nothing compiles yet.
+local FIELDS = { source = true, name = true, template_args = true, params = true }
+
+-- tocha.kernel{source=, name=, template_args=, params=}: a Kernel; nothing compiles yet. A field
+-- it does not know is refused by name, not ignored (a misspelt or a not yet supported knob
+-- would otherwise change nothing without a word).
 function M.new(spec)
   if type(spec) ~= "table" then raise("expected a table {source=, name=, params=}") end
+  for key in pairs(spec) do
+    if not FIELDS[key] then
+      raise(("%s: unknown field (expected source, name, template_args and params)"):format(errors.show(key)))
+    end
+  end
   local source = string_field(spec, "source", true)
   local name = string_field(spec, "name", true)
   local targs = string_field(spec, "template_args", false)
