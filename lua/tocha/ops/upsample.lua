@@ -290,10 +290,6 @@ local function launch(k, src, dst, input, output_of, names)
   k.kernel:launch(p.grid, k.block_size, src, dst, p.b, p.c, p.h, p.w, p.oh, p.ow)
 end
 
-local function alloc_like(like, shape)
-  return tensor.alloc(shape, dtype.name(like.elem_type), device.wrap(like.dev))
-end
-
 -- ---- UpsampleNearest2dBackward ----
 
 local Backward = {}
@@ -331,7 +327,7 @@ local function run_backward(self, dy, dx)
         :format(shape[h], shape[h + 1], self.scale_h, self.scale_w))
     end
     shape[h], shape[h + 1] = shape[h] / self.scale_h, shape[h + 1] / self.scale_w
-    dx = alloc_like(dy, shape)
+    dx = op.alloc_like(shape, dy)
   end
   launch(self, dy, dx, dx, "dx", { "dy", "dx" })
   return dx
@@ -399,7 +395,7 @@ end
 local function run_gradient(self, x, dy, dx)
   if dx == nil then
     need_tensor(x, self, "x")
-    dx = alloc_like(x, x:shape())
+    dx = op.alloc_like(x:shape(), x)
   elseif tensor.is_tensor(x) and tensor.is_tensor(dx) then
     tensor.same_shape(x, dx, "dx")
   end
