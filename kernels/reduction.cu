@@ -106,20 +106,11 @@ __device__ __forceinline__ A red_segment(const TI *in, TI *copy, long long lo, l
 }
 
 // The team's combined value, in the tree order of a shared-memory reduction over buf (the
-// team's slots); true in the one lane that holds it (lane 0 on the GPU, the last lane on the
-// simulator, whose threads run one after another, so that the last one finds every other
-// lane's value already there). team is a power of two: the CTA, or a warp (cta false).
+// team's slots); true in lane 0, which holds it. team is a power of two: the CTA, or a warp
+// (cta false).
 template <int MODE, typename A> __device__ __forceinline__ bool red_team(A v, A *buf, unsigned lane, unsigned team, bool cta, A *total)
 {
     buf[lane] = v;
-#ifdef TOCHA_SIM
-    (void)cta;
-    if (lane != team - 1) return false;
-    for (unsigned o = team / 2; o > 0; o /= 2)
-        for (unsigned i = 0; i < o; ++i) buf[i] = red_combine<MODE>(buf[i], buf[i + o]);
-    *total = buf[0];
-    return true;
-#else
     if (cta) __syncthreads(); else __syncwarp();
     for (unsigned o = team / 2; o > 0; o /= 2) {
         if (lane < o) buf[lane] = red_combine<MODE>(buf[lane], buf[lane + o]);
@@ -127,7 +118,6 @@ template <int MODE, typename A> __device__ __forceinline__ bool red_team(A v, A 
     }
     *total = buf[0];
     return lane == 0;
-#endif
 }
 
 // rows: 0 the columns mapping; -1 a CTA a (row, split); 1 to 32 (a power of two) that many
@@ -142,11 +132,7 @@ __device__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long lon
     long long part = (n + splits - 1) / splits;
     part = (part + V - 1) / V * V;
     if (rows) {
-#ifdef TOCHA_SIM
-        A *buf = (A *)tocha_sim::shared_buffer(1024 * sizeof(A));
-#else
         __shared__ A buf[1024];
-#endif
         const bool cta = rows < 0;
         const unsigned team = cta ? blockDim.x : (unsigned)rows, lane = threadIdx.x % team;
         const long long item = blockIdx.x * (long long)(blockDim.x / team) + threadIdx.x / team;

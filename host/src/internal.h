@@ -208,6 +208,11 @@ const char *tocha_sim_options(void);
 /* Identity of the host compiler, e.g. "/usr/bin/c++ c++ (Debian 12.2.0-14) 12.2.0". */
 int tocha_sim_compiler_identity(const char **out);
 
+/* ---- sim_source.c ---- */
+/* source with each `extern __shared__ T name[];` made a pointer to the simulator's dynamic
+** shared memory, lines kept; malloc'd, NULL when out of memory. */
+char *tocha_sim_rewrite_source(const char *source);
+
 /* ---- compiler.c: the text each target compiles ---- */
 /* The full translation unit for target: prelude + kernel source (+ sim launcher). malloc'd. */
 char *tocha_translation_unit(const char *source, const char *target, const char *sim_launcher);

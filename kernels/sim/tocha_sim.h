@@ -1,10 +1,10 @@
 // tocha_sim.h: the CUDA built-ins for the CPU simulator.
-// The simulator compiles a kernel's own source with the host C++ compiler; this header makes
-// the subset tocha's kernels use mean the same on the host. A block's threads run on one host
-// thread: one after another when the kernel has no barrier, else as fibers (each with a stack
-// of its own) switched at every __syncthreads, so that a barrier means what it means on the
-// GPU: no thread passes it before every thread of the block has reached it. __shared__
-// variables are per host thread, so the threads of one block share them.
+// The simulator compiles a kernel's own source with the host C++ compiler behind this header
+// and the ones after it (fibers.h: threads and barriers; warp.h: warp operations; atomics.h;
+// cooperative_groups.h; wmma.h), so that the same CUDA C means the same on the host. A block's
+// threads run on one host thread: one after another when the kernel never synchronises, else
+// as fibers switched wherever a thread must wait for others (fibers.h). __shared__ variables
+// are per host thread, so the threads of one block share them.
 #ifdef _FORTIFY_SOURCE
 #undef _FORTIFY_SOURCE // its longjmp check refuses the jumps between fibers' stacks
 #endif
@@ -15,9 +15,14 @@
 #include <stdint.h>
 #include <string.h>
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 #include <setjmp.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
+#include <atomic>
+#include <assert.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -37,6 +42,7 @@ static thread_local uint3 threadIdx;
 static thread_local uint3 blockIdx;
 static thread_local dim3 blockDim;
 static thread_local dim3 gridDim;
+static const int warpSize = 32;
 
 using std::max;
 using std::min;
@@ -64,268 +70,77 @@ static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dsub_rn(double a, double b) { return a - b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 
+static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned int __brev(unsigned int x)
+{
+    x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+    x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+    x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+    x = ((x >> 8) & 0x00ff00ffu) | ((x & 0x00ff00ffu) << 8);
+    return (x >> 16) | (x << 16);
+}
+static inline int __mul24(int a, int b) { return (int)((long long)(a << 8 >> 8) * (b << 8 >> 8)); }
+static inline unsigned int __umul24(unsigned int a, unsigned int b) { return (a & 0xffffffu) * (b & 0xffffffu); }
+static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
+static inline unsigned int __float_as_uint(float x) { unsigned int i; memcpy(&i, &x, 4); return i; }
+static inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x; }
+static inline float __uint_as_float(unsigned int i) { float x; memcpy(&x, &i, 4); return x; }
+static inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
+static inline double __longlong_as_double(long long i) { double x; memcpy(&x, &i, 8); return x; }
+static inline float __saturatef(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+// Memory fences: the host's, which order at least as strongly as the GPU's.
+static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static inline void __nanosleep(unsigned int) {}
+static inline long long clock64()
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 namespace tocha_sim {
-// The launch's dynamic shared memory in bytes: only a size here, which a kernel reads to know
-// what the launch gave it (tocha::dynamic_shared_bytes()).
+// The launch's dynamic shared memory in bytes.
 static thread_local unsigned dynamic_shared;
 
-// A buffer of at least `bytes` for the shared memory of the one warp that runs at a time on
-// this host thread (tocha::warp_shared_slots()), 128-byte aligned.
-inline void *shared_buffer(size_t bytes)
+// The dynamic shared memory of the block running on this host thread: one region per host
+// thread, as large as a GPU's largest (227 KiB on sm_90), mapped once and kept, so that a
+// pointer to it stays valid for every block the thread runs. The simulator compiles each
+// `extern __shared__ T name[];` as a pointer to it. Only the launch's bytes (rounded up to
+// whole pages) can be touched: past them the pages are mapped without access, so that a
+// kernel reading beyond what its launch gave faults as on a GPU (a fault the launch reports).
+constexpr size_t DYNAMIC_SHARED_MAX = 227 * 1024;
+static thread_local void *dynamic_region;
+static thread_local size_t dynamic_open; // bytes of the region open to the kernel
+inline void *dynamic_shared_memory()
 {
-    static thread_local std::vector<uint4> slots;
-    const size_t n = bytes / sizeof(uint4) + 8;
-    if (slots.size() < n) slots.resize(n);
-    return (void *)(((uintptr_t)slots.data() + 127u) & ~(uintptr_t)127u);
-}
-
-// ---- a block's threads as fibers ----
-
-constexpr unsigned MAX_THREADS = 1024;
-// A fiber's stack: 64 KiB for the thread, and up to 32 KiB more below its start, which moves
-// by a cache line from fiber to fiber: stacks that all began 96 KiB apart would put every
-// fiber's top frames in the same cache sets, and a barrier visits them all.
-constexpr size_t FIBER_STACK = 96 * 1024;
-static inline size_t stack_offset(unsigned i) { return (size_t)(i % 512) * 64; }
-
-// The switch between fibers: on x86-64 a few instructions (the callee-saved registers pushed
-// on the stack being left, its stack pointer stored, the other's loaded and its registers
-// popped); elsewhere _setjmp/_longjmp, with makecontext to start a stack.
-#if defined(__x86_64__)
-extern "C" void tocha_sim_switch(void **from, void *to);
-__asm__(".text\n"
-        ".hidden tocha_sim_switch\n"
-        ".globl tocha_sim_switch\n"
-        ".type tocha_sim_switch, @function\n"
-        "tocha_sim_switch:\n"
-        "    pushq %rbp\n    pushq %rbx\n    pushq %r12\n    pushq %r13\n    pushq %r14\n    pushq %r15\n"
-        "    movq %rsp, (%rdi)\n"
-        "    movq %rsi, %rsp\n"
-        "    popq %r15\n    popq %r14\n    popq %r13\n    popq %r12\n    popq %rbx\n    popq %rbp\n"
-        "    ret\n"
-        ".size tocha_sim_switch, .-tocha_sim_switch\n");
-struct context {
-    void *sp;
-};
-static inline void switch_to(context &from, context &to) { tocha_sim_switch(&from.sp, to.sp); }
-// A context that starts entry() on the stack [stack, stack + size): six zero registers, then
-// entry as the return address, 16-byte aligned as a call leaves it.
-static inline void start_context(context &c, void *stack, size_t size, void (*entry)())
-{
-    uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
-    void **sp = (void **)top;
-    *--sp = nullptr;         // entry's return address: it never returns
-    *--sp = (void *)entry;   // where the switch's ret goes
-    for (int i = 0; i < 6; ++i) *--sp = nullptr;
-    c.sp = sp;
-}
-#else
-struct context {
-    jmp_buf jump;
-    bool fresh;
-    ucontext_t start;
-};
-static inline void switch_to(context &from, context &to)
-{
-    if (_setjmp(from.jump)) return;
-    if (to.fresh) {
-        to.fresh = false;
-        setcontext(&to.start);
+    if (!dynamic_region) {
+        void *p = mmap(nullptr, DYNAMIC_SHARED_MAX, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        dynamic_region = p == MAP_FAILED ? nullptr : p;
+        dynamic_open = 0;
     }
-    _longjmp(to.jump, 1);
+    return dynamic_region;
 }
-static inline void start_context(context &c, void *stack, size_t size, void (*entry)())
+// Opens the first `bytes` of the region (whole pages) and closes the rest; false when the
+// region cannot be had or is smaller.
+inline bool open_dynamic_shared(size_t bytes)
 {
-    getcontext(&c.start);
-    c.start.uc_stack.ss_sp = stack;
-    c.start.uc_stack.ss_size = size;
-    c.start.uc_link = nullptr;
-    makecontext(&c.start, entry, 0);
-    c.fresh = true;
-}
-#endif
-
-struct fiber {
-    context ctx;
-    void *stack;
-    int state;   // RUNNABLE, AT_BARRIER or RETURNED
-    int barrier; // which barrier it waits at (its __LINE__ in the unit)
-    int value;   // the predicate it gave a counting barrier
-    uint3 index; // its threadIdx in the block running
-};
-enum { RUNNABLE, AT_BARRIER, RETURNED };
-
-// The fibers of the block running on this host thread. A fiber runs blocks' threads one after
-// another in a loop (body, then back to the scheduler), so that its stack is had once per host
-// thread; a fiber left in the middle of a thread (a fault, a barrier error) starts afresh.
-struct fibers {
-    fiber *f = nullptr;
-    unsigned ready = 0;  // fibers whose context starts the loop (or is in it, between threads)
-    unsigned current = 0;
-    unsigned n = 0;      // the block's threads
-    bool clean = true;   // false while a block runs
-    context scheduler;
-    void (*body)(void *) = nullptr;
-    void *arg = nullptr;
-    int result = 0;      // what the last counting barrier returns
-    ~fibers()
-    {
-        if (!f) return;
-        for (unsigned i = 0; i < MAX_THREADS; ++i)
-            if (f[i].stack) munmap(f[i].stack, FIBER_STACK);
-        delete[] f;
-    }
-};
-static thread_local fibers team;
-
-// Leaves fiber `from` for the next runnable one of the block, or for the scheduler once every
-// thread has run to its barrier or its end: one switch a thread per barrier.
-static inline void pass_on(fiber &from)
-{
-    for (unsigned j = team.current + 1; j < team.n; ++j) {
-        fiber &g = team.f[j];
-        if (g.state != RUNNABLE) continue;
-        threadIdx = g.index;
-        team.current = j;
-        switch_to(from.ctx, g.ctx);
-        return;
-    }
-    switch_to(from.ctx, team.scheduler);
-}
-
-static void fiber_main()
-{
-    fiber *self = &team.f[team.current];
-    for (;;) {
-        team.body(team.arg);
-        self->state = RETURNED;
-        pass_on(*self);
-    }
-}
-
-// Readies fibers [team.ready, n): false when a stack cannot be had.
-static bool ready_fibers(unsigned n)
-{
-    if (!team.f) team.f = new fiber[MAX_THREADS]();
-    for (unsigned i = team.ready; i < n; ++i) {
-        fiber &f = team.f[i];
-        if (!f.stack) {
-            void *p = mmap(nullptr, FIBER_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (p == MAP_FAILED) return false;
-            f.stack = p;
-        }
-        start_context(f.ctx, f.stack, FIBER_STACK - stack_offset(i), fiber_main);
-        team.ready = i + 1;
-    }
-    return true;
-}
-
-// The barrier: the calling fiber waits at `barrier` until every thread of the block has
-// reached it; returns how many gave a true value.
-static inline int barrier(int at, int value)
-{
-    fiber &f = team.f[team.current];
-    f.state = AT_BARRIER;
-    f.barrier = at;
-    f.value = value;
-    pass_on(f);
-    return team.result;
-}
-
-// Runs the block's n threads as fibers; false, with the reason in error, when a barrier cannot
-// be passed (threads that returned or wait elsewhere).
-template <typename Body>
-static bool run_block_fibers(Body &body, const unsigned *block, unsigned n, char *error, size_t size)
-{
-    if (!team.clean) team.ready = 0; // fibers left mid-thread: start them afresh
-    if (team.ready < n && !ready_fibers(n)) {
-        snprintf(error, size, "sim: no memory for the stacks of %u threads", n);
-        return false;
-    }
-    team.clean = false;
-    team.body = [](void *a) { (*(Body *)a)(); };
-    team.arg = &body;
-    team.n = n;
-    for (unsigned i = 0; i < n; ++i) {
-        fiber &f = team.f[i];
-        f.state = RUNNABLE;
-        f.index.x = i % block[0];
-        f.index.y = i / block[0] % block[1];
-        f.index.z = i / (block[0] * block[1]);
-    }
-    for (;;) {
-        // Every runnable thread runs to its next barrier or its end, each passing on to the
-        // next; then the barrier is checked.
-        for (unsigned i = 0; i < n; ++i) {
-            fiber &f = team.f[i];
-            if (f.state != RUNNABLE) continue;
-            threadIdx = f.index;
-            team.current = i;
-            switch_to(team.scheduler, f.ctx); // back when the last runnable one has passed on
-            break;
-        }
-        unsigned waiting = 0, count = 0, other = 0;
-        int at = 0;
-        for (unsigned i = 0; i < n; ++i) {
-            const fiber &f = team.f[i];
-            if (f.state != AT_BARRIER) continue;
-            if (waiting++ == 0) at = f.barrier;
-            else if (f.barrier != at) other++;
-            count += f.value != 0;
-        }
-        if (waiting == 0) break;
-        if (waiting < n || other) {
-            if (waiting < n)
-                snprintf(error, size, "__syncthreads: %u of the block's %u threads wait at a barrier that the "
-                         "other %u returned without reaching (block %u, %u, %u): on a GPU it hangs or goes wrong",
-                         waiting, n, n - waiting, blockIdx.x, blockIdx.y, blockIdx.z);
-            else
-                snprintf(error, size, "__syncthreads: the block's threads wait at different barriers (block %u, %u, "
-                         "%u): on a GPU it hangs or goes wrong", blockIdx.x, blockIdx.y, blockIdx.z);
-            team.ready = 0; // fibers left mid-thread
-            team.clean = true;
-            return false;
-        }
-        team.result = (int)count;
-        for (unsigned i = 0; i < n; ++i) team.f[i].state = RUNNABLE;
-    }
-    team.clean = true;
-    return true;
-}
-
-// Runs blocks [first, last) of the grid: each thread of a block in turn, or, for a kernel with
-// barriers, as fibers. false, with the reason in error (a string of `size` bytes), when a block
-// could not finish.
-template <bool Barriers, typename Body>
-inline bool run(const unsigned *grid, const unsigned *block, unsigned shared_bytes,
-                unsigned long long first, unsigned long long last, char *error, size_t size, Body body)
-{
-    dynamic_shared = shared_bytes;
-    gridDim = dim3(grid[0], grid[1], grid[2]);
-    blockDim = dim3(block[0], block[1], block[2]);
-    const unsigned n = block[0] * block[1] * block[2];
-    for (unsigned long long b = first; b < last; ++b) {
-        blockIdx.x = (unsigned)(b % grid[0]);
-        blockIdx.y = (unsigned)(b / grid[0] % grid[1]);
-        blockIdx.z = (unsigned)(b / ((unsigned long long)grid[0] * grid[1]));
-        if (Barriers) {
-            if (!run_block_fibers(body, block, n, error, size)) return false;
-            continue;
-        }
-        for (unsigned z = 0; z < block[2]; ++z)
-            for (unsigned y = 0; y < block[1]; ++y)
-                for (unsigned x = 0; x < block[0]; ++x) {
-                    threadIdx.x = x;
-                    threadIdx.y = y;
-                    threadIdx.z = z;
-                    body();
-                }
-    }
+    char *base = (char *)dynamic_shared_memory();
+    if (!base || bytes > DYNAMIC_SHARED_MAX) return false;
+    const size_t page = 4096, want = (bytes + page - 1) / page * page;
+    if (want == dynamic_open) return true;
+    if (want > dynamic_open) mprotect(base + dynamic_open, want - dynamic_open, PROT_READ | PROT_WRITE);
+    else mprotect(base + want, dynamic_open - want, PROT_NONE);
+    dynamic_open = want;
     return true;
 }
 } // namespace tocha_sim
-
-#define __syncthreads() ((void)tocha_sim::barrier(__LINE__, 0))
-#define __syncthreads_count(p) tocha_sim::barrier(__LINE__, (p) != 0)
-#define __syncthreads_and(p) (tocha_sim::barrier(__LINE__, (p) != 0) == (int)(blockDim.x * blockDim.y * blockDim.z))
-#define __syncthreads_or(p) (tocha_sim::barrier(__LINE__, (p) != 0) != 0)

@@ -7,21 +7,38 @@
 #include "embedded.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool is_sim_target(const char *target) { return strncmp(target, "sim", 3) == 0; }
+
+/* The simulator's headers, in the order they build on each other. */
+static const char *const sim_prelude[] = {
+    "sim/tocha_sim.h", "sim/fibers.h", "sim/warp.h", "sim/atomics.h", "sim/cooperative_groups.h", "sim/wmma.h",
+};
 
 char *tocha_translation_unit(const char *source, const char *target, const char *sim_launcher)
 {
     tocha_text t = {0};
     if (is_sim_target(target)) {
-        tocha_text_append(&t, tocha_embedded_find("sim/tocha_sim.h"));
+        for (size_t i = 0; i < sizeof sim_prelude / sizeof sim_prelude[0]; i++)
+            tocha_text_append(&t, tocha_embedded_find(sim_prelude[i]));
     } else {
         tocha_text_append(&t, "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n");
     }
     tocha_text_append(&t, tocha_embedded_find("tocha.cuh"));
     tocha_text_append(&t, "\n");
-    tocha_text_append(&t, source);
+    if (is_sim_target(target)) {
+        char *rewritten = tocha_sim_rewrite_source(source);
+        if (!rewritten) {
+            free(tocha_text_take(&t));
+            return NULL;
+        }
+        tocha_text_append(&t, rewritten);
+        free(rewritten);
+    } else {
+        tocha_text_append(&t, source);
+    }
     tocha_text_append(&t, "\n");
     if (is_sim_target(target) && sim_launcher) tocha_text_append(&t, sim_launcher);
     return tocha_text_take(&t);

@@ -142,6 +142,19 @@ static const char *param_ctype(const param *p)
     return p->tensor ? tocha_dtype_ctype(p->type) : scalars[p->type].ctype;
 }
 
+/* Whether the simulator must run the kernel's threads as fibers: its source names something at
+** which a thread waits for others (barriers, warp operations, groups, tensor-core fragments).
+** Other kernels run each thread to its end in turn, which is several times faster. */
+static bool synchronises(const char *source)
+{
+    static const char *const waits[] = {"__syncthreads", "__syncwarp",   "__shfl",        "__ballot_sync",
+                                        "__any_sync",    "__all_sync",   "__uni_sync",    "__activemask",
+                                        "__match_",      "__reduce_",    "cooperative_groups", "wmma", "nvcuda"};
+    for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++)
+        if (strstr(source, waits[i])) return true;
+    return false;
+}
+
 static void generate(tocha_kernel *k, const char *source, const char *name, const char *targs)
 {
     tocha_text t = {0};
@@ -166,13 +179,13 @@ static void generate(tocha_kernel *k, const char *source, const char *name, cons
     tocha_text_appendf(&t, "%s\n\n%s", source, k->entry_source ? k->entry_source : "");
     k->source = tocha_text_take(&t);
 
-    /* A kernel with barriers runs its blocks' threads as fibers on the simulator. */
+    /* A kernel that synchronises runs its blocks' threads as fibers on the simulator. */
     tocha_text_appendf(&t,
                        "extern \"C\" int tocha_sim_launch(void **a, const unsigned *grid, const unsigned "
                        "*block,\n    unsigned shared_bytes, unsigned long long first, unsigned long long "
                        "last, char *error, unsigned long size)\n{\n    return !tocha_sim::run<%s>(grid, "
                        "block, shared_bytes, first, last, error, size, [&] {\n",
-                       strstr(source, "__syncthreads") ? "true" : "false");
+                       synchronises(source) ? "true" : "false");
     tocha_text_appendf(&t, "        %s(", k->entry_name);
     for (int i = 0; i < k->nparams; i++)
         tocha_text_appendf(&t, "%s*(%s%s *)a[%d]", i ? ", " : "", param_ctype(&k->params[i]),
