@@ -123,4 +123,7 @@ end
 
 function Plan:launches() return C.tocha_plan_launch_count(self.handle) end
 
+-- Errors name the method ("tocha.Plan:add: ..."); named, not wrapped, so that a run stays one call.
+errors.register(Plan, "Plan:")
+
 return M
