@@ -12,21 +12,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OPTIONS_TAKEN                                                                                \
-    "-DNAME[=V], -UNAME, -lineinfo, --use_fast_math, -maxrregcount=N, -ftz=, -prec-div=, "        \
-    "-prec-sqrt=, -fmad= (true or false), -G, --extra-device-vectorization, -restrict, -w, "      \
+#define OPTIONS_TAKEN                                                                                   \
+    "-DNAME[=V], -UNAME, -lineinfo, --use_fast_math, -maxrregcount=N, -ftz=, -prec-div=, "              \
+    "-prec-sqrt=, -fmad= (true or false), -G, --extra-device-vectorization, -restrict, -w, "            \
     "--ptxas-options=OPT or -Xptxas OPT"
 
 /* Flags taken as they are. */
 static const char *const plain[] = {
-    "-lineinfo", "--generate-line-info", "--use_fast_math", "-use_fast_math",
-    "-G", "--device-debug", "--extra-device-vectorization", "-extra-device-vectorization",
-    "-restrict", "--restrict", "-w", "--disable-warnings",
+    "-lineinfo",
+    "--generate-line-info",
+    "--use_fast_math",
+    "-use_fast_math",
+    "-G",
+    "--device-debug",
+    "--extra-device-vectorization",
+    "-extra-device-vectorization",
+    "-restrict",
+    "--restrict",
+    "-w",
+    "--disable-warnings",
 };
 
 /* Flags taking true or false. */
-static const char *const boolean[] = {"-ftz=", "--ftz=", "-prec-div=", "--prec-div=",
-                                      "-prec-sqrt=", "--prec-sqrt=", "-fmad=", "--fmad="};
+static const char *const boolean[] = {
+    "-ftz=", "--ftz=", "-prec-div=", "--prec-div=", "-prec-sqrt=", "--prec-sqrt=", "-fmad=", "--fmad="};
 
 /* Flags of tocha's own, or that break what it builds, with the reason given for each. */
 static const struct {
@@ -50,10 +59,24 @@ static const struct {
 
 /* ptxas's own flags that may follow --ptxas-options: reports, optimisation and cache hints. */
 static const char *const ptxas_plain[] = {
-    "-v", "--verbose", "-O0", "-O1", "-O2", "-O3", "--warn-on-spills", "-warn-spills",
-    "--warn-on-local-memory-usage", "-warn-lmem-usage", "--warn-on-double-precision-use",
-    "-warn-double-usage", "-dlcm=ca", "-dlcm=cg", "--def-load-cache=ca", "--def-load-cache=cg",
-    "--allow-expensive-optimizations=true", "--allow-expensive-optimizations=false",
+    "-v",
+    "--verbose",
+    "-O0",
+    "-O1",
+    "-O2",
+    "-O3",
+    "--warn-on-spills",
+    "-warn-spills",
+    "--warn-on-local-memory-usage",
+    "-warn-lmem-usage",
+    "--warn-on-double-precision-use",
+    "-warn-double-usage",
+    "-dlcm=ca",
+    "-dlcm=cg",
+    "--def-load-cache=ca",
+    "--def-load-cache=cg",
+    "--allow-expensive-optimizations=true",
+    "--allow-expensive-optimizations=false",
 };
 
 static bool in(const char *s, const char *const *list, size_t n)
@@ -70,7 +93,8 @@ static int check_macro(const char *opt, const char *name, bool value_allowed)
 {
     size_t n = 0;
     if (!(isalpha((unsigned char)name[0]) || name[0] == '_'))
-        return tocha_fail(TOCHA_E_ARGUMENT, "options: '%s': expected a macro name (a C identifier)", opt);
+        return tocha_fail(TOCHA_E_ARGUMENT, "options: '%s': expected a macro name (a C identifier)",
+                          opt);
     while (isalnum((unsigned char)name[n]) || name[n] == '_') n++;
     if (name[n] && !(value_allowed && name[n] == '='))
         return tocha_fail(TOCHA_E_ARGUMENT, "options: '%s': expected a macro name (a C identifier)%s",
@@ -128,7 +152,8 @@ static int check_one(const char *opt, const char *next, int *used)
         size_t n = strlen(refused[i].prefix);
         /* The flag itself, or it joined to its value ("-arch=sm_80", "-Ifolder", "-o" "x"). */
         if (strncmp(opt, refused[i].prefix, n) == 0 &&
-            (opt[n] == '\0' || opt[n] == '=' || refused[i].prefix[1] == 'I' || refused[i].prefix[1] == 'o'))
+            (opt[n] == '\0' || opt[n] == '=' || refused[i].prefix[1] == 'I' ||
+             refused[i].prefix[1] == 'o'))
             return tocha_fail(TOCHA_E_ARGUMENT, "options: '%s' is refused: %s", opt, refused[i].why);
     }
     return tocha_fail(TOCHA_E_ARGUMENT, "options: '%s' is not an option tocha passes (it takes %s)", opt,
@@ -142,7 +167,8 @@ int tocha_options_check(const char *const *options, int count)
     if (count > TOCHA_MAX_OPTIONS)
         return tocha_fail(TOCHA_E_ARGUMENT, "options: at most %d, got %d", TOCHA_MAX_OPTIONS, count);
     for (int i = 0; i < count;) {
-        if (!options[i]) return tocha_fail(TOCHA_E_ARGUMENT, "options[%d]: expected a string, got NULL", i + 1);
+        if (!options[i])
+            return tocha_fail(TOCHA_E_ARGUMENT, "options[%d]: expected a string, got NULL", i + 1);
         if (strlen(options[i]) > 1000)
             return tocha_fail(TOCHA_E_ARGUMENT, "options[%d]: longer than 1000 bytes", i + 1);
         int used;

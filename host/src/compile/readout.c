@@ -45,8 +45,8 @@ static int64_t constant_bytes(const unsigned char *elf, uint64_t size)
     if (size < sizeof h) return 0;
     memcpy(&h, elf, sizeof h);
     if (memcmp(h.e_ident, ELFMAG, SELFMAG) != 0 || h.e_ident[EI_CLASS] != ELFCLASS64 ||
-        h.e_shentsize != sizeof(Elf64_Shdr) || h.e_shstrndx >= h.e_shnum ||
-        h.e_shoff > size || (uint64_t)h.e_shnum * sizeof(Elf64_Shdr) > size - h.e_shoff)
+        h.e_shentsize != sizeof(Elf64_Shdr) || h.e_shstrndx >= h.e_shnum || h.e_shoff > size ||
+        (uint64_t)h.e_shnum * sizeof(Elf64_Shdr) > size - h.e_shoff)
         return 0;
     Elf64_Shdr names;
     memcpy(&names, elf + h.e_shoff + (uint64_t)h.e_shstrndx * sizeof names, sizeof names);
@@ -57,7 +57,8 @@ static int64_t constant_bytes(const unsigned char *elf, uint64_t size)
         memcpy(&s, elf + h.e_shoff + (uint64_t)i * sizeof s, sizeof s);
         const char *want = ".nv.constant3";
         if (s.sh_name + strlen(want) + 1 > names.sh_size) continue;
-        if (memcmp(elf + names.sh_offset + s.sh_name, want, strlen(want) + 1) == 0) bytes += (int64_t)s.sh_size;
+        if (memcmp(elf + names.sh_offset + s.sh_name, want, strlen(want) + 1) == 0)
+            bytes += (int64_t)s.sh_size;
     }
     return bytes;
 }
@@ -83,8 +84,9 @@ static int parse_report(const char *log, const char *entry, tocha_kernel_info *o
     const char *frame = next_line(props);
     long long stack = 0, stores = 0, loads = 0;
     if (!frame || !strstr(frame, "stack frame") ||
-        sscanf(strstr(frame, ".") + 1, " %lld bytes stack frame, %lld bytes spill stores, %lld bytes spill loads",
-               &stack, &stores, &loads) != 3)
+        sscanf(strstr(frame, ".") + 1,
+               " %lld bytes stack frame, %lld bytes spill stores, %lld bytes spill loads", &stack,
+               &stores, &loads) != 3)
         return -1;
     const char *used = strstr(frame, "Used ");
     if (!used || (end && used > end)) return -1;
@@ -141,8 +143,8 @@ static int readout(tocha_kernel *k, const char *target, tocha_readout **out)
     if (!r) {
         st = tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a readout");
     } else if (parse_report(log, entry, &r->info) != 0) {
-        st = tocha_fail(TOCHA_E_COMPILE, "kernel %s: ptxas's report for %s is not in NVRTC's log:\n%s", entry,
-                        target, log);
+        st = tocha_fail(TOCHA_E_COMPILE, "kernel %s: ptxas's report for %s is not in NVRTC's log:\n%s",
+                        entry, target, log);
     }
     if (st) {
         free(r);
@@ -214,7 +216,8 @@ int tocha_kernel_occupancy(tocha_kernel *k, tocha_device *d, const char *target,
         tocha_readout *r;
         if ((st = readout(k, resolved, &r))) return st;
         if ((int)threads <= r->info.max_threads)
-            n = tocha_arch_blocks_per_sm(a, threads, r->info.registers, (uint64_t)r->info.shared + shared_bytes);
+            n = tocha_arch_blocks_per_sm(a, threads, r->info.registers,
+                                         (uint64_t)r->info.shared + shared_bytes);
         warps_per_sm = a->threads_per_sm / 32;
     }
     *blocks = n;
