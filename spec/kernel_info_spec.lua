@@ -5,11 +5,7 @@
 local tocha = require "tocha"
 local process = require "support.process"
 
-local function fails_with(expected, fn)
-  local ok, err = pcall(fn)
-  assert.is_false(ok)
-  assert.are.equal(expected, tostring(err):gsub("^[^:]+:%d+: ", ""), 1)
-end
+local fails_with = require("support.assertions").fails_with
 
 -- 1024 bytes of static shared memory, 64 of __constant__ memory, no stack.
 local TILE = [[

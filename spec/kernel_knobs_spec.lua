@@ -6,11 +6,7 @@ local ref = require "support.reference"
 local process = require "support.process"
 local plan_of = require "tocha.plan"
 
-local function fails_with(expected, fn)
-  local ok, err = pcall(fn)
-  assert.is_false(ok)
-  assert.are.equal(expected, tostring(err):gsub("^[^:]+:%d+: ", ""), 1)
-end
+local fails_with = require("support.assertions").fails_with
 
 -- y[i] = VALUE for i < n, VALUE 1 unless the options define it.
 local VALUE = [[

@@ -305,8 +305,8 @@ void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t b
 /* Launch without argument checks, for callers that built args themselves (builtin ops). */
 int tocha_kernel_launch_raw(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
                             const uint32_t block[3], void **args);
-/* The same with shared_bytes of dynamic shared memory per CTA (at most 48 KiB, the default
-** limit of a function). */
+/* The same with shared_bytes of dynamic shared memory per CTA, unchecked (tocha_kernel_check_launch
+** checks it); above 48 KiB the function is allowed the size first, once per size it grows to. */
 int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
                                const uint32_t block[3], uint32_t shared_bytes, void **args);
 
