@@ -189,6 +189,8 @@ describe("tocha.Kernel", function()
       assert.are.equal(blocks * 8 / 64, fraction)
       blocks = k:occupancy(128, 100000)
       assert.are.equal(sm90_blocks(128, r, 1024 + 100000), blocks)
+      assert.are.equal(0, (k:occupancy(256, 227 * 1024))) -- with the static 1024 above a block's 227 KiB
+      assert.are.equal(0, (tile({ 128 }):occupancy(256))) -- above its launch bounds
     end)
   end)
 

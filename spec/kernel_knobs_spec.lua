@@ -344,6 +344,8 @@ __device__ void tile(int *out)
         function() k:launch({ grid = 1, block = 32, shared_bytes = 4 }, out) end)
       fails_with("tocha.Kernel:launch: grid: expected a number or {x [, y [, z]]}, got nil",
         function() k:launch({ block = 32, shared = 4 }, out) end)
+      fails_with('tocha.Kernel:launch: "shared_bytes": unknown field (expected grid, block and shared)',
+        function() k:launch({ shared_bytes = 4 }, 32, out) end)
       fails_with("tocha.Kernel:launch: block: expected a number or {x [, y [, z]]}, got nil",
         function() k:launch({ grid = 1 }, out) end)
       fails_with("tocha.Kernel:launch: shared: expected a number of bytes (0 to 2^32 - 1), got -1",

@@ -323,6 +323,9 @@ int tocha_kernel_check_dims(const uint32_t grid[3], const uint32_t block[3]);
 ** within d's limit for a block. */
 int tocha_kernel_check_launch(tocha_kernel *k, tocha_device *d, const uint32_t block[3],
                               uint32_t shared_bytes);
+/* Lets k's function fn on d launch with shared_bytes of dynamic shared memory (the device's
+** allow_dynamic_shared, once per size it grows to above 48 KiB); the size is not checked. */
+int tocha_kernel_allow_shared(tocha_kernel *k, tocha_device *d, void *fn, uint32_t shared_bytes);
 /* target ("sm_90", or "sim" for the simulator's own) as the cache names it, checked. */
 int tocha_kernel_resolve_target(const char *target, char resolved[32]);
 /* k's translation unit for target (malloc'd), its options and its launch bounds' max_threads (0:

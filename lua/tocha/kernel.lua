@@ -196,7 +196,8 @@ end
 -- the device of the first tensor argument (or the default device when there is none), with
 -- shared bytes of dynamic shared memory per block (default 0).
 function Kernel:launch(grid, block, ...)
-  if type(grid) == "table" and (grid.grid ~= nil or grid.block ~= nil or grid.shared ~= nil) then
+  -- A table of named fields, not a list of sizes: the named form.
+  if type(grid) == "table" and grid[1] == nil and next(grid) ~= nil then
     local how = grid
     for key in pairs(how) do
       if not LAUNCH_FIELDS[key] then

@@ -379,19 +379,25 @@ int tocha_kernel_function(tocha_kernel *k, tocha_device *d, void **fn)
     return TOCHA_OK;
 }
 
+int tocha_kernel_allow_shared(tocha_kernel *k, tocha_device *d, void *fn, uint32_t shared_bytes)
+{
+    /* Above the default 48 KiB a function must be allowed its size first: once per size it grows
+       to, not per launch (setting it is not free). */
+    if (shared_bytes <= k->shared_allowed[d->index] || shared_bytes <= 48 * 1024 ||
+        !d->backend->allow_dynamic_shared)
+        return TOCHA_OK;
+    int st = d->backend->allow_dynamic_shared(d, fn, shared_bytes);
+    if (!st) k->shared_allowed[d->index] = shared_bytes;
+    return st;
+}
+
 int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
                                const uint32_t block[3], uint32_t shared_bytes, void **args)
 {
     void *fn = NULL;
     int st = tocha_kernel_function(k, d, &fn);
     if (st) return st;
-    /* Above the default 48 KiB a function must be allowed its size first: once per size it grows
-       to, not per launch (setting it is not free). */
-    if (shared_bytes > k->shared_allowed[d->index] && shared_bytes > 48 * 1024 &&
-        d->backend->allow_dynamic_shared) {
-        if ((st = d->backend->allow_dynamic_shared(d, fn, shared_bytes))) return st;
-        k->shared_allowed[d->index] = shared_bytes;
-    }
+    if ((st = tocha_kernel_allow_shared(k, d, fn, shared_bytes))) return st;
     if (d->stream && d->stream->capture) {
         uint8_t sizes[TOCHA_MAX_PARAMS];
         for (int a = 0; a < k->nparams; a++) sizes[a] = (uint8_t)param_size(&k->params[a]);

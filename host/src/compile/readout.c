@@ -203,8 +203,15 @@ int tocha_kernel_occupancy(tocha_kernel *k, tocha_device *d, const char *target,
     int warps = (int)((threads + 31) / 32), n = 0, warps_per_sm;
     if (driver_answers(d, resolved) && d->backend->occupancy) {
         void *fn;
+        tocha_kernel_info info;
         if ((st = tocha_kernel_function(k, d, &fn))) return st;
-        if ((st = d->backend->occupancy(d, fn, threads, shared_bytes, &n))) return st;
+        if ((st = d->backend->function_info(d, fn, &info))) return st;
+        /* A block that could not launch holds no place: 0, as the table's answer is, rather than
+           the driver's refusal; a size above 48 KiB is allowed first, as a launch would. */
+        if ((int)threads <= info.max_threads && (uint64_t)shared_bytes + info.shared <= d->shared_per_block) {
+            if ((st = tocha_kernel_allow_shared(k, d, fn, shared_bytes))) return st;
+            if ((st = d->backend->occupancy(d, fn, threads, shared_bytes, &n))) return st;
+        }
         warps_per_sm = d->threads_per_sm / 32;
     } else {
         const tocha_arch *a = tocha_arch_find(resolved);
