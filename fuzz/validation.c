@@ -146,7 +146,7 @@ static void launches(input *in)
         memcpy(&args[i].f, &bits, 8);
     }
     uint32_t grid[3] = {1 + (uint32_t)(take(in, 1) % 4), 1, 1}, block[3] = {1 + (uint32_t)(take(in, 1) % 64), 1, 1};
-    tocha_kernel_launch(k, sim, grid, block, args, nargs);
+    tocha_kernel_launch(k, sim, grid, block, 0, args, nargs);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

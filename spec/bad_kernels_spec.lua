@@ -49,11 +49,12 @@ describe("bad kernels", function()
         function() tocha.kernel { source = AXPY, name = "axpy", params = 3 } end)
     end)
     it("refuses a field it does not know, by name, instead of ignoring it", function()
-      fails_with('tocha.kernel: "shared_mem": unknown field (expected source, name, template_args and params)',
+      local expected = "(expected source, name, template_args, params, options and launch_bounds)"
+      fails_with('tocha.kernel: "shared_mem": unknown field ' .. expected,
         function() tocha.kernel { source = "__device__ void f() {}", name = "f", params = "", shared_mem = 1024 } end)
-      fails_with('tocha.kernel: "options": unknown field (expected source, name, template_args and params)',
-        function() tocha.kernel { source = "__device__ void f() {}", name = "f", params = "", options = { "-lineinfo" } } end)
-      fails_with("tocha.kernel: 1: unknown field (expected source, name, template_args and params)",
+      fails_with('tocha.kernel: "option": unknown field ' .. expected,
+        function() tocha.kernel { source = "__device__ void f() {}", name = "f", params = "", option = { "-lineinfo" } } end)
+      fails_with("tocha.kernel: 1: unknown field " .. expected,
         function() tocha.kernel { "__device__ void f() {}", name = "f", params = "" } end)
     end)
     it("refuses template arguments that are not a string", function()

@@ -854,6 +854,24 @@ __device__ void syncthreads_count_compact(const float *x, int *counts)
     return { y }
   end }
 
+-- Dynamic shared memory, as a typed array with its alignment, sized by the launch.
+case { name = "dynamic_shared_reverse", params = "f64* x, f64* y", grid = 3, block = 96, shared = 96 * 8,
+  source = [[
+__device__ void dynamic_shared_reverse(const double *x, double *y)
+{
+    extern __shared__ __align__(16) double tile[];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = x[i];
+    __syncthreads();
+    y[i] = tile[blockDim.x - 1 - threadIdx.x];
+}]],
+  args = { { input = values(288, 42, function(_, r) return r() * 1e9 end), dtype = "f64" }, { out = 288, dtype = "f64" } },
+  ref = function(x)
+    local y = {}
+    for b = 0, 2 do for t = 0, 95 do y[b * 96 + t + 1] = x[b * 96 + 95 - t + 1] end end
+    return { y }
+  end }
+
 -- Tensor values as tables (f16 and bf16 rounded as the tensor holds them).
 local function make_args(c, device)
   local tensors, launch, inputs = {}, {}, {}
@@ -884,7 +902,11 @@ end
 local function run_case(c, device)
   local k = tocha.kernel { source = c.source, name = c.name, params = c.params }
   local tensors, launch, inputs = make_args(c, device)
-  k:launch(c.grid, c.block, unpack(launch, 1, #c.args))
+  if c.shared then
+    k:launch({ grid = c.grid, block = c.block, shared = c.shared }, unpack(launch, 1, #c.args))
+  else
+    k:launch(c.grid, c.block, unpack(launch, 1, #c.args))
+  end
   local expected = c.ref(unpack(inputs))
   local outs = outputs_of(c)
   if c.together then
@@ -985,6 +1007,22 @@ __device__ void racy_shift(const float *x, float *y)
       local y = tocha.full({ 32 }, POISON, { device = "sim" })
       fails_with("tocha.Kernel:launch: kernel bad_width_entry_point: __shfl_sync: width 12 is not a power of two from 1 to 32 (block 0, 0, 0, thread 0, 0, 0)",
         function() k:launch(1, 32, y) end)
+    end)
+
+    it("faults a kernel that reads dynamic shared memory past what its launch gave", function()
+      local k = tocha.kernel { source = [[
+__device__ void past_shared(float *y, int n)
+{
+    extern __shared__ float buf[];
+    buf[threadIdx.x * n] = 1.0f;
+    y[threadIdx.x] = buf[threadIdx.x * n];
+}]], name = "past_shared", params = "f32* y, i32 n" }
+      local y = tocha.full({ 32 }, POISON, { device = "sim" })
+      k:launch({ grid = 1, block = 32, shared = 32 * 4 }, y, 1)
+      for _, v in ipairs(y:to_table()) do assert.are.equal(1, v) end
+      local ok, message = pcall(k.launch, k, { grid = 1, block = 32, shared = 32 * 4 }, y, 1024)
+      assert.is_false(ok)
+      assert.truthy(message:find("kernel past_shared_entry_point: sim: illegal memory access at 0x", 1, true), message)
     end)
 
     it("stops the launch at a failed assert or __trap, and the process goes on", function()

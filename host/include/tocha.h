@@ -242,6 +242,24 @@ TOCHA_API const char *tocha_kernel_library_source(const char *file);
 ** "<name>_entry_point" that binds them. Nothing is compiled until the first build or launch. */
 TOCHA_API int tocha_kernel_new(const char *source, const char *name, const char *template_args,
                                const char *params, tocha_kernel **out);
+/* What a kernel carries beyond its source. options: NVRTC flags, in order (-DNAME[=V], -UNAME,
+** -lineinfo, --use_fast_math, -maxrregcount=N, -ftz=/-prec-div=/-prec-sqrt=/-fmad=true|false, -G,
+** --extra-device-vectorization, -restrict, -w, --ptxas-options=OPT, -Xptxas OPT); flags tocha sets
+** itself (-arch, -std, -I, -o) or that break a whole-program build (-rdc, -dlto) are refused by
+** name. They are part of the cache key; on the simulator only -D and -U take effect.
+** max_threads (1 to 1024) and min_blocks: the entry point's __launch_bounds__, 0 for none; a
+** launch of a larger block is refused. */
+#define TOCHA_MAX_OPTIONS 64
+typedef struct tocha_kernel_config {
+    const char *const *options;
+    int32_t n_options;
+    int32_t max_threads;
+    int32_t min_blocks;
+} tocha_kernel_config;
+/* tocha_kernel_new with config (NULL: as tocha_kernel_new). */
+TOCHA_API int tocha_kernel_new_config(const char *source, const char *name, const char *template_args,
+                                      const char *params, const tocha_kernel_config *config,
+                                      tocha_kernel **out);
 /* Releases the kernel. Compiled modules stay in the process cache. NULL ok. */
 TOCHA_API void tocha_kernel_destroy(tocha_kernel *k);
 /* The generated entry point's source and name, and the full source compiled
@@ -257,10 +275,42 @@ TOCHA_API const char *tocha_kernel_hash(const tocha_kernel *k);
 /* Compiles the kernel for target ("sm_90", "sim") through the cache without loading it, and
 ** reports the binary's size. Works with no GPU present. */
 TOCHA_API int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *binary_size);
-/* Launches on device with grid and block (x, y, z). Each argument is checked against params:
-** count, tensor or scalar, dtype, device, freed, integer range. */
+/* Launches on device with grid and block (x, y, z) and shared_bytes of dynamic shared memory per
+** block. Each argument is checked against params: count, tensor or scalar, dtype, device, freed,
+** integer range; the block against the kernel's launch bounds; shared_bytes (with the kernel's
+** static shared memory where the device reports it) against the device's limit for a block. */
 TOCHA_API int tocha_kernel_launch(tocha_kernel *k, tocha_device *device, const uint32_t grid[3],
-                                  const uint32_t block[3], const tocha_arg *args, int nargs);
+                                  const uint32_t block[3], uint32_t shared_bytes, const tocha_arg *args,
+                                  int nargs);
+
+/* What a kernel's compiled code uses. Bytes except registers (per thread) and max_threads (the
+** largest block it launches with, registers and launch bounds considered). */
+typedef struct tocha_kernel_info {
+    int32_t registers;
+    int32_t max_threads;
+    int64_t spill_stores, spill_loads;
+    int64_t shared;   /* static shared memory per block */
+    int64_t local;    /* stack frame per thread */
+    int64_t constant; /* __constant__ memory */
+    char target[32];
+    int32_t from_device; /* 1: registers, shared, local, constant, max_threads are the driver's */
+} tocha_kernel_info;
+/* Fills out for target ("sm_90"; NULL: device's target, where device NULL means the simulator's
+** compile target, TOCHA_ARCH or sm_90): ptxas's report through NVRTC (an extra compile, kept
+** with the kernel), and on a cuda device whose target it is, the driver's function attributes. */
+TOCHA_API int tocha_kernel_info_get(tocha_kernel *k, tocha_device *device, const char *target,
+                                    tocha_kernel_info *out);
+/* Blocks of threads (with shared_bytes of dynamic shared memory each) resident on one SM, and the
+** fraction of the SM's warps they fill: the driver's answer on a cuda device of target (NULL: the
+** device's), else computed from target's published limits (sm_80, 86, 87, 89, 90, 100, 120). */
+TOCHA_API int tocha_kernel_occupancy(tocha_kernel *k, tocha_device *device, const char *target,
+                                     uint32_t threads, uint32_t shared_bytes, int32_t *blocks,
+                                     double *fraction);
+/* The PTX text for target ("sm_90"): owned by k. */
+TOCHA_API int tocha_kernel_ptx(tocha_kernel *k, const char *target, const char **ptx);
+/* The binary for target ("sm_90": a cubin; "sim": a shared library) through the cache: owned by
+** the cache, alive until the process ends. */
+TOCHA_API int tocha_kernel_binary(tocha_kernel *k, const char *target, const void **data, uint64_t *size);
 
 /* tocha's own kernel for op ("fill", "uniform", "normal", "cast", "compare") on dtype (cast:
 ** from dtype to dtype2). Owned by the library: do not destroy. For compile checks. */
@@ -385,6 +435,11 @@ TOCHA_API uint64_t tocha_plan_slot_address(int slot);
 ** checks them, and k is built and loaded on the plan's device now. */
 TOCHA_API int tocha_plan_add(tocha_plan *plan, tocha_kernel *k, const uint32_t grid[3],
                              const uint32_t block[3], const tocha_arg_list *args);
+/* The same with shared_bytes of dynamic shared memory per block, checked as tocha_kernel_launch
+** checks it. */
+TOCHA_API int tocha_plan_add_shared(tocha_plan *plan, tocha_kernel *k, const uint32_t grid[3],
+                                    const uint32_t block[3], uint32_t shared_bytes,
+                                    const tocha_arg_list *args);
 /* Each run first refuses, as "<name>: tensor was freed", when t has been freed (t must outlive
 ** the plan: a model's parameters). */
 TOCHA_API int tocha_plan_guard(tocha_plan *plan, const tocha_tensor *t, const char *name);

@@ -35,6 +35,34 @@ void tocha_join_words(const char *const *words, size_t n, char *out, size_t cap)
 /* A copy of s, or NULL. */
 char *tocha_strdup(const char *s);
 
+/* ---- options.c: a kernel's compile options ---- */
+/* A kernel's compile options, in order (NULL or count 0: none). */
+typedef struct tocha_options {
+    char **items;
+    int count;
+} tocha_options;
+/* TOCHA_E_ARGUMENT naming the first option that tocha does not pass (see options.c). */
+int tocha_options_check(const char *const *options, int count);
+/* Whether opt defines or undefines a macro (-D, -U and their long forms): the options that
+** mean something to the simulator's compiler. */
+bool tocha_option_is_macro(const char *opt);
+
+/* ---- arch.c: published limits of GPU targets ---- */
+typedef struct tocha_arch {
+    const char *target; /* "sm_90" */
+    int threads_per_sm, blocks_per_sm;
+    int registers_per_sm, registers_per_block;
+    uint32_t shared_per_sm, shared_per_block; /* the block's: the opt-in maximum */
+    uint32_t shared_reserved;                 /* per block, for the system */
+} tocha_arch;
+/* The limits of target ("sm_90"), or NULL when tocha has no table for it. */
+const tocha_arch *tocha_arch_find(const char *target);
+/* The target that kernels are compiled for without a GPU: TOCHA_ARCH, else "sm_90". */
+const char *tocha_arch_default(void);
+/* Blocks of threads (each using registers per thread and shared bytes, static and dynamic
+** together) that fit on one SM of a; 0 when one does not fit. */
+int tocha_arch_blocks_per_sm(const tocha_arch *a, uint32_t threads, int registers, uint64_t shared);
+
 /* ---- dtype.c ---- */
 bool tocha_dtype_valid(int dtype);
 
@@ -61,6 +89,16 @@ typedef struct tocha_backend {
     ** that its kernels can read: tocha::dynamic_shared_bytes()). */
     int (*launch)(tocha_device *d, void *function, const uint32_t grid[3], const uint32_t block[3],
                   uint32_t shared_bytes, void **args, void *stream);
+    /* What the device says of a loaded function (registers, static shared, local and constant
+    ** bytes, its largest block); NULL where the device cannot say (sim). */
+    int (*function_info)(tocha_device *d, void *function, tocha_kernel_info *out);
+    /* Lets function launch with up to bytes of dynamic shared memory (above the default 48 KiB);
+    ** NULL where any size up to the device's limit launches as it is (sim). */
+    int (*allow_dynamic_shared)(tocha_device *d, void *function, uint32_t bytes);
+    /* Blocks of function, of threads each with shared_bytes of dynamic shared memory, that are
+    ** resident on one SM at once; NULL where the device cannot say (sim). */
+    int (*occupancy)(tocha_device *d, void *function, uint32_t threads, uint32_t shared_bytes,
+                     int *blocks);
     int (*synchronize)(tocha_device *d);
     int (*memory)(tocha_device *d, uint64_t *free_bytes, uint64_t *total_bytes);
     int (*event_new)(tocha_device *d, void **out);
@@ -99,6 +137,8 @@ struct tocha_device {
     char product[128];
     char target[32]; /* compile target: "sm_90" or "sim" */
     int cc_major, cc_minor, multiprocessors;
+    uint32_t shared_per_block; /* a block's dynamic and static shared memory at most (opt-in) */
+    int threads_per_sm;
     const tocha_backend *backend;
     void *context; /* CUcontext for cuda */
     void *pool;    /* cuda: the CUmemoryPool of tensors' blocks, made on first use */
@@ -171,7 +211,12 @@ const char *tocha_sim_target(void);
 bool tocha_nvrtc_available(const char **why);
 /* Compiles source for arch ("sm_90") to a cubin; *binary is malloc'd. The log of a failure
 ** becomes the error message. */
-int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uint64_t *size);
+int tocha_nvrtc_compile(const char *source, const char *arch, const tocha_options *options, void **binary,
+                        uint64_t *size);
+/* Compiles source for arch with options and ptxas's report asked for: *log gets the program's log
+** (ptxas's lines), *ptx the PTX text, *cubin the binary (each malloc'd). For readouts. */
+int tocha_nvrtc_report(const char *source, const char *arch, const tocha_options *options, char **log,
+                       char **ptx, void **cubin, uint64_t *cubin_size);
 /* "nvrtc 13.0" */
 const char *tocha_nvrtc_identity(void);
 /* NVRTC's fixed compile options, space-separated: used to compile and to key the cache. */
@@ -202,7 +247,8 @@ uint64_t tocha_sim_blocks_empty(void);
 int tocha_sim_guarded(void (*run)(void *), void *arg, uintptr_t *address);
 
 /* ---- sim.c: compile with the host C++ compiler ---- */
-int tocha_sim_compile(const char *source, void **binary, uint64_t *size);
+/* Of options, only the macro ones (-D, -U) are passed to the host compiler. */
+int tocha_sim_compile(const char *source, const tocha_options *options, void **binary, uint64_t *size);
 /* The simulator's compile options, as one string (hashed into cache keys). */
 const char *tocha_sim_options(void);
 /* Identity of the host compiler, e.g. "/usr/bin/c++ c++ (Debian 12.2.0-14) 12.2.0". */
@@ -217,7 +263,8 @@ char *tocha_sim_rewrite_source(const char *source);
 /* The full translation unit for target: prelude + kernel source (+ sim launcher). malloc'd. */
 char *tocha_translation_unit(const char *source, const char *target, const char *sim_launcher);
 /* Compiles a translation unit for target, consulting no cache. */
-int tocha_compile_unit(const char *unit, const char *target, void **binary, uint64_t *size);
+int tocha_compile_unit(const char *unit, const char *target, const tocha_options *options, void **binary,
+                       uint64_t *size);
 /* Compiler identity, version and options for target, as hashed into cache keys. */
 int tocha_compiler_fingerprint(const char *target, const char **out);
 
@@ -225,8 +272,11 @@ int tocha_compiler_fingerprint(const char *target, const char **out);
 typedef struct tocha_cache_entry tocha_cache_entry;
 /* The binary for (unit, target): from memory, from disk, or compiled and stored. The entry
 ** lives until the process ends. */
-int tocha_cache_build(const char *unit, const char *target, tocha_cache_entry **out);
+int tocha_cache_build(const char *unit, const char *target, const tocha_options *options,
+                      tocha_cache_entry **out);
 uint64_t tocha_cache_entry_size(const tocha_cache_entry *e);
+/* The entry's binary (owned by the entry, which lives until the process ends). */
+const void *tocha_cache_entry_binary(const tocha_cache_entry *e);
 /* Checks a whole entry file in memory against key: 0 and the payload's place when it is valid
 ** (magic, schema, header size, key, payload size and payload hash), -1 otherwise. */
 int tocha_cache_parse_entry(const unsigned char *data, uint64_t size, const unsigned char key[16],
@@ -234,7 +284,7 @@ int tocha_cache_parse_entry(const unsigned char *data, uint64_t size, const unsi
 /* Loads the entry's binary on device (once per device) and returns the entry function. An
 ** entry from disk that fails to load is deleted and rebuilt from unit. */
 int tocha_cache_entry_function(tocha_cache_entry *e, tocha_device *d, const char *unit,
-                               const char *entry, void **function);
+                               const tocha_options *options, const char *entry, void **function);
 
 /* ---- device.c ---- */
 /* Finds the devices once (every usable GPU, then the simulator); always TOCHA_OK. */
@@ -260,8 +310,8 @@ void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t b
 /* Launch without argument checks, for callers that built args themselves (builtin ops). */
 int tocha_kernel_launch_raw(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
                             const uint32_t block[3], void **args);
-/* The same with shared_bytes of dynamic shared memory per CTA (at most 48 KiB, the default
-** limit of a function). */
+/* The same with shared_bytes of dynamic shared memory per CTA, unchecked (tocha_kernel_check_launch
+** checks it); above 48 KiB the function is allowed the size first, once per size it grows to. */
 int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
                                const uint32_t block[3], uint32_t shared_bytes, void **args);
 
@@ -274,6 +324,32 @@ int tocha_kernel_pack_values(const tocha_kernel *k, const tocha_arg_list *list,
 int tocha_kernel_function(tocha_kernel *k, tocha_device *d, void **fn);
 /* A grid and block within the device limits every launch checks. */
 int tocha_kernel_check_dims(const uint32_t grid[3], const uint32_t block[3]);
+/* A block within k's launch bounds and shared_bytes (with k's static shared memory where known)
+** within d's limit for a block. */
+int tocha_kernel_check_launch(tocha_kernel *k, tocha_device *d, const uint32_t block[3],
+                              uint32_t shared_bytes);
+/* Lets k's function fn on d launch with shared_bytes of dynamic shared memory (the device's
+** allow_dynamic_shared, once per size it grows to above 48 KiB); the size is not checked. */
+int tocha_kernel_allow_shared(tocha_kernel *k, tocha_device *d, void *fn, uint32_t shared_bytes);
+/* target ("sm_90", or "sim" for the simulator's own) as the cache names it, checked. */
+int tocha_kernel_resolve_target(const char *target, char resolved[32]);
+/* k's translation unit for target (malloc'd), its options and its launch bounds' max_threads (0:
+** none). */
+char *tocha_kernel_unit(const tocha_kernel *k, const char *target);
+const tocha_options *tocha_kernel_options(const tocha_kernel *k);
+int tocha_kernel_max_threads(const tocha_kernel *k);
+
+/* ---- readout.c: what a kernel's compiled code uses ---- */
+/* A target's readout, kept with the kernel: ptxas's report and the PTX. */
+typedef struct tocha_readout {
+    tocha_kernel_info info;
+    char *ptx;
+    struct tocha_readout *next;
+} tocha_readout;
+/* The kernel's list of readouts (readout.c fills it). */
+tocha_readout **tocha_kernel_readouts(tocha_kernel *k);
+/* Frees a list of readouts (NULL ok). */
+void tocha_readouts_free(tocha_readout *r);
 
 /* ---- tensor.c ---- */
 /* A tensor's device block and how many tensors (it and its views) hold it. */

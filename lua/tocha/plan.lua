@@ -77,10 +77,16 @@ function M.new(dev, n_slots)
     kernels = {}, guarded = {} }, Plan)
 end
 
--- p:add(kernel, grid, block, args): one more launch of a tocha kernel (kept alive by the plan).
-function Plan:add(k, grid, block, args)
+-- p:add(kernel, grid, block, args [, shared]): one more launch of a tocha kernel (kept alive by
+-- the plan), with shared bytes of dynamic shared memory per block (default 0).
+function Plan:add(k, grid, block, args, shared)
   local list = M.arg_list(args)
-  check(C.tocha_plan_add(self.handle, k.handle, M.dims(grid, "grid"), M.dims(block, "block"), list))
+  shared = shared or 0
+  if type(shared) ~= "number" or shared ~= math.floor(shared) or shared < 0 or shared > 4294967295 then
+    raise("shared: expected a number of bytes (0 to 2^32 - 1), got " .. errors.show(shared))
+  end
+  check(C.tocha_plan_add_shared(self.handle, k.handle, M.dims(grid, "grid"), M.dims(block, "block"), shared,
+    list))
   self.kernels[#self.kernels + 1] = k
 end
 
@@ -116,5 +122,8 @@ function Plan:run(slots)
 end
 
 function Plan:launches() return C.tocha_plan_launch_count(self.handle) end
+
+-- Errors name the method ("tocha.Plan:add: ..."); named, not wrapped, so that a run stays one call.
+errors.register(Plan, "Plan:")
 
 return M

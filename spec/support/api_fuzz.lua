@@ -123,6 +123,13 @@ local function surface(pool)
   add("UpsampleNearest2dBackward:run", function(...) return bwd:run(...) end)
   add("Kernel:launch", function(...) return k:launch(...) end)
   add("Kernel:build", function(...) return k:build(...) end)
+  for _, name in ipairs({ "info", "occupancy", "ptx", "cubin", "sass" }) do
+    add("Kernel:" .. name, function(...) return k[name](k, ...) end)
+  end
+  add("tocha.kernel with knobs", function(a, b)
+    return tocha.kernel { source = "__device__ void f(float *x, int n) { (void)x; (void)n; }", name = "f",
+      params = "f32* x, i32 n", options = a, launch_bounds = b }
+  end)
   add("Kernel.launch", k.launch)
   -- Metamethods of tensors (fresh ones, views and freed ones from the pool) and of every other
   -- object tocha hands out.

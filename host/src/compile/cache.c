@@ -1,7 +1,7 @@
 /*
 ** cache.c: the kernel cache, in this process's memory and on disk.
 ** The key is XXH3-128 over the schema version, tocha's version, the compiler's identity,
-** version and options, the target and the full translation unit; compiler output is never
+** version and options, the target, the full translation unit and the kernel's own options; compiler output is never
 ** hashed into a key. A disk entry is a header (magic, schema, key, payload size, XXH3-128 of
 ** the payload) and the payload; it is written to a temporary file and renamed into place, and
 ** one that is short, corrupt, foreign or fails to load is deleted and rebuilt.
@@ -129,8 +129,9 @@ const char *tocha_cache_dir(void)
 
 /* ---- keys ---- */
 
+/* The options are hashed one by one after a count, so that ["-DA B"] and ["-DA", "B"] differ. */
 static void compute_key(const char *unit, const char *target, const char *fingerprint,
-                        unsigned char key[16])
+                        const tocha_options *options, unsigned char key[16])
 {
     XXH3_state_t *state = XXH3_createState();
     char head[64];
@@ -139,6 +140,11 @@ static void compute_key(const char *unit, const char *target, const char *finger
     XXH3_128bits_reset(state);
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         XXH3_128bits_update(state, parts[i], strlen(parts[i]) + 1); /* NUL separates parts */
+    char count[32];
+    snprintf(count, sizeof count, "options %d", options ? options->count : 0);
+    XXH3_128bits_update(state, count, strlen(count) + 1);
+    for (int i = 0; options && i < options->count; i++)
+        XXH3_128bits_update(state, options->items[i], strlen(options->items[i]) + 1);
     XXH128_canonical_t canon;
     XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(state));
     XXH3_freeState(state);
@@ -273,7 +279,7 @@ static tocha_cache_entry *find(const unsigned char key[16])
 }
 
 /* Compiles (or reads from disk) into e->binary. Called with the lock held. */
-static int fill(tocha_cache_entry *e, const char *unit, bool use_disk)
+static int fill(tocha_cache_entry *e, const char *unit, const tocha_options *options, bool use_disk)
 {
     if (use_disk && cache_dir[0]) {
         e->binary = disk_read(e->key, e->hex, &e->size);
@@ -283,7 +289,7 @@ static int fill(tocha_cache_entry *e, const char *unit, bool use_disk)
             return TOCHA_OK;
         }
     }
-    int st = tocha_compile_unit(unit, e->target, &e->binary, &e->size);
+    int st = tocha_compile_unit(unit, e->target, options, &e->binary, &e->size);
     if (st) return st;
     stats.compiles++;
     e->from_disk = false;
@@ -291,13 +297,14 @@ static int fill(tocha_cache_entry *e, const char *unit, bool use_disk)
     return TOCHA_OK;
 }
 
-int tocha_cache_build(const char *unit, const char *target, tocha_cache_entry **out)
+int tocha_cache_build(const char *unit, const char *target, const tocha_options *options,
+                      tocha_cache_entry **out)
 {
     const char *fingerprint;
     int st = tocha_compiler_fingerprint(target, &fingerprint);
     if (st) return st;
     unsigned char key[16];
-    compute_key(unit, target, fingerprint, key);
+    compute_key(unit, target, fingerprint, options, key);
     pthread_once(&dir_once, find_dir);
     pthread_mutex_lock(&lock);
     tocha_cache_entry *e = find(key);
@@ -315,7 +322,7 @@ int tocha_cache_build(const char *unit, const char *target, tocha_cache_entry **
     memcpy(e->key, key, 16);
     to_hex(key, 16, e->hex);
     snprintf(e->target, sizeof e->target, "%s", target);
-    st = fill(e, unit, true);
+    st = fill(e, unit, options, true);
     if (st) {
         free(e);
         pthread_mutex_unlock(&lock);
@@ -329,9 +336,10 @@ int tocha_cache_build(const char *unit, const char *target, tocha_cache_entry **
 }
 
 uint64_t tocha_cache_entry_size(const tocha_cache_entry *e) { return e->size; }
+const void *tocha_cache_entry_binary(const tocha_cache_entry *e) { return e->binary; }
 
 int tocha_cache_entry_function(tocha_cache_entry *e, tocha_device *d, const char *unit,
-                               const char *entry, void **function)
+                               const tocha_options *options, const char *entry, void **function)
 {
     pthread_mutex_lock(&lock);
     int st = TOCHA_OK;
@@ -346,7 +354,7 @@ int tocha_cache_entry_function(tocha_cache_entry *e, tocha_device *d, const char
             stats.disk_rejects++;
             free(e->binary);
             e->binary = NULL;
-            st = fill(e, unit, false);
+            st = fill(e, unit, options, false);
             if (!st)
                 st = d->backend->load(d, e->binary, e->size, entry, &e->modules[d->index],
                                       &e->functions[d->index]);

@@ -44,10 +44,11 @@ char *tocha_translation_unit(const char *source, const char *target, const char 
     return tocha_text_take(&t);
 }
 
-int tocha_compile_unit(const char *unit, const char *target, void **binary, uint64_t *size)
+int tocha_compile_unit(const char *unit, const char *target, const tocha_options *options, void **binary,
+                       uint64_t *size)
 {
-    if (is_sim_target(target)) return tocha_sim_compile(unit, binary, size);
-    return tocha_nvrtc_compile(unit, target, binary, size);
+    if (is_sim_target(target)) return tocha_sim_compile(unit, options, binary, size);
+    return tocha_nvrtc_compile(unit, target, options, binary, size);
 }
 
 int tocha_compiler_fingerprint(const char *target, const char **out)

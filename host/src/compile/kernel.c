@@ -49,8 +49,13 @@ struct tocha_kernel {
     char hash[33];
     int nparams;
     param params[TOCHA_MAX_PARAMS];
+    tocha_options options;
+    int max_threads, min_blocks; /* launch bounds; 0: none */
     tocha_cache_entry *built[TOCHA_MAX_DEVICES];
     void *functions[TOCHA_MAX_DEVICES];
+    int64_t static_shared[TOCHA_MAX_DEVICES]; /* as the device reports it; 0 where it cannot */
+    uint32_t shared_allowed[TOCHA_MAX_DEVICES]; /* dynamic shared bytes the function may launch with */
+    tocha_readout *readouts;
 };
 
 static bool valid_identifier(const char *s)
@@ -163,6 +168,12 @@ static void generate(tocha_kernel *k, const char *source, const char *name, cons
     if (strstr(source, "TOCHA_ENTRY_BOUNDS"))
         tocha_text_appendf(&t, "extern \"C\" __global__ void TOCHA_ENTRY_BOUNDS(%s) %s(", targs,
                            k->entry_name);
+    else if (k->min_blocks)
+        tocha_text_appendf(&t, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(", k->max_threads,
+                           k->min_blocks, k->entry_name);
+    else if (k->max_threads)
+        tocha_text_appendf(&t, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", k->max_threads,
+                           k->entry_name);
     else
         tocha_text_appendf(&t, "extern \"C\" __global__ void %s(", k->entry_name);
     for (int i = 0; i < k->nparams; i++)
@@ -201,8 +212,43 @@ static void generate(tocha_kernel *k, const char *source, const char *name, cons
     k->params_text = tocha_text_take(&t);
 }
 
+/* Checks config's launch bounds and options and keeps them (copies of the options) in k. */
+static int configure(tocha_kernel *k, const char *source, const tocha_kernel_config *config)
+{
+    if (!config) return TOCHA_OK;
+    if (config->max_threads < 0 || config->max_threads > 1024)
+        return tocha_fail(TOCHA_E_ARGUMENT, "launch_bounds: max_threads must be 1 to 1024, got %d",
+                          (int)config->max_threads);
+    if (config->min_blocks < 0 || config->min_blocks > 32)
+        return tocha_fail(TOCHA_E_ARGUMENT, "launch_bounds: min_blocks must be 1 to 32, got %d",
+                          (int)config->min_blocks);
+    if (config->min_blocks && !config->max_threads)
+        return tocha_fail(TOCHA_E_ARGUMENT, "launch_bounds: min_blocks needs max_threads");
+    if (config->max_threads && strstr(source, "TOCHA_ENTRY_BOUNDS"))
+        return tocha_fail(TOCHA_E_ARGUMENT, "launch_bounds: the source gives its entry point bounds "
+                                            "already (TOCHA_ENTRY_BOUNDS)");
+    k->max_threads = config->max_threads;
+    k->min_blocks = config->min_blocks;
+    int st = tocha_options_check(config->options, config->n_options);
+    if (st || config->n_options == 0) return st;
+    k->options.items = calloc((size_t)config->n_options, sizeof(char *));
+    if (!k->options.items) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for options");
+    for (int i = 0; i < config->n_options; i++) {
+        k->options.items[i] = tocha_strdup(config->options[i]);
+        if (!k->options.items[i]) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for options");
+        k->options.count = i + 1;
+    }
+    return TOCHA_OK;
+}
+
 int tocha_kernel_new(const char *source, const char *name, const char *template_args, const char *params,
                      tocha_kernel **out)
+{
+    return tocha_kernel_new_config(source, name, template_args, params, NULL, out);
+}
+
+int tocha_kernel_new_config(const char *source, const char *name, const char *template_args,
+                            const char *params, const tocha_kernel_config *config, tocha_kernel **out)
 {
     *out = NULL;
     if (!source || !*source) return tocha_fail(TOCHA_E_ARGUMENT, "source: expected CUDA C text");
@@ -214,8 +260,9 @@ int tocha_kernel_new(const char *source, const char *name, const char *template_
     tocha_kernel *k = calloc(1, sizeof *k);
     if (!k) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a kernel");
     int st = parse_params(params, k);
+    if (!st) st = configure(k, source, config);
     if (st) {
-        free(k);
+        tocha_kernel_destroy(k);
         return st;
     }
     size_t n = strlen(name) + sizeof "_entry_point";
@@ -246,6 +293,9 @@ void tocha_kernel_destroy(tocha_kernel *k)
     free(k->source);
     free(k->sim_launcher);
     free(k->params_text);
+    for (int i = 0; i < k->options.count; i++) free(k->options.items[i]);
+    free(k->options.items);
+    tocha_readouts_free(k->readouts);
     free(k);
 }
 
@@ -260,31 +310,58 @@ static int build_for(tocha_kernel *k, const char *target, tocha_cache_entry **ou
 {
     char *unit = tocha_translation_unit(k->source, target, k->sim_launcher);
     if (!unit) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for kernel source");
-    int st = tocha_cache_build(unit, target, out);
+    int st = tocha_cache_build(unit, target, &k->options, out);
     free(unit);
     return st;
 }
 
-int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *binary_size)
+int tocha_kernel_resolve_target(const char *target, char resolved[32])
 {
     if (!target) return tocha_fail(TOCHA_E_ARGUMENT, "target: expected sm_XY or sim");
-    char resolved[32];
     if (strcmp(target, "sim") == 0) {
-        snprintf(resolved, sizeof resolved, "%s", tocha_sim_target());
+        snprintf(resolved, 32, "%s", tocha_sim_target());
     } else {
         int major = 0, minor = 0, used = 0;
         if (sscanf(target, "sm_%1d%d%n", &major, &minor, &used) != 2 || target[used] ||
-            strlen(target) >= sizeof resolved)
+            strlen(target) >= 32)
             return tocha_fail(TOCHA_E_ARGUMENT, "target: expected sm_XY (e.g. sm_90) or sim, got '%s'",
                               target);
-        snprintf(resolved, sizeof resolved, "%s", target);
+        snprintf(resolved, 32, "%s", target);
     }
-    tocha_cache_entry *e;
-    int st = build_for(k, resolved, &e);
+    return TOCHA_OK;
+}
+
+int tocha_kernel_build(tocha_kernel *k, const char *target, uint64_t *binary_size)
+{
+    char resolved[32];
+    int st = tocha_kernel_resolve_target(target, resolved);
     if (st) return st;
+    tocha_cache_entry *e;
+    if ((st = build_for(k, resolved, &e))) return st;
     if (binary_size) *binary_size = tocha_cache_entry_size(e);
     return TOCHA_OK;
 }
+
+int tocha_kernel_binary(tocha_kernel *k, const char *target, const void **data, uint64_t *size)
+{
+    if (!k) return tocha_fail(TOCHA_E_ARGUMENT, "kernel: expected a kernel, got NULL");
+    char resolved[32];
+    int st = tocha_kernel_resolve_target(target, resolved);
+    if (st) return st;
+    tocha_cache_entry *e;
+    if ((st = build_for(k, resolved, &e))) return st;
+    *data = tocha_cache_entry_binary(e);
+    *size = tocha_cache_entry_size(e);
+    return TOCHA_OK;
+}
+
+char *tocha_kernel_unit(const tocha_kernel *k, const char *target)
+{
+    return tocha_translation_unit(k->source, target, k->sim_launcher);
+}
+const tocha_options *tocha_kernel_options(const tocha_kernel *k) { return &k->options; }
+int tocha_kernel_max_threads(const tocha_kernel *k) { return k->max_threads; }
+tocha_readout **tocha_kernel_readouts(tocha_kernel *k) { return &k->readouts; }
 
 /* The loaded entry function on d, building and loading it on first use (not during a graph
 ** capture: loading a module is not work a graph can hold). */
@@ -302,12 +379,29 @@ int tocha_kernel_function(tocha_kernel *k, tocha_device *d, void **fn)
                           k->entry_name, d->name);
     char *unit = tocha_translation_unit(k->source, d->target, k->sim_launcher);
     if (!unit) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for kernel source");
-    int st = tocha_cache_build(unit, d->target, &k->built[i]);
-    if (!st) st = tocha_cache_entry_function(k->built[i], d, unit, k->entry_name, &k->functions[i]);
+    int st = tocha_cache_build(unit, d->target, &k->options, &k->built[i]);
+    if (!st)
+        st = tocha_cache_entry_function(k->built[i], d, unit, &k->options, k->entry_name, &k->functions[i]);
     free(unit);
     if (st) return st;
+    /* What the device reports of static shared memory, for the check of a launch's dynamic. */
+    tocha_kernel_info info;
+    if (d->backend->function_info && d->backend->function_info(d, k->functions[i], &info) == TOCHA_OK)
+        k->static_shared[i] = info.shared;
     *fn = k->functions[i];
     return TOCHA_OK;
+}
+
+int tocha_kernel_allow_shared(tocha_kernel *k, tocha_device *d, void *fn, uint32_t shared_bytes)
+{
+    /* Above the default 48 KiB a function must be allowed its size first: once per size it grows
+       to, not per launch (setting it is not free). */
+    if (shared_bytes <= k->shared_allowed[d->index] || shared_bytes <= 48 * 1024 ||
+        !d->backend->allow_dynamic_shared)
+        return TOCHA_OK;
+    int st = d->backend->allow_dynamic_shared(d, fn, shared_bytes);
+    if (!st) k->shared_allowed[d->index] = shared_bytes;
+    return st;
 }
 
 int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
@@ -316,6 +410,7 @@ int tocha_kernel_launch_shared(tocha_kernel *k, tocha_device *d, const uint32_t 
     void *fn = NULL;
     int st = tocha_kernel_function(k, d, &fn);
     if (st) return st;
+    if ((st = tocha_kernel_allow_shared(k, d, fn, shared_bytes))) return st;
     if (d->stream && d->stream->capture) {
         uint8_t sizes[TOCHA_MAX_PARAMS];
         for (int a = 0; a < k->nparams; a++) sizes[a] = (uint8_t)param_size(&k->params[a]);
@@ -429,8 +524,41 @@ static int check_scalar(const param *p, int i, const tocha_arg *a, scalar_value 
     return TOCHA_OK;
 }
 
+int tocha_kernel_check_launch(tocha_kernel *k, tocha_device *d, const uint32_t block[3],
+                              uint32_t shared_bytes)
+{
+    uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+    if (k->max_threads && threads > (uint64_t)k->max_threads)
+        return tocha_fail(TOCHA_E_ARGUMENT,
+                          "block: %llu threads per block, above the kernel's launch_bounds max_threads %d",
+                          (unsigned long long)threads, k->max_threads);
+    if (shared_bytes == 0) return TOCHA_OK;
+    /* Static shared memory counts where it is known: the device's report of the loaded function
+       (loaded now, as the launch would), else a readout of the device's target. */
+    void *fn;
+    int st = tocha_kernel_function(k, d, &fn);
+    if (st) return st;
+    int64_t static_shared = k->static_shared[d->index];
+    if (!static_shared)
+        for (const tocha_readout *r = k->readouts; r; r = r->next)
+            if (strcmp(r->info.target, d->kind == TOCHA_DEVICE_SIM ? tocha_arch_default() : d->target) == 0)
+                static_shared = r->info.shared;
+    if ((uint64_t)shared_bytes + (uint64_t)static_shared > d->shared_per_block) {
+        if (static_shared)
+            return tocha_fail(TOCHA_E_ARGUMENT,
+                              "shared: %u bytes of dynamic shared memory and the kernel's %lld static "
+                              "are above the %u bytes a block may use on %s",
+                              shared_bytes, (long long)static_shared, d->shared_per_block, d->name);
+        return tocha_fail(TOCHA_E_ARGUMENT,
+                          "shared: %u bytes of dynamic shared memory are above the %u bytes a block may "
+                          "use on %s",
+                          shared_bytes, d->shared_per_block, d->name);
+    }
+    return TOCHA_OK;
+}
+
 int tocha_kernel_launch(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
-                        const uint32_t block[3], const tocha_arg *args, int nargs)
+                        const uint32_t block[3], uint32_t shared_bytes, const tocha_arg *args, int nargs)
 {
     if (!k) return tocha_fail(TOCHA_E_ARGUMENT, "kernel: expected a kernel, got NULL");
     if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
@@ -438,6 +566,7 @@ int tocha_kernel_launch(tocha_kernel *k, tocha_device *d, const uint32_t grid[3]
         return tocha_fail(TOCHA_E_ARGUMENT, "expected %d arguments for %s, got %d", k->nparams,
                           k->entry_name, nargs);
     int st = tocha_kernel_check_dims(grid, block);
+    if (!st) st = tocha_kernel_check_launch(k, d, block, shared_bytes);
     if (st) return st;
     scalar_value values[TOCHA_MAX_PARAMS];
     void *slots[TOCHA_MAX_PARAMS];
@@ -469,7 +598,7 @@ int tocha_kernel_launch(tocha_kernel *k, tocha_device *d, const uint32_t grid[3]
                               i + 1, p->name, t->dev->name, d->name);
         slots[i] = (void *)&t->data;
     }
-    return tocha_kernel_launch_raw(k, d, grid, block, slots);
+    return tocha_kernel_launch_shared(k, d, grid, block, shared_bytes, slots);
 }
 
 static int check_count(const tocha_kernel *k, int count)
@@ -517,6 +646,7 @@ int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *d, const uint32_t 
     if (!list) return tocha_fail(TOCHA_E_ARGUMENT, "args: expected an argument list, got NULL");
     int st = check_count(k, list->count);
     if (!st) st = tocha_kernel_check_dims(grid, block);
+    if (!st) st = tocha_kernel_check_launch(k, d, block, 0);
     if (st) return st;
     uint64_t values[TOCHA_MAX_PARAMS];
     void *slots[TOCHA_MAX_PARAMS];

@@ -25,6 +25,8 @@ static struct {
     nvrtcResult (*log)(nvrtcProgram, char *);
     nvrtcResult (*cubin_size)(nvrtcProgram, size_t *);
     nvrtcResult (*cubin)(nvrtcProgram, char *);
+    nvrtcResult (*ptx_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*ptx)(nvrtcProgram, char *);
     nvrtcResult (*destroy)(nvrtcProgram *);
     const char *(*error_string)(nvrtcResult);
 } nv;
@@ -105,10 +107,12 @@ static void load(void)
     }
     void **slots[] = {(void **)&nv.version,  (void **)&nv.create,  (void **)&nv.compile,
                       (void **)&nv.log_size, (void **)&nv.log,     (void **)&nv.cubin_size,
-                      (void **)&nv.cubin,    (void **)&nv.destroy, (void **)&nv.error_string};
+                      (void **)&nv.cubin,    (void **)&nv.destroy, (void **)&nv.error_string,
+                      (void **)&nv.ptx_size, (void **)&nv.ptx};
     const char *symbols[] = {"nvrtcVersion",           "nvrtcCreateProgram",  "nvrtcCompileProgram",
                              "nvrtcGetProgramLogSize", "nvrtcGetProgramLog",  "nvrtcGetCUBINSize",
-                             "nvrtcGetCUBIN",          "nvrtcDestroyProgram", "nvrtcGetErrorString"};
+                             "nvrtcGetCUBIN",          "nvrtcDestroyProgram", "nvrtcGetErrorString",
+                             "nvrtcGetPTXSize",        "nvrtcGetPTX"};
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
         *slots[i] = dlsym(lib, symbols[i]);
         if (!*slots[i]) {
@@ -179,7 +183,8 @@ static void dump(const char *source, const char *arch, const void *cubin, size_t
 }
 
 /* NVRTC's fixed compile options (besides the target and the include folder, which are part of
-** the key already): used to compile and hashed into cache keys, so that changing one rebuilds. */
+** the key already): used to compile and hashed into cache keys, so that changing one rebuilds.
+** A kernel's own options follow them (and are in its key too). */
 static const char *const nvrtc_flags[] = {"--std=c++17", "-DTOCHA_CUDA=1"};
 #define NVRTC_FLAG_COUNT (sizeof nvrtc_flags / sizeof nvrtc_flags[0])
 
@@ -190,7 +195,10 @@ const char *tocha_nvrtc_options(void)
     return joined;
 }
 
-int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uint64_t *size)
+/* Compiles source for arch with tocha's flags, the kernel's options and extra (NULL or one more
+** flag) into *prog; a failure's log, with the numbered source, becomes the error. */
+static int compile_program(const char *source, const char *arch, const tocha_options *options,
+                           const char *extra, nvrtcProgram *prog)
 {
     const char *why = NULL;
     if (!tocha_nvrtc_available(&why)) return tocha_fail(TOCHA_E_UNAVAILABLE, "%s", why);
@@ -200,43 +208,95 @@ int tocha_nvrtc_compile(const char *source, const char *arch, void **binary, uin
     char arch_opt[64], include_opt[1100];
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
     snprintf(include_opt, sizeof include_opt, "-I%s", include_dir);
-    const char *opts[2 + NVRTC_FLAG_COUNT] = {arch_opt, include_opt};
-    for (size_t i = 0; i < NVRTC_FLAG_COUNT; i++) opts[2 + i] = nvrtc_flags[i];
-    nvrtcProgram prog;
-    nvrtcResult r = nv.create(&prog, source, "tocha_kernel.cu", 0, NULL, NULL);
+    const char *opts[3 + NVRTC_FLAG_COUNT + TOCHA_MAX_OPTIONS];
+    int n = 0;
+    opts[n++] = arch_opt;
+    opts[n++] = include_opt;
+    for (size_t i = 0; i < NVRTC_FLAG_COUNT; i++) opts[n++] = nvrtc_flags[i];
+    for (int i = 0; options && i < options->count && i < TOCHA_MAX_OPTIONS; i++)
+        opts[n++] = options->items[i];
+    if (extra) opts[n++] = extra;
+    nvrtcResult r = nv.create(prog, source, "tocha_kernel.cu", 0, NULL, NULL);
     if (r != NVRTC_SUCCESS)
         return tocha_fail(TOCHA_E_COMPILE, "nvrtcCreateProgram: %s", nv.error_string(r));
-    r = nv.compile(prog, (int)(sizeof opts / sizeof opts[0]), opts);
-    if (r != NVRTC_SUCCESS) {
-        size_t n = 0;
-        nv.log_size(prog, &n);
-        char *log = malloc(n + 1);
-        if (log) {
-            nv.log(prog, log);
-            log[n] = '\0';
-        }
-        tocha_text msg = {0};
-        tocha_text_appendf(&msg, "NVRTC failed to compile for %s:\n%s\ngenerated source:\n", arch,
-                           log ? log : "(no log)");
-        tocha_text_append_numbered(&msg, source);
-        free(log);
-        nv.destroy(&prog);
-        char *text = tocha_text_take(&msg);
-        int st = tocha_fail(TOCHA_E_COMPILE, "%s", text ? text : "NVRTC failed to compile");
-        free(text);
-        return st;
+    r = nv.compile(*prog, n, opts);
+    if (r == NVRTC_SUCCESS) return TOCHA_OK;
+    size_t size = 0;
+    nv.log_size(*prog, &size);
+    char *log = malloc(size + 1);
+    if (log) {
+        nv.log(*prog, log);
+        log[size] = '\0';
     }
+    tocha_text msg = {0};
+    tocha_text_appendf(&msg, "NVRTC failed to compile for %s:\n%s\ngenerated source:\n", arch,
+                       log ? log : "(no log)");
+    tocha_text_append_numbered(&msg, source);
+    free(log);
+    nv.destroy(prog);
+    char *text = tocha_text_take(&msg);
+    int st = tocha_fail(TOCHA_E_COMPILE, "%s", text ? text : "NVRTC failed to compile");
+    free(text);
+    return st;
+}
+
+/* The cubin of a compiled program (malloc'd). */
+static int take_cubin(nvrtcProgram prog, void **binary, uint64_t *size)
+{
     size_t n = 0;
     nv.cubin_size(prog, &n);
     void *out = malloc(n ? n : 1);
-    if (!out) {
-        nv.destroy(&prog);
-        return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a cubin");
-    }
+    if (!out) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a cubin");
     nv.cubin(prog, out);
-    nv.destroy(&prog);
-    dump(source, arch, out, n);
     *binary = out;
     *size = n;
     return TOCHA_OK;
+}
+
+int tocha_nvrtc_compile(const char *source, const char *arch, const tocha_options *options, void **binary,
+                        uint64_t *size)
+{
+    nvrtcProgram prog;
+    int st = compile_program(source, arch, options, NULL, &prog);
+    if (st) return st;
+    st = take_cubin(prog, binary, size);
+    nv.destroy(&prog);
+    if (!st) dump(source, arch, *binary, *size);
+    return st;
+}
+
+/* A program's text of one kind (log or PTX), malloc'd and NUL-terminated, or NULL. */
+static char *take_text(nvrtcProgram prog, nvrtcResult (*size_of)(nvrtcProgram, size_t *),
+                       nvrtcResult (*get)(nvrtcProgram, char *))
+{
+    size_t n = 0;
+    if (size_of(prog, &n) != NVRTC_SUCCESS) return NULL;
+    char *text = malloc(n + 1);
+    if (!text) return NULL;
+    if (get(prog, text) != NVRTC_SUCCESS) n = 0;
+    text[n] = '\0';
+    return text;
+}
+
+int tocha_nvrtc_report(const char *source, const char *arch, const tocha_options *options, char **log,
+                       char **ptx, void **cubin, uint64_t *cubin_size)
+{
+    nvrtcProgram prog;
+    *log = *ptx = NULL;
+    *cubin = NULL;
+    int st = compile_program(source, arch, options, "--ptxas-options=-v", &prog);
+    if (st) return st;
+    *log = take_text(prog, nv.log_size, nv.log);
+    *ptx = take_text(prog, nv.ptx_size, nv.ptx);
+    st = take_cubin(prog, cubin, cubin_size);
+    nv.destroy(&prog);
+    if (!st && (!*log || !*ptx)) st = tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a report");
+    if (st) {
+        free(*log);
+        free(*ptx);
+        free(*cubin);
+        *log = *ptx = NULL;
+        *cubin = NULL;
+    }
+    return st;
 }

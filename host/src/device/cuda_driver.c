@@ -54,6 +54,9 @@ static struct {
     CUresult (*graph_exec_destroy)(CUgraphExec);
     CUresult (*module_load_data)(CUmodule *, const void *);
     CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*func_get_attribute)(int *, CUfunction_attribute, CUfunction);
+    CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int);
+    CUresult (*occupancy_max_active_blocks)(int *, CUfunction, int, size_t);
     CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, CUstream, void **, void **);
     CUresult (*event_create)(CUevent *, unsigned);
@@ -279,6 +282,45 @@ static int cuda_launch(tocha_device *d, void *function, const uint32_t grid[3], 
     return TOCHA_OK;
 }
 
+static int cuda_function_info(tocha_device *d, void *function, tocha_kernel_info *out)
+{
+    int st = use_context(d);
+    if (st) return st;
+    static const CUfunction_attribute which[] = {
+        CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+        CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+        CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES};
+    int v[5];
+    for (int i = 0; i < 5; i++)
+        CHECK(cu.func_get_attribute(&v[i], which[i], (CUfunction)function), "cuFuncGetAttribute");
+    out->registers = v[0];
+    out->max_threads = v[1];
+    out->shared = v[2];
+    out->local = v[3];
+    out->constant = v[4];
+    return TOCHA_OK;
+}
+
+static int cuda_allow_dynamic_shared(tocha_device *d, void *function, uint32_t bytes)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.func_set_attribute((CUfunction)function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                (int)bytes),
+          "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    return TOCHA_OK;
+}
+
+static int cuda_occupancy(tocha_device *d, void *function, uint32_t threads, uint32_t shared_bytes,
+                          int *blocks)
+{
+    int st = use_context(d);
+    if (st) return st;
+    CHECK(cu.occupancy_max_active_blocks(blocks, (CUfunction)function, (int)threads, shared_bytes),
+          "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    return TOCHA_OK;
+}
+
 static int cuda_synchronize(tocha_device *d)
 {
     int st = use_context(d);
@@ -413,6 +455,9 @@ static const tocha_backend cuda_backend = {
     .copy = cuda_copy,
     .load = cuda_load,
     .launch = cuda_launch,
+    .function_info = cuda_function_info,
+    .allow_dynamic_shared = cuda_allow_dynamic_shared,
+    .occupancy = cuda_occupancy,
     .synchronize = cuda_synchronize,
     .memory = cuda_memory,
     .event_new = cuda_event_new,
@@ -473,6 +518,9 @@ static bool resolve(get_proc_fn get_proc, const char **why)
         ENTRY("cuGraphExecDestroy", graph_exec_destroy),
         ENTRY("cuModuleLoadData", module_load_data),
         ENTRY("cuModuleGetFunction", module_get_function),
+        ENTRY("cuFuncGetAttribute", func_get_attribute),
+        ENTRY("cuFuncSetAttribute", func_set_attribute),
+        ENTRY("cuOccupancyMaxActiveBlocksPerMultiprocessor", occupancy_max_active_blocks),
         ENTRY("cuLaunchKernel", launch_kernel),
         ENTRY("cuEventCreate", event_create),
         ENTRY("cuEventDestroy", event_destroy),
@@ -579,6 +627,10 @@ int tocha_cuda_discover(tocha_device *devs, int cap, int first_index, const char
         cu.device_get_attribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
         cu.device_get_attribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
         cu.device_get_attribute(&d->multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+        int shared = 0;
+        cu.device_get_attribute(&shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
+        d->shared_per_block = (uint32_t)shared;
+        cu.device_get_attribute(&d->threads_per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev);
         snprintf(d->target, sizeof d->target, "sm_%d%d", d->cc_major, d->cc_minor);
     }
     return count;

@@ -496,6 +496,12 @@ void tocha_sim_init(tocha_device *d, int index)
     snprintf(d->name, sizeof d->name, "sim");
     snprintf(d->product, sizeof d->product, "CPU simulator, %d threads", d->multiprocessors);
     snprintf(d->target, sizeof d->target, "%s", SIM_TARGET);
+    /* A kernel's shared memory is held to the compile target's limit, so that what runs here
+    ** launches on that GPU too (sm_90's where tocha has no table for the target). */
+    const tocha_arch *arch = tocha_arch_find(tocha_arch_default());
+    if (!arch) arch = tocha_arch_find("sm_90");
+    d->shared_per_block = arch->shared_per_block;
+    d->threads_per_sm = arch->threads_per_sm;
 }
 
 /* ---- the host compiler ---- */
@@ -607,7 +613,22 @@ int tocha_sim_compiler_identity(const char **out)
     return TOCHA_OK;
 }
 
-int tocha_sim_compile(const char *source, void **binary, uint64_t *size)
+/* The host compiler's spelling of a macro option: -D and -U as they are, the long forms as -D
+** and -U (malloc'd). */
+static char *macro_flag(const char *opt)
+{
+    const char *def = "--define-macro=", *undef = "--undefine-macro=";
+    tocha_text t = {0};
+    if (strncmp(opt, def, strlen(def)) == 0)
+        tocha_text_appendf(&t, "-D%s", opt + strlen(def));
+    else if (strncmp(opt, undef, strlen(undef)) == 0)
+        tocha_text_appendf(&t, "-U%s", opt + strlen(undef));
+    else
+        tocha_text_append(&t, opt);
+    return tocha_text_take(&t);
+}
+
+int tocha_sim_compile(const char *source, const tocha_options *options, void **binary, uint64_t *size)
 {
     const char *ident;
     int st = tocha_sim_compiler_identity(&ident);
@@ -630,16 +651,32 @@ int tocha_sim_compile(const char *source, void **binary, uint64_t *size)
         st = tocha_fail(TOCHA_E_IO, "writing %s: %s", src_path, strerror(errno));
         goto done;
     }
-    char *argv[SIM_FLAG_COUNT + 6];
+    char *argv[SIM_FLAG_COUNT + TOCHA_MAX_OPTIONS + 6];
+    char *macros[TOCHA_MAX_OPTIONS];
+    int n_macros = 0, rc = -1;
     size_t argc = 0;
     argv[argc++] = (char *)sim_cxx();
     for (size_t i = 0; i < SIM_FLAG_COUNT; i++) argv[argc++] = (char *)sim_flags[i];
     argv[argc++] = include_opt;
+    /* After tocha's own, in the order given: a -U then undoes a -D before it, as with nvcc. */
+    for (int i = 0; options && i < options->count; i++) {
+        if (!tocha_option_is_macro(options->items[i])) continue;
+        char *flag = macro_flag(options->items[i]);
+        if (!flag) {
+            st = tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for compile options");
+            goto macros_done;
+        }
+        macros[n_macros++] = flag;
+        argv[argc++] = flag;
+    }
     argv[argc++] = "-o";
     argv[argc++] = so_path;
     argv[argc++] = src_path;
     argv[argc] = NULL;
-    int rc = run_command(argv, log_path);
+    rc = run_command(argv, log_path);
+macros_done:
+    for (int i = 0; i < n_macros; i++) free(macros[i]);
+    if (st) goto done;
     if (rc != 0) {
         char *log = read_file(log_path, NULL);
         tocha_text msg = {0};

@@ -21,6 +21,7 @@
 typedef struct plan_launch {
     tocha_kernel *kernel;
     uint32_t grid[3], block[3];
+    uint32_t shared_bytes;
     int nargs;
     uint64_t values[TOCHA_MAX_PARAMS]; /* each argument's bytes, at the start of its 8 */
 } plan_launch;
@@ -112,12 +113,19 @@ static int hold(tocha_plan *p, uint64_t address)
 int tocha_plan_add(tocha_plan *p, tocha_kernel *k, const uint32_t grid[3], const uint32_t block[3],
                    const tocha_arg_list *args)
 {
+    return tocha_plan_add_shared(p, k, grid, block, 0, args);
+}
+
+int tocha_plan_add_shared(tocha_plan *p, tocha_kernel *k, const uint32_t grid[3], const uint32_t block[3],
+                          uint32_t shared_bytes, const tocha_arg_list *args)
+{
     if (!p) return tocha_fail(TOCHA_E_ARGUMENT, "plan: expected a plan, got NULL");
     if (!k) return tocha_fail(TOCHA_E_ARGUMENT, "kernel: expected a kernel, got NULL");
     if (!grid || !block)
         return tocha_fail(TOCHA_E_ARGUMENT, "grid, block: expected three sizes each, got NULL");
     if (!args) return tocha_fail(TOCHA_E_ARGUMENT, "args: expected an argument list, got NULL");
     int st = tocha_kernel_check_dims(grid, block);
+    if (!st) st = tocha_kernel_check_launch(k, p->device, block, shared_bytes);
     if (st) return st;
     if (!grow((void **)&p->launches, &p->cap_launches, p->n_launches, sizeof *p->launches))
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a plan");
@@ -152,6 +160,7 @@ int tocha_plan_add(tocha_plan *p, tocha_kernel *k, const uint32_t grid[3], const
     }
     l->kernel = k;
     l->nargs = args->count;
+    l->shared_bytes = shared_bytes;
     memcpy(l->grid, grid, sizeof l->grid);
     memcpy(l->block, block, sizeof l->block);
     p->n_launches++;
@@ -191,7 +200,7 @@ int tocha_plan_run(tocha_plan *p, const uint64_t *slots, int n_slots)
         plan_launch *l = &p->launches[i];
         void *args[TOCHA_MAX_PARAMS];
         for (int a = 0; a < l->nargs; a++) args[a] = &l->values[a];
-        int st = tocha_kernel_launch_raw(l->kernel, p->device, l->grid, l->block, args);
+        int st = tocha_kernel_launch_shared(l->kernel, p->device, l->grid, l->block, l->shared_bytes, args);
         if (st) return st;
     }
     return TOCHA_OK;
