@@ -23,8 +23,8 @@ template <typename V, typename T, typename F> static inline V atomic_update(V *a
     return v;
 }
 
-// f32 atomic adds flush subnormal inputs and results to zero of the same sign, as PTX's
-// atom.add.f32 does.
+// f32 atomic adds on global memory flush subnormal inputs and results to zero of the same sign,
+// as the GPU's do (measured on the H200); on shared memory they keep them.
 static inline float flush_subnormal(float x) { return fabsf(x) < 1.17549435e-38f ? copysignf(0.0f, x) : x; }
 } // namespace tocha_sim
 
@@ -82,6 +82,7 @@ static inline float atomicExch(float *p, float v)
 }
 static inline float atomicAdd(float *p, float v)
 {
+    if (tocha_sim::is_shared(p)) return tocha_sim::atomic_update<float, unsigned>(p, [v](float o) { return o + v; });
     return tocha_sim::atomic_update<float, unsigned>(
         p, [v](float o) { return tocha_sim::flush_subnormal(tocha_sim::flush_subnormal(o) + tocha_sim::flush_subnormal(v)); });
 }

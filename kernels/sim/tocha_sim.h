@@ -24,6 +24,7 @@
 #include <atomic>
 #include <assert.h>
 #include <sys/mman.h>
+#include <link.h>
 #include <ucontext.h>
 
 #undef __global__
@@ -142,5 +143,37 @@ inline bool open_dynamic_shared(size_t bytes)
     else mprotect(base + want, dynamic_open - want, PROT_NONE);
     dynamic_open = want;
     return true;
+}
+
+// Whether p is shared memory: in this module's thread-local block on the calling thread (where
+// static __shared__ variables live) or in the dynamic shared memory region.
+struct address_range {
+    uintptr_t lo, hi;
+};
+static thread_local address_range static_shared;
+static int find_own_tls(struct dl_phdr_info *info, size_t, void *data)
+{
+    const uintptr_t self = (uintptr_t)&find_own_tls;
+    bool mine = false;
+    size_t tls_size = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+        const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+        if (ph.p_type == PT_LOAD && self >= start && self < start + ph.p_memsz) mine = true;
+        if (ph.p_type == PT_TLS) tls_size = ph.p_memsz;
+    }
+    if (!mine) return 0;
+    address_range *r = (address_range *)data;
+    r->lo = (uintptr_t)info->dlpi_tls_data;
+    r->hi = r->lo + tls_size;
+    return 1;
+}
+inline bool is_shared(const void *p)
+{
+    const uintptr_t a = (uintptr_t)p;
+    if (!static_shared.hi) dl_iterate_phdr(find_own_tls, &static_shared);
+    if (a >= static_shared.lo && a < static_shared.hi) return true;
+    const uintptr_t d = (uintptr_t)dynamic_region;
+    return dynamic_region && a >= d && a < d + DYNAMIC_SHARED_MAX;
 }
 } // namespace tocha_sim

@@ -205,13 +205,17 @@ static int compile_program(const char *source, const char *arch, const tocha_opt
     if (!include_dir[0])
         return tocha_fail(TOCHA_E_UNAVAILABLE, "the CUDA toolkit headers (cuda_fp16.h) were not "
                                                "found: set CUDA_HOME");
-    char arch_opt[64], include_opt[1100];
+    char arch_opt[64], include_opt[1100], cccl_opt[1100];
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
     snprintf(include_opt, sizeof include_opt, "-I%s", include_dir);
-    const char *opts[3 + NVRTC_FLAG_COUNT + TOCHA_MAX_OPTIONS];
+    /* The toolkit's C++ library (cuda/std/...), which cooperative_groups.h includes, sits in
+       include/cccl since CUDA 13. */
+    snprintf(cccl_opt, sizeof cccl_opt, "-I%s/cccl", include_dir);
+    const char *opts[4 + NVRTC_FLAG_COUNT + TOCHA_MAX_OPTIONS];
     int n = 0;
     opts[n++] = arch_opt;
     opts[n++] = include_opt;
+    opts[n++] = cccl_opt;
     for (size_t i = 0; i < NVRTC_FLAG_COUNT; i++) opts[n++] = nvrtc_flags[i];
     for (int i = 0; options && i < options->count && i < TOCHA_MAX_OPTIONS; i++)
         opts[n++] = options->items[i];
