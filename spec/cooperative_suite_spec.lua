@@ -871,6 +871,58 @@ __device__ void atomic_add_subnormal(float *g, float *s_out, float v)
   outputs = { 1, 2 },
   ref = function() return { { 0 }, { f32(f32(1e-40) * 2) } } end }
 
+-- A lock in shared memory that every thread takes in turn (the warp's lanes each on their own
+-- turn, as independent thread scheduling allows), guarding a read-modify-write of a sum.
+case { name = "shared_spin_lock", params = "i32* x, i32* y", grid = 2, block = 64,
+  source = [[
+__device__ void shared_spin_lock(const int *x, int *y)
+{
+    __shared__ int lock;
+    __shared__ int sum;
+    if (threadIdx.x == 0) lock = 0, sum = 0;
+    __syncthreads();
+    bool done = false;
+    while (!done) {
+        if (atomicCAS(&lock, 0, 1) == 0) {
+            sum = sum + x[blockIdx.x * blockDim.x + threadIdx.x];
+            __threadfence_block();
+            atomicExch(&lock, 0);
+            done = true;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) y[blockIdx.x] = sum;
+}]],
+  args = { { input = values(128, 43, small_ints(-1000, 1000)), dtype = "i32" }, { out = 2, dtype = "i32" } },
+  ref = function(x)
+    local y = { 0, 0 }
+    for i = 1, 128 do y[math.floor((i - 1) / 64) + 1] = y[math.floor((i - 1) / 64) + 1] + x[i] end
+    return { y }
+  end }
+
+-- Thread 0 waits for a flag that the block's last thread raises: it spins (with __nanosleep)
+-- until the later thread has run.
+case { name = "flag_wait", params = "i32* y", grid = 3, block = 128,
+  source = [[
+__device__ void flag_wait(int *y)
+{
+    __shared__ int flag;
+    __shared__ int value;
+    if (threadIdx.x == 0) flag = 0;
+    __syncthreads();
+    if (threadIdx.x == blockDim.x - 1) {
+        value = 1000 + blockIdx.x;
+        __threadfence_block();
+        atomicExch(&flag, 1);
+    }
+    if (threadIdx.x == 0) {
+        while (atomicAdd(&flag, 0) == 0) __nanosleep(100);
+        y[blockIdx.x] = value;
+    }
+}]],
+  args = { { out = 3, dtype = "i32" } },
+  ref = function() return { { 1000, 1001, 1002 } } end }
+
 -- Dynamic shared memory, as a typed array with its alignment, sized by the launch.
 case { name = "dynamic_shared_reverse", params = "f64* x, f64* y", grid = 3, block = 96, shared = 96 * 8,
   source = [[
@@ -1049,6 +1101,20 @@ __device__ void past_shared(float *y, int n)
       local ok, message = pcall(k.launch, k, { grid = 1, block = 32, shared = 32 * 4 }, y, 1024)
       assert.is_false(ok)
       assert.truthy(message:find("kernel past_shared_entry_point: sim: illegal memory access at 0x", 1, true), message)
+    end)
+
+    it("fails a block whose threads spin on a lock that a waiting thread holds", function()
+      local k = tocha.kernel { source = [[
+__device__ void held_lock(int *lock)
+{
+    if (threadIdx.x == 0) atomicExch(lock, 1);
+    __syncthreads();
+    if (threadIdx.x == 0) __syncthreads(); // the holder waits at a barrier the others never reach
+    else while (atomicCAS(lock, 0, 1) != 0) {}
+}]], name = "held_lock", params = "i32* lock" }
+      local lock = tocha.zeros({ 1 }, { dtype = "i32", device = "sim" })
+      fails_with("tocha.Kernel:launch: kernel held_lock_entry_point: threads of the block spin on atomics while none of "
+        .. "its other threads can run (block 0, 0, 0): on a GPU it hangs", function() k:launch(1, 2, lock) end)
     end)
 
     it("stops the launch at a failed assert or __trap, and the process goes on", function()

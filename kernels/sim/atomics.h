@@ -1,16 +1,18 @@
 // atomics.h: CUDA's atomic functions on the simulator, for the types CUDA gives them. Blocks run
 // on several host threads at once, so every one is a real atomic of the host (a compare-and-swap
 // loop where the host has no instruction for it); each returns the old value, as on a GPU.
-// The _block and _system forms are the same functions here.
+// Each is also a point where a thread that spins lets the block's other threads run
+// (fibers.h's spin_point). The _block and _system forms are the same functions here.
 namespace tocha_sim {
 
-template <typename T> static inline T atomic_load_bits(T *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+template <typename T> static inline T atomic_load_bits(T *p) { tocha_sim::spin_point(); return __atomic_load_n(p, __ATOMIC_RELAXED); }
 
 // Replaces *p by f(*p) atomically; returns the old value. T is the storage (an unsigned integer of
 // the element's size), V the element, f works on V.
 template <typename V, typename T, typename F> static inline V atomic_update(V *address, F f)
 {
     static_assert(sizeof(V) == sizeof(T), "storage and element differ in size");
+    spin_point();
     T *p = (T *)(void *)address;
     T old = atomic_load_bits(p), next;
     V v;
@@ -29,16 +31,17 @@ static inline float flush_subnormal(float x) { return fabsf(x) < 1.17549435e-38f
 } // namespace tocha_sim
 
 #define TOCHA_SIM_INTEGER_ATOMICS(T)                                                                              \
-    static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }                   \
-    static inline T atomicExch(T *p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }                 \
+    static inline T atomicAdd(T *p, T v) { tocha_sim::spin_point(); return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }                   \
+    static inline T atomicExch(T *p, T v) { tocha_sim::spin_point(); return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }                 \
     static inline T atomicCAS(T *p, T compare, T v)                                                               \
     {                                                                                                             \
+        tocha_sim::spin_point();                                                                                  \
         __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                   \
         return compare;                                                                                           \
     }                                                                                                             \
-    static inline T atomicAnd(T *p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }                   \
-    static inline T atomicOr(T *p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }                     \
-    static inline T atomicXor(T *p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }                   \
+    static inline T atomicAnd(T *p, T v) { tocha_sim::spin_point(); return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }                   \
+    static inline T atomicOr(T *p, T v) { tocha_sim::spin_point(); return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }                     \
+    static inline T atomicXor(T *p, T v) { tocha_sim::spin_point(); return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }                   \
     static inline T atomicMin(T *p, T v)                                                                          \
     {                                                                                                             \
         return tocha_sim::atomic_update<T, T>(p, [v](T o) { return v < o ? v : o; });                            \
@@ -52,8 +55,8 @@ TOCHA_SIM_INTEGER_ATOMICS(unsigned int)
 TOCHA_SIM_INTEGER_ATOMICS(unsigned long long)
 #undef TOCHA_SIM_INTEGER_ATOMICS
 
-static inline int atomicSub(int *p, int v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
-static inline unsigned int atomicSub(unsigned int *p, unsigned int v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+static inline int atomicSub(int *p, int v) { tocha_sim::spin_point(); return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned int atomicSub(unsigned int *p, unsigned int v) { tocha_sim::spin_point(); return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
 static inline long long atomicMin(long long *p, long long v)
 {
     return tocha_sim::atomic_update<long long, long long>(p, [v](long long o) { return v < o ? v : o; });
@@ -64,6 +67,7 @@ static inline long long atomicMax(long long *p, long long v)
 }
 static inline unsigned short atomicCAS(unsigned short *p, unsigned short compare, unsigned short v)
 {
+    tocha_sim::spin_point();
     __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     return compare;
 }
@@ -115,6 +119,12 @@ static inline __nv_bfloat162 atomicAdd(__nv_bfloat162 *p, __nv_bfloat162 v)
     old.x = atomicAdd(h, v.x);
     old.y = atomicAdd(h + 1, v.y);
     return old;
+}
+
+// A thread that sleeps waits for another: the others run first.
+static inline void __nanosleep(unsigned int)
+{
+    if (tocha_sim::team.running) tocha_sim::pass_on(tocha_sim::team.f[tocha_sim::team.current]);
 }
 
 #define atomicAdd_block atomicAdd

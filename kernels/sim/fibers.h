@@ -128,6 +128,8 @@ struct fibers {
     void (*body)(void *);
     void *arg;
     int result;       // what the last counting barrier returns
+    unsigned spins;   // atomics the running thread did since it last let others run
+    unsigned stalled; // turns given up by spinning threads since a thread last waited or returned
     unsigned arrived[MAX_THREADS / WARP]; // each warp's lanes waiting at a warp operation
     char error[320];
 };
@@ -151,16 +153,12 @@ struct stacks_owner {
 // after it can run: one switch a thread per wait.
 static inline void pass_on(fiber &from)
 {
+    team.spins = 0;
     for (unsigned j = team.current + 1; j < team.n; ++j) {
         fiber &g = team.f[j];
         if (g.state != RUNNABLE) continue;
         threadIdx = g.index;
         team.current = j;
-        // The stack the switch after this one most likely goes to, fetched ahead: the stacks
-        // of a large block do not all stay in the first-level cache.
-#if defined(__x86_64__)
-        if (j + 1 < team.n) __builtin_prefetch(team.f[j + 1].ctx.sp);
-#endif
         switch_to(from.ctx, g.ctx);
         return;
     }
@@ -174,6 +172,7 @@ static void fiber_main()
         team.body(team.arg);
         self->state = RETURNED;
         team.runnable--;
+        team.stalled = 0;
         pass_on(*self);
     }
 }
@@ -242,8 +241,24 @@ static inline int barrier(int at, int value)
     f.barrier = at;
     f.value = value;
     team.runnable--;
+    team.stalled = 0;
     pass_on(f);
     return team.result;
+}
+
+// Called at each atomic: a thread that does many atomics without waiting lets the block's other
+// threads run, so that a spin lock or a flag that another thread of the block releases makes
+// progress, as threads of a block do on a GPU. A block whose threads only spin for millions of
+// turns (every other thread waiting or returned) would hang on a GPU: the launch fails.
+constexpr unsigned SPINS_PER_TURN = 64, STALLED_TURNS = 1u << 20;
+static inline void spin_point()
+{
+    if (!team.running || ++team.spins < SPINS_PER_TURN) return;
+    if (++team.stalled > STALLED_TURNS)
+        stop_block("threads of the block spin on atomics while none of its other threads can run (block %u, %u, "
+                   "%u): on a GPU it hangs",
+                   blockIdx.x, blockIdx.y, blockIdx.z);
+    pass_on(team.f[team.current]);
 }
 
 // The lanes of warp w that the block has.
@@ -408,6 +423,7 @@ static inline warp_call &warp_wait(warp_call &call)
     mine = call;
     f.state = AT_WARP;
     team.runnable--;
+    team.stalled = 0;
     team.arrived[w] |= 1u << lane;
     if (call.op == OP_ACTIVEMASK)
         resolve_activemask(w);
@@ -472,6 +488,7 @@ static bool run_block_fibers(Body &body, const unsigned *block, unsigned n, char
     team.arg = &body;
     team.n = n;
     team.runnable = n;
+    team.spins = team.stalled = 0;
     for (unsigned w = 0; w * WARP < n; ++w) team.arrived[w] = 0;
     for (unsigned i = 0; i < n; ++i) {
         fiber &f = team.f[i];

@@ -101,7 +101,6 @@ static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-static inline void __nanosleep(unsigned int) {}
 static inline long long clock64()
 {
     struct timespec t;
