@@ -1,7 +1,8 @@
 -- The examples run to the end and pass their checks, on sim, each in a tocha process of its own
 -- started in a fresh folder, so that they find their data beside themselves and not in the
 -- current folder: examples/quickstart.lua (`make demo`), examples/neck.lua (`make neck`),
--- raw_kernel.lua, upsample_image.lua, make_pattern_image.lua and the module neck_model.lua.
+-- raw_kernel.lua, row_sums.lua, upsample_image.lua, make_pattern_image.lua and the module
+-- neck_model.lua.
 -- None writes into the checkout's examples/ or into the folder it runs in unless given an
 -- output path there; an image example without one writes to /tmp and names the file.
 local tocha = require "tocha"
@@ -66,6 +67,13 @@ describe("the examples, each run from a fresh folder", function()
   it("raw_kernel.lua launches its saxpy and checks it", function()
     local out = run("raw_kernel.lua")
     assert.truthy(out:find("(ok)", 1, true), out)
+  end)
+
+  it("row_sums.lua tests its cooperative kernel against Lua at three block sizes and times it", function()
+    local out = run("row_sums.lua")
+    local oks = select(2, out:gsub("block +%d+: max relative error [%d.e+-]+ ok\n", ""))
+    assert.are.equal(3, oks, out)
+    assert.truthy(out:find("block 256: [%d.]+ ms, [%d.]+ GB/s %(CPU time%)"), out)
   end)
 
   it("neck_model.lua loads as a script (it is the module neck.lua and bench/model.lua require)", function()
