@@ -49,7 +49,7 @@ describe("bad kernels", function()
         function() tocha.kernel { source = AXPY, name = "axpy", params = 3 } end)
     end)
     it("refuses a field it does not know, by name, instead of ignoring it", function()
-      local expected = "(expected source, name, template_args, params, options and launch_bounds)"
+      local expected = "(expected source, name, template_args, params, options, launch_bounds and file)"
       fails_with('tocha.kernel: "shared_mem": unknown field ' .. expected,
         function() tocha.kernel { source = "__device__ void f() {}", name = "f", params = "", shared_mem = 1024 } end)
       fails_with('tocha.kernel: "option": unknown field ' .. expected,
@@ -84,15 +84,14 @@ describe("bad kernels", function()
   end)
 
   describe("build()", function()
-    it("returns NVRTC's log with numbered source lines on a compile error", function()
+    it("returns NVRTC's error at the source's own line, with that line, on a compile error", function()
       local k = tocha.kernel { source = "__device__ void broken(float *x) { x[0] = undefined_name; }",
         name = "broken", params = "f32* x" }
       local ok, err = pcall(k.build, k, "sm_90")
       assert.is_false(ok)
       assert.truthy(err:find("tocha.Kernel:build: NVRTC failed to compile for sm_90", 1, true))
-      assert.truthy(err:find("undefined_name", 1, true))
-      assert.truthy(err:find("tocha_kernel.cu%(%d+%): error"))
-      assert.truthy(err:find("%d+ | __device__ void broken"))
+      assert.truthy(err:find('broken.cu:1:43: error: identifier "undefined_name" is undefined', 1, true), err)
+      assert.truthy(err:find("    1 | __device__ void broken", 1, true), err)
     end)
 
     it("reports the simulator compiler's errors the same way", function()

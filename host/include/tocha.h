@@ -255,6 +255,8 @@ typedef struct tocha_kernel_config {
     int32_t n_options;
     int32_t max_threads;
     int32_t min_blocks;
+    /* The name compile errors give the source ("blur.cu"); NULL: "<name>.cu". */
+    const char *file;
 } tocha_kernel_config;
 /* tocha_kernel_new with config (NULL: as tocha_kernel_new). */
 TOCHA_API int tocha_kernel_new_config(const char *source, const char *name, const char *template_args,

@@ -259,9 +259,24 @@ int tocha_sim_compiler_identity(const char **out);
 ** shared memory, lines kept; malloc'd, NULL when out of memory. */
 char *tocha_sim_rewrite_source(const char *source);
 
+/* ---- diagnostics.c: compile failures in the kernel's own terms ---- */
+/* The message for a failed compile: header, then the log's first errors at the kernel's own
+** lines, each with three lines of its source and a caret, and a count of the rest; the whole
+** log and unit written to TOCHA_DUMP_DIR where it is set (named by the unit's hash and tag).
+** nvrtc: the log is NVRTC's, else the host compiler's. malloc'd; NULL when out of memory. */
+char *tocha_compile_diagnostic(const char *header, const char *tag, const char *log, const char *unit, bool nvrtc);
+/* Writes data to TOCHA_DUMP_DIR/<hash of unit>-<tag>.<ext> when that is set; the path written
+** in path (empty when none). */
+void tocha_dump_file(const char *unit, const char *tag, const char *ext, const void *data, size_t size, char *path,
+                     size_t room);
+
 /* ---- compiler.c: the text each target compiles ---- */
-/* The full translation unit for target: prelude + kernel source (+ sim launcher). malloc'd. */
-char *tocha_translation_unit(const char *source, const char *target, const char *sim_launcher);
+/* The full translation unit for target: prelude + kernel source (+ sim launcher), each part
+** under a #line directive that names it: the kernel source as `file` from its line 1, its
+** generated entry point (from line entry_line of source; 0: none) as "<entry point>", tocha's
+** headers by their names. malloc'd. */
+char *tocha_translation_unit(const char *source, const char *file, int entry_line, const char *target,
+                             const char *sim_launcher);
 /* Compiles a translation unit for target, consulting no cache. */
 int tocha_compile_unit(const char *unit, const char *target, const tocha_options *options, void **binary,
                        uint64_t *size);

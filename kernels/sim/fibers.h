@@ -608,8 +608,7 @@ inline bool run(const unsigned *grid, const unsigned *block, unsigned shared_byt
 extern "C" __attribute__((visibility("hidden"), noreturn)) void __assert_fail(const char *expr, const char *file, unsigned int line,
                                                                           const char *function) noexcept
 {
-    (void)file;
-    tocha_sim::trap("assertion failed: %s (line %u, in %s)", expr, line, function);
+    tocha_sim::trap("assertion failed: %s (%s:%u, in %s)", expr, file, line, function);
 }
 static inline void __trap() { tocha_sim::trap("__trap()"); }
 static inline void __brkpt() { tocha_sim::trap("__brkpt()"); }

@@ -32,6 +32,7 @@
 #undef __host__
 #undef __forceinline__
 #undef __launch_bounds__
+#undef __shared__
 #define __global__
 #define __device__
 #define __host__

@@ -8,6 +8,7 @@
 --     params = "f32* x, f32* y, i64 n, f32 a",
 --     options = { "-DUNROLL=4" },        -- optional: NVRTC flags (-D and -U also on the simulator)
 --     launch_bounds = { 256 },           -- optional: __launch_bounds__(256) on the entry point
+--     file = "saxpy.cu",                 -- optional: the source's name in compile errors
 --   }
 --   k:launch(grid, block, x, y, n, a)   -- grid, block: a number or {x, y, z}
 --   k:launch({ grid = g, block = b, shared = bytes }, x, y, n, a)  -- with dynamic shared memory
@@ -38,7 +39,7 @@ local function string_field(spec, key, required)
 end
 
 local FIELDS = { source = true, name = true, template_args = true, params = true, options = true,
-  launch_bounds = true }
+  launch_bounds = true, file = true }
 
 -- The options list as C strings (kept alive by the returned table), or nil for none.
 local function options_field(spec)
@@ -79,15 +80,16 @@ local function bounds_field(spec)
   return math.min(b[1], 2 ^ 31 - 1), math.min(b[2] or 0, 2 ^ 31 - 1)
 end
 
--- tocha.kernel{source=, name=, template_args=, params= [, options=, launch_bounds=]}: a Kernel;
--- nothing compiles yet. options: NVRTC flags (docs/api.md lists those taken); launch_bounds =
--- {max_threads [, min_blocks]} on the entry point. A field it does not know is refused by name,
+-- tocha.kernel{source=, name=, template_args=, params= [, options=, launch_bounds=, file=]}: a
+-- Kernel; nothing compiles yet. options: NVRTC flags (docs/api.md lists those taken); launch_bounds =
+-- {max_threads [, min_blocks]} on the entry point; file: the name compile errors give the source
+-- (default "<name>.cu"). A field it does not know is refused by name,
 -- not ignored (a misspelt knob would otherwise change nothing without a word).
 function M.new(spec)
   if type(spec) ~= "table" then raise("expected a table {source=, name=, params=}") end
   for key in pairs(spec) do
     if not FIELDS[key] then
-      raise(("%s: unknown field (expected source, name, template_args, params, options and launch_bounds)")
+      raise(("%s: unknown field (expected source, name, template_args, params, options, launch_bounds and file)")
         :format(errors.show(key)))
     end
   end
@@ -95,10 +97,11 @@ function M.new(spec)
   local name = string_field(spec, "name", true)
   local targs = string_field(spec, "template_args", false)
   local params = string_field(spec, "params", true)
+  local file = spec.file ~= nil and string_field(spec, "file", true) or nil
   local options, n_options, given = options_field(spec)
   local max_threads, min_blocks = bounds_field(spec)
   local config = ffi.new("tocha_kernel_config", { options = options, n_options = n_options or 0,
-    max_threads = max_threads, min_blocks = min_blocks })
+    max_threads = max_threads, min_blocks = min_blocks, file = file })
   local out = ffi.new("tocha_kernel*[1]")
   check(C.tocha_kernel_new_config(source, name, targs, params, config, out))
   local k = M.wrap(ffi.gc(out[0], C.tocha_kernel_destroy))

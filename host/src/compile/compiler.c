@@ -17,30 +17,53 @@ static const char *const sim_prelude[] = {
     "sim/tocha_sim.h", "sim/fibers.h", "sim/warp.h", "sim/atomics.h", "sim/cooperative_groups.h", "sim/wmma.h",
 };
 
-char *tocha_translation_unit(const char *source, const char *target, const char *sim_launcher)
+/* Appends `text` from its line `first` up to (not including) line `last` (0: to its end). */
+static void append_lines(tocha_text *t, const char *text, int first, int last)
+{
+    int line = 1;
+    const char *p = text;
+    while (*p && line < first) {
+        if (*p++ == '\n') line++;
+    }
+    const char *start = p;
+    while (*p && (last == 0 || line < last)) {
+        if (*p++ == '\n') line++;
+    }
+    tocha_text_appendf(t, "%.*s", (int)(p - start), start);
+}
+
+char *tocha_translation_unit(const char *source, const char *file, int entry_line, const char *target,
+                             const char *sim_launcher)
 {
     tocha_text t = {0};
     if (is_sim_target(target)) {
-        for (size_t i = 0; i < sizeof sim_prelude / sizeof sim_prelude[0]; i++)
+        for (size_t i = 0; i < sizeof sim_prelude / sizeof sim_prelude[0]; i++) {
+            tocha_text_appendf(&t, "#line 1 \"%s\"\n", sim_prelude[i]);
             tocha_text_append(&t, tocha_embedded_find(sim_prelude[i]));
+        }
     } else {
         tocha_text_append(&t, "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n");
     }
+    tocha_text_append(&t, "#line 1 \"tocha.cuh\"\n");
     tocha_text_append(&t, tocha_embedded_find("tocha.cuh"));
-    tocha_text_append(&t, "\n");
-    if (is_sim_target(target)) {
-        char *rewritten = tocha_sim_rewrite_source(source);
-        if (!rewritten) {
-            free(tocha_text_take(&t));
-            return NULL;
-        }
-        tocha_text_append(&t, rewritten);
-        free(rewritten);
-    } else {
-        tocha_text_append(&t, source);
+    char *rewritten = is_sim_target(target) ? tocha_sim_rewrite_source(source) : NULL;
+    if (is_sim_target(target) && !rewritten) {
+        free(tocha_text_take(&t));
+        return NULL;
     }
+    const char *text = rewritten ? rewritten : source;
+    tocha_text_appendf(&t, "\n#line 1 \"%s\"\n", file ? file : "kernel.cu");
+    append_lines(&t, text, 1, entry_line);
+    if (entry_line > 0) {
+        tocha_text_append(&t, "#line 1 \"<entry point>\"\n");
+        append_lines(&t, text, entry_line, 0);
+    }
+    free(rewritten);
     tocha_text_append(&t, "\n");
-    if (is_sim_target(target) && sim_launcher) tocha_text_append(&t, sim_launcher);
+    if (is_sim_target(target) && sim_launcher) {
+        tocha_text_append(&t, "#line 1 \"<simulator launcher>\"\n");
+        tocha_text_append(&t, sim_launcher);
+    }
     return tocha_text_take(&t);
 }
 

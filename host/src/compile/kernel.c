@@ -44,6 +44,8 @@ struct tocha_kernel {
     char *entry_name;
     char *entry_source;
     char *source; /* kernel source .. "\n\n" .. entry point */
+    char *file;   /* the source's name in compile errors */
+    int entry_line; /* the line of source where the entry point begins */
     char *sim_launcher;
     char *params_text; /* the parameter list, normalised */
     char hash[33];
@@ -245,6 +247,23 @@ static int configure(tocha_kernel *k, const char *source, const tocha_kernel_con
     return TOCHA_OK;
 }
 
+/* The name the kernel's source has in compile errors: file, or "<name>.cu". A name that would
+** end the #line directive's string, or a line, is refused. */
+static int name_file(tocha_kernel *k, const char *name, const char *file)
+{
+    if (file && (!*file || strlen(file) > 200 || strpbrk(file, "\"\\\n\r")))
+        return tocha_fail(TOCHA_E_ARGUMENT, "file: expected a file name of 1 to 200 characters without quotes, "
+                                            "backslashes or line breaks");
+    size_t n = (file ? strlen(file) : strlen(name) + 3) + 1;
+    k->file = malloc(n);
+    if (!k->file) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a kernel");
+    if (file)
+        snprintf(k->file, n, "%s", file);
+    else
+        snprintf(k->file, n, "%s.cu", name);
+    return TOCHA_OK;
+}
+
 int tocha_kernel_new(const char *source, const char *name, const char *template_args, const char *params,
                      tocha_kernel **out)
 {
@@ -273,6 +292,13 @@ int tocha_kernel_new_config(const char *source, const char *name, const char *te
     k->entry_name = malloc(n);
     if (k->entry_name) snprintf(k->entry_name, n, "%s_entry_point", name);
     if (k->entry_name) generate(k, source, name, template_args);
+    st = name_file(k, name, config && config->file ? config->file : NULL);
+    if (st) {
+        tocha_kernel_destroy(k);
+        return st;
+    }
+    k->entry_line = 3;
+    for (const char *c = source; *c; c++) k->entry_line += *c == '\n';
     if (!k->entry_name || !k->entry_source || !k->source || !k->sim_launcher || !k->params_text) {
         tocha_kernel_destroy(k);
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a kernel");
@@ -295,6 +321,7 @@ void tocha_kernel_destroy(tocha_kernel *k)
     free(k->entry_name);
     free(k->entry_source);
     free(k->source);
+    free(k->file);
     free(k->sim_launcher);
     free(k->params_text);
     for (int i = 0; i < k->options.count; i++) free(k->options.items[i]);
@@ -312,7 +339,7 @@ int tocha_kernel_param_count(const tocha_kernel *k) { return k->nparams; }
 
 static int build_for(tocha_kernel *k, const char *target, tocha_cache_entry **out)
 {
-    char *unit = tocha_translation_unit(k->source, target, k->sim_launcher);
+    char *unit = tocha_translation_unit(k->source, k->file, k->entry_line, target, k->sim_launcher);
     if (!unit) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for kernel source");
     int st = tocha_cache_build(unit, target, &k->options, out);
     free(unit);
@@ -361,7 +388,7 @@ int tocha_kernel_binary(tocha_kernel *k, const char *target, const void **data, 
 
 char *tocha_kernel_unit(const tocha_kernel *k, const char *target)
 {
-    return tocha_translation_unit(k->source, target, k->sim_launcher);
+    return tocha_translation_unit(k->source, k->file, k->entry_line, target, k->sim_launcher);
 }
 const tocha_options *tocha_kernel_options(const tocha_kernel *k) { return &k->options; }
 int tocha_kernel_max_threads(const tocha_kernel *k) { return k->max_threads; }
@@ -381,7 +408,7 @@ int tocha_kernel_function(tocha_kernel *k, tocha_device *d, void **fn)
                           "kernel %s: not loaded on %s before the graph capture began: launch it once "
                           "before capturing",
                           k->entry_name, d->name);
-    char *unit = tocha_translation_unit(k->source, d->target, k->sim_launcher);
+    char *unit = tocha_translation_unit(k->source, k->file, k->entry_line, d->target, k->sim_launcher);
     if (!unit) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for kernel source");
     int st = tocha_cache_build(unit, d->target, &k->options, &k->built[i]);
     if (!st)

@@ -155,31 +155,9 @@ const char *tocha_cuda_include_dir(void)
 ** source's hash), for reading the SASS with cuobjdump. Best effort. */
 static void dump(const char *source, const char *arch, const void *cubin, size_t size)
 {
-    const char *dir = getenv("TOCHA_DUMP_DIR");
-    if (!dir || !*dir) return;
-    /* A path of the folder's whole length: a cut one would be another folder. */
-    size_t room = strlen(dir) + strlen(arch) + 40;
-    char *path = malloc(room);
-    if (!path) return;
-    unsigned long long h = (unsigned long long)XXH3_64bits(source, strlen(source));
-    const char *ext[2] = {"cu", "cubin"};
-    const void *data[2] = {source, cubin};
-    size_t sizes[2] = {strlen(source), size};
-    for (int i = 0; i < 2; i++) {
-        snprintf(path, room, "%s/%016llx-%s.%s", dir, h, arch, ext[i]);
-        /* Never through a link planted at the name (O_NOFOLLOW), never into another's file. */
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0) break;
-        struct stat st;
-        FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "wb") : NULL;
-        if (!f) {
-            close(fd);
-            break;
-        }
-        fwrite(data[i], 1, sizes[i], f);
-        fclose(f);
-    }
-    free(path);
+    char path[4200];
+    tocha_dump_file(source, arch, "cu", source, strlen(source), path, sizeof path);
+    tocha_dump_file(source, arch, "cubin", cubin, size, path, sizeof path);
 }
 
 /* NVRTC's fixed compile options (besides the target and the include folder, which are part of
@@ -232,13 +210,11 @@ static int compile_program(const char *source, const char *arch, const tocha_opt
         nv.log(*prog, log);
         log[size] = '\0';
     }
-    tocha_text msg = {0};
-    tocha_text_appendf(&msg, "NVRTC failed to compile for %s:\n%s\ngenerated source:\n", arch,
-                       log ? log : "(no log)");
-    tocha_text_append_numbered(&msg, source);
+    char header[96];
+    snprintf(header, sizeof header, "NVRTC failed to compile for %s:", arch);
+    char *text = tocha_compile_diagnostic(header, arch, log, source, true);
     free(log);
     nv.destroy(prog);
-    char *text = tocha_text_take(&msg);
     int st = tocha_fail(TOCHA_E_COMPILE, "%s", text ? text : "NVRTC failed to compile");
     free(text);
     return st;

@@ -507,8 +507,8 @@ void tocha_sim_init(tocha_device *d, int index)
 /* ---- the host compiler ---- */
 
 /* The simulator's compile options: used to compile and hashed into cache keys. */
-static const char *const sim_flags[] = {"-std=c++17", "-O2",      "-fPIC",
-                                        "-shared",    "-pthread", "-DTOCHA_SIM=1"};
+static const char *const sim_flags[] = {"-std=c++17", "-O2",      "-fPIC",         "-shared",
+                                        "-pthread",   "-DTOCHA_SIM=1", "-fno-diagnostics-show-caret"};
 #define SIM_FLAG_COUNT (sizeof sim_flags / sizeof sim_flags[0])
 
 const char *tocha_sim_options(void)
@@ -679,14 +679,10 @@ macros_done:
     if (st) goto done;
     if (rc != 0) {
         char *log = read_file(log_path, NULL);
-        tocha_text msg = {0};
-        tocha_text_appendf(&msg,
-                           "the simulator's compiler (%s) failed to compile:\n%s\n"
-                           "generated source:\n",
-                           sim_cxx(), log ? log : "(no log)");
-        tocha_text_append_numbered(&msg, source);
+        char header[300];
+        snprintf(header, sizeof header, "the simulator's compiler (%.200s) failed to compile:", sim_cxx());
+        char *text = tocha_compile_diagnostic(header, "sim", log, source, false);
         free(log);
-        char *text = tocha_text_take(&msg);
         st = tocha_fail(TOCHA_E_COMPILE, "%s", text ? text : "the simulator's compiler failed");
         free(text);
         goto done;
