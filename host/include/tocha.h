@@ -136,6 +136,9 @@ TOCHA_API const char *tocha_last_error(void);
 TOCHA_API const char *tocha_status_name(int status);
 /* tocha's version, e.g. "0.1.0". */
 TOCHA_API const char *tocha_version(void);
+/* The XXH3-128 hash of size bytes at data as 32 lowercase hex digits and a NUL in out, for names
+** of records keyed by text (the autotuner's). */
+TOCHA_API void tocha_hash_hex(const void *data, uint64_t size, char out[33]);
 /* This header as the LuaJIT FFI declares it (preprocessed at build time, its integer
 ** constants as one enum): the Lua bindings' cdef, so that they declare exactly what this
 ** library was built from. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 static bool reserve(tocha_text *t, size_t extra)
 {
@@ -86,4 +87,16 @@ void tocha_join_words(const char *const *words, size_t n, char *out, size_t cap)
     if (cap) out[0] = '\0';
     for (size_t i = 0; i < n && len < cap; i++)
         len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? " " : "", words[i]);
+}
+
+void tocha_hash_hex(const void *data, uint64_t size, char out[33])
+{
+    XXH128_canonical_t canon;
+    XXH128_canonicalFromHash(&canon, XXH3_128bits(data, (size_t)size));
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = digits[canon.digest[i] >> 4];
+        out[2 * i + 1] = digits[canon.digest[i] & 15];
+    }
+    out[32] = '\0';
 }

@@ -118,6 +118,10 @@ tocha.Model = require "tocha.model"
 -- Graphs: tocha.graph(fn [, device]) (lua/tocha/graph.lua).
 tocha.graph = require("tocha.graph").capture
 
+-- The fastest of a kernel's configurations per key of its arguments: tocha.autotune{...}
+-- (lua/tocha/autotune.lua).
+tocha.autotune = require("tocha.autotune").new
+
 -- tocha.time(fn [, device]): runs fn once between two events; returns milliseconds.
 function tocha.time(fn, name)
   if type(fn) ~= "function" then raise("fn: expected a function, got " .. type(fn)) end
