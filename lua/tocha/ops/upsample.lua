@@ -494,6 +494,56 @@ op.finish(Forward)
 -- The block width new() picks when given none (the same for every case).
 function Forward.default_block() return DEFAULT_BLOCK end
 errors.name(Forward.default_block, "UpsampleNearest2dForward.default_block")
+
+-- The block widths tuned() chooses among.
+local TUNED_BLOCKS = { 32, 64, 128, 256, 512, 1024 }
+
+-- A tuner of one direction's block width: configurations of the widths, each a kernel object
+-- of that direction, run as a direct call does (forward: x -> y; backward: dy -> dx).
+local function block_tuner(direction)
+  local configs = {}
+  for i, b in ipairs(TUNED_BLOCKS) do configs[i] = { block = b } end
+  return require("tocha.autotune").new {
+    name = "upsample_nearest2d_" .. direction,
+    configs = configs,
+    key = function(src, _, k) return { src, k.scale_h, k.scale_w, k.layout } end,
+    build = function(cfg) return cfg end, -- the kernel object is made per key, in launch
+    launch = function(_, cfg, src, dst, k)
+      local obj = k.objects[cfg.block]
+      if direction == "forward" then obj:forward(src, dst) else obj:run(src, dst) end
+    end,
+    outputs = { 2 },
+    reps = 5,
+  }
+end
+local tuners = {}
+
+-- UpsampleNearest2dForward.tuned(scale_h, scale_w, x [, options]): an upsample for inputs
+-- shaped as x (its dtype, its device), whose forward and backward block widths tocha.autotune
+-- chose from 32 to 1024 by timing both kernels on x's device (records kept on disk, so another
+-- process choosing for the same case times nothing). options: { layout }.
+function Forward.tuned(scale_h, scale_w, x, opts)
+  check_scale(scale_h, "scale_h")
+  check_scale(scale_w, "scale_w")
+  op.live_tensor(x, "x")
+  opts = options(opts, { layout = true })
+  local layout = opts.layout or "nchw"
+  local dtype_name = x:dtype()
+  local objects = { scale_h = scale_h, scale_w = scale_w, layout = layout, objects = {} }
+  for _, b in ipairs(TUNED_BLOCKS) do objects.objects[b] = Forward.new(scale_h, scale_w, b, dtype_name, { layout = layout }) end
+  local y = objects.objects[DEFAULT_BLOCK]:forward(x)
+  tuners.forward = tuners.forward or block_tuner("forward")
+  local fwd = tuners.forward:choice(x, y, objects)
+  local back = { scale_h = scale_h, scale_w = scale_w, layout = layout, objects = {} }
+  for _, b in ipairs(TUNED_BLOCKS) do back.objects[b] = objects.objects[b].backward_kernel end
+  local dx = op.alloc_like(x:shape(), x)
+  tuners.backward = tuners.backward or block_tuner("backward")
+  local bwd = tuners.backward:choice(y, dx, back)
+  y:free()
+  dx:free()
+  return Forward.new(scale_h, scale_w, fwd.block, dtype_name, { layout = layout, block_iw = bwd.block })
+end
+errors.name(Forward.tuned, "UpsampleNearest2dForward.tuned")
 errors.methods(Backward, "UpsampleNearest2dBackward:", function(k) return getmetatable(k) == Backward end, { new = true })
 errors.name(Backward.new, "UpsampleNearest2dBackward.new")
 return M
