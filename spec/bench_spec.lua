@@ -40,7 +40,7 @@ describe("tocha.bench", function()
           { "tocha.bench: options.reps: expected an integer >= 1, got 0", function() end, { reps = 0 } },
           { "tocha.bench: options.warmup: expected an integer >= 0, got 1.5", function() end, { warmup = 1.5 } },
           { "tocha.bench: options.bytes: expected a positive number of bytes, got -1", function() end, { bytes = -1 } },
-          { "tocha.bench: options: unknown option \"rep\" (expected warmup, reps, bytes, device, flush)", function() end, { rep = 3 } },
+          { "tocha.bench: options: unknown option \"rep\" (expected warmup, reps, bytes, device, flush, name)", function() end, { rep = 3 } },
         }) do
           local ok, message = pcall(tocha.bench, unpack(case, 2))
           assert.is_false(ok)

@@ -134,6 +134,17 @@ typedef struct tocha_arg {
 TOCHA_API const char *tocha_last_error(void);
 /* A short name for a status, e.g. "argument". Never NULL. */
 TOCHA_API const char *tocha_status_name(int status);
+/* ---- NVTX ranges, for profilers (nsys, ncu) ---- */
+
+/* Opens a range named name on the calling thread (NVTX's range stack); returns the number now
+** open, or a negative status (name NULL). */
+TOCHA_API int tocha_nvtx_push(const char *name);
+/* Closes the thread's innermost range; returns the number still open, or a negative status
+** when none is open. */
+TOCHA_API int tocha_nvtx_pop(void);
+/* How many ranges are open on the calling thread. */
+TOCHA_API int tocha_nvtx_depth(void);
+
 /* tocha's version, e.g. "0.1.0". */
 TOCHA_API const char *tocha_version(void);
 /* The XXH3-128 hash of size bytes at data as 32 lowercase hex digits and a NUL in out, for names

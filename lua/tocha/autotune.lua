@@ -149,17 +149,23 @@ local function free_all(t)
   for _, v in pairs(t) do v:free() end
 end
 
--- Times `run` on dev's queue: reps launches between events, one wait at the end; more reps
--- while the first ones add up to little. Returns the median and the sum of the timed runs.
-local function time_on(dev, run, reps)
+-- Times `run` on dev's queue: reps launches between events, one wait at the end, all
+-- inside an NVTX range named label. Returns the median and the sum of the timed runs.
+local function time_on(dev, run, reps, label)
   local tocha = require "tocha"
   local events = {}
+  tocha.nvtx.push(label)
   for r = 1, reps do
     events[r] = { tocha.event(dev.name), tocha.event(dev.name) }
     events[r][1]:record()
-    run()
+    local ok, err = pcall(run)
+    if not ok then
+      tocha.nvtx.pop()
+      error(err, 0)
+    end
     events[r][2]:record()
   end
+  tocha.nvtx.pop()
   local times, total = {}, 0
   for r = 1, reps do
     times[r] = events[r][1]:elapsed(events[r][2])
@@ -216,7 +222,8 @@ local function tune(self, dev, args, n)
     if reason then
       dropped[#dropped + 1] = { index = i, reason = reason }
     else
-      local median, total = time_on(dev, function() self.launch(k, cfg, unpack(args, 1, n)) end, self.reps)
+      local median, total = time_on(dev, function() self.launch(k, cfg, unpack(args, 1, n)) end, self.reps,
+        ("tocha.autotune %s config %d"):format(self.name, i))
       timed_total = timed_total + total
       results[#results + 1] = { index = i, median_ms = median }
     end

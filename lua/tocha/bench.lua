@@ -8,7 +8,8 @@
 -- sim). On cuda a 256 MiB buffer is written between reps, so that no rep finds the last one's
 -- data in L2 (flush = false leaves the cache alone). With `bytes` (what one call reads and
 -- writes) the result also has gbps, at the median. Once the timed reps add up to a second, a
--- progress bar shows on stderr when stderr is a terminal.
+-- progress bar shows on stderr when stderr is a terminal. Each timed call runs inside an NVTX
+-- range named `name` (default "tocha.bench"), so that nsys and ncu find it.
 local ffi = require "ffi"
 local device = require "tocha.device"
 local tensor = require "tocha.tensor"
@@ -34,8 +35,8 @@ return function(fn, opts)
   if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table, got " .. type(opts)) end
   opts = opts or {}
   for k in pairs(opts) do
-    if not ({ warmup = true, reps = true, bytes = true, device = true, flush = true })[k] then
-      raise(("options: unknown option %s (expected warmup, reps, bytes, device, flush)"):format(errors.show(k)))
+    if not ({ warmup = true, reps = true, bytes = true, device = true, flush = true, name = true })[k] then
+      raise(("options: unknown option %s (expected warmup, reps, bytes, device, flush, name)"):format(errors.show(k)))
     end
   end
   local warmup, reps = count(opts.warmup, "warmup", 3, 0), count(opts.reps, "reps", 20, 1)
@@ -43,6 +44,11 @@ return function(fn, opts)
   if bytes ~= nil and (type(bytes) ~= "number" or bytes <= 0 or bytes ~= bytes) then
     raise("options.bytes: expected a positive number of bytes, got " .. errors.show(bytes))
   end
+  if opts.name ~= nil and type(opts.name) ~= "string" then
+    raise("options.name: expected a string, got " .. type(opts.name))
+  end
+  local name = opts.name or "tocha.bench"
+  local nvtx = require "tocha.nvtx"
   local dev = device.get(opts.device)
   local tocha = require "tocha"
   for _ = 1, warmup do fn() end
@@ -56,9 +62,12 @@ return function(fn, opts)
   for r = 1, reps do
     if flush then flush:fill(r % 256) end
     local a, b = tocha.event(dev.name), tocha.event(dev.name)
+    nvtx.push(name)
     a:record()
-    fn()
+    local ok, err = pcall(fn)
     b:record()
+    nvtx.pop()
+    if not ok then error(err, 0) end
     times[r] = a:elapsed(b)
     spent = spent + times[r]
     if tty and (shown or spent > 1000) then

@@ -118,6 +118,9 @@ tocha.Model = require "tocha.model"
 -- Graphs: tocha.graph(fn [, device]) (lua/tocha/graph.lua).
 tocha.graph = require("tocha.graph").capture
 
+-- NVTX ranges for profilers: tocha.nvtx.range(name, fn, ...), push, pop (lua/tocha/nvtx.lua).
+tocha.nvtx = require "tocha.nvtx"
+
 -- The fastest of a kernel's configurations per key of its arguments: tocha.autotune{...}
 -- (lua/tocha/autotune.lua).
 tocha.autotune = require("tocha.autotune").new
