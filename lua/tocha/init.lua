@@ -118,6 +118,10 @@ tocha.Model = require "tocha.model"
 -- Graphs: tocha.graph(fn [, device]) (lua/tocha/graph.lua).
 tocha.graph = require("tocha.graph").capture
 
+-- Sweeps: a kernel timed over a grid of named axes, as Markdown, CSV and a plot:
+-- tocha.sweep{...} (lua/tocha/sweep.lua).
+tocha.sweep = require("tocha.sweep").run
+
 -- NVTX ranges for profilers: tocha.nvtx.range(name, fn, ...), push, pop (lua/tocha/nvtx.lua).
 tocha.nvtx = require "tocha.nvtx"
 
