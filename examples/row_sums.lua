@@ -1,6 +1,6 @@
 -- row_sums.lua: a cooperative kernel of your own, written once for both devices, tested on the
--- simulator, timed, and its block size tuned. Run it with `tocha examples/row_sums.lua`
--- (TOCHA_DEVICE=sim to try it without a GPU).
+-- simulator, timed, its block size tuned, and swept. Run it with `tocha examples/row_sums.lua
+-- [output folder]` (TOCHA_DEVICE=sim to try it without a GPU).
 --
 -- Each block sums one row of x [rows, n]: its threads stride along the row, each warp adds its
 -- lanes' sums with shuffles, the warps' sums meet in shared memory after a barrier, and the
@@ -59,5 +59,38 @@ local y = tocha.zeros({ rows })
 local k = kernel(256)
 local r = tocha.bench(function() k:launch(rows, 256, x, y, n) end, { reps = 10, bytes = x:nbytes() + y:nbytes() })
 print(("block 256: %.3f ms, %.1f GB/s%s"):format(r.median_ms, r.gbps, device.name == "sim" and " (CPU time)" or ""))
+
+-- Tuned: tocha.autotune times every block size on the device for these arguments' shapes and
+-- keeps the fastest (checking each one's sums against the first's); the choice is recorded
+-- under the kernel cache, so the next run of this script times nothing.
+local BLOCKS = { 64, 128, 256, 512, 1024 }
+local configs = {}
+for i, b in ipairs(BLOCKS) do configs[i] = { BLOCK = b } end
+local tuned = tocha.autotune {
+  name = "row_sums", configs = configs, outputs = { 2 }, rtol = 1e-4, atol = 1e-3,
+  build = function(cfg) return kernel(cfg.BLOCK) end,
+  launch = function(kb, cfg, xs, ys, cols) kb:launch(xs:shape()[1], cfg.BLOCK, xs, ys, cols) end,
+}
+tuned(x, y, n)
+local cfg, how = tuned:choice(x, y, n)
+print(("tuned: block %d, %.3f ms (%s)"):format(cfg.BLOCK, how.median_ms, how.source))
+
+-- Swept: every block size over a few row lengths, as a table (and, with an output folder given
+-- as the first argument, Markdown, CSV and a plot there).
+local cases = {}
+for _, b in ipairs(BLOCKS) do
+  local kb = kernel(b)
+  cases[("block%04d"):format(b)] = function(p, st) kb:launch(p.rows, b, st.x, st.y, p.n) end
+end
+local sweep = tocha.sweep {
+  name = "row_sums", axes = { { "n", { 256, 4096 } } }, cases = cases, reps = 3, warmup = 1,
+  setup = function(p)
+    p.rows = device.name == "sim" and 64 or 4096
+    return { x = tocha.rand({ p.rows, p.n }), y = tocha.zeros({ p.rows }) }
+  end,
+  bytes = function(p) return 4 * p.rows * (p.n + 1) end,
+  out = arg and arg[1], progress = false,
+}
+io.write(require("tocha.sweep").markdown(sweep))
 
 if not ok then os.exit(1) end

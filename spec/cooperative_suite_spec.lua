@@ -884,7 +884,9 @@ __device__ void shared_spin_lock(const int *x, int *y)
     bool done = false;
     while (!done) {
         if (atomicCAS(&lock, 0, 1) == 0) {
-            sum = sum + x[blockIdx.x * blockDim.x + threadIdx.x];
+            // a read and a write of its own, atomic each but not together: the lock makes the pair so
+            const int seen = atomicAdd(&sum, 0);
+            atomicExch(&sum, seen + x[blockIdx.x * blockDim.x + threadIdx.x]);
             __threadfence_block();
             atomicExch(&lock, 0);
             done = true;
@@ -911,13 +913,13 @@ __device__ void flag_wait(int *y)
     if (threadIdx.x == 0) flag = 0;
     __syncthreads();
     if (threadIdx.x == blockDim.x - 1) {
-        value = 1000 + blockIdx.x;
+        atomicExch(&value, 1000 + blockIdx.x);
         __threadfence_block();
         atomicExch(&flag, 1);
     }
     if (threadIdx.x == 0) {
         while (atomicAdd(&flag, 0) == 0) __nanosleep(100);
-        y[blockIdx.x] = value;
+        y[blockIdx.x] = atomicAdd(&value, 0);
     }
 }]],
   args = { { out = 3, dtype = "i32" } },

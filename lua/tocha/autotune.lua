@@ -35,7 +35,7 @@ Tuner.__index = Tuner
 local RECORD_VERSION = "tocha autotune 1"
 
 -- A value as text, the same for equal values whatever the order of a table's keys.
-local function text_of(v)
+local function text_of(v, seen)
   local t = type(v)
   if t == "number" then return ("%.17g"):format(v) end
   if t == "string" then return ("%q"):format(v) end
@@ -45,11 +45,18 @@ local function text_of(v)
   end
   if ffi.istype("int64_t", v) or ffi.istype("uint64_t", v) then return tostring(v) end
   if t == "table" then
-    local keys = {}
-    for k in pairs(v) do keys[#keys + 1] = k end
-    table.sort(keys, function(a, b) return text_of(a) < text_of(b) end)
+    seen = seen or {}
+    if seen[v] then raise("key: a table that holds itself") end
+    seen[v] = true
+    local keys, texts = {}, {}
+    for k in pairs(v) do
+      keys[#keys + 1] = k
+      texts[k] = text_of(k, seen)
+    end
+    table.sort(keys, function(a, b) return texts[a] < texts[b] end)
     local parts = {}
-    for _, k in ipairs(keys) do parts[#parts + 1] = text_of(k) .. "=" .. text_of(v[k]) end
+    for _, k in ipairs(keys) do parts[#parts + 1] = texts[k] .. "=" .. text_of(v[k], seen) end
+    seen[v] = nil
     return "{" .. table.concat(parts, ",") .. "}"
   end
   raise(("key: cannot hold a %s"):format(t))

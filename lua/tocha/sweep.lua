@@ -27,16 +27,8 @@ local raise = errors.raise
 
 local M = {}
 
+-- Wall-clock seconds, for the budget and the progress line (whole seconds are enough there).
 local clock = os.time
-pcall(function()
-  local ffi = require "ffi"
-  pcall(ffi.cdef, "struct tocha_sweep_timespec { long s; long ns; }; int clock_gettime(int, struct tocha_sweep_timespec *);")
-  local ts = ffi.new("struct tocha_sweep_timespec")
-  clock = function()
-    ffi.C.clock_gettime(1, ts)
-    return tonumber(ts.s) + tonumber(ts.ns) / 1e9
-  end
-end)
 
 local function median(sorted)
   local n = #sorted
@@ -358,12 +350,19 @@ function M.run(spec)
         local row = { case = case[1], ms = ms, min_ms = times[1], max_ms = times[#times],
           spread_pct = ms > 0 and 100 * (q3 - q1) / 2 / ms or 0 }
         for k, v in pairs(p) do row[k] = v end
+        local function amount(f, what)
+          local v = f(p)
+          if type(v) ~= "number" or v < 0 or v ~= v then
+            raise(("%s: expected a number from %s(point), got %s"):format(what, what, errors.show(v)))
+          end
+          return v
+        end
         if spec.bytes then
-          row.gbps = spec.bytes(p) / (ms * 1e6)
+          row.gbps = amount(spec.bytes, "bytes") / (ms * 1e6)
           if r.copy_gbps then row.pct_copy = 100 * row.gbps / r.copy_gbps end
         end
         if spec.flops then
-          row.tflops = spec.flops(p) / (ms * 1e9)
+          row.tflops = amount(spec.flops, "flops") / (ms * 1e9)
           if spec.peak_tflops then row.pct_peak = 100 * row.tflops / spec.peak_tflops end
         end
         if refs then

@@ -121,6 +121,22 @@ local function surface(pool)
     add("UpsampleNearest2dForward." .. name, up[name])
   end
   add("UpsampleNearest2dBackward:run", function(...) return bwd:run(...) end)
+  add("UpsampleNearest2dForward.tuned", function(a, b, c, d) return tocha.UpsampleNearest2dForward.tuned(a, b, c, d) end)
+  add("tocha.nvtx.push", function(...)
+    local ok, r = pcall(tocha.nvtx.push, ...)
+    if ok then tocha.nvtx.pop() end
+    if not ok then error(r, 0) end
+  end)
+  add("tocha.nvtx.range", tocha.nvtx.range)
+  add("tocha.autotune", tocha.autotune)
+  local tuned = tocha.autotune { name = "fuzz", configs = { { b = 32 }, { b = 64 } }, outputs = { 1 },
+    build = function() return k end, launch = function(kk, cfg, x, n) kk:launch(1, cfg.b, x, n) end }
+  add("Autotune:choice", function(...) return tuned:choice(...) end)
+  add("Autotune:call", function(...) return tuned(...) end)
+  add("tocha.sweep", function(spec)
+    if type(spec) == "table" then spec.out, spec.progress, spec.reps, spec.warmup = nil, false, 1, 0 end
+    return tocha.sweep(spec)
+  end)
   add("Kernel:launch", function(...) return k:launch(...) end)
   add("Kernel:build", function(...) return k:build(...) end)
   for _, name in ipairs({ "info", "occupancy", "ptx", "cubin", "sass" }) do
