@@ -172,7 +172,7 @@ io.write(how.source, " ", how.index, " ", y:to_table()[1000])
     fails_with("tocha.autotune: configs: expected a list of configurations",
       function() tocha.autotune { name = "x", configs = {}, build = print, launch = print } end)
     fails_with('tocha.autotune: "config": unknown field (expected name, configs, build, launch, key, outputs, check, '
-      .. "rtol, atol, reps and verbose)", function() tocha.autotune { name = "x", config = {} } end)
+      .. "rtol, atol, reps, min_ms and verbose)", function() tocha.autotune { name = "x", config = {} } end)
     fails_with("tocha.autotune: name: expected a name of letters, digits, '_', '.' and '-', got \"a b\"",
       function() tocha.autotune { name = "a b", configs = { {} }, build = print, launch = print } end)
     fails_with("tocha.autotune: outputs[1]: expected an argument position (1, 2, ...), got 0",

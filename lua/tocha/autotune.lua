@@ -33,6 +33,7 @@ local Tuner = {}
 Tuner.__index = Tuner
 
 local RECORD_VERSION = "tocha autotune 1"
+local MAX_REPS = 1000
 
 -- A value as text, the same for equal values whatever the order of a table's keys.
 local function text_of(v, seen)
@@ -158,28 +159,38 @@ end
 
 -- Times `run` on dev's queue: reps launches between events, one wait at the end, all
 -- inside an NVTX range named label. Returns the median and the sum of the timed runs.
-local function time_on(dev, run, reps, label)
+local function time_on(dev, run, reps, min_ms, label)
   local tocha = require "tocha"
-  local events = {}
-  tocha.nvtx.push(label)
-  for r = 1, reps do
-    events[r] = { tocha.event(dev.name), tocha.event(dev.name) }
-    events[r][1]:record()
-    local ok, err = pcall(run)
-    if not ok then
-      tocha.nvtx.pop()
-      error(err, 0)
+  local events, times, total = {}, {}, 0
+  local function batch(first, last)
+    for r = first, last do
+      events[r] = events[r] or { tocha.event(dev.name), tocha.event(dev.name) }
+      events[r][1]:record()
+      local ok, err = pcall(run)
+      if not ok then
+        tocha.nvtx.pop()
+        error(err, 0)
+      end
+      events[r][2]:record()
     end
-    events[r][2]:record()
+    for r = first, last do
+      times[r] = events[r][1]:elapsed(events[r][2])
+      total = total + times[r]
+    end
+  end
+  tocha.nvtx.push(label)
+  batch(1, reps)
+  -- Short kernels run more times, until their runs add up to min_ms (at most MAX_REPS runs):
+  -- a steadier median, and the tuning's own costs small beside what it times.
+  while total < min_ms and #times < MAX_REPS do
+    local more = math.min(MAX_REPS - #times, math.max(#times, math.ceil((min_ms - total) / math.max(total / #times, 1e-4))))
+    batch(#times + 1, #times + more)
   end
   tocha.nvtx.pop()
-  local times, total = {}, 0
-  for r = 1, reps do
-    times[r] = events[r][1]:elapsed(events[r][2])
-    total = total + times[r]
-  end
-  table.sort(times)
-  return times[math.ceil(reps / 2)], total
+  local sorted = {}
+  for r, t in ipairs(times) do sorted[r] = t end
+  table.sort(sorted)
+  return sorted[math.ceil(#sorted / 2)], total
 end
 
 local function tune(self, dev, args, n)
@@ -230,7 +241,7 @@ local function tune(self, dev, args, n)
       dropped[#dropped + 1] = { index = i, reason = reason }
     else
       local median, total = time_on(dev, function() self.launch(k, cfg, unpack(args, 1, n)) end, self.reps,
-        ("tocha.autotune %s config %d"):format(self.name, i))
+        self.min_ms, ("tocha.autotune %s config %d"):format(self.name, i))
       timed_total = timed_total + total
       results[#results + 1] = { index = i, median_ms = median }
     end
@@ -303,15 +314,16 @@ function Tuner:forget()
 end
 
 local SPEC_FIELDS = { name = true, configs = true, build = true, launch = true, key = true, outputs = true,
-  check = true, rtol = true, atol = true, reps = true, verbose = true }
+  check = true, rtol = true, atol = true, reps = true, min_ms = true, verbose = true }
 
--- tocha.autotune{name, configs, build, launch [, key, outputs, check, rtol, atol, reps, verbose]}.
+-- tocha.autotune{name, configs, build, launch [, key, outputs, check, rtol, atol, reps, min_ms,
+-- verbose]}.
 function M.new(spec)
   if type(spec) ~= "table" then raise("expected a table {name=, configs=, build=, launch=}") end
   for k in pairs(spec) do
     if not SPEC_FIELDS[k] then
-      raise(("%s: unknown field (expected name, configs, build, launch, key, outputs, check, rtol, atol, reps and "
-        .. "verbose)"):format(errors.show(k)))
+      raise(("%s: unknown field (expected name, configs, build, launch, key, outputs, check, rtol, atol, reps, "
+        .. "min_ms and verbose)"):format(errors.show(k)))
     end
   end
   if type(spec.name) ~= "string" or not spec.name:match("^[%w_.-]+$") then
@@ -336,7 +348,12 @@ function M.new(spec)
   if type(reps) ~= "number" or reps ~= math.floor(reps) or reps < 1 or reps > 10000 then
     raise("reps: expected an integer from 1 to 10000, got " .. errors.show(reps))
   end
+  local min_ms = spec.min_ms or 2
+  if type(min_ms) ~= "number" or min_ms < 0 or min_ms ~= min_ms then
+    raise("min_ms: expected a number of milliseconds >= 0, got " .. errors.show(min_ms))
+  end
   return setmetatable({
+    min_ms = min_ms,
     name = spec.name,
     configs = spec.configs,
     configs_text = text_of(spec.configs),

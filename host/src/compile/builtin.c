@@ -60,7 +60,7 @@ int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kerne
 
 void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t block[3])
 {
-    const int64_t threads = 256;
+    const int64_t threads = 256; /* compare.cu's block tree holds at most 256, a power of two */
     /* Enough blocks to fill the device a few times over; the loop strides over the rest. */
     int64_t cap = d->kind == TOCHA_DEVICE_CUDA ? (int64_t)d->multiprocessors * 16
                                                : (int64_t)d->multiprocessors * 4;

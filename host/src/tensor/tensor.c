@@ -314,7 +314,7 @@ int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rt
     tocha_device *d = a->dev;
     uint32_t grid[3], block[3];
     tocha_builtin_grid(d, a->count, grid, block);
-    int64_t partials = (int64_t)grid[0] * block[0];
+    int64_t partials = (int64_t)grid[0]; /* one a block */
     tocha_tensor *parts[4] = {0};
     int dtypes[4] = {TOCHA_F64, TOCHA_F64, TOCHA_I64, TOCHA_I64};
     for (int i = 0; i < 4 && !st; i++) st = tocha_tensor_new(d, dtypes[i], 1, &partials, &parts[i]);
