@@ -138,6 +138,13 @@ io.write(how.source, " ", how.index, " ", y:to_table()[1000])
     f:close()
     assert.truthy(process.tocha({ script }, "", env):match("^tuned "))
     assert.truthy(process.tocha({ script }, "", env):match("^disk "))
+    -- `tocha cache clear` removes the records with the kernels they were measured with.
+    local cleared = process.tocha({ "cache", "clear" }, "", env)
+    assert.truthy(cleared ~= "", cleared)
+    local p2 = io.popen("ls " .. dir .. "/autotune")
+    assert.is_nil(p2:read("*l"))
+    p2:close()
+    assert.truthy(process.tocha({ script }, "", env):match("^tuned "))
     env.TOCHA_AUTOTUNE = "retune,verbose"
     local out, err = process.tocha({ script }, "", env)
     assert.truthy(out:match("^tuned "), out)

@@ -342,7 +342,8 @@ TOCHA_API const char *tocha_cache_dir(void);
 TOCHA_API const char *tocha_cache_warning(void);
 /* Number of entries and their bytes in the disk cache. */
 TOCHA_API int tocha_cache_usage(int64_t *entries, int64_t *bytes);
-/* Deletes every entry of the disk cache; *removed gets their count (may be NULL). */
+/* Deletes every entry of the disk cache and tocha.autotune's records beside them; *removed gets
+** their count (may be NULL). */
 TOCHA_API int tocha_cache_clear(int64_t *removed);
 
 /* ---- files ---- */

@@ -417,10 +417,33 @@ static int walk(bool remove, int64_t *count, int64_t *bytes)
 
 int tocha_cache_usage(int64_t *count, int64_t *bytes) { return walk(false, count, bytes); }
 
+/* Removes tocha.autotune's records (the .txt files in <cache>/autotune): they hold choices
+** measured with the kernels the cache holds. Returns how many. */
+static int64_t clear_autotune_records(void)
+{
+    char folder[ENTRY_PATH_BYTES];
+    snprintf(folder, sizeof folder, "%s/autotune", cache_dir);
+    DIR *dir = opendir(folder);
+    if (!dir) return 0;
+    int64_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        size_t len = strlen(de->d_name);
+        if (len < 5 || strcmp(de->d_name + len - 4, ".txt") != 0) continue;
+        char path[ENTRY_PATH_BYTES + 256];
+        snprintf(path, sizeof path, "%s/%s", folder, de->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && unlink(path) == 0) n++;
+    }
+    closedir(dir);
+    return n;
+}
+
 int tocha_cache_clear(int64_t *removed)
 {
     int64_t n = 0;
     int st = walk(true, &n, NULL);
+    if (!st && cache_dir[0]) n += clear_autotune_records();
     if (removed) *removed = n;
     return st;
 }
