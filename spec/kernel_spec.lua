@@ -20,6 +20,12 @@ extern "C" __global__ void axpy_entry_point(float *x, float *y, long long n, flo
       assert.are.equal(AXPY .. "\n\n" .. k.entry_point_source, k.source)
     end)
 
+    it("builds for the default device's target when given none, and takes a device's target as it names it", function()
+      local k = tocha.kernel { source = AXPY, name = "axpy", template_args = "float, 2", params = "f32* x, f32* y, i64 n, f32 b" }
+      assert.is_true(k:build() > 0)
+      assert.is_true(k:build(tocha.device("sim").target) > 0)
+    end)
+
     it("gives the entry point the source's TOCHA_ENTRY_BOUNDS of the template arguments", function()
       local bounded = "#define TOCHA_ENTRY_BOUNDS(D, A) __launch_bounds__(A * 32)\n" .. AXPY
       local k = tocha.kernel { source = bounded, name = "axpy", template_args = "float, 4",

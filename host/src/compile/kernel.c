@@ -349,7 +349,7 @@ static int build_for(tocha_kernel *k, const char *target, tocha_cache_entry **ou
 int tocha_kernel_resolve_target(const char *target, char resolved[32])
 {
     if (!target) return tocha_fail(TOCHA_E_ARGUMENT, "target: expected sm_XY or sim");
-    if (strcmp(target, "sim") == 0) {
+    if (strcmp(target, "sim") == 0 || strcmp(target, tocha_sim_target()) == 0) {
         snprintf(resolved, 32, "%s", tocha_sim_target());
     } else {
         int major = 0, minor = 0, used = 0;

@@ -135,11 +135,23 @@ static int readout(tocha_kernel *k, const char *target, tocha_readout **out)
     char *log = NULL, *ptx = NULL;
     void *cubin = NULL;
     uint64_t cubin_size = 0;
+    const char *entry = tocha_kernel_entry_point_name(k);
     int st = tocha_nvrtc_report(unit, target, tocha_kernel_options(k), &log, &ptx, &cubin, &cubin_size);
+    /* Measured on the H200 machine (NVRTC 13.0, driver 13.0): in a process with a CUDA driver but
+       no context yet, NVRTC leaves ptxas's report out of the log; once a context exists, it is
+       there. So where the report is missing and a GPU is usable, its context is made and the
+       unit compiled once more. (Without a driver the report is always there.) */
+    tocha_kernel_info probe;
+    tocha_device *gpu = NULL;
+    if (!st && parse_report(log, entry, &probe) != 0 && tocha_device_get("cuda", &gpu) == TOCHA_OK) {
+        free(log);
+        free(ptx);
+        free(cubin);
+        st = tocha_nvrtc_report(unit, target, tocha_kernel_options(k), &log, &ptx, &cubin, &cubin_size);
+    }
     free(unit);
     if (st) return st;
     tocha_readout *r = calloc(1, sizeof *r);
-    const char *entry = tocha_kernel_entry_point_name(k);
     if (!r) {
         st = tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a readout");
     } else if (parse_report(log, entry, &r->info) != 0) {
