@@ -304,7 +304,7 @@ TOCHA_API int tocha_kernel_launch(tocha_kernel *k, tocha_device *device, const u
 typedef struct tocha_kernel_info {
     int32_t registers;
     int32_t max_threads;
-    int64_t spill_stores, spill_loads;
+    int64_t spill_stores, spill_loads; /* -1 where ptxas's report was not to be had */
     int64_t shared;   /* static shared memory per block */
     int64_t local;    /* stack frame per thread */
     int64_t constant; /* __constant__ memory */

@@ -358,6 +358,8 @@ int tocha_kernel_max_threads(const tocha_kernel *k);
 /* A target's readout, kept with the kernel: ptxas's report and the PTX. */
 typedef struct tocha_readout {
     tocha_kernel_info info;
+    bool reported; /* ptxas's report was in NVRTC's log (info holds it); else only ptx and the
+                      constant bytes are known */
     char *ptx;
     struct tocha_readout *next;
 } tocha_readout;

@@ -238,8 +238,8 @@ function Kernel:info(target)
   local out = ffi.new("tocha_kernel_info")
   check(C.tocha_kernel_info_get(self.handle, info_device(), target_arg(target), out))
   return {
-    registers = out.registers, spill_stores = tonumber(out.spill_stores),
-    spill_loads = tonumber(out.spill_loads), shared = tonumber(out.shared), ["local"] = tonumber(out["local"]),
+    registers = out.registers, spill_stores = out.spill_stores >= 0 and tonumber(out.spill_stores) or nil,
+    spill_loads = out.spill_loads >= 0 and tonumber(out.spill_loads) or nil, shared = tonumber(out.shared), ["local"] = tonumber(out["local"]),
     constant = tonumber(out.constant), max_threads = out.max_threads, target = ffi.string(out.target),
     source = out.from_device ~= 0 and "driver" or "ptxas",
   }

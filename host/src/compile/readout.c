@@ -152,12 +152,10 @@ static int readout(tocha_kernel *k, const char *target, tocha_readout **out)
     free(unit);
     if (st) return st;
     tocha_readout *r = calloc(1, sizeof *r);
-    if (!r) {
+    if (!r)
         st = tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a readout");
-    } else if (parse_report(log, entry, &r->info) != 0) {
-        st = tocha_fail(TOCHA_E_COMPILE, "kernel %s: ptxas's report for %s is not in NVRTC's log:\n%s",
-                        entry, target, log);
-    }
+    else
+        r->reported = parse_report(log, entry, &r->info) == 0;
     if (st) {
         free(r);
         free(log);
@@ -177,6 +175,15 @@ static int readout(tocha_kernel *k, const char *target, tocha_readout **out)
     return TOCHA_OK;
 }
 
+/* The error of a readout that needs ptxas's figures where NVRTC's log did not have them. */
+static int missing_report(const tocha_kernel *k, const char *target)
+{
+    return tocha_fail(TOCHA_E_COMPILE,
+                      "kernel %s: ptxas's report for %s is not in NVRTC's log (NVRTC leaves it out in a "
+                      "process that has a GPU driver but cannot make a context on it)",
+                      tocha_kernel_entry_point_name(k), target);
+}
+
 /* Whether d is a cuda device compiling for target: then its driver answers. */
 static bool driver_answers(const tocha_device *d, const char *target)
 {
@@ -192,9 +199,12 @@ int tocha_kernel_info_get(tocha_kernel *k, tocha_device *d, const char *target, 
     int st = readout_target(d, target, resolved);
     if (!st) st = readout(k, resolved, &r);
     if (st) return st;
+    bool driver = driver_answers(d, resolved) && d->backend->function_info;
+    if (!r->reported && !driver) return missing_report(k, resolved);
     *out = r->info;
     out->from_device = 0;
-    if (driver_answers(d, resolved) && d->backend->function_info) {
+    if (!r->reported) out->spill_stores = out->spill_loads = -1; /* only ptxas knows them */
+    if (driver) {
         void *fn;
         if ((st = tocha_kernel_function(k, d, &fn))) return st;
         if ((st = d->backend->function_info(d, fn, out))) return st;
@@ -234,6 +244,7 @@ int tocha_kernel_occupancy(tocha_kernel *k, tocha_device *d, const char *target,
                               resolved);
         tocha_readout *r;
         if ((st = readout(k, resolved, &r))) return st;
+        if (!r->reported) return missing_report(k, resolved);
         if ((int)threads <= r->info.max_threads)
             n = tocha_arch_blocks_per_sm(a, threads, r->info.registers,
                                          (uint64_t)r->info.shared + shared_bytes);
