@@ -1119,6 +1119,15 @@ __device__ void held_lock(int *lock)
         .. "its other threads can run (block 0, 0, 0): on a GPU it hangs", function() k:launch(1, 2, lock) end)
     end)
 
+    it("fails a wait its kernel's source does not name (a macro from the options), instead of running it wrong", function()
+      local k = tocha.kernel { source = "__device__ void hidden(float *y) { WAIT; y[threadIdx.x] = 1.0f; }",
+        name = "hidden", params = "f32* y", options = { "-DWAIT=__syncthreads()" } }
+      fails_with("tocha.Kernel:launch: kernel hidden_entry_point: __syncthreads: the simulator runs this kernel's "
+        .. "threads one after another, since its source names no barrier, warp operation, atomic or group (a wait "
+        .. "reached through a macro from outside the source is not seen): name one in the source (block 0, 0, 0, "
+        .. "thread 0, 0, 0)", function() k:launch(1, 32, tocha.zeros({ 32 }, { device = "sim" })) end)
+    end)
+
     it("stops the launch at a failed assert or __trap, and the process goes on", function()
       local k = tocha.kernel { source = [[
 #include <assert.h>

@@ -232,10 +232,22 @@ static bool ready_fibers(unsigned n)
     return true;
 }
 
+// A wait in a kernel the simulator runs without fibers: its source does not name the wait
+// (kernel.c picks fibers by the names in the source; a wait reached through a macro defined
+// elsewhere is not seen), so no thread could wait for another. Fails the launch.
+__attribute__((noreturn, noinline)) static void not_as_fibers(const char *name)
+{
+    trap("%s: the simulator runs this kernel's threads one after another, since its source names no "
+         "barrier, warp operation, atomic or group (a wait reached through a macro from outside the "
+         "source is not seen): name one in the source",
+         name);
+}
+
 // The barrier: the calling fiber waits at `barrier` until every thread of the block has
 // reached it; returns how many gave a true value.
 static inline int barrier(int at, int value)
 {
+    if (!team.running) not_as_fibers("__syncthreads");
     fiber &f = team.f[team.current];
     f.state = AT_BARRIER;
     f.barrier = at;
@@ -412,6 +424,7 @@ static bool resolve_activemask(unsigned w)
 // has reached one; then call.result holds what it gets.
 static inline warp_call &warp_wait(warp_call &call)
 {
+    if (!team.running) not_as_fibers(call.name);
     fiber &f = team.f[team.current];
     const unsigned w = team.current / WARP, lane = team.current % WARP;
     if (!(call.mask >> lane & 1u))
