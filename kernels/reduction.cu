@@ -1,7 +1,8 @@
-// reduction.cu: sum, mean and max of x viewed as [outer, n, inner] over its middle dimension
-// (one dimension of a tensor, or n = every element), and their gradients. MODE (0 sum, 1 mean,
-// 2 max) and the dtype T are compile-time constants; f16 and bf16 are summed in f32, f64 in f64
-// (the accumulator A). max propagates NaN, as PyTorch does.
+// reduction.cu: sum, mean, max, min and product of x viewed as [outer, n, inner] over its middle
+// dimension (one dimension of a tensor, or n = every element), and the gradients of the first
+// four. MODE (0 sum, 1 mean, 2 max, 3 min, 4 prod) and the dtype T are compile-time constants;
+// f16 and bf16 are reduced in f32, f64 in f64 (the accumulator A). max and min propagate NaN,
+// as PyTorch's do.
 //
 // One kernel, tocha_reduce, does every pass of a reduction; the host plans the passes from the
 // shape alone (never from the device), so that a result is the same on every device and on the
@@ -21,17 +22,19 @@
 // divided by `divisor` (the mean's n; 1 otherwise).
 //
 // tocha_reduce_grad: dx for sum and mean (dy broadcast along n, divided by divisor), one thread a
-// dx element; for max the whole dy of an output goes to the first element equal to the maximum
+// dx element; for max and min the whole dy of an output goes to the first element equal to the maximum
 // (NaN to the first NaN) and zeros elsewhere, one thread an output.
 
 template <int MODE, typename A> __device__ __forceinline__ A red_identity()
 {
-    return MODE == 2 ? -tocha::infinity<A>() : (A)0;
+    return MODE == 2 ? -tocha::infinity<A>() : MODE == 3 ? tocha::infinity<A>() : MODE == 4 ? (A)1 : (A)0;
 }
 
 template <int MODE, typename A> __device__ __forceinline__ A red_combine(A a, A b)
 {
     if (MODE == 2) return (b > a || b != b) ? b : a;
+    if (MODE == 3) return (b < a || b != b) ? b : a;
+    if (MODE == 4) return a * b;
     return a + b;
 }
 
@@ -232,7 +235,7 @@ __device__ void tocha_reduce_grad(const T *x, const T *y, const T *dy, T *dx, lo
 {
     typedef typename tocha::compute<T>::type A;
     const long long stride = (long long)blockDim.x * gridDim.x, first = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (MODE != 2) {
+    if (MODE < 2) {
         const long long total = outer * n * inner;
         for (long long e = first; e < total; e += stride) {
             const long long o = e / (n * inner), i = e % inner;

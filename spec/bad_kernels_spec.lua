@@ -62,10 +62,10 @@ describe("bad kernels", function()
         function() tocha.kernel { source = AXPY, name = "axpy", params = "f32* x", template_args = 5 } end)
     end)
     it("refuses more parameters than a launch can carry", function()
-      fails_with("tocha.kernel: params: more than 32 parameters",
+      fails_with("tocha.kernel: params: more than 64 parameters",
         function()
           local names = {}
-          for i = 1, 40 do names[i] = "i32 a" .. i end
+          for i = 1, 70 do names[i] = "i32 a" .. i end
           tocha.kernel { source = AXPY, name = "axpy", params = table.concat(names, ", ") }
         end)
     end)

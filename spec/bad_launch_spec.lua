@@ -126,13 +126,13 @@ describe("bad launches", function()
   end
 
   describe("launch_packed()", function()
-    -- More than 32 arguments were written past a fixed array before the count was checked
+    -- More than TOCHA_MAX_PARAMS (64) arguments were written past a fixed array before the count was checked
     -- (a crash after the next collection).
     local up = tocha.UpsampleNearest2dForward.new(1, 1, 32)
     it("refuses more arguments than a launch holds, before writing any", function()
       local args = {}
-      for n = 1, 40 do args[n] = 1 end
-      fails_with("tocha.launch_packed: args: expected at most 32 arguments, got 40",
+      for n = 1, 70 do args[n] = 1 end
+      fails_with("tocha.launch_packed: args: expected at most 64 arguments, got 70",
         function() tocha.launch_packed(up.kernel, "sim", { 1, 1, 1 }, { 32, 1, 1 }, args) end)
       collectgarbage()
       assert.are.same({ 1, 1, 2 }, tocha.tensor({ 1, 1, 2 }, { device = "sim" }):to_table()) -- alive

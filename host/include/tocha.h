@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define TOCHA_MAX_DIMS 8
-#define TOCHA_MAX_PARAMS 32
+#define TOCHA_MAX_PARAMS 64
 
 typedef enum tocha_status {
     TOCHA_OK = 0,

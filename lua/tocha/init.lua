@@ -27,6 +27,8 @@ tocha.rand, tocha.randn, tocha.tensor = tensor.rand, tensor.randn, tensor.tensor
 tocha.manual_seed = tensor.manual_seed
 tocha.is_tensor = tensor.is_tensor
 tocha.Tensor = tensor.methods
+-- tocha.where(condition, input, other): input where the u8 mask condition is non-zero, else other.
+tocha.where = errors.name(require("tocha.tensor_math").where, "where")
 
 -- Devices
 tocha.devices = device.list

@@ -345,14 +345,28 @@ function methods.shape(t)
   for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.dims[i]) end
   return s
 end
+-- t:size([dim]): the sizes (a list), or dimension dim's (1-based; -1 the last).
 function methods.size(t, dim)
   if dim == nil then return methods.shape(t) end
-  if type(dim) ~= "number" or dim < 1 or dim > t.ndim or dim ~= math.floor(dim) then
-    raise(("dim: expected 1 to %d, got %s"):format(t.ndim, describe(dim)))
+  local n = t.ndim
+  if type(dim) == "number" and dim < 0 and dim >= -n then dim = n + 1 + dim end
+  if type(dim) ~= "number" or dim < 1 or dim > n or dim ~= math.floor(dim) then
+    raise(("dim: expected 1 to %d (or -1 to -%d), got %s"):format(n, n, describe(dim)))
   end
   return tonumber(t.dims[dim - 1])
 end
 function methods.dim(t) return t.ndim end
+-- t:item(): the one element of a tensor of one element, as a Lua number (waits for the device).
+function methods.item(t)
+  live(t)
+  if t.count ~= 1 then
+    raise(("self: item() needs a tensor of one element, got %d (shape [%s])"):format(tonumber(t.count), shape_string(t):gsub("x", ", ")))
+  end
+  local name = dtype.name(t.elem_type)
+  local buf = ffi.new(dtype.host_ctype(name) .. "[1]")
+  check(C.tocha_tensor_read(dense(t), 0, 1, buf))
+  return dtype.decode(name, buf, 0)
+end
 function methods.dtype(t) return dtype.name(t.elem_type) end
 function methods.device(t) return device.wrap(t.dev).name end
 function methods.numel(t) return tonumber(t.count) end
@@ -554,16 +568,12 @@ Tensor.__len = function(t) return tonumber(t.dims[0]) end
 Tensor.__eq = function(a, b)
   return is_tensor(a) and is_tensor(b) and ffi.cast("const void *", a) == ffi.cast("const void *", b)
 end
--- Operators: tensor math is not part of this release; each names itself rather than doing
--- something else (pointer arithmetic, a comparison of addresses).
-local function refuse_operator(symbol, what)
-  return function()
-    raise(("%s: tensors have no %s operator; use the ops (tocha.Elementwise, tocha.Reduce) and tocha.compare"):format(symbol, what))
-  end
-end
-for name, symbol in pairs({ __add = "+", __sub = "-", __mul = "*", __div = "/", __mod = "%", __pow = "^",
-  __unm = "unary -", __concat = "..", __lt = "<", __le = "<=" }) do
-  Tensor[name] = errors.name(refuse_operator(symbol, (name == "__lt" or name == "__le") and "ordering" or "arithmetic"), "Tensor." .. name)
+-- Arithmetic operators and the math methods: tocha.tensor_math. Lua turns the result of < and
+-- <= into a boolean, so those name the methods that give masks instead of comparing addresses.
+for name, symbol in pairs({ __lt = "<", __le = "<=" }) do
+  Tensor[name] = errors.name(function()
+    raise(("%s: tensors have no ordering operator (Lua makes its result a boolean); x:lt(y), x:le(y), x:gt(y) and x:ge(y) give u8 masks"):format(symbol))
+  end, "Tensor." .. name)
 end
 Tensor.__concat = errors.name(function() raise(".. : a tensor is not a string; use tostring(x)") end, "Tensor.__concat")
 Tensor.__call = errors.name(function() raise("a tensor cannot be called; its methods are x:name(...)") end, "Tensor.__call")
@@ -574,9 +584,10 @@ errors.name(Tensor.__newindex, "Tensor:index")
 -- A metatype is set once per process: when this module is loaded again (package.loaded
 -- cleared, as busted does between spec files), tensors keep the first load's methods, which do
 -- the same.
-pcall(ffi.metatype, "tocha_tensor", Tensor)
-
 require("tocha.view").install(methods, dense)
+require("tocha.tensor_math").install(methods, Tensor)
+require("tocha.tensor_reduce").install(methods)
+pcall(ffi.metatype, "tocha_tensor", Tensor)
 
 M.methods = methods
 M.alloc = alloc

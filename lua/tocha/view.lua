@@ -181,6 +181,17 @@ function M.install(methods, dense)
     return r
   end
 
+  -- t:t(): a matrix transposed (a view); a vector as it is (PyTorch's and Torch7's t()).
+  function methods.t(t)
+    if t.ndim > 2 then raise(("self: t() takes a tensor of 1 or 2 dimensions, got %d (use transpose(a, b))"):format(t.ndim)) end
+    if t.ndim == 1 then
+      local r = make(t, sizes_of(t))
+      return r
+    end
+    local r = methods.transpose(t, 1, 2)
+    return r
+  end
+
   -- t:permute(p1, ..., pn) (or a table): dimension i of the view is dimension p_i of t.
   function methods.permute(t, ...)
     local order = size_list(...)

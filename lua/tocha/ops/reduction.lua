@@ -32,7 +32,7 @@ local M = {}
 local Reduce = op.class("Reduce")
 M.Reduce = Reduce
 
-local MODES = { sum = 0, mean = 1, max = 2 }
+local MODES = { sum = 0, mean = 1, max = 2, min = 3, prod = 4 }
 
 -- A block width for the reduction kernel: a power of two from 32 to 1024.
 function M.block(v)
@@ -111,12 +111,13 @@ function M.partial_bytes(passes, dt)
   return p.outer * p.splits * p.inner * (dt == "f64" and 8 or 4)
 end
 
--- Reduce.new(mode [, dim [, dtype [, block]]]): mode "sum", "mean" or "max"; dim nil for every
+-- Reduce.new(mode [, dim [, dtype [, block]]]): mode "sum", "mean", "max", "min" or "prod" (prod
+-- has no backward); dim nil for every
 -- element, else 1-based (negative from the end); dtype f32 (default), f64, f16 or bf16; block
 -- threads a CTA, a power of two (default 256).
 function Reduce.new(mode, dim, dtype_name, block)
   if type(mode) ~= "string" or not MODES[mode] then
-    raise(("mode: expected \"sum\", \"mean\" or \"max\", got %s"):format(errors.show(mode)))
+    raise(("mode: expected \"sum\", \"mean\", \"max\", \"min\" or \"prod\", got %s"):format(errors.show(mode)))
   end
   if dim ~= nil then
     dim = op.integer(dim, "dim")
@@ -219,11 +220,13 @@ end
 
 function Reduce:backward_grid(input_shapes)
   local outer, n, inner = self:view(one_input(input_shapes), "inputs[1]")
-  local work = self.mode == "max" and outer * inner or outer * n * inner
+  if self.mode == "prod" then raise("self: a product reduction has no backward") end
+  local work = (self.mode == "max" or self.mode == "min") and outer * inner or outer * n * inner
   return { math.max(1, math.min(math.ceil(work / self.block_size), 2 ^ 31 - 1)), 1, 1 }
 end
 
 function Reduce:pack_backward_args(inputs, _, output, _, grad_output, _, grad_inputs)
+  if self.mode == "prod" then raise("self: a product reduction has no backward") end
   local x, shape = op.input_of(inputs)
   local outer, n, inner = self:view(shape, "inputs[1]")
   grad_inputs = op.list(grad_inputs, "grad_inputs")
@@ -269,6 +272,7 @@ end
 -- op:backward(x, y, dy [, dx [, opts]]) -> dx, shaped like x; y is the forward's output (max
 -- routes dy by it).
 function Reduce:backward(x, y, dy, dx, opts)
+  if self.mode == "prod" then raise("self: a product reduction has no backward") end
   check_tensor(self, x, "x")
   local r = on_stream(opts, x, run_backward, self, x, y, dy, dx)
   return r

@@ -1,0 +1,109 @@
+-- bench/tensor_math.lua: tensor math (operators with broadcasting, elementwise functions,
+-- comparisons, reductions over all elements and dimensions, softmax, view copies) on network
+-- shapes and large tensors: median device time over N launches, GB/s of the bytes read plus
+-- written, % of the device's copy bandwidth. Each case's result is checked against the same
+-- expression on sim first. bench/tensor_math_torch.py times PyTorch's expression of each case
+-- (the `torch` column) on the same shapes and writes the report beside this one's.
+--   tocha bench/tensor_math.lua [--out DIR] [--launches N]
+local tocha = require "tocha"
+local timing = require "bench.timing"
+
+local opts = timing.arguments(arg, { out = "results/tmp-tensor_math", launches = 30 })
+os.execute("mkdir -p '" .. opts.out .. "'")
+local device = tocha.default_device()
+print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
+local copy_gbps = device.kind == "sim" and 1 or timing.copy_bandwidth(device)
+print(("device-to-device copy: %.1f GB/s (read + written)"):format(copy_gbps))
+
+-- {name, x shape, y shape or false, tocha's call, PyTorch's expression, bytes moved in elements
+-- of the dtype as a function of (nx, ny, nout)}.
+local function io(nx, ny, nout) return nx + ny + nout end
+local BIG, NECK, ROWS = { 32, 160, 72, 72 }, { 16, 256, 80, 80 }, { 8192, 4096 }
+local CASES = {
+  { "x + y", NECK, NECK, function(x, y) return x + y end, "x + y", io },
+  { "x * y[c]", NECK, { 256, 1, 1 }, function(x, y) return x * y end, "x * y", io },
+  { "x + 1", BIG, false, function(x) return x + 1 end, "x + 1", io },
+  { "exp", BIG, false, function(x) return x:exp() end, "x.exp()", io },
+  { "silu", NECK, false, function(x) return x:silu() end, "torch.nn.functional.silu(x)", io },
+  { "gt", BIG, false, function(x) return x:gt(0) end, "x.gt(0)", function(nx) return nx + nx / 4 end },
+  { "where", NECK, NECK, function(x, y) return tocha.where(x:gt(0), x, y) end, "torch.where(x > 0, x, y)", io },
+  { "clamp", BIG, false, function(x) return x:clamp(-1, 1) end, "x.clamp(-1, 1)", io },
+  { "sum()", BIG, false, function(x) return x:sum() end, "x.sum()", io },
+  { "sum(3)", BIG, false, function(x) return x:sum(3) end, "x.sum(2)", io },
+  { "amax(4)", BIG, false, function(x) return x:amax(4) end, "x.amax(3)", io },
+  { "mean(1)", NECK, false, function(x) return x:mean(1) end, "x.mean(0)", io },
+  { "mean({3,4})", NECK, false, function(x) return x:mean({ 3, 4 }) end, "x.mean((2, 3))", io },
+  { "var(2)", ROWS, false, function(x) return x:var(2) end, "x.var(1)", io },
+  { "argmax(2)", ROWS, false, function(x) return x:argmax(2) end, "x.argmax(1)", function(nx, _, no) return nx + 2 * no end },
+  { "softmax(2)", ROWS, false, function(x) return x:softmax(2) end, "x.softmax(1)", io },
+  { "log_softmax(2)", { 65536, 80 }, false, function(x) return x:log_softmax(2) end, "x.log_softmax(1)", io },
+  { "narrow contiguous", BIG, false, function(x) return x:narrow(3, 17, 96 > 72 and 40 or 40):contiguous() end,
+    "x.narrow(2, 16, 40).contiguous()", function(_, _, no) return 2 * no end },
+  { "NCHW->NHWC", BIG, false, function(x) return x:permute(1, 3, 4, 2):contiguous() end,
+    "x.permute(0, 2, 3, 1).contiguous()", function(_, _, no) return 2 * no end },
+  { "transpose copy", { 6144, 5120 }, false, function(x) return x:t():contiguous() end, "x.t().contiguous()",
+    function(_, _, no) return 2 * no end },
+}
+if device.kind == "sim" then
+  for _, c in ipairs(CASES) do
+    local small = {}
+    for i, s in ipairs(c[2]) do small[i] = math.min(s, 7) end
+    c[2] = small
+    if c[3] then
+      local sy = {}
+      for i, s in ipairs(c[3]) do sy[i] = math.min(s, 7) end
+      c[3] = sy
+    end
+  end
+  CASES[#CASES - 2][4] = function(x) return x:narrow(3, 2, 3):contiguous() end
+end
+local DTYPES = { "f32", "bf16" }
+
+local function numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+
+local rows = {}
+for _, dt in ipairs(DTYPES) do
+  for _, case in ipairs(CASES) do
+    local name, sx, sy, call, torch_expr, bytes_of = case[1], case[2], case[3], case[4], case[5], case[6]
+    -- checked against sim on a small version of the shape
+    local small_x, small_y = {}, {}
+    for i, s in ipairs(sx) do small_x[i] = math.min(s, 9) end
+    if sy then for i, s in ipairs(sy) do small_y[i] = math.min(s, 9) end end
+    if name == "narrow contiguous" then small_x[3] = 72 end
+    local xs = tocha.randn(small_x, { dtype = dt, device = "sim", seed = 1 })
+    local ys = sy and tocha.randn(small_y, { dtype = dt, device = "sim", seed = 2 }) or nil
+    local want = call(xs, ys)
+    local got = call(xs:to(device.name), ys and ys:to(device.name))
+    local r = tocha.compare(got:to("sim"):cast("f64"), want:cast("f64"), { rtol = 1e-2, atol = 1e-2 })
+    if not r.ok then error(("%s %s: %d elements differ from sim's"):format(name, dt, r.mismatched)) end
+
+    local sets = {}
+    for s = 1, 2 do
+      sets[s] = { x = tocha.randn(sx, { dtype = dt, device = device, seed = s }),
+        y = sy and tocha.randn(sy, { dtype = dt, device = device, seed = s + 10 }) or nil }
+    end
+    local out = call(sets[1].x, sets[1].y)
+    local size = dt == "f32" and 4 or 2
+    local nout = out:numel() * (out:dtype() == "i64" and 8 / size or (out:dtype() == "u8" and 1 / size or 1))
+    local bytes = bytes_of(numel(sx), sy and numel(sy) or 0, nout) * size
+    out:free()
+    local ms = timing.time_launches(device, function(k)
+      local s = sets[k % 2 + 1]
+      local y = call(s.x, s.y)
+      y:free()
+    end, opts.launches)
+    local gbps = bytes / (ms * 1e6)
+    local row = { name = name, dtype = dt, x = table.concat(sx, "x"), y = sy and table.concat(sy, "x") or "",
+      torch = torch_expr, bytes = bytes, ms = ms, gbps = gbps, pct_copy = 100 * gbps / copy_gbps }
+    rows[#rows + 1] = row
+    print(("%-18s %-5s %-16s %9.4f ms %8.1f GB/s %6.1f%% of copy"):format(name, dt, row.x, ms, gbps, row.pct_copy))
+    for s = 1, 2 do for _, t in pairs(sets[s]) do t:free() end end
+  end
+end
+
+timing.write_csv(opts.out .. "/tocha.csv", { "name", "dtype", "x", "y", "torch", "bytes", "ms", "gbps", "pct_copy" }, rows)
+print("wrote " .. opts.out .. "/tocha.csv")

@@ -1,0 +1,234 @@
+// pointwise.cu: y = F(a [, b [, c]]) element by element over operands that broadcast, the
+// kernel behind tensor math (x + y, x:exp(), x:lt(0), tocha.where, x:clamp(...)). Every operand
+// is read through strides of its own (0 along a broadcast dimension) and y is written through
+// its strides, so views, broadcasts and in-place forms need no copy. The host merges the
+// dimensions that are dense in every operand first: an operation on tensors of one contiguous
+// shape arrives as one dimension with stride 1, the path of most calls.
+//
+// Compile-time constants: A, the type F computes in (f32 for f32, f16 and bf16; f64 for f64;
+// long long for the integer dtypes); TO, TA, TB, TC the element types of y and of the three
+// operands (each converted to A on load, so mixed dtypes need no cast kernel); F, one of the
+// structs below; SCALARS, a bit per operand (1: a, 2: b, 4: c) that takes the number sa, sb or
+// sc instead of memory (x + 1 reads one tensor).
+//
+// Arguments: sizes d0..d7 (ndim of them used, 1 past), each operand's pointer and strides in
+// elements, y's likewise. An operand F does not read (its arity is lower) gets any pointer.
+
+// ---- the math functions of the compute types (pm_, apart from the structs' pw_ names) ----
+
+#define PW_MATH(name, f32, f64)                                                                   \
+    __device__ __forceinline__ float name(float v) { return f32(v); }                           \
+    __device__ __forceinline__ double name(double v) { return f64(v); }
+PW_MATH(pm_exp, expf, exp)
+PW_MATH(pm_log, logf, log)
+PW_MATH(pm_sqrt, sqrtf, sqrt)
+PW_MATH(pm_tanh, tanhf, tanh)
+PW_MATH(pm_erf, erff, erf)
+PW_MATH(pm_sin, sinf, sin)
+PW_MATH(pm_cos, cosf, cos)
+PW_MATH(pm_floor, floorf, floor)
+PW_MATH(pm_ceil, ceilf, ceil)
+PW_MATH(pm_trunc, truncf, trunc)
+PW_MATH(pm_rint, rintf, rint)
+PW_MATH(pm_log1p, log1pf, log1p)
+PW_MATH(pm_expm1, expm1f, expm1)
+#undef PW_MATH
+__device__ __forceinline__ float pm_pow(float a, float b) { return powf(a, b); }
+__device__ __forceinline__ double pm_pow(double a, double b) { return pow(a, b); }
+__device__ __forceinline__ float pm_fmod(float a, float b) { return fmodf(a, b); }
+__device__ __forceinline__ double pm_fmod(double a, double b) { return fmod(a, b); }
+
+// Integer power by squaring: exact (wrapping as the dtype's arithmetic does); a negative
+// exponent truncates toward zero (1 for a = 1, +-1 for a = -1, else 0).
+__device__ __forceinline__ long long pm_pow(long long a, long long b)
+{
+    if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+    unsigned long long r = 1, x = (unsigned long long)a;
+    for (unsigned long long e = (unsigned long long)b; e; e >>= 1) {
+        if (e & 1) r *= x;
+        x *= x;
+    }
+    return (long long)r;
+}
+// Python's remainder: the sign of the divisor. Integer division by zero gives 0 (the hardware
+// has no defined result, and a CPU would trap).
+__device__ __forceinline__ long long pm_fmod(long long a, long long b) { return b == 0 ? 0 : a % b; }
+
+template <typename A> __device__ __forceinline__ bool pm_nan(A v) { return v != v; }
+template <typename A> __device__ __forceinline__ A pm_remainder(A a, A b)
+{
+    const A r = pm_fmod(a, b);
+    return r != (A)0 && ((r < (A)0) != (b < (A)0)) ? r + b : r;
+}
+
+// ---- the functions, by name: tocha.math's "add" is pw_add, its template argument F ----
+
+#define PW_DEV template <typename A> static __device__ __forceinline__
+#define PW_UNARY(name, expr)                                                                      \
+    struct pw_##name {                                                                            \
+        static const int arity = 1;                                                               \
+        PW_DEV A apply(A x, A, A) { return expr; }                                                \
+    };
+#define PW_BINARY(name, expr)                                                                     \
+    struct pw_##name {                                                                            \
+        static const int arity = 2;                                                               \
+        PW_DEV A apply(A a, A b, A) { return expr; }                                              \
+    };
+
+PW_UNARY(copy, x)
+PW_UNARY(neg, -x)
+PW_UNARY(abs, x < (A)0 ? -x : x)
+PW_UNARY(sign, (A)(x > (A)0) - (A)(x < (A)0) + (pm_nan(x) ? x : (A)0))
+PW_UNARY(square, x * x)
+PW_UNARY(relu, x > (A)0 || pm_nan(x) ? x : (A)0)
+PW_UNARY(exp, pm_exp(x))
+PW_UNARY(expm1, pm_expm1(x))
+PW_UNARY(log, pm_log(x))
+PW_UNARY(log1p, pm_log1p(x))
+PW_UNARY(sqrt, pm_sqrt(x))
+PW_UNARY(rsqrt, (A)1 / pm_sqrt(x))
+PW_UNARY(reciprocal, (A)1 / x)
+PW_UNARY(sigmoid, (A)1 / ((A)1 + pm_exp(-x)))
+PW_UNARY(tanh, pm_tanh(x))
+PW_UNARY(silu, x / ((A)1 + pm_exp(-x)))
+PW_UNARY(gelu, (A)0.5 * x * ((A)1 + pm_erf(x * (A)0.70710678118654752440)))
+PW_UNARY(erf, pm_erf(x))
+PW_UNARY(sin, pm_sin(x))
+PW_UNARY(cos, pm_cos(x))
+PW_UNARY(floor, pm_floor(x))
+PW_UNARY(ceil, pm_ceil(x))
+PW_UNARY(trunc, pm_trunc(x))
+PW_UNARY(round, pm_rint(x)) // halves to even, as PyTorch's round
+PW_UNARY(logical_not, (A)(x == (A)0))
+PW_UNARY(isnan, (A)pm_nan(x))
+
+PW_BINARY(add, a + b)
+PW_BINARY(sub, a - b)
+PW_BINARY(mul, a * b)
+PW_BINARY(div, a / b)
+PW_BINARY(pow, pm_pow(a, b))
+// maximum and minimum: a NaN in either operand gives NaN, as PyTorch's.
+PW_BINARY(maximum, pm_nan(a) || a > b ? a : b)
+PW_BINARY(minimum, pm_nan(a) || a < b ? a : b)
+PW_BINARY(remainder, pm_remainder(a, b))
+PW_BINARY(lt, (A)(a < b))
+PW_BINARY(le, (A)(a <= b))
+PW_BINARY(gt, (A)(a > b))
+PW_BINARY(ge, (A)(a >= b))
+PW_BINARY(eq, (A)(a == b))
+PW_BINARY(ne, (A)(a != b))
+PW_BINARY(logical_and, (A)(a != (A)0 && b != (A)0))
+PW_BINARY(logical_or, (A)(a != (A)0 || b != (A)0))
+
+// where(mask, a, b): a where mask is non-zero, else b.
+struct pw_where {
+    static const int arity = 3;
+    PW_DEV A apply(A m, A a, A b) { return m != (A)0 ? a : b; }
+};
+// clamp(x, lo, hi): NaN in x stays NaN; lo wins where lo > hi (PyTorch's order).
+struct pw_clamp {
+    static const int arity = 3;
+    PW_DEV A apply(A x, A lo, A hi)
+    {
+        if (pm_nan(x)) return x;
+        const A v = x < lo ? lo : x;
+        return v > hi ? hi : v;
+    }
+};
+#undef PW_UNARY
+#undef PW_BINARY
+#undef PW_DEV
+
+// ---- conversions between the element types and A ----
+
+template <typename A> __device__ __forceinline__ A pw_in(float v) { return (A)v; }
+template <typename A> __device__ __forceinline__ A pw_in(double v) { return (A)v; }
+template <typename A> __device__ __forceinline__ A pw_in(__half v) { return (A)__half2float(v); }
+template <typename A> __device__ __forceinline__ A pw_in(__nv_bfloat16 v) { return (A)__bfloat162float(v); }
+template <typename A> __device__ __forceinline__ A pw_in(unsigned char v) { return (A)v; }
+template <typename A> __device__ __forceinline__ A pw_in(int v) { return (A)v; }
+template <typename A> __device__ __forceinline__ A pw_in(long long v) { return (A)v; }
+
+// A into TO: floats round to nearest even; integers wrap as the dtype's arithmetic does (the
+// host never asks for an integer TO from a float A).
+template <typename TO> struct pw_out {
+    template <typename A> static __device__ __forceinline__ TO run(A v) { return (TO)v; }
+};
+template <> struct pw_out<__half> {
+    template <typename A> static __device__ __forceinline__ __half run(A v) { return __float2half_rn((float)v); }
+};
+template <> struct pw_out<__nv_bfloat16> {
+    template <typename A> static __device__ __forceinline__ __nv_bfloat16 run(A v) { return __float2bfloat16_rn((float)v); }
+};
+template <> struct pw_out<unsigned char> {
+    template <typename A> static __device__ __forceinline__ unsigned char run(A v) { return (unsigned char)(long long)v; }
+};
+template <> struct pw_out<int> {
+    template <typename A> static __device__ __forceinline__ int run(A v) { return (int)(long long)v; }
+};
+
+// Operand k's value at offset off: memory, or the scalar s when SCALARS marks it.
+template <typename A, int SCALAR, typename T> __device__ __forceinline__ A pw_operand(const T *p, long long off, A s)
+{
+    if (SCALAR) return s;
+    return pw_in<A>(p[off]);
+}
+
+// The offsets of element e (row-major over d[0..ndim)) in the four stride sets st[0..3] (y, a,
+// b, c), into off[0..3].
+__device__ __forceinline__ void pw_offsets(long long e, int ndim, const long long *d, const long long (*st)[8],
+                                           long long *off)
+{
+    long long o0 = 0, o1 = 0, o2 = 0, o3 = 0, rest = e;
+    for (int k = ndim - 1; k > 0; --k) {
+        const long long q = ((unsigned long long)(rest | d[k]) >> 32) == 0 ? (long long)((unsigned)rest / (unsigned)d[k])
+                                                                           : rest / d[k];
+        const long long i = rest - q * d[k];
+        o0 += i * st[0][k], o1 += i * st[1][k], o2 += i * st[2][k], o3 += i * st[3][k];
+        rest = q;
+    }
+    off[0] = o0 + rest * st[0][0], off[1] = o1 + rest * st[1][0];
+    off[2] = o2 + rest * st[2][0], off[3] = o3 + rest * st[3][0];
+}
+
+template <typename A, typename TO, typename TA, typename TB, typename TC, typename F, int SCALARS>
+__device__ __forceinline__ void pw_one(TO *y, const TA *a, const TB *b, const TC *c, const long long *off, A sa, A sb, A sc)
+{
+    const A va = pw_operand<A, SCALARS & 1>(a, off[1], sa);
+    const A vb = F::arity >= 2 ? pw_operand<A, SCALARS & 2>(b, off[2], sb) : (A)0;
+    const A vc = F::arity >= 3 ? pw_operand<A, SCALARS & 4>(c, off[3], sc) : (A)0;
+    y[off[0]] = pw_out<TO>::run(F::apply(va, vb, vc));
+}
+
+template <typename A, typename TO, typename TA, typename TB, typename TC, typename F, int SCALARS>
+__device__ void tocha_pointwise(TO *y, long long n, int ndim, long long d0, long long d1, long long d2, long long d3,
+                                long long d4, long long d5, long long d6, long long d7, long long y0, long long y1,
+                                long long y2, long long y3, long long y4, long long y5, long long y6, long long y7,
+                                const TA *a, long long a0, long long a1, long long a2, long long a3, long long a4,
+                                long long a5, long long a6, long long a7, const TB *b, long long b0, long long b1,
+                                long long b2, long long b3, long long b4, long long b5, long long b6, long long b7,
+                                const TC *c, long long c0, long long c1, long long c2, long long c3, long long c4,
+                                long long c5, long long c6, long long c7, double sa, double sb, double sc)
+{
+    const A va = (A)sa, vb = (A)sb, vc = (A)sc;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (ndim == 1) {
+        // One dimension (every contiguous operation): offsets are multiples of the strides.
+        for (; e < n; e += stride) {
+            const long long off[4] = {e * y0, e * a0, e * b0, e * c0};
+            pw_one<A, TO, TA, TB, TC, F, SCALARS>(y, a, b, c, off, va, vb, vc);
+        }
+        return;
+    }
+    const long long d[8] = {d0, d1, d2, d3, d4, d5, d6, d7};
+    const long long st[4][8] = {{y0, y1, y2, y3, y4, y5, y6, y7},
+                                {a0, a1, a2, a3, a4, a5, a6, a7},
+                                {b0, b1, b2, b3, b4, b5, b6, b7},
+                                {c0, c1, c2, c3, c4, c5, c6, c7}};
+    for (; e < n; e += stride) {
+        long long off[4];
+        pw_offsets(e, ndim, d, st, off);
+        pw_one<A, TO, TA, TB, TC, F, SCALARS>(y, a, b, c, off, va, vb, vc);
+    }
+}

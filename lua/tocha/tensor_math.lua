@@ -1,0 +1,454 @@
+-- tocha.tensor_math: arithmetic, comparisons and elementwise functions on tensors, eager, through
+-- kernels/pointwise.cu on the tensors' device. Operands broadcast as NumPy's and PyTorch's do
+-- (sizes aligned from the last dimension; a size 1, or a missing dimension, repeats), views
+-- are read through their strides without a copy, and a number is an operand too.
+--
+--   local z = x * y + 1          -- new tensors (PyTorch's x.mul(y)); x:mul_(y) works in place
+--   local m = x:gt(0)            -- u8 mask: 1 where x > 0
+--   local r = tocha.where(m, x, 0)
+--
+-- Methods return new tensors, as PyTorch's do; the forms ending in _ write into self and return
+-- it (Torch7's x:add(y) is in place: here that is x:add_(y)). Lua's < and <= must give a
+-- boolean, so comparisons are methods (x:lt(y)), never operators.
+--
+-- Result dtypes follow PyTorch's promotion: tensors of one dtype keep it; floats beat integers;
+-- the wider float (f16 with bf16 gives f32) or integer wins; a number keeps a tensor's dtype,
+-- except a fractional number with an integer tensor (f32). Division, and the float functions
+-- (exp, sigmoid, ...), of integers give f32. Halves compute in f32, f64 in f64, integers in 64
+-- bits (wrapping to the dtype, as PyTorch's integer arithmetic does).
+local ffi = require "ffi"
+local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local errors = require "tocha.errors"
+local raise = errors.raise
+
+local M = {}
+
+-- tocha.kernel and tocha.op load tocha.tensor, which installs this module while it loads: they
+-- are required at the first call instead.
+local kernel, op
+local function modules()
+  kernel = kernel or require "tocha.kernel"
+  op = op or require "tocha.op"
+end
+
+local MAX_DIMS = 8
+local BLOCK = 256
+
+local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
+
+-- ---- functions and their kinds ----
+
+-- kind: "float" (integers are promoted to f32 first), "keep" (any dtype, the result in it),
+-- "mask" (the result is u8), "round" (the identity on integers).
+local UNARY = {
+  neg = "keep", abs = "keep", sign = "keep", square = "keep", relu = "keep",
+  exp = "float", expm1 = "float", log = "float", log1p = "float", sqrt = "float", rsqrt = "float",
+  reciprocal = "float", sigmoid = "float", tanh = "float", silu = "float", gelu = "float",
+  erf = "float", sin = "float", cos = "float",
+  floor = "round", ceil = "round", trunc = "round", round = "round",
+  logical_not = "mask", isnan = "mask",
+}
+local BINARY = {
+  add = "keep", sub = "keep", mul = "keep", div = "float", pow = "keep",
+  maximum = "keep", minimum = "keep", remainder = "keep",
+  lt = "mask", le = "mask", gt = "mask", ge = "mask", eq = "mask", ne = "mask",
+  logical_and = "mask", logical_or = "mask",
+}
+M.UNARY, M.BINARY = UNARY, BINARY
+
+local function sorted_keys(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+M.unary_names, M.binary_names = sorted_keys(UNARY), sorted_keys(BINARY)
+
+-- ---- dtypes ----
+
+local FLOAT_RANK = { f16 = 1, bf16 = 1, f32 = 2, f64 = 3 }
+local INT_RANK = { u8 = 1, i32 = 2, i64 = 3 }
+
+-- The dtype of an operation between dtypes a and b (PyTorch's promotion).
+local function promote(a, b)
+  if a == b then return a end
+  local fa, fb = FLOAT_RANK[a], FLOAT_RANK[b]
+  if fa and fb then
+    if fa == fb then return "f32" end -- f16 with bf16
+    return fa > fb and a or b
+  end
+  if fa then return a end
+  if fb then return b end
+  return INT_RANK[a] > INT_RANK[b] and a or b
+end
+M.promote = promote
+
+-- The dtype an operand contributes: a tensor's, or for a number nil (it takes the tensors').
+local function operand_dtype(v) return is_tensor(v) and dtype.name(v.elem_type) or nil end
+
+-- The result dtype of `kind` over the operands, and the dtype the inputs meet in.
+local function dtypes_of(kind, operands)
+  local common
+  for i = 1, 3 do
+    local d = operand_dtype(operands[i])
+    if d then common = common and promote(common, d) or d end
+  end
+  -- A fractional number with integer tensors: f32, as PyTorch's default dtype.
+  if dtype.is_integer(common) then
+    for i = 1, 3 do
+      local v = operands[i]
+      if type(v) == "number" and (v ~= math.floor(v) or v ~= v or math.abs(v) == math.huge) then common = "f32" end
+    end
+  end
+  if kind == "float" and dtype.is_integer(common) then common = "f32" end
+  return kind == "mask" and "u8" or common, common
+end
+
+-- The CUDA C type a dtype's operations compute in.
+local function compute_ctype(name)
+  if name == "f64" then return "double" end
+  if dtype.is_integer(name) then return "long long" end
+  return "float"
+end
+
+-- ---- kernels ----
+
+local PARAMS_TAIL = (function()
+  local p = {}
+  local function strides(letter) for i = 0, 7 do p[#p + 1] = ("i64 %s%d"):format(letter, i) end end
+  strides("d")
+  strides("y")
+  return table.concat(p, ", ")
+end)()
+
+local function operand_params(letter, dt)
+  local p = { ("%s* %s"):format(dt, letter) }
+  for i = 0, 7 do p[#p + 1] = ("i64 %s%d"):format(letter, i) end
+  return table.concat(p, ", ")
+end
+
+local kernels = {}
+
+-- The pointwise kernel of fn computing in the dtype `common` (its C type A), writing `out`,
+-- reading operands of dtypes da, db, dc, with `scalars` marking the number operands.
+local function pointwise_kernel(fn, common, out, da, db, dc, scalars)
+  local key = table.concat({ fn, common, out, da, db, dc, scalars }, "|")
+  local k = kernels[key]
+  if k then return k end
+  modules()
+  local targs = ("%s, %s, %s, %s, %s, pw_%s, %d"):format(compute_ctype(common), dtype.ctype(out), dtype.ctype(da),
+    dtype.ctype(db), dtype.ctype(dc), fn, scalars)
+  local params = ("%s* y, i64 n, i32 ndim, %s, %s, %s, %s, f64 sa, f64 sb, f64 sc"):format(out, PARAMS_TAIL,
+    operand_params("a", da), operand_params("b", db), operand_params("c", dc))
+  k = kernel.new { source = op.source("pointwise.cu"), name = "tocha_pointwise", template_args = targs, params = params }
+  kernels[key] = k
+  return k
+end
+
+-- ---- shapes ----
+
+local function sizes_of(t)
+  local d, s = {}, {}
+  for i = 0, t.ndim - 1 do d[i + 1], s[i + 1] = tonumber(t.dims[i]), tonumber(t.strides[i]) end
+  return d, s
+end
+
+local function shape_text(d) return "[" .. table.concat(d, ", ") .. "]" end
+
+-- The broadcast shape of the tensors among operands (named by names), or an error naming the
+-- first operand that does not fit.
+local function broadcast_shape(operands, names)
+  local out, first
+  for i, v in ipairs(operands) do
+    if is_tensor(v) then
+      local d = sizes_of(v)
+      if not out then
+        out, first = d, names[i]
+      else
+        local n = math.max(#out, #d)
+        local merged = {}
+        for k = 1, n do
+          local a = out[#out - n + k] or 1
+          local b = d[#d - n + k] or 1
+          if a ~= b and a ~= 1 and b ~= 1 then
+            raise(("%s: shape %s does not broadcast with %s (%s's): sizes %d and %d at dimension %d from the end")
+              :format(names[i], shape_text(d), shape_text(out), first, b, a, n - k + 1))
+          end
+          merged[k] = a == 1 and b or a
+        end
+        out = merged
+      end
+    end
+  end
+  return out
+end
+M.broadcast_shape = broadcast_shape
+
+-- t's strides seen with the shape `shape` (t broadcast to it: 0 along repeated dimensions).
+local function broadcast_strides(t, shape)
+  local d, s = sizes_of(t)
+  local out, lead = {}, #shape - #d
+  for k = 1, #shape do
+    local j = k - lead
+    out[k] = (j >= 1 and d[j] ~= 1) and s[j] or 0
+  end
+  return out
+end
+
+-- The sizes and each stride set merged where every set is dense across the boundary, and the
+-- dimensions of size 1 dropped: fewer dimensions for the kernel to walk (one, for operands of
+-- one contiguous shape). Dimension k folds into the one after it when, in every set,
+-- stride[k] == stride[k + 1] * size[k + 1].
+local function coalesce(shape, sets)
+  local d, st = {}, {}
+  for j = 1, #sets do st[j] = {} end
+  for k = 1, #shape do
+    if shape[k] ~= 1 then
+      local n = #d
+      local fold = n > 0
+      for j = 1, #sets do
+        if fold and st[j][n] ~= sets[j][k] * shape[k] then fold = false end
+      end
+      if fold then
+        d[n] = d[n] * shape[k]
+        for j = 1, #sets do st[j][n] = sets[j][k] end
+      else
+        d[n + 1] = shape[k]
+        for j = 1, #sets do st[j][n + 1] = sets[j][k] end
+      end
+    end
+  end
+  if #d == 0 then
+    d[1] = 1
+    for j = 1, #sets do st[j][1] = 0 end
+  end
+  return d, st
+end
+M.coalesce = coalesce
+
+-- ---- launching ----
+
+local function device_of(operands, names)
+  local dev, first
+  for i, v in ipairs(operands) do
+    if is_tensor(v) then
+      if v.freed ~= 0 then raise(names[i] .. ": tensor was freed") end
+      if not dev then
+        dev, first = v.dev, names[i]
+      elseif v.dev ~= dev then
+        raise(("%s: on %s, but %s is on %s (move one with :to())"):format(names[i], device.wrap(v.dev).name, first,
+          device.wrap(dev).name))
+      end
+    end
+  end
+  return dev
+end
+
+-- Raises unless y's elements are distinct memory (an expanded view repeats one element).
+local function check_writable(y, what)
+  local d, s = sizes_of(y)
+  for k = 1, #d do
+    if s[k] == 0 and d[k] > 1 then
+      raise(what .. ": an expanded view cannot be written (its elements share memory)")
+    end
+  end
+end
+
+local grid_buf = {}
+
+-- y = fn(operands...) computed in the dtype `common`, with y's shape the operands' broadcast
+-- one: y allocated (dtype out_dt) when nil, else written (in place) through its strides.
+local function run(fn, out_dt, common, operands, names, y)
+  local dev = device_of(operands, names)
+  if not dev then raise("expected at least one tensor operand") end
+  local shape = broadcast_shape(operands, names)
+  if y == nil then
+    y = require("tocha.tensor").alloc(shape, out_dt, device.wrap(dev))
+  else
+    local yd = sizes_of(y)
+    if #yd ~= #shape then
+      raise(("self: the result has shape %s, which cannot be written into self's %s"):format(shape_text(shape), shape_text(yd)))
+    end
+    for k = 1, #yd do
+      if yd[k] ~= shape[k] then
+        raise(("self: the result has shape %s, which cannot be written into self's %s"):format(shape_text(shape), shape_text(yd)))
+      end
+    end
+    check_writable(y, "self")
+    local ydt = dtype.name(y.elem_type)
+    if ydt ~= out_dt and not (dtype.is_float(ydt) and dtype.is_float(out_dt)) and promote(ydt, out_dt) ~= ydt then
+      raise(("self: the result's dtype %s cannot be written into self's %s in place"):format(out_dt, ydt))
+    end
+    out_dt = ydt
+  end
+  local sets, dts, scalars, values = { broadcast_strides(y, shape) }, {}, 0, { 0, 0, 0 }
+  for i = 1, 3 do
+    local v = operands[i]
+    if is_tensor(v) then
+      sets[i + 1] = broadcast_strides(v, shape)
+      dts[i] = dtype.name(v.elem_type)
+    else
+      sets[i + 1] = {}
+      for k = 1, #shape do sets[i + 1][k] = 0 end
+      dts[i] = common
+      if v ~= nil then
+        scalars = scalars + 2 ^ (i - 1)
+        values[i] = v
+      end
+    end
+  end
+  local n = 1
+  for k = 1, #shape do n = n * shape[k] end
+  local d, st = coalesce(shape, sets)
+  local k = pointwise_kernel(fn, common, out_dt, dts[1], dts[2], dts[3], scalars)
+  local args = { y.data, n, #d }
+  local function push(list)
+    for i = 1, MAX_DIMS do args[#args + 1] = list[i] or 0 end
+  end
+  local filler = {}
+  for i = 1, #d do filler[i] = d[i] end
+  for i = #d + 1, MAX_DIMS do filler[i] = 1 end
+  push(filler)
+  push(st[1])
+  for i = 1, 3 do
+    local v = operands[i]
+    args[#args + 1] = is_tensor(v) and v.data or y.data
+    push(st[i + 1])
+  end
+  args[#args + 1], args[#args + 2], args[#args + 3] = values[1], values[2], values[3]
+  grid_buf[1] = math.max(1, math.min(math.ceil(n / BLOCK), 2 ^ 31 - 1))
+  grid_buf[2], grid_buf[3] = 1, 1
+  modules()
+  op.launch_packed(k, device.wrap(dev), grid_buf, { BLOCK, 1, 1 }, args)
+  return y
+end
+
+-- ---- number operands ----
+
+local function check_operand(v, what)
+  if is_tensor(v) then return v end
+  if type(v) ~= "number" then
+    raise(("%s: expected a tensor or a number, got %s"):format(what, type(v)))
+  end
+  return v
+end
+
+-- A number for an operation computing in an integer dtype (in 64 bits): it must fit them.
+local function integer_scalar(v, common, what)
+  if type(v) == "number" and dtype.is_integer(common) and math.abs(v) >= 2 ^ 63 then
+    raise(("%s: %s is outside the 64-bit integers %s arithmetic computes in"):format(what, errors.show(v), common))
+  end
+end
+
+-- ---- the public functions ----
+
+-- tocha.unary(fn, x [, y]): fn (a name of M.UNARY) element by element; into y when given.
+function M.unary(fn, x, y)
+  local kind = UNARY[fn]
+  if not kind then raise(("fn: unknown function %s (expected one of %s)"):format(errors.show(fn), table.concat(M.unary_names, ", "))) end
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if kind == "round" and dtype.is_integer(dtype.name(x.elem_type)) then fn = "copy" end
+  local out, common = dtypes_of(kind, { x })
+  local r = run(fn, out, common, { x }, { "self" }, y)
+  return r
+end
+
+-- tocha.binary(fn, a, b [, y]): fn (a name of M.BINARY) of a and b (tensors or numbers, at
+-- least one a tensor), broadcast; into y when given.
+function M.binary(fn, a, b, y, names)
+  local kind = BINARY[fn]
+  if not kind then raise(("fn: unknown function %s (expected one of %s)"):format(errors.show(fn), table.concat(M.binary_names, ", "))) end
+  names = names or { "self", "other" }
+  check_operand(a, names[1])
+  check_operand(b, names[2])
+  local out, common = dtypes_of(kind, { a, b })
+  if not common then raise(("%s: expected a tensor operand, got two numbers"):format(names[1])) end
+  integer_scalar(a, common, names[1])
+  integer_scalar(b, common, names[2])
+  local r = run(fn, out, common, { a, b }, names, y)
+  return r
+end
+
+-- tocha.where(mask, a, b): a where mask (u8) is non-zero, else b; a and b tensors or numbers,
+-- all three broadcast.
+function M.where(mask, a, b)
+  if not is_tensor(mask) then raise("condition: expected a u8 tensor, got " .. type(mask)) end
+  if dtype.name(mask.elem_type) ~= "u8" then
+    raise("condition: expected a u8 mask (as comparisons give), got " .. dtype.name(mask.elem_type))
+  end
+  check_operand(a, "input")
+  check_operand(b, "other")
+  if not is_tensor(a) and not is_tensor(b) then raise("input: expected a tensor for input or other, got two numbers") end
+  local out, common = dtypes_of("keep", { a, b })
+  integer_scalar(a, common, "input")
+  integer_scalar(b, common, "other")
+  -- The mask is read as u8 and converted into A: exact for 0 and 1 in every compute type.
+  local r = run("where", out, common, { mask, a, b }, { "condition", "input", "other" })
+  return r
+end
+
+-- clamp(x, lo, hi) into y (nil: a new tensor): lo and hi numbers, tensors or nil (no bound).
+function M.clamp(x, lo, hi, y)
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if lo == nil and hi == nil then raise("min: at least one of min and max must be given") end
+  if lo ~= nil then check_operand(lo, "min") end
+  if hi ~= nil then check_operand(hi, "max") end
+  local out, common = dtypes_of("keep", { x, lo, hi })
+  if dtype.is_integer(common) then
+    integer_scalar(lo, common, "min")
+    integer_scalar(hi, common, "max")
+    lo = lo or -2 ^ 62
+    hi = hi or 2 ^ 62
+  else
+    lo = lo or -math.huge
+    hi = hi or math.huge
+  end
+  local r = run("clamp", out, common, { x, lo, hi }, { "self", "min", "max" }, y)
+  return r
+end
+
+-- ---- installing ----
+
+-- Installs the methods, the operators and tocha.where on tensors (methods: the method table;
+-- Tensor: the metatable, before ffi.metatype).
+function M.install(methods, Tensor)
+  for name in pairs(UNARY) do
+    methods[name] = function(x) local r = M.unary(name, x) return r end
+    methods[name .. "_"] = function(x)
+      if UNARY[name] == "mask" then raise(("self: %s gives a u8 mask, which cannot replace a tensor in place"):format(name)) end
+      M.unary(name, x, x)
+      return x
+    end
+  end
+  for name in pairs(BINARY) do
+    methods[name] = function(x, other) local r = M.binary(name, x, other) return r end
+    methods[name .. "_"] = function(x, other)
+      M.binary(name, x, other, x)
+      return x
+    end
+  end
+  function methods.clamp(x, lo, hi) local r = M.clamp(x, lo, hi) return r end
+  function methods.clamp_(x, lo, hi)
+    M.clamp(x, lo, hi, x)
+    return x
+  end
+  -- x:where(condition, other): PyTorch's (x where condition, else other).
+  function methods.where(x, condition, other) local r = M.where(condition, x, other) return r end
+
+  local function operator(fn, metamethod)
+    Tensor[metamethod] = errors.name(function(a, b)
+      local r = M.binary(fn, a, b, nil, { "left operand", "right operand" })
+      return r
+    end, "Tensor." .. metamethod)
+  end
+  operator("add", "__add")
+  operator("sub", "__sub")
+  operator("mul", "__mul")
+  operator("div", "__div")
+  operator("pow", "__pow")
+  operator("remainder", "__mod")
+  Tensor.__unm = errors.name(function(a) local r = M.unary("neg", a) return r end, "Tensor.__unm")
+end
+
+return M

@@ -1,0 +1,319 @@
+-- tocha.tensor_reduce: reductions as tensor methods, eager, through kernels/reduction.cu and
+-- kernels/arg_reduce.cu on the tensor's device.
+--
+--   x:sum()                  -- every element: a tensor of shape {1} (x:sum():item() a number)
+--   x:mean(2)                -- over dimension 2, which goes (PyTorch's keepdim=false)
+--   x:amax({3, 4}, true)     -- over 3 and 4, kept as size 1 (keepdim)
+--   local v, i = x:max(2)    -- values and 1-based i64 indices (Torch7's and PyTorch's pair)
+--   x:var(2, false, 0)       -- correction 0 (the population variance); 1 by default
+--
+-- dims: nil (every element), a dimension or a list of them (1-based, negative from the end).
+-- tocha has no tensors of 0 dimensions: a reduction to one value has shape {1}. Indices are
+-- 1-based, as every index of tocha's (x[i], x:select, x:narrow). Integer tensors: sum and prod
+-- give i64, max, min and their arg forms keep the dtype (exact to 2^53); mean, var and std
+-- need a float tensor, as PyTorch's. f16 and bf16 reduce in f32.
+local ffi = require "ffi"
+local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local errors = require "tocha.errors"
+local raise = errors.raise
+
+local M = {}
+
+-- Loaded at the first call (they load tocha.tensor, which installs this module).
+local kernel, op, reduction, math_ops, tensor
+local function modules()
+  if tensor then return end
+  kernel, op = require "tocha.kernel", require "tocha.op"
+  reduction, math_ops = require "tocha.ops.reduction", require "tocha.tensor_math"
+  tensor = require "tocha.tensor"
+end
+
+local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
+
+local function sizes_of(t)
+  local d = {}
+  for i = 0, t.ndim - 1 do d[i + 1] = tonumber(t.dims[i]) end
+  return d
+end
+
+-- The sorted, distinct 1-based dimensions `dims` names for a tensor of ndim dimensions (nil:
+-- all of them).
+local function dims_of(dims, ndim)
+  local list = {}
+  if dims == nil then
+    for i = 1, ndim do list[i] = i end
+    return list
+  end
+  if type(dims) == "number" then dims = { dims } end
+  if type(dims) ~= "table" then raise("dim: expected a dimension, a list of them or nil, got " .. type(dims)) end
+  local seen = {}
+  for i, d in ipairs(dims) do
+    if type(d) ~= "number" or d ~= math.floor(d) then
+      raise(("dim[%d]: expected an integer, got %s"):format(i, errors.show(d)))
+    end
+    local k = d < 0 and ndim + 1 + d or d
+    if k < 1 or k > ndim then
+      raise(("dim: expected dimensions from 1 to %d (or -1 to -%d), got %d"):format(ndim, ndim, d))
+    end
+    if seen[k] then raise(("dim: dimension %d appears twice"):format(k)) end
+    seen[k] = true
+    list[#list + 1] = k
+  end
+  if #list == 0 then raise("dim: expected at least one dimension") end
+  table.sort(list)
+  return list
+end
+
+-- The shape left after reducing dims of d: size 1 there (keepdim), or without them ({1} when
+-- none is left).
+local function reduced_shape(d, dims, keepdim)
+  local gone = {}
+  for _, k in ipairs(dims) do gone[k] = true end
+  local out = {}
+  for i = 1, #d do
+    if keepdim then out[#out + 1] = gone[i] and 1 or d[i]
+    elseif not gone[i] then out[#out + 1] = d[i] end
+  end
+  if #out == 0 then out[1] = 1 end
+  return out
+end
+
+local function product(d, from, to)
+  local n = 1
+  for i = from, to do n = n * d[i] end
+  return n
+end
+
+-- The Reduce ops by mode and dtype (their kernels are what this module launches).
+local reduce_ops = {}
+local function reduce_op(mode, dt)
+  local key = mode .. "|" .. dt
+  local r = reduce_ops[key]
+  if not r then
+    r = reduction.Reduce.new(mode, nil, dt)
+    reduce_ops[key] = r
+  end
+  return r
+end
+
+-- x (dense, a float dtype) reduced by `mode` over dimensions a..b, kept as size 1.
+local function reduce_run(x, mode, a, b)
+  local d = sizes_of(x)
+  local outer, n, inner = product(d, 1, a - 1), product(d, a, b), product(d, b + 1, #d)
+  local out = {}
+  for i = 1, #d do out[i] = (i >= a and i <= b) and 1 or d[i] end
+  local dt = dtype.name(x.elem_type)
+  local r = reduce_op(mode, dt)
+  local dev = device.wrap(x.dev)
+  local y = tensor.alloc(out, dt, dev)
+  local passes = reduction.plan(outer, n, inner, r.block_size, dt)
+  local divisor = mode == "mean" and n or 1
+  reduction.run_launches(r.kernel, dev, r.block_size, #passes, reduction.partial_bytes(passes, dt),
+    function(i) return reduction.pass_grid(passes[i], r.block_size, dt) end,
+    function(i, ws)
+      if i == 1 then
+        local last = #passes == 1
+        return reduction.args(passes[1], x.data, 0, last and y.data or ws, last and 0 or 1, 0, last and divisor or 1)
+      end
+      return reduction.args(passes[2], ws, 1, y.data, 0, 0, divisor)
+    end)
+  return y
+end
+
+-- The runs of consecutive dimensions in a sorted list, last first: {{a, b}, ...}.
+local function runs_of(dims)
+  local runs = {}
+  local i = 1
+  while i <= #dims do
+    local j = i
+    while j < #dims and dims[j + 1] == dims[j] + 1 do j = j + 1 end
+    table.insert(runs, 1, { dims[i], dims[j] })
+    i = j + 1
+  end
+  return runs
+end
+
+-- x reduced by mode over dims (a method's arguments), in x's dtype rules above.
+local function reduce(x, mode, dims, keepdim, what)
+  modules()
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if x.freed ~= 0 then raise("self: tensor was freed") end
+  if keepdim ~= nil and type(keepdim) ~= "boolean" then raise("keepdim: expected a boolean, got " .. type(keepdim)) end
+  local d = sizes_of(x)
+  local list = dims_of(dims, #d)
+  local dt = dtype.name(x.elem_type)
+  local work = x:contiguous()
+  local result_dt = dt
+  if dtype.is_integer(dt) then
+    if mode == "mean" then
+      raise(("self: %s() needs a float tensor, got %s (cast it first: x:cast(\"f32\"))"):format(what, dt))
+    end
+    result_dt = (mode == "sum" or mode == "prod") and "i64" or dt
+    work = work:cast("f64")
+  end
+  for _, run in ipairs(runs_of(list)) do work = reduce_run(work, mode, run[1], run[2]) end
+  if result_dt ~= dtype.name(work.elem_type) then work = work:cast(result_dt) end
+  return work:view(reduced_shape(d, list, keepdim))
+end
+
+-- ---- indices ----
+
+local arg_kernels = {}
+local function arg_kernel(dt, min)
+  local key = dt .. (min and "|min" or "|max")
+  local k = arg_kernels[key]
+  if not k then
+    k = kernel.new { source = op.source("arg_reduce.cu"), name = "tocha_arg_reduce",
+      template_args = ("%s, %d"):format(dtype.ctype(dt), min and 1 or 0),
+      params = ("%s* x, i64* y, i64 outer, i64 n, i64 inner, i32 rows"):format(dt) }
+    arg_kernels[key] = k
+  end
+  return k
+end
+
+local ARG_BLOCK = 256
+
+-- The 1-based i64 indices of x's largest (smallest with min) elements along dim (nil: over the
+-- flattened tensor), shaped as a reduction over dim.
+local function arg_reduce(x, dim, keepdim, min, what)
+  modules()
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if x.freed ~= 0 then raise("self: tensor was freed") end
+  if dim ~= nil and type(dim) ~= "number" then raise(("dim: %s() takes one dimension or nil, got %s"):format(what, type(dim))) end
+  local d = sizes_of(x)
+  local work = x:contiguous()
+  local outer, n, inner, list
+  if dim == nil then
+    outer, n, inner = 1, product(d, 1, #d), 1
+    list = dims_of(nil, #d)
+  else
+    list = dims_of(dim, #d)
+    local k = list[1]
+    outer, n, inner = product(d, 1, k - 1), d[k], product(d, k + 1, #d)
+  end
+  local rows, grid = M.row_mapping(outer, n, inner, ARG_BLOCK)
+  local out = reduced_shape(d, list, keepdim)
+  if dim == nil and not keepdim then out = { 1 } end
+  local y = tensor.alloc(out, "i64", device.wrap(work.dev))
+  op.launch_packed(arg_kernel(dtype.name(work.elem_type), min), device.wrap(work.dev), grid, { ARG_BLOCK, 1, 1 },
+    { work.data, y.data, outer, n, inner, rows })
+  return y
+end
+
+-- ---- variance ----
+
+-- The variance of x over dims with `correction` (1: Bessel's, PyTorch's default); halves are
+-- computed in f32 and the result rounded once.
+local function variance(x, dims, keepdim, correction, what)
+  modules()
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if x.freed ~= 0 then raise("self: tensor was freed") end
+  local dt = dtype.name(x.elem_type)
+  if not dtype.is_float(dt) then
+    raise(("self: %s() needs a float tensor, got %s (cast it first: x:cast(\"f32\"))"):format(what, dt))
+  end
+  if correction == nil then correction = 1 end
+  if type(correction) ~= "number" or correction < 0 then
+    raise("correction: expected a non-negative number, got " .. errors.show(correction))
+  end
+  local d = sizes_of(x)
+  local list = dims_of(dims, #d)
+  local n = 1
+  for _, k in ipairs(list) do n = n * d[k] end
+  local work = (dt == "f16" or dt == "bf16") and x:cast("f32") or x
+  local mean = reduce(work, "mean", list, true, what)
+  local centred = math_ops.binary("sub", work, mean)
+  math_ops.binary("mul", centred, centred, centred)
+  local v = reduce(centred, "sum", list, keepdim, what)
+  -- n - correction <= 0 divides by zero or less: inf or NaN, as PyTorch gives.
+  math_ops.binary("div", v, math.max(n - correction, 0), v)
+  if work ~= x then v = v:cast(dt) end
+  return v
+end
+
+-- ---- softmax ----
+
+local softmax_kernels = {}
+local function softmax_kernel(dt, log)
+  local key = dt .. (log and "|log" or "")
+  local k = softmax_kernels[key]
+  if not k then
+    k = kernel.new { source = op.source("softmax.cu"), name = "tocha_softmax",
+      template_args = ("%s, %d"):format(dtype.ctype(dt), log and 1 or 0),
+      params = ("%s* x, %s* y, i64 outer, i64 n, i64 inner, i32 rows"):format(dt, dt) }
+    softmax_kernels[key] = k
+  end
+  return k
+end
+
+-- The kernel mapping and grid of a row-wise kernel (softmax.cu, arg_reduce.cu) over
+-- [outer, n, inner] with CTAs of `block` threads.
+local function row_mapping(outer, n, inner, block)
+  local rows = inner > 1 and 0 or (n >= 1024 and -1 or 32)
+  local grid
+  if rows == 0 then grid = math.ceil(outer * inner / block)
+  elseif rows == -1 then grid = outer
+  else grid = math.ceil(outer / (block / 32)) end
+  return rows, { math.max(1, math.min(grid, 2 ^ 31 - 1)), 1, 1 }
+end
+M.row_mapping = row_mapping
+
+-- softmax (log-softmax with log) of x along dim, a new tensor of x's shape and dtype.
+local function softmax(x, dim, log, what)
+  modules()
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if x.freed ~= 0 then raise("self: tensor was freed") end
+  if type(dim) ~= "number" then raise(("dim: %s() needs a dimension, got %s"):format(what, type(dim))) end
+  local dt = dtype.name(x.elem_type)
+  if not dtype.is_float(dt) then
+    raise(("self: %s() needs a float tensor, got %s (cast it first: x:cast(\"f32\"))"):format(what, dt))
+  end
+  local d = sizes_of(x)
+  local k = dims_of(dim, #d)[1]
+  local outer, n, inner = product(d, 1, k - 1), d[k], product(d, k + 1, #d)
+  local work = x:contiguous()
+  local y = tensor.alloc(d, dt, device.wrap(x.dev))
+  local rows, grid = row_mapping(outer, n, inner, ARG_BLOCK)
+  op.launch_packed(softmax_kernel(dt, log), device.wrap(x.dev), grid, { ARG_BLOCK, 1, 1 },
+    { work.data, y.data, outer, n, inner, rows })
+  return y
+end
+
+-- ---- installing ----
+
+-- Installs the reduction methods (methods: the tensor method table).
+function M.install(methods)
+  for _, mode in ipairs({ "sum", "mean", "prod" }) do
+    methods[mode] = errors.name(function(x, dims, keepdim) local r = reduce(x, mode, dims, keepdim, mode) return r end, "Tensor:" .. mode)
+  end
+  methods.amax = function(x, dims, keepdim) local r = reduce(x, "max", dims, keepdim, "amax") return r end
+  methods.amin = function(x, dims, keepdim) local r = reduce(x, "min", dims, keepdim, "amin") return r end
+  -- x:max() (every element), x:max(dim [, keepdim]) -> values, indices; x:max(other) is the
+  -- elementwise maximum (PyTorch's torch.max(x, other)).
+  local function extreme(mode, min, elementwise)
+    return function(x, dim, keepdim)
+      if is_tensor(dim) then local r = math_ops.binary(elementwise, x, dim) return r end
+      if dim == nil then local r = reduce(x, mode, nil, keepdim, mode) return r end
+      if type(dim) ~= "number" then
+        raise(("dim: %s() takes one dimension, a tensor (elementwise) or nothing, got %s"):format(mode, type(dim)))
+      end
+      local v, i = reduce(x, mode, dim, keepdim, mode), arg_reduce(x, dim, keepdim, min, mode)
+      return v, i
+    end
+  end
+  methods.max = extreme("max", false, "maximum")
+  methods.min = extreme("min", true, "minimum")
+  methods.argmax = function(x, dim, keepdim) local r = arg_reduce(x, dim, keepdim, false, "argmax") return r end
+  methods.argmin = function(x, dim, keepdim) local r = arg_reduce(x, dim, keepdim, true, "argmin") return r end
+  methods.softmax = function(x, dim) local r = softmax(x, dim, false, "softmax") return r end
+  methods.log_softmax = function(x, dim) local r = softmax(x, dim, true, "log_softmax") return r end
+  methods.var = function(x, dims, keepdim, correction) local r = variance(x, dims, keepdim, correction, "var") return r end
+  methods.std = function(x, dims, keepdim, correction)
+    local v = variance(x, dims, keepdim, correction, "std")
+    local r = math_ops.unary("sqrt", v, v)
+    return r
+  end
+end
+
+return M
