@@ -91,13 +91,20 @@ function M.arguments(args, defaults)
   return opts
 end
 
+-- A CSV field: quoted (RFC 4180) when it holds a comma, a quote or a line break.
+local function csv_field(v)
+  local text = tostring(v)
+  if text:find('[,"\n]') then return '"' .. text:gsub('"', '""') .. '"' end
+  return text
+end
+
 -- Writes rows (tables) to path as CSV: a header of columns, then each row's values in order.
 function M.write_csv(path, columns, rows)
   local f = assert(io.open(path, "w"))
   f:write(table.concat(columns, ","), "\n")
   for _, r in ipairs(rows) do
     local out = {}
-    for k, c in ipairs(columns) do out[k] = tostring(r[c]) end
+    for k, c in ipairs(columns) do out[k] = csv_field(r[c]) end
     f:write(table.concat(out, ","), "\n")
   end
   f:close()

@@ -174,18 +174,23 @@ template <typename A, int SCALAR, typename T> __device__ __forceinline__ A pw_op
     return pw_in<A>(p[off]);
 }
 
-// The offsets of element e (row-major over d[0..ndim)) in the four stride sets st[0..3] (y, a,
-// b, c), into off[0..3].
+// The offsets of element e (row-major over d[0..ndim)) in the four stride sets (y, a, b, c),
+// into off[0..3]. The loop is unrolled over all eight dimensions, so that the sizes and
+// strides stay in registers (an array indexed at run time would live in local memory).
 __device__ __forceinline__ void pw_offsets(long long e, int ndim, const long long *d, const long long (*st)[8],
                                            long long *off)
 {
     long long o0 = 0, o1 = 0, o2 = 0, o3 = 0, rest = e;
-    for (int k = ndim - 1; k > 0; --k) {
-        const long long q = ((unsigned long long)(rest | d[k]) >> 32) == 0 ? (long long)((unsigned)rest / (unsigned)d[k])
-                                                                           : rest / d[k];
-        const long long i = rest - q * d[k];
-        o0 += i * st[0][k], o1 += i * st[1][k], o2 += i * st[2][k], o3 += i * st[3][k];
-        rest = q;
+#pragma unroll
+    for (int k = 7; k > 0; --k) {
+        if (k < ndim) {
+            const long long q = ((unsigned long long)(rest | d[k]) >> 32) == 0
+                                    ? (long long)((unsigned)rest / (unsigned)d[k])
+                                    : rest / d[k];
+            const long long i = rest - q * d[k];
+            o0 += i * st[0][k], o1 += i * st[1][k], o2 += i * st[2][k], o3 += i * st[3][k];
+            rest = q;
+        }
     }
     off[0] = o0 + rest * st[0][0], off[1] = o1 + rest * st[1][0];
     off[2] = o2 + rest * st[2][0], off[3] = o3 + rest * st[3][0];
@@ -198,6 +203,52 @@ __device__ __forceinline__ void pw_one(TO *y, const TA *a, const TB *b, const TC
     const A vb = F::arity >= 2 ? pw_operand<A, SCALARS & 2>(b, off[2], sb) : (A)0;
     const A vc = F::arity >= 3 ? pw_operand<A, SCALARS & 4>(c, off[3], sc) : (A)0;
     y[off[0]] = pw_out<TO>::run(F::apply(va, vb, vc));
+}
+
+// Eight neighbouring elements, aligned so that a copy is one to four vector accesses.
+#define PW_CHUNK 8
+template <typename T> struct alignas(PW_CHUNK * sizeof(T)) pw_chunk {
+    T v[PW_CHUNK];
+};
+
+template <typename T> __device__ __forceinline__ bool pw_chunk_aligned(const T *p)
+{
+    return ((unsigned long long)p % (PW_CHUNK * sizeof(T))) == 0;
+}
+
+// The dense path: every tensor operand and y of one contiguous shape (stride 1), aligned to
+// whole chunks; a thread computes a chunk at a time from vector loads. Returns false (nothing
+// done) where the pointers are not aligned.
+template <typename A, typename TO, typename TA, typename TB, typename TC, typename F, int SCALARS>
+__device__ __forceinline__ bool pw_dense(TO *y, long long n, const TA *a, const TB *b, const TC *c, A sa, A sb, A sc)
+{
+    const bool ua = !(SCALARS & 1), ub = F::arity >= 2 && !(SCALARS & 2), uc = F::arity >= 3 && !(SCALARS & 4);
+    if (!pw_chunk_aligned(y) || (ua && !pw_chunk_aligned(a)) || (ub && !pw_chunk_aligned(b)) || (uc && !pw_chunk_aligned(c)))
+        return false;
+    const long long stride = (long long)blockDim.x * gridDim.x, chunks = n / PW_CHUNK;
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; t < chunks; t += stride) {
+        pw_chunk<TA> ca;
+        pw_chunk<TB> cb;
+        pw_chunk<TC> cc;
+        if (ua) ca = ((const pw_chunk<TA> *)a)[t];
+        if (ub) cb = ((const pw_chunk<TB> *)b)[t];
+        if (uc) cc = ((const pw_chunk<TC> *)c)[t];
+        pw_chunk<TO> r;
+#pragma unroll
+        for (int j = 0; j < PW_CHUNK; ++j) {
+            const A va = ua ? pw_in<A>(ca.v[j]) : sa;
+            const A vb = ub ? pw_in<A>(cb.v[j]) : sb;
+            const A vc = uc ? pw_in<A>(cc.v[j]) : sc;
+            r.v[j] = pw_out<TO>::run(F::apply(va, vb, vc));
+        }
+        ((pw_chunk<TO> *)y)[t] = r;
+    }
+    for (long long e = chunks * PW_CHUNK + (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+        const long long off[4] = {e, e, e, e};
+        pw_one<A, TO, TA, TB, TC, F, SCALARS>(y, a, b, c, off, sa, sb, sc);
+    }
+    return true;
 }
 
 template <typename A, typename TO, typename TA, typename TB, typename TC, typename F, int SCALARS>
@@ -214,7 +265,10 @@ __device__ void tocha_pointwise(TO *y, long long n, int ndim, long long d0, long
     const long long stride = (long long)blockDim.x * gridDim.x;
     long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (ndim == 1) {
-        // One dimension (every contiguous operation): offsets are multiples of the strides.
+        const bool dense = y0 == 1 && ((SCALARS & 1) || a0 == 1) && (F::arity < 2 || (SCALARS & 2) || b0 == 1) &&
+                           (F::arity < 3 || (SCALARS & 4) || c0 == 1);
+        if (dense && pw_dense<A, TO, TA, TB, TC, F, SCALARS>(y, n, a, b, c, va, vb, vc)) return;
+        // One dimension: offsets are multiples of the strides.
         for (; e < n; e += stride) {
             const long long off[4] = {e * y0, e * a0, e * b0, e * c0};
             pw_one<A, TO, TA, TB, TC, F, SCALARS>(y, a, b, c, off, va, vb, vc);

@@ -113,8 +113,9 @@ describe("tocha.plan", function()
         refuses("n_slots: expected an integer, got 1.5", plan.new, device, 1.5)
         local p = plan.new(device, 1)
         refuses("is the placeholder of no slot of the plan (it has 1)", p.add, p, k, 1, 4, { plan.slot(2), x.data, 4, 0 })
-        refuses("args: expected at most", p.add, p, k, 1, 4, { x.data, x.data, 4, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
-          14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33 })
+        local many = { x.data, x.data, 4, 0 }
+        for i = 5, 70 do many[i] = i end
+        refuses("args: expected at most 64 arguments, got 70", p.add, p, k, 1, 4, many)
         refuses("args[2]: expected a number or an address (uint64_t), got string", p.add, p, k, 1, 4, { x.data, "y", 4, 0 })
         refuses("block[1]: expected a positive integer, got 0", p.add, p, k, 1, 0, { x.data, x.data, 4, 0 })
         refuses("expected 4", p.add, p, k, 1, 4, { x.data, x.data, 4 })
