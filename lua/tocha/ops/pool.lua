@@ -1,0 +1,176 @@
+-- tocha.MaxPool2d, tocha.AvgPool2d, tocha.AdaptiveAvgPool2d: 2-D pooling of NCHW tensors,
+-- forward and backward, every float dtype (halves computed in f32): kernels/pool2d.cu with the
+-- window baked in at construction, behind RuntimeOps, so that they join a tocha.Model.
+--
+--   local pool = tocha.MaxPool2d.new { kernel_size = 3, stride = 2, padding = 1 }
+--   local y = pool:forward(x)                  -- [B, C, H, W] -> [B, C, OH, OW]
+--   local dx = pool:backward(x, dy)            -- dy to the element each window took
+--   local avg = tocha.AvgPool2d.new { kernel_size = 2, ceil_mode = true, count_include_pad = false }
+--   local gap = tocha.AdaptiveAvgPool2d.new { output_size = 1 }      -- global average pooling
+--
+-- Options as PyTorch's nn.MaxPool2d / AvgPool2d / AdaptiveAvgPool2d: sizes a number or {h, w};
+-- stride defaults to kernel_size; padding at most half the (dilated) kernel; ceil_mode rounds
+-- the output size up, a last window starting in the padding dropped as PyTorch does.
+-- dtype (default f32) and block (threads a CTA, default 256) too.
+local dtype = require "tocha.dtype"
+local kernel = require "tocha.kernel"
+local errors = require "tocha.errors"
+local op = require "tocha.op"
+local raise = errors.raise
+
+local M = {}
+
+local MODE = { max = 0, avg = 1, adaptive = 2 }
+
+-- A size option: a positive (or, with zero_ok, non-negative) integer or {h, w}; default when nil.
+local function pair(v, what, default, zero_ok)
+  if v == nil then v = default end
+  if type(v) == "number" then v = { v, v } end
+  if type(v) ~= "table" or #v ~= 2 then raise(("%s: expected a number or {h, w}, got %s"):format(what, errors.show(v))) end
+  for i = 1, 2 do
+    local s = v[i]
+    if type(s) ~= "number" or s ~= math.floor(s) or s < (zero_ok and 0 or 1) or s > 2 ^ 20 then
+      raise(("%s: expected %s integers, got %s"):format(what, zero_ok and "non-negative" or "positive", errors.show(s)))
+    end
+  end
+  return { v[1], v[2] }
+end
+
+local KNOWN = {
+  max = { kernel_size = true, stride = true, padding = true, dilation = true, ceil_mode = true, dtype = true, block = true },
+  avg = { kernel_size = true, stride = true, padding = true, ceil_mode = true, count_include_pad = true, dtype = true, block = true },
+  adaptive = { output_size = true, dtype = true, block = true },
+}
+
+local function options(opts, mode, class)
+  if type(opts) ~= "table" then raise(("options: expected a table of options, got %s"):format(type(opts))) end
+  for key in pairs(opts) do
+    if not KNOWN[mode][key] then raise(("%s: unknown option of %s"):format(errors.show(key), class)) end
+  end
+  for _, key in ipairs({ "ceil_mode", "count_include_pad" }) do
+    if opts[key] ~= nil and type(opts[key]) ~= "boolean" then
+      raise(("%s: expected a boolean, got %s"):format(key, type(opts[key])))
+    end
+  end
+  return opts
+end
+
+local function make(class, mode, opts)
+  local name = class.op_class_name
+  opts = options(opts, mode, "tocha." .. name)
+  local dt = op.float_dtype(opts.dtype, "dtype")
+  local block = op.flat_block(opts.block or 256)
+  local self = setmetatable({ kind = name:lower(), dtype = dt, block_size = block, mode = mode }, class)
+  local k, s, p, d = { 1, 1 }, { 1, 1 }, { 0, 0 }, { 1, 1 }
+  if mode == "adaptive" then
+    if opts.output_size == nil then raise("output_size: expected a number or {h, w}, got nil") end
+    self.output_size = pair(opts.output_size, "output_size")
+  else
+    if opts.kernel_size == nil then raise("kernel_size: expected a number or {h, w}, got nil") end
+    k = pair(opts.kernel_size, "kernel_size")
+    s = pair(opts.stride, "stride", k)
+    p = pair(opts.padding, "padding", 0, true)
+    d = pair(opts.dilation, "dilation", 1)
+    for i = 1, 2 do
+      -- PyTorch's rule: padding at most half the effective kernel.
+      if p[i] * 2 > (k[i] - 1) * d[i] + 1 then
+        raise(("padding: %d is more than half the kernel's extent %d"):format(p[i], (k[i] - 1) * d[i] + 1))
+      end
+    end
+    self.ceil_mode = opts.ceil_mode == true
+    self.count_include_pad = opts.count_include_pad ~= false
+  end
+  self.kernel_size, self.stride, self.padding, self.dilation = k, s, p, d
+  local targs = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d"):format(dtype.ctype(dt), MODE[mode], k[1], k[2], s[1], s[2],
+    p[1], p[2], d[1], d[2], (mode == "avg" and self.count_include_pad) and 1 or 0)
+  self.id = ("%s__%s__%s"):format(name:lower(), dt, targs:gsub("[^%d]+", "_"))
+  local source = op.source("pool2d.cu")
+  self.kernel = kernel.new { source = source, name = "tocha_pool2d", template_args = targs,
+    params = ("%s* x, %s* y, i64 planes, i32 H, i32 W, i32 OH, i32 OW"):format(dt, dt) }
+  self.grad_kernel = kernel.new { source = source, name = "tocha_pool2d_backward", template_args = targs,
+    params = ("%s* x, %s* dy, %s* dx, i64 planes, i32 H, i32 W, i32 OH, i32 OW"):format(dt, dt, dt) }
+  self.backward_kernel = self.grad_kernel
+  return self
+end
+
+-- One output size of a windowed pool (PyTorch's pooling_output_shape).
+local function out_size(n, k, s, p, d, ceil)
+  local span = n + 2 * p - d * (k - 1) - 1
+  local o = math.floor((span + (ceil and s - 1 or 0)) / s) + 1
+  if ceil and (o - 1) * s >= n + p then o = o - 1 end
+  return o
+end
+
+local Methods = {}
+
+-- [B, C, H, W] -> [B, C, OH, OW].
+function Methods:compute_concrete_output_shape(input_shapes)
+  local shape = op.one_input(input_shapes)
+  op.check_shape(shape, "inputs[1]")
+  if #shape ~= 4 then raise(("inputs[1]: expected an NCHW shape of 4 sizes, got %d"):format(#shape)) end
+  if self.mode == "adaptive" then return { shape[1], shape[2], self.output_size[1], self.output_size[2] } end
+  local out = { shape[1], shape[2] }
+  for i = 1, 2 do
+    local n = shape[2 + i]
+    local o = out_size(n, self.kernel_size[i], self.stride[i], self.padding[i], self.dilation[i], self.ceil_mode)
+    if o < 1 then
+      raise(("inputs[1]: a %s of %d is smaller than the window (kernel %d, dilation %d, padding %d)"):format(
+        i == 1 and "height" or "width", n, self.kernel_size[i], self.dilation[i], self.padding[i]))
+    end
+    out[2 + i] = o
+  end
+  if shape[3] > 2 ^ 31 - 1 or shape[4] > 2 ^ 31 - 1 then raise("inputs[1]: a plane of 2^31 or more rows or columns") end
+  return out
+end
+
+local function grid_of(self, elements)
+  return { math.max(1, math.min(math.ceil(elements / self.block_size), 2 ^ 31 - 1)), 1, 1 }
+end
+
+function Methods:grid(output_shape)
+  op.check_shape(output_shape, "output_shape")
+  return grid_of(self, op.numel(output_shape))
+end
+
+local function sizes(self, inputs, output_shape)
+  local x, shape = op.input_of(inputs)
+  local out = self:compute_concrete_output_shape({ shape })
+  if output_shape then op.check_output_shape(output_shape, out, "the pool's output for its input") end
+  return x, shape[1] * shape[2], shape[3], shape[4], out[3], out[4]
+end
+
+function Methods:pack_args(inputs, _, output, output_shape)
+  local x, planes, H, W, OH, OW = sizes(self, inputs, output_shape)
+  return { x, op.address(output, "output"), planes, H, W, OH, OW }
+end
+
+function Methods:backward_grid(input_shapes)
+  local shape = op.one_input(input_shapes)
+  op.check_shape(shape, "inputs[1]")
+  return grid_of(self, op.numel(shape))
+end
+
+function Methods:pack_backward_args(inputs, _, _, output_shape, grad_output, _, grad_inputs)
+  local x, planes, H, W, OH, OW = sizes(self, inputs, output_shape)
+  grad_inputs = op.list(grad_inputs, "grad_inputs")
+  return { x, op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "grad_inputs[1]"), planes, H, W, OH, OW }
+end
+
+-- A pool class: its constructor (Class.new(opts)) and the RuntimeOp methods above.
+local function pool_class(name, mode)
+  local class = op.class(name)
+  for k, fn in pairs(Methods) do class[k] = fn end
+  function class.new(opts)
+    local self = make(class, mode, opts or {})
+    return self
+  end
+  op.finish(class)
+  return class
+end
+
+M.MaxPool2d = pool_class("MaxPool2d", "max")
+M.AvgPool2d = pool_class("AvgPool2d", "avg")
+M.AdaptiveAvgPool2d = pool_class("AdaptiveAvgPool2d", "adaptive")
+M.output_size = out_size
+
+return M

@@ -1,0 +1,198 @@
+-- tocha.MaxPool2d, AvgPool2d and AdaptiveAvgPool2d: forward and backward on random NCHW shapes
+-- with every option (kernel, stride, padding, dilation, ceil mode, count_include_pad, adaptive
+-- sizes that do not divide), every element checked against a reference written here from
+-- PyTorch's documented definitions (output sizes, windows, divisors, the element max pooling
+-- takes); in a model beside its direct calls; bad options. On sim and, tagged #gpu, on cuda.
+local tocha = require "tocha"
+local ref = require "support.reference"
+
+local function fails(pattern, fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert(not ok, "expected an error containing: " .. pattern)
+  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
+end
+
+-- PyTorch's output size of a windowed pool.
+local function out_size(n, k, s, p, d, ceil)
+  local o = math.floor((n + 2 * p - d * (k - 1) - 1 + (ceil and s - 1 or 0)) / s) + 1
+  if ceil and (o - 1) * s >= n + p then o = o - 1 end
+  return o
+end
+
+-- The reference: y and dx (flat lists) of pooling x (flat, NCHW shape) with dy (flat).
+local function pool_ref(mode, o, xv, shape, dyv)
+  local B, C, H, W = shape[1], shape[2], shape[3], shape[4]
+  local OH, OW
+  if mode == "adaptive" then OH, OW = o.output_size[1], o.output_size[2]
+  else
+    OH = out_size(H, o.k[1], o.s[1], o.p[1], o.d[1], o.ceil)
+    OW = out_size(W, o.k[2], o.s[2], o.p[2], o.d[2], o.ceil)
+  end
+  local y, dx = {}, {}
+  for i = 1, #xv do dx[i] = 0 end
+  local function at(b, c, h, w) return ((b * C + c) * H + h) * W + w + 1 end
+  local e = 0
+  for b = 0, B - 1 do for c = 0, C - 1 do for oh = 0, OH - 1 do for ow = 0, OW - 1 do
+    e = e + 1
+    local members, divisor = {}, 0
+    if mode == "adaptive" then
+      local h0, h1 = math.floor(oh * H / OH), math.ceil((oh + 1) * H / OH)
+      local w0, w1 = math.floor(ow * W / OW), math.ceil((ow + 1) * W / OW)
+      for h = h0, h1 - 1 do for w = w0, w1 - 1 do members[#members + 1] = at(b, c, h, w) end end
+      divisor = #members
+    elseif mode == "avg" then
+      local h0, w0 = oh * o.s[1] - o.p[1], ow * o.s[2] - o.p[2]
+      local h1, w1 = math.min(h0 + o.k[1], H + o.p[1]), math.min(w0 + o.k[2], W + o.p[2])
+      local padded = (h1 - h0) * (w1 - w0)
+      for h = math.max(h0, 0), math.min(h1, H) - 1 do
+        for w = math.max(w0, 0), math.min(w1, W) - 1 do members[#members + 1] = at(b, c, h, w) end
+      end
+      divisor = o.count_include_pad and padded or #members
+    else
+      for kh = 0, o.k[1] - 1 do
+        local h = oh * o.s[1] - o.p[1] + kh * o.d[1]
+        if h >= 0 and h < H then
+          for kw = 0, o.k[2] - 1 do
+            local w = ow * o.s[2] - o.p[2] + kw * o.d[2]
+            if w >= 0 and w < W then members[#members + 1] = at(b, c, h, w) end
+          end
+        end
+      end
+    end
+    if mode == "max" then
+      local best
+      for _, i in ipairs(members) do
+        if not best or xv[i] > xv[best] or xv[i] ~= xv[i] then best = i end
+      end
+      y[e] = xv[best]
+      dx[best] = dx[best] + dyv[e]
+    else
+      local sum = 0
+      for _, i in ipairs(members) do sum = sum + xv[i] end
+      y[e] = sum / divisor
+      for _, i in ipairs(members) do dx[i] = dx[i] + dyv[e] / divisor end
+    end
+  end end end end
+  return y, dx, { B, C, OH, OW }
+end
+
+local function check(got, want, dt, label, ulps)
+  local g = got:to_table(true)
+  assert.are.equal(#want, #g, label .. ": element count")
+  for i = 1, #want do
+    local w = ref.convert(want[i], dt)
+    local tol = (ulps or 4) * ref.eps[dt] * math.max(1, math.abs(w))
+    if not (math.abs(g[i] - w) <= tol or (w ~= w and g[i] ~= g[i])) then
+      error(("%s [%d]: got %.10g, want %.10g"):format(label, i, g[i], w), 2)
+    end
+  end
+end
+
+describe("2-D pooling", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+      local seed = 0
+      local function randn(shape, dt)
+        seed = seed + 1
+        return tocha.randn(shape, { dtype = dt, device = device, seed = seed })
+      end
+
+      local CASES = {
+        { "max", { kernel_size = 2 } },
+        { "max", { kernel_size = 3, stride = 2, padding = 1 } },
+        { "max", { kernel_size = { 3, 2 }, stride = { 2, 1 }, padding = { 1, 0 }, dilation = { 2, 1 } } },
+        { "max", { kernel_size = 3, stride = 2, ceil_mode = true } },
+        { "max", { kernel_size = 5, stride = 1, padding = 2 } },
+        { "avg", { kernel_size = 2 } },
+        { "avg", { kernel_size = 3, stride = 2, padding = 1 } },
+        { "avg", { kernel_size = 3, stride = 2, padding = 1, count_include_pad = false } },
+        { "avg", { kernel_size = 3, stride = 2, ceil_mode = true, count_include_pad = false } },
+        { "adaptive", { output_size = 1 } },
+        { "adaptive", { output_size = { 3, 5 } } },
+        { "adaptive", { output_size = 7 } },
+      }
+      local CLASS = { max = tocha.MaxPool2d, avg = tocha.AvgPool2d, adaptive = tocha.AdaptiveAvgPool2d }
+
+      it("pools forward and backward as PyTorch defines it, every option, f32 and f64", function()
+        ref.rng("pool")
+        for _, case in ipairs(CASES) do
+          for _, dt in ipairs({ "f32", "f64" }) do
+            local mode, opts = case[1], case[2]
+            local shape = { math.random(1, 2), math.random(1, 3), math.random(5, 13), math.random(5, 13) }
+            local o = {}
+            for k, v in pairs(opts) do o[k] = v end
+            o.dtype = dt
+            local op = CLASS[mode].new(o)
+            local function p2(v, d) v = v or d; return type(v) == "number" and { v, v } or v end
+            local r = { k = p2(opts.kernel_size, 1) }
+            r.s, r.p, r.d = p2(opts.stride, r.k), p2(opts.padding, 0), p2(opts.dilation, 1)
+            r.ceil, r.count_include_pad, r.output_size = opts.ceil_mode, opts.count_include_pad ~= false, p2(opts.output_size, 1)
+            local x = randn(shape, dt)
+            local y = op:forward(x)
+            local dy = randn(y:shape(), dt)
+            local dx = op:backward(x, dy)
+            local wy, wdx, wshape = pool_ref(mode, r, x:to_table(true), shape, dy:to_table(true))
+            local label = ("%s %s %s %s"):format(mode, dt, table.concat(shape, "x"), require("tocha.errors").show(opts.kernel_size or opts.output_size))
+            assert.are.same(wshape, y:shape(), label)
+            check(y, wy, dt, label .. " y")
+            check(dx, wdx, dt, label .. " dx", 16)
+          end
+        end
+      end)
+
+      it("routes max pooling's gradient to the first of equal elements, a NaN over numbers", function()
+        local x = tocha.tensor({ { { { 1, 1, 2, 2 }, { 1, 1, 2, 0 / 0 } } } }, { device = device })
+        local op = tocha.MaxPool2d.new { kernel_size = 2 }
+        local y = op:forward(x):to_table()[1][1][1]
+        assert.are.equal(1, y[1])
+        assert.is_true(y[2] ~= y[2])
+        local dx = op:backward(x, tocha.full({ 1, 1, 1, 2 }, 5, { device = device })):to_table()[1][1]
+        assert.are.same({ { 5, 0, 0, 0 }, { 0, 0, 0, 5 } }, dx)
+      end)
+
+      it("computes halves in f32", function()
+        for _, dt in ipairs({ "f16", "bf16" }) do
+          local op = tocha.AvgPool2d.new { kernel_size = 3, stride = 2, padding = 1, dtype = dt }
+          local x = randn({ 2, 3, 9, 8 }, dt)
+          local y = op:forward(x)
+          local dy = randn(y:shape(), dt)
+          local r = { k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, d = { 1, 1 }, count_include_pad = true }
+          local wy, wdx = pool_ref("avg", r, x:to_table(true), x:shape(), dy:to_table(true))
+          check(y, wy, dt, "avg " .. dt, 1)
+          check(op:backward(x, dy), wdx, dt, "avg dx " .. dt, 1)
+        end
+      end)
+
+      it("runs in a model as in direct calls, backward included", function()
+        local input = tocha.Model.input({ -1, 3, 12, 12 })
+        local mp = tocha.MaxPool2d.new { kernel_size = 3, stride = 2, padding = 1 }
+        local gap = tocha.AdaptiveAvgPool2d.new { output_size = 1 }
+        local m = tocha.Model({ input }, { gap(mp(input)) })
+        m:load(2, device)
+        local x = randn({ 2, 3, 12, 12 })
+        local out, cache = m:forward_train({ x })
+        local want = gap:forward(mp:forward(x))
+        assert.is_true(tocha.allclose(out[1], want, 0, 0))
+        local dy = randn({ 2, 3, 1, 1 })
+        local grads = m:backward({ dy }, cache)
+        local mid = mp:forward(x)
+        local wdx = mp:backward(x, gap:backward(mid, dy))
+        assert.is_true(tocha.allclose(grads[1], wdx, 0, 0))
+      end)
+
+      it("refuses bad options and inputs by name", function()
+        fails("kernel_size: expected a number or {h, w}, got nil", tocha.MaxPool2d.new, {})
+        fails("padding: 2 is more than half the kernel's extent 3", tocha.MaxPool2d.new, { kernel_size = 3, padding = 2 })
+        fails("stride: expected positive integers, got 0", tocha.AvgPool2d.new, { kernel_size = 2, stride = 0 })
+        fails('"dilation": unknown option of tocha.AvgPool2d', tocha.AvgPool2d.new, { kernel_size = 2, dilation = 2 })
+        fails("ceil_mode: expected a boolean, got number", tocha.MaxPool2d.new, { kernel_size = 2, ceil_mode = 1 })
+        fails("output_size: expected a number or {h, w}, got nil", tocha.AdaptiveAvgPool2d.new, {})
+        fails("dtype: expected a float dtype (f32, f64, f16, bf16), got i32", tocha.MaxPool2d.new, { kernel_size = 2, dtype = "i32" })
+        local op = tocha.MaxPool2d.new { kernel_size = 5 }
+        fails("x: a height of 3 is smaller than the window", op.forward, op, randn({ 1, 1, 3, 9 }))
+        fails("x: expected an NCHW shape of 4 sizes, got 3", op.forward, op, randn({ 1, 9, 9 }))
+      end)
+    end)
+  end
+end)
