@@ -403,7 +403,10 @@ function Model:load(batch, name)
           local t = self.param_by_name and self.param_by_name[full]
           if not (t and t.freed == 0 and t:dtype() == dt[n] and device.wrap(t.dev) == dev
               and shape_text(t:shape()) == shape_text(shapes[i])) then
-            local init = n.op.spec and n.op.spec.params[i].init or 0
+            -- the value a parameter starts at: a Lua op's spec, an op's param_init_value(i)
+            -- (a norm's weight starts at 1, as PyTorch's), else 0
+            local init = (n.op.spec and n.op.spec.params[i].init)
+              or (n.op.param_init_value and n.op:param_init_value(i)) or 0
             t = tensor.full(shapes[i], init, { dtype = dt[n], device = dev })
           end
           params[n][i], by_name[full] = t, t

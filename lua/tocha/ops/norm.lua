@@ -1,0 +1,243 @@
+-- tocha.LayerNorm, tocha.RMSNorm, tocha.GroupNorm: normalisation layers, forward and backward
+-- (to the input and to the weight and bias), every float dtype (halves computed in f32):
+-- kernels/norm.cu with the form baked in, behind RuntimeOps, so that they join a tocha.Model
+-- with their parameters (a model starts the weight at 1 and the bias at 0, as PyTorch does).
+--
+--   local ln = tocha.LayerNorm.new({ 768 })                       -- over the last dimension
+--   local y = ln:forward(x, weight, bias)
+--   local dx, dweight, dbias = ln:backward(x, weight, bias, dy)
+--   local rms = tocha.RMSNorm.new({ 768 }, { eps = 1e-6 })       -- weight only
+--   local gn = tocha.GroupNorm.new(32, 256)                       -- groups, channels (dimension 2)
+--
+-- Options as PyTorch's: eps (1e-5; RMSNorm: the dtype's machine epsilon), elementwise_affine
+-- (LayerNorm, RMSNorm; default true), bias (LayerNorm; default true), affine (GroupNorm;
+-- default true); dtype (default f32). Without affine parameters the op has none.
+--
+-- The backward has two launches of one kernel: dx a row at a time (its mean and rstd kept in
+-- the op's workspace, op:workspace_bytes), then the parameters' sums; a model gives the
+-- workspace, a direct call allocates it.
+local dtype = require "tocha.dtype"
+local kernel = require "tocha.kernel"
+local errors = require "tocha.errors"
+local op = require "tocha.op"
+local raise = errors.raise
+
+local M = {}
+
+local BLOCK = 256
+local MACHINE_EPS = { f32 = 2 ^ -23, f64 = 2 ^ -52, f16 = 2 ^ -10, bf16 = 2 ^ -7 }
+
+local function check_options(opts, known, class)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then raise("options: expected a table of options, got " .. type(opts)) end
+  for key in pairs(opts) do
+    if not known[key] then raise(("%s: unknown option of tocha.%s"):format(errors.show(key), class)) end
+  end
+  for key in pairs(known) do
+    if key ~= "eps" and key ~= "dtype" and opts[key] ~= nil and type(opts[key]) ~= "boolean" then
+      raise(("%s: expected a boolean, got %s"):format(key, type(opts[key])))
+    end
+  end
+  if opts.eps ~= nil and (type(opts.eps) ~= "number" or not (opts.eps >= 0) or opts.eps == math.huge) then
+    raise("eps: expected a non-negative number, got " .. errors.show(opts.eps))
+  end
+  return opts
+end
+
+-- The common part: kernels for the form (rms, affine: 0 none, 1 weight, 2 both).
+local function build(self, rms, affine)
+  local dt = self.dtype
+  local targs = ("%s, %d, %d"):format(dtype.ctype(dt), rms and 1 or 0, affine)
+  local source = op.source("norm.cu")
+  self.affine = affine
+  self.block_size = BLOCK
+  self.kernel = kernel.new { source = source, name = "tocha_norm", template_args = targs,
+    params = ("%s* x, %s* w, %s* b, %s* y, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode"):format(dt, dt, dt, dt) }
+  self.grad_kernel = kernel.new { source = source, name = "tocha_norm_backward", template_args = targs,
+    params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i32 phase")
+      :format(dt, dt, dt, dt, dt, dt) }
+  self.backward_kernel = self.grad_kernel
+  return self
+end
+
+local function sizes_list(v, what)
+  if type(v) == "number" then v = { v } end
+  if type(v) ~= "table" or #v < 1 or #v > 8 then raise(what .. ": expected a size or a list of 1 to 8 sizes") end
+  local out = {}
+  for i, s in ipairs(v) do
+    if type(s) ~= "number" or s ~= math.floor(s) or s < 1 then
+      raise(("%s[%d]: expected a positive integer, got %s"):format(what, i, errors.show(s)))
+    end
+    out[i] = s
+  end
+  return out
+end
+
+local Methods = {}
+
+-- The input's rows, row length n, G and HW (kernels/norm.cu's view), checked against the op.
+function Methods:view(shape, what)
+  op.check_shape(shape, what)
+  if self.groups then
+    if #shape < 2 then raise(("%s: expected [N, C, ...], got %d dimensions"):format(what, #shape)) end
+    if shape[2] ~= self.channels then
+      raise(("%s: expected %d channels (dimension 2), got %d"):format(what, self.channels, shape[2]))
+    end
+    local plane = op.numel(shape, 3)
+    return shape[1] * self.groups, (self.channels / self.groups) * plane, self.groups, plane
+  end
+  local k = #self.normalized_shape
+  if #shape < k then raise(("%s: expected at least %d dimensions, got %d"):format(what, k, #shape)) end
+  for i = 1, k do
+    if shape[#shape - k + i] ~= self.normalized_shape[i] then
+      raise(("%s: the last dimensions %s are not the normalized shape %s"):format(what,
+        op.shape_text({ select(#shape - k + 1, unpack(shape)) }), op.shape_text(self.normalized_shape)))
+    end
+  end
+  local n = op.numel(self.normalized_shape)
+  return op.numel(shape) / n, n, 1, 1
+end
+
+function Methods:param_names()
+  if self.affine == 0 then return {} end
+  if self.affine == 1 then return { "weight" } end
+  return { "weight", "bias" }
+end
+function Methods:param_shapes()
+  local shape = self.groups and { self.channels } or self.normalized_shape
+  local out = {}
+  for i = 1, self.affine do
+    out[i] = {}
+    for k, s in ipairs(shape) do out[i][k] = s end
+  end
+  return out
+end
+function Methods:param_init_value(i) return i == 1 and 1 or 0 end
+
+function Methods:compute_concrete_output_shape(input_shapes)
+  local shape = op.one_input(input_shapes)
+  self:view(shape, "inputs[1]")
+  local out = {}
+  for i, s in ipairs(shape) do out[i] = s end
+  return out
+end
+
+local function row_grid(rows, n)
+  local mode = n >= 1024 and -1 or 32
+  local ctas = mode == -1 and rows or math.ceil(rows / (BLOCK / 32))
+  return mode, { math.max(1, math.min(ctas, 2 ^ 31 - 1)), 1, 1 }
+end
+
+function Methods:grid(output_shape)
+  local rows, n = self:view(output_shape, "output_shape")
+  local _, grid = row_grid(rows, n)
+  return grid
+end
+
+-- The parameters' addresses (x's standing in for absent ones: a launch has no null pointers).
+local function param_args(self, x, params)
+  params = op.list(params, "params")
+  local w = self.affine >= 1 and op.address(params[1], "params[1]") or x
+  local b = self.affine == 2 and op.address(params[2], "params[2]") or x
+  return w, b, params
+end
+
+function Methods:pack_args(inputs, params, output, output_shape)
+  local x, shape = op.input_of(inputs)
+  op.check_output_shape(output_shape or shape, shape, "x's")
+  local rows, n, G, HW = self:view(shape, "inputs[1]")
+  local w, b = param_args(self, x, params)
+  local mode = row_grid(rows, n)
+  return { x, w, b, op.address(output, "output"), rows, n, G, HW, self.eps, mode }
+end
+
+function Methods:n_backward_launches() return 2 end
+
+local function acc_size(self) return self.dtype == "f64" and 8 or 4 end
+
+function Methods:workspace_bytes(input_shapes)
+  local rows = self:view(op.one_input(input_shapes), "inputs[1]")
+  return 2 * rows * acc_size(self)
+end
+
+function Methods:backward_grid_for_launch(i, input_shapes)
+  op.launch_index(i, 2)
+  local rows, n, G, HW = self:view(op.one_input(input_shapes), "inputs[1]")
+  if i == 1 then
+    local _, grid = row_grid(rows, n)
+    return grid
+  end
+  if self.affine == 0 then return { 0, 0, 0 } end
+  local params = G * (n / HW)
+  return { math.max(1, math.ceil(params / BLOCK)), 1, 1 }
+end
+Methods.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
+
+function Methods:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
+  op.launch_index(i, 2)
+  local x, shape = op.input_of(inputs)
+  local rows, n, G, HW = self:view(shape, "inputs[1]")
+  local w, _, list = param_args(self, x, params)
+  local ws = list[self.affine + 1] or 0
+  if op.address(ws, ("params[%d]"):format(self.affine + 1)) == 0 then
+    raise("params: the backward needs its workspace (op:workspace_bytes) after the parameters")
+  end
+  grad_inputs = op.list(grad_inputs, "grad_inputs")
+  grad_params = op.list(grad_params or {}, "grad_params")
+  local dx = op.address(grad_inputs[1], "grad_inputs[1]")
+  local dw = self.affine >= 1 and op.address(grad_params[1], "grad_params[1]") or dx
+  local db = self.affine == 2 and op.address(grad_params[2], "grad_params[2]") or dx
+  local mode = row_grid(rows, n)
+  return { x, w, op.address(grad_output, "grad_output"), dx, dw, db, op.address(ws, "workspace"), rows, n, G, HW,
+    self.eps, mode, i - 1 }
+end
+Methods.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
+
+local function norm_class(name, constructor)
+  local class = op.class(name)
+  for k, fn in pairs(Methods) do class[k] = fn end
+  class.new = function(...)
+    local self = constructor(class, ...)
+    return self
+  end
+  op.finish(class)
+  return class
+end
+
+-- LayerNorm.new(normalized_shape [, {eps = 1e-5, elementwise_affine = true, bias = true, dtype}])
+M.LayerNorm = norm_class("LayerNorm", function(class, normalized_shape, opts)
+  opts = check_options(opts, { eps = true, elementwise_affine = true, bias = true, dtype = true }, "LayerNorm")
+  local self = setmetatable({ kind = "layer_norm", normalized_shape = sizes_list(normalized_shape, "normalized_shape"),
+    dtype = op.float_dtype(opts.dtype, "dtype"), eps = opts.eps or 1e-5 }, class)
+  local affine = opts.elementwise_affine == false and 0 or (opts.bias == false and 1 or 2)
+  self.id = ("layer_norm__%s__%s__%g__%d"):format(table.concat(self.normalized_shape, "x"), self.dtype, self.eps, affine)
+  return build(self, false, affine)
+end)
+
+-- RMSNorm.new(normalized_shape [, {eps = the dtype's machine epsilon, elementwise_affine = true, dtype}])
+M.RMSNorm = norm_class("RMSNorm", function(class, normalized_shape, opts)
+  opts = check_options(opts, { eps = true, elementwise_affine = true, dtype = true }, "RMSNorm")
+  local dt = op.float_dtype(opts.dtype, "dtype")
+  local self = setmetatable({ kind = "rms_norm", normalized_shape = sizes_list(normalized_shape, "normalized_shape"),
+    dtype = dt, eps = opts.eps or MACHINE_EPS[dt] }, class)
+  local affine = opts.elementwise_affine == false and 0 or 1
+  self.id = ("rms_norm__%s__%s__%g__%d"):format(table.concat(self.normalized_shape, "x"), dt, self.eps, affine)
+  return build(self, true, affine)
+end)
+
+-- GroupNorm.new(num_groups, num_channels [, {eps = 1e-5, affine = true, dtype}]): over dimension 2.
+M.GroupNorm = norm_class("GroupNorm", function(class, groups, channels, opts)
+  groups, channels = op.integer(groups, "num_groups"), op.integer(channels, "num_channels")
+  if groups < 1 then raise("num_groups: expected a positive integer, got " .. groups) end
+  if channels < 1 or channels % groups ~= 0 then
+    raise(("num_channels: expected a positive multiple of num_groups (%d), got %d"):format(groups, channels))
+  end
+  opts = check_options(opts, { eps = true, affine = true, dtype = true }, "GroupNorm")
+  local self = setmetatable({ kind = "group_norm", groups = groups, channels = channels,
+    dtype = op.float_dtype(opts.dtype, "dtype"), eps = opts.eps or 1e-5 }, class)
+  local affine = opts.affine == false and 0 or 2
+  self.id = ("group_norm__%d__%d__%s__%g__%d"):format(groups, channels, self.dtype, self.eps, affine)
+  return build(self, false, affine)
+end)
+
+return M
