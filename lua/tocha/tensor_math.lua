@@ -18,18 +18,20 @@
 -- bits (wrapping to the dtype, as PyTorch's integer arithmetic does).
 local ffi = require "ffi"
 local dtype = require "tocha.dtype"
-local device = require "tocha.device"
 local errors = require "tocha.errors"
 local raise = errors.raise
 
 local M = {}
 
 -- tocha.kernel and tocha.op load tocha.tensor, which installs this module while it loads: they
--- are required at the first call instead.
-local kernel, op
+-- are required at the first call instead, with tocha.device and tocha.tensor, all four at once
+-- so that they are one load's (busted loads the library afresh for each spec file, while
+-- tensors keep the methods of the first load).
+local kernel, op, device, tensor
 local function modules()
-  kernel = kernel or require "tocha.kernel"
-  op = op or require "tocha.op"
+  if tensor then return end
+  kernel, op = require "tocha.kernel", require "tocha.op"
+  device, tensor = require "tocha.device", require "tocha.tensor"
 end
 
 local MAX_DIMS = 8
@@ -230,6 +232,7 @@ M.coalesce = coalesce
 -- ---- launching ----
 
 local function device_of(operands, names)
+  modules()
   local dev, first
   for i, v in ipairs(operands) do
     if is_tensor(v) then
@@ -264,7 +267,7 @@ local function run(fn, out_dt, common, operands, names, y)
   if not dev then raise("expected at least one tensor operand") end
   local shape = broadcast_shape(operands, names)
   if y == nil then
-    y = require("tocha.tensor").alloc(shape, out_dt, device.wrap(dev))
+    y = tensor.alloc(shape, out_dt, device.wrap(dev))
   else
     local yd = sizes_of(y)
     if #yd ~= #shape then

@@ -14,19 +14,19 @@
 -- need a float tensor, as PyTorch's. f16 and bf16 reduce in f32.
 local ffi = require "ffi"
 local dtype = require "tocha.dtype"
-local device = require "tocha.device"
 local errors = require "tocha.errors"
 local raise = errors.raise
 
 local M = {}
 
--- Loaded at the first call (they load tocha.tensor, which installs this module).
-local kernel, op, reduction, math_ops, tensor
+-- Loaded at the first call (they load tocha.tensor, which installs this module), all at once
+-- so that they are one load's (see tocha.tensor_math).
+local kernel, op, reduction, math_ops, tensor, device
 local function modules()
   if tensor then return end
   kernel, op = require "tocha.kernel", require "tocha.op"
   reduction, math_ops = require "tocha.ops.reduction", require "tocha.tensor_math"
-  tensor = require "tocha.tensor"
+  tensor, device = require "tocha.tensor", require "tocha.device"
 end
 
 local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
