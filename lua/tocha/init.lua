@@ -57,6 +57,7 @@ tocha.Softmax, tocha.LogSoftmax = softmax.Softmax, softmax.LogSoftmax
 local norm = require "tocha.ops.norm"
 tocha.LayerNorm, tocha.RMSNorm, tocha.GroupNorm = norm.LayerNorm, norm.RMSNorm, norm.GroupNorm
 tocha.loss = require "tocha.loss"
+tocha.optim = require "tocha.optim"
 local pool = require "tocha.ops.pool"
 tocha.MaxPool2d, tocha.AvgPool2d, tocha.AdaptiveAvgPool2d = pool.MaxPool2d, pool.AvgPool2d, pool.AdaptiveAvgPool2d
 local safetensors = require "tocha.safetensors"
