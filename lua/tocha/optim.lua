@@ -166,8 +166,21 @@ function Optimizer:step(grads)
     end
     if not self.params_index[name] then raise(("grads[%q]: no parameter of that name"):format(tostring(name))) end
   end
-  local table_t = tensor.alloc({ n * 6 }, "i64", self.device)
-  table_t:write(tbl, n * 6 * 8)
+  -- The table on the device: written again only when an address changed (a model's gradients
+  -- come back at the same addresses from the memory pool, step after step).
+  local same = self.table_host ~= nil
+  if same then
+    for k = 0, n * 6 - 1 do
+      if self.table_host[k] ~= tbl[k] then same = false break end
+    end
+  end
+  if not same then
+    if self.table then self.table:free() end -- after the last step's launch in stream order
+    self.table = tensor.alloc({ n * 6 }, "i64", self.device)
+    self.table:write(tbl, n * 6 * 8)
+    self.table_host = tbl
+  end
+  local table_t = self.table
   self.steps = self.steps + 1
   local o = self.opts
   local args
@@ -179,7 +192,6 @@ function Optimizer:step(grads)
     args = { table_t.data, n, o.lr, b1, b2, o.eps, o.weight_decay, 1 - b1 ^ self.steps, math.sqrt(1 - b2 ^ self.steps), 0, 0 }
   end
   op.launch_packed(self.kernel, self.device, { self.chunks, 1, 1 }, { BLOCK, 1, 1 }, args)
-  table_t:free() -- after the launch in stream order
   return self
 end
 
