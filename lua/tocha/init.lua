@@ -58,6 +58,7 @@ local norm = require "tocha.ops.norm"
 tocha.LayerNorm, tocha.RMSNorm, tocha.GroupNorm = norm.LayerNorm, norm.RMSNorm, norm.GroupNorm
 tocha.loss = require "tocha.loss"
 tocha.optim = require "tocha.optim"
+tocha.BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
 local pool = require "tocha.ops.pool"
 tocha.MaxPool2d, tocha.AvgPool2d, tocha.AdaptiveAvgPool2d = pool.MaxPool2d, pool.AvgPool2d, pool.AdaptiveAvgPool2d
 local safetensors = require "tocha.safetensors"

@@ -58,6 +58,12 @@ end
 local function is_node(v) return getmetatable(v) == Node end
 
 -- A readable kind for an op: its class name where it has one.
+-- Whether parameter i of node n is trained (a batch norm's running statistics are buffers: kept
+-- and saved, not trained).
+local function trainable(n, i)
+  return not (n.op.param_trainable and n.op:param_trainable(i) == false)
+end
+
 local function op_kind(op) return type(op.kind) == "string" and op.kind or "op" end
 
 -- tocha.Model.input(shape [, opts]): an input node; shape's first size may be -1 (the batch).
@@ -591,7 +597,7 @@ function Model:backward(grad_outputs, cache)
       local grad_params = {}
       for i, t in ipairs(self.params[n] or {}) do
         local gp = tensor.zeros(t:shape(), { dtype = t:dtype(), device = self.device })
-        param_grads[n.name .. "." .. self.param_names_of[n][i]] = gp
+        if trainable(n, i) then param_grads[n.name .. "." .. self.param_names_of[n][i]] = gp end
         grad_params[i] = gp.data
       end
       local params, y = param_addresses(self, n), cache.tensors[n].data
@@ -629,6 +635,33 @@ function Model:parameters()
   local out = {}
   for name, t in pairs(self.param_by_name) do out[name] = t end
   return out
+end
+
+-- m:trainable_parameters(): the parameters an optimizer steps, by name: m:parameters() without
+-- the buffers (running statistics).
+function Model:trainable_parameters()
+  loaded(self)
+  local out = {}
+  for _, n in ipairs(self.order) do
+    for i, t in ipairs(self.params[n] or {}) do
+      if trainable(n, i) then out[n.name .. "." .. self.param_names_of[n][i]] = t end
+    end
+  end
+  return out
+end
+
+-- m:train([flag]): every op with a training mode (a batch norm) in training mode (flag true, the
+-- default) or inference mode (false); the launches are packed again if the model is loaded.
+-- Returns m.
+function Model:train(flag)
+  if flag == nil then flag = true end
+  if type(flag) ~= "boolean" then raise("flag: expected a boolean, got " .. type(flag)) end
+  for _, n in ipairs(self.order) do
+    if n.op and type(n.op.train) == "function" and n.op.training ~= nil then n.op:train(flag) end
+  end
+  self.training = flag
+  if self.shape then build_plan(self) end
+  return self
 end
 
 -- m:save_parameters(path): the parameters in a safetensors file (tocha.save).

@@ -1,0 +1,176 @@
+-- tocha.BatchNorm2d: batch normalisation of [N, C, ...] per channel, forward and backward, in
+-- training mode (the batch's statistics, the running ones updated by momentum) or inference
+-- mode (the running statistics), every float dtype (halves computed in f32):
+-- kernels/batch_norm.cu behind a RuntimeOp, so that it joins a tocha.Model.
+--
+--   local bn = tocha.BatchNorm2d.new(64)                  -- eps 1e-5, momentum 0.1, affine
+--   local y = bn:forward(x, weight, bias, running_mean, running_var)
+--   local dx, dweight, dbias = bn:backward(x, weight, bias, running_mean, running_var, dy)
+--   bn:train(false)                                        -- inference: the running statistics
+--
+-- Its parameters, in order: weight and bias (affine), running_mean and running_var
+-- (track_running_stats; buffers: a model keeps and saves them, starts them at 0 and 1, and
+-- leaves them out of m:trainable_parameters() and of backward's gradients). In a model,
+-- m:train(flag) sets the mode of every op that has one (a direct call reads op.training).
+-- Without running statistics the batch's are used in both modes, as PyTorch does.
+local dtype = require "tocha.dtype"
+local kernel = require "tocha.kernel"
+local errors = require "tocha.errors"
+local op = require "tocha.op"
+local raise = errors.raise
+
+local M = {}
+
+local BLOCK = 256
+
+local BatchNorm2d = op.class("BatchNorm2d")
+M.BatchNorm2d = BatchNorm2d
+
+-- BatchNorm2d.new(num_features [, {eps = 1e-5, momentum = 0.1, affine = true,
+-- track_running_stats = true, dtype}])
+function BatchNorm2d.new(channels, opts)
+  channels = op.integer(channels, "num_features")
+  if channels < 1 then raise("num_features: expected a positive integer, got " .. channels) end
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" then raise("options: expected a table of options, got " .. type(opts)) end
+  local known = { eps = true, momentum = true, affine = true, track_running_stats = true, dtype = true }
+  for key in pairs(opts) do
+    if not known[key] then raise(("%s: unknown option of tocha.BatchNorm2d"):format(errors.show(key))) end
+  end
+  for _, key in ipairs({ "affine", "track_running_stats" }) do
+    if opts[key] ~= nil and type(opts[key]) ~= "boolean" then raise(("%s: expected a boolean, got %s"):format(key, type(opts[key]))) end
+  end
+  local eps, momentum = opts.eps or 1e-5, opts.momentum or 0.1
+  if type(eps) ~= "number" or not (eps >= 0) or eps == math.huge then raise("eps: expected a non-negative number, got " .. errors.show(eps)) end
+  if type(momentum) ~= "number" or not (momentum >= 0 and momentum <= 1) then
+    raise("momentum: expected a number from 0 to 1, got " .. errors.show(momentum))
+  end
+  local dt = op.float_dtype(opts.dtype, "dtype")
+  local affine, running = opts.affine ~= false, opts.track_running_stats ~= false
+  local self = setmetatable({ kind = "batch_norm", channels = channels, eps = eps, momentum = momentum, dtype = dt,
+    affine = affine, running = running, training = true, block_size = BLOCK,
+    id = ("batch_norm__%d__%s__%g__%g__%d%d"):format(channels, dt, eps, momentum, affine and 1 or 0, running and 1 or 0) },
+    BatchNorm2d)
+  local source = op.source("batch_norm.cu")
+  local targs = ("%s, %d, %d"):format(dtype.ctype(dt), affine and 1 or 0, running and 1 or 0)
+  self.kernel = kernel.new { source = source, name = "tocha_batch_norm", template_args = targs,
+    params = ("%s* x, %s* w, %s* b, %s* running_mean, %s* running_var, %s* y, u8* ws, i64 N, i64 C, i64 plane, f64 eps, f64 momentum, i32 training, i32 phase")
+      :format(dt, dt, dt, dt, dt, dt) }
+  self.grad_kernel = kernel.new { source = source, name = "tocha_batch_norm_backward", template_args = targs,
+    params = ("%s* x, %s* w, %s* running_mean, %s* running_var, %s* dy, %s* dx, %s* dw, %s* db, u8* ws, i64 N, i64 C, i64 plane, f64 eps, i32 training, i32 phase")
+      :format(dt, dt, dt, dt, dt, dt, dt, dt) }
+  self.backward_kernel = self.grad_kernel
+  return self
+end
+
+-- bn:train([flag]): training mode (default true) or inference mode (false); returns bn.
+function BatchNorm2d:train(flag)
+  if flag == nil then flag = true end
+  if type(flag) ~= "boolean" then raise("flag: expected a boolean, got " .. type(flag)) end
+  self.training = flag
+  return self
+end
+
+-- Whether this call uses the batch's statistics.
+local function batch_stats(self) return self.training or not self.running end
+
+function BatchNorm2d:param_names()
+  local names = {}
+  if self.affine then names[#names + 1], names[#names + 2] = "weight", "bias" end
+  if self.running then names[#names + 1], names[#names + 2] = "running_mean", "running_var" end
+  return names
+end
+function BatchNorm2d:param_shapes()
+  local out = {}
+  for i = 1, #self:param_names() do out[i] = { self.channels } end
+  return out
+end
+function BatchNorm2d:param_init_value(i)
+  local name = self:param_names()[i]
+  return (name == "weight" or name == "running_var") and 1 or 0
+end
+function BatchNorm2d:param_trainable(i)
+  local name = self:param_names()[i]
+  return name == "weight" or name == "bias"
+end
+
+function BatchNorm2d:view(shape, what)
+  op.check_shape(shape, what)
+  if #shape < 2 then raise(("%s: expected [N, C, ...], got %d dimensions"):format(what, #shape)) end
+  if shape[2] ~= self.channels then
+    raise(("%s: expected %d channels (dimension 2), got %d"):format(what, self.channels, shape[2]))
+  end
+  return shape[1], shape[2], op.numel(shape, 3)
+end
+
+function BatchNorm2d:compute_concrete_output_shape(input_shapes)
+  local shape = op.one_input(input_shapes)
+  self:view(shape, "inputs[1]")
+  local out = {}
+  for i, s in ipairs(shape) do out[i] = s end
+  return out
+end
+
+function BatchNorm2d:n_launches() return 2 end
+function BatchNorm2d:n_backward_launches() return 2 end
+function BatchNorm2d:workspace_bytes() return 4 * self.channels * (self.dtype == "f64" and 8 or 4) end
+
+local function elements_grid(total)
+  return { math.max(1, math.min(math.ceil(total / BLOCK), 2 ^ 31 - 1)), 1, 1 }
+end
+
+function BatchNorm2d:grid_for_launch(i, input_shapes)
+  op.launch_index(i, 2)
+  local N, C, plane = self:view(op.one_input(input_shapes), "inputs[1]")
+  if i == 1 then return batch_stats(self) and { C, 1, 1 } or { 0, 0, 0 } end
+  return elements_grid(N * C * plane)
+end
+function BatchNorm2d:backward_grid_for_launch(i, input_shapes)
+  op.launch_index(i, 2)
+  local N, C, plane = self:view(op.one_input(input_shapes), "inputs[1]")
+  if i == 1 then return { C, 1, 1 } end
+  return elements_grid(N * C * plane)
+end
+BatchNorm2d.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
+
+-- The parameters' addresses by name and the workspace's (x's standing in for absent ones: a
+-- launch has no null pointers).
+local function addresses(self, x, params)
+  params = op.list(params, "params")
+  local at, names = {}, self:param_names()
+  for i, name in ipairs(names) do at[name] = op.address(params[i], ("params[%d]"):format(i)) end
+  local ws = params[#names + 1] or 0
+  if op.address(ws, ("params[%d]"):format(#names + 1)) == 0 then
+    raise("params: the op needs its workspace (op:workspace_bytes) after the parameters")
+  end
+  at.ws = op.address(ws, "workspace")
+  for _, name in ipairs({ "weight", "bias", "running_mean", "running_var" }) do at[name] = at[name] or x end
+  return at
+end
+
+function BatchNorm2d:pack_args_for_launch(i, inputs, params, output, output_shape)
+  op.launch_index(i, 2)
+  local x, shape = op.input_of(inputs)
+  op.check_output_shape(output_shape or shape, shape, "x's")
+  local N, C, plane = self:view(shape, "inputs[1]")
+  local at = addresses(self, x, params)
+  return { x, at.weight, at.bias, at.running_mean, at.running_var, op.address(output, "output"), at.ws, N, C, plane,
+    self.eps, self.momentum, batch_stats(self) and 1 or 0, i - 1 }
+end
+
+function BatchNorm2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
+  op.launch_index(i, 2)
+  local x, shape = op.input_of(inputs)
+  local N, C, plane = self:view(shape, "inputs[1]")
+  local at = addresses(self, x, params)
+  grad_inputs = op.list(grad_inputs, "grad_inputs")
+  grad_params = op.list(grad_params or {}, "grad_params")
+  local dx = op.address(grad_inputs[1], "grad_inputs[1]")
+  local dw = self.affine and op.address(grad_params[1], "grad_params[1]") or dx
+  local db = self.affine and op.address(grad_params[2], "grad_params[2]") or dx
+  return { x, at.weight, at.running_mean, at.running_var, op.address(grad_output, "grad_output"), dx, dw, db, at.ws,
+    N, C, plane, self.eps, batch_stats(self) and 1 or 0, i - 1 }
+end
+
+op.finish(BatchNorm2d)
+return M

@@ -1,0 +1,194 @@
+-- tocha.BatchNorm2d: training mode (the batch's statistics, running statistics moved by
+-- momentum with the unbiased variance) and inference mode (the running ones), forward and
+-- backward, every element against a reference written here in f64 from the definitions, the
+-- gradients also against central differences; without affine parameters or running
+-- statistics; halves; in a model (m:train, buffers kept out of the trainable parameters and of
+-- the gradients); bad arguments. On sim and, tagged #gpu, on cuda.
+local tocha = require "tocha"
+local ref = require "support.reference"
+
+local function fails(pattern, fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert(not ok, "expected an error containing: " .. pattern)
+  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
+end
+
+-- Per channel c of x [N, C, plane] (flat), the elements' indices.
+local function members(N, C, plane, c)
+  local out = {}
+  for n = 0, N - 1 do for k = 1, plane do out[#out + 1] = (n * C + c - 1) * plane + k end end
+  return out
+end
+
+-- The reference: y, dx, dw, db and the new running statistics.
+local function bn_ref(x, dy, w, b, rm, rv, N, C, plane, eps, momentum, training)
+  local y, dx, dw, db, nrm, nrv = {}, {}, {}, {}, {}, {}
+  for c = 1, C do
+    local idx = members(N, C, plane, c)
+    local M = #idx
+    local mean, var
+    if training then
+      mean = 0
+      for _, i in ipairs(idx) do mean = mean + x[i] end
+      mean = mean / M
+      var = 0
+      for _, i in ipairs(idx) do var = var + (x[i] - mean) ^ 2 end
+      var = var / M
+      nrm[c] = (1 - momentum) * rm[c] + momentum * mean
+      nrv[c] = (1 - momentum) * rv[c] + momentum * var * M / (M - 1)
+    else
+      mean, var = rm[c], rv[c]
+      nrm[c], nrv[c] = rm[c], rv[c]
+    end
+    local rstd = 1 / math.sqrt(var + eps)
+    local sg, sgx = 0, 0
+    for _, i in ipairs(idx) do
+      local xhat = (x[i] - mean) * rstd
+      y[i] = xhat * (w and w[c] or 1) + (b and b[c] or 0)
+      sg, sgx = sg + dy[i], sgx + dy[i] * xhat
+    end
+    dw[c], db[c] = sgx, sg
+    for _, i in ipairs(idx) do
+      local xhat = (x[i] - mean) * rstd
+      local scale = (w and w[c] or 1) * rstd
+      dx[i] = training and scale * (dy[i] - sg / M - xhat * sgx / M) or scale * dy[i]
+    end
+  end
+  return y, dx, dw, db, nrm, nrv
+end
+
+local function check(got, want, tol, label)
+  local g = type(got) == "table" and got or got:to_table(true)
+  assert.are.equal(#want, #g, label)
+  for i = 1, #want do
+    assert(math.abs(g[i] - want[i]) <= tol * math.max(1, math.abs(want[i])),
+      ("%s [%d]: got %.12g, want %.12g"):format(label, i, g[i], want[i]))
+  end
+end
+
+describe("tocha.BatchNorm2d", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+      local seed = 0
+      local function randn(shape, dt, mean)
+        seed = seed + 1
+        return tocha.randn(shape, { dtype = dt or "f64", device = device, seed = seed, mean = mean or 0 })
+      end
+
+      it("normalises with the batch's statistics in training and the running ones in inference, f64 and f32", function()
+        for _, dt in ipairs({ "f64", "f32" }) do
+          for _, training in ipairs({ true, false }) do
+            local N, C, H, W = 3, 4, 5, 2
+            local bn = tocha.BatchNorm2d.new(C, { dtype = dt, momentum = 0.2, eps = 1e-3 }):train(training)
+            local x, dy = randn({ N, C, H, W }, dt, 1), randn({ N, C, H, W }, dt)
+            local w, b = randn({ C }, dt, 1), randn({ C }, dt)
+            local rm, rv = randn({ C }, dt), tocha.rand({ C }, { dtype = dt, device = device, seed = 77, low = 0.5, high = 2 })
+            local rmv, rvv = rm:to_table(true), rv:to_table(true)
+            local wy, wdx, wdw, wdb, nrm, nrv = bn_ref(x:to_table(true), dy:to_table(true), w:to_table(true), b:to_table(true),
+              rmv, rvv, N, C, H * W, 1e-3, 0.2, training)
+            local y = bn:forward(x, w, b, rm, rv)
+            local tol = dt == "f64" and 1e-12 or 2e-5
+            local label = ("%s %s"):format(dt, training and "training" or "inference")
+            check(y, wy, tol, label .. " y")
+            check(rm, nrm, tol, label .. " running_mean")
+            check(rv, nrv, tol, label .. " running_var")
+            -- the backward reads the running statistics as the forward left them (inference)
+            local grads = { bn:backward(x, w, b, rm, rv, dy) }
+            check(grads[1], wdx, tol * 4, label .. " dx")
+            check(grads[2], wdw, tol * 4 * N * H * W, label .. " dweight")
+            check(grads[3], wdb, tol * 4 * N * H * W, label .. " dbias")
+          end
+        end
+      end)
+
+      it("gives the gradients central differences give in training, f64", function()
+        local N, C, plane = 2, 3, 4
+        local bn = tocha.BatchNorm2d.new(C, { dtype = "f64", track_running_stats = false })
+        local x, dy, w, b = randn({ N, C, plane }), randn({ N, C, plane }), randn({ C }, nil, 1), randn({ C })
+        local grads = { bn:backward(x, w, b, dy) }
+        local function loss(xt, wt, bt)
+          local yv, gv, s = bn:forward(xt, wt, bt):to_table(true), dy:to_table(true), 0
+          for k = 1, #yv do s = s + yv[k] * gv[k] end
+          return s
+        end
+        for which, t in ipairs({ x, w, b }) do
+          local tv, gv = t:to_table(true), grads[which]:to_table(true)
+          for k = 1, #tv do
+            local function at(v)
+              local copy = tocha.tensor(tv, { dtype = "f64", device = device }):view(t:shape())
+              copy:view(-1)[k] = v
+              local args = { x, w, b }
+              args[which] = copy
+              return loss(args[1], args[2], args[3])
+            end
+            local h = 1e-5
+            local num = (at(tv[k] + h) - at(tv[k] - h)) / (2 * h)
+            assert(math.abs(num - gv[k]) <= 1e-6 * math.max(1, math.abs(num)), ("gradient %d [%d]: %.12g vs %.12g"):format(which, k, gv[k], num))
+          end
+        end
+      end)
+
+      it("runs without affine parameters, and in halves", function()
+        local bn = tocha.BatchNorm2d.new(2, { affine = false, dtype = "f64" })
+        assert.are.same({ "running_mean", "running_var" }, bn:param_names())
+        local x = randn({ 4, 2, 3 })
+        local rm, rv = tocha.zeros({ 2 }, { dtype = "f64", device = device }), tocha.ones({ 2 }, { dtype = "f64", device = device })
+        local wy = bn_ref(x:to_table(true), x:to_table(true), nil, nil, { 0, 0 }, { 1, 1 }, 4, 2, 3, 1e-5, 0.1, true)
+        check(bn:forward(x, rm, rv), wy, 1e-12, "no affine")
+        for _, dt in ipairs({ "f16", "bf16" }) do
+          local h = tocha.BatchNorm2d.new(3, { dtype = dt })
+          local xh = randn({ 2, 3, 8 }, dt, 1)
+          local one, zero = tocha.ones({ 3 }, { dtype = dt, device = device }), tocha.zeros({ 3 }, { dtype = dt, device = device })
+          local want = bn_ref(xh:to_table(true), xh:to_table(true), nil, nil, { 0, 0, 0 }, { 1, 1, 1 }, 2, 3, 8, 1e-5, 0.1, true)
+          check(h:forward(xh, one, zero, zero:clone(), one:clone()), want, dt == "f16" and 4e-3 or 3e-2, dt)
+        end
+      end)
+
+      it("trains in a model: buffers kept out of the trainable parameters; m:train(false) infers", function()
+        local input = tocha.Model.input({ -1, 3, 4, 4 })
+        local bn = tocha.BatchNorm2d.new(3)
+        local m = tocha.Model({ input }, { bn(input) })
+        m:load(2, device)
+        local all, trained = m:parameters(), m:trainable_parameters()
+        local n_all, n_trained = 0, 0
+        for _ in pairs(all) do n_all = n_all + 1 end
+        for _ in pairs(trained) do n_trained = n_trained + 1 end
+        assert.are.equal(4, n_all)
+        assert.are.equal(2, n_trained)
+        for name, t in pairs(all) do
+          local want = (name:find("weight$") or name:find("running_var$")) and 1 or 0
+          for _, v in ipairs(t:to_table(true)) do assert.are.equal(want, v, name) end
+        end
+        local x = randn({ 2, 3, 4, 4 }, "f32", 3)
+        local out, cache = m:forward_train({ x })
+        local _, grads = m:backward({ randn({ 2, 3, 4, 4 }, "f32") }, cache)
+        local names = {}
+        for name in pairs(grads) do names[#names + 1] = name:match("[^.]+$") end
+        table.sort(names)
+        assert.are.same({ "bias", "weight" }, names)
+        local rm
+        for name, t in pairs(all) do if name:find("running_mean$") then rm = t end end
+        local means = x:mean({ 1, 3, 4 }):to_table(true)
+        check(rm, { 0.1 * means[1], 0.1 * means[2], 0.1 * means[3] }, 1e-5, "running mean after one step")
+        m:train(false)
+        local y = m:forward({ x })[1]
+        local rv
+        for name, t in pairs(all) do if name:find("running_var$") then rv = t end end
+        local want = (x - rm:view(1, 3, 1, 1)) / (rv:view(1, 3, 1, 1) + 1e-5):sqrt()
+        assert.is_true(tocha.allclose(y, want, 1e-5, 1e-6))
+        local _ = out
+      end)
+
+      it("refuses bad arguments by name", function()
+        fails("num_features: expected a positive integer, got 0", tocha.BatchNorm2d.new, 0)
+        fails("momentum: expected a number from 0 to 1, got 2", tocha.BatchNorm2d.new, 3, { momentum = 2 })
+        fails('"groups": unknown option of tocha.BatchNorm2d', tocha.BatchNorm2d.new, 3, { groups = 1 })
+        local bn = tocha.BatchNorm2d.new(3, { track_running_stats = false })
+        fails("x: expected 3 channels (dimension 2), got 4", bn.forward, bn, randn({ 2, 4, 5 }, "f32"),
+          tocha.ones({ 3 }, { device = device }), tocha.zeros({ 3 }, { device = device }))
+        fails("flag: expected a boolean, got number", bn.train, bn, 1)
+      end)
+    end)
+  end
+end)
