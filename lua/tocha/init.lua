@@ -59,6 +59,7 @@ tocha.LayerNorm, tocha.RMSNorm, tocha.GroupNorm = norm.LayerNorm, norm.RMSNorm, 
 tocha.loss = require "tocha.loss"
 tocha.optim = require "tocha.optim"
 tocha.BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
+tocha.Dropout = require("tocha.ops.dropout").Dropout
 local pool = require "tocha.ops.pool"
 tocha.MaxPool2d, tocha.AvgPool2d, tocha.AdaptiveAvgPool2d = pool.MaxPool2d, pool.AvgPool2d, pool.AdaptiveAvgPool2d
 local safetensors = require "tocha.safetensors"

@@ -407,13 +407,16 @@ function Model:load(batch, name)
           if by_name[full] then raise(("%s: two parameters are named %s (name the nodes: node:named(name))"):format(n.name, full)) end
           -- loaded again (another batch): a parameter of the same shape keeps its values
           local t = self.param_by_name and self.param_by_name[full]
-          if not (t and t.freed == 0 and t:dtype() == dt[n] and device.wrap(t.dev) == dev
+          -- a parameter's dtype: the node's, unless the op says otherwise (a dropout's step
+          -- counter is i64)
+          local pdt = n.op.param_dtype and n.op:param_dtype(i) or dt[n]
+          if not (t and t.freed == 0 and t:dtype() == pdt and device.wrap(t.dev) == dev
               and shape_text(t:shape()) == shape_text(shapes[i])) then
             -- the value a parameter starts at: a Lua op's spec, an op's param_init_value(i)
             -- (a norm's weight starts at 1, as PyTorch's), else 0
             local init = (n.op.spec and n.op.spec.params[i].init)
               or (n.op.param_init_value and n.op:param_init_value(i)) or 0
-            t = tensor.full(shapes[i], init, { dtype = dt[n], device = dev })
+            t = tensor.full(shapes[i], init, { dtype = pdt, device = dev })
           end
           params[n][i], by_name[full] = t, t
         end

@@ -1,0 +1,105 @@
+-- tocha.Dropout: every element's keep or drop against the draw worked out here (the splitmix64
+-- hash of seed, step and index in LuaJIT's 64-bit integers), the scale 1 / (1 - p), a new draw
+-- each forward, the backward from the last forward's draw, the dropped fraction near p on a
+-- large tensor, inference as the identity, p = 0 and p = 1; in a model (forward_train and
+-- backward share a draw; the step is an i64 buffer, not trained); bad arguments. On sim and,
+-- tagged #gpu, on cuda.
+local tocha = require "tocha"
+local ref = require "support.reference"
+
+local function fails(pattern, fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert(not ok, "expected an error containing: " .. pattern)
+  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
+end
+
+-- kernels/dropout.cu's draw, written from splitmix64's definition.
+local function mix(z)
+  z = z + 0x9E3779B97F4A7C15ULL
+  z = bit.bxor(z, bit.rshift(z, 30)) * 0xBF58476D1CE4E5B9ULL
+  z = bit.bxor(z, bit.rshift(z, 27)) * 0x94D049BB133111EBULL
+  return bit.bxor(z, bit.rshift(z, 31))
+end
+local function keep(seed, step, i, p)
+  local h = mix(mix(bit.bxor(0ULL + seed, mix(0ULL + step))) + i)
+  return tonumber(bit.rshift(h, 11)) * 2 ^ -53 >= p
+end
+
+describe("tocha.Dropout", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+
+      it("drops the elements the draw names, scales the rest, draws afresh each forward", function()
+        for _, dt in ipairs({ "f32", "f64", "bf16" }) do
+          local p, seed = 0.4, 1234
+          local drop = tocha.Dropout.new(p, { seed = seed, dtype = dt })
+          local x = tocha.randn({ 7, 33 }, { dtype = dt, device = device, seed = 3 })
+          local xv = x:to_table(true)
+          for step = 0, 2 do
+            local y = drop:forward(x):to_table(true)
+            for i = 1, #xv do
+              local want = keep(seed, step, i - 1, p) and ref.convert(xv[i] / (1 - p), dt) or 0
+              assert(math.abs(y[i] - want) <= 2 * ref.eps[dt] * math.abs(want),
+                ("%s step %d [%d]: got %.9g, want %.9g"):format(dt, step, i, y[i], want))
+            end
+          end
+          -- the backward: the last forward's draw (step 2)
+          local dy = tocha.randn({ 7, 33 }, { dtype = dt, device = device, seed = 4 })
+          local dx, gv = drop:backward(x, dy):to_table(true), dy:to_table(true)
+          for i = 1, #gv do
+            local want = keep(seed, 2, i - 1, p) and ref.convert(gv[i] / (1 - p), dt) or 0
+            assert(math.abs(dx[i] - want) <= 2 * ref.eps[dt] * math.abs(want), ("dx %s [%d]"):format(dt, i))
+          end
+        end
+      end)
+
+      it("drops a fraction near p, keeps all at p = 0, none at p = 1; inference is the identity", function()
+        local x = tocha.ones({ 200000 }, { device = device })
+        local frac = tocha.Dropout.new(0.25, { seed = 9 }):forward(x):eq(0):cast("f64"):mean():item()
+        -- 200000 draws: the standard deviation of the fraction is 0.001
+        assert(math.abs(frac - 0.25) < 0.006, "dropped fraction " .. frac)
+        assert.is_true(tocha.allclose(tocha.Dropout.new(0):forward(x), x, 0, 0))
+        assert.are.equal(0, tocha.Dropout.new(1):forward(x):abs():sum():item())
+        local drop = tocha.Dropout.new(0.5):train(false)
+        local r = tocha.randn({ 10 }, { device = device })
+        assert.is_true(tocha.allclose(drop:forward(r), r, 0, 0))
+        assert.is_true(tocha.allclose(drop:backward(r, r), r, 0, 0))
+      end)
+
+      it("shares a draw between a model's forward_train and its backward", function()
+        local input = tocha.Model.input({ -1, 64 })
+        local drop = tocha.Dropout.new(0.5, { seed = 11 })
+        local m = tocha.Model({ input }, { drop(input) })
+        m:load(4, device)
+        assert.are.same({}, m:trainable_parameters())
+        local x = tocha.full({ 4, 64 }, 3, { device = device })
+        local first = m:forward({ x })[1]:clone()
+        local out, cache = m:forward_train({ x })
+        assert.is_false(tocha.allclose(first, out[1]))
+        local dy = tocha.ones({ 4, 64 }, { device = device })
+        local grads = m:backward({ dy }, cache)
+        -- dx = dy * keep * 2, y = 3 * keep * 2: dx = y / 3
+        assert.is_true(tocha.allclose(grads[1], out[1] / 3, 1e-6, 0))
+        local step
+        for name, t in pairs(m:parameters()) do
+          assert.truthy(name:find("%.step$"))
+          step = t
+        end
+        assert.are.equal("i64", step:dtype())
+        assert.are.equal(2, step:item())
+        m:train(false)
+        assert.is_true(tocha.allclose(m:forward({ x })[1], x, 0, 0))
+      end)
+
+      it("refuses bad arguments by name", function()
+        fails("p: expected a probability from 0 to 1, got 1.5", tocha.Dropout.new, 1.5)
+        fails("seed: expected an integer from 0 to 2^53, got -1", tocha.Dropout.new, 0.5, { seed = -1 })
+        fails('"inplace": unknown option of tocha.Dropout', tocha.Dropout.new, 0.5, { inplace = true })
+        local drop = tocha.Dropout.new(0.5)
+        local x = tocha.ones({ 3 }, { device = device })
+        fails("dy: expected shape [3] (x's), got [4]", drop.backward, drop, x, tocha.ones({ 4 }, { device = device }))
+      end)
+    end)
+  end
+end)
