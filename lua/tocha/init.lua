@@ -60,6 +60,7 @@ tocha.loss = require "tocha.loss"
 tocha.optim = require "tocha.optim"
 tocha.BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
 tocha.Dropout = require("tocha.ops.dropout").Dropout
+tocha.Broadcast = require("tocha.ops.broadcast").Broadcast
 local pool = require "tocha.ops.pool"
 tocha.MaxPool2d, tocha.AvgPool2d, tocha.AdaptiveAvgPool2d = pool.MaxPool2d, pool.AvgPool2d, pool.AdaptiveAvgPool2d
 local safetensors = require "tocha.safetensors"

@@ -73,6 +73,8 @@ def layer_forward(op, ins, params, start):
         if name == "maxpool":
             return F.max_pool2d(x, k, s, p, d, ceil_mode=bool(ceil))
         return F.avg_pool2d(x, k, s, p, ceil_mode=True, count_include_pad=False)
+    if name == "broadcast":
+        return {"mul": torch.mul, "div": torch.div, "max": torch.maximum}[args[0]](x, ins[1])
     if name == "adaptive":
         return F.adaptive_avg_pool2d(x, (int(args[0]), int(args[1])))
     if name == "softmax":

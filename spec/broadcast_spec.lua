@@ -1,0 +1,101 @@
+-- tocha.Broadcast: every function on random broadcasting shapes (either operand repeated,
+-- leading dimensions missing), forward against the eager tensor math and backward against
+-- the gradients summed here in f64 over the output elements that read each operand element;
+-- the squeeze-and-excitation scale in a model; bad shapes. On sim and, tagged #gpu, on cuda.
+local tocha = require "tocha"
+local ref = require "support.reference"
+
+local function fails(pattern, fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert(not ok, "expected an error containing: " .. pattern)
+  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
+end
+
+-- d(value)/da * dy and d/db * dy, as elementwise.cu's structs define them.
+local GRAD = {
+  add = function(_, _, g) return g, g end,
+  sub = function(_, _, g) return g, -g end,
+  mul = function(a, b, g) return g * b, g * a end,
+  div = function(a, b, g) return g / b, -g * a / (b * b) end,
+  max = function(a, b, g) return a > b and g or a < b and 0 or g / 2, a < b and g or a > b and 0 or g / 2 end,
+  min = function(a, b, g) return a < b and g or a > b and 0 or g / 2, a > b and g or a < b and 0 or g / 2 end,
+}
+
+-- Flat index of out-indices idx in a shape aligned to them (size 1 reads 0).
+local function flat(idx, shape)
+  local lead, pos = #idx - #shape, 0
+  for k = 1, #shape do pos = pos * shape[k] + (shape[k] == 1 and 0 or idx[k + lead] - 1) end
+  return pos + 1
+end
+
+describe("tocha.Broadcast", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+      local seed = 0
+      local function randn(shape, dt, positive)
+        seed = seed + 1
+        if positive then return tocha.rand(shape, { dtype = dt, device = device, seed = seed, low = 0.5, high = 2 }) end
+        return tocha.randn(shape, { dtype = dt, device = device, seed = seed })
+      end
+
+      it("computes every function forward and backward on broadcasting shapes", function()
+        local CASES = { { { 2, 3, 4, 5 }, { 2, 3, 1, 1 } }, { { 4, 1, 5 }, { 3, 1 } }, { { 5 }, { 2, 3, 5 } }, { { 3, 4 }, { 3, 4 } } }
+        for _, fn in ipairs({ "add", "sub", "mul", "div", "max", "min" }) do
+          for _, dt in ipairs({ "f64", "f32" }) do
+            local op = tocha.Broadcast.new(fn, dt)
+            for _, c in ipairs(CASES) do
+              local a, b = randn(c[1], dt), randn(c[2], dt, fn == "div")
+              local y = op:forward(a, b)
+              local want = ({ add = a + b, sub = a - b, mul = a * b, div = a / b, max = a:maximum(b), min = a:minimum(b) })[fn]
+              assert.is_true(tocha.allclose(y, want, 0, 0), fn .. " forward")
+              local dy = randn(y:shape(), dt)
+              local da, db = op:backward(a, b, dy)
+              local av, bv, gv, out = a:to_table(true), b:to_table(true), dy:to_table(true), y:shape()
+              local wa, wb = {}, {}
+              for i = 1, #av do wa[i] = 0 end
+              for i = 1, #bv do wb[i] = 0 end
+              for e = 1, #gv do
+                local idx, rest = {}, e - 1
+                for k = #out, 1, -1 do idx[k] = rest % out[k] + 1; rest = math.floor(rest / out[k]) end
+                local ia, ib = flat(idx, c[1]), flat(idx, c[2])
+                local ga, gb = GRAD[fn](av[ia], bv[ib], gv[e])
+                wa[ia], wb[ib] = wa[ia] + ga, wb[ib] + gb
+              end
+              local tol = dt == "f64" and 1e-12 or 1e-5
+              for _, pair in ipairs({ { da, wa, "da" }, { db, wb, "db" } }) do
+                local got = pair[1]:to_table(true)
+                for i = 1, #got do
+                  assert(math.abs(got[i] - pair[2][i]) <= tol * math.max(1, math.abs(pair[2][i])),
+                    ("%s %s %s [%d]: got %.12g, want %.12g"):format(fn, dt, pair[3], i, got[i], pair[2][i]))
+                end
+              end
+            end
+          end
+        end
+      end)
+
+      it("scales channels in a model (squeeze and excitation), backward included", function()
+        local x = tocha.Model.input({ -1, 4, 5, 5 })
+        local gap = tocha.AdaptiveAvgPool2d.new { output_size = 1 }
+        local gate = tocha.Elementwise.new("sigmoid")
+        local scale = tocha.Broadcast.new("mul")
+        local m = tocha.Model({ x }, { scale(x, gate(gap(x))) })
+        m:load(2, device)
+        local xt = randn({ 2, 4, 5, 5 }, "f32")
+        local out, cache = m:forward_train({ xt })
+        local s = xt:mean({ 3, 4 }, true):sigmoid()
+        assert.is_true(tocha.allclose(out[1], xt * s, 1e-6, 1e-7))
+        local grads = m:backward({ randn({ 2, 4, 5, 5 }, "f32") }, cache)
+        assert.are.same({ 2, 4, 5, 5 }, grads[1]:shape())
+      end)
+
+      it("refuses shapes that do not broadcast", function()
+        local op = tocha.Broadcast.new("add")
+        fails("b: shape [3] does not broadcast with [2, 4] (a's): sizes 3 and 4 at dimension 1 from the end",
+          op.forward, op, randn({ 2, 4 }, "f32"), randn({ 3 }, "f32"))
+        fails("fn: expected one of add, sub, mul, div, max, min, got \"pow\"", tocha.Broadcast.new, "pow")
+      end)
+    end)
+  end
+end)
