@@ -190,6 +190,21 @@ describe("tensor math", function()
         check(2 - a, each(function(x) return 2 - x end), 0, "number - tensor")
         check(1 / b, (function() local w = {} for i = 1, 6 do w[i] = 1 / bv[i] end return w end)(), 0, "number / tensor")
         check(a * 2 + 1, each(function(x) return ref.convert(x * 2, "f32") + 1 end), 0, "a * 2 + 1")
+        -- innermost sizes that are multiples of 8 (runs of 8 a thread): a broadcast row, a
+        -- transposed view, a channel scale
+        local m, row = randn({ 5, 3, 16 }), randn({ 16 })
+        local mv, rv = m:to_table(true), row:to_table(true)
+        local w1 = {}
+        for i = 1, #mv do w1[i] = mv[i] * rv[(i - 1) % 16 + 1] end
+        check(m * row, w1, 0, "runs of 8, broadcast row")
+        local tview = randn({ 16, 8 }):t() -- [8, 16] with strides {1, 8}
+        local tv2, w2 = tview:to_table(true), {}
+        for i = 1, #tv2 do w2[i] = tv2[i] - rv[(i - 1) % 16 + 1] end
+        check(tview - row, w2, 0, "runs of 8, transposed view")
+        local sc = randn({ 5, 3, 1 })
+        local sv, w3 = sc:to_table(true), {}
+        for i = 1, #mv do w3[i] = mv[i] * sv[math.floor((i - 1) / 16) + 1] end
+        check(m * sc, w3, 0, "runs of 8, channel scale")
       end)
 
       it("computes every unary function in f32 and f64, and integer rounding as the identity", function()
@@ -441,6 +456,18 @@ describe("tensor math", function()
           end
         end
         assert.are.same({ 1 }, randn({ 3, 3 }):var():size())
+        -- dimensions that are not adjacent (a permuted copy brings them together)
+        local z = randn({ 3, 4, 5 }, "f64")
+        local zv, want = z:to_table(), {}
+        for j = 1, 4 do
+          local m, s = 0, 0
+          for i = 1, 3 do for k = 1, 5 do m = m + zv[i][j][k] end end
+          m = m / 15
+          for i = 1, 3 do for k = 1, 5 do s = s + (zv[i][j][k] - m) ^ 2 end end
+          want[j] = s / 14
+        end
+        check(z:var({ 1, 3 }), want, 64, "var over dimensions 1 and 3")
+        assert.are.same({ 1, 4, 1 }, z:var({ 1, 3 }, true):size())
       end)
 
       it("computes softmax and log_softmax along rows, long rows and columns", function()

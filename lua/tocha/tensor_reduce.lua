@@ -203,12 +203,23 @@ end
 
 -- ---- variance ----
 
--- The variance of x over dims with `correction` (1: Bessel's, PyTorch's default); halves are
--- computed in f32 and the result rounded once.
+local var_kernels = {}
+local function var_kernel(dt)
+  if not var_kernels[dt] then
+    var_kernels[dt] = kernel.new { source = op.source("variance.cu"), name = "tocha_variance", template_args = dtype.ctype(dt),
+      params = ("%s* x, %s* y, i64 outer, i64 n, i64 inner, f64 divisor, i32 rows"):format(dt, dt) }
+  end
+  return var_kernels[dt]
+end
+
+-- The variance of x over dims with `correction` (1: Bessel's, PyTorch's default). Adjacent
+-- dimensions (or all of them) take one launch of variance.cu; others go through a permuted
+-- dense copy that brings them together.
 local function variance(x, dims, keepdim, correction, what)
   modules()
   if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
   if x.freed ~= 0 then raise("self: tensor was freed") end
+  if keepdim ~= nil and type(keepdim) ~= "boolean" then raise("keepdim: expected a boolean, got " .. type(keepdim)) end
   local dt = dtype.name(x.elem_type)
   if not dtype.is_float(dt) then
     raise(("self: %s() needs a float tensor, got %s (cast it first: x:cast(\"f32\"))"):format(what, dt))
@@ -219,17 +230,27 @@ local function variance(x, dims, keepdim, correction, what)
   end
   local d = sizes_of(x)
   local list = dims_of(dims, #d)
-  local n = 1
-  for _, k in ipairs(list) do n = n * d[k] end
-  local work = (dt == "f16" or dt == "bf16") and x:cast("f32") or x
-  local mean = reduce(work, "mean", list, true, what)
-  local centred = math_ops.binary("sub", work, mean)
-  math_ops.binary("mul", centred, centred, centred)
-  local v = reduce(centred, "sum", list, keepdim, what)
+  local work = x
+  local first, last = list[1], list[#list]
+  if last - first + 1 ~= #list then
+    -- bring the reduced dimensions to the end, in order
+    local order, gone = {}, {}
+    for _, k in ipairs(list) do gone[k] = true end
+    for k = 1, #d do if not gone[k] then order[#order + 1] = k end end
+    for _, k in ipairs(list) do order[#order + 1] = k end
+    work = x:permute(order)
+    local pd = {}
+    for i, k in ipairs(order) do pd[i] = d[k] end
+    first, last, d = #d - #list + 1, #d, pd
+  end
+  work = work:contiguous()
+  local outer, n, inner = product(d, 1, first - 1), product(d, first, last), product(d, last + 1, #d)
+  local y = tensor.alloc({ outer * inner }, dt, device.wrap(x.dev))
+  local rows, grid = M.row_mapping(outer, n, inner, ARG_BLOCK)
   -- n - correction <= 0 divides by zero or less: inf or NaN, as PyTorch gives.
-  math_ops.binary("div", v, math.max(n - correction, 0), v)
-  if work ~= x then v = v:cast(dt) end
-  return v
+  op.launch_packed(var_kernel(dt), device.wrap(x.dev), grid, { ARG_BLOCK, 1, 1 },
+    { work.data, y.data, outer, n, inner, math.max(n - correction, 0), rows })
+  return y:view(reduced_shape(sizes_of(x), list, keepdim))
 end
 
 -- ---- softmax ----
