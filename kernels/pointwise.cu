@@ -13,9 +13,9 @@
 //
 // Arguments: sizes d0..d7 (ndim of them used, 1 past), each operand's pointer and strides in
 // elements, y's likewise. An operand F does not read (its arity is lower) gets any pointer.
-// Paths: one dimension of stride 1 everywhere (a vector path, 8 elements a thread); several
-// dimensions whose innermost size is a multiple of 8 (runs of 8 along it a thread, offsets
-// computed once a run); else an element a thread.
+// Paths: one dimension of stride 1 everywhere (a vector path, 8 elements a thread); else an
+// element a thread, so that neighbouring threads read neighbouring elements (runs of several
+// elements a thread would put them apart and split each warp's loads).
 
 // ---- the math functions of the compute types (pm_, apart from the structs' pw_ names) ----
 
@@ -283,31 +283,6 @@ __device__ void tocha_pointwise(TO *y, long long n, int ndim, long long d0, long
                                 {a0, a1, a2, a3, a4, a5, a6, a7},
                                 {b0, b1, b2, b3, b4, b5, b6, b7},
                                 {c0, c1, c2, c3, c4, c5, c6, c7}};
-    // The innermost dimension's size and strides (selected with constant indices, so that the
-    // arrays stay in registers).
-    long long inner = 1, in0 = 0, in1 = 0, in2 = 0, in3 = 0;
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-        if (k == ndim - 1) inner = d[k], in0 = st[0][k], in1 = st[1][k], in2 = st[2][k], in3 = st[3][k];
-    if (inner % PW_CHUNK == 0) {
-        // Runs of PW_CHUNK along the innermost dimension: a thread's offsets computed once a run,
-        // its loads all issued before any store.
-        const long long runs = n / PW_CHUNK;
-        for (long long r = e; r < runs; r += stride) {
-            long long off[4];
-            pw_offsets(r * PW_CHUNK, ndim, d, st, off);
-            A xa[PW_CHUNK], xb[PW_CHUNK], xc[PW_CHUNK];
-#pragma unroll
-            for (int j = 0; j < PW_CHUNK; ++j) {
-                xa[j] = pw_operand<A, SCALARS & 1>(a, off[1] + j * in1, va);
-                xb[j] = F::arity >= 2 ? pw_operand<A, SCALARS & 2>(b, off[2] + j * in2, vb) : (A)0;
-                xc[j] = F::arity >= 3 ? pw_operand<A, SCALARS & 4>(c, off[3] + j * in3, vc) : (A)0;
-            }
-#pragma unroll
-            for (int j = 0; j < PW_CHUNK; ++j) y[off[0] + j * in0] = pw_out<TO>::run(F::apply(xa[j], xb[j], xc[j]));
-        }
-        return;
-    }
     for (; e < n; e += stride) {
         long long off[4];
         pw_offsets(e, ndim, d, st, off);

@@ -320,9 +320,8 @@ local function run(fn, out_dt, common, operands, names, y)
     push(st[i + 1])
   end
   args[#args + 1], args[#args + 2], args[#args + 3] = values[1], values[2], values[3]
-  -- One dimension, or an innermost size of a multiple of 8: the kernel takes 8 elements a thread.
-  local per = (#d == 1 or d[#d] % 8 == 0) and 8 or 1
-  grid_buf[1] = math.max(1, math.min(math.ceil(n / (BLOCK * per)), 2 ^ 31 - 1))
+  -- One dimension: the kernel's dense path takes 8 elements a thread.
+  grid_buf[1] = math.max(1, math.min(math.ceil(n / (BLOCK * (#d == 1 and 8 or 1))), 2 ^ 31 - 1))
   grid_buf[2], grid_buf[3] = 1, 1
   modules()
   op.launch_packed(k, device.wrap(dev), grid_buf, { BLOCK, 1, 1 }, args)
