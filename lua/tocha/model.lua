@@ -64,6 +64,16 @@ local function trainable(n, i)
   return not (n.op.param_trainable and n.op:param_trainable(i) == false)
 end
 
+-- Whether node n is a view of its input (Flatten, View): no launch, its output is its
+-- input's memory seen with another shape.
+local function is_view(n) return n.op ~= nil and n.op.is_view == true end
+
+-- The node whose memory a view node shows (itself for any other node).
+local function root_of(n)
+  while is_view(n) do n = n.inputs[1] end
+  return n
+end
+
 local function op_kind(op) return type(op.kind) == "string" and op.kind or "op" end
 
 -- tocha.Model.input(shape [, opts]): an input node; shape's first size may be -1 (the batch).
@@ -274,6 +284,7 @@ end
 -- addresses: one launch, or each of an op's n_launches() in turn (a launch whose grid has 0 CTAs
 -- has nothing to do).
 local function plan_node(self, p, n)
+  if is_view(n) then return end -- no launch: its slot holds its input's address
   local op, ins, shapes = n.op, {}, {}
   for i, input in ipairs(n.inputs) do
     ins[i], shapes[i] = { plan.slot(self.slot[input]), self.shape[input] }, self.shape[input]
@@ -309,7 +320,12 @@ local function build_plan(self)
   end
   self.slots = ffi.new("uint64_t[?]", math.max(count, 1))
   for _, n in ipairs(self.order) do
-    if n.op then self.slots[slot[n] - 1] = self.buffer[n].tensor.data end
+    -- (a view of a model input takes its address at each run: views_of_inputs)
+    if n.op and self.buffer[n] then self.slots[slot[n] - 1] = self.buffer[n].tensor.data end
+  end
+  self.views_of_inputs = {}
+  for _, n in ipairs(self.order) do
+    if is_view(n) and not root_of(n).op then self.views_of_inputs[#self.views_of_inputs + 1] = n end
   end
   self.launch_plan = p
 end
@@ -357,16 +373,28 @@ function Model:load(batch, name)
   end
   self.loads = (self.loads or 0) + 1 -- what a forward_train cache was made under
   -- Liveness: the position of each node's last reader.
+  -- (A view's reader reads its root's memory: the root lives as long as its views are read.)
   local last = {}
   for i, n in ipairs(self.order) do
-    for _, input in ipairs(n.inputs) do last[input] = math.max(last[input] or 0, i) end
+    for _, input in ipairs(n.inputs) do
+      local r = root_of(input)
+      last[r] = math.max(last[r] or 0, i)
+    end
   end
   local is_output = {}
-  for _, n in ipairs(self.outputs) do is_output[n] = true end
+  for _, n in ipairs(self.outputs) do
+    if is_view(n) then
+      raise(("%s: a view node (%s) cannot be a model output: make its input the output and view it (t:view(...))")
+        :format(n.name, op_kind(n.op)))
+    end
+    is_output[n] = true
+  end
   local free, buffer, result = {}, {}, {}
   local blocks, held, without_reuse = 0, 0, 0
   for i, n in ipairs(self.order) do
-    if n.op and is_output[n] then
+    if is_view(n) then
+      buffer[n] = buffer[root_of(n)] -- nil for a view of a model input
+    elseif n.op and is_output[n] then
       result[n] = tensor.alloc(shape[n], dt[n], dev)
       buffer[n] = { tensor = result[n] }
     elseif n.op then
@@ -386,9 +414,10 @@ function Model:load(batch, name)
     -- The blocks whose last reader this node is serve the nodes after it (once each, however
     -- many times the node reads them).
     for _, input in ipairs(n.inputs) do
-      if last[input] == i and buffer[input] and not is_output[input] then
-        free[#free + 1] = buffer[input]
-        last[input] = nil
+      local r = root_of(input)
+      if last[r] == i and buffer[r] and not is_output[r] then
+        free[#free + 1] = buffer[r]
+        last[r] = nil
       end
     end
   end
@@ -488,6 +517,7 @@ function Model:forward(inputs)
   check_inputs(self, inputs)
   local slots = self.slots
   for i, node in ipairs(self.inputs) do slots[self.slot[node] - 1] = inputs[i].data end
+  for _, v in ipairs(self.views_of_inputs) do slots[self.slot[v] - 1] = slots[self.slot[root_of(v)] - 1] end
   local results = {}
   for i, n in ipairs(self.outputs) do
     local t = self.result[n]
@@ -511,7 +541,10 @@ function Model:forward_train(inputs)
     slots[self.slot[node] - 1] = inputs[i].data
   end
   for _, n in ipairs(self.order) do
-    if n.op then
+    if is_view(n) then
+      local t = kept[n.inputs[1]]:view(self.shape[n]) -- the same memory, another shape
+      slots[self.slot[n] - 1], kept[n] = t.data, t
+    elseif n.op then
       local t = tensor.alloc(self.shape[n], self.dtype[n], self.device)
       slots[self.slot[n] - 1], kept[n] = t.data, t
     end
@@ -585,7 +618,10 @@ function Model:backward(grad_outputs, cache)
   for k = #self.order, 1, -1 do
     local n = self.order[k]
     local g = n.op and total(n)
-    if g then
+    if g and is_view(n) then
+      -- a view's gradient is its input's, seen with the input's shape
+      receive(n.inputs[1], g:view(self.shape[n.inputs[1]]))
+    elseif g then
       local op = n.op
       if not op.grad_kernel or not op.pack_backward_args or (op.has_backward and not op:has_backward()) then
         raise(("%s: its op has no backward"):format(n.name))
