@@ -389,6 +389,12 @@ describe("tensor math", function()
         assert.are.same({ 2, 4 }, x:sum(2):size())
         assert.are.same({ 2, 1, 4 }, x:sum(-2, true):size())
         assert.are.same({ 3 }, x:mean({ 1, -1 }):size())
+        -- long enough to be split across CTAs and finished by a second pass
+        local long = tocha.rand({ 300000 }, { dtype = "f64", device = device, seed = 41 })
+        local lv, total = long:to_table(true), 0
+        for i = 1, #lv do total = total + lv[i] end
+        check(long:sum(), { total }, 1e-12 / ref.eps.f64, "a split sum")
+        check(long:mean(), { total / #lv }, 1e-12 / ref.eps.f64, "a split mean")
         local k = tocha.tensor({ { 1, 2 }, { 3, 4 } }, { dtype = "i32", device = device })
         assert.are.equal("i64", k:sum():dtype())
         assert.are.equal(10, k:sum():item())

@@ -28,12 +28,8 @@ local M = {}
 
 local BLOCK = 256
 
-local function check_options(opts, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then raise("options: expected a table of options, got " .. type(opts)) end
-  for key in pairs(opts) do
-    if not known[key] then raise(("%s: unknown option"):format(errors.show(key))) end
-  end
+local function check_options(opts, known, owner)
+  opts = op.options(opts, known, owner)
   local r = opts.reduction
   if r ~= nil and r ~= "mean" and r ~= "sum" and r ~= "none" then
     raise(("reduction: expected \"mean\", \"sum\" or \"none\", got %s"):format(errors.show(r)))
@@ -75,7 +71,8 @@ local function class_kernel(dt, log_input)
 end
 
 local function class_loss(input, target, opts, log_input)
-  opts = check_options(opts, { reduction = true, ignore_index = true, label_smoothing = true, grad_output = true })
+  opts = check_options(opts, { reduction = true, ignore_index = true, label_smoothing = true, grad_output = true },
+    "tocha.loss." .. (log_input and "nll" or "cross_entropy"))
   local dt = float_input(input, "input")
   if input.ndim ~= 2 then raise(("input: expected [N, C] (a row of C classes each), got %d dimensions"):format(input.ndim)) end
   op.live_tensor(target, "target")
@@ -140,8 +137,8 @@ end
 -- ---- elementwise losses (tensor math) ----
 
 -- input and target of one shape, dtype and device; the reduction and the gradient's factor.
-local function pair(input, target, opts)
-  opts = check_options(opts, { reduction = true, grad_output = true })
+local function pair(input, target, opts, owner)
+  opts = check_options(opts, { reduction = true, grad_output = true }, owner)
   local dt = float_input(input, "input")
   op.live_tensor(target, "target")
   if dtype.name(target.elem_type) ~= dt then
@@ -169,7 +166,7 @@ end
 
 -- tocha.loss.mse(input, target [, opts]) -> loss, dinput: (input - target)^2.
 function M.mse(input, target, opts)
-  local reduction, factor, g = pair(input, target, opts)
+  local reduction, factor, g = pair(input, target, opts, "tocha.loss.mse")
   local d = input - target
   local loss = reduce(d:square(), reduction)
   return loss, finish(math_ops.binary("mul", d, 2, d), factor, g)
@@ -177,7 +174,7 @@ end
 
 -- tocha.loss.l1(input, target [, opts]) -> loss, dinput: |input - target|.
 function M.l1(input, target, opts)
-  local reduction, factor, g = pair(input, target, opts)
+  local reduction, factor, g = pair(input, target, opts, "tocha.loss.l1")
   local d = input - target
   local loss = reduce(d:abs(), reduction)
   return loss, finish(d:sign_(), factor, g)
@@ -186,7 +183,7 @@ end
 -- tocha.loss.bce_with_logits(logits, target [, opts]) -> loss, dlogits: binary cross entropy of
 -- sigmoid(logits) against targets in [0, 1].
 function M.bce_with_logits(input, target, opts)
-  local reduction, factor, g = pair(input, target, opts)
+  local reduction, factor, g = pair(input, target, opts, "tocha.loss.bce_with_logits")
   local per = input:relu() - input * target + (-input:abs()):exp():log1p()
   local loss = reduce(per, reduction)
   local grad = input:sigmoid()

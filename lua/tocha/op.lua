@@ -153,6 +153,29 @@ end
 
 -- ---- dtypes and kernels ----
 
+-- The options table of a constructor: {} for nil; a key not in `known` refused by name (a
+-- misspelt option would otherwise change nothing), and each known as "boolean" checked to be
+-- one. owner names the constructor in messages ("tocha.LayerNorm").
+function M.options(opts, known, owner)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then raise("options: expected a table of options, got " .. type(opts)) end
+  for key, v in pairs(opts) do
+    local kind = known[key]
+    if not kind then raise(("%s: unknown option of %s"):format(errors.show(key), owner)) end
+    if kind == "boolean" and type(v) ~= "boolean" then raise(("%s: expected a boolean, got %s"):format(key, type(v))) end
+  end
+  return opts
+end
+
+-- op:train([flag]) for an op with a training mode (batch norm, dropout): sets self.training
+-- (default true); returns self.
+function M.set_training(self, flag)
+  if flag == nil then flag = true end
+  if type(flag) ~= "boolean" then raise("flag: expected a boolean, got " .. type(flag)) end
+  self.training = flag
+  return self
+end
+
 -- A float dtype's name (default f32), checked.
 function M.float_dtype(name, what)
   name = name or "f32"

@@ -38,14 +38,7 @@ local function number_option(opts, key, default, what_range, ok)
   return v
 end
 
-local function check_options(opts, known, kind)
-  if opts == nil then opts = {} end
-  if type(opts) ~= "table" then raise("options: expected a table of options, got " .. type(opts)) end
-  for key in pairs(opts) do
-    if not known[key] then raise(("%s: unknown option of tocha.optim.%s"):format(errors.show(key), kind)) end
-  end
-  return opts
-end
+local function check_options(opts, known, kind) return op.options(opts, known, "tocha.optim." .. kind) end
 
 -- The parameters: a table of name -> tensor (m:parameters()), in name order; one dtype and one
 -- device for all.
@@ -98,7 +91,7 @@ end
 
 -- tocha.optim.SGD(params [, opts])
 function M.SGD(params, opts)
-  opts = check_options(opts, { lr = true, momentum = true, dampening = true, nesterov = true, weight_decay = true }, "SGD")
+  opts = check_options(opts, { lr = true, momentum = true, dampening = true, nesterov = "boolean", weight_decay = true }, "SGD")
   if opts.lr == nil then raise("lr: expected a learning rate (SGD has no default), got nil") end
   local o = {
     lr = number_option(opts, "lr", nil, "a non-negative number", function(v) return v >= 0 end),
@@ -107,7 +100,6 @@ function M.SGD(params, opts)
     weight_decay = number_option(opts, "weight_decay", 0, "a non-negative number", function(v) return v >= 0 end),
     nesterov = opts.nesterov == true,
   }
-  if opts.nesterov ~= nil and type(opts.nesterov) ~= "boolean" then raise("nesterov: expected a boolean, got " .. type(opts.nesterov)) end
   if o.nesterov and (o.momentum <= 0 or o.dampening ~= 0) then
     raise("nesterov: needs a momentum and zero dampening")
   end

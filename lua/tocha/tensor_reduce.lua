@@ -111,13 +111,7 @@ local function reduce_run(x, mode, a, b)
   local divisor = mode == "mean" and n or 1
   reduction.run_launches(r.kernel, dev, r.block_size, #passes, reduction.partial_bytes(passes, dt),
     function(i) return reduction.pass_grid(passes[i], r.block_size, dt) end,
-    function(i, ws)
-      if i == 1 then
-        local last = #passes == 1
-        return reduction.args(passes[1], x.data, 0, last and y.data or ws, last and 0 or 1, 0, last and divisor or 1)
-      end
-      return reduction.args(passes[2], ws, 1, y.data, 0, 0, divisor)
-    end)
+    function(i, ws) return reduction.pass_args(passes, i, x.data, y.data, ws, divisor) end)
   return y
 end
 

@@ -31,15 +31,8 @@ M.BatchNorm2d = BatchNorm2d
 function BatchNorm2d.new(channels, opts)
   channels = op.integer(channels, "num_features")
   if channels < 1 then raise("num_features: expected a positive integer, got " .. channels) end
-  if opts == nil then opts = {} end
-  if type(opts) ~= "table" then raise("options: expected a table of options, got " .. type(opts)) end
-  local known = { eps = true, momentum = true, affine = true, track_running_stats = true, dtype = true }
-  for key in pairs(opts) do
-    if not known[key] then raise(("%s: unknown option of tocha.BatchNorm2d"):format(errors.show(key))) end
-  end
-  for _, key in ipairs({ "affine", "track_running_stats" }) do
-    if opts[key] ~= nil and type(opts[key]) ~= "boolean" then raise(("%s: expected a boolean, got %s"):format(key, type(opts[key]))) end
-  end
+  opts = op.options(opts, { eps = true, momentum = true, affine = "boolean", track_running_stats = "boolean", dtype = true },
+    "tocha.BatchNorm2d")
   local eps, momentum = opts.eps or 1e-5, opts.momentum or 0.1
   if type(eps) ~= "number" or not (eps >= 0) or eps == math.huge then raise("eps: expected a non-negative number, got " .. errors.show(eps)) end
   if type(momentum) ~= "number" or not (momentum >= 0 and momentum <= 1) then
@@ -65,10 +58,8 @@ end
 
 -- bn:train([flag]): training mode (default true) or inference mode (false); returns bn.
 function BatchNorm2d:train(flag)
-  if flag == nil then flag = true end
-  if type(flag) ~= "boolean" then raise("flag: expected a boolean, got " .. type(flag)) end
-  self.training = flag
-  return self
+  local r = op.set_training(self, flag)
+  return r
 end
 
 -- Whether this call uses the batch's statistics.

@@ -29,11 +29,7 @@ M.Dropout = Dropout
 -- Dropout.new(p [, {seed = 0, dtype = "f32"}]): p in [0, 1], the probability an element is zeroed.
 function Dropout.new(p, opts)
   if type(p) ~= "number" or not (p >= 0 and p <= 1) then raise("p: expected a probability from 0 to 1, got " .. errors.show(p)) end
-  if opts == nil then opts = {} end
-  if type(opts) ~= "table" then raise("options: expected a table of options, got " .. type(opts)) end
-  for key in pairs(opts) do
-    if key ~= "seed" and key ~= "dtype" then raise(("%s: unknown option of tocha.Dropout"):format(errors.show(key))) end
-  end
+  opts = op.options(opts, { seed = true, dtype = true }, "tocha.Dropout")
   local seed = opts.seed or 0
   if type(seed) ~= "number" or seed < 0 or seed ~= math.floor(seed) or seed >= 2 ^ 53 then
     raise("seed: expected an integer from 0 to 2^53, got " .. errors.show(seed))
@@ -52,10 +48,8 @@ end
 
 -- drop:train([flag]): training mode (default true) or inference (false, the identity).
 function Dropout:train(flag)
-  if flag == nil then flag = true end
-  if type(flag) ~= "boolean" then raise("flag: expected a boolean, got " .. type(flag)) end
-  self.training = flag
-  return self
+  local r = op.set_training(self, flag)
+  return r
 end
 
 function Dropout:param_names() return { "step" } end

@@ -27,17 +27,9 @@ local M = {}
 local BLOCK = 256
 local MACHINE_EPS = { f32 = 2 ^ -23, f64 = 2 ^ -52, f16 = 2 ^ -10, bf16 = 2 ^ -7 }
 
+-- The options of a norm's constructor, eps checked.
 local function check_options(opts, known, class)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then raise("options: expected a table of options, got " .. type(opts)) end
-  for key in pairs(opts) do
-    if not known[key] then raise(("%s: unknown option of tocha.%s"):format(errors.show(key), class)) end
-  end
-  for key in pairs(known) do
-    if key ~= "eps" and key ~= "dtype" and opts[key] ~= nil and type(opts[key]) ~= "boolean" then
-      raise(("%s: expected a boolean, got %s"):format(key, type(opts[key])))
-    end
-  end
+  opts = op.options(opts, known, "tocha." .. class)
   if opts.eps ~= nil and (type(opts.eps) ~= "number" or not (opts.eps >= 0) or opts.eps == math.huge) then
     raise("eps: expected a non-negative number, got " .. errors.show(opts.eps))
   end
@@ -122,11 +114,8 @@ function Methods:compute_concrete_output_shape(input_shapes)
   return out
 end
 
-local function row_grid(rows, n)
-  local mode = n >= 1024 and -1 or 32
-  local ctas = mode == -1 and rows or math.ceil(rows / (BLOCK / 32))
-  return mode, { math.max(1, math.min(ctas, 2 ^ 31 - 1)), 1, 1 }
-end
+-- The kernel's row mode (a warp a row, or a CTA a long row) and grid: tensor math's mapping.
+local function row_grid(rows, n) return require("tocha.tensor_reduce").row_mapping(rows, n, 1, BLOCK) end
 
 function Methods:grid(output_shape)
   local rows, n = self:view(output_shape, "output_shape")
@@ -206,7 +195,7 @@ end
 
 -- LayerNorm.new(normalized_shape [, {eps = 1e-5, elementwise_affine = true, bias = true, dtype}])
 M.LayerNorm = norm_class("LayerNorm", function(class, normalized_shape, opts)
-  opts = check_options(opts, { eps = true, elementwise_affine = true, bias = true, dtype = true }, "LayerNorm")
+  opts = check_options(opts, { eps = true, elementwise_affine = "boolean", bias = "boolean", dtype = true }, "LayerNorm")
   local self = setmetatable({ kind = "layer_norm", normalized_shape = sizes_list(normalized_shape, "normalized_shape"),
     dtype = op.float_dtype(opts.dtype, "dtype"), eps = opts.eps or 1e-5 }, class)
   local affine = opts.elementwise_affine == false and 0 or (opts.bias == false and 1 or 2)
@@ -216,7 +205,7 @@ end)
 
 -- RMSNorm.new(normalized_shape [, {eps = the dtype's machine epsilon, elementwise_affine = true, dtype}])
 M.RMSNorm = norm_class("RMSNorm", function(class, normalized_shape, opts)
-  opts = check_options(opts, { eps = true, elementwise_affine = true, dtype = true }, "RMSNorm")
+  opts = check_options(opts, { eps = true, elementwise_affine = "boolean", dtype = true }, "RMSNorm")
   local dt = op.float_dtype(opts.dtype, "dtype")
   local self = setmetatable({ kind = "rms_norm", normalized_shape = sizes_list(normalized_shape, "normalized_shape"),
     dtype = dt, eps = opts.eps or MACHINE_EPS[dt] }, class)
@@ -232,7 +221,7 @@ M.GroupNorm = norm_class("GroupNorm", function(class, groups, channels, opts)
   if channels < 1 or channels % groups ~= 0 then
     raise(("num_channels: expected a positive multiple of num_groups (%d), got %d"):format(groups, channels))
   end
-  opts = check_options(opts, { eps = true, affine = true, dtype = true }, "GroupNorm")
+  opts = check_options(opts, { eps = true, affine = "boolean", dtype = true }, "GroupNorm")
   local self = setmetatable({ kind = "group_norm", groups = groups, channels = channels,
     dtype = op.float_dtype(opts.dtype, "dtype"), eps = opts.eps or 1e-5 }, class)
   local affine = opts.affine == false and 0 or 2

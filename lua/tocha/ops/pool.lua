@@ -37,27 +37,15 @@ local function pair(v, what, default, zero_ok)
 end
 
 local KNOWN = {
-  max = { kernel_size = true, stride = true, padding = true, dilation = true, ceil_mode = true, dtype = true, block = true },
-  avg = { kernel_size = true, stride = true, padding = true, ceil_mode = true, count_include_pad = true, dtype = true, block = true },
+  max = { kernel_size = true, stride = true, padding = true, dilation = true, ceil_mode = "boolean", dtype = true, block = true },
+  avg = { kernel_size = true, stride = true, padding = true, ceil_mode = "boolean", count_include_pad = "boolean", dtype = true,
+    block = true },
   adaptive = { output_size = true, dtype = true, block = true },
 }
 
-local function options(opts, mode, class)
-  if type(opts) ~= "table" then raise(("options: expected a table of options, got %s"):format(type(opts))) end
-  for key in pairs(opts) do
-    if not KNOWN[mode][key] then raise(("%s: unknown option of %s"):format(errors.show(key), class)) end
-  end
-  for _, key in ipairs({ "ceil_mode", "count_include_pad" }) do
-    if opts[key] ~= nil and type(opts[key]) ~= "boolean" then
-      raise(("%s: expected a boolean, got %s"):format(key, type(opts[key])))
-    end
-  end
-  return opts
-end
-
 local function make(class, mode, opts)
   local name = class.op_class_name
-  opts = options(opts, mode, "tocha." .. name)
+  opts = op.options(opts, KNOWN[mode], "tocha." .. name)
   local dt = op.float_dtype(opts.dtype, "dtype")
   local block = op.flat_block(opts.block or 256)
   local self = setmetatable({ kind = name:lower(), dtype = dt, block_size = block, mode = mode }, class)

@@ -196,7 +196,7 @@ function M.args(p, src, src_acc, dst, dst_acc, copy, divisor)
 end
 
 -- Pass i of a reduction's passes from x to y through the workspace ws.
-local function reduce_args(passes, i, x, y, ws, divisor)
+function M.pass_args(passes, i, x, y, ws, divisor)
   local last = i == #passes
   if i == 1 then
     return M.args(passes[1], x, 0, last and y or ws, last and 0 or 1, 0, last and divisor or 1)
@@ -215,7 +215,7 @@ function Reduce:pack_args_for_launch(i, inputs, params, output)
   if #passes > 1 and address(ws, "params[1]") == 0 then
     raise("params: a two-pass reduction needs its workspace (op:workspace_bytes) after the parameters")
   end
-  return reduce_args(passes, i, x, address(output, "output"), ws, self.mode == "mean" and n or 1)
+  return M.pass_args(passes, i, x, address(output, "output"), ws, self.mode == "mean" and n or 1)
 end
 
 function Reduce:backward_grid(input_shapes)

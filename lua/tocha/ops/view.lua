@@ -49,21 +49,12 @@ local function view_class(name)
   return class
 end
 
-local function options(opts, known, class)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then raise("options: expected a table of options, got " .. type(opts)) end
-  for key in pairs(opts) do
-    if not known[key] then raise(("%s: unknown option of tocha.%s"):format(errors.show(key), class)) end
-  end
-  return opts
-end
-
 M.Flatten = view_class("Flatten")
 
 -- Flatten.new([{start_dim = 2, end_dim = -1, dtype}]): dimensions start_dim to end_dim (1-based,
 -- negative from the end) made one.
 function M.Flatten.new(opts)
-  opts = options(opts, { start_dim = true, end_dim = true, dtype = true }, "Flatten")
+  opts = op.options(opts, { start_dim = true, end_dim = true, dtype = true }, "tocha.Flatten")
   local s, e = opts.start_dim or 2, opts.end_dim or -1
   op.integer(s, "start_dim")
   op.integer(e, "end_dim")
@@ -95,7 +86,7 @@ M.View = view_class("View")
 
 -- View.new(sizes [, {dtype}]): sizes a list, at most one -1 (inferred from the count).
 function M.View.new(sizes, opts)
-  opts = options(opts, { dtype = true }, "View")
+  opts = op.options(opts, { dtype = true }, "tocha.View")
   if type(sizes) ~= "table" or #sizes < 1 or #sizes > 8 then raise("sizes: expected a list of 1 to 8 sizes") end
   local inferred = 0
   for i, v in ipairs(sizes) do
