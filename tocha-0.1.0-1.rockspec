@@ -6,7 +6,7 @@ version = "0.1.0-1"
 source = { url = "git+file://." }
 description = {
   summary = "GPU tensors and CUDA C kernels compiled at run time, for LuaJIT",
-  detailed = "Tensors on NVIDIA GPUs (or a CPU simulator), CUDA C kernels built by NVRTC with their constants baked in, upsample, elementwise and channel-join ops with their gradients, models, streams and CUDA graphs.",
+  detailed = "Tensors on NVIDIA GPUs (or a CPU simulator), CUDA C kernels built by NVRTC with their constants baked in, tensor math with broadcasting, reductions and softmax, ops with their gradients (upsample, elementwise, pooling, normalisation, dropout, ...), losses and optimizers, models, streams and CUDA graphs.",
 }
 dependencies = { "lua == 5.1" } -- LuaJIT reports 5.1
 build = {

@@ -50,17 +50,11 @@ local function mismatch(name, t, dt, k)
   end
 end
 
-local function python_has_peers()
-  local ok = os.execute("python3 -c 'import torch, numpy' >/dev/null 2>&1")
-  return ok == 0 or ok == true
-end
-
+local peers = require "support.peers"
+local function python_has_peers() return peers.available("torch, numpy") end
 local function run_peer(mode, dir, k)
-  local script = (os.getenv("TOCHA_SOURCE_DIR") or ".") .. "/spec/support/peer_files.py"
-  local p = io.popen(("python3 %s %s %s %d 2>&1; echo rc=$?"):format(script, mode, dir, k))
-  local out = p:read("*a")
-  p:close()
-  return out:match("rc=0%s*$") ~= nil, out
+  local ok, out = peers.run("peer_files.py", mode, dir, k)
+  return ok, out
 end
 
 describe("files read and written by PyTorch and NumPy #gpu", function()

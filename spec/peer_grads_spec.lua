@@ -6,14 +6,11 @@
 -- GPU machine; pending where python3 lacks torch or safetensors.
 local tocha = require "tocha"
 
-local function python_has_peers()
-  local ok = os.execute("python3 -c 'import torch, safetensors' >/dev/null 2>&1")
-  return ok == 0 or ok == true
-end
+local peers = require "support.peers"
 
 describe("gradients beside PyTorch's #gpu", function()
   it("match torch.autograd for every op of the family, f64, random shapes", function()
-    if not python_has_peers() then return pending("python3 with torch and safetensors is not installed here") end
+    if not peers.available("torch, safetensors") then return pending("python3 with torch and safetensors is not installed here") end
     local device, seed = "cuda", 0
     local tensors, cases = {}, {}
     local function randn(shape, positive)
@@ -69,12 +66,9 @@ describe("gradients beside PyTorch's #gpu", function()
     end
     local path = os.tmpname()
     tocha.save(path, tensors, cases)
-    local script = (os.getenv("TOCHA_SOURCE_DIR") or ".") .. "/spec/support/peer_grads.py"
-    local p = io.popen(("python3 %s %s 2>&1; echo rc=$?"):format(script, path))
-    local out = p:read("*a")
-    p:close()
+    local ok, out = peers.run("peer_grads.py", path)
     os.remove(path)
     print(out)
-    assert.truthy(out:match("rc=0%s*$"), out)
+    assert.truthy(ok, out)
   end)
 end)

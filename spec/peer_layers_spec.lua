@@ -6,14 +6,11 @@
 -- Tagged #gpu: it runs where PyTorch is, the GPU machine; pending where python3 lacks torch.
 local tocha = require "tocha"
 
-local function python_has_peers()
-  local ok = os.execute("python3 -c 'import torch, safetensors' >/dev/null 2>&1")
-  return ok == 0 or ok == true
-end
+local peers = require "support.peers"
 
 describe("layers, losses and optimizers beside PyTorch's #gpu", function()
   it("match PyTorch in f64, forward and backward", function()
-    if not python_has_peers() then return pending("python3 with torch and safetensors is not installed here") end
+    if not peers.available("torch, safetensors") then return pending("python3 with torch and safetensors is not installed here") end
     local device, seed = "cuda", 0
     local tensors, cases = {}, {}
     local function randn(shape, mean)
@@ -123,12 +120,9 @@ describe("layers, losses and optimizers beside PyTorch's #gpu", function()
 
     local path = os.tmpname()
     tocha.save(path, tensors, cases)
-    local script = (os.getenv("TOCHA_SOURCE_DIR") or ".") .. "/spec/support/peer_layers.py"
-    local pipe = io.popen(("python3 %s %s 2>&1; echo rc=$?"):format(script, path))
-    local out = pipe:read("*a")
-    pipe:close()
+    local ok, out = peers.run("peer_layers.py", path)
     os.remove(path)
     print(out)
-    assert.truthy(out:match("rc=0%s*$"), out)
+    assert.truthy(ok, out)
   end)
 end)
