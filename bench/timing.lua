@@ -36,13 +36,42 @@ function M.median(list)
   return n % 2 == 1 and list[(n + 1) / 2] or (list[n / 2] + list[n / 2 + 1]) / 2
 end
 
--- Median milliseconds of fn(k) over n launches on device, each between two events, after a
--- warm-up of five.
+-- A kernel that keeps the device busy for `cycles` clock cycles. Launched before each timed
+-- call, it makes the call's launches wait in the queue behind it, so that the events around
+-- the call time the device's work alone: without it, a call whose host side (argument checks,
+-- planning, allocation) takes longer than its kernels is timed at the host's pace.
+-- bench/launch_floor.lua measures the host side on its own.
+local HOLD_SOURCE = [[
+template <int UNUSED> __device__ void hold_device(unsigned char *anchor, long long cycles)
+{
+    const long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+}
+]]
+-- 2 ms at the H200's 1.98 GHz: longer than any case's host side.
+M.HOLD_CYCLES = 4000000
+
+local holds = {}
+local function hold(device)
+  if device.kind ~= "cuda" then return end
+  local h = holds[device.name]
+  if not h then
+    h = { kernel = tocha.kernel { source = HOLD_SOURCE, name = "hold_device", template_args = "0",
+      params = "u8* anchor, i64 cycles" }, anchor = tocha.empty({ 16 }, { dtype = "u8", device = device }) }
+    holds[device.name] = h
+  end
+  h.kernel:launch(1, 1, h.anchor, M.HOLD_CYCLES)
+end
+
+-- Median milliseconds of fn(k) over n launches on device, each between two events with the
+-- device held busy just before (see hold_device), after a warm-up of five.
 function M.time_launches(device, fn, n)
   for k = 1, 5 do fn(k) end
   local starts, stops = {}, {}
   for k = 1, n do starts[k], stops[k] = tocha.event(device), tocha.event(device) end
   for k = 1, n do
+    hold(device)
     starts[k]:record()
     fn(k)
     stops[k]:record()

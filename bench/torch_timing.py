@@ -1,19 +1,26 @@
 """Device timing for the PyTorch peers of the benchmarks (bench/upsample_torch.py,
 bench/elementwise_torch.py, bench/reduction_torch.py), measured as bench/timing.lua measures
-tocha: the median of device-event times around each launch, after a warm-up of five."""
+tocha: the median of device-event times around each launch, the device held busy just before
+each (torch.cuda._sleep, as bench/timing.lua's hold_device) so that the events time the
+device's work and not the host's pace, after a warm-up of five."""
 import csv
 import statistics
 
 import torch
 
 
+HOLD_CYCLES = 4000000  # bench/timing.lua's M.HOLD_CYCLES
+
+
 def time_launches(fn, n):
-    """Median milliseconds of fn(k) over n launches, each between two events."""
+    """Median milliseconds of fn(k) over n launches, each between two events, the device held
+    busy for HOLD_CYCLES just before."""
     for k in range(5):
         fn(k)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     stops = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for k in range(n):
+        torch.cuda._sleep(HOLD_CYCLES)
         starts[k].record()
         fn(k)
         stops[k].record()

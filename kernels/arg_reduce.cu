@@ -3,10 +3,12 @@
 // equal elements wins; a NaN beats every number (the first NaN wins), as PyTorch's argmax and
 // argmin. Every float dtype (compared in the compute type) and every integer one.
 //
-// Mappings, chosen by the host from the shape: rows 0, a thread an output walking n with stride
-// inner (inner > 1: neighbouring threads read neighbouring elements); rows 32, a warp a row
-// (inner == 1, shorter rows); rows -1, a CTA a row (inner == 1, long rows), lanes striding the
-// row and the lanes' winners combined through shuffles and shared memory.
+// Mappings, chosen by the host from the shape (tensor_reduce.lua's team_mapping): rows 0, a
+// thread an output walking n with stride inner (inner > 1: neighbouring threads read
+// neighbouring elements); rows 1 to 32, that many lanes of a warp a row (inner == 1, shorter
+// rows); rows -1, a CTA a row (inner == 1, long rows). A team reads its row in 16-byte groups
+// (tocha.cuh's row_each) and combines its lanes' winners through shuffles (and shared memory
+// across a CTA's warps).
 
 template <typename T> struct arg_value { typedef typename tocha::compute<T>::type type; };
 template <> struct arg_value<unsigned char> { typedef long long type; };
@@ -28,6 +30,18 @@ template <int MIN, typename V> __device__ __forceinline__ bool arg_better(V v, l
     return MIN ? v < w : v > w;
 }
 
+// A candidate: its value and index, shuffled as two numbers.
+template <typename V> struct arg_pick {
+    V v;
+    long long at;
+};
+template <typename V> __device__ __forceinline__ arg_pick<V> shfl_xor(arg_pick<V> p, int o)
+{
+    arg_pick<V> r;
+    r.v = tocha::shfl_xor(p.v, o), r.at = tocha::shfl_xor(p.at, o);
+    return r;
+}
+
 template <typename T, int MIN>
 __device__ void tocha_arg_reduce(const T *x, long long *y, long long outer, long long n, long long inner, int rows)
 {
@@ -47,46 +61,22 @@ __device__ void tocha_arg_reduce(const T *x, long long *y, long long outer, long
         }
         return;
     }
-    const unsigned lane = threadIdx.x % 32;
     const bool cta = rows < 0;
-    const unsigned team = cta ? blockDim.x : 32u, member = cta ? threadIdx.x : lane;
-    const long long row = cta ? (long long)blockIdx.x : (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    const bool live = row < outer;
-    if (cta && !live) return;
-    // Each member's first element, then the rest of its stride (a member past n keeps a loser).
-    V best = (V)0;
-    long long at = n;
-    if (live) {
-        const T *p = x + row * n;
-        for (long long j = member; j < n; j += team) {
-            const V v = arg_load(p[j]);
-            if (at == n || arg_better<MIN>(v, j, best, at)) best = v, at = j;
-        }
-    }
+    long long row;
+    unsigned member, team;
+    tocha::team_of(rows, &row, &member, &team);
+    if (cta && row >= outer) return;
+    const bool live = row < outer; // a team of a warp past the end stays for the shuffles
     // A member without an element holds index n: it loses to any real one.
-    if (at == n) best = (V)0;
-    for (int o = 16; o > 0; o /= 2) {
-        const V w = __shfl_down_sync(0xffffffffu, best, o);
-        const long long j = __shfl_down_sync(0xffffffffu, at, o);
-        if (j < n && (at == n || arg_better<MIN>(w, j, best, at))) best = w, at = j;
-    }
-    if (!cta) {
-        if (lane == 0 && live) y[row] = at + 1;
-        return;
-    }
-    __shared__ V vals[32];
-    __shared__ long long idx[32];
-    if (lane == 0) vals[threadIdx.x / 32] = best, idx[threadIdx.x / 32] = at;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        const unsigned warps = blockDim.x / 32;
-        best = lane < warps ? vals[lane] : (V)0;
-        at = lane < warps ? idx[lane] : n;
-        for (int o = 16; o > 0; o /= 2) {
-            const V w = __shfl_down_sync(0xffffffffu, best, o);
-            const long long j = __shfl_down_sync(0xffffffffu, at, o);
-            if (j < n && (at == n || arg_better<MIN>(w, j, best, at))) best = w, at = j;
-        }
-        if (lane == 0) y[row] = at + 1;
-    }
+    arg_pick<V> p;
+    p.v = (V)0, p.at = n;
+    if (live)
+        tocha::row_each(x + row * n, n, member, team, [&](T t, long long j) {
+            const V v = arg_load(t);
+            if (p.at == n || arg_better<MIN>(v, j, p.v, p.at)) p.v = v, p.at = j;
+        });
+    p = tocha::team_combine(p, team, cta, [n](arg_pick<V> a, arg_pick<V> b) {
+        return b.at < n && (a.at == n || arg_better<MIN>(b.v, b.at, a.v, a.at)) ? b : a;
+    });
+    if (live && member == 0) y[row] = p.at + 1;
 }

@@ -44,7 +44,9 @@ __device__ void tocha_broadcast(const T *a, const T *b, T *y, int ndim, long lon
 {
     const long long d[8] = BC_SIZES(d), sa[8] = BC_SIZES(sa), sb[8] = BC_SIZES(sb);
     long long n = 1;
-    for (int k = 0; k < ndim; ++k) n *= d[k];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+        if (k < ndim) n *= d[k];
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
         long long idx[8];
@@ -64,13 +66,19 @@ __device__ void tocha_broadcast_backward(const T *a, const T *b, const T *dy, T 
 {
     typedef typename tocha::compute<T>::type A;
     const long long d[8] = BC_SIZES(d), sa[8] = BC_SIZES(sa), sb[8] = BC_SIZES(sb);
-    const long long *own = phase == 0 ? sa : sb;
+    // The sizes of the operand this phase writes (chosen element by element, so that both
+    // arrays stay in registers).
+    long long own[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) own[k] = phase == 0 ? sa[k] : sb[k];
     T *out = phase == 0 ? da : db;
     long long n = 1, repeats = 1;
-    for (int k = 0; k < ndim; ++k) {
-        n *= own[k];
-        if (own[k] == 1) repeats *= d[k];
-    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+        if (k < ndim) {
+            n *= own[k];
+            if (own[k] == 1) repeats *= d[k];
+        }
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += stride) {
         long long idx[8];

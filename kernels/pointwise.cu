@@ -13,9 +13,10 @@
 //
 // Arguments: sizes d0..d7 (ndim of them used, 1 past), each operand's pointer and strides in
 // elements, y's likewise. An operand F does not read (its arity is lower) gets any pointer.
-// Paths: one dimension of stride 1 everywhere (a vector path, 8 elements a thread); else an
-// element a thread, so that neighbouring threads read neighbouring elements (runs of several
-// elements a thread would put them apart and split each warp's loads).
+// Paths: one dimension of stride 1 everywhere, or rows along a last dimension that y and every
+// operand read with stride 1 or 0 (chunks of 8 elements from vector loads, several chunks a
+// thread); else an element a thread, so that neighbouring threads read neighbouring elements
+// (runs of several elements a thread would put them apart and split each warp's loads).
 
 // ---- the math functions of the compute types (pm_, apart from the structs' pw_ names) ----
 
@@ -219,38 +220,102 @@ template <typename T> __device__ __forceinline__ bool pw_chunk_aligned(const T *
     return ((unsigned long long)p % (PW_CHUNK * sizeof(T))) == 0;
 }
 
-// The dense path: every tensor operand and y of one contiguous shape (stride 1), aligned to
-// whole chunks; a thread computes a chunk at a time from vector loads. Returns false (nothing
-// done) where the pointers are not aligned.
-template <typename A, typename TO, typename TA, typename TB, typename TC, typename F, int SCALARS>
-__device__ __forceinline__ bool pw_dense(TO *y, long long n, const TA *a, const TB *b, const TC *c, A sa, A sb, A sc)
+// Chunks a thread loads before it computes any: two where the widest of y and the operands is
+// 4 bytes (64 bytes of f32 in flight), else one (f64: 64 bytes; halves and bytes: 16 or 8,
+// many threads). Measured on an H200: f32 functions gain from the second chunk, halves lose
+// (docs/performance.md). tensor_math.lua sizes the grid by the same rule (chunk_elements).
+template <typename TO, typename TA, typename TB, typename TC> struct pw_chunks {
+    static const int widest = sizeof(TO) > sizeof(TA) ? (sizeof(TO) > sizeof(TB) ? (sizeof(TO) > sizeof(TC) ? sizeof(TO) : sizeof(TC))
+                                                                                   : (sizeof(TB) > sizeof(TC) ? sizeof(TB) : sizeof(TC)))
+                                                       : (sizeof(TA) > sizeof(TB) ? (sizeof(TA) > sizeof(TC) ? sizeof(TA) : sizeof(TC))
+                                                                                   : (sizeof(TB) > sizeof(TC) ? sizeof(TB) : sizeof(TC)));
+    static const int n = widest == 4 ? 2 : 1;
+};
+
+// Operand k of a chunk path: a chunk from memory (inner stride 1), one element for the whole
+// chunk (inner stride 0: a broadcast along the last dimension), or the number s.
+template <typename T> struct pw_lane {
+    pw_chunk<T> c;
+    __device__ __forceinline__ void load(const T *p, long long off, int inner)
+    {
+        if (inner) c = *(const pw_chunk<T> *)(p + off);
+        else c.v[0] = p[off];
+    }
+    template <typename A> __device__ __forceinline__ A at(int j, int inner, bool used, A s) const
+    {
+        return !used ? s : pw_in<A>(inner ? c.v[j] : c.v[0]);
+    }
+};
+
+// Whether operand p, read along the last dimension with stride inner (0 or 1), can be read in
+// chunks: its chunks aligned, and (ROWS) every other stride a whole number of chunks so that
+// each row starts on a chunk.
+template <bool ROWS, typename T> __device__ __forceinline__ bool pw_chunkable(const T *p, int ndim, const long long *st)
+{
+    if (!ROWS) return pw_chunk_aligned(p);
+    const long long inner = tocha::pick8(st, ndim - 1);
+    if (inner == 0) return true;
+    if (inner != 1 || !pw_chunk_aligned(p)) return false;
+    bool ok = true;
+#pragma unroll
+    for (int k = 0; k < 7; ++k)
+        if (k < ndim - 1 && st[k] % PW_CHUNK != 0) ok = false;
+    return ok;
+}
+
+// The chunk paths, a thread computing pw_chunks<...>::n chunks of 8 elements at a time from
+// vector loads, all issued before the first result:
+// - dense (ROWS false): every tensor operand and y of one contiguous shape, stride 1;
+// - rows (ROWS true): y dense along a last dimension of a whole number of chunks, each tensor
+//   operand read along it with stride 1 or 0 (a channel scale x * s[c], a row's bias or
+//   maximum), the chunk's offsets found from its first element's indices.
+// Returns false (nothing done) where the operands do not qualify (unaligned views).
+template <typename A, typename TO, typename TA, typename TB, typename TC, typename F, int SCALARS, bool ROWS>
+__device__ __forceinline__ bool pw_vector(TO *y, long long n, int ndim, const long long *d, const long long (*st)[8],
+                                          const TA *a, const TB *b, const TC *c, A sa, A sb, A sc)
 {
     const bool ua = !(SCALARS & 1), ub = F::arity >= 2 && !(SCALARS & 2), uc = F::arity >= 3 && !(SCALARS & 4);
-    if (!pw_chunk_aligned(y) || (ua && !pw_chunk_aligned(a)) || (ub && !pw_chunk_aligned(b)) || (uc && !pw_chunk_aligned(c)))
+    const int last = ndim - 1;
+    if (ROWS && (tocha::pick8(d, last) % PW_CHUNK != 0 || tocha::pick8(st[0], last) != 1)) return false;
+    if (!pw_chunkable<ROWS>(y, ndim, st[0]) || (ua && !pw_chunkable<ROWS>(a, ndim, st[1])) ||
+        (ub && !pw_chunkable<ROWS>(b, ndim, st[2])) || (uc && !pw_chunkable<ROWS>(c, ndim, st[3])))
         return false;
-    const long long stride = (long long)blockDim.x * gridDim.x, chunks = n / PW_CHUNK;
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; t < chunks; t += stride) {
-        pw_chunk<TA> ca;
-        pw_chunk<TB> cb;
-        pw_chunk<TC> cc;
-        if (ua) ca = ((const pw_chunk<TA> *)a)[t];
-        if (ub) cb = ((const pw_chunk<TB> *)b)[t];
-        if (uc) cc = ((const pw_chunk<TC> *)c)[t];
-        pw_chunk<TO> r;
+    const int ia = ROWS ? (int)tocha::pick8(st[1], last) : 1, ib = ROWS ? (int)tocha::pick8(st[2], last) : 1,
+              ic = ROWS ? (int)tocha::pick8(st[3], last) : 1;
+    const int CH = pw_chunks<TO, TA, TB, TC>::n;
+    const long long chunks = n / PW_CHUNK, span = (long long)blockDim.x * CH;
+    for (long long base = blockIdx.x * span + threadIdx.x; base < chunks; base += gridDim.x * span) {
+        pw_lane<TA> la[CH];
+        pw_lane<TB> lb[CH];
+        pw_lane<TC> lc[CH];
+        long long yo[CH];
 #pragma unroll
-        for (int j = 0; j < PW_CHUNK; ++j) {
-            const A va = ua ? pw_in<A>(ca.v[j]) : sa;
-            const A vb = ub ? pw_in<A>(cb.v[j]) : sb;
-            const A vc = uc ? pw_in<A>(cc.v[j]) : sc;
-            r.v[j] = pw_out<TO>::run(F::apply(va, vb, vc));
+        for (int j = 0; j < CH; ++j) {
+            const long long t = base + j * (long long)blockDim.x;
+            if (t >= chunks) break;
+            long long off[4] = {t * PW_CHUNK, t * PW_CHUNK, t * PW_CHUNK, t * PW_CHUNK};
+            if (ROWS) pw_offsets(t * PW_CHUNK, ndim, d, st, off);
+            yo[j] = off[0];
+            if (ua) la[j].load(a, off[1], ia);
+            if (ub) lb[j].load(b, off[2], ib);
+            if (uc) lc[j].load(c, off[3], ic);
         }
-        ((pw_chunk<TO> *)y)[t] = r;
+#pragma unroll
+        for (int j = 0; j < CH; ++j) {
+            if (base + j * (long long)blockDim.x >= chunks) break;
+            pw_chunk<TO> r;
+#pragma unroll
+            for (int e = 0; e < PW_CHUNK; ++e)
+                r.v[e] = pw_out<TO>::run(F::apply(la[j].at(e, ia, ua, sa), lb[j].at(e, ib, ub, sb), lc[j].at(e, ic, uc, sc)));
+            *(pw_chunk<TO> *)(y + yo[j]) = r;
+        }
     }
-    for (long long e = chunks * PW_CHUNK + (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
-        const long long off[4] = {e, e, e, e};
-        pw_one<A, TO, TA, TB, TC, F, SCALARS>(y, a, b, c, off, sa, sb, sc);
-    }
+    if (!ROWS)
+        for (long long e = chunks * PW_CHUNK + (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+             e += (long long)blockDim.x * gridDim.x) {
+            const long long off[4] = {e, e, e, e};
+            pw_one<A, TO, TA, TB, TC, F, SCALARS>(y, a, b, c, off, sa, sb, sc);
+        }
     return true;
 }
 
@@ -267,10 +332,18 @@ __device__ void tocha_pointwise(TO *y, long long n, int ndim, long long d0, long
     const A va = (A)sa, vb = (A)sb, vc = (A)sc;
     const long long stride = (long long)blockDim.x * gridDim.x;
     long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long d[8] = {d0, d1, d2, d3, d4, d5, d6, d7};
+    const long long st[4][8] = {{y0, y1, y2, y3, y4, y5, y6, y7},
+                                {a0, a1, a2, a3, a4, a5, a6, a7},
+                                {b0, b1, b2, b3, b4, b5, b6, b7},
+                                {c0, c1, c2, c3, c4, c5, c6, c7}};
     if (ndim == 1) {
         const bool dense = y0 == 1 && ((SCALARS & 1) || a0 == 1) && (F::arity < 2 || (SCALARS & 2) || b0 == 1) &&
                            (F::arity < 3 || (SCALARS & 4) || c0 == 1);
-        if (dense && pw_dense<A, TO, TA, TB, TC, F, SCALARS>(y, n, a, b, c, va, vb, vc)) return;
+        if (dense && pw_vector<A, TO, TA, TB, TC, F, SCALARS, false>(y, n, ndim, d, st, a, b, c, va, vb, vc)) return;
+    }
+    if (pw_vector<A, TO, TA, TB, TC, F, SCALARS, true>(y, n, ndim, d, st, a, b, c, va, vb, vc)) return;
+    if (ndim == 1) {
         // One dimension: offsets are multiples of the strides.
         for (; e < n; e += stride) {
             const long long off[4] = {e * y0, e * a0, e * b0, e * c0};
@@ -278,11 +351,6 @@ __device__ void tocha_pointwise(TO *y, long long n, int ndim, long long d0, long
         }
         return;
     }
-    const long long d[8] = {d0, d1, d2, d3, d4, d5, d6, d7};
-    const long long st[4][8] = {{y0, y1, y2, y3, y4, y5, y6, y7},
-                                {a0, a1, a2, a3, a4, a5, a6, a7},
-                                {b0, b1, b2, b3, b4, b5, b6, b7},
-                                {c0, c1, c2, c3, c4, c5, c6, c7}};
     for (; e < n; e += stride) {
         long long off[4];
         pw_offsets(e, ndim, d, st, off);

@@ -99,12 +99,16 @@ __device__ __forceinline__ A red_segment(const TI *in, TI *copy, long long lo, l
             if (copy) red_copy16(copy + a + (g + j * team) * V, w[j]);
         }
     }
-    for (int j = 0; g < groups; g += team, ++j) {
-        unsigned w[4];
-        tocha::load_words<16>(in + a + g * V, w);
-        acc[j & 3] = red_group<MODE, TI>(acc[j & 3], w);
-        if (copy) red_copy16(copy + a + g * V, w);
-    }
+    // At most three groups are left a lane (fewer than four strides of the team).
+#pragma unroll
+    for (int j = 0; j < 3; ++j)
+        if (g < groups) {
+            unsigned w[4];
+            tocha::load_words<16>(in + a + g * V, w);
+            acc[j] = red_group<MODE, TI>(acc[j], w);
+            if (copy) red_copy16(copy + a + g * V, w);
+            g += team;
+        }
     return red_combine<MODE>(red_combine<MODE>(acc[0], acc[1]), red_combine<MODE>(acc[2], acc[3]));
 }
 
@@ -204,10 +208,13 @@ __device__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long lon
                 if (out) out[(k + j) * inner] = in[(k + j) * inner];
             }
         }
-        for (int j = 0; k < hi; ++k, ++j) {
-            acc[j] = red_combine<MODE>(acc[j], (A)red_load(in, k * inner));
-            if (out) out[k * inner] = in[k * inner];
-        }
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+            if (k < hi) {
+                acc[j] = red_combine<MODE>(acc[j], (A)red_load(in, k * inner));
+                if (out) out[k * inner] = in[k * inner];
+                ++k;
+            }
         const A total = red_combine<MODE>(red_combine<MODE>(acc[0], acc[1]), red_combine<MODE>(acc[2], acc[3]));
         red_store<MODE>(y, (o * splits + s) * inner + i, total, divisor);
     }

@@ -7,10 +7,11 @@
 // Backward, with y the forward's output: softmax dx = y (dy - sum(dy y)); log-softmax
 // dx = dy - exp(y) sum(dy).
 //
-// Mappings, chosen by the host from the shape: rows 0, a thread a (outer, inner) column walking
-// n with stride inner (inner > 1); rows 32, a warp a row (inner == 1, shorter rows); rows -1, a
-// CTA a row (inner == 1, long rows), the lanes' partials combined through shuffles and shared
-// memory.
+// Mappings, chosen by the host from the shape (tensor_reduce.lua's team_mapping): rows 0, a
+// thread a (outer, inner) column walking n with stride inner (inner > 1); rows 1 to 32, that
+// many lanes of a warp a row (inner == 1, shorter rows); rows -1, a CTA a row (inner == 1, long
+// rows). A team reads its row in 16-byte groups (tocha.cuh's row_each, row_map) and combines
+// its lanes' partials through shuffles (and shared memory across a CTA's warps).
 
 __device__ __forceinline__ float sm_exp(float v) { return expf(v); }
 __device__ __forceinline__ double sm_exp(double v) { return exp(v); }
@@ -46,34 +47,15 @@ template <typename A> __device__ __forceinline__ void sm_push(A &m, A &s, A v)
     }
 }
 
-// The team's merged pair, in every member (a warp: shuffles; a CTA: shuffles, then shared
-// memory across warps).
-template <typename A> __device__ __forceinline__ void sm_team_pair(A &m, A &s, bool cta)
+// A running (maximum, sum of exp(x - maximum)) pair, shuffled as two numbers.
+template <typename A> struct sm_pair {
+    A m, s;
+};
+template <typename A> __device__ __forceinline__ sm_pair<A> shfl_xor(sm_pair<A> p, int o)
 {
-    for (int o = 16; o > 0; o /= 2) sm_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
-    if (!cta) return;
-    __shared__ A ms[32], ss[32];
-    const unsigned lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    if (lane == 0) ms[threadIdx.x / 32] = m, ss[threadIdx.x / 32] = s;
-    __syncthreads();
-    m = ms[0], s = ss[0];
-    for (unsigned w = 1; w < warps; ++w) sm_merge(m, s, ms[w], ss[w]);
-    __syncthreads(); // the buffers are reused by the next row's call
-}
-
-// The team's sum of v, in every member.
-template <typename A> __device__ __forceinline__ A sm_team_sum(A v, bool cta)
-{
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (!cta) return v;
-    __shared__ A part[32];
-    const unsigned lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    if (lane == 0) part[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = part[0];
-    for (unsigned w = 1; w < warps; ++w) v += part[w];
-    __syncthreads();
-    return v;
+    sm_pair<A> r;
+    r.m = tocha::shfl_xor(p.m, o), r.s = tocha::shfl_xor(p.s, o);
+    return r;
 }
 
 template <int LOG, typename A> __device__ __forceinline__ A sm_value(A v, A m, A s)
@@ -97,15 +79,23 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
         return;
     }
     const bool cta = rows < 0;
-    const unsigned team = cta ? blockDim.x : 32u, member = cta ? threadIdx.x : threadIdx.x % 32;
-    const long long row = cta ? (long long)blockIdx.x : (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (row >= outer) return; // a whole CTA (cta) or a whole warp (the last CTA's spare warps)
-    const T *in = x + row * n;
-    T *out = y + row * n;
-    A m = (A)0, s = (A)0;
-    for (long long j = member; j < n; j += team) sm_push(m, s, tocha::to_compute(in[j]));
-    sm_team_pair(m, s, cta);
-    for (long long j = member; j < n; j += team) out[j] = tocha::from_compute<T>(sm_value<LOG>(tocha::to_compute(in[j]), m, s));
+    long long row;
+    unsigned member, team;
+    tocha::team_of(rows, &row, &member, &team);
+    if (cta && row >= outer) return; // the whole CTA
+    const bool live = row < outer;   // a team of a warp past the end stays for the shuffles
+    const T *in = x + (live ? row : 0) * n;
+    sm_pair<A> p;
+    p.m = (A)0, p.s = (A)0;
+    if (live) tocha::row_each(in, n, member, team, [&](T v, long long) { sm_push(p.m, p.s, tocha::to_compute(v)); });
+    p = tocha::team_combine(p, team, cta, [](sm_pair<A> u, sm_pair<A> v) {
+        sm_merge(u.m, u.s, v.m, v.s);
+        return u;
+    });
+    if (!live) return;
+    const A m = p.m, sum = p.s;
+    tocha::row_map(in, y + row * n, n, member, team,
+                   [=](T v) { return tocha::from_compute<T>(sm_value<LOG>(tocha::to_compute(v), m, sum)); });
 }
 
 // dx from y (the forward's output) and dy.
@@ -130,17 +120,21 @@ __device__ void tocha_softmax_backward(const T *y, const T *dy, T *dx, long long
         return;
     }
     const bool cta = rows < 0;
-    const unsigned team = cta ? blockDim.x : 32u, member = cta ? threadIdx.x : threadIdx.x % 32;
-    const long long row = cta ? (long long)blockIdx.x : (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (row >= outer) return;
-    const T *yr = y + row * n, *gr = dy + row * n;
-    T *out = dx + row * n;
+    long long row;
+    unsigned member, team;
+    tocha::team_of(rows, &row, &member, &team);
+    if (cta && row >= outer) return;
+    const bool live = row < outer;
+    const T *yr = y + (live ? row : 0) * n, *gr = dy + (live ? row : 0) * n;
     A dot = (A)0;
-    for (long long j = member; j < n; j += team) {
-        const A g = tocha::to_compute(gr[j]);
-        dot += LOG ? g : g * tocha::to_compute(yr[j]);
-    }
-    dot = sm_team_sum(dot, cta);
+    if (live)
+        for (long long j = member; j < n; j += team) {
+            const A g = tocha::to_compute(gr[j]);
+            dot += LOG ? g : g * tocha::to_compute(yr[j]);
+        }
+    dot = tocha::team_sum(dot, team, cta);
+    if (!live) return;
+    T *out = dx + row * n;
     for (long long j = member; j < n; j += team) {
         const A v = tocha::to_compute(yr[j]), g = tocha::to_compute(gr[j]);
         out[j] = tocha::from_compute<T>(LOG ? g - sm_exp(v) * dot : v * (g - dot));

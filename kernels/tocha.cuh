@@ -116,6 +116,18 @@ template <typename A> __device__ __forceinline__ A infinity()
     return v;
 }
 
+// v[k] of an array of eight, for k known only at run time, without indexing the array at run
+// time: that would move the whole array (a kernel's sizes and strides) from registers to local
+// memory.
+__device__ __forceinline__ long long pick8(const long long *v, int k)
+{
+    long long r = v[0];
+#pragma unroll
+    for (int i = 1; i < 8; ++i)
+        if (i == k) r = v[i];
+    return r;
+}
+
 __device__ __forceinline__ int max_int(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int min_int(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ long long max_ll(long long a, long long b) { return a > b ? a : b; }
@@ -310,6 +322,122 @@ template <typename D> __device__ __forceinline__ void store_elements(D *p, const
 #pragma unroll
     for (int e = 0; e < vec16<D>::n; ++e)
         if (e >= lo && e < hi) p[e] = element_of<D>(x.w, e);
+}
+
+// ---- teams: a row read by the lanes of a warp or by a whole CTA, and combined ----
+//
+// A row kernel gives each row a team: `team` lanes of one warp (a power of two, 1 to 32, the
+// warp holding 32 / team rows) or the whole CTA. Every lane of a warp calls the combining
+// functions, so a lane whose row is past the end stays to the end with a value that loses.
+
+// fn(element, index) for each element of row[0, n) that `member` of a team of `team` threads
+// owns: the elements before the row's first 16-byte boundary and after its last whole 16 bytes
+// one by one, the 16-byte groups between strided over the team, four in flight a thread.
+template <typename T, typename F>
+__device__ __forceinline__ void row_each(const T *row, long long n, unsigned member, unsigned team, F fn)
+{
+    const int V = vec16<T>::n;
+    long long a = (long long)(((16u - ((unsigned)(unsigned long long)row & 15u)) & 15u) / sizeof(T));
+    if (a > n) a = n;
+    const long long groups = (n - a) / V, b = a + groups * V;
+    for (long long k = member; k < a; k += team) fn(row[k], k);
+    long long g = member;
+    for (; g + 3 * (long long)team < groups; g += 4 * (long long)team) {
+        unsigned w[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) load_words<16>(row + a + (g + j * (long long)team) * V, w[j]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < V; ++e) fn(element_of<T>(w[j], e), a + (g + j * (long long)team) * V + e);
+    }
+    for (; g < groups; g += team) {
+        unsigned w[4];
+        load_words<16>(row + a + g * V, w);
+#pragma unroll
+        for (int e = 0; e < V; ++e) fn(element_of<T>(w, e), a + g * V + e);
+    }
+    for (long long k = b + member; k < n; k += team) fn(row[k], k);
+}
+
+// out[k] = fn(in[k]) for each element of a row that `member` of a team of `team` threads owns,
+// in 16-byte groups (four in flight a thread) where in and out share their alignment, else one
+// by one.
+template <typename T, typename F>
+__device__ __forceinline__ void row_map(const T *in, T *out, long long n, unsigned member, unsigned team, F fn)
+{
+    if ((((unsigned long long)in ^ (unsigned long long)out) & 15u) != 0) {
+        for (long long k = member; k < n; k += team) out[k] = fn(in[k]);
+        return;
+    }
+    const int V = vec16<T>::n;
+    long long a = (long long)(((16u - ((unsigned)(unsigned long long)in & 15u)) & 15u) / sizeof(T));
+    if (a > n) a = n;
+    const long long groups = (n - a) / V, b = a + groups * V;
+    for (long long k = member; k < a; k += team) out[k] = fn(in[k]);
+    long long g = member;
+    for (; g + 3 * (long long)team < groups; g += 4 * (long long)team) {
+        unsigned w[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) load_words<16>(in + a + (g + j * (long long)team) * V, w[j]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            pack16<T> r;
+#pragma unroll
+            for (int e = 0; e < V; ++e) r.set(e, fn(element_of<T>(w[j], e)));
+            store_pack(out + a + (g + j * (long long)team) * V, r);
+        }
+    }
+    for (; g < groups; g += team) {
+        unsigned w[4];
+        load_words<16>(in + a + g * V, w);
+        pack16<T> r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.set(e, fn(element_of<T>(w, e)));
+        store_pack(out + a + g * V, r);
+    }
+    for (long long k = b + member; k < n; k += team) out[k] = fn(in[k]);
+}
+
+__device__ __forceinline__ float shfl_xor(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ double shfl_xor(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ long long shfl_xor(long long v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+
+// v combined over the team (combine(a, b) -> the pair's value), in every member: shuffles
+// within the warp (xor, so that each team of a warp stays among its lanes), then for a CTA
+// the warps' values through shared memory, combined in warp order. V is a number or a struct
+// with a shfl_xor(V, int) overload beside it.
+template <typename V, typename F> __device__ __forceinline__ V team_combine(V v, unsigned team, bool cta, F combine)
+{
+    for (int o = cta ? 16 : (int)team / 2; o > 0; o /= 2) v = combine(v, shfl_xor(v, o));
+    if (!cta) return v;
+    __shared__ V part[32];
+    const unsigned warps = blockDim.x / 32;
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = part[0];
+    for (unsigned w = 1; w < warps; ++w) v = combine(v, part[w]);
+    __syncthreads(); // part is reused by the next call
+    return v;
+}
+
+// A team's sum of v, in every member.
+template <typename A> __device__ __forceinline__ A team_sum(A v, unsigned team, bool cta)
+{
+    return team_combine(v, team, cta, [](A x, A y) { return x + y; });
+}
+
+// The team of the calling thread for a row kernel's `rows` (-1: the CTA, one row a CTA; 1 to
+// 32: that many lanes a row): its row, its member index and its size.
+__device__ __forceinline__ void team_of(int rows, long long *row, unsigned *member, unsigned *team)
+{
+    if (rows < 0) {
+        *row = blockIdx.x, *member = threadIdx.x, *team = blockDim.x;
+        return;
+    }
+    *team = (unsigned)rows;
+    *member = threadIdx.x % (unsigned)rows;
+    *row = (long long)blockIdx.x * (blockDim.x / rows) + threadIdx.x / rows;
 }
 
 } // namespace tocha

@@ -4,21 +4,8 @@
 // two-pass formula keeps its accuracy. Halves compute in f32, f64 in f64.
 //
 // Mappings, chosen by the host from the shape (as softmax.cu's): rows 0, a thread an output
-// walking n with stride inner; rows 32, a warp a row; rows -1, a CTA a row.
-
-template <typename A> __device__ __forceinline__ A var_team_sum(A v, bool cta)
-{
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (!cta) return v;
-    __shared__ A part[32];
-    const unsigned lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    if (lane == 0) part[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = part[0];
-    for (unsigned w = 1; w < warps; ++w) v += part[w];
-    __syncthreads();
-    return v;
-}
+// walking n with stride inner; rows 1 to 32, that many lanes of a warp a row; rows -1, a CTA a
+// row, reading it in 16-byte groups (tocha.cuh's row_each).
 
 template <typename T>
 __device__ void tocha_variance(const T *x, T *y, long long outer, long long n, long long inner, double divisor, int rows)
@@ -41,18 +28,21 @@ __device__ void tocha_variance(const T *x, T *y, long long outer, long long n, l
         return;
     }
     const bool cta = rows < 0;
-    const unsigned team = cta ? blockDim.x : 32u, member = cta ? threadIdx.x : threadIdx.x % 32;
-    const long long row = cta ? (long long)blockIdx.x : (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (row >= outer) return; // a whole CTA, or a whole warp
-    const T *p = x + row * n;
+    long long row;
+    unsigned member, team;
+    tocha::team_of(rows, &row, &member, &team);
+    if (cta && row >= outer) return;
+    const bool live = row < outer; // a team of a warp past the end stays for the shuffles
+    const T *p = x + (live ? row : 0) * n;
     A s = (A)0;
-    for (long long j = member; j < n; j += team) s += tocha::to_compute(p[j]);
-    const A mean = var_team_sum(s, cta) / (A)n;
+    if (live) tocha::row_each(p, n, member, team, [&](T v, long long) { s += tocha::to_compute(v); });
+    const A mean = tocha::team_sum(s, team, cta) / (A)n;
     A q = (A)0;
-    for (long long j = member; j < n; j += team) {
-        const A d = tocha::to_compute(p[j]) - mean;
-        q += d * d;
-    }
-    q = var_team_sum(q, cta);
-    if (member == 0) y[row] = tocha::from_compute<T>(q / (A)divisor);
+    if (live)
+        tocha::row_each(p, n, member, team, [&](T v, long long) {
+            const A d = tocha::to_compute(v) - mean;
+            q += d * d;
+        });
+    q = tocha::team_sum(q, team, cta);
+    if (live && member == 0) y[row] = tocha::from_compute<T>(q / (A)divisor);
 }

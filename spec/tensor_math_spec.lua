@@ -323,6 +323,52 @@ describe("tensor math", function()
         assert.are.same({ -3, 7, 7 }, tocha.tensor({ -9, 7, 100 }, { dtype = "i32", device = device }):clamp(-3, 7):to_table())
       end)
 
+      it("takes every path of the pointwise kernel: dense chunks, rows with broadcasts, unaligned views", function()
+        -- Last dimensions of whole 8-element chunks (the rows path: channel scales, row
+        -- biases and row maxima broadcast along it), dense shapes with a tail past the last
+        -- chunk, and views whose first element is off a chunk boundary (the element path), in
+        -- dtypes whose chunks differ in bytes, with mixed-dtype results (masks, where).
+        local cases = {
+          { { 2, 3, 16 }, { 3, 1 } }, -- x * s[c]: inner stride 0
+          { { 4, 24 }, { 24 } },       -- x + b: outer stride 0
+          { { 3, 2, 8 }, { 3, 1, 8 } }, -- both
+          { { 5, 8 }, { 5, 1 } },
+          { { 1003 }, { 1003 } },      -- dense, a tail of 3
+          { { 2, 40 }, { 1 } },        -- one value broadcast
+        }
+        for _, dt in ipairs({ "f32", "bf16", "f64", "i32" }) do
+          for _, c in ipairs(cases) do
+            local a = dt == "i32" and ints(c[1], dt, -50, 50) or randn(c[1], dt)
+            local b = dt == "i32" and ints(c[2], dt, -50, 50) or randn(c[2], dt)
+            local out = c[1]
+            local av, bv = a:to_table(true), b:to_table(true)
+            local prod, sum, gt, sel = {}, {}, {}, {}
+            for i = 1, ref.numel(out) do
+              local idx = indices_of(i, out)
+              local x, y = av[i], bv[flat_of(idx, c[2])]
+              prod[i], sum[i], gt[i], sel[i] = x * y, x + y, x > y and 1 or 0, x > y and x or y
+            end
+            local label = dt .. " " .. table.concat(c[1], "x") .. " with " .. table.concat(c[2], "x")
+            check(a * b, prod, 1, "mul " .. label)
+            check(b + a, sum, 1, "add " .. label)
+            check(a:gt(b), gt, 0, "gt " .. label)
+            check(tocha.where(a:gt(b), a, b), sel, 0, "where " .. label)
+            check(a:neg(), (function() local w = {} for i = 1, #av do w[i] = -av[i] end return w end)(), 0, "neg " .. label)
+          end
+          -- unaligned: a narrow starting one element in, dense along rows of 16
+          local base = dt == "i32" and ints({ 3, 17 }, dt, -50, 50) or randn({ 3, 17 }, dt)
+          local v = base:narrow(2, 2, 16)
+          local s = dt == "i32" and ints({ 3, 1 }, dt, -50, 50) or randn({ 3, 1 }, dt)
+          local bv, sv, want = base:to_table(true), s:to_table(true), {}
+          for r = 1, 3 do for k = 1, 16 do want[#want + 1] = bv[(r - 1) * 17 + k + 1] * sv[r] end end
+          check(v * s, want, 1, dt .. " unaligned view")
+          local flat = (dt == "i32" and ints({ 41 }, dt, -50, 50) or randn({ 41 }, dt)):narrow(1, 2, 40)
+          local fv, w2 = flat:to_table(true), {}
+          for i = 1, 40 do w2[i] = fv[i] + 1 end
+          check(flat + 1, w2, 1, dt .. " unaligned dense")
+        end
+      end)
+
       it("reads views through their strides and writes in place into views", function()
         local base = randn({ 6, 8 })
         local bv = base:to_table()

@@ -157,6 +157,46 @@ describe("tensor views", function()
         end
       end)
 
+      it("copy through each mapping of the copy kernel: whole 16-, 8- and 4-byte runs, tiles, elements", function()
+        -- Shapes whose merged dimensions take each plan of the strided copy: runs along a
+        -- dense last dimension moved in the widest aligned unit (narrow starts of 0, 1 and 2
+        -- elements shift the alignment), 64 x 64 tiles where each side is dense along a
+        -- different dimension (ragged edges, batch dimensions around them, into a transposed
+        -- destination too), and one element at a time.
+        local cases = {
+          { { 3, 5, 40, 12 }, function(x) return x:narrow(3, 9, 24) end, function(i) return { i[1], i[2], i[3] + 8, i[4] } end },
+          { { 3, 5, 40, 12 }, function(x) return x:narrow(3, 2, 24) end, function(i) return { i[1], i[2], i[3] + 1, i[4] } end },
+          { { 4, 6, 19 }, function(x) return x:narrow(3, 2, 16) end, function(i) return { i[1], i[2], i[3] + 1 } end },
+          { { 4, 6, 19 }, function(x) return x:narrow(3, 3, 16) end, function(i) return { i[1], i[2], i[3] + 2 } end },
+          { { 2, 37, 3, 45 }, function(x) return x:permute(1, 3, 4, 2) end, function(i) return { i[1], i[4], i[2], i[3] } end },
+          { { 70, 33 }, function(x) return x:t() end, function(i) return { i[2], i[1] } end },
+          { { 3, 17, 50 }, function(x) return x:transpose(2, 3):narrow(1, 2, 2) end, function(i) return { i[1] + 1, i[3], i[2] } end },
+          { { 5, 6, 7 }, function(x) return x:permute(3, 1, 2) end, function(i) return { i[2], i[3], i[1] } end },
+        }
+        for k, dt in ipairs({ "f32", "bf16", "f64", "u8", "i32" }) do
+          local lo, hi = -1000, 1000
+          if dt == "u8" then lo, hi = 0, 256 end
+          for c, case in ipairs(cases) do
+            local shape, make, source = case[1], case[2], case[3]
+            local x = tocha.rand(shape, { dtype = dt, device = device, seed = 100 * k + c, low = lo, high = hi })
+            local v = make(x)
+            local c1 = v:contiguous()
+            check_view(x, c1, v:shape(), source)
+            -- into a destination laid out transposed: the same elements through its strides
+            local vs = v:shape()
+            local n = #vs
+            local perm = {}
+            for i = 1, n do perm[i] = i end
+            perm[n - 1], perm[n] = n, n - 1
+            local back = {}
+            for i = 1, n do back[i] = vs[perm[i]] end
+            local dst = tocha.full(back, 3, { dtype = dt, device = device }):permute(table.unpack(perm))
+            dst:copy(v)
+            check_view(x, dst:contiguous(), vs, source)
+          end
+        end
+      end)
+
       it("write through views, and leave every other element as it was", function()
         local x = random_tensor({ 4, 5, 6 }, "f32", 50)
         local before = x:to_table(true)

@@ -147,6 +147,9 @@ local function pointwise_kernel(fn, common, out, da, db, dc, scalars)
   kernels[key] = k
   return k
 end
+-- The kernel a call runs, for readouts (k:info(), k:sass()): pointwise_kernel("add", "f32",
+-- "f32", "f32", "f32", "f32", scalars).
+M.pointwise_kernel = pointwise_kernel
 
 -- ---- shapes ----
 
@@ -229,6 +232,7 @@ local function coalesce(shape, sets)
 end
 M.coalesce = coalesce
 
+
 -- ---- launching ----
 
 local function device_of(operands, names)
@@ -259,6 +263,40 @@ local function check_writable(y, what)
 end
 
 local grid_buf = {}
+local CHUNK = 8 -- pointwise.cu's PW_CHUNK
+
+-- Elements a thread computes on pointwise.cu's chunk paths: 8-element chunks, two where the
+-- widest of y's and the operands' dtypes is 4 bytes, else one (pointwise.cu's pw_chunks).
+local function chunk_elements(out_dt, dts)
+  local widest = dtype.size(out_dt)
+  for i = 1, 3 do widest = math.max(widest, dtype.size(dts[i])) end
+  return CHUNK * (widest == 4 and 2 or 1)
+end
+
+-- Whether pointwise.cu takes a chunk path for these merged sizes d and stride sets st (y's
+-- first) over the tensors ptrs (y's first; nil for numbers): the same test as its pw_vector.
+local function chunk_path(d, st, ptrs, dts)
+  local last = #d
+  local dense = last == 1
+  for i = 1, 4 do if ptrs[i] and st[i][1] ~= 1 then dense = false end end
+  local rows = d[last] % CHUNK == 0 and st[1][last] == 1
+  for i = 1, 4 do
+    local p = ptrs[i]
+    if p then
+      local size = dtype.size(dts[i])
+      local aligned = tonumber(ffi.cast("uintptr_t", p)) % (CHUNK * size) == 0
+      if not aligned then dense = false end
+      local inner = st[i][last]
+      if inner == 1 then
+        if not aligned then rows = false end
+        for k = 1, last - 1 do if st[i][k] % CHUNK ~= 0 then rows = false end end
+      elseif inner ~= 0 then
+        rows = false
+      end
+    end
+  end
+  return dense or rows
+end
 
 -- y = fn(operands...) computed in the dtype `common`, with y's shape the operands' broadcast
 -- one: y allocated (dtype out_dt) when nil, else written (in place) through its strides.
@@ -320,8 +358,11 @@ local function run(fn, out_dt, common, operands, names, y)
     push(st[i + 1])
   end
   args[#args + 1], args[#args + 2], args[#args + 3] = values[1], values[2], values[3]
-  -- One dimension: the kernel's dense path takes 8 elements a thread.
-  grid_buf[1] = math.max(1, math.min(math.ceil(n / (BLOCK * (#d == 1 and 8 or 1))), 2 ^ 31 - 1))
+  -- The chunk paths take several chunks a thread; the others an element a thread.
+  local ptrs = { y.data }
+  for i = 1, 3 do ptrs[i + 1] = is_tensor(operands[i]) and operands[i].data or nil end
+  local per = chunk_path(d, st, ptrs, { out_dt, dts[1], dts[2], dts[3] }) and chunk_elements(out_dt, dts) or 1
+  grid_buf[1] = math.max(1, math.min(math.ceil(n / (BLOCK * per)), 2 ^ 31 - 1))
   grid_buf[2], grid_buf[3] = 1, 1
   modules()
   op.launch_packed(k, device.wrap(dev), grid_buf, { BLOCK, 1, 1 }, args)

@@ -186,7 +186,7 @@ local function arg_reduce(x, dim, keepdim, min, what)
     local k = list[1]
     outer, n, inner = product(d, 1, k - 1), d[k], product(d, k + 1, #d)
   end
-  local rows, grid = M.row_mapping(outer, n, inner, ARG_BLOCK)
+  local rows, grid = M.team_mapping(outer, n, inner, ARG_BLOCK, dtype.size_of_id(work.elem_type))
   local out = reduced_shape(d, list, keepdim)
   if dim == nil and not keepdim then out = { 1 } end
   local y = tensor.alloc(out, "i64", device.wrap(work.dev))
@@ -240,7 +240,7 @@ local function variance(x, dims, keepdim, correction, what)
   work = work:contiguous()
   local outer, n, inner = product(d, 1, first - 1), product(d, first, last), product(d, last + 1, #d)
   local y = tensor.alloc({ outer * inner }, dt, device.wrap(x.dev))
-  local rows, grid = M.row_mapping(outer, n, inner, ARG_BLOCK)
+  local rows, grid = M.team_mapping(outer, n, inner, ARG_BLOCK, dtype.size(dt))
   -- n - correction <= 0 divides by zero or less: inf or NaN, as PyTorch gives.
   op.launch_packed(var_kernel(dt), device.wrap(x.dev), grid, { ARG_BLOCK, 1, 1 },
     { work.data, y.data, outer, n, inner, math.max(n - correction, 0), rows })
@@ -274,6 +274,31 @@ local function row_mapping(outer, n, inner, block)
 end
 M.row_mapping = row_mapping
 
+-- The team mapping and grid of a row kernel built on tocha.cuh's teams (softmax.cu,
+-- arg_reduce.cu, variance.cu) over [outer, n, inner] of elements of `size` bytes with CTAs of
+-- `block` threads: a thread a column where inner > 1; else a CTA a row for rows of 16 or more
+-- 16-byte groups a thread of the CTA (64 KB at 256 threads), a warp a row below that down to
+-- 64 groups, and for shorter rows the fewest lanes of a warp (a power of two) that leave each
+-- about two groups, so that a warp takes several short rows at once. A warp's team needs no
+-- barrier, which a CTA a row pays for each row.
+local function team_mapping(outer, n, inner, block, size)
+  local rows, grid
+  if inner > 1 then
+    rows, grid = 0, math.ceil(outer * inner / block)
+  else
+    local groups = math.ceil(n * size / 16)
+    if groups >= 16 * block then
+      rows, grid = -1, outer
+    else
+      rows = 1
+      while rows < 32 and rows * 2 < groups do rows = rows * 2 end
+      grid = math.ceil(outer / (block / rows))
+    end
+  end
+  return rows, { math.max(1, math.min(grid, 2 ^ 31 - 1)), 1, 1 }
+end
+M.team_mapping = team_mapping
+
 -- softmax (log-softmax with log) of x along dim, a new tensor of x's shape and dtype.
 local function softmax(x, dim, log, what)
   modules()
@@ -289,7 +314,7 @@ local function softmax(x, dim, log, what)
   local outer, n, inner = product(d, 1, k - 1), d[k], product(d, k + 1, #d)
   local work = x:contiguous()
   local y = tensor.alloc(d, dt, device.wrap(x.dev))
-  local rows, grid = row_mapping(outer, n, inner, ARG_BLOCK)
+  local rows, grid = team_mapping(outer, n, inner, ARG_BLOCK, dtype.size(dt))
   op.launch_packed(softmax_kernel(dt, log), device.wrap(x.dev), grid, { ARG_BLOCK, 1, 1 },
     { work.data, y.data, outer, n, inner, rows })
   return y

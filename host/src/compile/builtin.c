@@ -26,8 +26,9 @@ static const struct {
                           "f64* max_rel, i64* mismatched, i64* first_mismatch"},
     [TOCHA_OP_ACCUMULATE] = {"accumulate.cu", "tocha_accumulate",
                              "%1$s* acc, %2$s* g, i64 n, i32 first"},
+    /* keyed by the bytes of a unit (tocha_builtin_copy_kernel), not by dtype */
     [TOCHA_OP_STRIDED_COPY] = {"strided_copy.cu", "tocha_strided_copy",
-                               "%1$s* src, %1$s* dst, i64 n, i32 ndim, i64 d0, i64 d1, i64 d2, i64 d3, "
+                               "u8* src, u8* dst, i64 n, i32 ndim, i32 tiles, i64 d0, i64 d1, i64 d2, i64 d3, "
                                "i64 d4, i64 d5, i64 d6, i64 d7, i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, "
                                "i64 s5, i64 s6, i64 s7, i64 t0, i64 t1, i64 t2, i64 t3, i64 t4, i64 t5, "
                                "i64 t6, i64 t7"},
@@ -35,6 +36,7 @@ static const struct {
 
 int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kernel **out)
 {
+    if (op == TOCHA_OP_STRIDED_COPY) return tocha_builtin_copy_kernel(tocha_dtype_size(dtype), out);
     bool pair = op == TOCHA_OP_CAST || op == TOCHA_OP_ACCUMULATE;
     if (!pair) dtype2 = 0;
     pthread_mutex_lock(&lock);
@@ -52,6 +54,32 @@ int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kerne
         st = source ? tocha_kernel_new(source, ops[op].function, targs, params, &k)
                     : tocha_fail(TOCHA_E_INTERNAL, "kernel source %s is not embedded", ops[op].file);
         if (!st) made[op][dtype][dtype2] = k;
+    }
+    pthread_mutex_unlock(&lock);
+    *out = k;
+    return st;
+}
+
+int tocha_builtin_copy_kernel(int unit_bytes, tocha_kernel **out)
+{
+    int slot = 0;
+    while (slot < 5 && (1 << slot) != unit_bytes) slot++;
+    *out = NULL;
+    if (slot == 5)
+        return tocha_fail(TOCHA_E_INTERNAL, "strided copy: unit of %d bytes (expected 1, 2, 4, 8 or 16)",
+                          unit_bytes);
+    pthread_mutex_lock(&lock);
+    tocha_kernel *k = made[TOCHA_OP_STRIDED_COPY][slot][0];
+    int st = TOCHA_OK;
+    if (!k) {
+        char targs[8];
+        snprintf(targs, sizeof targs, "%d", unit_bytes);
+        const char *file = ops[TOCHA_OP_STRIDED_COPY].file;
+        const char *source = tocha_embedded_find(file);
+        st = source ? tocha_kernel_new(source, ops[TOCHA_OP_STRIDED_COPY].function, targs,
+                                       ops[TOCHA_OP_STRIDED_COPY].params, &k)
+                    : tocha_fail(TOCHA_E_INTERNAL, "kernel source %s is not embedded", file);
+        if (!st) made[TOCHA_OP_STRIDED_COPY][slot][0] = k;
     }
     pthread_mutex_unlock(&lock);
     *out = k;

@@ -100,18 +100,72 @@ static int merged(const tocha_tensor *dst, const tocha_tensor *src, int64_t d[8]
     return n;
 }
 
+/* The widest unit (16 bytes down to one element of size bytes) that every run along the last
+** dimension divides into, aligned in both tensors: the last dimension dense in both, its length
+** and every other stride whole units, both first elements on a unit boundary. */
+static int unit_bytes(const tocha_tensor *dst, const tocha_tensor *src, int n, const int64_t *d,
+                      const int64_t *a, const int64_t *b, int size)
+{
+    if (a[n - 1] != 1 || b[n - 1] != 1) return size;
+    for (int w = 16; w > size; w /= 2) {
+        bool fits = src->data % (uint64_t)w == 0 && dst->data % (uint64_t)w == 0 &&
+                    d[n - 1] * size % w == 0;
+        for (int k = 0; k < n - 1 && fits; k++)
+            fits = a[k] * size % w == 0 && b[k] * size % w == 0;
+        if (fits) return w;
+    }
+    return size;
+}
+
+/* Whether to transpose through shared memory (kernels/strided_copy.cu): a dimension dense in
+** src and another dense in dst, each long enough for 64 x 64 tiles to pay. If so the dimensions
+** are reordered (the copy is the same in any order) so that the one dense in src comes first
+** and the one dense in dst second, where the kernel finds them at fixed places. */
+static bool plan_tiles(int n, int64_t *d, int64_t *a, int64_t *b)
+{
+    int p = -1, q = -1;
+    for (int k = 0; k < n; k++) {
+        if (a[k] == 1 && b[k] == 1) return false;
+        if (a[k] == 1 && d[k] >= 16) p = k;
+        if (b[k] == 1 && d[k] >= 16) q = k;
+    }
+    if (p < 0 || q < 0) return false;
+    int64_t od[8], oa[8], ob[8];
+    memcpy(od, d, sizeof od), memcpy(oa, a, sizeof oa), memcpy(ob, b, sizeof ob);
+    d[0] = od[p], a[0] = oa[p], b[0] = ob[p];
+    d[1] = od[q], a[1] = oa[q], b[1] = ob[q];
+    for (int k = 0, at = 2; k < n; k++)
+        if (k != p && k != q) d[at] = od[k], a[at] = oa[k], b[at] = ob[k], at++;
+    return true;
+}
+
 static int launch_strided(tocha_tensor *dst, const tocha_tensor *src)
 {
-    tocha_kernel *k;
-    int st = tocha_builtin_kernel(TOCHA_OP_STRIDED_COPY, src->elem_type, 0, &k);
-    if (st) return st;
     int64_t d[8], a[8], b[8];
     int32_t ndim = merged(dst, src, d, a, b);
-    int64_t n = src->count;
-    void *args[28] = {(void *)&src->data, &dst->data, &n, &ndim};
-    for (int i = 0; i < 8; i++) args[4 + i] = &d[i], args[12 + i] = &a[i], args[20 + i] = &b[i];
+    const int size = (int)tocha_dtype_size(src->elem_type);
+    const int unit = unit_bytes(dst, src, ndim, d, a, b, size);
+    const int64_t per = unit / size;
+    if (per > 1) {
+        d[ndim - 1] /= per;
+        for (int k = 0; k < ndim - 1; k++) a[k] /= per, b[k] /= per;
+    }
+    int32_t tiles = unit == size && plan_tiles(ndim, d, a, b);
+    int64_t n = src->count / per;
+    tocha_kernel *k;
+    int st = tocha_builtin_copy_kernel(unit, &k);
+    if (st) return st;
+    void *args[29] = {(void *)&src->data, &dst->data, &n, &ndim, &tiles};
+    for (int i = 0; i < 8; i++) args[5 + i] = &d[i], args[13 + i] = &a[i], args[21 + i] = &b[i];
     uint32_t grid[3], block[3];
-    tocha_builtin_grid(dst->dev, n, grid, block);
+    /* four units a thread: the kernel keeps four in flight (kernels/strided_copy.cu) */
+    tocha_builtin_grid(dst->dev, (n + 3) / 4, grid, block);
+    if (tiles) {
+        /* one CTA a 64 x 64 tile, as many as fill the device a few times over */
+        const int64_t count = (d[0] + 63) / 64 * ((d[1] + 63) / 64) * (n / (d[0] * d[1]));
+        const int64_t cap = (int64_t)dst->dev->multiprocessors * 16;
+        grid[0] = (uint32_t)(count < cap ? count : cap);
+    }
     return tocha_kernel_launch_raw(k, dst->dev, grid, block, args);
 }
 

@@ -45,7 +45,7 @@ function Methods:view(shape, what)
   if d < 1 or d > #shape then raise(("%s: dim %d is outside its %d dimensions"):format(what, self.dim, #shape)) end
   local outer, inner = op.numel(shape, 1, d - 1), op.numel(shape, d + 1)
   local n = shape[d]
-  local rows, grid = require("tocha.tensor_reduce").row_mapping(outer, n, inner, BLOCK)
+  local rows, grid = require("tocha.tensor_reduce").team_mapping(outer, n, inner, BLOCK, dtype.size(self.dtype))
   return outer, n, inner, rows, grid
 end
 
