@@ -64,9 +64,12 @@ int tocha_tensor_view(tocha_tensor *t, int ndim, const int64_t *dims, const int6
     const tocha_storage *s = t->storage;
     /* The elements from t's first to the end of the block (none for an empty t, whose address
     ** is 0 and says nothing of where it lies). An empty view reaches no element: its offset
-    ** may be up to one past the last, as a narrow of length 0 at the end needs. */
+    ** may be up to one past t's last (a narrow of length 0 at the end), and is any offset over
+    ** an empty t (a narrow along one of its other dimensions). */
     const uint64_t avail = t->count ? s->bytes / size - (t->data - s->data) / size : 0;
-    if (offset < 0 || (uint64_t)offset > avail || (!empty && (uint64_t)far >= avail - (uint64_t)offset))
+    const bool anywhere = empty && !t->count;
+    if (offset < 0 || (!anywhere && (uint64_t)offset > avail) ||
+        (!empty && (uint64_t)far >= avail - (uint64_t)offset))
         return tocha_fail(TOCHA_E_ARGUMENT,
                           "offset, strides: the view reaches element %lld of a block of %llu from the "
                           "tensor's first",
