@@ -379,7 +379,7 @@ describe("empty tensors", function()
         end)
       end)
 
-      describe("ops and plans", function()
+      describe("ops, plans and images", function()
         it("refuse an empty tensor, saying why", function()
           fails_with("tocha.Softmax:forward: x: an empty tensor (shape [0, 3]): ops and models take tensors without a size 0",
             function() tocha.Softmax.new(2):forward(tocha.empty({ 0, 3 }, opts())) end)
@@ -389,6 +389,11 @@ describe("empty tensors", function()
           local p = plan.new(device, 1)
           fails_with("tocha.Plan:run: slots[1]: an empty tensor (a size 0) has no memory for the plan's launches",
             function() p:run({ tocha.empty({ 0 }, opts()) }) end)
+        end)
+
+        it("are refused by image.write, since a PNG has rows and columns", function()
+          fails_with("tocha.image.write: image: a PNG needs at least one row and column, got [1x3x0x4]",
+            function() tocha.image.write(os.tmpname() .. ".png", tocha.empty({ 1, 3, 0, 4 }, opts("u8"))) end)
         end)
       end)
 
