@@ -79,8 +79,9 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
     uint64_t numel = 1, limit = MAX_TENSOR_BYTES / (uint64_t)tocha_dtype_size(dtype);
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return tocha_fail(TOCHA_E_ARGUMENT, "shape[%d]: size must be a non-negative integer, got %lld",
-                              i + 1, (long long)shape[i]);
+            return tocha_fail(TOCHA_E_ARGUMENT,
+                              "shape[%d]: size must be a non-negative integer, got %lld", i + 1,
+                              (long long)shape[i]);
         if (numel && (uint64_t)shape[i] > limit / numel)
             return tocha_fail(TOCHA_E_ARGUMENT,
                               "shape: too many elements (the limit is %llu bytes per tensor)",
