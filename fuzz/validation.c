@@ -38,6 +38,33 @@ static char *take_text(input *in, size_t n)
     return s;
 }
 
+/* Views of t with fuzzed sizes, strides and offset (sizes 0 often), each copied to and from a
+** dense tensor of its shape, read whole, and compared with itself, when it is small. */
+static void views(input *in, tocha_tensor *t)
+{
+    int ndim = (int)(take(in, 1) % 4) + 1;
+    int64_t dims[4], strides[4];
+    uint64_t zeros = take(in, 1);
+    for (int i = 0; i < ndim; i++) {
+        dims[i] = (zeros >> i) & 1 ? 0 : (int64_t)(take(in, 1) % 6);
+        strides[i] = (int64_t)(take(in, 1) % 8);
+    }
+    int64_t offset = (int64_t)(take(in, 1) % 16) - 2;
+    tocha_tensor *v = NULL, *d = NULL;
+    if (tocha_tensor_view(t, ndim, dims, strides, offset, &v) == TOCHA_OK && v->bytes <= (1u << 16) &&
+        tocha_tensor_new(t->dev, t->elem_type, ndim, dims, &d) == TOCHA_OK) {
+        tocha_tensor_fill(d, 3.0);
+        tocha_tensor_copy(v, d);
+        tocha_tensor_copy(d, v);
+        double host[(1u << 16) / sizeof(double)];
+        tocha_tensor_read(d, 0, d->count, host);
+        tocha_compare_result r;
+        if (tocha_tensor_compare(d, d, 0, 0, &r) == TOCHA_OK && r.mismatched) __builtin_trap();
+    }
+    tocha_tensor_destroy(d);
+    tocha_tensor_destroy(v);
+}
+
 static void shapes(input *in)
 {
     tocha_device *sim = NULL;
@@ -45,12 +72,16 @@ static void shapes(input *in)
     int dtype = (int)(take(in, 1) % 9) - 1; /* includes invalid values */
     int ndim = (int)(take(in, 1) % 11) - 1;
     int64_t dims[10];
-    for (int i = 0; i < 10; i++) dims[i] = (int64_t)take(in, 8);
+    /* A mask byte sets sizes to 0, so that empty shapes come often (8 random zero bytes never
+    ** would). */
+    uint64_t zeros = take(in, 1);
+    for (int i = 0; i < 10; i++) dims[i] = (zeros >> (i % 8)) & 1 ? 0 : (int64_t)take(in, 8);
     /* The run limits allocations (ASAN_OPTIONS=max_allocation_size_mb, allocator_may_return_
     ** null), so a huge but valid shape meets an out-of-memory error; small ones are written. */
     tocha_tensor *t = NULL;
     if (tocha_tensor_new(sim, dtype, ndim, dims, &t) == TOCHA_OK) {
         if (t->bytes <= (1u << 20)) tocha_tensor_fill(t, 1.0);
+        views(in, t);
         tocha_tensor_free(t);
         tocha_tensor_free(t);
         if (tocha_tensor_fill(t, 2.0) != TOCHA_E_FREED) __builtin_trap(); /* use after free */

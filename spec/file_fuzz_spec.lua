@@ -1,5 +1,5 @@
 -- A seeded fuzzer of the file readers: files that tocha.save and tocha.save_npy write (several
--- dtypes and shapes, with metadata) are mutated (bytes flipped, set to edge values, cut short,
+-- dtypes and shapes, empty ones among them, with metadata) are mutated (bytes flipped, set to edge values, cut short,
 -- lengthened, bytes inserted and removed, the header length changed, JSON and dict fields
 -- edited) and read back. Each read must either refuse the file with "tocha.load: ..." or
 -- "tocha.load_npy: ..." (never a raw Lua or FFI error, a crash or a hang) or return tensors; an
@@ -21,7 +21,7 @@ end
 
 local EDGE = { 0, 1, 0x7f, 0x80, 0xff, 0x22, 0x5b, 0x5d, 0x7b, 0x7d, 0x2c, 0x3a, 0x27, 0x28, 0x29, 0x2d, 0x30, 0x39 }
 local WORDS = { '"F32"', '"BF16"', '"X"', "-1", "1e999", "1.5", "[]", "{}", "null", "true", '"__metadata__"', "[0,4,8]",
-  '"\\u0000"', "4294967296", "(1,)", "()", "'<f4'", "'>f8'", "True", "False", "9007199254740993" }
+  '"\\u0000"', "4294967296", "(1,)", "()", "(0,)", "[0]", "[2,0]", "'<f4'", "'>f8'", "True", "False", "9007199254740993" }
 
 -- One random mutation of s.
 local function mutate(s, rng)
@@ -70,7 +70,7 @@ describe("the file readers under mutated files", function()
     local originals = {}
     local sources = {
       { "f32", { 2, 3 } }, { "f16", { 5 } }, { "bf16", { 1, 2, 2 } }, { "u8", { 7 } }, { "i32", { 3, 1 } },
-      { "i64", { 2 } }, { "f64", { 1, 1, 1, 2 } },
+      { "i64", { 2 } }, { "f64", { 1, 1, 1, 2 } }, { "f32", { 2, 0, 3 } }, { "u8", { 0 } },
     }
     for i, src in ipairs(sources) do
       local a = tocha.rand(src[2], { dtype = src[1], device = "sim", seed = i, high = 9 })

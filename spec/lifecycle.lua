@@ -1,5 +1,6 @@
--- lifecycle.lua (run by the tocha executable): creates, frees and collects tensors and
--- kernels 10,000 times and checks that host and device memory return to where they started.
+-- lifecycle.lua (run by the tocha executable): creates, frees and collects tensors (empty ones
+-- and views too) and kernels 10,000 times and checks that host and device memory return to
+-- where they started.
 -- Prints "N passed, N failed"; exits 1 on a failure.
 local tocha = require "tocha"
 
@@ -37,7 +38,9 @@ for _, dev in ipairs(devices) do
     local t = tocha.zeros({ 64, 64 }, { device = dev })          -- 16 KiB each
     local k = tocha.UpsampleNearest2dForward.new(2, 2, 64)
     local y = k:forward(x)
-    if i % 2 == 0 then t:free(); y:free() end                  -- half freed, half collected
+    local e = tocha.empty({ 64, 0 }, { device = dev })         -- empty: no device block
+    local ev = t:narrow(2, 65, 0)                              -- an empty view of t
+    if i % 2 == 0 then t:free(); y:free(); e:free(); ev:free() end -- half freed, half collected
     if i % 1000 == 0 then collectgarbage("collect") end
     if i == math.floor(ROUNDS / 2) then rss_half = rss() end
   end

@@ -319,7 +319,7 @@ describe("tensor views", function()
           assert.is_false(ok)
           assert.truthy(tostring(err):find(pattern, 1, true), tostring(err))
         end
-        fails("tocha.Tensor:narrow: length: expected 1 to 2 (from 3 of 4), got 3", function() x:narrow(2, 3, 3) end)
+        fails("tocha.Tensor:narrow: length: expected 0 to 2 (from 3 of 4), got 3", function() x:narrow(2, 3, 3) end)
         fails("tocha.Tensor:narrow: dim: expected a dimension from 1 to 2 (or -1 to -2), got 3", function() x:narrow(3, 1, 1) end)
         fails("tocha.Tensor:select: index: expected 1 to 3 (or -1 to -3), got 4", function() x:select(1, 4) end)
         fails("tocha.Tensor:view: sizes: [5, 2] holds 10 elements, the tensor 12", function() x:view(5, 2) end)

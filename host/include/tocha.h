@@ -68,7 +68,8 @@ typedef struct tocha_tensor {
     int64_t dims[TOCHA_MAX_DIMS];
     int64_t count;  /* elements */
     uint64_t bytes; /* count times the element size (a view's elements, not its block's) */
-    uint64_t data;  /* address of the first element: device (cuda) or host (sim); 0 once freed */
+    uint64_t data;  /* address of the first element: device (cuda) or host (sim); 0 once freed,
+                    ** and 0 for an empty tensor (count 0), which holds no device memory */
     int32_t freed;  /* 1 after tocha_tensor_free */
     int32_t dense;  /* 1 when the strides are dims' row-major ones: the elements are dense */
     int64_t strides[TOCHA_MAX_DIMS]; /* elements between neighbours along each dimension */
@@ -198,7 +199,9 @@ TOCHA_API int tocha_memory_reset_peak(tocha_device *device);
 
 /* ---- tensors ---- */
 
-/* Allocates an uninitialised tensor. shape must hold ndim sizes, each >= 1. */
+/* Allocates an uninitialised tensor. shape must hold ndim sizes, each >= 0. A tensor with a size
+** 0 is empty: it holds no device memory (data is 0), the backend is not asked for 0 bytes, and
+** every call below does nothing on it (no launch, no copy, nothing recorded in a graph). */
 TOCHA_API int tocha_tensor_new(tocha_device *device, int dtype, int ndim, const int64_t *shape,
                                tocha_tensor **out);
 /* Releases the device memory; the handle stays valid (and reports freed). Idempotent; NULL ok. */
@@ -214,7 +217,8 @@ TOCHA_API int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t c
 ** first (through a temporary). */
 TOCHA_API int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src);
 /* A view of t without a copy: ndim sizes and strides (elements, each >= 0) starting `offset`
-** elements after t's first; every element it reaches must lie in t's block. The view shares
+** elements after t's first; every element it reaches must lie in t's block (a view with a size
+** 0 reaches none: offset may be one past t's last element, and its data is 0). The view shares
 ** t's device memory, which is released when the last of t and its views is freed. Copies
 ** (tocha_tensor_copy) take views that are not contiguous; every other call refuses them. */
 TOCHA_API int tocha_tensor_view(tocha_tensor *t, int ndim, const int64_t *dims, const int64_t *strides,

@@ -113,6 +113,7 @@ local PIECE = 64 * 2 ^ 20
 
 -- Writes t's bytes (a dense tensor) to f, a piece at a time; raises on failure.
 function M.put_tensor(f, t)
+  if t.count == 0 then return end -- an empty tensor has no bytes
   local size = tonumber(t.bytes)
   local elem = size / tonumber(t.count)
   local per = math.max(1, math.floor(PIECE / elem))
@@ -128,6 +129,7 @@ end
 -- Reads bytes from f into t (a dense tensor of that many bytes); false when the file ends first.
 -- The bytes are gathered in one host block from malloc (any size), then written at once.
 function M.get_tensor(f, t, bytes)
+  if bytes == 0 then return true end -- an empty tensor: nothing to read (and malloc(0) may give NULL)
   local block = ffi.C.malloc(bytes)
   if block == nil then raise(("out of host memory reading %d bytes"):format(bytes)) end
   block = ffi.gc(ffi.cast("uint8_t *", block), ffi.C.free)

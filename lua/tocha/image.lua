@@ -72,6 +72,9 @@ function M.write(path, t)
     raise("image: expected shape [1, C, H, W] with C from 1 to 4, got [" .. table.concat(t:shape(), "x") .. "]")
   end
   local C, H, W = s[1], s[2], s[3]
+  if H < 1 or W < 1 then -- (an empty tensor: PNG has no image without rows or columns)
+    raise("image: a PNG needs at least one row and column, got [" .. table.concat(t:shape(), "x") .. "]")
+  end
   local planar = t:to_host()
   local pixels = ffi.new("uint8_t[?]", W * H * C)
   for y = 0, H - 1 do

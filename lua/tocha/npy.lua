@@ -161,11 +161,8 @@ function M.load_npy(path, opts)
   if type(shape) ~= "table" then fail("the header has no 'shape' tuple of integers") end
   if #shape == 0 then shape = { 1 } end -- a 0-d array: one element
   if #shape > 8 then fail(("shape: %d dimensions, tocha tensors have at most 8"):format(#shape)) end
-  local count = 1
-  for i, s in ipairs(shape) do
-    if s < 1 then fail(("shape[%d] is %d: tocha tensors have sizes of at least 1"):format(i, s)) end
-    count = count * s
-  end
+  local count = 1 -- (a size 0 makes an empty tensor and no data, as numpy.save writes it)
+  for _, s in ipairs(shape) do count = count * s end
   local bytes = count * dtype.size(name)
   local left = size - start - n
   if bytes > left then fail(("truncated: %.0f bytes of data wanted, %d there"):format(bytes, left)) end

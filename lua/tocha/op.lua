@@ -92,6 +92,11 @@ function M.live_tensor(v, what)
   if not tensor.is_tensor(v) then raise(("%s: expected a tensor, got %s"):format(what, type(v))) end
   if v.freed ~= 0 then raise(what .. ": tensor was freed") end
   if v.dense == 0 then raise(what .. ": not contiguous (a view): call :contiguous() on it first") end
+  -- Ops plan grids from positive sizes (as models do from their shapes): an empty tensor is
+  -- refused here, in one place, rather than met as a grid of 0 in each op.
+  if v.count == 0 then
+    raise(("%s: an empty tensor (shape %s): ops and models take tensors without a size 0"):format(what, M.shape_text(v:shape())))
+  end
   return v
 end
 

@@ -108,6 +108,8 @@ function Plan:run(slots)
       local v = slots[i]
       if tensor.is_tensor(v) then
         if v.freed ~= 0 then raise(("slots[%d]: tensor was freed"):format(i)) end
+        -- (its address is 0: the plan's launches would read and write through a null pointer)
+        if v.count == 0 then raise(("slots[%d]: an empty tensor (a size 0) has no memory for the plan's launches"):format(i)) end
         array[i - 1] = v.data
       elseif ffi.istype("uint64_t", v) then array[i - 1] = v
       else raise(("slots[%d]: expected a tensor or an address (uint64_t), got %s"):format(i, type(v))) end

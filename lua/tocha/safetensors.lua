@@ -175,8 +175,8 @@ function M.load(path, opts)
         if not is_count(s) then fail(("%s: shape[%d]: expected a size, got %s"):format(what, i, show(s))) end
         numel = numel * s
       end
-      if #e.shape == 0 or numel == 0 then
-        fail(("%s: shape [%s]: tocha tensors have 1 to 8 dimensions of at least 1"):format(what, table.concat(e.shape, ", ")))
+      if #e.shape == 0 then
+        fail(("%s: shape []: tocha tensors have 1 to 8 dimensions (a scalar is shape [1])"):format(what))
       end
       local o = e.data_offsets
       if not is_list(o, 2) or not is_count(o[1]) or not is_count(o[2]) or o[1] > o[2] then
@@ -192,7 +192,8 @@ function M.load(path, opts)
       entries[#entries + 1] = { name = name, dtype = dt, shape = e.shape, begin = o[1], finish = o[2] }
     end
   end
-  table.sort(entries, function(a, b) return a.begin < b.begin end)
+  -- An empty tensor's range is [a, a]: it goes before a tensor whose data starts at a.
+  table.sort(entries, function(a, b) return a.begin < b.begin or (a.begin == b.begin and a.finish < b.finish) end)
   local at = 0
   for _, e in ipairs(entries) do
     if e.begin ~= at then

@@ -56,8 +56,8 @@ local function check_shape(shape)
   local out = {}
   for i = 1, n do
     local s = shape[i]
-    if type(s) ~= "number" or s ~= s or s < 1 or s ~= math.floor(s) then
-      raise(("shape[%d]: size must be a positive integer, got %s"):format(i, describe(s)))
+    if type(s) ~= "number" or s ~= s or s < 0 or s ~= math.floor(s) then
+      raise(("shape[%d]: size must be a non-negative integer, got %s"):format(i, describe(s)))
     end
     if s > 2 ^ 53 then
       raise(("shape[%d]: size %s is too large"):format(i, describe(s)))
@@ -229,16 +229,17 @@ end
 
 -- ---- from and to Lua tables ----
 
--- The shape of a nested table of numbers, checking that it is rectangular.
+-- The shape of a nested table of numbers, checking that it is rectangular. An empty table is a
+-- size 0 there and ends the walk ({} is shape {0}, {{}, {}} is {2, 0}), as torch.tensor([]).
 -- (A table that holds itself would nest without end: the walk stops past MAX_DIMS.)
 local function nested_shape(data)
   local shape, node = {}, data
   while type(node) == "table" do
-    if #node == 0 then raise("data: empty table at depth " .. (#shape + 1)) end
     if #shape == MAX_DIMS then
       raise(("data: expected 1 to %d dimensions, got more"):format(MAX_DIMS))
     end
     shape[#shape + 1] = #node
+    if #node == 0 then break end
     node = node[1]
   end
   return shape
@@ -359,6 +360,9 @@ function methods.dim(t) return t.ndim end
 -- t:item(): the one element of a tensor of one element, as a Lua number (waits for the device).
 function methods.item(t)
   live(t)
+  if t.count == 0 then
+    raise(("self: item() of an empty tensor (shape [%s]): it has no element"):format(shape_string(t):gsub("x", ", ")))
+  end
   if t.count ~= 1 then
     raise(("self: item() needs a tensor of one element, got %d (shape [%s])"):format(tonumber(t.count), shape_string(t):gsub("x", ", ")))
   end

@@ -254,6 +254,7 @@ end
 
 -- Raises unless y's elements are distinct memory (an expanded view repeats one element).
 local function check_writable(y, what)
+  if y.count == 0 then return end -- nothing is written
   local d, s = sizes_of(y)
   for k = 1, #d do
     if s[k] == 0 and d[k] > 1 then
@@ -322,6 +323,9 @@ local function run(fn, out_dt, common, operands, names, y)
       raise(("self: the result's dtype %s cannot be written into self's %s in place"):format(out_dt, ydt))
     end
     out_dt = ydt
+  end
+  for k = 1, #shape do
+    if shape[k] == 0 then return y end -- an empty result: no kernel to build or launch
   end
   local sets, dts, scalars, values = { broadcast_strides(y, shape) }, {}, 0, { 0, 0, 0 }
   for i = 1, 3 do

@@ -10,7 +10,8 @@
 -- aligned and every value of the tensor in one format: integers as integers, floats with four
 -- decimals, and when the largest magnitude is 1e5 or more or under 1e-3 a common scale printed
 -- first ("1e+05 *"), as Torch7 does. Tensors of more than THRESHOLD elements show EDGE items at
--- each end of every dimension, "..." between. The last line names dtype, shape and device.
+-- each end of every dimension, "..." between. The last line names dtype, shape and device; an
+-- empty tensor (a size 0) is that line alone, ending in "(empty)".
 local ffi = require "ffi"
 local dtype = require "tocha.dtype"
 
@@ -113,12 +114,14 @@ local function write(v, fmt, scale)
   return fmt:format(v / scale)
 end
 
--- The one line naming t: "tocha.Tensor f32 [2x3] sim" (" (freed)" after a freed one's).
+-- The one line naming t: "tocha.Tensor f32 [2x3] sim" (" (freed)" after a freed one's,
+-- " (empty)" after one with a size 0: "tocha.Tensor f32 [2x0x3] sim (empty)").
 function M.head(t)
   local dims = t:shape()
   local head = ("tocha.Tensor %s [%s] %s"):format(dtype.name(t.elem_type), table.concat(dims, "x"),
     require("tocha.device").wrap(t.dev).name)
-  return t.freed ~= 0 and head .. " (freed)" or head
+  if t.freed ~= 0 then return head .. " (freed)" end
+  return t.count == 0 and head .. " (empty)" or head
 end
 
 -- The text tostring(t) gives.
@@ -126,7 +129,7 @@ function M.format(t)
   local name = dtype.name(t.elem_type)
   local dims = t:shape()
   local head = M.head(t)
-  if t.freed ~= 0 then return head end
+  if t.freed ~= 0 or t.count == 0 then return head end -- no values to show
   local summarise = tonumber(t.count) > M.THRESHOLD
   local ok, rows = pcall(gather, t, dims, summarise)
   if not ok then return head .. " (its values could not be read: " .. tostring(rows) .. ")" end

@@ -128,6 +128,33 @@ local function runs_of(dims)
   return runs
 end
 
+-- ---- empty tensors ----
+--
+-- A tensor with a size 0 launches nothing. Reducing over a dimension of size 0 gives each output
+-- the identity of the reduction, as PyTorch does: sum 0, prod 1, mean NaN (0 / 0), var and std
+-- NaN; max, min and the arg forms have no identity and raise, naming the dimension. Dimensions
+-- of size 0 that are kept (not reduced) leave the result empty.
+
+-- Raises when one of the dimensions in `list` (sorted, 1-based) of sizes d is empty, for a
+-- reduction without an identity.
+local function refuse_empty(d, list, what)
+  for _, k in ipairs(list) do
+    if d[k] == 0 then
+      raise(("self: %s() cannot reduce over an empty dimension (dimension %d has size 0)"):format(what, k))
+    end
+  end
+end
+
+-- The result of reducing an empty x over list: a new tensor of the reduced shape (dtype dt)
+-- holding `value`, or empty.
+local function empty_result(x, d, list, keepdim, dt, value)
+  local y = tensor.alloc(reduced_shape(d, list, keepdim), dt, device.wrap(x.dev))
+  y:fill(value)
+  return y
+end
+
+local EMPTY_VALUE = { sum = 0, prod = 1, mean = 0 / 0 }
+
 -- x reduced by mode over dims (a method's arguments), in x's dtype rules above.
 local function reduce(x, mode, dims, keepdim, what)
   modules()
@@ -144,7 +171,12 @@ local function reduce(x, mode, dims, keepdim, what)
       raise(("self: %s() needs a float tensor, got %s (cast it first: x:cast(\"f32\"))"):format(what, dt))
     end
     result_dt = (mode == "sum" or mode == "prod") and "i64" or dt
-    work = work:cast("f64")
+    if x.count == 0 then work = nil else work = work:cast("f64") end
+  end
+  if x.count == 0 then
+    if mode == "max" or mode == "min" then refuse_empty(d, list, what) end
+    local r = empty_result(x, d, list, keepdim, result_dt, EMPTY_VALUE[mode] or 0)
+    return r
   end
   for _, run in ipairs(runs_of(list)) do work = reduce_run(work, mode, run[1], run[2]) end
   if result_dt ~= dtype.name(work.elem_type) then work = work:cast(result_dt) end
@@ -176,6 +208,12 @@ local function arg_reduce(x, dim, keepdim, min, what)
   if x.freed ~= 0 then raise("self: tensor was freed") end
   if dim ~= nil and type(dim) ~= "number" then raise(("dim: %s() takes one dimension or nil, got %s"):format(what, type(dim))) end
   local d = sizes_of(x)
+  if x.count == 0 then
+    if dim == nil then raise(("self: %s() of an empty tensor over every element: it has no element to pick"):format(what)) end
+    refuse_empty(d, dims_of(dim, #d), what)
+    local r = empty_result(x, d, dims_of(dim, #d), keepdim, "i64", 0)
+    return r
+  end
   local work = x:contiguous()
   local outer, n, inner, list
   if dim == nil then
@@ -224,6 +262,10 @@ local function variance(x, dims, keepdim, correction, what)
   end
   local d = sizes_of(x)
   local list = dims_of(dims, #d)
+  if x.count == 0 then
+    local r = empty_result(x, d, list, keepdim, dt, 0 / 0)
+    return r
+  end
   local work = x
   local first, last = list[1], list[#list]
   if last - first + 1 ~= #list then
@@ -311,6 +353,10 @@ local function softmax(x, dim, log, what)
   end
   local d = sizes_of(x)
   local k = dims_of(dim, #d)[1]
+  if x.count == 0 then -- empty: nothing to launch
+    local r = tensor.alloc(d, dt, device.wrap(x.dev))
+    return r
+  end
   local outer, n, inner = product(d, 1, k - 1), d[k], product(d, k + 1, #d)
   local work = x:contiguous()
   local y = tensor.alloc(d, dt, device.wrap(x.dev))

@@ -61,6 +61,7 @@ end
 -- An index along a dimension of size n (1-based, negative from the end).
 local function index_of(i, n, what)
   integer(i, what)
+  if n == 0 then raise(("%s: the dimension has size 0: there is no element %s"):format(what, errors.show(i))) end
   if i < 0 then i = n + 1 + i end
   if i < 1 or i > n then raise(("%s: expected 1 to %d (or -1 to -%d), got %s"):format(what, n, n, errors.show(i))) end
   return i
@@ -84,7 +85,7 @@ local numel = require("tocha.shape").numel
 
 local function dense_strides(d)
   local s, stride = {}, 1
-  for i = #d, 1, -1 do s[i], stride = stride, stride * d[i] end
+  for i = #d, 1, -1 do s[i], stride = stride, stride * math.max(d[i], 1) end -- (C's rule for a size 0)
   return s
 end
 
@@ -117,8 +118,8 @@ function M.install(methods, dense)
       if v == -1 then
         if infer then raise("sizes: at most one -1") end
         infer = i
-      elseif v < 1 then
-        raise(("sizes[%d]: expected a positive size or -1, got %d"):format(i, v))
+      elseif v < 0 then
+        raise(("sizes[%d]: expected a non-negative size or -1, got %d"):format(i, v))
       else
         known = known * v
       end
@@ -126,6 +127,8 @@ function M.install(methods, dense)
     end
     local count = tonumber(t.count)
     if infer then
+      -- with a size 0 among the others, any size fits the -1 (PyTorch refuses it too)
+      if known == 0 then raise(("sizes: -1 is ambiguous beside a size 0 in [%s]"):format(table.concat(want, ", "))) end
       if count % known ~= 0 then raise(("sizes: %d elements do not divide into [%s]"):format(count, table.concat(want, ", "))) end
       d[infer] = count / known
     end
@@ -146,10 +149,14 @@ function M.install(methods, dense)
   function methods.narrow(t, dim, start, length)
     dim = dim_of(t, dim, "dim")
     local d, s = sizes_of(t)
-    start = index_of(start, d[dim], "start")
     integer(length, "length")
-    if length < 1 or start + length - 1 > d[dim] then
-      raise(("length: expected 1 to %d (from %d of %d), got %d"):format(d[dim] - start + 1, start, d[dim], length))
+    -- length 0 may start one past the end (PyTorch's start == size), as an empty range does
+    if length == 0 and type(start) == "number" and start > d[dim] + 1 then
+      raise(("start: expected 1 to %d for length 0, got %s"):format(d[dim] + 1, errors.show(start)))
+    end
+    if not (length == 0 and start == d[dim] + 1) then start = index_of(start, d[dim], "start") end
+    if length < 0 or start + length - 1 > d[dim] then
+      raise(("length: expected 0 to %d (from %d of %d), got %d"):format(d[dim] - start + 1, start, d[dim], length))
     end
     local offset = (start - 1) * s[dim]
     d[dim] = length
@@ -251,11 +258,11 @@ function M.install(methods, dense)
       integer(v, ("sizes[%d]"):format(i))
       local k = i - lead
       if k < 1 then
-        if v < 1 then raise(("sizes[%d]: a new dimension needs a positive size, got %d"):format(i, v)) end
+        if v < 0 then raise(("sizes[%d]: a new dimension needs a non-negative size, got %d"):format(i, v)) end
         d[i], s[i] = v, 0
       elseif v == -1 or v == d0[k] then
         d[i], s[i] = d0[k], s0[k]
-      elseif d0[k] == 1 and v >= 1 then
+      elseif d0[k] == 1 and v >= 0 then
         d[i], s[i] = v, 0
       else
         raise(("sizes[%d]: dimension %d has size %d, which expands only from 1, got %d"):format(i, k, d0[k], v))

@@ -24,6 +24,9 @@ local function values()
     tocha.rand({ 1, 2, 3, 4 }, { device = "sim", seed = 1 }),
     tocha.rand({ 3, 4 }, { device = "sim", seed = 2 }):transpose(1, 2), tocha.ones({ 1, 4 }, { device = "sim" }):expand(3, 4),
     tocha.ones({ 2, 2 }, { device = "sim", dtype = "f64" }), coroutine.create(function() end), io.stdout,
+    -- empty tensors and shapes with a size 0
+    { 0 }, { 2, 0 }, { 1, 0, 2, 2 }, tocha.empty({ 0 }, { device = "sim" }),
+    tocha.zeros({ 2, 0, 3 }, { device = "sim", dtype = "i32" }), tocha.ones({ 3, 4 }, { device = "sim" }):narrow(2, 5, 0),
     -- tocha's other objects, as arguments anywhere
     tocha.event("sim"), tocha.event("sim"):record(), tocha.stream("sim"), tocha.graph(function() end, "sim"),
     tocha.Model.input({ -1, 1, 2, 2 }), tocha.UpsampleNearest2dForward.new(2, 2, 64), tocha.Elementwise.new("relu"),

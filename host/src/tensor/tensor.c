@@ -31,10 +31,12 @@ int tocha_tensor_check(const tocha_tensor *t, const char *what)
 
 void tocha_tensor_set_dense(tocha_tensor *t)
 {
+    /* A size 0 counts as 1 (PyTorch's rule: [2, 0, 3] has strides 3, 3, 1), so that no
+    ** dimension of an empty tensor gets stride 0 and reads as an expanded one. */
     int64_t stride = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         t->strides[i] = stride;
-        stride *= t->dims[i];
+        stride *= t->dims[i] ? t->dims[i] : 1;
     }
     for (int i = t->ndim; i < TOCHA_MAX_DIMS; i++) t->strides[i] = 0;
     t->dense = 1;
@@ -76,10 +78,11 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
                           ndim);
     uint64_t numel = 1, limit = MAX_TENSOR_BYTES / (uint64_t)tocha_dtype_size(dtype);
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 1)
-            return tocha_fail(TOCHA_E_ARGUMENT, "shape[%d]: size must be at least 1, got %lld", i + 1,
+        if (shape[i] < 0)
+            return tocha_fail(TOCHA_E_ARGUMENT,
+                              "shape[%d]: size must be a non-negative integer, got %lld", i + 1,
                               (long long)shape[i]);
-        if ((uint64_t)shape[i] > limit / numel)
+        if (numel && (uint64_t)shape[i] > limit / numel)
             return tocha_fail(TOCHA_E_ARGUMENT,
                               "shape: too many elements (the limit is %llu bytes per tensor)",
                               (unsigned long long)MAX_TENSOR_BYTES);
@@ -99,7 +102,9 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
     t->count = (int64_t)numel;
     t->bytes = numel * (uint64_t)tocha_dtype_size(dtype);
     tocha_tensor_set_dense(t);
-    int st = tocha_memory_alloc(d, t->bytes, &t->data);
+    /* An empty tensor holds no device memory: its address is 0 (as PyTorch's data_ptr()), no
+    ** backend is asked for 0 bytes, and every operation on it returns before any launch. */
+    int st = t->bytes ? tocha_memory_alloc(d, t->bytes, &t->data) : TOCHA_OK;
     if (st) {
         free(t);
         free(s);
@@ -107,7 +112,7 @@ int tocha_tensor_new(tocha_device *d, int dtype, int ndim, const int64_t *shape,
     }
     *s = (tocha_storage){.dev = d, .data = t->data, .bytes = t->bytes, .holders = 1};
     if (!register_live(d, s)) {
-        tocha_memory_release(d, t->data, t->bytes);
+        if (t->bytes) tocha_memory_release(d, t->data, t->bytes);
         free(t);
         free(s);
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a tensor");
@@ -133,7 +138,7 @@ void tocha_storage_release(tocha_storage *s)
     tocha_storage *last = d->live[--d->n_live];
     d->live[s->live_index] = last;
     last->live_index = s->live_index;
-    tocha_memory_release(d, s->data, s->bytes);
+    if (s->bytes) tocha_memory_release(d, s->data, s->bytes); /* an empty tensor's has none */
     free(s);
 }
 
@@ -161,6 +166,7 @@ int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbytes)
     if (nbytes != t->bytes)
         return tocha_fail(TOCHA_E_ARGUMENT, "nbytes: the tensor holds %llu bytes, got %llu",
                           (unsigned long long)t->bytes, (unsigned long long)nbytes);
+    if (nbytes == 0) return TOCHA_OK; /* an empty tensor: nothing to transfer, src unread */
     if (!src) return tocha_fail(TOCHA_E_ARGUMENT, "src: expected host memory, got NULL");
     st = tocha_refuse_during_capture(t->dev, "write a tensor from the host");
     if (st) return st;
@@ -174,6 +180,7 @@ int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void
     if (offset < 0 || count < 0 || offset > t->count || count > t->count - offset)
         return tocha_fail(TOCHA_E_ARGUMENT, "range: elements %lld..%lld are outside the tensor's %lld",
                           (long long)offset, (long long)(offset + count), (long long)t->count);
+    if (count == 0) return TOCHA_OK; /* nothing to transfer, dst untouched */
     if (!dst) return tocha_fail(TOCHA_E_ARGUMENT, "dst: expected host memory, got NULL");
     st = tocha_refuse_during_capture(t->dev, "read a tensor to the host");
     if (st) return st;
@@ -190,6 +197,7 @@ int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
     if (dst->elem_type != src->elem_type)
         return tocha_fail(TOCHA_E_ARGUMENT, "src: dtype %s differs from dst's %s (use cast)",
                           tocha_dtype_name(src->elem_type), tocha_dtype_name(dst->elem_type));
+    if (dst->count == 0) return TOCHA_OK; /* empty: no copy, launch or graph node */
     bool overlapping = false;
     st = tocha_tensor_copy_overlapping(dst, src, &overlapping);
     if (st || overlapping) return st;
@@ -220,10 +228,13 @@ int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
     return st;
 }
 
-/* Launches a built-in op over t's elements with the given leading pointers and scalars. */
+/* Launches a built-in op over t's elements with the given leading pointers and scalars; over
+** no elements it launches nothing (an empty tensor's address is 0, and a grid of 0 blocks is
+** no launch on either device), and builds no kernel. */
 static int launch_builtin(tocha_builtin_op op, int dtype, int dtype2, tocha_device *d, int64_t n,
                           void **args)
 {
+    if (n == 0) return TOCHA_OK;
     tocha_kernel *k;
     int st = tocha_builtin_kernel(op, dtype, dtype2, &k);
     if (st) return st;
@@ -311,6 +322,10 @@ int tocha_tensor_compare(const tocha_tensor *a, const tocha_tensor *b, double rt
         return tocha_fail(TOCHA_E_ARGUMENT, "b: tensor is on %s, a on %s", b->dev->name, a->dev->name);
     if (!(rtol >= 0) || !(atol >= 0))
         return tocha_fail(TOCHA_E_ARGUMENT, "rtol, atol: expected >= 0, got %g, %g", rtol, atol);
+    if (a->count == 0) { /* no pairs: nothing differs */
+        *out = (tocha_compare_result){0, 0, 0, -1};
+        return TOCHA_OK;
+    }
     tocha_device *d = a->dev;
     uint32_t grid[3], block[3];
     tocha_builtin_grid(d, a->count, grid, block);

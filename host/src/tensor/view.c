@@ -7,18 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The largest element offset a tensor reaches, beyond its first (sizes and strides checked). */
+/* Checks sizes (0 to 2^56) and strides (0 to 2^56 elements); *empty tells whether a size is 0. */
+static int check_layout(int ndim, const int64_t *dims, const int64_t *strides, bool *empty)
+{
+    const int64_t limit = (int64_t)1 << 56;
+    *empty = false;
+    for (int i = 0; i < ndim; i++) {
+        if (dims[i] < 0 || dims[i] > limit)
+            return tocha_fail(TOCHA_E_ARGUMENT, "dims[%d]: size must be 0 to 2^56, got %lld", i + 1,
+                              (long long)dims[i]);
+        if (strides[i] < 0 || strides[i] > limit)
+            return tocha_fail(TOCHA_E_ARGUMENT, "strides[%d]: expected 0 to 2^56 elements, got %lld",
+                              i + 1, (long long)strides[i]);
+        if (dims[i] == 0) *empty = true;
+    }
+    return TOCHA_OK;
+}
+
+/* The largest element offset a view of no size 0 reaches, beyond its first (layout checked). */
 static int reach(int ndim, const int64_t *dims, const int64_t *strides, int64_t *out)
 {
     const int64_t limit = (int64_t)1 << 56;
     int64_t far = 0;
     for (int i = 0; i < ndim; i++) {
-        if (dims[i] < 1 || dims[i] > limit)
-            return tocha_fail(TOCHA_E_ARGUMENT, "dims[%d]: size must be 1 to 2^56, got %lld", i + 1,
-                              (long long)dims[i]);
-        if (strides[i] < 0 || strides[i] > limit)
-            return tocha_fail(TOCHA_E_ARGUMENT, "strides[%d]: expected 0 to 2^56 elements, got %lld",
-                              i + 1, (long long)strides[i]);
         if (strides[i] && (dims[i] - 1) > (limit - far) / strides[i])
             return tocha_fail(TOCHA_E_ARGUMENT, "strides: the view reaches past 2^56 elements");
         far += (dims[i] - 1) * strides[i];
@@ -39,23 +50,30 @@ int tocha_tensor_view(tocha_tensor *t, int ndim, const int64_t *dims, const int6
                           ndim);
     if (!dims || !strides)
         return tocha_fail(TOCHA_E_ARGUMENT, "dims, strides: expected arrays, got NULL");
+    bool empty;
     int64_t far = 0, numel = 1;
-    if ((st = reach(ndim, dims, strides, &far))) return st;
-    for (int i = 0; i < ndim; i++) {
+    if ((st = check_layout(ndim, dims, strides, &empty))) return st;
+    if (!empty && (st = reach(ndim, dims, strides, &far))) return st;
+    for (int i = 0; i < ndim && !empty; i++) {
         if (dims[i] > ((int64_t)1 << 56) / numel)
             return tocha_fail(TOCHA_E_ARGUMENT, "dims: too many elements for a tensor");
         numel *= dims[i];
     }
+    if (empty) numel = 0;
     const uint64_t size = (uint64_t)tocha_dtype_size(t->elem_type);
     const tocha_storage *s = t->storage;
-    const uint64_t first = (t->data - s->data) / size; /* t's first element within the block */
-    const uint64_t block = s->bytes / size;
-    if (offset < 0 || (uint64_t)offset > block - first ||
-        (uint64_t)far >= block - first - (uint64_t)offset)
+    /* The elements from t's first to the end of the block (none for an empty t, whose address
+    ** is 0 and says nothing of where it lies). An empty view reaches no element: its offset
+    ** may be up to one past t's last (a narrow of length 0 at the end), and is any offset over
+    ** an empty t (a narrow along one of its other dimensions). */
+    const uint64_t avail = t->count ? s->bytes / size - (t->data - s->data) / size : 0;
+    const bool anywhere = empty && !t->count;
+    if (offset < 0 || (!anywhere && (uint64_t)offset > avail) ||
+        (!empty && (uint64_t)far >= avail - (uint64_t)offset))
         return tocha_fail(TOCHA_E_ARGUMENT,
                           "offset, strides: the view reaches element %lld of a block of %llu from the "
                           "tensor's first",
-                          (long long)(offset + far), (unsigned long long)(block - first));
+                          (long long)(offset + far), (unsigned long long)avail);
     tocha_tensor *v = calloc(1, sizeof *v);
     if (!v) return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of host memory for a view");
     v->dev = t->dev;
@@ -64,10 +82,10 @@ int tocha_tensor_view(tocha_tensor *t, int ndim, const int64_t *dims, const int6
     memcpy(v->dims, dims, (size_t)ndim * sizeof *dims);
     v->count = numel;
     v->bytes = (uint64_t)numel * size;
-    v->data = t->data + (uint64_t)offset * size;
+    v->data = empty ? 0 : t->data + (uint64_t)offset * size; /* every empty tensor's address is 0 */
     tocha_tensor_set_dense(v);
-    bool row_major = true;
-    for (int i = 0; i < ndim; i++)
+    bool row_major = true; /* an empty view is: it has no element out of order (PyTorch's rule) */
+    for (int i = 0; i < ndim && !empty; i++)
         if (dims[i] > 1 && strides[i] != v->strides[i]) row_major = false;
     memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
     v->dense = row_major;
@@ -141,6 +159,7 @@ static bool plan_tiles(int n, int64_t *d, int64_t *a, int64_t *b)
 
 static int launch_strided(tocha_tensor *dst, const tocha_tensor *src)
 {
+    if (src->count == 0) return TOCHA_OK; /* nothing to copy: no launch */
     int64_t d[8], a[8], b[8];
     int32_t ndim = merged(dst, src, d, a, b);
     const int size = (int)tocha_dtype_size(src->elem_type);
@@ -218,6 +237,8 @@ static bool same_elements(const tocha_tensor *a, const tocha_tensor *b)
 
 tocha_overlap tocha_tensor_overlap(const tocha_tensor *a, const tocha_tensor *b)
 {
+    /* An empty tensor has no element to share (and its extent would wrap below its address). */
+    if (a->count == 0 || b->count == 0) return TOCHA_OVERLAP_NONE;
     if (a->storage != b->storage || a->data >= extent_end(b) || b->data >= extent_end(a))
         return TOCHA_OVERLAP_NONE;
     return same_elements(a, b) ? TOCHA_OVERLAP_SAME : TOCHA_OVERLAP_PARTIAL;
