@@ -93,9 +93,12 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
         return u;
     });
     if (!live) return;
-    const A m = p.m, sum = p.s;
-    tocha::row_map(in, y + row * n, n, member, team,
-                   [=](T v) { return tocha::from_compute<T>(sm_value<LOG>(tocha::to_compute(v), m, sum)); });
+    // log(sum) once a row, not once an element
+    const A m = p.m, sum = p.s, log_sum = LOG ? sm_log(sum) : (A)0;
+    tocha::row_map(in, y + row * n, n, member, team, [=](T v) {
+        const A d = tocha::to_compute(v) - m;
+        return tocha::from_compute<T>(LOG ? d - log_sum : sm_exp(d) / sum);
+    });
 }
 
 // dx from y (the forward's output) and dy.

@@ -318,22 +318,24 @@ M.row_mapping = row_mapping
 
 -- The team mapping and grid of a row kernel built on tocha.cuh's teams (softmax.cu,
 -- arg_reduce.cu, variance.cu) over [outer, n, inner] of elements of `size` bytes with CTAs of
--- `block` threads: a thread a column where inner > 1; else a CTA a row for rows of 16 or more
--- 16-byte groups a thread of the CTA (64 KB at 256 threads), a warp a row below that down to
--- 64 groups, and for shorter rows the fewest lanes of a warp (a power of two) that leave each
--- about two groups, so that a warp takes several short rows at once. A warp's team needs no
--- barrier, which a CTA a row pays for each row.
+-- `block` threads: a thread a column where inner > 1; else, for rows of `groups` 16-byte
+-- groups, a CTA a row for rows of 16 or more groups a thread of the CTA (64 KB at 256 threads),
+-- and for rows of 2 or more groups a thread when there are too few rows (under 4096) for a
+-- warp each to fill an H200 (132 SMs x 32 warps); otherwise a warp's team, which needs no
+-- barrier where a CTA pays one a row: the fewest lanes (a power of two, up to 32) that leave
+-- each lane about three groups, so that a warp takes several short rows at once. Measured on
+-- an H200 (docs/performance.md).
 local function team_mapping(outer, n, inner, block, size)
   local rows, grid
   if inner > 1 then
     rows, grid = 0, math.ceil(outer * inner / block)
   else
     local groups = math.ceil(n * size / 16)
-    if groups >= 16 * block then
+    if groups >= 16 * block or (groups >= 2 * block and outer < 4096) then
       rows, grid = -1, outer
     else
       rows = 1
-      while rows < 32 and rows * 2 < groups do rows = rows * 2 end
+      while rows < 32 and rows * 4 <= groups do rows = rows * 2 end
       grid = math.ceil(outer / (block / rows))
     end
   end
