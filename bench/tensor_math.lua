@@ -43,6 +43,18 @@ local CASES = {
     "x.permute(0, 2, 3, 1).contiguous()", function(_, _, no) return 2 * no end },
   { "transpose copy", { 6144, 5120 }, false, function(x) return x:t():contiguous() end, "x.t().contiguous()",
     function(_, _, no) return 2 * no end },
+  { "narrow channels", BIG, false, function(x) return x:narrow(2, 18, 96):contiguous() end,
+    "x.narrow(1, 17, 96).contiguous()", function(_, _, no) return 2 * no end },
+  { "narrow last, odd", BIG, false, function(x) return x:narrow(4, 2, 69):contiguous() end,
+    "x.narrow(3, 1, 69).contiguous()", function(_, _, no) return 2 * no end },
+  { "NHWC->NCHW", { 32, 72, 72, 160 }, false, function(x) return x:permute(1, 4, 2, 3):contiguous() end,
+    "x.permute(0, 3, 1, 2).contiguous()", function(_, _, no) return 2 * no end },
+  { "global avg pool", { 32, 2048, 7, 7 }, false, function(x) return x:mean({ 3, 4 }) end, "x.mean((2, 3))", io },
+  { "softmax 1000", { 8192, 1000 }, false, function(x) return x:softmax(2) end, "x.softmax(1)", io },
+  { "softmax 80", { 65536, 80 }, false, function(x) return x:softmax(2) end, "x.softmax(1)", io },
+  { "argmax 32000", { 512, 32000 }, false, function(x) return x:argmax(2) end, "x.argmax(1)",
+    function(nx, _, no) return nx + 2 * no end },
+  { "x + y[c], rows", { 8192, 768 }, { 768 }, function(x, y) return x + y end, "x + y", io },
 }
 if device.kind == "sim" then
   for _, c in ipairs(CASES) do
@@ -55,8 +67,16 @@ if device.kind == "sim" then
       c[3] = sy
     end
   end
-  CASES[#CASES - 2][4] = function(x) return x:narrow(3, 2, 3):contiguous() end
+  -- the narrows within the shrunken shapes
+  local small_narrow = { ["narrow contiguous"] = { 3, 2, 3 }, ["narrow channels"] = { 2, 2, 4 },
+    ["narrow last, odd"] = { 4, 2, 5 } }
+  for _, c in ipairs(CASES) do
+    local a = small_narrow[c[1]]
+    if a then c[4] = function(x) return x:narrow(a[1], a[2], a[3]):contiguous() end end
+  end
 end
+-- The dimension each narrow case narrows keeps its full size in the check against sim.
+local FULL_DIM = { ["narrow contiguous"] = 3, ["narrow channels"] = 2, ["narrow last, odd"] = 4 }
 local DTYPES = { "f32", "bf16" }
 
 local function numel(shape)
@@ -73,7 +93,7 @@ for _, dt in ipairs(DTYPES) do
     local small_x, small_y = {}, {}
     for i, s in ipairs(sx) do small_x[i] = math.min(s, 9) end
     if sy then for i, s in ipairs(sy) do small_y[i] = math.min(s, 9) end end
-    if name == "narrow contiguous" then small_x[3] = 72 end
+    if FULL_DIM[name] then small_x[FULL_DIM[name]] = sx[FULL_DIM[name]] end
     local xs = tocha.randn(small_x, { dtype = dt, device = "sim", seed = 1 })
     local ys = sy and tocha.randn(small_y, { dtype = dt, device = "sim", seed = 2 }) or nil
     local want = call(xs, ys)

@@ -99,15 +99,17 @@ __device__ __forceinline__ A red_segment(const TI *in, TI *copy, long long lo, l
             if (copy) red_copy16(copy + a + (g + j * team) * V, w[j]);
         }
     }
-    // At most three groups are left a lane (fewer than four strides of the team).
+    // At most three groups are left a lane (fewer than four strides of the team): their loads
+    // issued together.
+    unsigned w[3][4];
 #pragma unroll
     for (int j = 0; j < 3; ++j)
-        if (g < groups) {
-            unsigned w[4];
-            tocha::load_words<16>(in + a + g * V, w);
-            acc[j] = red_group<MODE, TI>(acc[j], w);
-            if (copy) red_copy16(copy + a + g * V, w);
-            g += team;
+        if (g + j * team < groups) tocha::load_words<16>(in + a + (g + j * team) * V, w[j]);
+#pragma unroll
+    for (int j = 0; j < 3; ++j)
+        if (g + j * team < groups) {
+            acc[j] = red_group<MODE, TI>(acc[j], w[j]);
+            if (copy) red_copy16(copy + a + (g + j * team) * V, w[j]);
         }
     return red_combine<MODE>(red_combine<MODE>(acc[0], acc[1]), red_combine<MODE>(acc[2], acc[3]));
 }

@@ -332,7 +332,8 @@ template <typename D> __device__ __forceinline__ void store_elements(D *p, const
 
 // fn(element, index) for each element of row[0, n) that `member` of a team of `team` threads
 // owns: the elements before the row's first 16-byte boundary and after its last whole 16 bytes
-// one by one, the 16-byte groups between strided over the team, four in flight a thread.
+// one by one, the 16-byte groups between strided over the team, four in flight a thread (the
+// last up to three together).
 template <typename T, typename F>
 __device__ __forceinline__ void row_each(const T *row, long long n, unsigned member, unsigned team, F fn)
 {
@@ -351,11 +352,18 @@ __device__ __forceinline__ void row_each(const T *row, long long n, unsigned mem
 #pragma unroll
             for (int e = 0; e < V; ++e) fn(element_of<T>(w[j], e), a + (g + j * (long long)team) * V + e);
     }
-    for (; g < groups; g += team) {
-        unsigned w[4];
-        load_words<16>(row + a + g * V, w);
+    // At most three groups are left a lane (fewer than four strides of the team): their loads
+    // issued together, so that a short row costs one round trip, not three.
+    {
+        unsigned w[3][4];
 #pragma unroll
-        for (int e = 0; e < V; ++e) fn(element_of<T>(w, e), a + g * V + e);
+        for (int j = 0; j < 3; ++j)
+            if (g + j * (long long)team < groups) load_words<16>(row + a + (g + j * (long long)team) * V, w[j]);
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+            if (g + j * (long long)team < groups)
+#pragma unroll
+                for (int e = 0; e < V; ++e) fn(element_of<T>(w[j], e), a + (g + j * (long long)team) * V + e);
     }
     for (long long k = b + member; k < n; k += team) fn(row[k], k);
 }
@@ -388,13 +396,19 @@ __device__ __forceinline__ void row_map(const T *in, T *out, long long n, unsign
             store_pack(out + a + (g + j * (long long)team) * V, r);
         }
     }
-    for (; g < groups; g += team) {
-        unsigned w[4];
-        load_words<16>(in + a + g * V, w);
-        pack16<T> r;
+    {
+        unsigned w[3][4];
 #pragma unroll
-        for (int e = 0; e < V; ++e) r.set(e, fn(element_of<T>(w, e)));
-        store_pack(out + a + g * V, r);
+        for (int j = 0; j < 3; ++j)
+            if (g + j * (long long)team < groups) load_words<16>(in + a + (g + j * (long long)team) * V, w[j]);
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+            if (g + j * (long long)team < groups) {
+                pack16<T> r;
+#pragma unroll
+                for (int e = 0; e < V; ++e) r.set(e, fn(element_of<T>(w[j], e)));
+                store_pack(out + a + (g + j * (long long)team) * V, r);
+            }
     }
     for (long long k = b + member; k < n; k += team) out[k] = fn(in[k]);
 }
