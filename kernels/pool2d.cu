@@ -12,11 +12,27 @@
 
 template <typename A> __device__ __forceinline__ bool pool_nan(A v) { return v != v; }
 
+// a / b for a >= 0, b > 0: a 32-bit division where a fits (a 64-bit one is several times
+// longer, and these run a few times an element).
+__device__ __forceinline__ long long pool_div(long long a, long long b)
+{
+    return ((unsigned long long)(a | b) >> 31) == 0 ? (long long)((unsigned)a / (unsigned)b) : a / b;
+}
+
 // The first and one-past-last rows (or columns) of adaptive window o of `out` over `in`.
-__device__ __forceinline__ int pool_adaptive_start(int o, int in, int out) { return (int)(((long long)o * in) / out); }
+__device__ __forceinline__ int pool_adaptive_start(int o, int in, int out) { return (int)pool_div((long long)o * in, out); }
 __device__ __forceinline__ int pool_adaptive_end(int o, int in, int out)
 {
-    return (int)((((long long)o + 1) * in + out - 1) / out);
+    return (int)pool_div(((long long)o + 1) * in + out - 1, out);
+}
+
+// Element e of planes of h x w: its plane, row and column.
+__device__ __forceinline__ void pool_place(long long e, int h, int w, long long *plane, int *row, int *col)
+{
+    const long long r = pool_div(e, w);
+    *col = (int)(e - r * w);
+    *plane = pool_div(r, h);
+    *row = (int)(r - *plane * h);
 }
 
 // The flat index (ih * W + iw) of window (oh, ow)'s pick in plane p (max pooling).
@@ -47,8 +63,10 @@ __device__ void tocha_pool2d(const T *x, T *y, long long planes, int H, int W, i
     typedef typename tocha::compute<T>::type A;
     const long long total = planes * OH * OW, stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        const int ow = (int)(e % OW), oh = (int)((e / OW) % OH);
-        const T *p = x + (e / ((long long)OH * OW)) * H * W;
+        long long plane;
+        int oh, ow;
+        pool_place(e, OH, OW, &plane, &oh, &ow);
+        const T *p = x + plane * H * W;
         if (MODE == 0) {
             const int at = pool_pick<T, KH, KW, SH, SW, PH, PW, DH, DW>(p, H, W, oh, ow);
             y[e] = at < 0 ? tocha::from_compute<T>(-tocha::infinity<A>()) : p[at];
@@ -80,17 +98,18 @@ __device__ void tocha_pool2d_backward(const T *x, const T *dy, T *dx, long long 
     typedef typename tocha::compute<T>::type A;
     const long long total = planes * H * W, stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        const int iw = (int)(e % W), ih = (int)((e / W) % H);
-        const long long plane = e / ((long long)H * W);
+        long long plane;
+        int ih, iw;
+        pool_place(e, H, W, &plane, &ih, &iw);
         const T *p = x + plane * H * W;
         const T *g = dy + plane * OH * OW;
         A sum = (A)0;
         if (MODE == 2) {
             // The windows holding row ih start at or before it and end after it.
-            for (int oh = (int)(((long long)ih * OH) / H); oh < OH && pool_adaptive_start(oh, H, OH) <= ih; ++oh) {
+            for (int oh = (int)pool_div((long long)ih * OH, H); oh < OH && pool_adaptive_start(oh, H, OH) <= ih; ++oh) {
                 if (pool_adaptive_end(oh, H, OH) <= ih) continue;
                 const int hn = pool_adaptive_end(oh, H, OH) - pool_adaptive_start(oh, H, OH);
-                for (int ow = (int)(((long long)iw * OW) / W); ow < OW && pool_adaptive_start(ow, W, OW) <= iw; ++ow) {
+                for (int ow = (int)pool_div((long long)iw * OW, W); ow < OW && pool_adaptive_start(ow, W, OW) <= iw; ++ow) {
                     if (pool_adaptive_end(ow, W, OW) <= iw) continue;
                     const int wn = pool_adaptive_end(ow, W, OW) - pool_adaptive_start(ow, W, OW);
                     sum += tocha::to_compute(g[oh * OW + ow]) / (A)(hn * wn);
