@@ -1,134 +1,406 @@
-// batch_norm.cu: 2-D batch normalisation of x [N, C, plane...] per channel, forward and
-// backward, in training mode (the batch's statistics; the running ones updated) or in
-// inference mode (the running statistics). AFFINE (weight and bias) and RUNNING (running mean
-// and variance kept) are compile-time constants; halves compute in f32. The workspace `ws`
-// holds 4 values of A a channel: mean, rstd and, in the backward, sum(dy) and sum(dy xhat).
+// batch_norm.cu: 2-D batch normalisation of x [N, C, plane] per channel, forward and backward,
+// in training mode (the batch's statistics; the running ones updated) or inference mode (the
+// running statistics). AFFINE (weight and bias) and RUNNING (running mean and variance kept)
+// are compile-time constants; halves compute in f32, f64 in f64 (the type A).
 //
-// Forward, two launches of one kernel: phase 0 (training only), a CTA a channel, the channel's
-// mean and biased variance over N x plane (two reads), kept as mean and rstd = 1 / sqrt(var +
-// eps), and the running statistics moved by momentum towards the mean and the unbiased
-// variance (PyTorch's rule); phase 1, a thread an element, y = (x - mean) rstd w + b, with the
-// batch's statistics (training) or the running ones (inference).
-// Backward: phase 0, a CTA a channel, the statistics again (training; the running ones in
-// inference), sum(dy) and sum(dy xhat), the weight's and bias's gradients; phase 1, a thread an
-// element: training dx = w rstd (dy - sum(dy) / M - xhat sum(dy xhat) / M) with M = N x plane;
-// inference dx = w rstd dy.
+// Each direction is one kernel in three phases (launches), planned by the host from the shape
+// alone, so that a result is the same on every run and device:
+// - phase 0, the statistics as a split reduction: a CTA a (channel, split) walks its share of the
+//   channel's N planes in units (16-byte groups where the plane is whole groups and the tensors
+//   are 16-byte aligned, else elements), four units in flight a thread, each thread keeping a
+//   running (count, mean, sum of squared deviations) and, in the backward, sum(dy) and
+//   sum(dy (x - mean)), merged a batch of units at a time (Chan's formulas) and then across the
+//   CTA; the CTA's partial goes to the workspace. No float atomics: the order is fixed.
+// - phase 1, a warp a channel merges the channel's partials in a fixed order and writes the
+//   channel's coefficients to the workspace: the forward's mean, scale and shift (and the
+//   running statistics, moved by momentum towards the mean and the unbiased variance, PyTorch's
+//   rule); the backward's mean, w rstd, sum(dy) / M and rstd sum(dy xhat) / M (and the weight's
+//   and bias's gradients, sum(dy xhat) and sum(dy)).
+// - phase 2, elementwise over the whole tensor in units, four in flight a thread, each unit's
+//   channel stepped rather than divided anew: y = (x - mean) scale + shift; training
+//   dx = w rstd (dy - sum(dy) / M - xhat sum(dy xhat) / M), inference dx = w rstd dy. With the
+//   running statistics (inference) the coefficients come from them directly and phases 0 and 1
+//   are skipped (the backward runs them only for the parameters' gradients).
+//
+// Workspace (A values): C x splits partials of 4 (mean, m2, sum dy, sum dy (x - mean)), then C
+// x 4 coefficients. A partial's count is not stored: phase 1 recomputes it from the plan.
+
+// 16-byte units a thread has in flight (batch_norm.lua sizes the grids by the same number): four
+// of x, or two of x and two of dy.
+#define BN_UNITS 4
 
 __device__ __forceinline__ float bn_rsqrt(float v) { return 1.0f / sqrtf(v); }
 __device__ __forceinline__ double bn_rsqrt(double v) { return 1.0 / sqrt(v); }
 
-template <typename A> __device__ __forceinline__ A bn_block_sum(A v)
+// n / d and n % d, in 32 bits where both fit (a 64-bit division is several times longer).
+__device__ __forceinline__ long long bn_div(long long n, long long d)
 {
-    __shared__ A part[32];
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    const unsigned lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    if (lane == 0) part[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = part[0];
-    for (unsigned w = 1; w < warps; ++w) v += part[w];
-    __syncthreads();
-    return v;
+    return (((unsigned long long)n | (unsigned long long)d) >> 32) == 0
+               ? (long long)((unsigned)n / (unsigned)d)
+               : n / d;
 }
 
-// The sum over channel c's elements of f(value) (a CTA's threads striding N x plane).
-#define BN_CHANNEL_LOOP(i, value, expr)                                                             \
-    for (long long k = threadIdx.x; k < N * plane; k += blockDim.x) {                               \
-        const long long i = (k / plane) * C * plane + c * plane + k % plane;                        \
-        const A value = tocha::to_compute(x[i]);                                                    \
-        expr;                                                                                       \
-    }
-
-template <typename T, int AFFINE, int RUNNING>
-__device__ void tocha_batch_norm(const T *x, const T *w, const T *b, T *running_mean, T *running_var, T *y,
-                                 unsigned char *ws, long long N, long long C, long long plane, double eps,
-                                 double momentum, int training, int phase)
+// A running count, mean, sum of squared deviations from the mean, sum of dy and sum of
+// dy (x - mean): the forward uses the first three.
+template <typename A> struct bn_moments {
+    long long n;
+    A mean, m2, g, h;
+};
+template <typename A> __device__ __forceinline__ bn_moments<A> shfl_xor(bn_moments<A> v, int o)
 {
-    typedef typename tocha::compute<T>::type A;
-    A *st = (A *)ws;
-    if (phase == 0) {
-        const long long c = blockIdx.x;
-        if (c >= C) return;
-        const long long M = N * plane;
-        A s = (A)0;
-        BN_CHANNEL_LOOP(i, v, s += v)
-        const A mean = bn_block_sum(s) / (A)M;
-        A q = (A)0;
-        BN_CHANNEL_LOOP(i, v, q += (v - mean) * (v - mean))
-        const A var = bn_block_sum(q) / (A)M;
-        if (threadIdx.x == 0) {
-            st[4 * c] = mean, st[4 * c + 1] = bn_rsqrt(var + (A)eps);
-            if (RUNNING) {
-                const A m = (A)momentum, unbiased = M > 1 ? var * (A)M / (A)(M - 1) : var;
-                running_mean[c] = tocha::from_compute<T>(((A)1 - m) * tocha::to_compute(running_mean[c]) + m * mean);
-                running_var[c] = tocha::from_compute<T>(((A)1 - m) * tocha::to_compute(running_var[c]) + m * unbiased);
+    bn_moments<A> r;
+    r.n = tocha::shfl_xor(v.n, o), r.mean = tocha::shfl_xor(v.mean, o), r.m2 = tocha::shfl_xor(v.m2, o);
+    r.g = tocha::shfl_xor(v.g, o), r.h = tocha::shfl_xor(v.h, o);
+    return r;
+}
+
+template <typename A> __device__ __forceinline__ bn_moments<A> bn_empty()
+{
+    bn_moments<A> r;
+    r.n = 0, r.mean = r.m2 = r.g = r.h = (A)0;
+    return r;
+}
+
+// The moments of a and b together (Chan's merge; h moved to the merged mean).
+template <typename A> __device__ __forceinline__ bn_moments<A> bn_merge(bn_moments<A> a, bn_moments<A> b)
+{
+    if (b.n == 0) return a;
+    if (a.n == 0) return b;
+    bn_moments<A> r;
+    r.n = a.n + b.n;
+    const A na = (A)a.n, nb = (A)b.n, inv = (A)1 / (A)r.n, delta = b.mean - a.mean;
+    r.mean = a.mean + delta * nb * inv;
+    r.m2 = a.m2 + b.m2 + delta * delta * na * nb * inv;
+    r.g = a.g + b.g;
+    r.h = a.h + b.h + delta * (na * b.g - nb * a.g) * inv;
+    return r;
+}
+
+// One unit of T: V elements (a 16-byte group, kept as raw words until used) or one element.
+template <typename T, int V> struct bn_unit {
+    unsigned w[4];
+    __device__ __forceinline__ void load(const T *p) { tocha::load_words<16>(p, w); }
+    __device__ __forceinline__ typename tocha::compute<T>::type at(int e) const
+    {
+        return tocha::to_compute(tocha::element_of<T>(w, e));
+    }
+};
+template <typename T> struct bn_unit<T, 1> {
+    T v;
+    __device__ __forceinline__ void load(const T *p) { v = tocha::load_element(p); }
+    __device__ __forceinline__ typename tocha::compute<T>::type at(int) const
+    {
+        return tocha::to_compute(v);
+    }
+};
+
+// V values of A stored at p as T (16-byte aligned when V > 1).
+template <typename T, int V, typename A> __device__ __forceinline__ void bn_store(T *p, const A *v)
+{
+    if (V == 1) {
+        p[0] = tocha::from_compute<T>(v[0]);
+        return;
+    }
+    tocha::pack16<T> out;
+#pragma unroll
+    for (int e = 0; e < V; ++e) out.set(e, tocha::from_compute<T>(v[e]));
+    tocha::store_pack(p, out);
+}
+
+// The moments of J units (J x V elements) of x and, with DY, of dy, merged into acc. One pass
+// over the elements, shifted by K: the thread's running mean (or the batch's first element at
+// the start), so that sum((x - K)^2) - sum(x - K)^2 / B loses at most about log2(B) bits to
+// cancellation (K lies within the data) and, once the mean has settled, next to none.
+template <int J, int V, bool DY, typename T, typename A>
+__device__ __forceinline__ bn_moments<A> bn_batch(bn_moments<A> acc, const bn_unit<T, V> *xs,
+                                                  const bn_unit<T, V> *ds)
+{
+    const A K = acc.n ? acc.mean : xs[0].at(0),
+            inv = (A)(1.0 / (J * V)); // J x V is a power of two: exact
+    A s = (A)0, q = (A)0, g = (A)0, h = (A)0;
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const A d = xs[j].at(e) - K;
+            s += d, q += d * d;
+            if (DY) {
+                const A dv = ds[j].at(e);
+                g += dv, h += dv * d;
             }
         }
-        return;
-    }
-    const long long total = N * C * plane, stride = (long long)blockDim.x * gridDim.x;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        const long long c = (e / plane) % C;
-        A mean, rstd;
-        if (training) {
-            mean = st[4 * c], rstd = st[4 * c + 1];
+    bn_moments<A> b;
+    b.n = J * V;
+    b.mean = K + s * inv;
+    b.m2 = q - s * s * inv;
+    if (b.m2 < (A)0) b.m2 = (A)0; // rounding: a variance is never negative
+    b.g = g;
+    b.h = h - s * inv * g; // sum(dy (x - K)) moved to the batch's mean
+    return bn_merge(acc, b);
+}
+
+// Channel c's units [lo, hi) (a unit: V elements of one plane; the channel's planes are N
+// apart by C x plane), this thread's share: U units in flight, a stride of the CTA apart.
+template <int U, int V, bool DY, typename T, typename A>
+__device__ __forceinline__ bn_moments<A> bn_walk(const T *x, const T *dy, long long C, long long plane,
+                                                 long long c, long long lo, long long hi)
+{
+    const long long upp = plane / V, team = blockDim.x;
+    // Stepping a unit index by `team`: q planes and r units on, then a carry of one plane.
+    const long long q = bn_div(team, upp), r = team - q * upp, step = q * C * plane + r * V,
+                    carry = (C - 1) * plane;
+    bn_moments<A> acc = bn_empty<A>();
+    for (long long u = lo + threadIdx.x; u < hi; u += U * team) {
+        const long long n = bn_div(u, upp);
+        long long k = u - n * upp, at = (n * C + c) * plane + k * V;
+        bn_unit<T, V> xs[U], ds[U];
+        int got = 0;
+#pragma unroll
+        for (int j = 0; j < U; ++j)
+            if (u + j * team < hi) {
+                xs[j].load(x + at);
+                if (DY) ds[j].load(dy + at);
+                ++got;
+                k += r, at += step;
+                if (k >= upp) k -= upp, at += carry;
+            }
+        if (got == U) {
+            acc = bn_batch<U, V, DY>(acc, xs, ds);
         } else {
-            mean = tocha::to_compute(running_mean[c]), rstd = bn_rsqrt(tocha::to_compute(running_var[c]) + (A)eps);
+#pragma unroll
+            for (int j = 0; j < U - 1; ++j)
+                if (j < got) acc = bn_batch<1, V, DY>(acc, xs + j, ds + j);
         }
-        A v = (tocha::to_compute(x[e]) - mean) * rstd;
-        if (AFFINE) v = v * tocha::to_compute(w[c]) + tocha::to_compute(b[c]);
-        y[e] = tocha::from_compute<T>(v);
+    }
+    return acc;
+}
+
+// Whether the tensors take 16-byte units: the plane is whole groups and every pointer aligned.
+template <typename T>
+__device__ __forceinline__ bool bn_vector(long long plane, const void *a, const void *b, const void *c)
+{
+    const int V = tocha::vec16<T>::n;
+    return V > 1 && plane % V == 0 &&
+           (((unsigned long long)a | (unsigned long long)b | (unsigned long long)c) & 15u) == 0;
+}
+
+// Split s of a channel of `units` units among `splits`: its first unit and the one past its last.
+__device__ __forceinline__ void bn_split(long long units, long long splits, long long s, long long *lo,
+                                         long long *hi)
+{
+    const long long part = (units + splits - 1) / splits;
+    *lo = tocha::min_ll(s * part, units);
+    *hi = tocha::min_ll(*lo + part, units);
+}
+
+// Phase 0: CTA (c, s)'s partial into ws[(c splits + s) 4 ...].
+template <bool DY, typename T, typename A>
+__device__ __forceinline__ void bn_partials(const T *x, const T *dy, A *ws, long long N, long long C,
+                                            long long plane, long long splits, bool vec)
+{
+    const long long item = blockIdx.x;
+    if (item >= C * splits) return;
+    const long long c = item / splits, s = item - c * splits;
+    const int V = tocha::vec16<T>::n;
+    long long lo, hi;
+    bn_split(N * (vec ? plane / V : plane), splits, s, &lo, &hi);
+    const int U = DY ? BN_UNITS / 2 : BN_UNITS;
+    bn_moments<A> m = vec ? bn_walk<U, tocha::vec16<T>::n, DY, T, A>(x, dy, C, plane, c, lo, hi)
+                          : bn_walk<U, 1, DY, T, A>(x, dy, C, plane, c, lo, hi);
+    m = tocha::team_combine(m, blockDim.x, true,
+                            [](bn_moments<A> a, bn_moments<A> b) { return bn_merge(a, b); });
+    if (threadIdx.x == 0) {
+        A *p = ws + 4 * item;
+        p[0] = m.mean, p[1] = m.m2, p[2] = m.g, p[3] = m.h;
     }
 }
 
+// Phase 1's merge: channel c's moments (every lane of the warp returns them), or false for a
+// warp past the last channel (the whole warp).
+template <typename A>
+__device__ __forceinline__ bool bn_channel(const A *ws, long long N, long long C, long long plane,
+                                           long long splits, int V, long long *c, bn_moments<A> *out)
+{
+    *c = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (*c >= C) return false;
+    const long long units = N * (plane / V);
+    bn_moments<A> m = bn_empty<A>();
+    for (long long s = threadIdx.x % 32; s < splits; s += 32) {
+        const A *p = ws + 4 * (*c * splits + s);
+        long long lo, hi;
+        bn_split(units, splits, s, &lo, &hi);
+        bn_moments<A> part;
+        part.n = (hi - lo) * V, part.mean = p[0], part.m2 = p[1], part.g = p[2], part.h = p[3];
+        m = bn_merge(m, part);
+    }
+    *out = tocha::team_combine(m, 32u, false,
+                               [](bn_moments<A> a, bn_moments<A> b) { return bn_merge(a, b); });
+    return true;
+}
+
+// Phase 2's walk over the tensor's units: a CTA a span of U x blockDim units, each thread U of
+// them a stride of the CTA apart (their channels stepped from the first's), all U loaded
+// before any is used. load(j, at) issues unit j's loads (at: its first element), fn(j, at, c)
+// computes and stores it (c: its channel).
+template <int U, int V, typename L, typename F>
+__device__ __forceinline__ void bn_each_unit(long long N, long long C, long long plane, L load, F fn)
+{
+    const long long upp = plane / V, units = N * C * upp, team = blockDim.x, span = U * team;
+    const long long q = bn_div(team, upp), r = team - q * upp, qc = q - bn_div(q, C) * C;
+    for (long long u = blockIdx.x * span + threadIdx.x; u < units; u += (long long)gridDim.x * span) {
+        const long long row = bn_div(u, upp);
+        long long k = u - row * upp, c = row - bn_div(row, C) * C, cs[U];
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+            cs[j] = c;
+            if (u + j * team < units) load(j, (u + j * team) * V);
+            k += r, c += qc;
+            if (k >= upp) k -= upp, ++c;
+            if (c >= C) c -= C;
+        }
+#pragma unroll
+        for (int j = 0; j < U; ++j)
+            if (u + j * team < units) fn(j, (u + j * team) * V, cs[j]);
+    }
+}
+
+// Phase 2 of the forward in units of V: y = (x - mean) scale + shift, the channel's coefficients
+// read once a unit: the batch's from phase 1 (training), or from the running statistics.
+template <int V, int AFFINE, typename T, typename A>
+__device__ __forceinline__ void bn_normalise(const T *x, const T *w, const T *b, const T *running_mean,
+                                             const T *running_var, T *y, const A *coef, long long N,
+                                             long long C, long long plane, A eps, int training)
+{
+    bn_unit<T, V> xs[BN_UNITS];
+    bn_each_unit<BN_UNITS, V>(
+        N, C, plane, [&](int j, long long at) { xs[j].load(x + at); },
+        [&](int j, long long at, long long c) {
+            A mean, scale, shift, out[V];
+            if (training) {
+                mean = coef[4 * c], scale = coef[4 * c + 1], shift = coef[4 * c + 2];
+            } else {
+                const A rstd = bn_rsqrt(tocha::to_compute(running_var[c]) + eps);
+                mean = tocha::to_compute(running_mean[c]);
+                scale = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
+                shift = AFFINE ? tocha::to_compute(b[c]) : (A)0;
+            }
+#pragma unroll
+            for (int e = 0; e < V; ++e) out[e] = (xs[j].at(e) - mean) * scale + shift;
+            bn_store<T, V>(y + at, out);
+        });
+}
+
+// Phase 2 of the backward in units of V: dx = a ((dy - gm) - (x - mean) k), the channel's
+// coefficients read once a unit: training's from phase 1; inference's a = w rstd from the
+// running variance, gm = k = 0 (x unread).
+template <int V, int AFFINE, typename T, typename A>
+__device__ __forceinline__ void bn_gradient(const T *x, const T *w, const T *running_var, const T *dy,
+                                            T *dx, const A *coef, long long N, long long C,
+                                            long long plane, A eps, int training)
+{
+    bn_unit<T, V> xs[BN_UNITS / 2], gs[BN_UNITS / 2];
+    bn_each_unit<BN_UNITS / 2, V>(
+        N, C, plane,
+        [&](int j, long long at) {
+            if (training) xs[j].load(x + at);
+            gs[j].load(dy + at);
+        },
+        [&](int j, long long at, long long c) {
+            A out[V];
+            if (training) {
+                const A mean = coef[4 * c], a = coef[4 * c + 1], gm = coef[4 * c + 2],
+                        k = coef[4 * c + 3];
+#pragma unroll
+                for (int e = 0; e < V; ++e) out[e] = a * ((gs[j].at(e) - gm) - (xs[j].at(e) - mean) * k);
+            } else {
+                const A rstd = bn_rsqrt(tocha::to_compute(running_var[c]) + eps),
+                        a = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
+#pragma unroll
+                for (int e = 0; e < V; ++e) out[e] = a * gs[j].at(e);
+            }
+            bn_store<T, V>(dx + at, out);
+        });
+}
+
 template <typename T, int AFFINE, int RUNNING>
-__device__ void tocha_batch_norm_backward(const T *x, const T *w, const T *running_mean, const T *running_var, const T *dy,
-                                          T *dx, T *dw, T *db, unsigned char *ws, long long N, long long C,
-                                          long long plane, double eps, int training, int phase)
+__device__ void tocha_batch_norm(const T *x, const T *w, const T *b, T *running_mean, T *running_var,
+                                 T *y, unsigned char *ws, long long N, long long C, long long plane,
+                                 long long splits, double eps, double momentum, int training, int phase)
 {
     typedef typename tocha::compute<T>::type A;
-    A *st = (A *)ws;
-    const long long M = N * plane;
+    A *part = (A *)ws, *coef = part + 4 * C * splits;
+    const bool vec = bn_vector<T>(plane, x, y, x);
+    const int V = vec ? tocha::vec16<T>::n : 1;
     if (phase == 0) {
-        const long long c = blockIdx.x;
-        if (c >= C) return;
-        A mean, rstd;
-        if (training) {
-            A s = (A)0;
-            BN_CHANNEL_LOOP(i, v, s += v)
-            mean = bn_block_sum(s) / (A)M;
-            A q = (A)0;
-            BN_CHANNEL_LOOP(i, v, q += (v - mean) * (v - mean))
-            rstd = bn_rsqrt(bn_block_sum(q) / (A)M + (A)eps);
-        } else {
-            mean = tocha::to_compute(running_mean[c]), rstd = bn_rsqrt(tocha::to_compute(running_var[c]) + (A)eps);
-        }
-        A sg = (A)0, sgx = (A)0;
-        BN_CHANNEL_LOOP(i, v, {
-            const A g = tocha::to_compute(dy[i]);
-            sg += g;
-            sgx += g * (v - mean) * rstd;
-        })
-        sg = bn_block_sum(sg);
-        sgx = bn_block_sum(sgx);
-        if (threadIdx.x == 0) {
-            st[4 * c] = mean, st[4 * c + 1] = rstd, st[4 * c + 2] = sg, st[4 * c + 3] = sgx;
-            if (AFFINE) dw[c] = tocha::from_compute<T>(sgx), db[c] = tocha::from_compute<T>(sg);
+        bn_partials<false>(x, x, part, N, C, plane, splits, vec);
+        return;
+    }
+    if (phase == 1) {
+        long long c;
+        bn_moments<A> m;
+        if (!bn_channel(part, N, C, plane, splits, V, &c, &m) || threadIdx.x % 32 != 0) return;
+        const long long M = N * plane;
+        const A var = m.m2 / (A)M, rstd = bn_rsqrt(var + (A)eps);
+        coef[4 * c] = m.mean;
+        coef[4 * c + 1] = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
+        coef[4 * c + 2] = AFFINE ? tocha::to_compute(b[c]) : (A)0;
+        if (RUNNING) {
+            const A mo = (A)momentum, unbiased = M > 1 ? var * (A)M / (A)(M - 1) : var;
+            running_mean[c] =
+                tocha::from_compute<T>(((A)1 - mo) * tocha::to_compute(running_mean[c]) + mo * m.mean);
+            running_var[c] =
+                tocha::from_compute<T>(((A)1 - mo) * tocha::to_compute(running_var[c]) + mo * unbiased);
         }
         return;
     }
-    const long long total = N * C * plane, stride = (long long)blockDim.x * gridDim.x;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        const long long c = (e / plane) % C;
-        const A mean = st[4 * c], rstd = st[4 * c + 1];
-        const A scale = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
-        const A g = tocha::to_compute(dy[e]);
-        A d;
-        if (training) {
-            const A xhat = (tocha::to_compute(x[e]) - mean) * rstd;
-            d = scale * (g - st[4 * c + 2] / (A)M - xhat * st[4 * c + 3] / (A)M);
-        } else {
-            d = scale * g;
-        }
-        dx[e] = tocha::from_compute<T>(d);
+    if (vec)
+        bn_normalise<tocha::vec16<T>::n, AFFINE>(x, w, b, running_mean, running_var, y, coef, N, C,
+                                                 plane, (A)eps, training);
+    else
+        bn_normalise<1, AFFINE>(x, w, b, running_mean, running_var, y, coef, N, C, plane, (A)eps,
+                                training);
+}
+
+template <typename T, int AFFINE, int RUNNING>
+__device__ void tocha_batch_norm_backward(const T *x, const T *w, const T *running_mean,
+                                          const T *running_var, const T *dy, T *dx, T *dw, T *db,
+                                          unsigned char *ws, long long N, long long C, long long plane,
+                                          long long splits, double eps, int training, int phase)
+{
+    typedef typename tocha::compute<T>::type A;
+    A *part = (A *)ws, *coef = part + 4 * C * splits;
+    const bool vec = bn_vector<T>(plane, x, dy, dx);
+    const int V = vec ? tocha::vec16<T>::n : 1;
+    if (phase == 0) {
+        bn_partials<true>(x, dy, part, N, C, plane, splits, vec);
+        return;
     }
+    if (phase == 1) {
+        long long c;
+        bn_moments<A> m;
+        if (!bn_channel(part, N, C, plane, splits, V, &c, &m) || threadIdx.x % 32 != 0) return;
+        const long long M = N * plane;
+        A mean = m.mean, rstd, h = m.h;
+        if (training) {
+            rstd = bn_rsqrt(m.m2 / (A)M + (A)eps);
+        } else {
+            // sum(dy (x - running mean)) from the batch's sum(dy (x - mean)).
+            const A rm = tocha::to_compute(running_mean[c]);
+            rstd = bn_rsqrt(tocha::to_compute(running_var[c]) + (A)eps);
+            h += (m.mean - rm) * m.g;
+            mean = rm;
+        }
+        const A sgx = h * rstd;
+        coef[4 * c] = mean;
+        coef[4 * c + 1] = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
+        coef[4 * c + 2] = m.g / (A)M;
+        coef[4 * c + 3] = rstd * sgx / (A)M;
+        if (AFFINE) dw[c] = tocha::from_compute<T>(sgx), db[c] = tocha::from_compute<T>(m.g);
+        return;
+    }
+    if (vec)
+        bn_gradient<tocha::vec16<T>::n, AFFINE>(x, w, running_var, dy, dx, coef, N, C, plane, (A)eps,
+                                                training);
+    else
+        bn_gradient<1, AFFINE>(x, w, running_var, dy, dx, coef, N, C, plane, (A)eps, training);
 }

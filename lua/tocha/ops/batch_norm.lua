@@ -13,6 +13,13 @@
 -- leaves them out of m:trainable_parameters() and of backward's gradients). In a model,
 -- m:train(flag) sets the mode of every op that has one (a direct call reads op.training).
 -- Without running statistics the batch's are used in both modes, as PyTorch does.
+--
+-- Each direction is three launches of one kernel (kernels/batch_norm.cu): the channels'
+-- statistics as a split reduction (C x splits CTAs, the partials in the workspace), a short pass
+-- that merges them (a warp a channel) into per-channel coefficients, and the elementwise pass.
+-- With the running statistics (inference) the forward is the elementwise pass alone and the
+-- backward runs the first two only for the weight's and bias's gradients. The splits are planned
+-- from the shape alone (M.splits), so a result is the same on every run and device.
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -22,6 +29,17 @@ local raise = errors.raise
 local M = {}
 
 local BLOCK = 256
+local UNITS = 4 -- 16-byte units a thread has in flight (the kernel's BN_UNITS; half of them of x and dy)
+-- Statistics CTAs that fill an H200 once: 132 SMs x 4 CTAs of BLOCK threads at the kernel's 56
+-- to 64 registers, so that every CTA runs at once and none is left for a second, short wave.
+local WAVE = 528
+
+-- The statistics pass's splits of each channel for x [N, C, plane] of dtype dt: enough CTAs
+-- (C x splits) to fill the GPU about once, each thread with at least UNITS 16-byte units.
+function M.splits(N, C, plane, dt)
+  local units = math.ceil(N * plane / (16 / dtype.size(dt)))
+  return math.max(1, math.min(math.floor(WAVE / C), math.floor(units / (UNITS * BLOCK))))
+end
 
 local BatchNorm2d = op.class("BatchNorm2d")
 M.BatchNorm2d = BatchNorm2d
@@ -47,10 +65,10 @@ function BatchNorm2d.new(channels, opts)
   local source = op.source("batch_norm.cu")
   local targs = ("%s, %d, %d"):format(dtype.ctype(dt), affine and 1 or 0, running and 1 or 0)
   self.kernel = kernel.new { source = source, name = "tocha_batch_norm", template_args = targs,
-    params = ("%s* x, %s* w, %s* b, %s* running_mean, %s* running_var, %s* y, u8* ws, i64 N, i64 C, i64 plane, f64 eps, f64 momentum, i32 training, i32 phase")
+    params = ("%s* x, %s* w, %s* b, %s* running_mean, %s* running_var, %s* y, u8* ws, i64 N, i64 C, i64 plane, i64 splits, f64 eps, f64 momentum, i32 training, i32 phase")
       :format(dt, dt, dt, dt, dt, dt) }
   self.grad_kernel = kernel.new { source = source, name = "tocha_batch_norm_backward", template_args = targs,
-    params = ("%s* x, %s* w, %s* running_mean, %s* running_var, %s* dy, %s* dx, %s* dw, %s* db, u8* ws, i64 N, i64 C, i64 plane, f64 eps, i32 training, i32 phase")
+    params = ("%s* x, %s* w, %s* running_mean, %s* running_var, %s* dy, %s* dx, %s* dw, %s* db, u8* ws, i64 N, i64 C, i64 plane, i64 splits, f64 eps, i32 training, i32 phase")
       :format(dt, dt, dt, dt, dt, dt, dt, dt) }
   self.backward_kernel = self.grad_kernel
   return self
@@ -102,25 +120,36 @@ function BatchNorm2d:compute_concrete_output_shape(input_shapes)
   return out
 end
 
-function BatchNorm2d:n_launches() return 2 end
-function BatchNorm2d:n_backward_launches() return 2 end
-function BatchNorm2d:workspace_bytes() return 4 * self.channels * (self.dtype == "f64" and 8 or 4) end
+function BatchNorm2d:n_launches() return 3 end
+function BatchNorm2d:n_backward_launches() return 3 end
 
-local function elements_grid(total)
-  return { math.max(1, math.min(math.ceil(total / BLOCK), 2 ^ 31 - 1)), 1, 1 }
+-- The workspace: C x splits partials of 4 values (f32, f64 for f64), then 4 coefficients a
+-- channel.
+function BatchNorm2d:workspace_bytes(input_shapes)
+  local N, C, plane = self:view(op.one_input(input_shapes), "inputs[1]")
+  return 4 * C * (M.splits(N, C, plane, self.dtype) + 1) * (self.dtype == "f64" and 8 or 4)
+end
+
+-- Launch i's grid: 1, a CTA a (channel, split); 2, a warp a channel; 3, the elementwise pass,
+-- `per` 16-byte units a thread (it strides over what a grid does not cover). stats: whether
+-- launches 1 and 2 run.
+local function grid(self, i, input_shapes, stats, per)
+  local N, C, plane = self:view(op.one_input(input_shapes), "inputs[1]")
+  if i < 3 and not stats then return { 0, 0, 0 } end
+  if i == 1 then return { C * M.splits(N, C, plane, self.dtype), 1, 1 } end
+  if i == 2 then return { math.ceil(C * 32 / BLOCK), 1, 1 } end
+  local units = math.ceil(N * C * plane / (16 / dtype.size(self.dtype)))
+  return { math.max(1, math.min(math.ceil(units / (per * BLOCK)), 2 ^ 31 - 1)), 1, 1 }
 end
 
 function BatchNorm2d:grid_for_launch(i, input_shapes)
-  op.launch_index(i, 2)
-  local N, C, plane = self:view(op.one_input(input_shapes), "inputs[1]")
-  if i == 1 then return batch_stats(self) and { C, 1, 1 } or { 0, 0, 0 } end
-  return elements_grid(N * C * plane)
+  op.launch_index(i, 3)
+  return grid(self, i, input_shapes, batch_stats(self), UNITS)
 end
+-- The backward's statistics run for the batch's statistics or for the parameters' gradients.
 function BatchNorm2d:backward_grid_for_launch(i, input_shapes)
-  op.launch_index(i, 2)
-  local N, C, plane = self:view(op.one_input(input_shapes), "inputs[1]")
-  if i == 1 then return { C, 1, 1 } end
-  return elements_grid(N * C * plane)
+  op.launch_index(i, 3)
+  return grid(self, i, input_shapes, batch_stats(self) or self.affine, UNITS / 2)
 end
 BatchNorm2d.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
 
@@ -140,17 +169,17 @@ local function addresses(self, x, params)
 end
 
 function BatchNorm2d:pack_args_for_launch(i, inputs, params, output, output_shape)
-  op.launch_index(i, 2)
+  op.launch_index(i, 3)
   local x, shape = op.input_of(inputs)
   op.check_output_shape(output_shape or shape, shape, "x's")
   local N, C, plane = self:view(shape, "inputs[1]")
   local at = addresses(self, x, params)
   return { x, at.weight, at.bias, at.running_mean, at.running_var, op.address(output, "output"), at.ws, N, C, plane,
-    self.eps, self.momentum, batch_stats(self) and 1 or 0, i - 1 }
+    M.splits(N, C, plane, self.dtype), self.eps, self.momentum, batch_stats(self) and 1 or 0, i - 1 }
 end
 
 function BatchNorm2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
-  op.launch_index(i, 2)
+  op.launch_index(i, 3)
   local x, shape = op.input_of(inputs)
   local N, C, plane = self:view(shape, "inputs[1]")
   local at = addresses(self, x, params)
@@ -160,7 +189,7 @@ function BatchNorm2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad
   local dw = self.affine and op.address(grad_params[1], "grad_params[1]") or dx
   local db = self.affine and op.address(grad_params[2], "grad_params[2]") or dx
   return { x, at.weight, at.running_mean, at.running_var, op.address(grad_output, "grad_output"), dx, dw, db, at.ws,
-    N, C, plane, self.eps, batch_stats(self) and 1 or 0, i - 1 }
+    N, C, plane, M.splits(N, C, plane, self.dtype), self.eps, batch_stats(self) and 1 or 0, i - 1 }
 end
 
 op.finish(BatchNorm2d)
