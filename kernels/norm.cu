@@ -1,143 +1,290 @@
 // norm.cu: layer, RMS and group normalisation, forward and backward. x is viewed as `rows`
 // rows of n elements, each normalised on its own: layer norm over the last dimensions (a row a
-// normalised shape), group norm over a group of channels of one sample (a row = C / G channels
-// x the plane). The affine parameter of element j of row r is p = ((r % G) * n + j) / HW: j for
-// layer norm (G = HW = 1), the channel for group norm (HW the plane). RMS (1: RMS norm, no
-// mean) and AFFINE (0 none, 1 weight, 2 weight and bias) are compile-time constants; halves
-// compute in f32.
+// normalised shape, the affine parameter of element j is j), group norm over a group of
+// channels of one sample (row r = sample r / G, group r % G: per = n / HW channels of HW
+// elements each, channel c of the row using parameter (r % G) * per + c). RMS (1: RMS norm, no
+// mean), AFFINE (0 none, 1 weight, 2 weight and bias) and GROUPED (1: group norm) are
+// compile-time constants; halves compute in f32, f64 in f64.
+//
+// Rows go to teams (tocha.cuh's team_of: rows_mode -1 a CTA a row, 1 to 32 that many lanes of
+// a warp a row; the host picks it with tensor_reduce's team_mapping, from the row for layer
+// norm and from the channel plane for group norm, which walks its row plane by plane), which
+// read in 16-byte groups (row_each, row_walk).
 //
 // Forward: y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps) (biased variance; RMS
-// norm: mean 0 and var the mean square). A warp a row (rows 32) or a CTA a row (rows -1), the
-// host choosing by n; the row is read three times (mean, variance from it, output), the later
-// reads from cache.
-// Backward, two launches of one kernel: phase 0, a row as above, recomputes the row's mean and
-// rstd (kept in the workspace `stats`) and writes dx = rstd (g - mean(g) - xhat mean(g xhat))
-// with g = dy w and xhat = (x - mean) rstd (RMS: without the mean(g) term); phase 1, a thread a
-// parameter, sums dw = sum(dy xhat) and db = sum(dy) over the elements that use it.
+// norm: mean 0, var the mean square). Two reads of the row: its moments (Welford's, one read;
+// RMS: the sum of squares), then the output.
+//
+// Backward, three launches of tocha_norm_backward (phase 0, 1, 2), deterministic (no atomics):
+// - phase 0, a team a row: the mean (a read of x), then, in one read of x and dy, the sum of
+//   squared deviations (so rstd), sum(g) and sum(g (x - mean)) with g = dy w, and last
+//   dx = rstd (g - mean(g) - xhat mean(g xhat)), xhat = (x - mean) rstd (RMS: no mean(g) term).
+//   Its mean and rstd go to the workspace (stats). Group norm sums g per channel, and keeps each
+//   (sample, channel)'s sum(dy xhat) and sum(dy) in the workspace (planes [2][N][C]);
+// - phase 1, the parameters' sums as a column reduction: a CTA of 8 warps takes a tile of 32
+//   16-byte groups of columns (a lane V = 16 / sizeof(T) columns), its warps a row in 8 each
+//   of the split's rows, then adds its warps' sums in shared memory in warp order. Layer norm's
+//   columns are x's (dw_j = sum over rows of dy xhat, db_j = sum of dy), group norm's the
+//   channels of the per-(sample, channel) planes. With splits > 1 the rows are cut into splits
+//   (gridDim.y) and each writes its partial sums to the workspace ([2][splits][columns]);
+// - phase 2 (splits > 1): the same column reduction over those partials gives dw and db.
+
+#define NM_WARPS 8 // a CTA's warps: the host launches CTAs of 256 threads
 
 __device__ __forceinline__ float nm_rsqrt(float v) { return 1.0f / sqrtf(v); }
 __device__ __forceinline__ double nm_rsqrt(double v) { return 1.0 / sqrt(v); }
 
-template <typename A> __device__ __forceinline__ A nm_team_sum(A v, bool cta)
+// Three sums combined across a team at once.
+template <typename A> struct nm_sums {
+    A a, b, c;
+};
+template <typename A> __device__ __forceinline__ nm_sums<A> shfl_xor(nm_sums<A> v, int o)
 {
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (!cta) return v;
-    __shared__ A part[32];
-    const unsigned lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    if (lane == 0) part[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = part[0];
-    for (unsigned w = 1; w < warps; ++w) v += part[w];
-    __syncthreads();
-    return v;
+    nm_sums<A> r;
+    r.a = tocha::shfl_xor(v.a, o), r.b = tocha::shfl_xor(v.b, o), r.c = tocha::shfl_xor(v.c, o);
+    return r;
+}
+template <typename A> __device__ __forceinline__ nm_sums<A> nm_team(nm_sums<A> v, unsigned team, bool cta)
+{
+    return tocha::team_combine(v, team, cta, [](nm_sums<A> x, nm_sums<A> y) {
+        x.a += y.a, x.b += y.b, x.c += y.c;
+        return x;
+    });
 }
 
-// The row this thread's team normalises, its member index and team size; false for a team past
-// the last row.
-__device__ __forceinline__ bool nm_row(int rows_mode, long long rows, long long *row, unsigned *member, unsigned *team)
-{
-    const bool cta = rows_mode < 0;
-    *team = cta ? blockDim.x : 32u;
-    *member = cta ? threadIdx.x : threadIdx.x % 32;
-    *row = cta ? (long long)blockIdx.x : (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    return *row < rows;
-}
-
-// The mean and rstd of row p of n elements (RMS: mean 0).
+// The mean and rstd of the row p: its len elements (0 for a team past the last row, which
+// still takes part in the team's combining) of a row of n. One read.
 template <typename T, int RMS, typename A>
-__device__ __forceinline__ void nm_stats(const T *p, long long n, unsigned member, unsigned team, bool cta, double eps, A *mean,
-                                         A *rstd)
+__device__ __forceinline__ void nm_stats(const T *p, long long len, long long n, unsigned member, unsigned team, bool cta,
+                                         double eps, A *mean, A *rstd)
 {
-    A m = (A)0;
-    if (!RMS) {
-        A s = (A)0;
-        for (long long j = member; j < n; j += team) s += tocha::to_compute(p[j]);
-        m = nm_team_sum(s, cta) / (A)n;
+    if (RMS) {
+        A q = (A)0;
+        tocha::row_each(p, len, member, team, [&](T e, long long) {
+            const A v = tocha::to_compute(e);
+            q += v * v;
+        });
+        *mean = (A)0;
+        *rstd = nm_rsqrt(tocha::team_sum(q, team, cta) / (A)n + (A)eps);
+        return;
     }
-    A q = (A)0;
-    for (long long j = member; j < n; j += team) {
-        const A d = tocha::to_compute(p[j]) - m;
-        q += d * d;
-    }
-    *mean = m;
-    *rstd = nm_rsqrt(nm_team_sum(q, cta) / (A)n + (A)eps);
+    tocha::moments<A> v = tocha::no_moments<A>();
+    tocha::row_each(p, len, member, team, [&](T e, long long) { tocha::moments_push(v, tocha::to_compute(e)); });
+    v = tocha::team_combine(v, team, cta, [](tocha::moments<A> a, tocha::moments<A> b) { return tocha::moments_merge(a, b); });
+    *mean = v.mean;
+    *rstd = nm_rsqrt(v.m2 / (A)n + (A)eps);
 }
 
-template <typename T, int RMS, int AFFINE>
+template <typename T, int RMS, int AFFINE, int GROUPED>
 __device__ void tocha_norm(const T *x, const T *w, const T *b, T *y, long long rows, long long n, long long G, long long HW,
                            double eps, int rows_mode)
 {
     typedef typename tocha::compute<T>::type A;
+    const bool cta = rows_mode < 0;
     long long row;
     unsigned member, team;
-    if (!nm_row(rows_mode, rows, &row, &member, &team)) return; // a whole CTA, or a whole warp
-    const bool cta = rows_mode < 0;
-    const T *p = x + row * n;
+    tocha::team_of(rows_mode, &row, &member, &team);
+    if (cta && row >= rows) return; // the whole CTA
+    const bool live = row < rows;   // a team of a warp past the end stays for the shuffles
+    const T *p = x + (live ? row : 0) * n;
+    T *out = y + (live ? row : 0) * n;
     A mean, rstd;
-    nm_stats<T, RMS>(p, n, member, team, cta, eps, &mean, &rstd);
-    const long long base = (row % G) * n;
-    for (long long j = member; j < n; j += team) {
-        A v = (tocha::to_compute(p[j]) - mean) * rstd;
-        if (AFFINE >= 1) v = v * tocha::to_compute(w[(base + j) / HW]);
-        if (AFFINE == 2) v = v + tocha::to_compute(b[(base + j) / HW]);
-        y[row * n + j] = tocha::from_compute<T>(v);
+    nm_stats<T, RMS>(p, live ? n : 0, n, member, team, cta, eps, &mean, &rstd);
+    if (!live) return;
+    if (GROUPED) {
+        // A channel at a time: its parameters once, not once an element.
+        const long long per = n / HW, first = (row % G) * per;
+        for (long long c = 0; c < per; ++c) {
+            const A scale = AFFINE >= 1 ? rstd * tocha::to_compute(w[first + c]) : rstd;
+            const A shift = AFFINE == 2 ? tocha::to_compute(b[first + c]) : (A)0;
+            const T *pc = p + c * HW;
+            tocha::row_walk<1, true>(pc, pc, out + c * HW, HW, member, team, [&](T e, T, long long) {
+                return tocha::from_compute<T>((tocha::to_compute(e) - mean) * scale + shift);
+            });
+        }
+        return;
+    }
+    tocha::row_walk<1, true>(p, p, out, n, member, team, [&](T e, T, long long k) {
+        A v = (tocha::to_compute(e) - mean) * rstd;
+        if (AFFINE >= 1) v = v * tocha::to_compute(w[k]);
+        if (AFFINE == 2) v = v + tocha::to_compute(b[k]);
+        return tocha::from_compute<T>(v);
+    });
+}
+
+// Phase 0: dx, a team a row; the row's (mean, rstd) to st[2 row], and for group norm with
+// parameters each channel's sum(dy xhat) and sum(dy) to the planes pa and pb ([N][C]).
+template <typename T, int RMS, int AFFINE, int GROUPED, typename A>
+__device__ __forceinline__ void nm_dx(const T *x, const T *w, const T *dy, T *dx, A *st, A *pa, A *pb, long long rows,
+                                      long long n, long long G, long long HW, double eps, int rows_mode)
+{
+    const bool cta = rows_mode < 0;
+    long long row;
+    unsigned member, team;
+    tocha::team_of(rows_mode, &row, &member, &team);
+    if (cta && row >= rows) return;
+    const bool live = row < rows;
+    const long long r = live ? row : 0, len = live ? n : 0;
+    const T *p = x + r * n, *g = dy + r * n;
+    A mean = (A)0;
+    if (!RMS) {
+        A s = (A)0;
+        tocha::row_each(p, len, member, team, [&](T e, long long) { s += tocha::to_compute(e); });
+        mean = tocha::team_sum(s, team, cta) / (A)n;
+    }
+    // The sums, from one read of x and dy: q of (x - mean)^2, sg of g, sgd of g (x - mean).
+    A q = (A)0, sg = (A)0, sgd = (A)0;
+    const long long per = GROUPED ? n / HW : 1, first = GROUPED ? (r % G) * per : 0;
+    const long long plane = live ? HW : 0, at = GROUPED ? (r / G) * G * per + first : 0;
+    if (GROUPED) {
+        for (long long c = 0; c < per; ++c) {
+            nm_sums<A> s;
+            s.a = s.b = s.c = (A)0;
+            tocha::row_walk<2, false>(p + c * HW, g + c * HW, (T *)0, plane, member, team, [&](T e, T d, long long) {
+                const A xm = tocha::to_compute(e) - mean, gv = tocha::to_compute(d);
+                s.a += xm * xm, s.b += gv, s.c += gv * xm;
+            });
+            s = nm_team(s, team, cta);
+            const A wc = AFFINE >= 1 ? tocha::to_compute(w[first + c]) : (A)1;
+            q += s.a, sg += wc * s.b, sgd += wc * s.c;
+            if (AFFINE >= 1 && live && member == 0) pa[at + c] = s.c, pb[at + c] = s.b;
+        }
+    } else {
+        nm_sums<A> s;
+        s.a = s.b = s.c = (A)0;
+        tocha::row_walk<2, false>(p, g, (T *)0, len, member, team, [&](T e, T d, long long k) {
+            const A xm = tocha::to_compute(e) - mean;
+            A gv = tocha::to_compute(d);
+            if (AFFINE >= 1) gv = gv * tocha::to_compute(w[k]);
+            s.a += xm * xm, s.b += gv, s.c += gv * xm;
+        });
+        s = nm_team(s, team, cta);
+        q = s.a, sg = s.b, sgd = s.c;
+    }
+    if (!live) return;
+    const A rstd = nm_rsqrt(q / (A)n + (A)eps);
+    if (member == 0) {
+        st[2 * row] = mean, st[2 * row + 1] = rstd;
+        // The planes hold sum(dy xhat): this thread's own sums of dy (x - mean), scaled now
+        // that rstd is known.
+        if (GROUPED && AFFINE >= 1)
+            for (long long c = 0; c < per; ++c) pa[at + c] *= rstd;
+    }
+    // dx = rstd (g - mean(g)) - (x - mean) rstd^3 mean(g (x - mean))
+    const A mg = RMS ? (A)0 : sg / (A)n, kx = rstd * rstd * sgd / (A)n;
+    T *o = dx + row * n;
+    if (GROUPED) {
+        for (long long c = 0; c < per; ++c) {
+            const A wc = AFFINE >= 1 ? tocha::to_compute(w[first + c]) : (A)1;
+            tocha::row_walk<2, true>(p + c * HW, g + c * HW, o + c * HW, HW, member, team, [&](T e, T d, long long) {
+                const A xm = tocha::to_compute(e) - mean;
+                return tocha::from_compute<T>(rstd * (tocha::to_compute(d) * wc - mg - xm * kx));
+            });
+        }
+        return;
+    }
+    tocha::row_walk<2, true>(p, g, o, n, member, team, [&](T e, T d, long long k) {
+        const A xm = tocha::to_compute(e) - mean;
+        A gv = tocha::to_compute(d);
+        if (AFFINE >= 1) gv = gv * tocha::to_compute(w[k]);
+        return tocha::from_compute<T>(rstd * (gv - mg - xm * kx));
+    });
+}
+
+// Phases 1 and 2: the column reduction (header). from_x: layer norm's phase 1, which reads x,
+// dy and the rows' stats; otherwise the planes pw and pb ([R][cols] each) are summed over R.
+// Writes the split's partials to ow ([2][splits][cols]) where `partial`, else dw and db.
+template <typename T, int AFFINE, typename A>
+__device__ __forceinline__ void nm_columns(const T *x, const T *dy, const A *st, const A *pw, const A *pb, bool from_x,
+                                           long long R, long long cols, long long splits, bool partial, A *ow, T *dw, T *db)
+{
+    const int V = tocha::vec16<T>::n;
+    const long long part = (R + splits - 1) / splits, lo = tocha::min_ll(blockIdx.y * part, R), hi = tocha::min_ll(lo + part, R);
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const long long j0 = (long long)blockIdx.x * 32 * V + (long long)lane * V;
+    A aw[V], ab[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) aw[e] = ab[e] = (A)0;
+    if (from_x) {
+        // Whole 16-byte groups where every row starts on a 16-byte boundary; else element by element.
+        const bool vec = j0 + V <= cols && ((((unsigned long long)x | (unsigned long long)dy) & 15u) == 0) &&
+                         (cols * (long long)sizeof(T)) % 16 == 0;
+        for (long long r0 = lo + warp; r0 < hi; r0 += 2 * NM_WARPS) {
+            unsigned wx[2][4], wg[2][4];
+            if (vec) {
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                    if (r0 + i * NM_WARPS < hi) {
+                        tocha::load_words<16>(x + (r0 + i * NM_WARPS) * cols + j0, wx[i]);
+                        tocha::load_words<16>(dy + (r0 + i * NM_WARPS) * cols + j0, wg[i]);
+                    }
+            }
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const long long r = r0 + i * NM_WARPS;
+                if (r >= hi) break;
+                const A mean = st[2 * r], rstd = st[2 * r + 1];
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    A xv, gv;
+                    if (vec) {
+                        xv = tocha::to_compute(tocha::element_of<T>(wx[i], e));
+                        gv = tocha::to_compute(tocha::element_of<T>(wg[i], e));
+                    } else {
+                        if (j0 + e >= cols) break;
+                        xv = tocha::to_compute(x[r * cols + j0 + e]);
+                        gv = tocha::to_compute(dy[r * cols + j0 + e]);
+                    }
+                    aw[e] += gv * ((xv - mean) * rstd);
+                    ab[e] += gv;
+                }
+            }
+        }
+    } else {
+        for (long long r = lo + warp; r < hi; r += NM_WARPS)
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+                if (j0 + e < cols) aw[e] += pw[r * cols + j0 + e], ab[e] += pb[r * cols + j0 + e];
+    }
+    // The warps' sums, added in warp order.
+    __shared__ A sums[2][NM_WARPS][32 * V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) sums[0][warp][lane * V + e] = aw[e], sums[1][warp][lane * V + e] = ab[e];
+    __syncthreads();
+    for (int t = threadIdx.x; t < 2 * 32 * V; t += blockDim.x) {
+        const int which = t / (32 * V), c = t % (32 * V);
+        const long long j = (long long)blockIdx.x * 32 * V + c;
+        if (j >= cols || (which == 1 && AFFINE < 2)) continue;
+        A s = sums[which][0][c];
+        for (int k = 1; k < NM_WARPS; ++k) s += sums[which][k][c];
+        if (partial)
+            ow[(which * splits + blockIdx.y) * cols + j] = s;
+        else if (which == 0)
+            dw[j] = tocha::from_compute<T>(s);
+        else
+            db[j] = tocha::from_compute<T>(s);
     }
 }
 
-// stats: 2 x rows values of A (mean, rstd), written by phase 0 and read by phase 1.
-template <typename T, int RMS, int AFFINE>
+// stats: the workspace, in A: the rows' (mean, rstd) pairs [rows][2], then for group norm with
+// parameters the planes [2][N][C], then with splits > 1 the partials [2][splits][columns].
+template <typename T, int RMS, int AFFINE, int GROUPED>
 __device__ void tocha_norm_backward(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db, unsigned char *stats,
                                     long long rows, long long n, long long G, long long HW, double eps, int rows_mode,
-                                    int phase)
+                                    long long splits, int phase)
 {
     typedef typename tocha::compute<T>::type A;
     A *st = (A *)stats;
+    const long long samples = rows / G, cols = GROUPED ? G * (n / HW) : n;
+    A *pa = st + 2 * rows, *pb = pa + (GROUPED ? samples * cols : 0);
+    A *parts = st + 2 * rows + (GROUPED && AFFINE >= 1 ? 2 * samples * cols : 0);
     if (phase == 0) {
-        long long row;
-        unsigned member, team;
-        if (!nm_row(rows_mode, rows, &row, &member, &team)) return;
-        const bool cta = rows_mode < 0;
-        const T *p = x + row * n, *g = dy + row * n;
-        A mean, rstd;
-        nm_stats<T, RMS>(p, n, member, team, cta, eps, &mean, &rstd);
-        const long long base = (row % G) * n;
-        A sg = (A)0, sgx = (A)0;
-        for (long long j = member; j < n; j += team) {
-            A gj = tocha::to_compute(g[j]);
-            if (AFFINE >= 1) gj = gj * tocha::to_compute(w[(base + j) / HW]);
-            sg += gj;
-            sgx += gj * (tocha::to_compute(p[j]) - mean) * rstd;
-        }
-        sg = nm_team_sum(sg, cta) / (A)n;
-        sgx = nm_team_sum(sgx, cta) / (A)n;
-        for (long long j = member; j < n; j += team) {
-            A gj = tocha::to_compute(g[j]);
-            if (AFFINE >= 1) gj = gj * tocha::to_compute(w[(base + j) / HW]);
-            const A xhat = (tocha::to_compute(p[j]) - mean) * rstd;
-            dx[row * n + j] = tocha::from_compute<T>(rstd * (gj - (RMS ? (A)0 : sg) - xhat * sgx));
-        }
-        if (member == 0) st[2 * row] = mean, st[2 * row + 1] = rstd;
+        nm_dx<T, RMS, AFFINE, GROUPED>(x, w, dy, dx, st, pa, pb, rows, n, G, HW, eps, rows_mode);
         return;
     }
     if (AFFINE == 0) return;
-    // Phase 1: parameter q is used by channel q % per of group q / per in every sample, where
-    // per = n / HW parameters share a row's group; those are rows (s * G + q / per), elements
-    // [(q % per) * HW, (q % per + 1) * HW) of each.
-    const long long per = n / HW, params = G * per, samples = rows / G;
-    const long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < params; q += stride) {
-        const long long grp = q / per, first = (q % per) * HW;
-        A sw = (A)0, sb = (A)0;
-        for (long long s = 0; s < samples; ++s) {
-            const long long row = s * G + grp;
-            const A mean = st[2 * row], rstd = st[2 * row + 1];
-            for (long long j = first; j < first + HW; ++j) {
-                const A gj = tocha::to_compute(dy[row * n + j]);
-                sw += gj * (tocha::to_compute(x[row * n + j]) - mean) * rstd;
-                sb += gj;
-            }
-        }
-        dw[q] = tocha::from_compute<T>(sw);
-        if (AFFINE == 2) db[q] = tocha::from_compute<T>(sb);
-    }
+    if (phase == 1)
+        nm_columns<T, AFFINE>(x, dy, st, pa, pb, !GROUPED, GROUPED ? samples : rows, cols, splits, splits > 1, parts, dw, db);
+    else
+        nm_columns<T, AFFINE>(x, dy, st, parts, parts + splits * cols, false, splits, cols, 1, false, parts, dw, db);
 }

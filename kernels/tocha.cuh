@@ -413,6 +413,76 @@ __device__ __forceinline__ void row_map(const T *in, T *out, long long n, unsign
     for (long long k = b + member; k < n; k += team) out[k] = fn(in[k]);
 }
 
+// fn(e0, e1, k) for each element k of two rows of n elements, in0 and in1, that `member` of a
+// team of `team` threads owns, its result stored at out[k] where STORE (fn returns T), else
+// dropped. NIN 1 reads in0 alone (e1 is e0; in1 is not read). The rows (and out) are read in
+// 16-byte groups, 64 bytes in flight a thread (four groups of one row, two of each of two; the
+// last ones together), where they share their alignment, else one element at a time; the
+// elements outside whole groups one by one.
+template <int NIN, bool STORE, typename T, typename F>
+__device__ __forceinline__ void row_walk(const T *in0, const T *in1, T *out, long long n, unsigned member, unsigned team,
+                                         F fn)
+{
+    const unsigned long long at0 = (unsigned long long)in0;
+    const bool split = (NIN == 2 && ((at0 ^ (unsigned long long)in1) & 15u) != 0) ||
+                       (STORE && ((at0 ^ (unsigned long long)out) & 15u) != 0);
+    auto one = [&](long long k) {
+        const T e0 = in0[k], e1 = NIN == 2 ? in1[k] : e0;
+        if constexpr (STORE)
+            out[k] = fn(e0, e1, k);
+        else
+            fn(e0, e1, k);
+    };
+    if (split) {
+        for (long long k = member; k < n; k += team) one(k);
+        return;
+    }
+    const int V = vec16<T>::n;
+    long long a = (long long)(((16u - ((unsigned)at0 & 15u)) & 15u) / sizeof(T));
+    if (a > n) a = n;
+    const long long groups = (n - a) / V, b = a + groups * V;
+    // A group's V elements through fn, from its words in w0 (and w1), starting at element k0.
+    auto group = [&](const unsigned *w0, const unsigned *w1, long long k0) {
+        pack16<T> r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const T e0 = element_of<T>(w0, e), e1 = element_of<T>(w1, e);
+            if constexpr (STORE)
+                r.set(e, fn(e0, e1, k0 + e));
+            else
+                fn(e0, e1, k0 + e);
+        }
+        if constexpr (STORE) store_pack(out + k0, r);
+    };
+    // D groups of each row in flight: 64 bytes a thread in all.
+    const int D = 4 / NIN;
+    for (long long k = member; k < a; k += team) one(k);
+    long long g = member;
+    for (; g + (D - 1) * (long long)team < groups; g += D * (long long)team) {
+        unsigned w0[D][4], w1[D][4];
+#pragma unroll
+        for (int j = 0; j < D; ++j) {
+            load_words<16>(in0 + a + (g + j * (long long)team) * V, w0[j]);
+            if (NIN == 2) load_words<16>(in1 + a + (g + j * (long long)team) * V, w1[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < D; ++j) group(w0[j], NIN == 2 ? w1[j] : w0[j], a + (g + j * (long long)team) * V);
+    }
+    if (D > 1) {
+        unsigned w0[D][4], w1[D][4];
+#pragma unroll
+        for (int j = 0; j < D - 1; ++j)
+            if (g + j * (long long)team < groups) {
+                load_words<16>(in0 + a + (g + j * (long long)team) * V, w0[j]);
+                if (NIN == 2) load_words<16>(in1 + a + (g + j * (long long)team) * V, w1[j]);
+            }
+#pragma unroll
+        for (int j = 0; j < D - 1; ++j)
+            if (g + j * (long long)team < groups) group(w0[j], NIN == 2 ? w1[j] : w0[j], a + (g + j * (long long)team) * V);
+    }
+    for (long long k = b + member; k < n; k += team) one(k);
+}
+
 __device__ __forceinline__ float shfl_xor(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 __device__ __forceinline__ double shfl_xor(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 __device__ __forceinline__ long long shfl_xor(long long v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
@@ -452,6 +522,44 @@ __device__ __forceinline__ void team_of(int rows, long long *row, unsigned *memb
     *team = (unsigned)rows;
     *member = threadIdx.x % (unsigned)rows;
     *row = (long long)blockIdx.x * (blockDim.x / rows) + threadIdx.x / rows;
+}
+
+// A running (count, mean, sum of squared deviations from the mean): Welford's update an element,
+// Chan's merge of two; as accurate as the two-pass formula from one read. Shuffled as three
+// numbers (team_combine).
+template <typename A> struct moments {
+    long long n;
+    A mean, m2;
+};
+template <typename A> __device__ __forceinline__ moments<A> no_moments()
+{
+    moments<A> v;
+    v.n = 0, v.mean = (A)0, v.m2 = (A)0;
+    return v;
+}
+template <typename A> __device__ __forceinline__ void moments_push(moments<A> &v, A value)
+{
+    const A d = value - v.mean;
+    v.n += 1;
+    v.mean += d / (A)v.n;
+    v.m2 += d * (value - v.mean);
+}
+template <typename A> __device__ __forceinline__ moments<A> moments_merge(moments<A> a, moments<A> b)
+{
+    if (b.n == 0) return a;
+    if (a.n == 0) return b;
+    moments<A> r;
+    r.n = a.n + b.n;
+    const A delta = b.mean - a.mean, share = (A)b.n / (A)r.n;
+    r.mean = a.mean + delta * share;
+    r.m2 = a.m2 + b.m2 + delta * delta * (A)a.n * share;
+    return r;
+}
+template <typename A> __device__ __forceinline__ moments<A> shfl_xor(moments<A> v, int o)
+{
+    moments<A> r;
+    r.n = shfl_xor(v.n, o), r.mean = shfl_xor(v.mean, o), r.m2 = shfl_xor(v.m2, o);
+    return r;
 }
 
 } // namespace tocha

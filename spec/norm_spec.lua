@@ -1,7 +1,8 @@
 -- tocha.LayerNorm, RMSNorm and GroupNorm: forward and backward (input, weight, bias) on random
 -- shapes and every option, each element against a reference written here in f64 from the
 -- definitions (biased variance, eps inside the root); the gradients also against central
--- differences of sum(y dy) in f64; long rows (a CTA a row) and short ones (a warp); halves; in a
+-- differences of sum(y dy) in f64; long rows (a CTA a row) and short ones (a warp); parameter
+-- sums split over the rows; rows off a 16-byte boundary; repeatable bits; halves; in a
 -- model, whose weights start at 1 and biases at 0; bad arguments. On sim and, tagged #gpu, on
 -- cuda.
 local tocha = require "tocha"
@@ -83,6 +84,21 @@ describe("normalisation layers", function()
             { 2, 6, 4, 3 }, 6, 24, function(r, j) return (r % 3) * 2 + math.floor((j - 1) / 12) + 1 end, 6, 2 },
           { "group 1 of 4 channels [3, 4, 5]", function(dt) return tocha.GroupNorm.new(1, 4, { dtype = dt }) end,
             { 3, 4, 5 }, 3, 20, function(_, j) return math.floor((j - 1) / 5) + 1 end, 4, 2 },
+          -- The parameters' sums split over the rows (rows of 128 or more): whole 16-byte
+          -- columns, then columns element by element.
+          { "layer [256, 64] (split parameter sums)", function(dt) return tocha.LayerNorm.new({ 64 }, { dtype = dt }) end,
+            { 256, 64 }, 256, 64, function(_, j) return j end, 64, 2 },
+          { "rms [200, 13] (split parameter sums)", function(dt) return tocha.RMSNorm.new({ 13 }, { dtype = dt }) end,
+            { 200, 13 }, 200, 13, function(_, j) return j end, 13, 1 },
+          -- Long rows: a CTA a row (a layer norm row, a group norm plane).
+          { "layer [3, 3000] (a CTA a row)", function(dt) return tocha.LayerNorm.new({ 3000 }, { dtype = dt }) end,
+            { 3, 3000 }, 3, 3000, function(_, j) return j end, 3000, 2 },
+          { "group 2 of 4 channels [2, 4, 48, 48] (a CTA a row)", function(dt) return tocha.GroupNorm.new(2, 4, { dtype = dt }) end,
+            { 2, 4, 48, 48 }, 4, 4608, function(r, j) return (r % 2) * 2 + math.floor((j - 1) / 2304) + 1 end, 4, 2 },
+          { "group 2 of 4 channels [130, 4, 3] (split parameter sums)", function(dt) return tocha.GroupNorm.new(2, 4, { dtype = dt }) end,
+            { 130, 4, 3 }, 260, 6, function(r, j) return (r % 2) * 2 + math.floor((j - 1) / 3) + 1 end, 4, 2 },
+          { "group 4 of 8 channels [3, 8, 7, 7] without affine", function(dt) return tocha.GroupNorm.new(4, 8, { dtype = dt, affine = false }) end,
+            { 3, 8, 7, 7 }, 12, 98, function(r, j) return (r % 4) * 2 + math.floor((j - 1) / 49) + 1 end, 8, 0 },
         }
       end
 
@@ -150,6 +166,34 @@ describe("normalisation layers", function()
             end
           end
         end
+      end)
+
+      it("reads rows that start off a 16-byte boundary, and x and dy not aligned alike", function()
+        for _, dt in ipairs({ "f32", "f64" }) do
+          local op = tocha.LayerNorm.new({ 37 }, { dtype = dt })
+          -- x starts one element into a buffer, dy at its start: every row's alignment differs.
+          local whole = randn({ 6 * 37 + 1 }, dt, 0.5)
+          local x = whole:narrow(1, 2, 6 * 37):view({ 6, 37 })
+          local dy, w, b = randn({ 6, 37 }, dt), randn({ 37 }, dt, 1), randn({ 37 }, dt)
+          local y = op:forward(x, w, b)
+          local dx, dw, db = op:backward(x, w, b, dy)
+          local wy, wdx, wdw, wdb = norm_ref(x:to_table(true), dy:to_table(true), w:to_table(true), b:to_table(true), 6, 37,
+            function(_, j) return j end, op.eps, false, 37)
+          check(y, wy, dt, "offset y " .. dt)
+          check(dx, wdx, dt, "offset dx " .. dt, 4)
+          check(dw, wdw, dt, "offset dweight " .. dt, 24)
+          check(db, wdb, dt, "offset dbias " .. dt, 24)
+        end
+      end)
+
+      it("gives the same bits on every run (no atomics in the parameters' sums)", function()
+        local op = tocha.LayerNorm.new({ 64 })
+        local x, dy, w, b = randn({ 300, 64 }), randn({ 300, 64 }), randn({ 64 }, "f32", 1), randn({ 64 })
+        local dx1, dw1, db1 = op:backward(x, w, b, dy)
+        local dx2, dw2, db2 = op:backward(x, w, b, dy)
+        assert.is_true(tocha.allclose(dx1, dx2, 0, 0))
+        assert.is_true(tocha.allclose(dw1, dw2, 0, 0))
+        assert.is_true(tocha.allclose(db1, db2, 0, 0))
       end)
 
       it("computes halves in f32", function()

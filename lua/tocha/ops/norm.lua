@@ -13,9 +13,11 @@
 -- (LayerNorm, RMSNorm; default true), bias (LayerNorm; default true), affine (GroupNorm;
 -- default true); dtype (default f32). Without affine parameters the op has none.
 --
--- The backward has two launches of one kernel: dx a row at a time (its mean and rstd kept in
--- the op's workspace, op:workspace_bytes), then the parameters' sums; a model gives the
--- workspace, a direct call allocates it.
+-- The backward has three launches of one kernel (kernels/norm.cu): dx a row at a time (its mean
+-- and rstd, and group norm's sums a channel, kept in the op's workspace, op:workspace_bytes),
+-- then the parameters' sums as a column reduction split over many CTAs, then the sum of the
+-- splits' partials (skipped where one split does); a model gives the workspace, a direct call
+-- allocates it.
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -36,17 +38,27 @@ local function check_options(opts, known, class)
   return opts
 end
 
+-- The kernels' launch bounds: at most 64 registers a thread (four CTAs of 256 an SM) wherever
+-- the compiler's report for sm_90 shows that this spills nothing; f64's Welford updates (a
+-- division an element) and group norm's backward in halves need more.
+local function bounds(dt, grouped, backward)
+  if dt == "f64" or (backward and grouped and dt ~= "f32") then return nil end
+  return { BLOCK, 4 }
+end
+
 -- The common part: kernels for the form (rms, affine: 0 none, 1 weight, 2 both).
 local function build(self, rms, affine)
   local dt = self.dtype
-  local targs = ("%s, %d, %d"):format(dtype.ctype(dt), rms and 1 or 0, affine)
+  local targs = ("%s, %d, %d, %d"):format(dtype.ctype(dt), rms and 1 or 0, affine, self.groups and 1 or 0)
   local source = op.source("norm.cu")
   self.affine = affine
   self.block_size = BLOCK
   self.kernel = kernel.new { source = source, name = "tocha_norm", template_args = targs,
+    launch_bounds = bounds(dt, self.groups, false),
     params = ("%s* x, %s* w, %s* b, %s* y, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode"):format(dt, dt, dt, dt) }
   self.grad_kernel = kernel.new { source = source, name = "tocha_norm_backward", template_args = targs,
-    params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i32 phase")
+    launch_bounds = bounds(dt, self.groups, true),
+    params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 splits, i32 phase")
       :format(dt, dt, dt, dt, dt, dt) }
   self.backward_kernel = self.grad_kernel
   return self
@@ -114,12 +126,16 @@ function Methods:compute_concrete_output_shape(input_shapes)
   return out
 end
 
--- The kernel's row mode (a warp a row, or a CTA a long row) and grid: tensor math's mapping.
-local function row_grid(rows, n) return require("tocha.tensor_reduce").row_mapping(rows, n, 1, BLOCK) end
+-- The kernel's team (rows_mode: lanes of a warp a row, or -1, a CTA a row) and grid: the row
+-- kernels' mapping (tensor_reduce.team_mapping), from the row's length for layer and RMS norm
+-- and from a channel plane's for group norm, which walks its row a plane at a time.
+local function row_grid(self, rows, n, HW)
+  return require("tocha.tensor_reduce").team_mapping(rows, self.groups and HW or n, 1, BLOCK, dtype.size(self.dtype))
+end
 
 function Methods:grid(output_shape)
-  local rows, n = self:view(output_shape, "output_shape")
-  local _, grid = row_grid(rows, n)
+  local rows, n, _, HW = self:view(output_shape, "output_shape")
+  local _, grid = row_grid(self, rows, n, HW)
   return grid
 end
 
@@ -136,34 +152,56 @@ function Methods:pack_args(inputs, params, output, output_shape)
   op.check_output_shape(output_shape or shape, shape, "x's")
   local rows, n, G, HW = self:view(shape, "inputs[1]")
   local w, b = param_args(self, x, params)
-  local mode = row_grid(rows, n)
+  local mode = row_grid(self, rows, n, HW)
   return { x, w, b, op.address(output, "output"), rows, n, G, HW, self.eps, mode }
 end
 
-function Methods:n_backward_launches() return 2 end
+function Methods:n_backward_launches() return 3 end
 
 local function acc_size(self) return self.dtype == "f64" and 8 or 4 end
 
+-- The parameters' column reduction over R rows of `cols` columns (layer norm: x's rows and
+-- columns; group norm: samples and channels): its tiles of 32 16-byte groups of columns and its
+-- splits of the rows. Splits give about four CTAs an SM of an H200 (132 SMs) while each warp
+-- keeps at least 8 rows (a CTA's 8 warps share a split's rows); a function of the shape alone,
+-- so that the sums' order, and so their bits, are the same on every device.
+local function column_plan(self, rows, n, G, HW)
+  local R, cols = rows, n
+  if self.groups then R, cols = rows / G, G * (n / HW) end
+  local tiles = math.ceil(cols / (32 * 16 / dtype.size(self.dtype)))
+  local splits = math.max(1, math.min(math.ceil(4 * 132 / tiles), math.floor(R / 64)))
+  return tiles, splits, R, cols
+end
+
+-- Workspace, in the accumulator type: the rows' (mean, rstd), group norm's sums a (sample,
+-- channel) and the splits' partial sums (kernels/norm.cu, tocha_norm_backward).
 function Methods:workspace_bytes(input_shapes)
-  local rows = self:view(op.one_input(input_shapes), "inputs[1]")
-  return 2 * rows * acc_size(self)
+  local rows, n, G, HW = self:view(op.one_input(input_shapes), "inputs[1]")
+  local count = 2 * rows
+  if self.affine > 0 then
+    local _, splits, R, cols = column_plan(self, rows, n, G, HW)
+    if self.groups then count = count + 2 * R * cols end
+    if splits > 1 then count = count + 2 * splits * cols end
+  end
+  return count * acc_size(self)
 end
 
 function Methods:backward_grid_for_launch(i, input_shapes)
-  op.launch_index(i, 2)
+  op.launch_index(i, 3)
   local rows, n, G, HW = self:view(op.one_input(input_shapes), "inputs[1]")
   if i == 1 then
-    local _, grid = row_grid(rows, n)
+    local _, grid = row_grid(self, rows, n, HW)
     return grid
   end
   if self.affine == 0 then return { 0, 0, 0 } end
-  local params = G * (n / HW)
-  return { math.max(1, math.ceil(params / BLOCK)), 1, 1 }
+  local tiles, splits = column_plan(self, rows, n, G, HW)
+  if i == 2 then return { tiles, splits, 1 } end
+  return splits > 1 and { tiles, 1, 1 } or { 0, 0, 0 }
 end
 Methods.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
 
 function Methods:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
-  op.launch_index(i, 2)
+  op.launch_index(i, 3)
   local x, shape = op.input_of(inputs)
   local rows, n, G, HW = self:view(shape, "inputs[1]")
   local w, _, list = param_args(self, x, params)
@@ -176,9 +214,10 @@ function Methods:pack_backward_args_for_launch(i, inputs, params, _, _, grad_out
   local dx = op.address(grad_inputs[1], "grad_inputs[1]")
   local dw = self.affine >= 1 and op.address(grad_params[1], "grad_params[1]") or dx
   local db = self.affine == 2 and op.address(grad_params[2], "grad_params[2]") or dx
-  local mode = row_grid(rows, n)
+  local mode = row_grid(self, rows, n, HW)
+  local _, splits = column_plan(self, rows, n, G, HW)
   return { x, w, op.address(grad_output, "grad_output"), dx, dw, db, op.address(ws, "workspace"), rows, n, G, HW,
-    self.eps, mode, i - 1 }
+    self.eps, mode, splits, i - 1 }
 end
 Methods.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
 
