@@ -4,6 +4,16 @@
 // (seed, step, i) (splitmix64 twice), so a draw depends on those alone: the same on every
 // device and grid. `step` is a counter on the device: the forward's phase 0 draws with it, its
 // phase 1 (one thread) adds 1; the backward draws with step - 1, the last forward's.
+//
+// Work: a thread takes DROPOUT_VECTORS 16-byte vectors of the flat tensor (V elements each, all
+// loads issued before any is used), neighbouring threads neighbouring vectors, and strides over
+// the grid; the elements past the last whole vector, or every element where x or y is not
+// 16-byte aligned, one by one. The hash of (seed, step) is taken once a thread; each element
+// costs one splitmix64 round and an integer comparison with p scaled to 2^53 (u >= p exactly
+// when u's 53 bits are at least ceil(p * 2^53): the scaling is exact, so the mask is the one
+// the double comparison gives).
+
+#define DROPOUT_VECTORS 2
 
 __device__ __forceinline__ unsigned long long dropout_mix(unsigned long long z)
 {
@@ -13,10 +23,56 @@ __device__ __forceinline__ unsigned long long dropout_mix(unsigned long long z)
     return z ^ (z >> 31);
 }
 
-__device__ __forceinline__ bool dropout_keep(unsigned long long seed, long long step, long long i, double p)
+// What a thread needs to draw: the hash of (seed, step), the 53-bit threshold and the scale.
+template <typename A> struct dropout_draw {
+    unsigned long long base, threshold;
+    A scale;
+    __device__ __forceinline__ dropout_draw(unsigned long long seed, long long step, double p)
+    {
+        base = dropout_mix(seed ^ dropout_mix((unsigned long long)step));
+        threshold = (unsigned long long)ceil(p * 9007199254740992.0);
+        scale = p < 1.0 ? (A)(1.0 / (1.0 - p)) : (A)0;
+    }
+    __device__ __forceinline__ bool keep(long long i) const
+    {
+        return (dropout_mix(base + (unsigned long long)i) >> 11) >= threshold;
+    }
+};
+
+// dst = src * keep / (1 - p) over n elements (training), or dst = src.
+template <typename T>
+__device__ __forceinline__ void dropout_apply(const T *src, T *dst, long long n, const dropout_draw<typename tocha::compute<T>::type> &d,
+                                              bool training)
 {
-    const unsigned long long h = dropout_mix(dropout_mix(seed ^ dropout_mix((unsigned long long)step)) + (unsigned long long)i);
-    return (double)(h >> 11) * (1.0 / 9007199254740992.0) >= p;
+    typedef typename tocha::compute<T>::type A;
+    const int V = tocha::vec16<T>::n, U = DROPOUT_VECTORS;
+    const long long vectors = ((((unsigned long long)src | (unsigned long long)dst) & 15u) == 0) ? n / V : 0;
+    const long long span = (long long)blockDim.x * U;
+    for (long long base = blockIdx.x * span + threadIdx.x; base < vectors; base += gridDim.x * span) {
+        unsigned w[U][4];
+#pragma unroll
+        for (int j = 0; j < U; ++j)
+            if (base + j * (long long)blockDim.x < vectors) tocha::load_words<16>(src + (base + j * (long long)blockDim.x) * V, w[j]);
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+            const long long v = base + j * (long long)blockDim.x;
+            if (v >= vectors) break;
+            tocha::pack16<T> r;
+            if (!training) {
+                r.w[0] = w[j][0], r.w[1] = w[j][1], r.w[2] = w[j][2], r.w[3] = w[j][3];
+            } else {
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    const A x = tocha::to_compute(tocha::element_of<T>(w[j], e));
+                    r.set(e, tocha::from_compute<T>(d.keep(v * V + e) ? x * d.scale : (A)0));
+                }
+            }
+            tocha::store_pack(dst + v * V, r);
+        }
+    }
+    for (long long i = vectors * V + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)blockDim.x * gridDim.x)
+        dst[i] = !training ? src[i] : tocha::from_compute<T>(d.keep(i) ? tocha::to_compute(src[i]) * d.scale : (A)0);
 }
 
 template <typename T>
@@ -28,16 +84,8 @@ __device__ void tocha_dropout(const T *x, T *y, long long *step, long long n, do
         if (training && blockIdx.x == 0 && threadIdx.x == 0) step[0] += 1;
         return;
     }
-    const long long s = *step, stride = (long long)blockDim.x * gridDim.x;
-    const A scale = p < 1.0 ? (A)(1.0 / (1.0 - p)) : (A)0;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        if (!training) {
-            y[i] = x[i];
-            continue;
-        }
-        const bool keep = dropout_keep((unsigned long long)seed, s, i, p);
-        y[i] = tocha::from_compute<T>(keep ? tocha::to_compute(x[i]) * scale : (A)0);
-    }
+    const dropout_draw<A> d((unsigned long long)seed, *step, p);
+    dropout_apply(x, y, n, d, training != 0);
 }
 
 template <typename T>
@@ -45,14 +93,6 @@ __device__ void tocha_dropout_backward(const T *dy, T *dx, const long long *step
                                        int training)
 {
     typedef typename tocha::compute<T>::type A;
-    const long long s = *step - 1, stride = (long long)blockDim.x * gridDim.x;
-    const A scale = p < 1.0 ? (A)(1.0 / (1.0 - p)) : (A)0;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        if (!training) {
-            dx[i] = dy[i];
-            continue;
-        }
-        const bool keep = dropout_keep((unsigned long long)seed, s, i, p);
-        dx[i] = tocha::from_compute<T>(keep ? tocha::to_compute(dy[i]) * scale : (A)0);
-    }
+    const dropout_draw<A> d((unsigned long long)seed, *step - 1, p);
+    dropout_apply(dy, dx, n, d, training != 0);
 }

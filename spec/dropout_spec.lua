@@ -4,7 +4,9 @@
 -- large tensor, inference as the identity, p = 0 and p = 1; in a model (forward_train and
 -- backward share a draw; the step is an i64 buffer, not trained); bad arguments. On sim and,
 -- tagged #gpu, on cuda.
+local ffi = require "ffi"
 local tocha = require "tocha"
+local op = require "tocha.op"
 local ref = require "support.reference"
 
 local function fails(pattern, fn, ...)
@@ -51,6 +53,27 @@ describe("tocha.Dropout", function()
             local want = keep(seed, 2, i - 1, p) and ref.convert(gv[i] / (1 - p), dt) or 0
             assert(math.abs(dx[i] - want) <= 2 * ref.eps[dt] * math.abs(want), ("dx %s [%d]"):format(dt, i))
           end
+        end
+      end)
+
+      it("draws the same mask element by element where x and y are not 16-byte aligned", function()
+        -- the op's launches on views one element into their blocks: the kernel's element path
+        local p, seed, n = 0.3, 77, 40
+        local drop = tocha.Dropout.new(p, { seed = seed })
+        local x = tocha.randn({ n + 1 }, { device = device, seed = 5 })
+        local y = tocha.zeros({ n + 1 }, { device = device })
+        local step = tocha.zeros({ 1 }, { dtype = "i64", device = device })
+        local xa, ya = ffi.cast("uint64_t", x.data) + 4, ffi.cast("uint64_t", y.data) + 4
+        for i = 1, 2 do
+          op.launch_packed(drop.kernel, device, drop:grid_for_launch(i, { { n } }), drop:block(),
+            drop:pack_args_for_launch(i, { { xa, { n } } }, { step }, ya, { n }))
+        end
+        assert.are.equal(1, step:item())
+        local xv, yv = x:to_table(true), y:to_table(true)
+        assert.are.equal(0, yv[1])
+        for i = 1, n do
+          local want = keep(seed, 0, i - 1, p) and ref.convert(xv[i + 1] / (1 - p), "f32") or 0
+          assert(math.abs(yv[i + 1] - want) <= 2 * ref.eps.f32 * math.abs(want), ("[%d]: got %.9g, want %.9g"):format(i, yv[i + 1], want))
         end
       end)
 

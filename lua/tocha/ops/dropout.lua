@@ -67,12 +67,19 @@ end
 
 function Dropout:n_launches() return 2 end
 
-local function grid_of(n) return { math.max(1, math.min(math.ceil(n / BLOCK), 2 ^ 31 - 1)), 1, 1 } end
+-- Vectors a thread takes (dropout.cu's DROPOUT_VECTORS): the grid covers the flat tensor in
+-- 16-byte vectors, that many a thread.
+local VECTORS = 2
+
+local function grid_of(self, n)
+  local g = op.vector_grid(n, self.dtype, BLOCK * VECTORS)
+  return g
+end
 
 function Dropout:grid_for_launch(i, input_shapes)
   op.launch_index(i, 2)
   if i == 2 then return self.training and { 1, 1, 1 } or { 0, 0, 0 } end
-  return grid_of(op.numel(op.one_input(input_shapes)))
+  return grid_of(self, op.numel(op.one_input(input_shapes)))
 end
 
 function Dropout:pack_args_for_launch(i, inputs, params, output, output_shape)
@@ -84,7 +91,7 @@ function Dropout:pack_args_for_launch(i, inputs, params, output, output_shape)
     self.training and 1 or 0, i - 1 }
 end
 
-function Dropout:backward_grid(input_shapes) return grid_of(op.numel(op.one_input(input_shapes))) end
+function Dropout:backward_grid(input_shapes) return grid_of(self, op.numel(op.one_input(input_shapes))) end
 
 function Dropout:pack_backward_args(inputs, params, _, _, grad_output, _, grad_inputs)
   local _, shape = op.input_of(inputs)
