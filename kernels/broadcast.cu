@@ -1,108 +1,272 @@
-// broadcast.cu: y = g(a, b) over operands that broadcast (a residual add, a squeeze-and-
-// excitation scale x * s[N, C, 1, 1]), and the gradients, each reduced over the dimensions its
-// operand was repeated along. Compiled after elementwise.cu, whose binary function structs
-// (ew_fn_add, ..., with value and grad) are the template argument F; T the dtype (halves
-// compute in f32).
+// broadcast.cu: the gradients of tocha.Broadcast, y = g(a, b) over operands that broadcast (a
+// residual add, a squeeze-and-excitation scale x * s[N, C, 1, 1]). The forward is tensor math's
+// kernel, pointwise.cu's tocha_pointwise with g's pw_ struct. Compiled after pointwise.cu and
+// reduction.cu, whose functions the phases below call. T the dtype (halves compute in f32, the
+// accumulator A of compute<T>); FA and FB the gradient structs of g for a and for b (bc_grad_*
+// below: apply(dy, other, self) with an arity that says which of the three they read).
 //
-// The host gives the output's sizes d0..d7 (ndim of them) and each operand's sizes aligned to
-// them (sa, sb: 1 along a dimension the operand repeats, or lacks); every tensor is dense.
-// Forward: a thread an output element. Backward, two launches of one kernel: phase 0 writes
-// da, phase 1 db, a thread an element of that operand summing g's partial over the output
-// elements that read it (in the order of those elements, so the sum is the same on every
-// device).
+// One kernel does every launch of the backward, a phase each (the host plans them from the
+// shapes alone, so a result is the same on every device):
+// - BC_FULL_A, BC_FULL_B: an operand of the output's shape takes its gradient in one pointwise
+//   pass (tocha_pointwise over (dy, other, self), the other broadcast through its strides, on
+//   its chunk paths: 16-byte vectors, several a thread).
+// - BC_COPY: an operand broadcast to the output's shape, dense, into the workspace, where a
+//   reduction's gradient reads the other operand (and, for g's of arity 3, the operand itself)
+//   and it is not of the output's shape.
+// - BC_SUM_A, BC_SUM_B: an operand that repeats along some dimensions sums its gradient over
+//   them. The host views the output as [outer, n, inner] around the last run of repeated
+//   dimensions; this pass computes each gradient element from dy (and the dense other and
+//   self) as it reads them and sums it along n: reduction.cu's mappings and splits (a CTA or a
+//   team of a warp's lanes a (row, split) in 16-byte groups, four in flight a lane; or a thread
+//   a (column group, split) walking n, four rows in flight), partials or sums to y in A (acc)
+//   or the dtype.
+// - BC_REDUCE: a later pass, tocha_reduce's sum over partials or over an earlier run's sums (in
+//   A) in the workspace.
 
-// The dense offset of indices idx[0..ndim) in sizes s (a size-1 dimension reads index 0).
-__device__ __forceinline__ long long bc_offset(const long long *idx, const long long *s, int ndim)
-{
-    long long off = 0;
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-        if (k < ndim) off = off * s[k] + (s[k] == 1 ? 0 : idx[k]);
-    return off;
-}
+#define BC_FULL_A 0
+#define BC_FULL_B 1
+#define BC_COPY 2
+#define BC_SUM_A 3
+#define BC_SUM_B 4
+#define BC_REDUCE 5
 
-// Indices of flat element e of sizes s.
-__device__ __forceinline__ void bc_indices(long long e, const long long *s, int ndim, long long *idx)
-{
-#pragma unroll
-    for (int k = 7; k >= 0; --k) {
-        if (k < ndim) {
-            idx[k] = e % s[k];
-            e /= s[k];
-        }
+// ---- the gradients: apply(dy, other, self), self the operand whose gradient it is ----
+
+#define BC_DEV template <typename A> static __device__ __forceinline__
+// add, and sub's a: dy.
+struct bc_grad_pass {
+    static const int arity = 1;
+    BC_DEV A apply(A dy, A, A) { return dy; }
+};
+// sub's b: -dy.
+struct bc_grad_neg {
+    static const int arity = 1;
+    BC_DEV A apply(A dy, A, A) { return -dy; }
+};
+// mul: dy times the other operand.
+struct bc_grad_mul {
+    static const int arity = 2;
+    BC_DEV A apply(A dy, A other, A) { return dy * other; }
+};
+// div's a (a / b): dy / b.
+struct bc_grad_div_a {
+    static const int arity = 2;
+    BC_DEV A apply(A dy, A b, A) { return dy / b; }
+};
+// div's b: -dy * a / (b * b).
+struct bc_grad_div_b {
+    static const int arity = 3;
+    BC_DEV A apply(A dy, A a, A b) { return -dy * a / (b * b); }
+};
+// max (either operand): dy where self wins, 0 where it loses, half of dy on a tie (and where
+// either is NaN), as elementwise.cu's ew_fn_max.
+struct bc_grad_max {
+    static const int arity = 3;
+    BC_DEV A apply(A dy, A other, A self) { return self > other ? dy : self < other ? (A)0 : dy * (A)0.5; }
+};
+struct bc_grad_min {
+    static const int arity = 3;
+    BC_DEV A apply(A dy, A other, A self) { return self < other ? dy : self > other ? (A)0 : dy * (A)0.5; }
+};
+#undef BC_DEV
+
+// ---- the summing pass ----
+
+// The gradient element by element from the dense arrays of the output's layout that G reads:
+// dy, then other and self where G's arity reaches them.
+template <typename G, typename T> struct bc_terms {
+    typedef typename tocha::compute<T>::type A;
+    const T *dy, *other, *self;
+    // The element at flat offset e.
+    __device__ __forceinline__ A at(long long e) const
+    {
+        return G::apply(tocha::to_compute(dy[e]), G::arity >= 2 ? tocha::to_compute(other[e]) : (A)0,
+                        G::arity >= 3 ? tocha::to_compute(self[e]) : (A)0);
     }
-}
-
-#define BC_SIZES(p) {p##0, p##1, p##2, p##3, p##4, p##5, p##6, p##7}
-
-template <typename T, typename F>
-__device__ void tocha_broadcast(const T *a, const T *b, T *y, int ndim, long long d0, long long d1, long long d2,
-                                long long d3, long long d4, long long d5, long long d6, long long d7, long long sa0,
-                                long long sa1, long long sa2, long long sa3, long long sa4, long long sa5, long long sa6,
-                                long long sa7, long long sb0, long long sb1, long long sb2, long long sb3, long long sb4,
-                                long long sb5, long long sb6, long long sb7)
-{
-    const long long d[8] = BC_SIZES(d), sa[8] = BC_SIZES(sa), sb[8] = BC_SIZES(sb);
-    long long n = 1;
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-        if (k < ndim) n *= d[k];
-    const long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
-        long long idx[8];
-        bc_indices(e, d, ndim, idx);
-        y[e] = tocha::from_compute<T>(F::value(tocha::to_compute(a[bc_offset(idx, sa, ndim)]),
-                                               tocha::to_compute(b[bc_offset(idx, sb, ndim)])));
+    // The 16-byte groups at e (16-byte aligned in every array) into w, all loads issued here.
+    __device__ __forceinline__ void load(long long e, unsigned w[3][4]) const
+    {
+        tocha::load_words<16>(dy + e, w[0]);
+        if (G::arity >= 2) tocha::load_words<16>(other + e, w[1]);
+        if (G::arity >= 3) tocha::load_words<16>(self + e, w[2]);
     }
+    // Element j of groups w.
+    __device__ __forceinline__ A of(const unsigned w[3][4], int j) const
+    {
+        return G::apply(tocha::to_compute(tocha::element_of<T>(w[0], j)),
+                        G::arity >= 2 ? tocha::to_compute(tocha::element_of<T>(w[1], j)) : (A)0,
+                        G::arity >= 3 ? tocha::to_compute(tocha::element_of<T>(w[2], j)) : (A)0);
+    }
+    // Whether every array G reads is 16-byte aligned (then offsets share their alignment).
+    __device__ __forceinline__ bool aligned() const
+    {
+        unsigned long long bits = (unsigned long long)dy;
+        if (G::arity >= 2) bits |= (unsigned long long)other;
+        if (G::arity >= 3) bits |= (unsigned long long)self;
+        return (bits & 15u) == 0;
+    }
+};
+
+// A team member's sum of the elements [base + lo, base + hi): the elements before the first
+// 16-byte boundary and after the last whole group one by one, the groups between strided over
+// the team, four in flight a lane (the last up to three together), as reduction.cu's
+// red_segment reads a row.
+template <typename G, typename T, typename A>
+__device__ __forceinline__ A bc_segment(const bc_terms<G, T> &t, long long base, long long lo, long long hi,
+                                        long long lane, long long team, bool vec)
+{
+    const int V = tocha::vec16<T>::n;
+    A acc[4] = {(A)0, (A)0, (A)0, (A)0};
+    long long a = hi, b = hi;
+    if (vec) {
+        a = lo + (long long)(((16u - ((unsigned)(unsigned long long)(t.dy + base + lo) & 15u)) & 15u) / sizeof(T));
+        if (a > hi) a = hi;
+        b = a + (hi - a) / V * V;
+    }
+    for (long long k = lo + lane; k < a; k += team) acc[0] += t.at(base + k);
+    for (long long k = b + lane; k < hi; k += team) acc[1] += t.at(base + k);
+    const long long groups = (b - a) / V;
+    long long g = lane;
+    for (; g + 3 * team < groups; g += 4 * team) {
+        unsigned w[4][3][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) t.load(base + a + (g + j * team) * V, w[j]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < V; ++e) acc[j] += t.of(w[j], e);
+    }
+    {
+        unsigned w[3][3][4];
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+            if (g + j * team < groups) t.load(base + a + (g + j * team) * V, w[j]);
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+            if (g + j * team < groups)
+#pragma unroll
+                for (int e = 0; e < V; ++e) acc[j] += t.of(w[j], e);
+    }
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
-template <typename T, typename F>
-__device__ void tocha_broadcast_backward(const T *a, const T *b, const T *dy, T *da, T *db, int ndim, long long d0,
-                                         long long d1, long long d2, long long d3, long long d4, long long d5,
-                                         long long d6, long long d7, long long sa0, long long sa1, long long sa2,
-                                         long long sa3, long long sa4, long long sa5, long long sa6, long long sa7,
-                                         long long sb0, long long sb1, long long sb2, long long sb3, long long sb4,
-                                         long long sb5, long long sb6, long long sb7, int phase)
+template <typename T, typename A> __device__ __forceinline__ void bc_store(T *y, long long i, A v, int acc)
+{
+    if (acc) ((A *)y)[i] = v;
+    else y[i] = tocha::from_compute<T>(v);
+}
+
+// Sums G's elements over n of [outer, n, inner] into y[(o * splits + s) * inner + i], the
+// mapping `rows` and the splits as reduction.cu's red_pass takes them.
+template <typename G, typename T>
+__device__ void bc_sum_pass(const bc_terms<G, T> &t, T *y, int acc, long long outer, long long n, long long inner,
+                            long long splits, int rows)
 {
     typedef typename tocha::compute<T>::type A;
-    const long long d[8] = BC_SIZES(d), sa[8] = BC_SIZES(sa), sb[8] = BC_SIZES(sb);
-    // The sizes of the operand this phase writes (chosen element by element, so that both
-    // arrays stay in registers).
-    long long own[8];
+    const int V = tocha::vec16<T>::n;
+    long long part = (n + splits - 1) / splits;
+    part = (part + V - 1) / V * V; // splits start on whole groups, as red_pass's
+    const bool aligned = t.aligned();
+    if (rows) {
+        const bool cta = rows < 0;
+        long long item;
+        unsigned lane, team;
+        tocha::team_of(rows, &item, &lane, &team);
+        const bool live = item < outer * splits;
+        if (cta && !live) return; // the whole CTA (a smaller team stays for its warp's shuffles)
+        const long long row = live ? item / splits : 0, s = live ? item - row * splits : 0;
+        long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
+        if (!live) lo = hi = 0;
+        const A total = tocha::team_sum(bc_segment<G, T, A>(t, row * n, lo, hi, lane, team, aligned), team, cta);
+        if (live && lane == 0) bc_store(y, item, total, acc);
+        return;
+    }
+    const long long stride = (long long)blockDim.x * gridDim.x, first = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (aligned && inner % V == 0 && V > 1) {
+        // A thread a 16-byte group along inner: V outputs, four rows of n in flight.
+        const long long groups = inner / V, outputs = outer * splits * groups;
+        for (long long u = first; u < outputs; u += stride) {
+            const long long ig = u % groups, r = u / groups, s = r % splits, o = r / splits;
+            const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
+            const long long base = o * n * inner + ig * V;
+            A sum[tocha::vec16<T>::n];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) own[k] = phase == 0 ? sa[k] : sb[k];
-    T *out = phase == 0 ? da : db;
-    long long n = 1, repeats = 1;
+            for (int e = 0; e < V; ++e) sum[e] = (A)0;
+            long long k = lo;
+            for (; k + 3 < hi; k += 4) {
+                unsigned w[4][3][4];
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
-        if (k < ndim) {
-            n *= own[k];
-            if (own[k] == 1) repeats *= d[k];
-        }
-    const long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += stride) {
-        long long idx[8];
-        bc_indices(j, own, ndim, idx);
-        A sum = (A)0;
-        for (long long r = 0; r < repeats; ++r) {
-            // the repeated dimensions' indices from r, the last fastest
-            long long rest = r;
+                for (int j = 0; j < 4; ++j) t.load(base + (k + j) * inner, w[j]);
 #pragma unroll
-            for (int k = 7; k >= 0; --k) {
-                if (k < ndim && own[k] == 1) {
-                    idx[k] = rest % d[k];
-                    rest /= d[k];
-                }
+                for (int j = 0; j < 4; ++j)
+#pragma unroll
+                    for (int e = 0; e < V; ++e) sum[e] += t.of(w[j], e);
             }
-            long long e = 0;
+            for (; k < hi; ++k) {
+                unsigned w[3][4];
+                t.load(base + k * inner, w);
 #pragma unroll
-            for (int k = 0; k < 8; ++k)
-                if (k < ndim) e = e * d[k] + idx[k];
-            A ga, gb;
-            F::grad(tocha::to_compute(a[bc_offset(idx, sa, ndim)]), tocha::to_compute(b[bc_offset(idx, sb, ndim)]),
-                    tocha::to_compute(dy[e]), ga, gb);
-            sum += phase == 0 ? ga : gb;
+                for (int e = 0; e < V; ++e) sum[e] += t.of(w, e);
+            }
+#pragma unroll
+            for (int e = 0; e < V; ++e) bc_store(y, (o * splits + s) * inner + ig * V + e, sum[e], acc);
         }
-        out[j] = tocha::from_compute<T>(sum);
+        return;
+    }
+    const long long outputs = outer * splits * inner;
+    for (long long u = first; u < outputs; u += stride) {
+        const long long i = u % inner, r = u / inner, s = r % splits, o = r / splits;
+        const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
+        const long long base = o * n * inner + i;
+        A sum[4] = {(A)0, (A)0, (A)0, (A)0};
+        long long k = lo;
+        for (; k + 3 < hi; k += 4)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) sum[j] += t.at(base + (k + j) * inner);
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+            if (k < hi) sum[j] += t.at(base + k++ * inner);
+        bc_store(y, (o * splits + s) * inner + i, (sum[0] + sum[1]) + (sum[2] + sum[3]), acc);
+    }
+}
+
+// ---- the kernel ----
+//
+// Arguments: phase; then tocha_pointwise's (y, n, ndim, the merged sizes d and y's strides, then
+// a, b, c with their strides, three scalars), which the pointwise phases take as they are; then
+// a reduction's view [outer, len, inner], its splits, mapping and whether y holds A (acc). The
+// summing phases read a (dy), b (the dense other) and c (the dense self) and write y; BC_REDUCE
+// reads a (in A) and writes y.
+template <typename T, typename FA, typename FB>
+__device__ void tocha_broadcast_backward(int phase, T *y, long long n, int ndim, long long d0, long long d1, long long d2,
+                                         long long d3, long long d4, long long d5, long long d6, long long d7,
+                                         long long y0, long long y1, long long y2, long long y3, long long y4,
+                                         long long y5, long long y6, long long y7, const T *a, long long a0,
+                                         long long a1, long long a2, long long a3, long long a4, long long a5,
+                                         long long a6, long long a7, const T *b, long long b0, long long b1,
+                                         long long b2, long long b3, long long b4, long long b5, long long b6,
+                                         long long b7, const T *c, long long c0, long long c1, long long c2,
+                                         long long c3, long long c4, long long c5, long long c6, long long c7,
+                                         double sa, double sb, double sc, long long outer, long long len,
+                                         long long inner, long long splits, int rows, int acc)
+{
+    typedef typename tocha::compute<T>::type A;
+#define BC_POINTWISE(F)                                                                                             \
+    tocha_pointwise<A, T, T, T, T, F, 0>(y, n, ndim, d0, d1, d2, d3, d4, d5, d6, d7, y0, y1, y2, y3, y4, y5, y6, y7, a, \
+                                          a0, a1, a2, a3, a4, a5, a6, a7, b, b0, b1, b2, b3, b4, b5, b6, b7, c, c0,   \
+                                          c1, c2, c3, c4, c5, c6, c7, sa, sb, sc)
+    if (phase == BC_FULL_A) BC_POINTWISE(FA);
+    else if (phase == BC_FULL_B) BC_POINTWISE(FB);
+    else if (phase == BC_COPY) BC_POINTWISE(pw_copy);
+#undef BC_POINTWISE
+    else if (phase == BC_SUM_A) {
+        const bc_terms<FA, T> t = {a, b, c};
+        bc_sum_pass<FA, T>(t, y, acc, outer, len, inner, splits, rows);
+    } else if (phase == BC_SUM_B) {
+        const bc_terms<FB, T> t = {a, b, c};
+        bc_sum_pass<FB, T>(t, y, acc, outer, len, inner, splits, rows);
+    } else if (phase == BC_REDUCE) {
+        tocha_reduce<T, 0>((const unsigned char *)a, 1, (unsigned char *)y, acc, (T *)a, outer, len, inner, splits, 1.0,
+                           rows);
     }
 }

@@ -275,7 +275,8 @@ local function chunk_elements(out_dt, dts)
 end
 
 -- Whether pointwise.cu takes a chunk path for these merged sizes d and stride sets st (y's
--- first) over the tensors ptrs (y's first; nil for numbers): the same test as its pw_vector.
+-- first) over the tensors ptrs (y's first; nil for numbers, true for an address taken to be
+-- aligned): the same test as its pw_vector.
 local function chunk_path(d, st, ptrs, dts)
   local last = #d
   local dense = last == 1
@@ -285,7 +286,7 @@ local function chunk_path(d, st, ptrs, dts)
     local p = ptrs[i]
     if p then
       local size = dtype.size(dts[i])
-      local aligned = tonumber(ffi.cast("uintptr_t", p)) % (CHUNK * size) == 0
+      local aligned = p == true or tonumber(ffi.cast("uintptr_t", p)) % (CHUNK * size) == 0
       if not aligned then dense = false end
       local inner = st[i][last]
       if inner == 1 then
@@ -298,6 +299,8 @@ local function chunk_path(d, st, ptrs, dts)
   end
   return dense or rows
 end
+
+local pack_layout
 
 -- y = fn(operands...) computed in the dtype `common`, with y's shape the operands' broadcast
 -- one: y allocated (dtype out_dt) when nil, else written (in place) through its strides.
@@ -347,24 +350,10 @@ local function run(fn, out_dt, common, operands, names, y)
   for k = 1, #shape do n = n * shape[k] end
   local d, st = coalesce(shape, sets)
   local k = pointwise_kernel(fn, common, out_dt, dts[1], dts[2], dts[3], scalars)
-  local args = { y.data, n, #d }
-  local function push(list)
-    for i = 1, MAX_DIMS do args[#args + 1] = list[i] or 0 end
-  end
-  local filler = {}
-  for i = 1, #d do filler[i] = d[i] end
-  for i = #d + 1, MAX_DIMS do filler[i] = 1 end
-  push(filler)
-  push(st[1])
-  for i = 1, 3 do
-    local v = operands[i]
-    args[#args + 1] = is_tensor(v) and v.data or y.data
-    push(st[i + 1])
-  end
-  args[#args + 1], args[#args + 2], args[#args + 3] = values[1], values[2], values[3]
-  -- The chunk paths take several chunks a thread; the others an element a thread.
   local ptrs = { y.data }
   for i = 1, 3 do ptrs[i + 1] = is_tensor(operands[i]) and operands[i].data or nil end
+  local args = pack_layout({}, { n = n, d = d, st = st }, ptrs, values)
+  -- The chunk paths take several chunks a thread; the others an element a thread.
   local per = chunk_path(d, st, ptrs, { out_dt, dts[1], dts[2], dts[3] }) and chunk_elements(out_dt, dts) or 1
   grid_buf[1] = math.max(1, math.min(math.ceil(n / (BLOCK * per)), 2 ^ 31 - 1))
   grid_buf[2], grid_buf[3] = 1, 1
@@ -372,6 +361,68 @@ local function run(fn, out_dt, common, operands, names, y)
   op.launch_packed(k, device.wrap(dev), grid_buf, { BLOCK, 1, 1 }, args)
   return y
 end
+
+-- ---- launches planned from shapes (an op's, which a model packs once) ----
+
+-- The pointwise kernel's view of y = f(operands) for a dense y of `shape` and dense operands of
+-- the shapes in `shapes` (each broadcast to it; up to three): {n, d, st}, the sizes and the
+-- stride sets (y's first) merged as a call's are.
+function M.dense_layout(shape, shapes)
+  local function dense(s)
+    local out, step = {}, 1
+    for k = #s, 1, -1 do out[k], step = s[k] == 1 and 0 or step, step * s[k] end
+    return out
+  end
+  local sets = { dense(shape) }
+  for i, s in ipairs(shapes) do
+    local lead, full = #shape - #s, {}
+    for k = 1, #shape do full[k] = s[k - lead] or 1 end
+    local st = dense(full)
+    for k = 1, #shape do if full[k] ~= shape[k] then st[k] = 0 end end
+    sets[i + 1] = st
+  end
+  local n = 1
+  for k = 1, #shape do n = n * shape[k] end
+  local d, st = coalesce(shape, sets)
+  return { n = n, d = d, st = st }
+end
+
+-- Appends to list the pointwise kernel's arguments for layout L: y (ptrs[1]) with n, the sizes
+-- and y's strides, then operands 1 to 3 (ptrs[2..4]; an operand absent takes y's address and
+-- no strides), then the three scalar values (values, default 0). Returns list.
+function pack_layout(list, L, ptrs, values)
+  local function push(set, fill)
+    for i = 1, MAX_DIMS do list[#list + 1] = set and set[i] or fill end
+  end
+  list[#list + 1], list[#list + 2], list[#list + 3] = ptrs[1], L.n, #L.d
+  push(L.d, 1)
+  push(L.st[1], 0)
+  for i = 1, 3 do
+    list[#list + 1] = ptrs[i + 1] or ptrs[1]
+    push(ptrs[i + 1] and L.st[i + 1], 0)
+  end
+  for i = 1, 3 do list[#list + 1] = values and values[i] or 0 end
+  return list
+end
+M.pack_layout = pack_layout
+
+-- CTAs of at least this many where the tensor has the elements: a grid planned without the
+-- addresses (an op's) may meet a path of an element a thread, whose threads then stride.
+local FILL_CTAS = 132 * 8
+
+-- The grid for layout L over `count` operands of dtype dt, its addresses taken to be aligned:
+-- the chunk paths' grid where they apply, else an element a thread; with `unknown` (the
+-- operands' shapes are not known, only n) the chunk grid raised to FILL_CTAS where an element
+-- a thread has that many.
+function M.layout_grid(L, dt, count, unknown)
+  local ptrs, dts = { true }, { dt, dt, dt, dt }
+  for i = 1, count do ptrs[i + 1] = true end
+  local per = unknown and chunk_elements(dt, dts) or (chunk_path(L.d, L.st, ptrs, dts) and chunk_elements(dt, dts) or 1)
+  local ctas = math.ceil(L.n / (BLOCK * per))
+  if unknown then ctas = math.max(ctas, math.min(math.ceil(L.n / BLOCK), FILL_CTAS)) end
+  return { math.max(1, math.min(ctas, 2 ^ 31 - 1)), 1, 1 }
+end
+M.BLOCK = BLOCK
 
 -- ---- number operands ----
 
