@@ -11,8 +11,9 @@
 //   pass (tocha_pointwise over (dy, other, self), the other broadcast through its strides, on
 //   its chunk paths: 16-byte vectors, several a thread).
 // - BC_COPY: an operand broadcast to the output's shape, dense, into the workspace, where a
-//   reduction's gradient reads the other operand (and, for g's of arity 3, the operand itself)
-//   and it is not of the output's shape.
+//   reduction's gradient reads the other operand and it is not of the output's shape; or, for
+//   g's of arity 3, the operand itself where it repeats along more than one run of dimensions
+//   (along one, the sum reads its value once an output).
 // - BC_SUM_A, BC_SUM_B: an operand that repeats along some dimensions sums its gradient over
 //   them. The host views the output as [outer, n, inner] around the last run of repeated
 //   dimensions; this pass computes each gradient element from dy (and the dense other and
@@ -73,31 +74,40 @@ struct bc_grad_min {
 // ---- the summing pass ----
 
 // The gradient element by element from the dense arrays of the output's layout that G reads:
-// dy, then other and self where G's arity reaches them.
+// dy, then other and self where G's arity reaches them. With `own`, self is the operand itself,
+// dense [outer, inner] (its one run of repeated dimensions is the pass's n): its value is one an
+// output, read once and handed in as s; else self is of the output's layout too.
 template <typename G, typename T> struct bc_terms {
     typedef typename tocha::compute<T>::type A;
     const T *dy, *other, *self;
-    // The element at flat offset e.
-    __device__ __forceinline__ A at(long long e) const
+    bool own;
+    __device__ __forceinline__ bool reads_self() const { return G::arity >= 3 && !own; }
+    // The element at flat offset e (s: self's value where own).
+    __device__ __forceinline__ A at(long long e, A s) const
     {
         return G::apply(tocha::to_compute(dy[e]), G::arity >= 2 ? tocha::to_compute(other[e]) : (A)0,
-                        G::arity >= 3 ? tocha::to_compute(self[e]) : (A)0);
+                        reads_self() ? tocha::to_compute(self[e]) : s);
     }
     // The 16-byte groups at e (16-byte aligned in every array) into w, all loads issued here.
     __device__ __forceinline__ void load(long long e, unsigned w[3][4]) const
     {
         tocha::load_words<16>(dy + e, w[0]);
         if (G::arity >= 2) tocha::load_words<16>(other + e, w[1]);
-        if (G::arity >= 3) tocha::load_words<16>(self + e, w[2]);
+        if (reads_self()) tocha::load_words<16>(self + e, w[2]);
     }
-    // Element j of groups w.
-    __device__ __forceinline__ A of(const unsigned w[3][4], int j) const
+    // Element j of groups w (s: self's value where own).
+    __device__ __forceinline__ A of(const unsigned w[3][4], int j, A s) const
     {
         return G::apply(tocha::to_compute(tocha::element_of<T>(w[0], j)),
                         G::arity >= 2 ? tocha::to_compute(tocha::element_of<T>(w[1], j)) : (A)0,
-                        G::arity >= 3 ? tocha::to_compute(tocha::element_of<T>(w[2], j)) : (A)0);
+                        reads_self() ? tocha::to_compute(tocha::element_of<T>(w[2], j)) : s);
     }
-    // Whether every array G reads is 16-byte aligned (then offsets share their alignment).
+    // Self's value for output (o, i) of [outer, inner] where own, else 0 (unused).
+    __device__ __forceinline__ A own_value(long long o, long long inner, long long i) const
+    {
+        return G::arity >= 3 && own ? tocha::to_compute(self[o * inner + i]) : (A)0;
+    }
+    // Whether every array G reads is 16-byte aligned (then offsets along n share their alignment).
     __device__ __forceinline__ bool aligned() const
     {
         unsigned long long bits = (unsigned long long)dy;
@@ -113,7 +123,7 @@ template <typename G, typename T> struct bc_terms {
 // red_segment reads a row.
 template <typename G, typename T, typename A>
 __device__ __forceinline__ A bc_segment(const bc_terms<G, T> &t, long long base, long long lo, long long hi,
-                                        long long lane, long long team, bool vec)
+                                        long long lane, long long team, bool vec, A s)
 {
     const int V = tocha::vec16<T>::n;
     A acc[4] = {(A)0, (A)0, (A)0, (A)0};
@@ -123,8 +133,8 @@ __device__ __forceinline__ A bc_segment(const bc_terms<G, T> &t, long long base,
         if (a > hi) a = hi;
         b = a + (hi - a) / V * V;
     }
-    for (long long k = lo + lane; k < a; k += team) acc[0] += t.at(base + k);
-    for (long long k = b + lane; k < hi; k += team) acc[1] += t.at(base + k);
+    for (long long k = lo + lane; k < a; k += team) acc[0] += t.at(base + k, s);
+    for (long long k = b + lane; k < hi; k += team) acc[1] += t.at(base + k, s);
     const long long groups = (b - a) / V;
     long long g = lane;
     for (; g + 3 * team < groups; g += 4 * team) {
@@ -134,7 +144,7 @@ __device__ __forceinline__ A bc_segment(const bc_terms<G, T> &t, long long base,
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
-            for (int e = 0; e < V; ++e) acc[j] += t.of(w[j], e);
+            for (int e = 0; e < V; ++e) acc[j] += t.of(w[j], e, s);
     }
     {
         unsigned w[3][3][4];
@@ -145,7 +155,7 @@ __device__ __forceinline__ A bc_segment(const bc_terms<G, T> &t, long long base,
         for (int j = 0; j < 3; ++j)
             if (g + j * team < groups)
 #pragma unroll
-                for (int e = 0; e < V; ++e) acc[j] += t.of(w[j], e);
+                for (int e = 0; e < V; ++e) acc[j] += t.of(w[j], e, s);
     }
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
@@ -177,7 +187,8 @@ __device__ void bc_sum_pass(const bc_terms<G, T> &t, T *y, int acc, long long ou
         const long long row = live ? item / splits : 0, s = live ? item - row * splits : 0;
         long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
         if (!live) lo = hi = 0;
-        const A total = tocha::team_sum(bc_segment<G, T, A>(t, row * n, lo, hi, lane, team, aligned), team, cta);
+        const A mine = live ? t.own_value(row, 1, 0) : (A)0;
+        const A total = tocha::team_sum(bc_segment<G, T, A>(t, row * n, lo, hi, lane, team, aligned, mine), team, cta);
         if (live && lane == 0) bc_store(y, item, total, acc);
         return;
     }
@@ -189,9 +200,9 @@ __device__ void bc_sum_pass(const bc_terms<G, T> &t, T *y, int acc, long long ou
             const long long ig = u % groups, r = u / groups, s = r % splits, o = r / splits;
             const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
             const long long base = o * n * inner + ig * V;
-            A sum[tocha::vec16<T>::n];
+            A sum[tocha::vec16<T>::n], mine[tocha::vec16<T>::n];
 #pragma unroll
-            for (int e = 0; e < V; ++e) sum[e] = (A)0;
+            for (int e = 0; e < V; ++e) sum[e] = (A)0, mine[e] = t.own_value(o, inner, ig * V + e);
             long long k = lo;
             for (; k + 3 < hi; k += 4) {
                 unsigned w[4][3][4];
@@ -200,13 +211,13 @@ __device__ void bc_sum_pass(const bc_terms<G, T> &t, T *y, int acc, long long ou
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
 #pragma unroll
-                    for (int e = 0; e < V; ++e) sum[e] += t.of(w[j], e);
+                    for (int e = 0; e < V; ++e) sum[e] += t.of(w[j], e, mine[e]);
             }
             for (; k < hi; ++k) {
                 unsigned w[3][4];
                 t.load(base + k * inner, w);
 #pragma unroll
-                for (int e = 0; e < V; ++e) sum[e] += t.of(w, e);
+                for (int e = 0; e < V; ++e) sum[e] += t.of(w, e, mine[e]);
             }
 #pragma unroll
             for (int e = 0; e < V; ++e) bc_store(y, (o * splits + s) * inner + ig * V + e, sum[e], acc);
@@ -218,14 +229,15 @@ __device__ void bc_sum_pass(const bc_terms<G, T> &t, T *y, int acc, long long ou
         const long long i = u % inner, r = u / inner, s = r % splits, o = r / splits;
         const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
         const long long base = o * n * inner + i;
+        const A mine = t.own_value(o, inner, i);
         A sum[4] = {(A)0, (A)0, (A)0, (A)0};
         long long k = lo;
         for (; k + 3 < hi; k += 4)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) sum[j] += t.at(base + (k + j) * inner);
+            for (int j = 0; j < 4; ++j) sum[j] += t.at(base + (k + j) * inner, mine);
 #pragma unroll
         for (int j = 0; j < 3; ++j)
-            if (k < hi) sum[j] += t.at(base + k++ * inner);
+            if (k < hi) sum[j] += t.at(base + k++ * inner, mine);
         bc_store(y, (o * splits + s) * inner + i, (sum[0] + sum[1]) + (sum[2] + sum[3]), acc);
     }
 }
@@ -234,9 +246,10 @@ __device__ void bc_sum_pass(const bc_terms<G, T> &t, T *y, int acc, long long ou
 //
 // Arguments: phase; then tocha_pointwise's (y, n, ndim, the merged sizes d and y's strides, then
 // a, b, c with their strides, three scalars), which the pointwise phases take as they are; then
-// a reduction's view [outer, len, inner], its splits, mapping and whether y holds A (acc). The
-// summing phases read a (dy), b (the dense other) and c (the dense self) and write y; BC_REDUCE
-// reads a (in A) and writes y.
+// a reduction's view [outer, len, inner], its splits, mapping, whether y holds A (acc) and
+// whether c is the operand itself rather than spread to the output's shape (own). The summing
+// phases read a (dy), b (the dense other) and c (self) and write y; BC_REDUCE reads a (in A)
+// and writes y.
 template <typename T, typename FA, typename FB>
 __device__ void tocha_broadcast_backward(int phase, T *y, long long n, int ndim, long long d0, long long d1, long long d2,
                                          long long d3, long long d4, long long d5, long long d6, long long d7,
@@ -248,7 +261,7 @@ __device__ void tocha_broadcast_backward(int phase, T *y, long long n, int ndim,
                                          long long b7, const T *c, long long c0, long long c1, long long c2,
                                          long long c3, long long c4, long long c5, long long c6, long long c7,
                                          double sa, double sb, double sc, long long outer, long long len,
-                                         long long inner, long long splits, int rows, int acc)
+                                         long long inner, long long splits, int rows, int acc, int own)
 {
     typedef typename tocha::compute<T>::type A;
 #define BC_POINTWISE(F)                                                                                             \
@@ -260,10 +273,10 @@ __device__ void tocha_broadcast_backward(int phase, T *y, long long n, int ndim,
     else if (phase == BC_COPY) BC_POINTWISE(pw_copy);
 #undef BC_POINTWISE
     else if (phase == BC_SUM_A) {
-        const bc_terms<FA, T> t = {a, b, c};
+        const bc_terms<FA, T> t = {a, b, c, own != 0};
         bc_sum_pass<FA, T>(t, y, acc, outer, len, inner, splits, rows);
     } else if (phase == BC_SUM_B) {
-        const bc_terms<FB, T> t = {a, b, c};
+        const bc_terms<FB, T> t = {a, b, c, own != 0};
         bc_sum_pass<FB, T>(t, y, acc, outer, len, inner, splits, rows);
     } else if (phase == BC_REDUCE) {
         tocha_reduce<T, 0>((const unsigned char *)a, 1, (unsigned char *)y, acc, (T *)a, outer, len, inner, splits, 1.0,

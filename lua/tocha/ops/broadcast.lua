@@ -16,8 +16,8 @@
 -- repeated dimensions at a time (the last first) on tocha.Reduce's plans (a second pass over
 -- partials where a run is split among CTAs, sums in f32 for halves). Where the sum needs the
 -- other operand (mul, div, max, min) and that one does not have the output's shape, or needs
--- the operand itself (div's divisor, max, min), a pass first writes it broadcast to the
--- output's shape into the workspace (op:workspace_bytes, after the parameters in `params`),
+-- the operand itself (div's divisor, max, min) and it repeats along several runs, a pass first
+-- writes it broadcast to the output's shape into the workspace (op:workspace_bytes, after the parameters in `params`),
 -- which also holds the partials. The backward has a fixed count of launches,
 -- M.LAUNCHES_PER_OPERAND for a, then as many for b; those with nothing to do have a grid of 0
 -- CTAs.
@@ -75,7 +75,7 @@ function Broadcast.new(fn, dtype_name)
       op.source("broadcast.cu"), name = "tocha_broadcast_backward", file = "broadcast.cu",
     template_args = ("%s, %s, %s"):format(ct, f[2], f[4]),
     params = ("i32 phase, %s* y, i64 n, i32 ndim, %s, %s, f64 sa, f64 sb, f64 sc, i64 outer, i64 len, i64 inner, "
-      .. "i64 splits, i32 rows, i32 acc"):format(dt, table.concat(sets, ", "), table.concat(operands, ", ")) }
+      .. "i64 splits, i32 rows, i32 acc, i32 own"):format(dt, table.concat(sets, ", "), table.concat(operands, ", ")) }
   self.backward_kernel = self.grad_kernel
   return self
 end
@@ -184,9 +184,12 @@ local function operand_plan(self, x, out, aligned)
     return steps[#steps].bufs[1]
   end
   if arity >= 2 and not op.same_sizes(other, out) then dense[2] = spread("other", other) end
-  if arity >= 3 then dense[3] = spread("self", own) end
+  -- the operand itself: read once an output where it repeats along one run (the first pass's)
+  local runs, reps = runs_of(out, own), 0
+  for _, r in ipairs(runs) do if r.rep then reps = reps + 1 end end
+  if arity >= 3 and reps > 1 then dense[3] = spread("self", own) end
   local acc_dt = self.dtype == "f64" and "f64" or "f32"
-  local passes = sum_passes(runs_of(out, own), self.dtype, acc_dt)
+  local passes = sum_passes(runs, self.dtype, acc_dt)
   local biggest = 0
   for j = 1, #passes - 1 do
     local p = passes[j].pass
@@ -199,7 +202,7 @@ local function operand_plan(self, x, out, aligned)
     local dst = j == #passes and "grad" or regions[(j - 1) % 2 + 1]
     local bufs = q.fused and { dst, dense[1], dense[2], dense[3] } or { dst, src }
     steps[#steps + 1] = { phase = q.fused and SUM[x] or REDUCE, pass = q.pass, bufs = bufs, acc = dst ~= "grad" and 1 or 0,
-      grid = reduction.pass_grid(q.pass, BLOCK, q.dt) }
+      own = dense[3] == "self" and 1 or 0, grid = reduction.pass_grid(q.pass, BLOCK, q.dt) }
     src = dst
   end
   return steps, bytes
@@ -259,15 +262,14 @@ function Broadcast:pack_backward_args_for_launch(i, inputs, params, _, _, grad_o
   local list = { step.phase }
   if step.layout then
     tensor_math.pack_layout(list, step.layout, ptrs)
-    list[#list + 1], list[#list + 2], list[#list + 3], list[#list + 4], list[#list + 5], list[#list + 6] = 0, 0, 0, 1, 0, 0
+    for _, v in ipairs({ 0, 0, 0, 1, 0, 0, 0 }) do list[#list + 1] = v end
     return list
   end
   -- a summing pass: every operand slot a valid address (launch pointers are never null)
   for j = 2, 4 do ptrs[j] = ptrs[j] or ptrs[2] end
   tensor_math.pack_layout(list, NO_LAYOUT, ptrs)
   local p = step.pass
-  list[#list + 1], list[#list + 2], list[#list + 3], list[#list + 4], list[#list + 5], list[#list + 6] =
-    p.outer, p.n, p.inner, p.splits, p.rows, step.acc
+  for _, v in ipairs({ p.outer, p.n, p.inner, p.splits, p.rows, step.acc, step.own }) do list[#list + 1] = v end
   return list
 end
 Broadcast.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
