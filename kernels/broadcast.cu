@@ -7,9 +7,12 @@
 //
 // One kernel does every launch of the backward, a phase each (the host plans them from the
 // shapes alone, so a result is the same on every device):
-// - BC_FULL_A, BC_FULL_B: an operand of the output's shape takes its gradient in one pointwise
-//   pass (tocha_pointwise over (dy, other, self), the other broadcast through its strides, on
-//   its chunk paths: 16-byte vectors, several a thread).
+// - BC_FULL_BOTH: both operands of the output's shape (a residual add): both gradients in one
+//   pass over the dense arrays, dy (and a and b where the gradients read them) read once, a
+//   thread BC_VECTORS 16-byte vectors of each, loads issued together.
+// - BC_FULL_A, BC_FULL_B: an operand of the output's shape, the other broadcast, takes its
+//   gradient in one pointwise pass (tocha_pointwise over (dy, other, self), the other read
+//   through its strides, on its chunk paths: 16-byte vectors, several a thread).
 // - BC_COPY: an operand broadcast to the output's shape, dense, into the workspace, where a
 //   reduction's gradient reads the other operand and it is not of the output's shape; or, for
 //   g's of arity 3, the operand itself where it repeats along more than one run of dimensions
@@ -30,6 +33,7 @@
 #define BC_SUM_A 3
 #define BC_SUM_B 4
 #define BC_REDUCE 5
+#define BC_FULL_BOTH 6
 
 // ---- the gradients: apply(dy, other, self), self the operand whose gradient it is ----
 
@@ -242,14 +246,65 @@ __device__ void bc_sum_pass(const bc_terms<G, T> &t, T *y, int acc, long long ou
     }
 }
 
+// ---- both operands of the output's shape ----
+
+#define BC_VECTORS 2
+
+// da and db over n elements of dense arrays: FA's apply(dy, b, a), FB's apply(dy, a, b).
+template <typename T, typename FA, typename FB>
+__device__ __forceinline__ void bc_full_both(const T *dy, const T *a, const T *b, T *da, T *db, long long n)
+{
+    typedef typename tocha::compute<T>::type A;
+    const int V = tocha::vec16<T>::n, U = BC_VECTORS;
+    // the inputs the gradients read, beside dy
+    const bool ra = FA::arity >= 3 || FB::arity >= 2, rb = FA::arity >= 2 || FB::arity >= 3;
+    const unsigned long long bits = (unsigned long long)dy | (unsigned long long)da | (unsigned long long)db |
+                                    (ra ? (unsigned long long)a : 0) | (rb ? (unsigned long long)b : 0);
+    const long long vectors = (bits & 15u) == 0 ? n / V : 0, span = (long long)blockDim.x * U;
+    for (long long base = blockIdx.x * span + threadIdx.x; base < vectors; base += gridDim.x * span) {
+        unsigned wd[U][4], wa[U][4] = {}, wb[U][4] = {};
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+            const long long v = base + j * (long long)blockDim.x;
+            if (v < vectors) {
+                tocha::load_words<16>(dy + v * V, wd[j]);
+                if (ra) tocha::load_words<16>(a + v * V, wa[j]);
+                if (rb) tocha::load_words<16>(b + v * V, wb[j]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+            const long long v = base + j * (long long)blockDim.x;
+            if (v >= vectors) break;
+            tocha::pack16<T> ga, gb;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const A g = tocha::to_compute(tocha::element_of<T>(wd[j], e));
+                const A x = tocha::to_compute(tocha::element_of<T>(wa[j], e)), y = tocha::to_compute(tocha::element_of<T>(wb[j], e));
+                ga.set(e, tocha::from_compute<T>(FA::apply(g, y, x)));
+                gb.set(e, tocha::from_compute<T>(FB::apply(g, x, y)));
+            }
+            tocha::store_pack(da + v * V, ga);
+            tocha::store_pack(db + v * V, gb);
+        }
+    }
+    for (long long i = vectors * V + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)blockDim.x * gridDim.x) {
+        const A g = tocha::to_compute(dy[i]);
+        const A x = ra ? tocha::to_compute(a[i]) : (A)0, y = rb ? tocha::to_compute(b[i]) : (A)0;
+        da[i] = tocha::from_compute<T>(FA::apply(g, y, x));
+        db[i] = tocha::from_compute<T>(FB::apply(g, x, y));
+    }
+}
+
 // ---- the kernel ----
 //
 // Arguments: phase; then tocha_pointwise's (y, n, ndim, the merged sizes d and y's strides, then
 // a, b, c with their strides, three scalars), which the pointwise phases take as they are; then
 // a reduction's view [outer, len, inner], its splits, mapping, whether y holds A (acc) and
-// whether c is the operand itself rather than spread to the output's shape (own). The summing
-// phases read a (dy), b (the dense other) and c (self) and write y; BC_REDUCE reads a (in A)
-// and writes y.
+// whether c is the operand itself rather than spread to the output's shape (own), and z. The
+// summing phases read a (dy), b (the dense other) and c (self) and write y; BC_REDUCE reads a (in
+// A) and writes y; BC_FULL_BOTH reads a (dy), b and c (the operands) and writes y (da) and z (db).
 template <typename T, typename FA, typename FB>
 __device__ void tocha_broadcast_backward(int phase, T *y, long long n, int ndim, long long d0, long long d1, long long d2,
                                          long long d3, long long d4, long long d5, long long d6, long long d7,
@@ -261,14 +316,15 @@ __device__ void tocha_broadcast_backward(int phase, T *y, long long n, int ndim,
                                          long long b7, const T *c, long long c0, long long c1, long long c2,
                                          long long c3, long long c4, long long c5, long long c6, long long c7,
                                          double sa, double sb, double sc, long long outer, long long len,
-                                         long long inner, long long splits, int rows, int acc, int own)
+                                         long long inner, long long splits, int rows, int acc, int own, T *z)
 {
     typedef typename tocha::compute<T>::type A;
 #define BC_POINTWISE(F)                                                                                             \
     tocha_pointwise<A, T, T, T, T, F, 0>(y, n, ndim, d0, d1, d2, d3, d4, d5, d6, d7, y0, y1, y2, y3, y4, y5, y6, y7, a, \
                                           a0, a1, a2, a3, a4, a5, a6, a7, b, b0, b1, b2, b3, b4, b5, b6, b7, c, c0,   \
                                           c1, c2, c3, c4, c5, c6, c7, sa, sb, sc)
-    if (phase == BC_FULL_A) BC_POINTWISE(FA);
+    if (phase == BC_FULL_BOTH) bc_full_both<T, FA, FB>(a, b, c, y, z, n);
+    else if (phase == BC_FULL_A) BC_POINTWISE(FA);
     else if (phase == BC_FULL_B) BC_POINTWISE(FB);
     else if (phase == BC_COPY) BC_POINTWISE(pw_copy);
 #undef BC_POINTWISE

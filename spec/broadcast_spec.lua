@@ -84,9 +84,10 @@ describe("tocha.Broadcast", function()
         -- [1, 2, 80, 80] * [1, 2, 1, 1]: rows of 6400, a CTA each, split in two and finished by a
         -- second pass; [64, 8] * [8]: columns split four ways; [3, 5, 2, 36] * [1, 5, 1, 1]: the
         -- run of 72 summed, then the run of 3 (a warp's lanes, then columns); [3, 1, 6] * [1, 7, 1]:
-        -- neither operand of the output's shape, each summed over two runs; a [1] scalar.
+        -- neither operand of the output's shape, each summed over two runs; a [1] scalar; both of
+        -- the output's shape, 35 elements (16-byte vectors and a tail).
         local CASES = { { { 1, 2, 80, 80 }, { 1, 2, 1, 1 } }, { { 64, 8 }, { 8 } }, { { 3, 5, 2, 36 }, { 1, 5, 1, 1 } },
-          { { 3, 1, 6 }, { 1, 7, 1 } }, { { 4, 9 }, { 1 } } }
+          { { 3, 1, 6 }, { 1, 7, 1 } }, { { 4, 9 }, { 1 } }, { { 5, 7 }, { 5, 7 } } }
         for _, fn in ipairs({ "add", "sub", "mul", "div", "max" }) do
           for _, dt in ipairs({ "f32", "bf16" }) do
             local op = tocha.Broadcast.new(fn, dt)

@@ -10,8 +10,9 @@
 -- (Eager tensor math, x * s, broadcasts too; this is the op a model launches.)
 -- The forward is tensor math's kernel (kernels/pointwise.cu, one launch on its chunk paths for
 -- dense and channel-broadcast operands). The backward (kernels/broadcast.cu, one kernel told its
--- phase) is planned from the shapes alone, so a result is the same on every device: for each
--- operand, its gradient in one pointwise pass where it has the output's shape; else the
+-- phase) is planned from the shapes alone, so a result is the same on every device: both
+-- gradients in one pass where both operands have the output's shape; for each operand, its
+-- gradient in one pointwise pass where it alone has the output's shape; else the
 -- gradient summed over the dimensions it repeats, computed from dy as it is read, one run of
 -- repeated dimensions at a time (the last first) on tocha.Reduce's plans (a second pass over
 -- partials where a run is split among CTAs, sums in f32 for halves). Where the sum needs the
@@ -47,7 +48,9 @@ local FN = {
   min = { "minimum", "bc_grad_min", 3, "bc_grad_min", 3 },
 }
 -- broadcast.cu's phases.
-local FULL, COPY, SUM, REDUCE = { 0, 1 }, 2, { 3, 4 }, 5
+local FULL, COPY, SUM, REDUCE, FULL_BOTH = { 0, 1 }, 2, { 3, 4 }, 5, 6
+-- 16-byte vectors a thread of the pass that writes both gradients (broadcast.cu's BC_VECTORS).
+local VECTORS = 2
 -- Launches an operand's gradient may take: two copies, then two passes for each of at most four
 -- runs of repeated dimensions (8 dimensions alternate at most four times).
 M.LAUNCHES_PER_OPERAND = 10
@@ -75,7 +78,7 @@ function Broadcast.new(fn, dtype_name)
       op.source("broadcast.cu"), name = "tocha_broadcast_backward", file = "broadcast.cu",
     template_args = ("%s, %s, %s"):format(ct, f[2], f[4]),
     params = ("i32 phase, %s* y, i64 n, i32 ndim, %s, %s, f64 sa, f64 sb, f64 sc, i64 outer, i64 len, i64 inner, "
-      .. "i64 splits, i32 rows, i32 acc, i32 own"):format(dt, table.concat(sets, ", "), table.concat(operands, ", ")) }
+      .. "i64 splits, i32 rows, i32 acc, i32 own, %s* z"):format(dt, table.concat(sets, ", "), table.concat(operands, ", "), dt) }
   self.backward_kernel = self.grad_kernel
   return self
 end
@@ -169,6 +172,11 @@ end
 -- offset (a number).
 local function operand_plan(self, x, out, aligned)
   local own, other, arity = aligned[x], aligned[3 - x], self.arity[x]
+  if op.same_sizes(own, out) and op.same_sizes(other, out) then
+    -- both of the output's shape: one pass writes both gradients, a's first launch
+    if x == 2 then return {}, 0 end
+    return { { phase = FULL_BOTH, n = op.numel(out), grid = op.vector_grid(op.numel(out), self.dtype, BLOCK * VECTORS) } }, 0
+  end
   if op.same_sizes(own, out) then
     local L = tensor_math.dense_layout(out, { out, other, own })
     return { { phase = FULL[x], layout = L, bufs = { "grad", "dy", "other", "self" },
@@ -258,11 +266,19 @@ function Broadcast:pack_backward_args_for_launch(i, inputs, params, _, _, grad_o
   local named = { dy = op.address(grad_output, "grad_output"), self = at[x], other = at[3 - x],
     grad = op.address(grad_inputs[x], ("grad_inputs[%d]"):format(x)) }
   local ptrs = {}
-  for j, b in ipairs(step.bufs) do ptrs[j] = type(b) == "number" and op.address(ws, "params[1]") + b or named[b] end
+  for j, b in ipairs(step.bufs or {}) do ptrs[j] = type(b) == "number" and op.address(ws, "params[1]") + b or named[b] end
   local list = { step.phase }
+  if step.phase == FULL_BOTH then
+    -- y da, a dy, b and c the operands, z db
+    tensor_math.pack_layout(list, { n = step.n, d = {}, st = {} }, { named.grad, named.dy, at[1], at[2] })
+    for _, v in ipairs({ 0, 0, 0, 1, 0, 0, 0 }) do list[#list + 1] = v end
+    list[#list + 1] = op.address(grad_inputs[2], "grad_inputs[2]")
+    return list
+  end
   if step.layout then
     tensor_math.pack_layout(list, step.layout, ptrs)
     for _, v in ipairs({ 0, 0, 0, 1, 0, 0, 0 }) do list[#list + 1] = v end
+    list[#list + 1] = ptrs[1]
     return list
   end
   -- a summing pass: every operand slot a valid address (launch pointers are never null)
@@ -270,6 +286,7 @@ function Broadcast:pack_backward_args_for_launch(i, inputs, params, _, _, grad_o
   tensor_math.pack_layout(list, NO_LAYOUT, ptrs)
   local p = step.pass
   for _, v in ipairs({ p.outer, p.n, p.inner, p.splits, p.rows, step.acc, step.own }) do list[#list + 1] = v end
+  list[#list + 1] = ptrs[1]
   return list
 end
 Broadcast.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
