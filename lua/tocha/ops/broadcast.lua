@@ -8,17 +8,18 @@
 --   local dx, ds = scale:backward(x, s, dy)            -- ds summed over H and W
 --
 -- (Eager tensor math, x * s, broadcasts too; this is the op a model launches.)
+--
 -- The forward is tensor math's kernel (kernels/pointwise.cu, one launch on its chunk paths for
 -- dense and channel-broadcast operands). The backward (kernels/broadcast.cu, one kernel told its
 -- phase) is planned from the shapes alone, so a result is the same on every device: both
--- gradients in one pass where both operands have the output's shape; for each operand, its
--- gradient in one pointwise pass where it alone has the output's shape; else the
--- gradient summed over the dimensions it repeats, computed from dy as it is read, one run of
--- repeated dimensions at a time (the last first) on tocha.Reduce's plans (a second pass over
--- partials where a run is split among CTAs, sums in f32 for halves). Where the sum needs the
--- other operand (mul, div, max, min) and that one does not have the output's shape, or needs
--- the operand itself (div's divisor, max, min) and it repeats along several runs, a pass first
--- writes it broadcast to the output's shape into the workspace (op:workspace_bytes, after the parameters in `params`),
+-- gradients in one pass where both operands have the output's shape; an operand's gradient in
+-- one pointwise pass where it alone has the output's shape; else its gradient summed over the
+-- dimensions it repeats, computed from dy as it is read, one run of repeated dimensions at a
+-- time (the last first) on tocha.Reduce's plans (a second pass over partials where a run is
+-- split among CTAs; sums in f32 for halves). Where the sum needs the other operand (mul, div,
+-- max, min) and that one does not have the output's shape, or needs the operand itself (div's
+-- divisor, max, min) and it repeats along several runs, a pass first writes it broadcast to the
+-- output's shape into the workspace (op:workspace_bytes, after the parameters in `params`),
 -- which also holds the partials. The backward has a fixed count of launches,
 -- M.LAUNCHES_PER_OPERAND for a, then as many for b; those with nothing to do have a grid of 0
 -- CTAs.
@@ -205,6 +206,8 @@ local function operand_plan(self, x, out, aligned)
   end
   local regions = { bytes, bytes + round_up(biggest) }
   if #passes > 1 then bytes = bytes + (#passes > 2 and 2 or 1) * round_up(biggest) end
+  -- (the fixed launch count covers the most a shape of 8 dimensions can take)
+  assert(#steps + #passes <= M.LAUNCHES_PER_OPERAND, "tocha.Broadcast: more launches than the op has")
   local src
   for j, q in ipairs(passes) do
     local dst = j == #passes and "grad" or regions[(j - 1) % 2 + 1]
