@@ -113,6 +113,22 @@ describe("tocha.Broadcast", function()
         assert.are.same({ 2, 4, 5, 5 }, grads[1]:shape())
       end)
 
+      it("runs a backward with a workspace in a model as a direct call runs it", function()
+        -- [B, 4, 1, 5] * [B, 1, 3, 1]: each gradient reads the other spread into the workspace
+        local x, z = tocha.Model.input({ -1, 4, 1, 5 }), tocha.Model.input({ -1, 1, 3, 1 })
+        local op = tocha.Broadcast.new("mul")
+        local m = tocha.Model({ x, z }, { op(x, z) })
+        m:load(2, device)
+        assert.is_true(op:workspace_bytes({ { 2, 4, 1, 5 }, { 2, 1, 3, 1 } }) > 0)
+        local xt, zt, dy = randn({ 2, 4, 1, 5 }, "f32"), randn({ 2, 1, 3, 1 }, "f32"), randn({ 2, 4, 3, 5 }, "f32")
+        local out, cache = m:forward_train({ xt, zt })
+        assert.is_true(tocha.allclose(out[1], xt * zt, 0, 0))
+        local grads = m:backward({ dy }, cache)
+        local dx, dz = op:backward(xt, zt, dy)
+        assert.is_true(tocha.allclose(grads[1], dx, 0, 0))
+        assert.is_true(tocha.allclose(grads[2], dz, 0, 0))
+      end)
+
       it("refuses shapes that do not broadcast", function()
         local op = tocha.Broadcast.new("add")
         fails("b: shape [3] does not broadcast with [2, 4] (a's): sizes 3 and 4 at dimension 1 from the end",
