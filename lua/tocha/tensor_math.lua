@@ -422,6 +422,7 @@ function M.layout_grid(L, dt, count, unknown)
   if unknown then ctas = math.max(ctas, math.min(math.ceil(L.n / BLOCK), FILL_CTAS)) end
   return { math.max(1, math.min(ctas, 2 ^ 31 - 1)), 1, 1 }
 end
+-- The pointwise kernel's block width (an op launching it plans with the same).
 M.BLOCK = BLOCK
 
 -- ---- number operands ----
