@@ -5,14 +5,18 @@
 // holds). The host gives at most 8 dimensions, sizes d0..d7 (1 past ndim), src strides s0..s7
 // and dst strides t0..t7, in units, after merging the dimensions that are dense in both.
 //
-// Two mappings, which the host picks (tiles):
-// - element by element: one thread a unit, found in each tensor from its row-major index,
-//   four units in flight a thread;
-// - a transpose through shared memory (tiles): dimension 0 is dense in src (s0 == 1) and
+// Two mappings, two kernels, which the host picks:
+// - element by element (tocha_strided_copy): one thread a unit, found in each tensor from its
+//   row-major index, four or eight units in flight a thread;
+// - a transpose through shared memory (tocha_tiled_copy): dimension 0 is dense in src (s0 == 1) and
 //   dimension 1 in dst (t1 == 1), the host having put them there. A CTA of 256 threads copies
 //   64 x 64 tiles of those two (for each index of the others): it reads a tile along dimension
 //   0, rows of 64 units from consecutive addresses, and writes it along dimension 1, so that
 //   both sides move whole sectors instead of one unit from each.
+
+// Both kernels launch 256 threads a CTA (tocha_builtin_grid); at most 64 registers a thread keep
+// four CTAs on an SM, twice the units in flight of three.
+#define TOCHA_ENTRY_BOUNDS(W) __launch_bounds__(256, 4)
 
 // W bytes as one value, loaded and stored with one instruction.
 template <int W> struct copy_unit {
@@ -56,26 +60,34 @@ __device__ __forceinline__ void strided_offsets(long long e, int ndim, const lon
     *to = b + rest * t[0];
 }
 
+// Units a thread keeps in flight on the element path: 64 bytes for units of 8 and 16 bytes (4
+// units), 32 or fewer for smaller ones (8 units). view.c sizes the grid by the same rule.
+template <int W> struct copy_flight {
+    static const int n = W >= 8 ? 4 : 8;
+};
+
 template <int W>
-__device__ __forceinline__ void copy_elements(const unsigned char *src, unsigned char *dst, long long n, int ndim, const long long *d,
-                              const long long *s, const long long *t)
+__device__ __forceinline__ void copy_elements(const unsigned char *src, unsigned char *dst, long long n, int ndim,
+                                              const long long *d, const long long *s, const long long *t)
 {
     typedef copy_unit<W> U;
+    const int F = copy_flight<W>::n;
     const long long stride = (long long)blockDim.x * gridDim.x;
-    // Four units a thread at a time, all four loads issued before any store (the last round's
-    // predicated), so that a thread keeps four reads in flight to the end instead of finishing
+    // F units a thread at a time, all F loads issued before any store (the last round's
+    // predicated), so that a thread keeps F reads in flight to the end instead of finishing
     // with one round trip a unit.
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += 4 * stride) {
-        long long from[4], to[4];
-        typename U::type v[4];
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += F * stride) {
+        long long to[F];
+        typename U::type v[F];
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < F; ++j)
             if (e + j * stride < n) {
-                strided_offsets(e + j * stride, ndim, d, s, t, &from[j], &to[j]);
-                v[j] = U::load(src, from[j]);
+                long long from;
+                strided_offsets(e + j * stride, ndim, d, s, t, &from, &to[j]);
+                v[j] = U::load(src, from);
             }
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < F; ++j)
             if (e + j * stride < n) U::store(dst, to[j], v[j]);
     }
 }
@@ -134,19 +146,31 @@ __device__ __forceinline__ void copy_tiles(const unsigned char *src, unsigned ch
     }
 }
 
+// The element path: n units.
 template <int W>
-__device__ void tocha_strided_copy(const unsigned char *src, unsigned char *dst, long long n, int ndim, int tiles,
-                                   long long d0, long long d1, long long d2, long long d3, long long d4, long long d5,
-                                   long long d6, long long d7, long long s0, long long s1, long long s2, long long s3,
-                                   long long s4, long long s5, long long s6, long long s7, long long t0, long long t1,
-                                   long long t2, long long t3, long long t4, long long t5, long long t6, long long t7)
+__device__ void tocha_strided_copy(const unsigned char *src, unsigned char *dst, long long n, int ndim, long long d0,
+                                   long long d1, long long d2, long long d3, long long d4, long long d5, long long d6,
+                                   long long d7, long long s0, long long s1, long long s2, long long s3, long long s4,
+                                   long long s5, long long s6, long long s7, long long t0, long long t1, long long t2,
+                                   long long t3, long long t4, long long t5, long long t6, long long t7)
 {
     const long long d[8] = {d0, d1, d2, d3, d4, d5, d6, d7};
     const long long s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
     const long long t[8] = {t0, t1, t2, t3, t4, t5, t6, t7};
-    // The tiles move single elements (at most 8 bytes): the host never asks for W = 16 with tiles.
-    if (tiles)
-        copy_tiles<(W < 8 ? W : 8)>(src, dst, ndim, d, s, t);
-    else
-        copy_elements<W>(src, dst, n, ndim, d, s, t);
+    copy_elements<W>(src, dst, n, ndim, d, s, t);
+}
+
+// The tiled path, a kernel of its own so that the element path's register count does not carry
+// the tiles' sixteen loads in flight. Units of at most 8 bytes (single elements).
+template <int W>
+__device__ void tocha_tiled_copy(const unsigned char *src, unsigned char *dst, int ndim, long long d0, long long d1,
+                                 long long d2, long long d3, long long d4, long long d5, long long d6, long long d7,
+                                 long long s0, long long s1, long long s2, long long s3, long long s4, long long s5,
+                                 long long s6, long long s7, long long t0, long long t1, long long t2, long long t3,
+                                 long long t4, long long t5, long long t6, long long t7)
+{
+    const long long d[8] = {d0, d1, d2, d3, d4, d5, d6, d7};
+    const long long s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+    const long long t[8] = {t0, t1, t2, t3, t4, t5, t6, t7};
+    copy_tiles<W>(src, dst, ndim, d, s, t);
 }

@@ -523,7 +523,8 @@ describe("tensor math", function()
       end)
 
       it("computes softmax and log_softmax along rows, long rows and columns", function()
-        for _, shape in ipairs({ { 5, 10 }, { 2, 2000 }, { 3, 6, 4 } }) do
+        -- rows of at most 8 KB take three reads, longer ones a running pair: both in each dtype
+        for _, shape in ipairs({ { 5, 10 }, { 2, 2000 }, { 2, 5000 }, { 3, 6, 4 } }) do
           for _, dt in ipairs({ "f32", "f64", "bf16" }) do
             local x = randn(shape, dt)
             local d = #shape
@@ -548,6 +549,15 @@ describe("tensor math", function()
         end
         local inf = tocha.tensor({ { -math.huge, 0, 0 } }, { device = device }):softmax(2):to_table()[1]
         assert.are.same({ 0, 0.5, 0.5 }, inf)
+        -- a NaN anywhere in a row makes the whole row NaN, on both paths
+        for _, n in ipairs({ 40, 3000 }) do
+          local row = {}
+          for i = 1, n do row[i] = (i % 7) / 7 end
+          row[math.floor(n / 2) + 1] = 0 / 0
+          for _, v in ipairs(tocha.tensor({ row }, { device = device }):softmax(2):to_table()[1]) do
+            assert(v ~= v, ("softmax of a row of %d with a NaN: got %s"):format(n, tostring(v)))
+          end
+        end
         fails("softmax() needs a dimension, got nil", function() randn({ 3 }):softmax() end)
       end)
 

@@ -26,17 +26,13 @@ static const struct {
                           "f64* max_rel, i64* mismatched, i64* first_mismatch"},
     [TOCHA_OP_ACCUMULATE] = {"accumulate.cu", "tocha_accumulate",
                              "%1$s* acc, %2$s* g, i64 n, i32 first"},
-    /* keyed by the bytes of a unit (tocha_builtin_copy_kernel), not by dtype */
-    [TOCHA_OP_STRIDED_COPY] = {"strided_copy.cu", "tocha_strided_copy",
-                               "u8* src, u8* dst, i64 n, i32 ndim, i32 tiles, i64 d0, i64 d1, i64 d2, i64 d3, "
-                               "i64 d4, i64 d5, i64 d6, i64 d7, i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, "
-                               "i64 s5, i64 s6, i64 s7, i64 t0, i64 t1, i64 t2, i64 t3, i64 t4, i64 t5, "
-                               "i64 t6, i64 t7"},
+    /* keyed by the bytes of a unit and the mapping: tocha_builtin_copy_kernel, its params */
+    [TOCHA_OP_STRIDED_COPY] = {"strided_copy.cu", "tocha_strided_copy", NULL},
 };
 
 int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kernel **out)
 {
-    if (op == TOCHA_OP_STRIDED_COPY) return tocha_builtin_copy_kernel(tocha_dtype_size(dtype), out);
+    if (op == TOCHA_OP_STRIDED_COPY) return tocha_builtin_copy_kernel(tocha_dtype_size(dtype), false, out);
     bool pair = op == TOCHA_OP_CAST || op == TOCHA_OP_ACCUMULATE;
     if (!pair) dtype2 = 0;
     pthread_mutex_lock(&lock);
@@ -60,26 +56,33 @@ int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kerne
     return st;
 }
 
-int tocha_builtin_copy_kernel(int unit_bytes, tocha_kernel **out)
+int tocha_builtin_copy_kernel(int unit_bytes, bool tiles, tocha_kernel **out)
 {
+    static const char *const params[2] = {
+        "u8* src, u8* dst, i64 n, i32 ndim, i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5, i64 d6, i64 d7, "
+        "i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, i64 s6, i64 s7, i64 t0, i64 t1, i64 t2, i64 t3, "
+        "i64 t4, i64 t5, i64 t6, i64 t7",
+        "u8* src, u8* dst, i32 ndim, i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5, i64 d6, i64 d7, i64 s0, "
+        "i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, i64 s6, i64 s7, i64 t0, i64 t1, i64 t2, i64 t3, i64 t4, "
+        "i64 t5, i64 t6, i64 t7"};
     int slot = 0;
     while (slot < 5 && (1 << slot) != unit_bytes) slot++;
     *out = NULL;
-    if (slot == 5)
-        return tocha_fail(TOCHA_E_INTERNAL, "strided copy: unit of %d bytes (expected 1, 2, 4, 8 or 16)",
-                          unit_bytes);
+    if (slot == 5 || (tiles && unit_bytes > 8))
+        return tocha_fail(TOCHA_E_INTERNAL, "strided copy: unit of %d bytes (expected 1, 2, 4, 8%s)", unit_bytes,
+                          tiles ? " for tiles" : " or 16");
     pthread_mutex_lock(&lock);
-    tocha_kernel *k = made[TOCHA_OP_STRIDED_COPY][slot][0];
+    tocha_kernel *k = made[TOCHA_OP_STRIDED_COPY][slot][tiles];
     int st = TOCHA_OK;
     if (!k) {
         char targs[8];
         snprintf(targs, sizeof targs, "%d", unit_bytes);
         const char *file = ops[TOCHA_OP_STRIDED_COPY].file;
         const char *source = tocha_embedded_find(file);
-        st = source ? tocha_kernel_new(source, ops[TOCHA_OP_STRIDED_COPY].function, targs,
-                                       ops[TOCHA_OP_STRIDED_COPY].params, &k)
+        st = source ? tocha_kernel_new(source, tiles ? "tocha_tiled_copy" : "tocha_strided_copy", targs,
+                                       params[tiles], &k)
                     : tocha_fail(TOCHA_E_INTERNAL, "kernel source %s is not embedded", file);
-        if (!st) made[TOCHA_OP_STRIDED_COPY][slot][0] = k;
+        if (!st) made[TOCHA_OP_STRIDED_COPY][slot][tiles] = k;
     }
     pthread_mutex_unlock(&lock);
     *out = k;

@@ -169,16 +169,21 @@ static int launch_strided(tocha_tensor *dst, const tocha_tensor *src)
         d[ndim - 1] /= per;
         for (int k = 0; k < ndim - 1; k++) a[k] /= per, b[k] /= per;
     }
-    int32_t tiles = unit == size && plan_tiles(ndim, d, a, b);
+    const bool tiles = unit == size && plan_tiles(ndim, d, a, b);
     int64_t n = src->count / per;
     tocha_kernel *k;
-    int st = tocha_builtin_copy_kernel(unit, &k);
+    int st = tocha_builtin_copy_kernel(unit, tiles, &k);
     if (st) return st;
-    void *args[29] = {(void *)&src->data, &dst->data, &n, &ndim, &tiles};
-    for (int i = 0; i < 8; i++) args[5 + i] = &d[i], args[13 + i] = &a[i], args[21 + i] = &b[i];
+    void *args[28];
+    int at = 0;
+    args[at++] = (void *)&src->data, args[at++] = &dst->data;
+    if (!tiles) args[at++] = &n;
+    args[at++] = &ndim;
+    for (int i = 0; i < 8; i++) args[at + i] = &d[i], args[at + 8 + i] = &a[i], args[at + 16 + i] = &b[i];
     uint32_t grid[3], block[3];
-    /* four units a thread: the kernel keeps four in flight (kernels/strided_copy.cu) */
-    tocha_builtin_grid(dst->dev, (n + 3) / 4, grid, block);
+    /* units a thread in flight: 4 of 8 or 16 bytes, 8 of fewer (kernels/strided_copy.cu) */
+    const int64_t flight = unit >= 8 ? 4 : 8;
+    tocha_builtin_grid(dst->dev, (n + flight - 1) / flight, grid, block);
     if (tiles) {
         /* one CTA a 64 x 64 tile, as many as fill the device a few times over */
         const int64_t count = (d[0] + 63) / 64 * ((d[1] + 63) / 64) * (n / (d[0] * d[1]));
