@@ -22,14 +22,9 @@ local SHAPES = { { 16, 256, 80, 80 }, { 16, 512, 40, 40 }, { 16, 1024, 20, 20 },
 if opts.quick then SHAPES = { { 16, 256, 80, 80 }, { 2 ^ 26 } } end
 if device.kind == "sim" then SHAPES = { { 2, 3, 8, 8 }, { 1000 } } end -- the script's own check, not figures
 
-local copy_gbps = device.kind == "sim" and 1 or timing.copy_bandwidth(device)
-print(("device-to-device copy: %.1f GB/s (read + written)"):format(copy_gbps))
+local copy_gbps = timing.copy_rate(device)
 
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = timing.numel
 
 local same_copy = {}
 local function same_copy_ms(bytes)

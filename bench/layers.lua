@@ -19,14 +19,9 @@ local opts = timing.arguments(arg, { out = "results/tmp-layers", launches = 30 }
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
-local copy_gbps = device.kind == "sim" and 1 or timing.copy_bandwidth(device)
-print(("device-to-device copy: %.1f GB/s (read + written)"):format(copy_gbps))
+local copy_gbps = timing.copy_rate(device)
 
-local function numel(shape)
-  local n = 1
-  for _, v in ipairs(shape) do n = n * v end
-  return n
-end
+local numel = timing.numel
 
 -- ---- inputs ----
 

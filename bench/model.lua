@@ -42,11 +42,7 @@ local function per_call_us(fn)
   return (now_us() - t0) / opts.reps
 end
 
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = timing.numel
 
 -- Microseconds per empty driver launch, called as forward calls it (0 where there is no driver).
 local function launch_floor_us()

@@ -12,8 +12,7 @@ local opts = timing.arguments(arg, { out = "results/tmp-reduction", launches = 5
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
-local copy_gbps = device.kind == "sim" and 1 or timing.copy_bandwidth(device)
-print(("device-to-device copy: %.1f GB/s (read + written)"):format(copy_gbps))
+local copy_gbps = timing.copy_rate(device)
 
 -- {op, dim, shape}: dim 0 for every element; "bias" rows time ChannelBiasAdd.
 local CASES = {
@@ -27,11 +26,7 @@ local CASES = {
 if device.kind == "sim" then CASES = { { "sum", 0, { 5000 } }, { "sum", 2, { 2, 3, 40 } }, { "bias", 0, { 2, 3, 8, 8 } } } end
 local DTYPES = { "f32", "f16", "bf16" }
 
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = timing.numel
 
 local function make(case, dt)
   if case[1] == "bias" then return tocha.ChannelBiasAdd.new(dt) end

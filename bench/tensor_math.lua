@@ -12,8 +12,7 @@ local opts = timing.arguments(arg, { out = "results/tmp-tensor_math", launches =
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
-local copy_gbps = device.kind == "sim" and 1 or timing.copy_bandwidth(device)
-print(("device-to-device copy: %.1f GB/s (read + written)"):format(copy_gbps))
+local copy_gbps = timing.copy_rate(device)
 
 -- {name, x shape, y shape or false, tocha's call, PyTorch's expression, bytes moved in elements
 -- of the dtype as a function of (nx, ny, nout)}.
@@ -79,11 +78,7 @@ end
 local FULL_DIM = { ["narrow contiguous"] = 3, ["narrow channels"] = 2, ["narrow last, odd"] = 4 }
 local DTYPES = { "f32", "bf16" }
 
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = timing.numel
 
 local rows = {}
 for _, dt in ipairs(DTYPES) do

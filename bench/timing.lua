@@ -81,6 +81,21 @@ function M.time_launches(device, fn, n)
   return M.median(times)
 end
 
+-- The number of elements of a shape (a list of sizes).
+function M.numel(shape)
+  local n = 1
+  for _, v in ipairs(shape) do n = n * v end
+  return n
+end
+
+-- device's copy bandwidth for a benchmark's % of copy, printed as its header says it: measured
+-- on a GPU, 1 on sim (whose times mean nothing; a run there checks the script).
+function M.copy_rate(device)
+  local gbps = device.kind == "sim" and 1 or M.copy_bandwidth(device)
+  print(("device-to-device copy: %.1f GB/s (read + written)"):format(gbps))
+  return gbps
+end
+
 -- device's device-to-device copy bandwidth in GB/s, bytes read plus written, over 1 GiB.
 function M.copy_bandwidth(device)
   local n = 256 * 2 ^ 20 -- 1 GiB of f32
