@@ -211,8 +211,8 @@ const char *tocha_sim_target(void);
 bool tocha_nvrtc_available(const char **why);
 /* Compiles source for arch ("sm_90") to a cubin; *binary is malloc'd. The log of a failure
 ** becomes the error message. */
-int tocha_nvrtc_compile(const char *source, const char *arch, const tocha_options *options, void **binary,
-                        uint64_t *size);
+int tocha_nvrtc_compile(const char *source, const char *arch, const tocha_options *options,
+                        void **binary, uint64_t *size);
 /* Compiles source for arch with options and ptxas's report asked for: *log gets the program's log
 ** (ptxas's lines), *ptx the PTX text, *cubin the binary (each malloc'd). For readouts. */
 int tocha_nvrtc_report(const char *source, const char *arch, const tocha_options *options, char **log,
@@ -264,11 +264,12 @@ char *tocha_sim_rewrite_source(const char *source);
 ** lines, each with three lines of its source and a caret, and a count of the rest; the whole
 ** log and unit written to TOCHA_DUMP_DIR where it is set (named by the unit's hash and tag).
 ** nvrtc: the log is NVRTC's, else the host compiler's. malloc'd; NULL when out of memory. */
-char *tocha_compile_diagnostic(const char *header, const char *tag, const char *log, const char *unit, bool nvrtc);
+char *tocha_compile_diagnostic(const char *header, const char *tag, const char *log, const char *unit,
+                               bool nvrtc);
 /* Writes data to TOCHA_DUMP_DIR/<hash of unit>-<tag>.<ext> when that is set; the path written
 ** in path (empty when none). */
-void tocha_dump_file(const char *unit, const char *tag, const char *ext, const void *data, size_t size, char *path,
-                     size_t room);
+void tocha_dump_file(const char *unit, const char *tag, const char *ext, const void *data, size_t size,
+                     char *path, size_t room);
 
 /* ---- compiler.c: the text each target compiles ---- */
 /* The full translation unit for target: prelude + kernel source (+ sim launcher), each part

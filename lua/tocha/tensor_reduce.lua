@@ -304,19 +304,7 @@ local function softmax_kernel(dt, log)
   return k
 end
 
--- The kernel mapping and grid of a row-wise kernel (softmax.cu, arg_reduce.cu) over
--- [outer, n, inner] with CTAs of `block` threads.
-local function row_mapping(outer, n, inner, block)
-  local rows = inner > 1 and 0 or (n >= 1024 and -1 or 32)
-  local grid
-  if rows == 0 then grid = math.ceil(outer * inner / block)
-  elseif rows == -1 then grid = outer
-  else grid = math.ceil(outer / (block / 32)) end
-  return rows, { math.max(1, math.min(grid, 2 ^ 31 - 1)), 1, 1 }
-end
-M.row_mapping = row_mapping
-
--- The team mapping and grid of a row kernel built on tocha.cuh's teams (softmax.cu,
+-- The team mapping and grid of a row kernel built on tocha.cuh's teams (softmax.cu, norm.cu,
 -- arg_reduce.cu, variance.cu) over [outer, n, inner] of elements of `size` bytes with CTAs of
 -- `block` threads: a thread a column where inner > 1; else, for rows of `groups` 16-byte
 -- groups, a CTA a row for rows of 16 or more groups a thread of the CTA (64 KB at 256 threads),

@@ -32,7 +32,8 @@ static const struct {
 
 int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kernel **out)
 {
-    if (op == TOCHA_OP_STRIDED_COPY) return tocha_builtin_copy_kernel(tocha_dtype_size(dtype), false, out);
+    if (op == TOCHA_OP_STRIDED_COPY)
+        return tocha_builtin_copy_kernel(tocha_dtype_size(dtype), false, out);
     bool pair = op == TOCHA_OP_CAST || op == TOCHA_OP_ACCUMULATE;
     if (!pair) dtype2 = 0;
     pthread_mutex_lock(&lock);
@@ -58,19 +59,22 @@ int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kerne
 
 int tocha_builtin_copy_kernel(int unit_bytes, bool tiles, tocha_kernel **out)
 {
-    static const char *const params[2] = {
-        "u8* src, u8* dst, i64 n, i32 ndim, i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5, i64 d6, i64 d7, "
-        "i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, i64 s6, i64 s7, i64 t0, i64 t1, i64 t2, i64 t3, "
-        "i64 t4, i64 t5, i64 t6, i64 t7",
-        "u8* src, u8* dst, i32 ndim, i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5, i64 d6, i64 d7, i64 s0, "
-        "i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, i64 s6, i64 s7, i64 t0, i64 t1, i64 t2, i64 t3, i64 t4, "
-        "i64 t5, i64 t6, i64 t7"};
+    static const char *const params[2] = {"u8* src, u8* dst, i64 n, i32 ndim, i64 d0, i64 d1, i64 d2, "
+                                          "i64 d3, i64 d4, i64 d5, i64 d6, i64 d7, "
+                                          "i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, i64 s6, i64 "
+                                          "s7, i64 t0, i64 t1, i64 t2, i64 t3, "
+                                          "i64 t4, i64 t5, i64 t6, i64 t7",
+                                          "u8* src, u8* dst, i32 ndim, i64 d0, i64 d1, i64 d2, i64 d3, "
+                                          "i64 d4, i64 d5, i64 d6, i64 d7, i64 s0, "
+                                          "i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, i64 s6, i64 s7, i64 "
+                                          "t0, i64 t1, i64 t2, i64 t3, i64 t4, "
+                                          "i64 t5, i64 t6, i64 t7"};
     int slot = 0;
     while (slot < 5 && (1 << slot) != unit_bytes) slot++;
     *out = NULL;
     if (slot == 5 || (tiles && unit_bytes > 8))
-        return tocha_fail(TOCHA_E_INTERNAL, "strided copy: unit of %d bytes (expected 1, 2, 4, 8%s)", unit_bytes,
-                          tiles ? " for tiles" : " or 16");
+        return tocha_fail(TOCHA_E_INTERNAL, "strided copy: unit of %d bytes (expected 1, 2, 4, 8%s)",
+                          unit_bytes, tiles ? " for tiles" : " or 16");
     pthread_mutex_lock(&lock);
     tocha_kernel *k = made[TOCHA_OP_STRIDED_COPY][slot][tiles];
     int st = TOCHA_OK;
@@ -115,8 +119,8 @@ int tocha_builtin_kernel_get(const char *op, int dtype, int dtype2, tocha_kernel
     for (int i = 0; i < TOCHA_OP_COUNT; i++)
         if (op && strcmp(op, names[i]) == 0)
             return tocha_builtin_kernel((tocha_builtin_op)i, dtype, dtype2, out);
-    return tocha_fail(
-        TOCHA_E_ARGUMENT,
-        "op: unknown built-in kernel '%s' (expected fill, uniform, normal, cast, compare or accumulate)",
-        op ? op : "(null)");
+    return tocha_fail(TOCHA_E_ARGUMENT,
+                      "op: unknown built-in kernel '%s' (expected fill, uniform, normal, cast, compare, "
+                      "accumulate or strided_copy)",
+                      op ? op : "(null)");
 }

@@ -126,10 +126,9 @@ static int unit_bytes(const tocha_tensor *dst, const tocha_tensor *src, int n, c
 {
     if (a[n - 1] != 1 || b[n - 1] != 1) return size;
     for (int w = 16; w > size; w /= 2) {
-        bool fits = src->data % (uint64_t)w == 0 && dst->data % (uint64_t)w == 0 &&
-                    d[n - 1] * size % w == 0;
-        for (int k = 0; k < n - 1 && fits; k++)
-            fits = a[k] * size % w == 0 && b[k] * size % w == 0;
+        bool fits =
+            src->data % (uint64_t)w == 0 && dst->data % (uint64_t)w == 0 && d[n - 1] * size % w == 0;
+        for (int k = 0; k < n - 1 && fits; k++) fits = a[k] * size % w == 0 && b[k] * size % w == 0;
         if (fits) return w;
     }
     return size;
@@ -179,7 +178,8 @@ static int launch_strided(tocha_tensor *dst, const tocha_tensor *src)
     args[at++] = (void *)&src->data, args[at++] = &dst->data;
     if (!tiles) args[at++] = &n;
     args[at++] = &ndim;
-    for (int i = 0; i < 8; i++) args[at + i] = &d[i], args[at + 8 + i] = &a[i], args[at + 16 + i] = &b[i];
+    for (int i = 0; i < 8; i++)
+        args[at + i] = &d[i], args[at + 8 + i] = &a[i], args[at + 16 + i] = &b[i];
     uint32_t grid[3], block[3];
     /* units a thread in flight: 4 of 8 or 16 bytes, 8 of fewer (kernels/strided_copy.cu) */
     const int64_t flight = unit >= 8 ? 4 : 8;
