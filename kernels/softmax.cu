@@ -20,8 +20,16 @@ __device__ __forceinline__ double sm_exp(double v) { return exp(v); }
 __device__ __forceinline__ float sm_log(float v) { return logf(v); }
 __device__ __forceinline__ double sm_log(double v) { return log(v); }
 
+// exp(a - b) for a <= b, where a and b both -inf (masked elements, none finite yet) give 1, as
+// a == b does, not exp(-inf - -inf) = NaN: a row whose first elements are -inf (an attention
+// mask) must not turn NaN before its first finite element arrives.
+template <typename A> __device__ __forceinline__ A sm_scale(A a, A b)
+{
+    return a == b && a == -tocha::infinity<A>() ? (A)1 : sm_exp(a - b);
+}
+
 // (m, s) merged with (m2, s2): the larger maximum, each sum rescaled to it. A pair with s == 0
-// (no element yet) leaves the other as it is (and -inf - -inf never reaches exp).
+// (no element yet) leaves the other as it is.
 template <typename A> __device__ __forceinline__ void sm_merge(A &m, A &s, A m2, A s2)
 {
     if (s2 == (A)0 && !(m2 != m2)) return;
@@ -30,7 +38,7 @@ template <typename A> __device__ __forceinline__ void sm_merge(A &m, A &s, A m2,
         return;
     }
     const A top = m2 > m || m2 != m2 ? m2 : m;
-    s = s * sm_exp(m - top) + s2 * sm_exp(m2 - top);
+    s = s * sm_scale(m, top) + s2 * sm_scale(m2, top);
     m = top;
 }
 
@@ -45,7 +53,7 @@ template <typename A> __device__ __forceinline__ void sm_push(A &m, A &s, A v)
         s = s * sm_exp(m - v) + (A)1;
         m = v;
     } else {
-        s += sm_exp(v - m);
+        s += sm_scale(v, m);
     }
 }
 

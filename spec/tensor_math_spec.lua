@@ -549,6 +549,26 @@ describe("tensor math", function()
         end
         local inf = tocha.tensor({ { -math.huge, 0, 0 } }, { device = device }):softmax(2):to_table()[1]
         assert.are.same({ 0, 0.5, 0.5 }, inf)
+        -- masked rows (-inf before the first finite element, as an attention mask) on the
+        -- three-read path, the running pair of a long row (a CTA: lanes holding only -inf) and
+        -- a column: the masked elements give 0, the rest the softmax of the finite ones
+        for _, n in ipairs({ 40, 3000 }) do
+          local row, fin = {}, {}
+          for i = 1, n do
+            row[i] = i <= math.floor(n / 3) and -math.huge or ((i * 37) % 11) / 5
+            if row[i] ~= -math.huge then fin[#fin + 1] = row[i] end
+          end
+          local top = -math.huge
+          for _, v in ipairs(fin) do top = math.max(top, v) end
+          local sum = 0
+          for _, v in ipairs(fin) do sum = sum + math.exp(v - top) end
+          local want = {}
+          for i = 1, n do want[i] = row[i] == -math.huge and 0 or math.exp(row[i] - top) / sum end
+          check(tocha.tensor({ row }, { device = device }):softmax(2), want, 16, "masked row of " .. n)
+        end
+        local col = tocha.tensor({ { -math.huge, 1 }, { -math.huge, 2 }, { 0, 3 } }, { device = device }):softmax(1)
+        local e1, e2, e3 = math.exp(1 - 3), math.exp(2 - 3), 1
+        check(col, { 0, e1 / (e1 + e2 + e3), 0, e2 / (e1 + e2 + e3), 1, e3 / (e1 + e2 + e3) }, 16, "masked column")
         -- a NaN anywhere in a row makes the whole row NaN, on both paths
         for _, n in ipairs({ 40, 3000 }) do
           local row = {}

@@ -63,11 +63,11 @@ int tocha_tensor_view(tocha_tensor *t, int ndim, const int64_t *dims, const int6
     const uint64_t size = (uint64_t)tocha_dtype_size(t->elem_type);
     const tocha_storage *s = t->storage;
     /* The elements from t's first to the end of the block (none for an empty t, whose address
-    ** is 0 and says nothing of where it lies). An empty view reaches no element: its offset
-    ** may be up to one past t's last (a narrow of length 0 at the end), and is any offset over
-    ** an empty t (a narrow along one of its other dimensions). */
+    ** is 0 and says nothing of where it lies). An empty view reaches no element and keeps no
+    ** address, so any offset will do: a narrow of length 0 at the end of a view that starts
+    ** inside its block lies past the block's end, and over an empty t there is no block. */
     const uint64_t avail = t->count ? s->bytes / size - (t->data - s->data) / size : 0;
-    const bool anywhere = empty && !t->count;
+    const bool anywhere = empty;
     if (offset < 0 || (!anywhere && (uint64_t)offset > avail) ||
         (!empty && (uint64_t)far >= avail - (uint64_t)offset))
         return tocha_fail(TOCHA_E_ARGUMENT,
