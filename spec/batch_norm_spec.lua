@@ -7,11 +7,7 @@
 local tocha = require "tocha"
 local ref = require "support.reference"
 
-local function fails(pattern, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert(not ok, "expected an error containing: " .. pattern)
-  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
-end
+local fails = require("support.assertions").fails
 
 -- Per channel c of x [N, C, plane] (flat), the elements' indices.
 local function members(N, C, plane, c)

@@ -9,11 +9,7 @@ local tocha = require "tocha"
 local op = require "tocha.op"
 local ref = require "support.reference"
 
-local function fails(pattern, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert(not ok, "expected an error containing: " .. pattern)
-  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
-end
+local fails = require("support.assertions").fails
 
 -- kernels/dropout.cu's draw, written from splitmix64's definition.
 local function mix(z)

@@ -8,11 +8,7 @@
 local tocha = require "tocha"
 local ref = require "support.reference"
 
-local function fails(pattern, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert(not ok, "expected an error containing: " .. pattern)
-  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
-end
+local fails = require("support.assertions").fails
 
 -- The reference over rows of n with parameter index p(r, j): y, dx, dw, db (flat lists).
 local function norm_ref(xv, dyv, wv, bv, rows, n, param_of, eps, rms, nparams)

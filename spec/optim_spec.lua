@@ -7,11 +7,7 @@
 local tocha = require "tocha"
 local ref = require "support.reference"
 
-local function fails(pattern, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert(not ok, "expected an error containing: " .. pattern)
-  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
-end
+local fails = require("support.assertions").fails
 
 -- PyTorch's rules on plain lists (p, and states st = {buf} or {m, v}) for step t.
 local function sgd_ref(p, g, st, o, t)

@@ -6,11 +6,7 @@
 local tocha = require "tocha"
 local ref = require "support.reference"
 
-local function fails(pattern, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert(not ok, "expected an error containing: " .. pattern)
-  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
-end
+local fails = require("support.assertions").fails
 
 -- Row-major index helpers: the elements along dimension d through flat element i.
 local function along(shape, d)

@@ -10,11 +10,7 @@ local ref = require "support.reference"
 ffi.cdef [[ double erf(double); double expm1(double); double log1p(double); double trunc(double); double rint(double); ]]
 local C = ffi.C
 
-local function fails(pattern, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert(not ok, "expected an error containing: " .. pattern)
-  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
-end
+local fails = require("support.assertions").fails
 
 -- got (a tensor) against want (a flat list of f64 values, before rounding to got's dtype):
 -- within `ulps` roundings of the dtype, relative to max(1, |want|) (`scale` overrides the 1).

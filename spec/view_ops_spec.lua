@@ -5,11 +5,7 @@
 local tocha = require "tocha"
 local ref = require "support.reference"
 
-local function fails(pattern, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert(not ok, "expected an error containing: " .. pattern)
-  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
-end
+local fails = require("support.assertions").fails
 
 describe("tocha.Flatten and tocha.View", function()
   for _, dev in ipairs(ref.devices()) do

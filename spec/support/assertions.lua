@@ -15,4 +15,11 @@ function M.fails_with(message, fn)
     ("error positioned at %s, not at the caller's line: %s"):format(tostring(position), err))
 end
 
+-- fn(...) must raise an error whose text contains `pattern` (plain text, not a Lua pattern).
+function M.fails(pattern, fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert(not ok, "expected an error containing: " .. pattern)
+  assert(tostring(err):find(pattern, 1, true), ("expected %q in %q"):format(pattern, tostring(err)))
+end
+
 return M
