@@ -11,11 +11,12 @@
 -- said), % of the device's copy bandwidth. Each case's results are checked against the same
 -- call on sim, on a small shape, before it is timed. bench/layers_torch.py times PyTorch's same
 -- layer on each case and writes the report beside this one's.
---   tocha bench/layers.lua [--out DIR] [--launches N]
+--   tocha bench/layers.lua [--out DIR] [--launches N] [--only PATTERN]
+-- (--only: the families whose name matches the Lua pattern, for a quick re-measure)
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
-local opts = timing.arguments(arg, { out = "results/tmp-layers", launches = 30 })
+local opts = timing.arguments(arg, { out = "results/tmp-layers", launches = 30, only = "" })
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
@@ -254,7 +255,7 @@ local rows = {}
 for _, dt in ipairs(DTYPES) do
   local size = dt == "f32" and 4 or 2
   for _, family in ipairs(FAMILIES) do
-    for _, shapes in ipairs(family.shapes) do
+    for _, shapes in ipairs(family.name:find(opts.only) and family.shapes or {}) do
       local x, y, small_x, small_y = shapes[1], shapes[2], shapes[3], shapes[4]
       if device.kind == "sim" then x, y = small_x, small_y end
       for _, pass in ipairs(PASSES) do

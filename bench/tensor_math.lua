@@ -4,11 +4,12 @@
 -- written, % of the device's copy bandwidth. Each case's result is checked against the same
 -- expression on sim first. bench/tensor_math_torch.py times PyTorch's expression of each case
 -- (the `torch` column) on the same shapes and writes the report beside this one's.
---   tocha bench/tensor_math.lua [--out DIR] [--launches N]
+--   tocha bench/tensor_math.lua [--out DIR] [--launches N] [--only PATTERN]
+-- (--only: the cases whose name matches the Lua pattern, for a quick re-measure)
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
-local opts = timing.arguments(arg, { out = "results/tmp-tensor_math", launches = 30 })
+local opts = timing.arguments(arg, { out = "results/tmp-tensor_math", launches = 30, only = "" })
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
@@ -83,6 +84,7 @@ local numel = timing.numel
 local rows = {}
 for _, dt in ipairs(DTYPES) do
   for _, case in ipairs(CASES) do
+    if not case[1]:find(opts.only) then goto next_case end
     local name, sx, sy, call, torch_expr, bytes_of = case[1], case[2], case[3], case[4], case[5], case[6]
     -- checked against sim on a small version of the shape
     local small_x, small_y = {}, {}
@@ -117,6 +119,7 @@ for _, dt in ipairs(DTYPES) do
     rows[#rows + 1] = row
     print(("%-18s %-5s %-16s %9.4f ms %8.1f GB/s %6.1f%% of copy"):format(name, dt, row.x, ms, gbps, row.pct_copy))
     for s = 1, 2 do for _, t in pairs(sets[s]) do t:free() end end
+    ::next_case::
   end
 end
 

@@ -44,6 +44,20 @@ describe("past 2^31 elements on the simulator", function()
       local i = (plane * H + math.floor(oh / sh)) * W + math.floor(ow / sw)
       assert(element(y, j) == hash(i), "y[" .. j .. "]")
     end
+    -- A view reaching past 2^31 elements from its first (the two first columns of every row of
+    -- both planes) copies on the 64-bit element path; each element checked at sampled rows.
+    local cols = y:narrow(4, 1, 2):contiguous()
+    assert.are.same({ B, C, OH, 2 }, cols:size())
+    local rows = { 0, 1, OH - 1 }
+    for _ = 1, 60 do rows[#rows + 1] = math.random(0, OH - 1) end
+    for plane = 0, C - 1 do
+      for _, oh in ipairs(rows) do
+        for ow = 0, 1 do
+          local i = (plane * H + math.floor(oh / sh)) * W + math.floor(ow / sw)
+          assert(element(cols, (plane * OH + oh) * 2 + ow) == hash(i), "cols[" .. plane .. "][" .. oh .. "][" .. ow .. "]")
+        end
+      end
+    end
     -- Backward with y as dy: each dx element sums its 2 x 1 block, two copies of x, saturated.
     local dx = up:backward(x, y)
     x:free()

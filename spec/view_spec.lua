@@ -172,6 +172,10 @@ describe("tensor views", function()
           { { 70, 33 }, function(x) return x:t() end, function(i) return { i[2], i[1] } end },
           { { 3, 17, 50 }, function(x) return x:transpose(2, 3):narrow(1, 2, 2) end, function(i) return { i[1] + 1, i[3], i[2] } end },
           { { 5, 6, 7 }, function(x) return x:permute(3, 1, 2) end, function(i) return { i[2], i[3], i[1] } end },
+          -- seven dimensions none of which merge, sizes 2 to 7: a division of each a unit
+          { { 2, 3, 5, 7, 3, 2, 3 }, function(x) return x:permute(7, 1, 6, 2, 5, 3, 4) end,
+            function(i) return { i[2], i[4], i[6], i[7], i[5], i[3], i[1] } end },
+          { { 3, 1, 6 }, function(x) return x:expand(3, 5, 6):transpose(1, 3) end, function(i) return { i[3], 1, i[1] } end },
         }
         for k, dt in ipairs({ "f32", "bf16", "f64", "u8", "i32" }) do
           local lo, hi = -1000, 1000

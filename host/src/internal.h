@@ -319,9 +319,12 @@ typedef enum {
 } tocha_builtin_op;
 /* The kernel for op on dtype (and dtype2 for cast's destination; else ignored). */
 int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kernel **out);
-/* The strided copy's kernel for units of unit_bytes (1, 2, 4, 8 or 16; at most 8 with tiles):
-** the element path, or with tiles the transpose through shared memory; made once each. */
-int tocha_builtin_copy_kernel(int unit_bytes, bool tiles, tocha_kernel **out);
+/* The strided copy's mappings (kernels/strided_copy.cu): a unit a thread with 64-bit offsets,
+** the same with 32-bit offsets and magic-number divisions, or 64 x 64 tiles through shared memory. */
+typedef enum { TOCHA_COPY_ELEMENTS, TOCHA_COPY_ELEMENTS32, TOCHA_COPY_TILES } tocha_copy_mapping;
+/* The strided copy's kernel for units of unit_bytes (1, 2, 4, 8 or 16; at most 8 with tiles) and
+** the mapping; made once each. */
+int tocha_builtin_copy_kernel(int unit_bytes, tocha_copy_mapping mapping, tocha_kernel **out);
 /* A 1-D launch shape covering n elements with a grid-stride loop. */
 void tocha_builtin_grid(tocha_device *d, int64_t n, uint32_t grid[3], uint32_t block[3]);
 

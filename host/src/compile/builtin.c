@@ -33,7 +33,7 @@ static const struct {
 int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kernel **out)
 {
     if (op == TOCHA_OP_STRIDED_COPY)
-        return tocha_builtin_copy_kernel(tocha_dtype_size(dtype), false, out);
+        return tocha_builtin_copy_kernel(tocha_dtype_size(dtype), TOCHA_COPY_ELEMENTS, out);
     bool pair = op == TOCHA_OP_CAST || op == TOCHA_OP_ACCUMULATE;
     if (!pair) dtype2 = 0;
     pthread_mutex_lock(&lock);
@@ -57,36 +57,39 @@ int tocha_builtin_kernel(tocha_builtin_op op, int dtype, int dtype2, tocha_kerne
     return st;
 }
 
-int tocha_builtin_copy_kernel(int unit_bytes, bool tiles, tocha_kernel **out)
+int tocha_builtin_copy_kernel(int unit_bytes, tocha_copy_mapping mapping, tocha_kernel **out)
 {
-    static const char *const params[2] = {"u8* src, u8* dst, i64 n, i32 ndim, i64 d0, i64 d1, i64 d2, "
-                                          "i64 d3, i64 d4, i64 d5, i64 d6, i64 d7, "
-                                          "i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, i64 s6, i64 "
-                                          "s7, i64 t0, i64 t1, i64 t2, i64 t3, "
-                                          "i64 t4, i64 t5, i64 t6, i64 t7",
-                                          "u8* src, u8* dst, i32 ndim, i64 d0, i64 d1, i64 d2, i64 d3, "
-                                          "i64 d4, i64 d5, i64 d6, i64 d7, i64 s0, "
-                                          "i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, i64 s6, i64 s7, i64 "
-                                          "t0, i64 t1, i64 t2, i64 t3, i64 t4, "
-                                          "i64 t5, i64 t6, i64 t7"};
+    static const char *const functions[3] = {"tocha_strided_copy", "tocha_strided_copy32",
+                                             "tocha_tiled_copy"};
+    static const char *const params[3] = {
+        "u8* src, u8* dst, i64 n, i32 ndim, i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5, i64 d6, "
+        "i64 d7, i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, i64 s6, i64 s7, i64 t0, i64 t1, "
+        "i64 t2, i64 t3, i64 t4, i64 t5, i64 t6, i64 t7",
+        "u8* src, u8* dst, u32 n, i32 ndim, u32 d0, u32 d1, u32 d2, u32 d3, u32 d4, u32 d5, u32 d6, "
+        "u32 d7, u32 m1, u32 m2, u32 m3, u32 m4, u32 m5, u32 m6, u32 m7, u32 h1, u32 h2, u32 h3, "
+        "u32 h4, u32 h5, u32 h6, u32 h7, u32 s0, u32 s1, u32 s2, u32 s3, u32 s4, u32 s5, u32 s6, "
+        "u32 s7, u32 t0, u32 t1, u32 t2, u32 t3, u32 t4, u32 t5, u32 t6, u32 t7",
+        "u8* src, u8* dst, i32 ndim, i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5, i64 d6, i64 d7, "
+        "i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, i64 s6, i64 s7, i64 t0, i64 t1, i64 t2, "
+        "i64 t3, i64 t4, i64 t5, i64 t6, i64 t7"};
     int slot = 0;
     while (slot < 5 && (1 << slot) != unit_bytes) slot++;
     *out = NULL;
+    const bool tiles = mapping == TOCHA_COPY_TILES;
     if (slot == 5 || (tiles && unit_bytes > 8))
         return tocha_fail(TOCHA_E_INTERNAL, "strided copy: unit of %d bytes (expected 1, 2, 4, 8%s)",
                           unit_bytes, tiles ? " for tiles" : " or 16");
     pthread_mutex_lock(&lock);
-    tocha_kernel *k = made[TOCHA_OP_STRIDED_COPY][slot][tiles];
+    tocha_kernel *k = made[TOCHA_OP_STRIDED_COPY][slot][mapping];
     int st = TOCHA_OK;
     if (!k) {
         char targs[8];
         snprintf(targs, sizeof targs, "%d", unit_bytes);
         const char *file = ops[TOCHA_OP_STRIDED_COPY].file;
         const char *source = tocha_embedded_find(file);
-        st = source ? tocha_kernel_new(source, tiles ? "tocha_tiled_copy" : "tocha_strided_copy", targs,
-                                       params[tiles], &k)
+        st = source ? tocha_kernel_new(source, functions[mapping], targs, params[mapping], &k)
                     : tocha_fail(TOCHA_E_INTERNAL, "kernel source %s is not embedded", file);
-        if (!st) made[TOCHA_OP_STRIDED_COPY][slot][tiles] = k;
+        if (!st) made[TOCHA_OP_STRIDED_COPY][slot][mapping] = k;
     }
     pthread_mutex_unlock(&lock);
     *out = k;

@@ -156,6 +156,48 @@ static bool plan_tiles(int n, int64_t *d, int64_t *a, int64_t *b)
     return true;
 }
 
+/* Whether a copy of n units over sizes d with strides a (src) and b (dst) stays below 2^31 in
+** its unit count and in every offset, so that the 32-bit element path may take it. */
+static bool fits_32(int64_t n, int ndim, const int64_t *d, const int64_t *a, const int64_t *b)
+{
+    const int64_t limit = (int64_t)1 << 31;
+    int64_t far_a = 0, far_b = 0;
+    for (int k = 0; k < ndim; k++) far_a += (d[k] - 1) * a[k], far_b += (d[k] - 1) * b[k];
+    return n < limit && far_a < limit && far_b < limit;
+}
+
+/* Magic numbers for dividing numerators below 2^31 by d (1 to 2^31): with h = ceil(log2 d) and
+** m = floor(2^32 (2^h - d) / d) + 1, n / d = (mulhi(n, m) + n) >> h (kernels/strided_copy.cu). */
+static void divider(int64_t d, uint32_t *m, uint32_t *h)
+{
+    uint32_t shift = 0;
+    while (((int64_t)1 << shift) < d) shift++;
+    *h = shift;
+    *m = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << shift) - (uint64_t)d)) / (uint64_t)d + 1);
+}
+
+/* The 32-bit element path's launch (tocha_strided_copy32): sizes, magic numbers for the sizes of
+** dimensions 1 to 7, shifts, and both tensors' strides, all as 32-bit values. */
+static int launch_elements32(tocha_kernel *k, tocha_tensor *dst, const tocha_tensor *src, int64_t n,
+                             int32_t ndim, const int64_t *d, const int64_t *a, const int64_t *b,
+                             const uint32_t grid[3], const uint32_t block[3])
+{
+    uint32_t n32 = (uint32_t)n, d32[8], m32[8], h32[8], a32[8], b32[8];
+    for (int i = 0; i < 8; i++) {
+        d32[i] = (uint32_t)d[i], a32[i] = (uint32_t)a[i], b32[i] = (uint32_t)b[i];
+        divider(d[i], &m32[i], &h32[i]);
+    }
+    void *args[44];
+    int at = 0;
+    args[at++] = (void *)&src->data, args[at++] = &dst->data, args[at++] = &n32, args[at++] = &ndim;
+    for (int i = 0; i < 8; i++) args[at++] = &d32[i];
+    for (int i = 1; i < 8; i++) args[at++] = &m32[i];
+    for (int i = 1; i < 8; i++) args[at++] = &h32[i];
+    for (int i = 0; i < 8; i++) args[at++] = &a32[i];
+    for (int i = 0; i < 8; i++) args[at++] = &b32[i];
+    return tocha_kernel_launch_raw(k, dst->dev, grid, block, args);
+}
+
 static int launch_strided(tocha_tensor *dst, const tocha_tensor *src)
 {
     if (src->count == 0) return TOCHA_OK; /* nothing to copy: no launch */
@@ -170,9 +212,24 @@ static int launch_strided(tocha_tensor *dst, const tocha_tensor *src)
     }
     const bool tiles = unit == size && plan_tiles(ndim, d, a, b);
     int64_t n = src->count / per;
+    const tocha_copy_mapping mapping = tiles                       ? TOCHA_COPY_TILES
+                                       : fits_32(n, ndim, d, a, b) ? TOCHA_COPY_ELEMENTS32
+                                                                   : TOCHA_COPY_ELEMENTS;
     tocha_kernel *k;
-    int st = tocha_builtin_copy_kernel(unit, tiles, &k);
+    int st = tocha_builtin_copy_kernel(unit, mapping, &k);
     if (st) return st;
+    uint32_t grid[3], block[3];
+    /* units a thread in flight: 4 of 8 or 16 bytes, 8 of fewer (kernels/strided_copy.cu) */
+    const int64_t flight = unit >= 8 ? 4 : 8;
+    tocha_builtin_grid(dst->dev, (n + flight - 1) / flight, grid, block);
+    if (mapping == TOCHA_COPY_ELEMENTS32)
+        return launch_elements32(k, dst, src, n, ndim, d, a, b, grid, block);
+    if (tiles) {
+        /* one CTA a 64 x 64 tile, as many as fill the device a few times over */
+        const int64_t count = (d[0] + 63) / 64 * ((d[1] + 63) / 64) * (n / (d[0] * d[1]));
+        const int64_t cap = (int64_t)dst->dev->multiprocessors * 16;
+        grid[0] = (uint32_t)(count < cap ? count : cap);
+    }
     void *args[28];
     int at = 0;
     args[at++] = (void *)&src->data, args[at++] = &dst->data;
@@ -180,16 +237,6 @@ static int launch_strided(tocha_tensor *dst, const tocha_tensor *src)
     args[at++] = &ndim;
     for (int i = 0; i < 8; i++)
         args[at + i] = &d[i], args[at + 8 + i] = &a[i], args[at + 16 + i] = &b[i];
-    uint32_t grid[3], block[3];
-    /* units a thread in flight: 4 of 8 or 16 bytes, 8 of fewer (kernels/strided_copy.cu) */
-    const int64_t flight = unit >= 8 ? 4 : 8;
-    tocha_builtin_grid(dst->dev, (n + flight - 1) / flight, grid, block);
-    if (tiles) {
-        /* one CTA a 64 x 64 tile, as many as fill the device a few times over */
-        const int64_t count = (d[0] + 63) / 64 * ((d[1] + 63) / 64) * (n / (d[0] * d[1]));
-        const int64_t cap = (int64_t)dst->dev->multiprocessors * 16;
-        grid[0] = (uint32_t)(count < cap ? count : cap);
-    }
     return tocha_kernel_launch_raw(k, dst->dev, grid, block, args);
 }
 
