@@ -12,7 +12,7 @@
 -- call on sim, on a small shape, before it is timed. bench/layers_torch.py times PyTorch's same
 -- layer on each case and writes the report beside this one's.
 --   tocha bench/layers.lua [--out DIR] [--launches N] [--only PATTERN]
--- (--only: the families whose name matches the Lua pattern, for a quick re-measure)
+-- (--only: the families whose name matches one of the comma-separated Lua patterns)
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
@@ -255,7 +255,7 @@ local rows = {}
 for _, dt in ipairs(DTYPES) do
   local size = dt == "f32" and 4 or 2
   for _, family in ipairs(FAMILIES) do
-    for _, shapes in ipairs(family.name:find(opts.only) and family.shapes or {}) do
+    for _, shapes in ipairs(timing.selected(family.name, opts.only) and family.shapes or {}) do
       local x, y, small_x, small_y = shapes[1], shapes[2], shapes[3], shapes[4]
       if device.kind == "sim" then x, y = small_x, small_y end
       for _, pass in ipairs(PASSES) do

@@ -5,7 +5,7 @@
 -- expression on sim first. bench/tensor_math_torch.py times PyTorch's expression of each case
 -- (the `torch` column) on the same shapes and writes the report beside this one's.
 --   tocha bench/tensor_math.lua [--out DIR] [--launches N] [--only PATTERN]
--- (--only: the cases whose name matches the Lua pattern, for a quick re-measure)
+-- (--only: the cases whose name matches one of the comma-separated Lua patterns)
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
@@ -84,7 +84,7 @@ local numel = timing.numel
 local rows = {}
 for _, dt in ipairs(DTYPES) do
   for _, case in ipairs(CASES) do
-    if not case[1]:find(opts.only) then goto next_case end
+    if not timing.selected(case[1], opts.only) then goto next_case end
     local name, sx, sy, call, torch_expr, bytes_of = case[1], case[2], case[3], case[4], case[5], case[6]
     -- checked against sim on a small version of the shape
     local small_x, small_y = {}, {}

@@ -110,6 +110,16 @@ end
 -- The command line of a benchmark: "--name value" for each key of defaults whose default is a
 -- number or a string (numbers converted), "--name" alone for each whose default is false.
 -- Returns a table of the values; an unknown or malformed argument is an error.
+-- Whether a case or family named `name` is selected by `only`: a comma-separated list of Lua
+-- patterns (any one matching), or "" for every case.
+function M.selected(name, only)
+  if only == "" then return true end
+  for pattern in only:gmatch("[^,]+") do
+    if name:find(pattern) then return true end
+  end
+  return false
+end
+
 function M.arguments(args, defaults)
   local opts = {}
   for k, v in pairs(defaults) do opts[k] = v end
