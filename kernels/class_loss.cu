@@ -9,8 +9,9 @@
 // gradient 0 and does not count. A target outside 1..C and not ignored is an error: the
 // kernel records it in `bad` (the row + 1, the first written wins) and the host raises.
 //
-// phase 0 writes each row's loss and whether it counts (valid, 1 or 0) in f32 (f64 for f64);
-// phase 1 writes the gradient, each row's scaled by *scale (a device value: 1 / the number of
+// phase 0 writes each row's loss, whether it counts (valid, 1 or 0) and, for cross entropy, its
+// log-softmax shift (max + log sum exp) in f32 (f64 for f64); phase 1 writes the gradient from
+// that shift (one read of the row), each row's scaled by *scale (a device value: 1 / the number of
 // rows that count for the mean, computed on the device between the phases) times dy_i for
 // reduction none (dy: per-row upstream gradients, or null-free stand-in with dy_stride 0).
 
@@ -35,7 +36,7 @@ template <typename A> __device__ __forceinline__ A cl_warp_max(A v)
 
 template <typename T, int LOG_INPUT>
 __device__ void tocha_class_loss(const T *x, const long long *target, typename tocha::compute<T>::type *row_loss,
-                                 typename tocha::compute<T>::type *valid, T *dx, const typename tocha::compute<T>::type *scale,
+                                 typename tocha::compute<T>::type *valid, typename tocha::compute<T>::type *shift, T *dx, const typename tocha::compute<T>::type *scale,
                                  const T *dy, long long dy_stride, long long *bad, long long N, long long C,
                                  long long ignore_index, double smoothing, int phase)
 {
@@ -52,9 +53,12 @@ __device__ void tocha_class_loss(const T *x, const long long *target, typename t
         return;
     }
     const A e = (A)smoothing;
-    // The log-softmax's shift: the row's maximum and log of the sum of exp(x - max).
+    // The log-softmax's shift: the row's maximum and log of the sum of exp(x - max), found in
+    // phase 0 and kept for phase 1.
     A m = (A)0, lse = (A)0;
-    if (!LOG_INPUT) {
+    if (!LOG_INPUT && phase == 1) {
+        m = shift[row];
+    } else if (!LOG_INPUT) {
         A mx = -tocha::infinity<A>();
         for (long long c = lane; c < C; c += 32) {
             const A v = tocha::to_compute(p[c]);
@@ -71,6 +75,7 @@ __device__ void tocha_class_loss(const T *x, const long long *target, typename t
             for (long long c = lane; c < C; c += 32) all += tocha::to_compute(p[c]) - m - lse;
         all = cl_warp_sum(all);
         if (lane == 0) {
+            if (!LOG_INPUT) shift[row] = m + lse;
             if (ignored) {
                 row_loss[row] = (A)0, valid[row] = (A)0;
             } else {

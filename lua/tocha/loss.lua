@@ -64,8 +64,8 @@ local function class_kernel(dt, log_input)
     local acc = dt == "f64" and "f64" or "f32"
     kernels[key] = kernel.new { source = op.source("class_loss.cu"), name = "tocha_class_loss",
       template_args = ("%s, %d"):format(dtype.ctype(dt), log_input and 1 or 0),
-      params = ("%s* x, i64* target, %s* row_loss, %s* valid, %s* dx, %s* scale, %s* dy, i64 dy_stride, i64* bad, i64 N, i64 C, i64 ignore_index, f64 smoothing, i32 phase")
-        :format(dt, acc, acc, dt, acc, dt) }
+      params = ("%s* x, i64* target, %s* row_loss, %s* valid, %s* shift, %s* dx, %s* scale, %s* dy, i64 dy_stride, i64* bad, i64 N, i64 C, i64 ignore_index, f64 smoothing, i32 phase")
+        :format(dt, acc, acc, acc, dt, acc, dt) }
   end
   return kernels[key]
 end
@@ -92,21 +92,17 @@ local function class_loss(input, target, opts, log_input)
   local dev = device.wrap(input.dev)
   local acc = dt == "f64" and "f64" or "f32"
   local row_loss, valid = tensor.alloc({ N }, acc, dev), tensor.alloc({ N }, acc, dev)
+  local shift = log_input and row_loss or tensor.alloc({ N }, acc, dev) -- NLL keeps no shift
   local bad = tensor.zeros({ 1 }, { dtype = "i64", device = dev })
   local dx = tensor.alloc({ N, C }, dt, dev)
   local g = upstream(opts, { N }, input)
   local k = class_kernel(dt, log_input)
   local grid = { math.max(1, math.ceil(N / (BLOCK / 32))), 1, 1 }
   local function launch(phase, scale)
-    op.launch_packed(k, dev, grid, { BLOCK, 1, 1 }, { input.data, target.data, row_loss.data, valid.data, dx.data,
+    op.launch_packed(k, dev, grid, { BLOCK, 1, 1 }, { input.data, target.data, row_loss.data, valid.data, shift.data, dx.data,
       scale and scale.data or row_loss.data, g and g.data or input.data, g and 1 or 0, bad.data, N, C, ignore, e, phase })
   end
   launch(0)
-  local at = bad:item()
-  if at ~= 0 then
-    raise(("target: row %d holds %d, outside the classes 1 to %d (and not ignore_index %d)"):format(at,
-      target[at]:item(), C, ignore))
-  end
   local loss, scale
   if reduction == "mean" then
     local count = valid:sum()
@@ -118,6 +114,13 @@ local function class_loss(input, target, opts, log_input)
     loss, scale = row_loss, tensor.ones({ 1 }, { dtype = acc, device = dev })
   end
   launch(1, scale)
+  -- Bad targets are read back once every launch is queued, so that the device runs the loss's
+  -- launches back to back (a bad row's gradient is left unwritten: the call raises).
+  local at = bad:item()
+  if at ~= 0 then
+    raise(("target: row %d holds %d, outside the classes 1 to %d (and not ignore_index %d)"):format(at,
+      target[at]:item(), C, ignore))
+  end
   if loss:dtype() ~= dt then loss = loss:cast(dt) end
   return loss, dx
 end
