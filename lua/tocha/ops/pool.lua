@@ -134,7 +134,8 @@ function M.max_tile(k, s, d, OW, dt)
 end
 
 -- The forward's plan for the output [B, C, OH, OW]: 32 (a warp a plane) for adaptive
--- pooling to 1 x 1, else 0 (a thread an output).
+-- pooling to 1 x 1, else 0 (a thread an output). grid() is given the output's shape alone, so
+-- the plane's size cannot choose the team: a few very large planes get a warp each.
 local function forward_plan(self, output_shape)
   if self.mode == "adaptive" and output_shape[3] == 1 and output_shape[4] == 1 then return 32 end
   return 0
