@@ -2,14 +2,27 @@
 // backward. The window is baked in at construction: MODE (0 max, 1 average, 2 adaptive
 // average), kernel KH x KW, stride SH x SW, padding PH x PW, dilation DH x DW (max only) and
 // COUNT_PAD (average: the padding counts in the divisor, PyTorch's count_include_pad); the
-// output size comes from the host (ceil mode decided there). Halves compute in f32.
+// output size comes from the host (ceil mode decided there), and so does `plan`, the mapping
+// the host picked for the shape. Halves compute in f32.
 //
 // Forward: a thread an output element. Max takes the first largest element of its window in
 // row-major order, a NaN over any number (the last NaN, as PyTorch's kernel's `>` or isnan
 // update does), so that the backward routes each gradient to the element PyTorch picks.
-// Backward: a thread an input element, gathering from the windows that hold it (no atomics, so
-// the sums are in one order on every device): for max it recomputes each such window's pick.
-
+// Adaptive pooling to 1 x 1 (plan 32) is a row mean: a warp's team a plane, reading it in
+// 16-byte groups (tocha.cuh's row_each).
+//
+// Backward: gathered, never scattered (no atomics, so the sums are in one order on every device).
+// - Max (plan: the tile's width in windows, 8, 16 or 32): a CTA a tile of POOL_TILE windows of
+//   one plane. It first finds each window's pick once (its place in the window) and reads its
+//   dy, both into shared memory, with the windows just above and left of the tile that reach
+//   into its input; then each thread gathers, for input elements the tile owns, the dy of the
+//   windows whose pick is that element. Each window's pick is found about once (the halo's
+//   again by the next tile), not once per element it holds. Windows so large that the tile's
+//   shared memory would not hold them (plan 0) take the thread-an-input-element walk below,
+//   which recomputes each holding window's pick.
+// - Adaptive windows that do not overlap (H % OH == 0 and W % OW == 0, 1 x 1 among them; plan
+//   1): elementwise, a thread a 16-byte group of dx (dy[window] / count for each element).
+// - Otherwise a thread an input element, walking the windows that hold it.
 template <typename A> __device__ __forceinline__ bool pool_nan(A v) { return v != v; }
 
 // a / b for a >= 0, b > 0: a 32-bit division where a fits (a 64-bit one is several times
@@ -35,7 +48,8 @@ __device__ __forceinline__ void pool_place(long long e, int h, int w, long long 
     *row = (int)(r - *plane * h);
 }
 
-// The flat index (ih * W + iw) of window (oh, ow)'s pick in plane p (max pooling).
+// The place (kh * KW + kw) in window (oh, ow) of plane p of its pick (max pooling); -1 for a
+// window of padding alone (never, as the host sizes the output).
 template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
 __device__ __forceinline__ int pool_pick(const T *p, int H, int W, int oh, int ow)
 {
@@ -46,21 +60,44 @@ __device__ __forceinline__ int pool_pick(const T *p, int H, int W, int oh, int o
     for (int kh = 0; kh < KH; ++kh) {
         const int ih = oh * SH - PH + kh * DH;
         if (ih < 0 || ih >= H) continue;
+        const T *row = p + (long long)ih * W;
 #pragma unroll
         for (int kw = 0; kw < KW; ++kw) {
             const int iw = ow * SW - PW + kw * DW;
             if (iw < 0 || iw >= W) continue;
-            const A v = tocha::to_compute(p[ih * W + iw]);
-            if (at < 0 || v > best || pool_nan(v)) best = v, at = ih * W + iw;
+            const A v = tocha::to_compute(row[iw]);
+            if (at < 0 || v > best || pool_nan(v)) best = v, at = kh * KW + kw;
         }
     }
     return at;
 }
 
-template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
-__device__ void tocha_pool2d(const T *x, T *y, long long planes, int H, int W, int OH, int OW)
+// Adaptive pooling to 1 x 1: a team of `team` lanes (a power of two up to 32) a plane of n
+// elements; y = the plane's mean.
+template <typename T>
+__device__ void pool_global_mean(const T *x, T *y, long long planes, long long n, int team)
 {
     typedef typename tocha::compute<T>::type A;
+    long long plane;
+    unsigned member, size;
+    tocha::team_of(team, &plane, &member, &size);
+    const bool live = plane < planes; // a team past the end stays for the shuffles
+    A sum = (A)0;
+    if (live) tocha::row_each(x + plane * n, n, member, size, [&](T e, long long) { sum += tocha::to_compute(e); });
+    sum = tocha::team_sum(sum, size, false);
+    if (live && member == 0) y[plane] = tocha::from_compute<T>(sum / (A)n);
+}
+
+template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
+__device__ void tocha_pool2d(const T *x, T *y, long long planes, int H, int W, int OH, int OW, int plan)
+{
+    typedef typename tocha::compute<T>::type A;
+    if constexpr (MODE == 2) {
+        if (plan != 0) {
+            pool_global_mean(x, y, planes, (long long)H * W, plan);
+            return;
+        }
+    }
     const long long total = planes * OH * OW, stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
         long long plane;
@@ -69,7 +106,8 @@ __device__ void tocha_pool2d(const T *x, T *y, long long planes, int H, int W, i
         const T *p = x + plane * H * W;
         if (MODE == 0) {
             const int at = pool_pick<T, KH, KW, SH, SW, PH, PW, DH, DW>(p, H, W, oh, ow);
-            y[e] = at < 0 ? tocha::from_compute<T>(-tocha::infinity<A>()) : p[at];
+            y[e] = at < 0 ? tocha::from_compute<T>(-tocha::infinity<A>())
+                          : p[(long long)(oh * SH - PH + at / KW * DH) * W + ow * SW - PW + at % KW * DW];
             continue;
         }
         int h0, h1, w0, w1;
@@ -87,15 +125,168 @@ __device__ void tocha_pool2d(const T *x, T *y, long long planes, int H, int W, i
         }
         A sum = (A)0;
         for (int ih = h0; ih < h1; ++ih)
-            for (int iw = w0; iw < w1; ++iw) sum += tocha::to_compute(p[ih * W + iw]);
+            for (int iw = w0; iw < w1; ++iw) sum += tocha::to_compute(p[(long long)ih * W + iw]);
         y[e] = tocha::from_compute<T>(sum / divisor);
     }
 }
 
-template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
-__device__ void tocha_pool2d_backward(const T *x, const T *dy, T *dx, long long planes, int H, int W, int OH, int OW)
+// ---- max pooling's backward by tiles ----
+
+// Windows a tile of the max backward covers (its width the host's plan, its height
+// POOL_TILE / width), and the rows and columns of windows above and left of a tile whose
+// windows reach into its input (the halo).
+#define POOL_TILE 256
+template <int K, int S, int D> struct pool_halo { static const int n = (K - 1) * D / S; };
+
+// Shared-memory slots of a tile and its halo for any width of 8, 16 or 32; 0 where they
+// would not fit in 24 KB (the walk takes those windows).
+template <typename A, int KH, int KW, int SH, int SW, int DH, int DW> struct pool_slots {
+    static const int hh = pool_halo<KH, SH, DH>::n, hw = pool_halo<KW, SW, DW>::n;
+    static const long long want = (long long)(POOL_TILE + 32 * (hh + hw)) + (long long)hh * hw;
+    static const int n = want * (long long)(sizeof(int) + sizeof(A)) <= 24576 ? (int)want : 0;
+};
+
+// The last window (oh) that holds input row ih (windows oh * S - P + k * D, k < K): clipped
+// to the last one there is.
+template <int S, int P> __device__ __forceinline__ int pool_last_window(int i, int O)
+{
+    const int o = (i + P) / S;
+    return o < O - 1 ? o : O - 1;
+}
+
+// Tile `tile` (plane, row of tiles, column of tiles) of the max backward: dx of the input
+// elements whose last holding window lies in it (its first row and column of tiles also take
+// the elements before them, its last ones those after).
+template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int SLOTS>
+__device__ __forceinline__ void pool_max_tile(const T *x, const T *dy, T *dx, long long plane, int th, int tw, int oh0, int ow0,
+                                              int H, int W, int OH, int OW, int *pick, typename tocha::compute<T>::type *grad)
 {
     typedef typename tocha::compute<T>::type A;
+    const int HH = pool_halo<KH, SH, DH>::n, HW = pool_halo<KW, SW, DW>::n;
+    const T *p = x + plane * H * W, *g = dy + plane * OH * OW;
+    // The tile's windows and its halo: slot (a, b) is window (oh0 - HH + a, ow0 - HW + b).
+    const int sw = tw + HW, slots = (th + HH) * sw;
+    for (int s = threadIdx.x; s < slots; s += blockDim.x) {
+        const int a = s / sw, oh = oh0 - HH + a, ow = ow0 - HW + (s - a * sw);
+        const bool in = oh >= 0 && oh < OH && ow >= 0 && ow < OW;
+        pick[s] = in ? pool_pick<T, KH, KW, SH, SW, PH, PW, DH, DW>(p, H, W, oh, ow) : -1;
+        grad[s] = in ? tocha::to_compute(g[(long long)oh * OW + ow]) : (A)0;
+    }
+    __syncthreads();
+    // The input the tile owns: rows r0..r1 - 1, columns c0..c1 - 1.
+    const int r0 = oh0 == 0 ? 0 : tocha::max_int(oh0 * SH - PH, 0);
+    const int r1 = oh0 + th >= OH ? H : tocha::min_int((oh0 + th) * SH - PH, H);
+    const int c0 = ow0 == 0 ? 0 : tocha::max_int(ow0 * SW - PW, 0);
+    const int c1 = ow0 + tw >= OW ? W : tocha::min_int((ow0 + tw) * SW - PW, W);
+    const int nc = c1 - c0;
+    if (nc > 0 && r1 > r0) {
+        // Element (r, c) of the region stepped by blockDim.x without a division an element.
+        const int step_r = (int)blockDim.x / nc, step_c = (int)blockDim.x - step_r * nc;
+        int r = (int)threadIdx.x / nc, c = (int)threadIdx.x - r * nc;
+        for (r += r0; r < r1;) {
+            const int ih = r, iw = c0 + c;
+            const int lh = pool_last_window<SH, PH>(ih, OH), lw = pool_last_window<SW, PW>(iw, OW);
+            A sum = (A)0;
+            // The holding windows in row-major order (as the walk sums them).
+#pragma unroll
+            for (int j = HH; j >= 0; --j) {
+                const int oh = lh - j, dh = ih + PH - oh * SH;
+                if (oh < 0 || dh % DH != 0 || dh / DH >= KH) continue;
+#pragma unroll
+                for (int i = HW; i >= 0; --i) {
+                    const int ow = lw - i, dw = iw + PW - ow * SW;
+                    if (ow < 0 || dw % DW != 0 || dw / DW >= KW) continue;
+                    const int s = (oh - oh0 + HH) * sw + ow - ow0 + HW;
+                    if (pick[s] == dh / DH * KW + dw / DW) sum += grad[s];
+                }
+            }
+            dx[plane * H * W + (long long)ih * W + iw] = tocha::from_compute<T>(sum);
+            r += step_r, c += step_c;
+            if (c >= nc) c -= nc, ++r;
+        }
+    }
+    __syncthreads(); // the slots are refilled for the next tile
+}
+
+// The max backward over every tile: tiles of tw x (POOL_TILE / tw) windows, a CTA a tile.
+template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
+__device__ void pool_max_backward_tiles(const T *x, const T *dy, T *dx, long long planes, int H, int W, int OH, int OW, int tw)
+{
+    typedef typename tocha::compute<T>::type A;
+    const int SLOTS = pool_slots<A, KH, KW, SH, SW, DH, DW>::n;
+    __shared__ int pick[SLOTS > 0 ? SLOTS : 1];
+    __shared__ A grad[SLOTS > 0 ? SLOTS : 1];
+    const int th = POOL_TILE / tw;
+    const int rows = (OH + th - 1) / th, cols = (OW + tw - 1) / tw;
+    const long long tiles = planes * rows * cols;
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const long long rc = t / cols;
+        const int col = (int)(t - rc * cols);
+        const long long plane = rc / rows;
+        const int row = (int)(rc - plane * rows);
+        pool_max_tile<T, KH, KW, SH, SW, PH, PW, DH, DW, SLOTS>(x, dy, dx, plane, th, tw, row * th, col * tw, H, W, OH, OW,
+                                                                pick, grad);
+    }
+}
+
+// Adaptive windows that do not overlap (kh = H / OH rows and kw = W / OW columns each): dx in
+// 16-byte groups, a thread a group (the elements before dx's first 16-byte boundary and after
+// its last whole group one by one), each group's place found once and stepped an element.
+template <typename T>
+__device__ void pool_adaptive_backward_flat(const T *dy, T *dx, long long planes, int H, int W, int OH, int OW)
+{
+    typedef typename tocha::compute<T>::type A;
+    const int V = tocha::vec16<T>::n, kh = H / OH, kw = W / OW;
+    const A count = (A)(kh * kw);
+    const long long total = planes * H * W;
+    long long a = (long long)(((16u - ((unsigned)(unsigned long long)dx & 15u)) & 15u) / sizeof(T));
+    if (a > total) a = total;
+    const long long groups = (total - a) / V, loose = total - groups * V;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x; u < groups + loose; u += stride) {
+        // Unit u: group u, else one loose element (the head's, then the tail's).
+        const long long k = u - groups, e0 = k < 0 ? a + u * V : (k < a ? k : k + groups * V);
+        const int n = u < groups ? V : 1;
+        long long plane;
+        int ih, iw;
+        pool_place(e0, H, W, &plane, &ih, &iw);
+        int oh = ih / kh, ow = iw / kw, rh = ih - oh * kh, rw = iw - ow * kw;
+        const T *g = dy + plane * OH * OW;
+        tocha::pack16<T> r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            if (e < n) r.set(e, tocha::from_compute<T>(tocha::to_compute(g[(long long)oh * OW + ow]) / count));
+            // The next element's place.
+            if (++rw == kw) rw = 0, ++ow;
+            if (++iw == W) {
+                iw = 0, ow = 0, rw = 0;
+                if (++rh == kh) rh = 0, ++oh;
+                if (++ih == H) ih = 0, oh = 0, rh = 0, g += (long long)OH * OW;
+            }
+        }
+        if (n == V)
+            tocha::store_pack(dx + e0, r);
+        else
+            dx[e0] = tocha::element_of<T>(r.w, 0);
+    }
+}
+
+template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
+__device__ void tocha_pool2d_backward(const T *x, const T *dy, T *dx, long long planes, int H, int W, int OH, int OW, int plan)
+{
+    typedef typename tocha::compute<T>::type A;
+    if constexpr (MODE == 0 && pool_slots<A, KH, KW, SH, SW, DH, DW>::n > 0) {
+        if (plan != 0) {
+            pool_max_backward_tiles<T, KH, KW, SH, SW, PH, PW, DH, DW>(x, dy, dx, planes, H, W, OH, OW, plan);
+            return;
+        }
+    }
+    if constexpr (MODE == 2) {
+        if (plan != 0) {
+            pool_adaptive_backward_flat(dy, dx, planes, H, W, OH, OW);
+            return;
+        }
+    }
     const long long total = planes * H * W, stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
         long long plane;
@@ -131,7 +322,8 @@ __device__ void tocha_pool2d_backward(const T *x, const T *dy, T *dx, long long 
             for (int ow = ow_lo; ow <= ow_hi; ++ow) {
                 if ((iw + PW - ow * SW) % DW != 0) continue;
                 if (MODE == 0) {
-                    if (pool_pick<T, KH, KW, SH, SW, PH, PW, DH, DW>(p, H, W, oh, ow) == ih * W + iw)
+                    const int dh = (ih + PH - oh * SH) / DH, dw = (iw + PW - ow * SW) / DW;
+                    if (pool_pick<T, KH, KW, SH, SW, PH, PW, DH, DW>(p, H, W, oh, ow) == dh * KW + dw)
                         sum += tocha::to_compute(g[oh * OW + ow]);
                 } else {
                     int h0 = oh * SH - PH, w0 = ow * SW - PW;

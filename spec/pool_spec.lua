@@ -2,8 +2,12 @@
 -- with every option (kernel, stride, padding, dilation, ceil mode, count_include_pad, adaptive
 -- sizes that do not divide), every element checked against a reference written here from
 -- PyTorch's documented definitions (output sizes, windows, divisors, the element max pooling
--- takes); in a model beside its direct calls; bad options. On sim and, tagged #gpu, on cuda.
+-- takes); each mapping the host picks on shapes that take it (max pooling's backward by tiles of
+-- windows, with halos, gaps, ties and NaNs, and the walk where a tile would not fit; adaptive
+-- pooling to 1 x 1 and through windows that do not overlap, dx at any alignment), every dtype;
+-- in a model beside its direct calls; bad options. On sim and, tagged #gpu, on cuda.
 local tocha = require "tocha"
+local pool = require "tocha.ops.pool"
 local ref = require "support.reference"
 
 local fails = require("support.assertions").fails
@@ -175,6 +179,100 @@ describe("2-D pooling", function()
         local mid = mp:forward(x)
         local wdx = mp:backward(x, gap:backward(mid, dy))
         assert.is_true(tocha.allclose(grads[1], wdx, 0, 0))
+      end)
+
+      -- A nested table of `shape` from gen(), for tensors of chosen values (ties, NaNs).
+      local function nested(shape, gen, d)
+        d = d or 1
+        local t = {}
+        for i = 1, shape[d] do t[i] = d == #shape and gen() or nested(shape, gen, d + 1) end
+        return t
+      end
+      -- The reference's options for a case's constructor options.
+      local function ref_opts(opts)
+        local function p2(v, d) v = v or d; return type(v) == "number" and { v, v } or v end
+        local r = { k = p2(opts.kernel_size, 1) }
+        r.s, r.p, r.d = p2(opts.stride, r.k), p2(opts.padding, 0), p2(opts.dilation, 1)
+        r.ceil, r.count_include_pad, r.output_size = opts.ceil_mode, opts.count_include_pad ~= false, p2(opts.output_size, 1)
+        return r
+      end
+      -- One case: forward and backward of CLASS[mode] with opts on x, every element against the
+      -- reference; dx written into a view one element into a larger block when `offset`.
+      local function run_case(mode, opts, x, dt, offset)
+        local o = {}
+        for k, v in pairs(opts) do o[k] = v end
+        o.dtype = dt
+        local op = CLASS[mode].new(o)
+        local y = op:forward(x)
+        local dy = randn(y:shape(), dt)
+        local dx
+        if offset then
+          local n = x:numel()
+          local block = tocha.full({ n + 1 }, 7, { dtype = dt, device = device })
+          dx = block:narrow(1, 2, n):view(x:shape())
+          op:backward(x, dy, dx)
+          assert.are.equal(7, block:to_table()[1], "the element before dx is left alone")
+        else
+          dx = op:backward(x, dy)
+        end
+        local shape = x:shape()
+        local wy, wdx, wshape = pool_ref(mode, ref_opts(opts), x:to_table(true), shape, dy:to_table(true))
+        local label = ("%s %s %s %s"):format(mode, dt, table.concat(shape, "x"),
+          require("tocha.errors").show(opts.kernel_size or opts.output_size))
+        assert.are.same(wshape, y:shape(), label)
+        local half = dt == "f16" or dt == "bf16"
+        check(y, wy, dt, label .. " y", half and 1 or 4)
+        check(dx, wdx, dt, label .. " dx", half and 2 or 16)
+      end
+
+      it("gathers max pooling's gradient by tiles of windows: many tiles, halos, gaps, ties and NaNs, every dtype", function()
+        ref.rng("pool tiles")
+        local TILED = {
+          { { kernel_size = 3, stride = 2, padding = 1 }, { 2, 2, 37, 70 } }, -- 3 x 2 tiles of 8 x 32, halo 1
+          { { kernel_size = 2 }, { 1, 3, 40, 70 } }, -- no halo
+          { { kernel_size = { 3, 2 }, stride = { 2, 1 }, padding = { 1, 0 }, dilation = { 2, 1 } }, { 1, 2, 30, 40 } },
+          { { kernel_size = 3, stride = 2, ceil_mode = true }, { 1, 2, 36, 67 } },
+          { { kernel_size = 5, stride = 1, padding = 2 }, { 1, 1, 20, 40 } }, -- halo 4
+          { { kernel_size = 2, stride = 3 }, { 1, 2, 31, 50 } }, -- elements no window holds
+          { { kernel_size = 3, stride = 2, padding = 1, block = 64 }, { 1, 2, 21, 45 } }, -- fewer threads than windows
+          { { kernel_size = 2, stride = 1, block = 1024 }, { 1, 1, 12, 14 } }, -- tiles of 16 x 16
+        }
+        for _, case in ipairs(TILED) do
+          local opts, shape = case[1], case[2]
+          local r = ref_opts(opts)
+          assert.is_true(pool.max_tile(r.k, r.s, r.d, 8, "f64") > 0, "the case takes the tiles")
+          for _, dt in ipairs({ "f32", "f64", "f16", "bf16" }) do
+            -- Small integers: many ties; a NaN now and then.
+            local x = tocha.tensor(nested(shape, function()
+              if math.random() < 0.02 then return 0 / 0 end
+              return math.random(-3, 3)
+            end), { dtype = dt, device = device })
+            run_case("max", opts, x, dt)
+          end
+          run_case("max", opts, randn(shape, "f32"), "f32")
+        end
+      end)
+
+      it("walks the windows where a tile of them would not fit in shared memory", function()
+        local opts = { kernel_size = 25, stride = 1, padding = 0 }
+        assert.are.equal(0, pool.max_tile({ 25, 25 }, { 1, 1 }, { 1, 1 }, 8, "f64"))
+        local x = tocha.tensor(nested({ 1, 2, 27, 29 }, function() return math.random(-2, 2) end), { dtype = "f64", device = device })
+        run_case("max", opts, x, "f64")
+      end)
+
+      it("pools adaptively to 1 x 1 and through windows that do not overlap, every dtype, dx at any alignment", function()
+        ref.rng("pool adaptive")
+        local ADAPTIVE = {
+          { 1, { 2, 3, 7, 7 } }, { 1, { 1, 5, 1, 1 } }, { 1, { 2, 2, 33, 65 } }, { 1, { 3, 5, 3, 3 } },
+          { { 2, 3 }, { 2, 2, 8, 9 } }, { { 4, 4 }, { 1, 3, 12, 16 } }, { { 5, 1 }, { 1, 2, 10, 3 } },
+          { { 3, 5 }, { 1, 2, 7, 11 } }, -- windows that overlap: the walk
+        }
+        for _, case in ipairs(ADAPTIVE) do
+          for _, dt in ipairs({ "f32", "f64", "f16", "bf16" }) do
+            run_case("adaptive", { output_size = case[1] }, randn(case[2], dt), dt)
+            run_case("adaptive", { output_size = case[1] }, randn(case[2], dt), dt, true)
+          end
+        end
       end)
 
       it("refuses bad options and inputs by name", function()

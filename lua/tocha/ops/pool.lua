@@ -12,6 +12,11 @@
 -- stride defaults to kernel_size; padding at most half the (dilated) kernel; ceil_mode rounds
 -- the output size up, a last window starting in the padding dropped as PyTorch does.
 -- dtype (default f32) and block (threads a CTA, default 256) too.
+--
+-- The host picks each launch's mapping from the shapes and passes it as the kernels' `plan`
+-- (kernels/pool2d.cu says what each does): adaptive pooling to 1 x 1 reads each plane with a
+-- warp forward; adaptive windows that do not overlap take an elementwise backward; max pooling's
+-- backward goes by tiles of windows whose picks are found once into shared memory (M.max_tile).
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -74,9 +79,9 @@ local function make(class, mode, opts)
   self.id = ("%s__%s__%s"):format(name:lower(), dt, targs:gsub("[^%d]+", "_"))
   local source = op.source("pool2d.cu")
   self.kernel = kernel.new { source = source, name = "tocha_pool2d", template_args = targs,
-    params = ("%s* x, %s* y, i64 planes, i32 H, i32 W, i32 OH, i32 OW"):format(dt, dt) }
+    params = ("%s* x, %s* y, i64 planes, i32 H, i32 W, i32 OH, i32 OW, i32 plan"):format(dt, dt) }
   self.grad_kernel = kernel.new { source = source, name = "tocha_pool2d_backward", template_args = targs,
-    params = ("%s* x, %s* dy, %s* dx, i64 planes, i32 H, i32 W, i32 OH, i32 OW"):format(dt, dt, dt) }
+    params = ("%s* x, %s* dy, %s* dx, i64 planes, i32 H, i32 W, i32 OH, i32 OW, i32 plan"):format(dt, dt, dt) }
   self.backward_kernel = self.grad_kernel
   return self
 end
@@ -115,8 +120,31 @@ local function grid_of(self, elements)
   return { math.max(1, math.min(math.ceil(elements / self.block_size), 2 ^ 31 - 1)), 1, 1 }
 end
 
+local TILE = 256 -- windows a tile of the max backward (the kernel's POOL_TILE)
+local SHARED = 24576 -- the most shared memory a tile's slots take (the kernel's pool_slots)
+
+-- The max backward's tile width in windows for OW windows a row (8, 16 or 32; the height is
+-- TILE / width), or 0 where a tile and its halo would not fit in shared memory (the kernel
+-- then walks each input element's windows); the same rule as the kernel's pool_slots.
+function M.max_tile(k, s, d, OW, dt)
+  local hh, hw = math.floor((k[1] - 1) * d[1] / s[1]), math.floor((k[2] - 1) * d[2] / s[2])
+  local slots = TILE + 32 * (hh + hw) + hh * hw
+  if slots * (4 + (dt == "f64" and 8 or 4)) > SHARED then return 0 end
+  return OW <= 8 and 8 or OW <= 16 and 16 or 32
+end
+
+-- The forward's plan for the output [B, C, OH, OW]: 32 (a warp a plane) for adaptive
+-- pooling to 1 x 1, else 0 (a thread an output). grid() is given the output's shape alone, so
+-- the plane's size cannot choose the team: a few very large planes get a warp each.
+local function forward_plan(self, output_shape)
+  if self.mode == "adaptive" and output_shape[3] == 1 and output_shape[4] == 1 then return 32 end
+  return 0
+end
+
 function Methods:grid(output_shape)
   op.check_shape(output_shape, "output_shape")
+  local team = forward_plan(self, output_shape)
+  if team > 0 then return grid_of(self, output_shape[1] * output_shape[2] * team) end
   return grid_of(self, op.numel(output_shape))
 end
 
@@ -124,24 +152,43 @@ local function sizes(self, inputs, output_shape)
   local x, shape = op.input_of(inputs)
   local out = self:compute_concrete_output_shape({ shape })
   if output_shape then op.check_output_shape(output_shape, out, "the pool's output for its input") end
-  return x, shape[1] * shape[2], shape[3], shape[4], out[3], out[4]
+  return x, shape[1] * shape[2], shape[3], shape[4], out[3], out[4], out
 end
 
 function Methods:pack_args(inputs, _, output, output_shape)
-  local x, planes, H, W, OH, OW = sizes(self, inputs, output_shape)
-  return { x, op.address(output, "output"), planes, H, W, OH, OW }
+  local x, planes, H, W, OH, OW, out = sizes(self, inputs, output_shape)
+  return { x, op.address(output, "output"), planes, H, W, OH, OW, forward_plan(self, out) }
+end
+
+-- The backward's plan for planes of H x W pooled to OH x OW: max, the tile width
+-- (M.max_tile); adaptive, 1 where windows do not overlap (an elementwise pass); else 0.
+local function backward_plan(self, H, W, OH, OW)
+  if self.mode == "max" then return M.max_tile(self.kernel_size, self.stride, self.dilation, OW, self.dtype) end
+  if self.mode == "adaptive" and H % OH == 0 and W % OW == 0 then return 1 end
+  return 0
 end
 
 function Methods:backward_grid(input_shapes)
   local shape = op.one_input(input_shapes)
   op.check_shape(shape, "inputs[1]")
-  return grid_of(self, op.numel(shape))
+  local out = self:compute_concrete_output_shape({ shape })
+  local plan = backward_plan(self, shape[3], shape[4], out[3], out[4])
+  if plan == 0 then return grid_of(self, op.numel(shape)) end
+  if self.mode == "max" then
+    local tiles = shape[1] * shape[2] * math.ceil(out[3] / (TILE / plan)) * math.ceil(out[4] / plan)
+    return { math.max(1, math.min(tiles, 2 ^ 31 - 1)), 1, 1 }
+  end
+  -- A thread a 16-byte group, and one for each element outside whole groups (fewer than two
+  -- groups' worth).
+  local V = 16 / dtype.size(self.dtype)
+  return grid_of(self, math.ceil(op.numel(shape) / V) + 2 * V)
 end
 
 function Methods:pack_backward_args(inputs, _, _, output_shape, grad_output, _, grad_inputs)
   local x, planes, H, W, OH, OW = sizes(self, inputs, output_shape)
   grad_inputs = op.list(grad_inputs, "grad_inputs")
-  return { x, op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "grad_inputs[1]"), planes, H, W, OH, OW }
+  return { x, op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "grad_inputs[1]"), planes, H, W, OH, OW,
+    backward_plan(self, H, W, OH, OW) }
 end
 
 -- A pool class: its constructor (Class.new(opts)) and the RuntimeOp methods above.
