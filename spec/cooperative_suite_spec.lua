@@ -221,6 +221,35 @@ __device__ void warp_scan_shfl_up(const int *x, int *y)
     return { y }
   end }
 
+-- The fast and explicitly rounded float intrinsics, each within its documented error of the
+-- exact function (CUDA's math API: __expf 2 + 1.16|x| ulps, __logf and __sinf 2^-21.41
+-- absolute on these ranges, __fdividef 2 ulps; the _rn forms IEEE-rounded).
+case { name = "float_intrinsics", params = "f32* x, f32* y", grid = 1, block = 64, rtol = 2e-6, atol = 2e-6,
+  source = [[
+__device__ void float_intrinsics(const float *x, float *y)
+{
+    const int i = threadIdx.x;
+    const float v = x[i];
+    y[i] = __expf(v);
+    y[64 + i] = __logf(v + 2.0f);
+    y[128 + i] = __sinf(v) + __cosf(v);
+    y[192 + i] = __fdividef(v, v + 3.0f);
+    y[256 + i] = __frcp_rn(v + 3.0f);
+    y[320 + i] = __fmaf_rn(v, v, __fmul_rn(v, 0.5f));
+    y[384 + i] = __fsqrt_rn(v + 1.5f) + __powf(v + 2.0f, 1.5f);
+}]],
+  args = { { input = values(64, 31, uniform()), dtype = "f32" }, { out = 448, dtype = "f32" } },
+  ref = function(x)
+    local y = {}
+    for i = 1, 64 do
+      local v = x[i]
+      y[i], y[64 + i], y[128 + i] = math.exp(v), math.log(v + 2), math.sin(v) + math.cos(v)
+      y[192 + i], y[256 + i], y[320 + i] = v / (v + 3), 1 / (v + 3), v * v + v * 0.5
+      y[384 + i] = math.sqrt(v + 1.5) + (v + 2) ^ 1.5
+    end
+    return { y }
+  end }
+
 case { name = "ballot_popc", params = "f32* x, i32* y", grid = 2, block = 64,
   source = [[
 __device__ void ballot_popc(const float *x, int *y)
@@ -993,7 +1022,9 @@ local function run_case(c, device)
     if c.sorted and c.sorted[i] then table.sort(got) end
     assert.are.equal(#want, #got, c.name .. ": length of output " .. n)
     for j = 1, #want do
-      if got[j] ~= want[j] then
+      local off = got[j] ~= want[j]
+      if off and c.rtol then off = not (math.abs(got[j] - want[j]) <= c.atol + c.rtol * math.abs(want[j])) end
+      if off then
         error(("%s on %s: output %d [%d] is %.9g, expected %.9g"):format(c.name, device, n, j, got[j], want[j]))
       end
     end

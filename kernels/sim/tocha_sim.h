@@ -97,6 +97,33 @@ static inline long long __double_as_longlong(double x) { long long i; memcpy(&i,
 static inline double __longlong_as_double(long long i) { double x; memcpy(&x, &i, 8); return x; }
 static inline float __saturatef(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// The fast and the explicitly rounded float intrinsics, computed here as the host's correctly
+// rounded float operations (the GPU's fast forms are within a few ulps of them; the _rn forms
+// are the same IEEE operations).
+// (glibc's math.h declares its own __expf and the like, so these are macros)
+#define __expf(x) expf(x)
+#define __exp10f(x) exp10f(x)
+#define __logf(x) logf(x)
+#define __log2f(x) log2f(x)
+#define __log10f(x) log10f(x)
+#define __powf(a, b) powf(a, b)
+#define __sinf(x) sinf(x)
+#define __cosf(x) cosf(x)
+#define __tanf(x) tanf(x)
+#define __sincosf(x, s, c) sincosf(x, s, c)
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float __fsqrt_rn(float x) { return sqrtf(x); }
+static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+static inline double __drcp_rn(double x) { return 1.0 / x; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline double __dsqrt_rn(double x) { return sqrt(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 // Memory fences: the host's, which order at least as strongly as the GPU's.
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
