@@ -4,16 +4,19 @@
 // f16 and bf16 are reduced in f32, f64 in f64 (the accumulator A). max and min propagate NaN,
 // as PyTorch's do.
 //
-// One kernel, tocha_reduce, does every pass of a reduction; the host plans the passes from the
-// shape alone (never from the device), so that a result is the same on every device and on the
-// simulator, bit for bit:
-// - the rows mappings (inner == 1): a team, one CTA per (row, split) for long rows or 1 to 32
-//   lanes of a warp per row for shorter ones (about four 16-byte groups a lane), strides over
-//   its part of the row in 16-byte groups (the elements before the first boundary and after the
-//   last group one by one), four groups in flight a thread, then a tree in shared memory;
-// - the columns mapping (otherwise): one thread per (outer, split, 16-byte group of inner)
-//   walks its part of n with stride inner, four rows in flight (one element along inner where
-//   inner is not whole groups or x is not 16-byte aligned).
+// The host plans the passes from the shape alone (never from the device), so that a result is
+// the same on every device and on the simulator, bit for bit. Each pass takes one of two paths,
+// each a kernel of its own (tocha_reduce_rows, tocha_reduce_columns: each its own registers),
+// and tocha_reduce takes either, as `rows` says (the one kernel a RuntimeOp's launches share):
+// - the rows path (inner == 1): a team, one CTA per (row, split) for long rows or 1 to 32 lanes
+//   of a warp per row for shorter ones (about four 16-byte groups a lane), strides over its part
+//   of the row in 16-byte groups (the elements before the first boundary and after the last
+//   group one by one), four groups in flight a thread, then shuffles within each warp and the
+//   warps' values in warp order (tocha::team_combine);
+// - the columns path (otherwise): a 2-D tile a CTA, tx threads along inner, each a 16-byte group
+//   of it (one element where inner is not whole groups or x is not 16-byte aligned), by
+//   threads / tx rows of n, each thread walking its rows four in flight; the rows' values are
+//   then combined in shared memory. A CTA strides over the tiles (outer, split, chunk of inner).
 // splits > 1 divides n among CTAs or threads when there are too few outputs to fill the device;
 // the pass then writes its partials (in A) to a workspace, and a second pass over that workspace
 // viewed as [outer, splits, inner] finishes. Pointers are untyped (u8*): a pass reads T or A and
@@ -114,128 +117,231 @@ __device__ __forceinline__ A red_segment(const TI *in, TI *copy, long long lo, l
     return red_combine<MODE>(red_combine<MODE>(acc[0], acc[1]), red_combine<MODE>(acc[2], acc[3]));
 }
 
-// The team's combined value, in the tree order of a shared-memory reduction over buf (the
-// team's slots); true in lane 0, which holds it. team is a power of two: the CTA, or a warp
-// (cta false).
-template <int MODE, typename A> __device__ __forceinline__ bool red_team(A v, A *buf, unsigned lane, unsigned team, bool cta, A *total)
+// A column unit: U elements of TI, a 16-byte group held as four words (U > 1) or one element.
+template <int U, typename TI> struct red_unit {
+    unsigned w[4];
+};
+template <typename TI> struct red_unit<1, TI> {
+    TI v;
+};
+
+// The unit at p (16-byte aligned for a group).
+template <int U, typename TI> __device__ __forceinline__ void red_unit_load(const TI *p, red_unit<U, TI> &u)
 {
-    buf[lane] = v;
-    if (cta) __syncthreads(); else __syncwarp();
-    for (unsigned o = team / 2; o > 0; o /= 2) {
-        if (lane < o) buf[lane] = red_combine<MODE>(buf[lane], buf[lane + o]);
-        if (cta) __syncthreads(); else __syncwarp();
-    }
-    *total = buf[0];
-    return lane == 0;
+    tocha::load_words<16>(p, u.w);
+}
+template <typename TI> __device__ __forceinline__ void red_unit_load(const TI *p, red_unit<1, TI> &u)
+{
+    u.v = tocha::load_element(p);
 }
 
-// rows: 0 the columns mapping; -1 a CTA a (row, split); 1 to 32 (a power of two) that many
-// lanes of a warp a (row, split).
+// acc[e] combined with the unit's element e, in order; the unit stored at out unless it is null.
+template <int MODE, int U, typename TI, typename A>
+__device__ __forceinline__ void red_unit_take(A *acc, const red_unit<U, TI> &u, TI *out)
+{
+#pragma unroll
+    for (int e = 0; e < U; ++e) acc[e] = red_combine<MODE>(acc[e], (A)tocha::to_compute(tocha::element_of<TI>(u.w, e)));
+    if (out) red_copy16(out, u.w);
+}
+template <int MODE, typename TI, typename A>
+__device__ __forceinline__ void red_unit_take(A *acc, const red_unit<1, TI> &u, TI *out)
+{
+    acc[0] = red_combine<MODE>(acc[0], (A)tocha::to_compute(u.v));
+    if (out) *out = u.v;
+}
+
+// a / b, in 32 bits where both fit (a 64-bit division is several times longer).
+__device__ __forceinline__ long long red_div(long long a, long long b)
+{
+    return ((unsigned long long)(a | b) >> 31) == 0 ? (long long)((unsigned)a / (unsigned)b) : a / b;
+}
+
+// The column tile's width in column units (tx threads along inner; the CTA's
+// threads / tx rows of n beside them) for `cols` units of `threads` threads (a power of two) and
+// rows of n: every unit where they fit in one tile; else the widest power of two from 32 that
+// pads the last tile least, narrowed further (more rows a CTA) while that pads no more and leaves
+// each thread 8 rows or more. ops/reduction.lua's columns_tile mirrors it to size the grid.
+__device__ __forceinline__ unsigned red_width(long long cols, unsigned threads, long long n)
+{
+    if (cols <= (long long)threads) return (unsigned)cols;
+    unsigned w = threads;
+    while (w > 32) {
+        const long long now = (cols + w - 1) / w * w, half = (cols + w / 2 - 1) / (w / 2) * (w / 2);
+        if (half < now || (half == now && n >= 16LL * (threads / w))) w /= 2;
+        else break;
+    }
+    return w;
+}
+
+// The bytes of shared memory the columns path combines in (a CTA's partials: a thread's U
+// accumulators each).
+#define RED_SHARED_BYTES 8192
+
+// The columns path over [outer, n, inner] with U elements a column unit (U = V, a 16-byte
+// group, where inner is whole groups and x and copy are 16-byte aligned; else 1). A CTA takes a
+// tile (outer o, split s of n, a chunk of tx units of inner) at a time, striding over the tiles:
+// thread (tx, ty) walks rows lo + ty, lo + ty + TY, ... of its split, four loads in flight, its
+// combine in row order; then the TY rows' values are combined in shared memory, a tree over ty
+// (a fixed order: the result depends on the shape and block alone), and row 0 stores them.
+// `buf` holds RED_SHARED_BYTES; threads past the tile (TX * TY of the block) stay for the barriers.
+template <int MODE, int U, typename TI, typename TO>
+__device__ __forceinline__ void red_columns_units(const TI *x, TO *y, TI *copy, long long outer, long long n,
+                                                  long long inner, long long splits, double divisor, unsigned char *raw)
+{
+    typedef typename tocha::compute<TI>::type A;
+    A *buf = (A *)raw;
+    const long long cols = inner / U;
+    const unsigned cap = RED_SHARED_BYTES / (sizeof(A) * U);
+    const unsigned threads = blockDim.x < cap ? blockDim.x : cap;
+    const unsigned tw = red_width(cols, threads, n), th = threads / tw;
+    const unsigned tx = threadIdx.x % tw, ty = threadIdx.x / tw;
+    const bool member = threadIdx.x < tw * th;
+    const long long chunks = (cols + tw - 1) / tw, tiles = outer * splits * chunks;
+    const long long part = (n + splits - 1) / splits;
+    unsigned top = 1; // the tree's first half: the largest power of two below th
+    while (2 * top < th) top *= 2;
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const long long r = red_div(t, chunks), c = t - r * chunks;
+        const long long o = red_div(r, splits), s = r - o * splits;
+        const long long col = c * tw + tx;
+        const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
+        // this thread's rows of the split: lo + ty, then every th-th
+        long long m = member && col < cols && lo + ty < hi ? red_div(hi - lo - ty + th - 1, th) : 0;
+        A acc[U];
+#pragma unroll
+        for (int e = 0; e < U; ++e) acc[e] = red_identity<MODE, A>();
+        const long long first = (o * n + lo + ty) * inner + col * U, step = (long long)th * inner;
+        const TI *in = x + first;
+        TI *out = copy ? copy + first : 0;
+#pragma unroll 1
+        for (; m >= 4; m -= 4, in += 4 * step, out = out ? out + 4 * step : 0) {
+            red_unit<U, TI> w[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) red_unit_load(in + j * step, w[j]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) red_unit_take<MODE>(acc, w[j], out ? out + j * step : 0);
+        }
+        // At most three rows are left: their loads issued together.
+        {
+            red_unit<U, TI> w[3];
+#pragma unroll
+            for (int j = 0; j < 3; ++j)
+                if (j < m) red_unit_load(in + j * step, w[j]);
+#pragma unroll
+            for (int j = 0; j < 3; ++j)
+                if (j < m) red_unit_take<MODE>(acc, w[j], out ? out + j * step : 0);
+        }
+        if (th > 1) {
+            A *mine = buf + (ty * tw + tx) * U;
+            if (member)
+#pragma unroll
+                for (int e = 0; e < U; ++e) mine[e] = acc[e];
+            __syncthreads();
+            for (unsigned h = top; h > 0; h /= 2) {
+                if (member && ty < h && ty + h < th) {
+                    const A *other = mine + (long long)h * tw * U;
+#pragma unroll
+                    for (int e = 0; e < U; ++e) mine[e] = acc[e] = red_combine<MODE>(acc[e], other[e]);
+                }
+                __syncthreads();
+            }
+        }
+        if (member && ty == 0 && col < cols)
+#pragma unroll
+            for (int e = 0; e < U; ++e) red_store<MODE>(y, (o * splits + s) * inner + col * U + e, acc[e], divisor);
+    }
+}
+
+// The columns path (inner > 1, or any pass the host maps so): 16-byte units where inner is
+// whole groups and x (and copy) are aligned, else one element a unit.
 template <int MODE, typename TI, typename TO>
-__device__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner, long long splits,
-                         double divisor, int rows)
+__device__ void red_columns(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner, long long splits,
+                            double divisor, unsigned char *raw)
+{
+    const int V = tocha::vec16<TI>::n;
+    const bool vec = V > 1 && inner % V == 0 && ((unsigned long long)x & 15u) == 0 &&
+                     (!copy || ((unsigned long long)copy & 15u) == 0);
+    if (vec) red_columns_units<MODE, tocha::vec16<TI>::n>(x, y, copy, outer, n, inner, splits, divisor, raw);
+    else red_columns_units<MODE, 1>(x, y, copy, outer, n, inner, splits, divisor, raw);
+}
+
+// The rows path (inner == 1): rows -1 a CTA a (row, split), 1 to 32 (a power of two) that many
+// lanes of a warp a (row, split); red_segment's values combined by tocha::team_combine
+// (shuffles, then the warps' values in warp order): a fixed order, the same on every device.
+template <int MODE, typename TI, typename TO>
+__device__ void red_rows(const TI *x, TO *y, TI *copy, long long outer, long long n, long long splits, double divisor,
+                         int rows)
 {
     typedef typename tocha::compute<TI>::type A;
     const int V = tocha::vec16<TI>::n;
     // Splits start on whole groups, so that every split but the last holds whole groups.
     long long part = (n + splits - 1) / splits;
     part = (part + V - 1) / V * V;
-    if (rows) {
-        __shared__ A buf[1024];
-        const bool cta = rows < 0;
-        const unsigned team = cta ? blockDim.x : (unsigned)rows, lane = threadIdx.x % team;
-        const long long item = blockIdx.x * (long long)(blockDim.x / team) + threadIdx.x / team;
-        const bool live = item < outer * splits;
-        if (cta && !live) return; // the whole CTA (a smaller team stays for its warp's __syncwarp)
-        const long long row = live ? item / splits : 0, s = live ? item - row * splits : 0;
-        long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
-        if (!live) lo = hi = 0;
-        const bool vec = !copy || (((unsigned long long)x ^ (unsigned long long)copy) & 15u) == 0;
-        const A mine = red_segment<MODE, TI, A>(x + row * n, copy ? copy + row * n : 0, lo, hi, lane, team, vec);
-        A total;
-        if (red_team<MODE>(mine, buf + (threadIdx.x - lane), lane, team, cta, &total) && live)
-            red_store<MODE>(y, item, total, divisor);
-        return;
-    }
-    const long long stride = (long long)blockDim.x * gridDim.x, first = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    const bool vec = inner % V == 0 && ((unsigned long long)x & 15u) == 0 &&
-                     (!copy || ((unsigned long long)copy & 15u) == 0);
-    if (vec && V > 1) {
-        // A thread a 16-byte group along inner: V outputs, four rows of n in flight.
-        const long long groups = inner / V, outputs = outer * splits * groups;
-        for (long long t = first; t < outputs; t += stride) {
-            const long long ig = t % groups, r = t / groups, s = r % splits, o = r / splits;
-            const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
-            const TI *in = x + o * n * inner + ig * V;
-            TI *out = copy ? copy + o * n * inner + ig * V : 0;
-            A acc[tocha::vec16<TI>::n];
-#pragma unroll
-            for (int e = 0; e < V; ++e) acc[e] = red_identity<MODE, A>();
-            long long k = lo;
-            for (; k + 3 < hi; k += 4) {
-                unsigned w[4][4];
-#pragma unroll
-                for (int j = 0; j < 4; ++j) tocha::load_words<16>(in + (k + j) * inner, w[j]);
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-#pragma unroll
-                    for (int e = 0; e < V; ++e) acc[e] = red_combine<MODE>(acc[e], (A)tocha::to_compute(tocha::element_of<TI>(w[j], e)));
-                    if (out) red_copy16(out + (k + j) * inner, w[j]);
-                }
-            }
-            for (; k < hi; ++k) {
-                unsigned w[4];
-                tocha::load_words<16>(in + k * inner, w);
-#pragma unroll
-                for (int e = 0; e < V; ++e) acc[e] = red_combine<MODE>(acc[e], (A)tocha::to_compute(tocha::element_of<TI>(w, e)));
-                if (out) red_copy16(out + k * inner, w);
-            }
-#pragma unroll
-            for (int e = 0; e < V; ++e) red_store<MODE>(y, (o * splits + s) * inner + ig * V + e, acc[e], divisor);
-        }
-        return;
-    }
-    const long long outputs = outer * splits * inner;
-    for (long long t = first; t < outputs; t += stride) {
-        const long long i = t % inner, r = t / inner, s = r % splits, o = r / splits;
-        const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
-        const TI *in = x + o * n * inner + i;
-        TI *out = copy ? copy + o * n * inner + i : 0;
-        A acc[4] = {red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>()};
-        long long k = lo;
-        for (; k + 3 < hi; k += 4) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                acc[j] = red_combine<MODE>(acc[j], (A)red_load(in, (k + j) * inner));
-                if (out) out[(k + j) * inner] = in[(k + j) * inner];
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < 3; ++j)
-            if (k < hi) {
-                acc[j] = red_combine<MODE>(acc[j], (A)red_load(in, k * inner));
-                if (out) out[k * inner] = in[k * inner];
-                ++k;
-            }
-        const A total = red_combine<MODE>(red_combine<MODE>(acc[0], acc[1]), red_combine<MODE>(acc[2], acc[3]));
-        red_store<MODE>(y, (o * splits + s) * inner + i, total, divisor);
-    }
+    const bool cta = rows < 0;
+    long long item;
+    unsigned lane, team;
+    tocha::team_of(rows, &item, &lane, &team);
+    const bool live = item < outer * splits;
+    if (cta && !live) return; // the whole CTA (a smaller team stays for its warp's shuffles)
+    const long long row = live ? item / splits : 0, s = live ? item - row * splits : 0;
+    long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
+    if (!live) lo = hi = 0;
+    const bool vec = !copy || (((unsigned long long)x ^ (unsigned long long)copy) & 15u) == 0;
+    const A mine = red_segment<MODE, TI, A>(x + row * n, copy ? copy + row * n : 0, lo, hi, lane, team, vec);
+    const A total = tocha::team_combine(mine, team, cta, [](A a, A b) { return red_combine<MODE>(a, b); });
+    if (live && lane == 0) red_store<MODE>(y, item, total, divisor);
 }
 
+// PATH: 0 either (rows != 0 the rows path, else the columns path), 1 rows only, 2 columns only.
+template <int PATH, int MODE, typename TI, typename TO>
+__device__ __forceinline__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner,
+                                         long long splits, double divisor, int rows, unsigned char *raw)
+{
+    if (PATH != 2 && (PATH == 1 || rows)) red_rows<MODE>(x, y, copy, outer, n, splits, divisor, rows);
+    else red_columns<MODE>(x, y, copy, outer, n, inner, splits, divisor, raw);
+}
+
+template <int PATH, typename T, int MODE>
+__device__ __forceinline__ void red_entry(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
+                                          long long outer, long long n, long long inner, long long splits, double divisor,
+                                          int rows)
+{
+    typedef typename tocha::compute<T>::type A;
+    __shared__ __align__(16) unsigned char raw[PATH == 1 ? 16 : RED_SHARED_BYTES];
+    if ((const unsigned char *)copy == x) copy = 0; // no copy (launch pointers are never null)
+    if (!x_acc && !y_acc)
+        red_pass<PATH, MODE>((const T *)x, (T *)y, copy, outer, n, inner, splits, divisor, rows, raw);
+    else if (!x_acc)
+        red_pass<PATH, MODE>((const T *)x, (A *)y, copy, outer, n, inner, splits, divisor, rows, raw);
+    else if (!y_acc)
+        red_pass<PATH, MODE>((const A *)x, (T *)y, (A *)0, outer, n, inner, splits, divisor, rows, raw);
+    else
+        red_pass<PATH, MODE>((const A *)x, (A *)y, (A *)0, outer, n, inner, splits, divisor, rows, raw);
+}
+
+// A pass of either path, as `rows` says (the kernel a RuntimeOp's launches share).
 template <typename T, int MODE>
 __device__ void tocha_reduce(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy, long long outer,
                              long long n, long long inner, long long splits, double divisor, int rows)
 {
-    typedef typename tocha::compute<T>::type A;
-    if ((const unsigned char *)copy == x) copy = 0; // no copy (launch pointers are never null)
-    if (!x_acc && !y_acc)
-        red_pass<MODE>((const T *)x, (T *)y, copy, outer, n, inner, splits, divisor, rows);
-    else if (!x_acc)
-        red_pass<MODE>((const T *)x, (A *)y, copy, outer, n, inner, splits, divisor, rows);
-    else if (!y_acc)
-        red_pass<MODE>((const A *)x, (T *)y, (A *)0, outer, n, inner, splits, divisor, rows);
-    else
-        red_pass<MODE>((const A *)x, (A *)y, (A *)0, outer, n, inner, splits, divisor, rows);
+    red_entry<0, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
+}
+
+// tocha_reduce for passes of the rows path alone (rows != 0): its own registers.
+template <typename T, int MODE>
+__device__ void tocha_reduce_rows(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
+                                  long long outer, long long n, long long inner, long long splits, double divisor, int rows)
+{
+    red_entry<1, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
+}
+
+// tocha_reduce for passes of the columns path alone (rows == 0): its own registers.
+template <typename T, int MODE>
+__device__ void tocha_reduce_columns(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
+                                     long long outer, long long n, long long inner, long long splits, double divisor,
+                                     int rows)
+{
+    red_entry<2, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
 }
 
 template <typename T, int MODE>

@@ -71,6 +71,69 @@ describe("tocha.Reduce", function()
         end
       end)
 
+      -- The two paths' mappings (reduction.cu): columns tiles of inner 3 (elements), 72 and 80
+      -- (whole 16-byte groups for some dtypes, not others), 4096 (tiles narrower than inner);
+      -- n short, odd, and long enough to split; rows (inner 1) of odd lengths, a warp's team and
+      -- a CTA's, one pass and split. Every mode, every float dtype, every element against a
+      -- reference folded here in the kernel's accumulator type's order-free bound.
+      it("reduces along rows and columns tiles of every width, every mode and float dtype", function()
+        local shapes = {
+          { 2, 7, 1 }, { 3, 1001, 1 }, { 1, 40001, 1 }, { 5, 33, 3 }, { 2, 9, 72 }, { 3, 70, 72 },
+          { 1, 517, 80 }, { 2, 13, 80 }, { 1, 37, 4096 }, { 2, 3, 4096 }, { 1, 300, 5 },
+        }
+        local modes = {
+          sum = function(a, v) return a + v end,
+          mean = function(a, v) return a + v end,
+          prod = function(a, v) return a * v end,
+          max = function(a, v) return (v > a or v ~= v) and v or a end,
+          min = function(a, v) return (v < a or v ~= v) and v or a end,
+        }
+        local start = { sum = 0, mean = 0, prod = 1, max = -math.huge, min = math.huge }
+        local seed = 500
+        for _, dt in ipairs(ref.float_dtypes) do
+          for _, s in ipairs(shapes) do
+            local outer, n, inner = s[1], s[2], s[3]
+            seed = seed + 1
+            local x = tocha.rand({ outer, n, inner }, { dtype = dt, device = device, seed = seed }):add(0.5)
+            local xs = x:cast("f64"):to_table(true)
+            for mode, fold in pairs(modes) do
+              if mode ~= "prod" or n <= 80 then
+                local op = tocha.Reduce.new(mode, 2, dt)
+                local y = tocha.full({ outer, 1, inner }, 12345, { dtype = dt, device = device })
+                op:forward(x, y)
+                local got = y:cast("f64"):to_table(true)
+                for o = 0, outer - 1 do
+                  for i = 0, inner - 1 do
+                    local acc, abs = start[mode], 0
+                    for k = 0, n - 1 do
+                      local v = xs[(o * n + k) * inner + i + 1]
+                      acc, abs = fold(acc, v), abs + math.abs(v)
+                    end
+                    if mode == "mean" then acc, abs = acc / n, abs / n end
+                    if mode == "prod" then abs = math.abs(acc) * n end
+                    local e = o * inner + i + 1
+                    local exact = mode == "max" or mode == "min"
+                    local ok = exact and got[e] == ref.convert(acc, dt) or
+                      (not exact and math.abs(got[e] - acc) <= TOL[dt] * (abs + 1e-30))
+                    assert(ok, ("%s %s [%d, %d, %d]: output %d is %.17g, expected %.17g"):format(
+                      mode, dt, outer, n, inner, e, got[e], acc))
+                  end
+                end
+              end
+            end
+          end
+        end
+      end)
+
+      it("gives the same bits on every run (the plan and combine order depend on the shape alone)", function()
+        -- the plan depends on the shape alone: two runs give one result, bit for bit
+        for _, dt in ipairs(ref.float_dtypes) do
+          local x = tocha.randn({ 3, 2001, 72 }, { dtype = dt, device = device, seed = 77 })
+          local a, b = x:sum(2):to_table(true), x:sum(2):to_table(true)
+          assert.are.same(a, b)
+        end
+      end)
+
       it("propagates NaN through max, and sends max's gradient to the first maximum", function()
         local x = tocha.tensor({ { 1, 5, 5, 2 }, { 0 / 0, 3, 0 / 0, 1 }, { -1, -1, -2, -3 } }, { device = device })
         local op = tocha.Reduce.new("max", 2)

@@ -109,7 +109,8 @@ local function reduce_run(x, mode, a, b)
   local y = tensor.alloc(out, dt, dev)
   local passes = reduction.plan(outer, n, inner, r.block_size, dt)
   local divisor = mode == "mean" and n or 1
-  reduction.run_launches(r.kernel, dev, r.block_size, #passes, reduction.partial_bytes(passes, dt),
+  reduction.run_launches(function(i) return reduction.pass_kernel(r, passes[i]) end, dev, r.block_size, #passes,
+    reduction.partial_bytes(passes, dt),
     function(i) return reduction.pass_grid(passes[i], r.block_size, dt) end,
     function(i, ws) return reduction.pass_args(passes, i, x.data, y.data, ws, divisor) end)
   return y

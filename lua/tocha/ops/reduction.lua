@@ -56,13 +56,45 @@ end
 
 local function acc_size(dt) return dt == "f64" and 8 or 4 end
 
+-- CTAs of 256 threads an H200 holds at once (132 SMs x 8): a split pass's grid is sized to it.
+local WAVE = 132 * 8
+
+-- reduction.cu's RED_SHARED_BYTES: the columns path's combining buffer.
+local SHARED_BYTES = 8192
+
+-- reduction.cu's red_width: the column tile's width in units for cols units, `threads` threads
+-- and rows of n (every unit where they fit; else a power of two from 32, padding least, then
+-- narrower while that pads no more and leaves each thread 8 rows or more).
+function M.columns_width(cols, threads, n)
+  if cols <= threads then return cols end
+  local w = threads
+  while w > 32 do
+    local now, half = math.ceil(cols / w) * w, math.ceil(cols / (w / 2)) * (w / 2)
+    if half < now or (half == now and n >= 16 * (threads / w)) then w = w / 2 else break end
+  end
+  return w
+end
+
+-- The columns path's tile for a pass p over [outer, n, inner] whose elements are `size` bytes
+-- (accumulated in acc bytes) with CTAs of `block` threads, as the kernel finds it when x is
+-- 16-byte aligned: tw units (a 16-byte group each where inner is whole groups, else an element)
+-- by th rows, and the chunks of inner a row of tiles takes.
+function M.columns_tile(p, block, size, acc)
+  local group = 16 / size
+  local unit = (group > 1 and p.inner % group == 0) and group or 1
+  local cols = p.inner / unit
+  local threads = math.min(block, SHARED_BYTES / (acc * unit))
+  local tw = M.columns_width(cols, threads, p.n)
+  return tw, math.floor(threads / tw), math.ceil(cols / tw)
+end
+
 -- The passes that reduce [outer, n, inner] of dtype dt over n, for CTAs of `block` threads: one
 -- or two {outer, n, inner, splits, rows, acc} (rows: the kernel's mapping; acc: the pass reads
 -- partials, f32 or f64 for f64, rather than dt). A first pass splits n when there are too few
--- outputs for the GPU, up to about one wave of an H200 (132 SMs x 2048 threads): CTA rows up
--- to 1024 CTAs, columns up to 2^18 threads (a thread a 16-byte group of inner where inner is
--- whole groups; each split at least 16 rows, at most 128 splits so that the second pass stays
--- short). A little past one wave costs a second, nearly empty one: hence floor, not ceil.
+-- outputs for the GPU: CTA rows up to 1024 CTAs (each split at least 16 groups a thread);
+-- column tiles up to one wave of CTAs (WAVE), each thread at least 8 rows of a split, at most 128
+-- splits so that the second pass stays short. A little past one wave costs a second, nearly
+-- empty one: hence floor, not ceil.
 function M.plan(outer, n, inner, block, dt)
   local size = dtype.size(dt)
   local rows = mapping(n, inner, block, size)
@@ -70,9 +102,9 @@ function M.plan(outer, n, inner, block, dt)
   if rows == -1 then
     splits = math.min(math.floor(1024 / outer), math.ceil(n / (16 * block)))
   elseif rows == 0 then
-    local group = 16 / size
-    local threads = outer * (inner % group == 0 and inner / group or inner)
-    splits = math.min(math.floor(262144 / threads), math.floor(n / 16), 128)
+    local _, th, chunks = M.columns_tile({ n = n, inner = inner }, block, size, acc_size(dt))
+    local tiles = outer * chunks
+    if tiles < WAVE then splits = math.min(math.floor(WAVE / tiles), math.floor(n / (8 * th)), 128) end
   end
   splits = math.max(1, splits)
   local first = { outer = outer, n = n, inner = inner, splits = splits, rows = rows }
@@ -81,27 +113,33 @@ function M.plan(outer, n, inner, block, dt)
     rows = mapping(splits, inner, block, acc_size(dt)) } }
 end
 
--- A pass's grid: one CTA a (row, split), block / team teams a CTA for smaller teams, or threads
--- enough for every output (a 16-byte group of inner a thread where inner is whole groups; the
--- kernel strides over whatever a grid does not cover). dt: the op's dtype.
-function M.pass_grid(p, block, dt)
-  local items = p.outer * p.splits
-  local ctas
-  if p.rows == -1 then
-    ctas = items
-  elseif p.rows > 0 then
-    ctas = math.ceil(items * p.rows / block)
-  else
-    local size = p.acc and acc_size(dt) or dtype.size(dt)
-    local group = 16 / size
-    local inner = p.inner % group == 0 and p.inner / group or p.inner
-    ctas = math.ceil(items * inner / block)
-  end
+local function grid_of(ctas, p, items)
   if ctas > 2 ^ 31 - 1 then
     if p.rows ~= 0 then raise(("x: %d rows of a reduction, at most 2^31 - 1 a launch"):format(items)) end
     ctas = 2 ^ 31 - 1
   end
   return { math.max(1, ctas), 1, 1 }
+end
+
+-- A pass's grid: one CTA a (row, split), block / team teams a CTA for smaller teams, or a CTA a
+-- column tile (the kernel strides over whatever a grid does not cover). dt: the op's dtype.
+function M.pass_grid(p, block, dt)
+  local items = p.outer * p.splits
+  if p.rows == -1 then return grid_of(items, p, items) end
+  if p.rows > 0 then return grid_of(math.ceil(items * p.rows / block), p, items) end
+  local size = p.acc and acc_size(dt) or dtype.size(dt)
+  local _, _, chunks = M.columns_tile(p, block, size, acc_size(dt))
+  return grid_of(items * chunks, p, items)
+end
+
+-- The grid of a columns pass that maps a thread to an output (a 16-byte group of inner where
+-- inner is whole groups), for kernels that sum along the plan's passes that way (broadcast.cu);
+-- the rows mappings' as pass_grid's.
+function M.output_grid(p, block, dt)
+  if p.rows ~= 0 then return M.pass_grid(p, block, dt) end
+  local group = 16 / (p.acc and acc_size(dt) or dtype.size(dt))
+  local inner = p.inner % group == 0 and p.inner / group or p.inner
+  return grid_of(math.ceil(p.outer * p.splits * inner / block), p, p.outer * p.splits)
 end
 
 -- The workspace of a plan's partials, in bytes (0 for one pass), for dtype dt.
@@ -129,8 +167,12 @@ function Reduce.new(mode, dim, dtype_name, block)
   local targs = ("%s, %d"):format(dtype.ctype(dt), MODES[mode])
   local self = setmetatable({ kind = "reduce", mode = mode, dim = dim, dtype = dt, block_size = block,
     id = ("reduce__%s__%s__%s__%d"):format(mode, dim and tostring(dim) or "all", dt, block) }, Reduce)
-  self.kernel = kernel.new { source = source, name = "tocha_reduce", template_args = targs,
-    params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows"):format(dt) }
+  local params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows")
+    :format(dt)
+  -- either path (a model's launches share one kernel), and each path alone (M.pass_kernel)
+  self.kernel = kernel.new { source = source, name = "tocha_reduce", template_args = targs, params = params }
+  self.rows_kernel = kernel.new { source = source, name = "tocha_reduce_rows", template_args = targs, params = params }
+  self.columns_kernel = kernel.new { source = source, name = "tocha_reduce_columns", template_args = targs, params = params }
   self.grad_kernel = kernel.new { source = source, name = "tocha_reduce_grad", template_args = targs,
     params = ("%s* x, %s* y, %s* dy, %s* dx, i64 outer, i64 n, i64 inner, f64 divisor"):format(dt, dt, dt, dt) }
   self.backward_kernel = self.grad_kernel
@@ -239,13 +281,21 @@ end
 
 local on_stream, check_tensor, same_shape = op.on_stream, op.check_tensor, op.same_shape
 
+-- The kernel of a Reduce op (r) for pass p: the one of p's path.
+function M.pass_kernel(r, p)
+  return p.rows ~= 0 and r.rows_kernel or r.columns_kernel
+end
+
 -- Runs the launches of a plan: count of them, grid_of(i) and args_of(i, workspace) each (a grid
--- of 0 CTAs is skipped), with a workspace of `bytes` for as long as they run.
+-- of 0 CTAs is skipped), with a workspace of `bytes` for as long as they run. k: the kernel, or
+-- a function of i giving launch i's.
 function M.run_launches(k, dev, block, count, bytes, grid_of, args_of)
   local ws = bytes > 0 and tensor.alloc({ bytes }, "u8", dev) or nil
   for i = 1, count do
     local g = grid_of(i)
-    if g[1] > 0 then op.launch_packed(k, dev, g, { block, 1, 1 }, args_of(i, ws and ws.data or 0)) end
+    if g[1] > 0 then
+      op.launch_packed(type(k) == "function" and k(i) or k, dev, g, { block, 1, 1 }, args_of(i, ws and ws.data or 0))
+    end
   end
   if ws then ws:free() end
 end
