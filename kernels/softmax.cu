@@ -73,6 +73,109 @@ template <int LOG, typename A> __device__ __forceinline__ A sm_value(A v, A m, A
     return LOG ? v - m - sm_log(s) : sm_exp(v - m) / s;
 }
 
+// ---- rows held in registers ----
+//
+// A row of at most 1024 elements, a whole number of 16-byte groups that start on a 16-byte
+// boundary (as do its output's), is held by its team in registers: lane `member` holds groups
+// member, member + team, ... up to G of them (G a compile-time constant, so that every index
+// into the arrays is one too and they stay in registers, halves as their raw words until
+// used). Each group is one 16-byte load, all of a lane's issued before the first is used;
+// the groups past the row's end hold a value that changes no result and are never stored.
+// Other rows (an odd length, an unaligned view) take the paths that read the row again.
+
+// The most groups a lane holds: 32 elements (16 of f64, whose 32 would take 128 registers).
+template <typename T> struct sm_most {
+    static const int groups = sizeof(T) == 8 ? 8 : 32 / tocha::vec16<T>::n;
+};
+
+// The groups a lane of a team of `team` must hold for rows of n elements at p, q and r (rows
+// start at p + k n), or 0 where those rows cannot be held (not whole aligned groups, or longer
+// than 1024 elements). Uniform over the grid, so that every lane of a warp takes one path.
+template <typename T> __device__ __forceinline__ long long sm_groups_a_lane(const T *p, const T *q, const T *r, long long n, unsigned team)
+{
+    const int V = tocha::vec16<T>::n;
+    const unsigned long long at = (unsigned long long)p | (unsigned long long)q | (unsigned long long)r;
+    if (n > 1024 || n % V != 0 || (at & 15u) != 0) return 0;
+    return (n / V + team - 1) / team;
+}
+
+// w[j] = the lane's group j of row (n elements, whole aligned groups); a group of `fill`
+// past the row's end or where the lane's row is not live.
+template <int G, typename T>
+__device__ __forceinline__ void sm_hold(const T *row, int n, unsigned member, unsigned team, bool live, T fill,
+                                        unsigned (&w)[G][4])
+{
+    const int V = tocha::vec16<T>::n, groups = n / V;
+    tocha::pack16<T> f;
+#pragma unroll
+    for (int e = 0; e < V; ++e) f.set(e, fill);
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+        const int g = (int)(member + j * team);
+        if (live && g < groups)
+            tocha::load_words<16>(row + g * V, w[j]);
+        else
+            w[j][0] = f.w[0], w[j][1] = f.w[1], w[j][2] = f.w[2], w[j][3] = f.w[3];
+    }
+}
+
+// Element e of a held group, in compute precision.
+template <typename T> __device__ __forceinline__ typename tocha::compute<T>::type sm_at(const unsigned (&w)[4], int e)
+{
+    return tocha::to_compute(tocha::element_of<T>(w, e));
+}
+
+// out's group j of the lane (see sm_hold): element e = fn(j, e), one 16-byte store a group.
+template <int G, typename T, typename F>
+__device__ __forceinline__ void sm_put(T *out, int n, unsigned member, unsigned team, F fn)
+{
+    const int V = tocha::vec16<T>::n, groups = n / V;
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+        const int g = (int)(member + j * team);
+        if (g >= groups) continue;
+        tocha::pack16<T> r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.set(e, tocha::from_compute<T>(fn(j, e)));
+        tocha::store_pack(out + g * V, r);
+    }
+}
+
+// The maximum of two (a NaN sticks).
+template <typename A> __device__ __forceinline__ A sm_max(A u, A v) { return (v > u || v != v) && u == u ? v : u; }
+
+// Softmax of a row held in registers: one read of x, an exp an element (kept for the output in
+// softmax), one write. Every lane of the warp calls it (live false past the last row).
+template <int G, int LOG, typename T>
+__device__ __forceinline__ void sm_forward_held(const T *in, T *out, int n, unsigned member, unsigned team, bool cta,
+                                                bool live)
+{
+    typedef typename tocha::compute<T>::type A;
+    const int V = tocha::vec16<T>::n;
+    unsigned w[G][4];
+    sm_hold<G>(in, n, member, team, live, tocha::from_compute<T>(-tocha::infinity<A>()), w);
+    A top = -tocha::infinity<A>();
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+        for (int e = 0; e < V; ++e) top = sm_max(top, sm_at<T>(w[j], e));
+    top = tocha::team_combine(top, team, cta, [](A u, A v) { return sm_max(u, v); });
+    // Groups past the row hold -inf: exp(-inf - top) adds 0 (a row whose maximum is -inf, all
+    // -inf, is NaN throughout, as PyTorch's).
+    A sum = (A)0, p[G][V];
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            p[j][e] = LOG ? (A)0 : sm_exp(sm_at<T>(w[j], e) - top);
+            sum += LOG ? sm_exp(sm_at<T>(w[j], e) - top) : p[j][e];
+        }
+    sum = tocha::team_sum(sum, team, cta);
+    if (!live) return;
+    const A log_sum = LOG ? sm_log(sum) : (A)0;
+    sm_put<G>(out, n, member, team, [&](int j, int e) { return LOG ? sm_at<T>(w[j], e) - top - log_sum : p[j][e] / sum; });
+}
+
 template <typename T, int LOG>
 __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, long long inner, int rows)
 {
@@ -95,6 +198,13 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
     if (cta && row >= outer) return; // the whole CTA
     const bool live = row < outer;   // a team of a warp past the end stays for the shuffles
     const T *in = x + (live ? row : 0) * n;
+    {
+        const long long g = sm_groups_a_lane(x, y, y, n, team);
+        const int MOST = sm_most<T>::groups;
+        if (g > 0 && g <= 4) return sm_forward_held<4, LOG>(in, y + row * n, (int)n, member, team, cta, live);
+        if (MOST > 4 && g > 0 && g <= MOST)
+            return sm_forward_held<(MOST > 4 ? MOST : 4), LOG>(in, y + row * n, (int)n, member, team, cta, live);
+    }
     A top, total;
     if (n * (long long)sizeof(T) <= 8192) {
         // The row's maximum (a NaN sticks), then the sum of exp(x - maximum): three reads of the
@@ -102,11 +212,8 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
         // not wait on one another as a running pair's do.
         top = -tocha::infinity<A>();
         if (live)
-            tocha::row_each(in, n, member, team, [&](T v, long long) {
-                const A a = tocha::to_compute(v);
-                if (a > top || a != a) top = top != top ? top : a;
-            });
-        top = tocha::team_combine(top, team, cta, [](A u, A v) { return (v > u || v != v) && u == u ? v : u; });
+            tocha::row_each(in, n, member, team, [&](T v, long long) { top = sm_max(top, tocha::to_compute(v)); });
+        top = tocha::team_combine(top, team, cta, [](A u, A v) { return sm_max(u, v); });
         total = (A)0;
         if (live) tocha::row_each(in, n, member, team, [&](T v, long long) { total += sm_exp(tocha::to_compute(v) - top); });
         total = tocha::team_sum(total, team, cta);
@@ -129,6 +236,29 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
     tocha::row_map(in, y + row * n, n, member, team, [=](T v) {
         const A d = tocha::to_compute(v) - m;
         return tocha::from_compute<T>(LOG ? d - log_sum : sm_exp(d) / sum);
+    });
+}
+
+// The gradient of a row held in registers: one read of y and of dy, one write of dx.
+template <int G, int LOG, typename T>
+__device__ __forceinline__ void sm_backward_held(const T *yr, const T *gr, T *out, int n, unsigned member,
+                                                 unsigned team, bool cta, bool live)
+{
+    typedef typename tocha::compute<T>::type A;
+    const int V = tocha::vec16<T>::n;
+    unsigned v[G][4], g[G][4];
+    sm_hold<G>(yr, n, member, team, live, tocha::from_compute<T>((A)0), v);
+    sm_hold<G>(gr, n, member, team, live, tocha::from_compute<T>((A)0), g);
+    A dot = (A)0;
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+        for (int e = 0; e < V; ++e) dot += LOG ? sm_at<T>(g[j], e) : sm_at<T>(g[j], e) * sm_at<T>(v[j], e);
+    dot = tocha::team_sum(dot, team, cta);
+    if (!live) return;
+    sm_put<G>(out, n, member, team, [&](int j, int e) {
+        const A y = sm_at<T>(v[j], e), d = sm_at<T>(g[j], e);
+        return LOG ? d - sm_exp(y) * dot : y * (d - dot);
     });
 }
 
@@ -160,17 +290,27 @@ __device__ void tocha_softmax_backward(const T *y, const T *dy, T *dx, long long
     if (cta && row >= outer) return;
     const bool live = row < outer;
     const T *yr = y + (live ? row : 0) * n, *gr = dy + (live ? row : 0) * n;
+    // Held in registers where the rows allow it.
+    {
+        const long long g = sm_groups_a_lane(y, dy, dx, n, team);
+        const int MOST = sm_most<T>::groups;
+        if (g > 0 && g <= 4) return sm_backward_held<4, LOG>(yr, gr, dx + row * n, (int)n, member, team, cta, live);
+        if (MOST > 4 && g > 0 && g <= MOST)
+            return sm_backward_held<(MOST > 4 ? MOST : 4), LOG>(yr, gr, dx + row * n, (int)n, member, team, cta, live);
+    }
+    // Longer rows: sum(dy y) (sum(dy)) in one read, then dx in a second, both in 16-byte groups.
     A dot = (A)0;
-    if (live)
-        for (long long j = member; j < n; j += team) {
-            const A g = tocha::to_compute(gr[j]);
-            dot += LOG ? g : g * tocha::to_compute(yr[j]);
-        }
+    if (live) {
+        if (LOG)
+            tocha::row_walk<1, false>(gr, gr, (T *)0, n, member, team, [&](T d, T, long long) { dot += tocha::to_compute(d); });
+        else
+            tocha::row_walk<2, false>(yr, gr, (T *)0, n, member, team,
+                                      [&](T v, T d, long long) { dot += tocha::to_compute(d) * tocha::to_compute(v); });
+    }
     dot = tocha::team_sum(dot, team, cta);
     if (!live) return;
-    T *out = dx + row * n;
-    for (long long j = member; j < n; j += team) {
-        const A v = tocha::to_compute(yr[j]), g = tocha::to_compute(gr[j]);
-        out[j] = tocha::from_compute<T>(LOG ? g - sm_exp(v) * dot : v * (g - dot));
-    }
+    tocha::row_walk<2, true>(yr, gr, dx + row * n, n, member, team, [&](T e, T d, long long) {
+        const A v = tocha::to_compute(e), g = tocha::to_compute(d);
+        return tocha::from_compute<T>(LOG ? g - sm_exp(v) * dot : v * (g - dot));
+    });
 }
