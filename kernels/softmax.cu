@@ -2,18 +2,21 @@
 // gradients. LOG (0 softmax, 1 log-softmax) and the dtype T are compile-time constants; halves
 // compute in f32, f64 in f64.
 //
-// Forward: a row of at most 8 KB takes its maximum m, then the sum s of exp(x - m), then writes
-// exp(x - m) / s or x - m - log s: three reads (the later two from L1). A longer row, and a
-// column (inner > 1), keep m and s as a running pair, rescaled when the maximum grows, and read
-// their elements twice.
+// Forward: a row of at most 1024 elements in whole aligned 16-byte groups (f64: 16 a lane) is
+// held in registers by its team: one read of x, an exp an element (kept for softmax's output),
+// one write. Another row of at most 8 KB takes its maximum m, then the sum s of exp(x - m),
+// then writes exp(x - m) / s or x - m - log s: three reads (the later two from L1). A longer
+// row, and a column (inner > 1), keep m and s as a running pair, rescaled when the maximum
+// grows, and read their elements twice.
 // Backward, with y the forward's output: softmax dx = y (dy - sum(dy y)); log-softmax
-// dx = dy - exp(y) sum(dy).
+// dx = dy - exp(y) sum(dy). Rows held as in the forward take one read of y and dy; others two,
+// in 16-byte groups (row_walk).
 //
 // Mappings, chosen by the host from the shape (tensor_reduce.lua's team_mapping): rows 0, a
 // thread a (outer, inner) column walking n with stride inner (inner > 1); rows 1 to 32, that
 // many lanes of a warp a row (inner == 1, shorter rows); rows -1, a CTA a row (inner == 1, long
-// rows). A team reads its row in 16-byte groups (tocha.cuh's row_each, row_map) and combines
-// its lanes' partials through shuffles (and shared memory across a CTA's warps).
+// rows). A team reads its row in 16-byte groups (tocha.cuh's row_each, row_map, row_walk) and
+// combines its lanes' partials through shuffles (and shared memory across a CTA's warps).
 
 __device__ __forceinline__ float sm_exp(float v) { return expf(v); }
 __device__ __forceinline__ double sm_exp(double v) { return exp(v); }
