@@ -99,7 +99,7 @@ template <typename T> __device__ __forceinline__ long long sm_groups_a_lane(cons
     const int V = tocha::vec16<T>::n;
     const unsigned long long at = (unsigned long long)p | (unsigned long long)q | (unsigned long long)r;
     if (n > 1024 || n % V != 0 || (at & 15u) != 0) return 0;
-    return (n / V + team - 1) / team;
+    return ((unsigned)n / V + team - 1) / team; // 32-bit: n is small here
 }
 
 // w[j] = the lane's group j of row (n elements, whole aligned groups); a group of `fill`
@@ -242,6 +242,45 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
     });
 }
 
+// The two halves of a word, widened: bf16 by moving its bits into the top of an f32 (exact),
+// f16 through the pair conversion.
+template <typename T> __device__ __forceinline__ void sm_widen_pair(unsigned w, float &lo, float &hi);
+template <> __device__ __forceinline__ void sm_widen_pair<__nv_bfloat16>(unsigned w, float &lo, float &hi)
+{
+    lo = __uint_as_float(w << 16), hi = __uint_as_float(w & 0xffff0000u);
+}
+template <> __device__ __forceinline__ void sm_widen_pair<__half>(unsigned w, float &lo, float &hi)
+{
+    __half2 h;
+    memcpy(&h, &w, 4);
+    const float2 f = __half22float2(h);
+    lo = f.x, hi = f.y;
+}
+
+// A group's sum(dy y) (sum(dy) in log-softmax) from its words y and g. Halves are widened
+// here by an expression of their own (a word's pair at once) rather than sm_at's: were the
+// two the same, the compiler would keep every widened element from this sum to the output's
+// write (64 registers a lane in bf16) instead of the packed words (32).
+template <int LOG, typename T>
+__device__ __forceinline__ typename tocha::compute<T>::type sm_group_dot(const unsigned (&y)[4], const unsigned (&g)[4])
+{
+    typedef typename tocha::compute<T>::type A;
+    A dot = (A)0;
+    if constexpr (sizeof(T) == 2) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float y0, y1, g0, g1;
+            sm_widen_pair<T>(y[i], y0, y1);
+            sm_widen_pair<T>(g[i], g0, g1);
+            dot += LOG ? g0 + g1 : g0 * y0 + g1 * y1;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < tocha::vec16<T>::n; ++e) dot += LOG ? sm_at<T>(g, e) : sm_at<T>(g, e) * sm_at<T>(y, e);
+    }
+    return dot;
+}
+
 // The gradient of a row held in registers: one read of y and of dy, one write of dx.
 template <int G, int LOG, typename T>
 __device__ __forceinline__ void sm_backward_held(const T *yr, const T *gr, T *out, int n, unsigned member,
@@ -254,9 +293,7 @@ __device__ __forceinline__ void sm_backward_held(const T *yr, const T *gr, T *ou
     sm_hold<G>(gr, n, member, team, live, tocha::from_compute<T>((A)0), g);
     A dot = (A)0;
 #pragma unroll
-    for (int j = 0; j < G; ++j)
-#pragma unroll
-        for (int e = 0; e < V; ++e) dot += LOG ? sm_at<T>(g[j], e) : sm_at<T>(g[j], e) * sm_at<T>(v[j], e);
+    for (int j = 0; j < G; ++j) dot += sm_group_dot<LOG, T>(v[j], g[j]);
     dot = tocha::team_sum(dot, team, cta);
     if (!live) return;
     sm_put<G>(out, n, member, team, [&](int j, int e) {
