@@ -63,7 +63,8 @@ describe("tocha.Softmax and tocha.LogSoftmax", function()
       -- groups, 4 or 8 of them in f32, 4 in halves, 8 in f64); others (1, 7, 1025 elements, an
       -- unaligned view) are read again. Each element against softmax worked out here in f64
       -- from x as stored, and the gradient from y and dy as stored; the second row of each x
-      -- masked (its first third -inf, as an attention mask).
+      -- masked (its first third -inf, as an attention mask); the method x:softmax(2) gives the
+      -- op's y.
       it("holds short rows in registers and reads the others again, forward and backward", function()
         local function value(i) return ((i * 37) % 101) / 17 - 3 end
         for _, n in ipairs({ 1, 7, 8, 80, 256, 512, 1000, 1024, 1025 }) do
@@ -77,13 +78,15 @@ describe("tocha.Softmax and tocha.LogSoftmax", function()
               end
               local flat = tocha.tensor(xs, { dtype = dt, device = device })
               local x = flat:narrow(1, 1 + shift, rows * n):view(rows, n)
-              local dy = randn({ rows, n }, dt)
+              local dy = randn({ rows * n + shift }, dt):narrow(1, 1 + shift, rows * n):view(rows, n)
               for _, log in ipairs({ false, true }) do
                 local op = (log and tocha.LogSoftmax or tocha.Softmax).new(2, dt)
                 local y = op:forward(x)
                 local dx = op:backward(x, y, dy)
                 local xv, yv, gv, got = x:to_table(true), y:to_table(true), dy:to_table(true), dx:to_table(true)
                 local label = ("%s %s n %d shift %d"):format(log and "log_softmax" or "softmax", dt, n, shift)
+                local mv = (log and x:log_softmax(2) or x:softmax(2)):to_table(true)
+                for k = 1, #yv do assert(mv[k] == yv[k], ("%s: the method's [%d] differs"):format(label, k)) end
                 for r = 0, rows - 1 do
                   local top, sum, dot = -math.huge, 0, 0
                   for c = 1, n do top = math.max(top, xv[r * n + c]) end
