@@ -94,7 +94,9 @@ template <typename T> struct sm_most {
 // The groups a lane of a team of `team` must hold for rows of n elements at p, q and r (rows
 // start at p + k n), or 0 where those rows cannot be held (not whole aligned groups, or longer
 // than 1024 elements). Uniform over the grid, so that every lane of a warp takes one path.
-template <typename T> __device__ __forceinline__ long long sm_groups_a_lane(const T *p, const T *q, const T *r, long long n, unsigned team)
+template <typename T>
+__device__ __forceinline__ long long sm_groups_a_lane(const T *p, const T *q, const T *r, long long n,
+                                                      unsigned team)
 {
     const int V = tocha::vec16<T>::n;
     const unsigned long long at = (unsigned long long)p | (unsigned long long)q | (unsigned long long)r;
@@ -105,8 +107,8 @@ template <typename T> __device__ __forceinline__ long long sm_groups_a_lane(cons
 // w[j] = the lane's group j of row (n elements, whole aligned groups); a group of `fill`
 // past the row's end or where the lane's row is not live.
 template <int G, typename T>
-__device__ __forceinline__ void sm_hold(const T *row, int n, unsigned member, unsigned team, bool live, T fill,
-                                        unsigned (&w)[G][4])
+__device__ __forceinline__ void sm_hold(const T *row, int n, unsigned member, unsigned team, bool live,
+                                        T fill, unsigned (&w)[G][4])
 {
     const int V = tocha::vec16<T>::n, groups = n / V;
     tocha::pack16<T> f;
@@ -123,7 +125,8 @@ __device__ __forceinline__ void sm_hold(const T *row, int n, unsigned member, un
 }
 
 // Element e of a held group, in compute precision.
-template <typename T> __device__ __forceinline__ typename tocha::compute<T>::type sm_at(const unsigned (&w)[4], int e)
+template <typename T>
+__device__ __forceinline__ typename tocha::compute<T>::type sm_at(const unsigned (&w)[4], int e)
 {
     return tocha::to_compute(tocha::element_of<T>(w, e));
 }
@@ -145,13 +148,16 @@ __device__ __forceinline__ void sm_put(T *out, int n, unsigned member, unsigned 
 }
 
 // The maximum of two (a NaN sticks).
-template <typename A> __device__ __forceinline__ A sm_max(A u, A v) { return (v > u || v != v) && u == u ? v : u; }
+template <typename A> __device__ __forceinline__ A sm_max(A u, A v)
+{
+    return (v > u || v != v) && u == u ? v : u;
+}
 
 // Softmax of a row held in registers: one read of x, an exp an element (kept for the output in
 // softmax), one write. Every lane of the warp calls it (live false past the last row).
 template <int G, int LOG, typename T>
-__device__ __forceinline__ void sm_forward_held(const T *in, T *out, int n, unsigned member, unsigned team, bool cta,
-                                                bool live)
+__device__ __forceinline__ void sm_forward_held(const T *in, T *out, int n, unsigned member,
+                                                unsigned team, bool cta, bool live)
 {
     typedef typename tocha::compute<T>::type A;
     const int V = tocha::vec16<T>::n;
@@ -176,7 +182,8 @@ __device__ __forceinline__ void sm_forward_held(const T *in, T *out, int n, unsi
     sum = tocha::team_sum(sum, team, cta);
     if (!live) return;
     const A log_sum = LOG ? sm_log(sum) : (A)0;
-    sm_put<G>(out, n, member, team, [&](int j, int e) { return LOG ? sm_at<T>(w[j], e) - top - log_sum : p[j][e] / sum; });
+    sm_put<G>(out, n, member, team,
+              [&](int j, int e) { return LOG ? sm_at<T>(w[j], e) - top - log_sum : p[j][e] / sum; });
 }
 
 template <typename T, int LOG>
@@ -185,12 +192,14 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
     typedef typename tocha::compute<T>::type A;
     if (rows == 0) {
         const long long stride = (long long)blockDim.x * gridDim.x;
-        for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < outer * inner; t += stride) {
+        for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < outer * inner;
+             t += stride) {
             const long long o = t / inner, k = t - o * inner, base = o * n * inner + k;
             A m = (A)0, s = (A)0;
             for (long long j = 0; j < n; ++j) sm_push(m, s, tocha::to_compute(x[base + j * inner]));
             for (long long j = 0; j < n; ++j)
-                y[base + j * inner] = tocha::from_compute<T>(sm_value<LOG>(tocha::to_compute(x[base + j * inner]), m, s));
+                y[base + j * inner] =
+                    tocha::from_compute<T>(sm_value<LOG>(tocha::to_compute(x[base + j * inner]), m, s));
         }
         return;
     }
@@ -204,9 +213,11 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
     {
         const long long g = sm_groups_a_lane(x, y, y, n, team);
         const int MOST = sm_most<T>::groups;
-        if (g > 0 && g <= 4) return sm_forward_held<4, LOG>(in, y + row * n, (int)n, member, team, cta, live);
+        if (g > 0 && g <= 4)
+            return sm_forward_held<4, LOG>(in, y + row * n, (int)n, member, team, cta, live);
         if (MOST > 4 && g > 0 && g <= MOST)
-            return sm_forward_held<(MOST > 4 ? MOST : 4), LOG>(in, y + row * n, (int)n, member, team, cta, live);
+            return sm_forward_held<(MOST > 4 ? MOST : 4), LOG>(in, y + row * n, (int)n, member, team,
+                                                               cta, live);
     }
     A top, total;
     if (n * (long long)sizeof(T) <= 8192) {
@@ -215,10 +226,13 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
         // not wait on one another as a running pair's do.
         top = -tocha::infinity<A>();
         if (live)
-            tocha::row_each(in, n, member, team, [&](T v, long long) { top = sm_max(top, tocha::to_compute(v)); });
+            tocha::row_each(in, n, member, team,
+                            [&](T v, long long) { top = sm_max(top, tocha::to_compute(v)); });
         top = tocha::team_combine(top, team, cta, [](A u, A v) { return sm_max(u, v); });
         total = (A)0;
-        if (live) tocha::row_each(in, n, member, team, [&](T v, long long) { total += sm_exp(tocha::to_compute(v) - top); });
+        if (live)
+            tocha::row_each(in, n, member, team,
+                            [&](T v, long long) { total += sm_exp(tocha::to_compute(v) - top); });
         total = tocha::team_sum(total, team, cta);
     } else {
         // Longer rows: one read for the running (maximum, sum) pair, so that the output's read
@@ -226,7 +240,9 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
         // 8 KB rows of bf16 faster with three reads (docs/performance.md).
         sm_pair<A> p;
         p.m = (A)0, p.s = (A)0;
-        if (live) tocha::row_each(in, n, member, team, [&](T v, long long) { sm_push(p.m, p.s, tocha::to_compute(v)); });
+        if (live)
+            tocha::row_each(in, n, member, team,
+                            [&](T v, long long) { sm_push(p.m, p.s, tocha::to_compute(v)); });
         p = tocha::team_combine(p, team, cta, [](sm_pair<A> u, sm_pair<A> v) {
             sm_merge(u.m, u.s, v.m, v.s);
             return u;
@@ -245,7 +261,8 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
 // The two halves of a word, widened: bf16 by moving its bits into the top of an f32 (exact),
 // f16 through the pair conversion.
 template <typename T> __device__ __forceinline__ void sm_widen_pair(unsigned w, float &lo, float &hi);
-template <> __device__ __forceinline__ void sm_widen_pair<__nv_bfloat16>(unsigned w, float &lo, float &hi)
+template <>
+__device__ __forceinline__ void sm_widen_pair<__nv_bfloat16>(unsigned w, float &lo, float &hi)
 {
     lo = __uint_as_float(w << 16), hi = __uint_as_float(w & 0xffff0000u);
 }
@@ -262,7 +279,8 @@ template <> __device__ __forceinline__ void sm_widen_pair<__half>(unsigned w, fl
 // two the same, the compiler would keep every widened element from this sum to the output's
 // write (64 registers a lane in bf16) instead of the packed words (32).
 template <int LOG, typename T>
-__device__ __forceinline__ typename tocha::compute<T>::type sm_group_dot(const unsigned (&y)[4], const unsigned (&g)[4])
+__device__ __forceinline__ typename tocha::compute<T>::type sm_group_dot(const unsigned (&y)[4],
+                                                                         const unsigned (&g)[4])
 {
     typedef typename tocha::compute<T>::type A;
     A dot = (A)0;
@@ -276,15 +294,16 @@ __device__ __forceinline__ typename tocha::compute<T>::type sm_group_dot(const u
         }
     } else {
 #pragma unroll
-        for (int e = 0; e < tocha::vec16<T>::n; ++e) dot += LOG ? sm_at<T>(g, e) : sm_at<T>(g, e) * sm_at<T>(y, e);
+        for (int e = 0; e < tocha::vec16<T>::n; ++e)
+            dot += LOG ? sm_at<T>(g, e) : sm_at<T>(g, e) * sm_at<T>(y, e);
     }
     return dot;
 }
 
 // The gradient of a row held in registers: one read of y and of dy, one write of dx.
 template <int G, int LOG, typename T>
-__device__ __forceinline__ void sm_backward_held(const T *yr, const T *gr, T *out, int n, unsigned member,
-                                                 unsigned team, bool cta, bool live)
+__device__ __forceinline__ void sm_backward_held(const T *yr, const T *gr, T *out, int n,
+                                                 unsigned member, unsigned team, bool cta, bool live)
 {
     typedef typename tocha::compute<T>::type A;
     const int V = tocha::vec16<T>::n;
@@ -304,12 +323,14 @@ __device__ __forceinline__ void sm_backward_held(const T *yr, const T *gr, T *ou
 
 // dx from y (the forward's output) and dy.
 template <typename T, int LOG>
-__device__ void tocha_softmax_backward(const T *y, const T *dy, T *dx, long long outer, long long n, long long inner, int rows)
+__device__ void tocha_softmax_backward(const T *y, const T *dy, T *dx, long long outer, long long n,
+                                       long long inner, int rows)
 {
     typedef typename tocha::compute<T>::type A;
     if (rows == 0) {
         const long long stride = (long long)blockDim.x * gridDim.x;
-        for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < outer * inner; t += stride) {
+        for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < outer * inner;
+             t += stride) {
             const long long o = t / inner, k = t - o * inner, base = o * n * inner + k;
             A dot = (A)0;
             for (long long j = 0; j < n; ++j) {
@@ -317,7 +338,8 @@ __device__ void tocha_softmax_backward(const T *y, const T *dy, T *dx, long long
                 dot += LOG ? g : g * tocha::to_compute(y[base + j * inner]);
             }
             for (long long j = 0; j < n; ++j) {
-                const A v = tocha::to_compute(y[base + j * inner]), g = tocha::to_compute(dy[base + j * inner]);
+                const A v = tocha::to_compute(y[base + j * inner]),
+                        g = tocha::to_compute(dy[base + j * inner]);
                 dx[base + j * inner] = tocha::from_compute<T>(LOG ? g - sm_exp(v) * dot : v * (g - dot));
             }
         }
@@ -334,18 +356,22 @@ __device__ void tocha_softmax_backward(const T *y, const T *dy, T *dx, long long
     {
         const long long g = sm_groups_a_lane(y, dy, dx, n, team);
         const int MOST = sm_most<T>::groups;
-        if (g > 0 && g <= 4) return sm_backward_held<4, LOG>(yr, gr, dx + row * n, (int)n, member, team, cta, live);
+        if (g > 0 && g <= 4)
+            return sm_backward_held<4, LOG>(yr, gr, dx + row * n, (int)n, member, team, cta, live);
         if (MOST > 4 && g > 0 && g <= MOST)
-            return sm_backward_held<(MOST > 4 ? MOST : 4), LOG>(yr, gr, dx + row * n, (int)n, member, team, cta, live);
+            return sm_backward_held<(MOST > 4 ? MOST : 4), LOG>(yr, gr, dx + row * n, (int)n, member,
+                                                                team, cta, live);
     }
     // Longer rows: sum(dy y) (sum(dy)) in one read, then dx in a second, both in 16-byte groups.
     A dot = (A)0;
     if (live) {
         if (LOG)
-            tocha::row_walk<1, false>(gr, gr, (T *)0, n, member, team, [&](T d, T, long long) { dot += tocha::to_compute(d); });
+            tocha::row_walk<1, false>(gr, gr, (T *)0, n, member, team,
+                                      [&](T d, T, long long) { dot += tocha::to_compute(d); });
         else
-            tocha::row_walk<2, false>(yr, gr, (T *)0, n, member, team,
-                                      [&](T v, T d, long long) { dot += tocha::to_compute(d) * tocha::to_compute(v); });
+            tocha::row_walk<2, false>(yr, gr, (T *)0, n, member, team, [&](T v, T d, long long) {
+                dot += tocha::to_compute(d) * tocha::to_compute(v);
+            });
     }
     dot = tocha::team_sum(dot, team, cta);
     if (!live) return;
