@@ -59,6 +59,60 @@ describe("tocha.Softmax and tocha.LogSoftmax", function()
         end
       end)
 
+      -- Rows of whole 16-byte groups of up to 1024 elements are held in registers (a lane's
+      -- groups, 4 or 8 of them in f32, 4 in halves, 8 in f64); others (1, 7, 1025 elements, an
+      -- unaligned view) are read again. Each element against softmax worked out here in f64
+      -- from x as stored, and the gradient from y and dy as stored; the second row of each x
+      -- masked (its first third -inf, as an attention mask); the method x:softmax(2) gives the
+      -- op's y.
+      it("holds short rows in registers and reads the others again, forward and backward", function()
+        local function value(i) return ((i * 37) % 101) / 17 - 3 end
+        for _, n in ipairs({ 1, 7, 8, 80, 256, 512, 1000, 1024, 1025 }) do
+          for _, dt in ipairs({ "f32", "f64", "f16", "bf16" }) do
+            for _, shift in ipairs({ 0, 1 }) do -- 1: rows one element past a 16-byte boundary
+              local rows = shift == 0 and 5 or 3
+              local xs = {}
+              for i = 1, rows * n + shift do
+                local r, c = math.floor((i - 1 - shift) / n), (i - 1 - shift) % n
+                xs[i] = (r == 1 and c < math.floor(n / 3)) and -math.huge or value(i)
+              end
+              local flat = tocha.tensor(xs, { dtype = dt, device = device })
+              local x = flat:narrow(1, 1 + shift, rows * n):view(rows, n)
+              local dy = randn({ rows * n + shift }, dt):narrow(1, 1 + shift, rows * n):view(rows, n)
+              for _, log in ipairs({ false, true }) do
+                local op = (log and tocha.LogSoftmax or tocha.Softmax).new(2, dt)
+                local y = op:forward(x)
+                local dx = op:backward(x, y, dy)
+                local xv, yv, gv, got = x:to_table(true), y:to_table(true), dy:to_table(true), dx:to_table(true)
+                local label = ("%s %s n %d shift %d"):format(log and "log_softmax" or "softmax", dt, n, shift)
+                local mv = (log and x:log_softmax(2) or x:softmax(2)):to_table(true)
+                for k = 1, #yv do assert(mv[k] == yv[k], ("%s: the method's [%d] differs"):format(label, k)) end
+                for r = 0, rows - 1 do
+                  local top, sum, dot = -math.huge, 0, 0
+                  for c = 1, n do top = math.max(top, xv[r * n + c]) end
+                  for c = 1, n do sum = sum + math.exp(xv[r * n + c] - top) end
+                  for c = 1, n do
+                    local k = r * n + c
+                    dot = dot + (log and gv[k] or gv[k] * yv[k])
+                  end
+                  for c = 1, n do
+                    local k = r * n + c
+                    local w = log and xv[k] - top - math.log(sum) or math.exp(xv[k] - top) / sum
+                    local tol = ((dt == "f16" or dt == "bf16") and 1 or 16) * ref.eps[dt] * math.max(1, math.abs(w))
+                    assert(w == yv[k] or math.abs(yv[k] - w) <= tol,
+                      ("%s y[%d][%d]: got %.10g want %.10g"):format(label, r + 1, c, yv[k], w))
+                    local g = log and gv[k] - math.exp(yv[k]) * dot or yv[k] * (gv[k] - dot)
+                    tol = ((dt == "f16" or dt == "bf16") and 4 or 64) * ref.eps[dt] * math.max(1, math.abs(dot), math.abs(gv[k]))
+                    assert(math.abs(got[k] - ref.convert(g, dt)) <= tol,
+                      ("%s dx[%d][%d]: got %.10g want %.10g"):format(label, r + 1, c, got[k], g))
+                  end
+                end
+              end
+            end
+          end
+        end
+      end)
+
       it("passes gradcheck in f64", function()
         for _, log in ipairs({ false, true }) do
           local op = (log and tocha.LogSoftmax or tocha.Softmax).new(2, "f64")

@@ -7,8 +7,9 @@
 --   local y = sm:forward(x)
 --   local dx = sm:backward(x, y, dy)           -- from the forward's output y
 --
--- A row (inner size 1) of up to 1023 elements is a warp's, a longer one a CTA's; a dimension
--- that is not the last is walked by a thread a column.
+-- A row (inner size 1) is a team's (lanes of a warp, or a CTA for long rows when rows are
+-- few: tensor_reduce.lua's team_mapping), held in registers up to 1024 elements of whole
+-- aligned 16-byte groups; a dimension that is not the last is walked by a thread a column.
 local dtype = require "tocha.dtype"
 local device = require "tocha.device"
 local kernel = require "tocha.kernel"
