@@ -42,6 +42,14 @@ __device__ __forceinline__ double pm_pow(double a, double b) { return pow(a, b);
 __device__ __forceinline__ float pm_fmod(float a, float b) { return fmodf(a, b); }
 __device__ __forceinline__ double pm_fmod(double a, double b) { return fmod(a, b); }
 
+// The division of sigmoid and silu: in f32 the fast one (within 2 ulps; 0 where the divisor
+// passes 2^126, there exp(-x) with x < -87, where the true sigmoid and silu are below 1e-36),
+// which keeps these functions at the memory's pace where the IEEE division made them
+// compute-bound (measured on an H200: silu 1.3x PyTorch's time with it, 1.04x without); f64
+// divides exactly.
+__device__ __forceinline__ float pm_fast_div(float a, float b) { return __fdividef(a, b); }
+__device__ __forceinline__ double pm_fast_div(double a, double b) { return a / b; }
+
 // Integer power by squaring: exact (wrapping as the dtype's arithmetic does); a negative
 // exponent truncates toward zero (1 for a = 1, +-1 for a = -1, else 0).
 __device__ __forceinline__ long long pm_pow(long long a, long long b)
@@ -92,9 +100,9 @@ PW_UNARY(log1p, pm_log1p(x))
 PW_UNARY(sqrt, pm_sqrt(x))
 PW_UNARY(rsqrt, (A)1 / pm_sqrt(x))
 PW_UNARY(reciprocal, (A)1 / x)
-PW_UNARY(sigmoid, (A)1 / ((A)1 + pm_exp(-x)))
+PW_UNARY(sigmoid, pm_fast_div((A)1, (A)1 + pm_exp(-x)))
 PW_UNARY(tanh, pm_tanh(x))
-PW_UNARY(silu, x / ((A)1 + pm_exp(-x)))
+PW_UNARY(silu, pm_fast_div(x, (A)1 + pm_exp(-x)))
 PW_UNARY(gelu, (A)0.5 * x * ((A)1 + pm_erf(x * (A)0.70710678118654752440)))
 PW_UNARY(erf, pm_erf(x))
 PW_UNARY(sin, pm_sin(x))
