@@ -73,19 +73,25 @@ __device__ __forceinline__ int pool_pick(const T *p, int H, int W, int oh, int o
 }
 
 // Adaptive pooling to 1 x 1: a team of `team` lanes (a power of two up to 32) a plane of n
-// elements; y = the plane's mean.
+// elements; y = the plane's mean. Each warp takes 32 / team neighbouring planes at a time and
+// strides over the rest, so that any grid covers the planes (the host sizes it from the output
+// alone, not knowing the team).
 template <typename T>
 __device__ void pool_global_mean(const T *x, T *y, long long planes, long long n, int team)
 {
     typedef typename tocha::compute<T>::type A;
-    long long plane;
-    unsigned member, size;
-    tocha::team_of(team, &plane, &member, &size);
-    const bool live = plane < planes; // a team past the end stays for the shuffles
-    A sum = (A)0;
-    if (live) tocha::row_each(x + plane * n, n, member, size, [&](T e, long long) { sum += tocha::to_compute(e); });
-    sum = tocha::team_sum(sum, size, false);
-    if (live && member == 0) y[plane] = tocha::from_compute<T>(sum / (A)n);
+    const unsigned member = threadIdx.x % (unsigned)team, per_warp = 32u / (unsigned)team;
+    const long long warps = (long long)gridDim.x * (blockDim.x / 32);
+    const long long warp = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    // the loop's trip count is the warp's, so every lane reaches each shuffle
+    for (long long first = warp * per_warp; first < planes; first += warps * per_warp) {
+        const long long plane = first + (threadIdx.x % 32) / (unsigned)team;
+        const bool live = plane < planes;
+        A sum = (A)0;
+        if (live) tocha::row_each(x + plane * n, n, member, (unsigned)team, [&](T e, long long) { sum += tocha::to_compute(e); });
+        sum = tocha::team_sum(sum, (unsigned)team, false);
+        if (live && member == 0) y[plane] = tocha::from_compute<T>(sum / (A)n);
+    }
 }
 
 template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>

@@ -21,6 +21,7 @@ local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
+local tensor_reduce = require "tocha.tensor_reduce"
 local raise = errors.raise
 
 local M = {}
@@ -133,18 +134,28 @@ function M.max_tile(k, s, d, OW, dt)
   return OW <= 8 and 8 or OW <= 16 and 16 or 32
 end
 
--- The forward's plan for the output [B, C, OH, OW]: 32 (a warp a plane) for adaptive
--- pooling to 1 x 1, else 0 (a thread an output). grid() is given the output's shape alone, so
--- the plane's size cannot choose the team: a few very large planes get a warp each.
-local function forward_plan(self, output_shape)
-  if self.mode == "adaptive" and output_shape[3] == 1 and output_shape[4] == 1 then return 32 end
+-- Adaptive pooling to 1 x 1 gives each plane a team of lanes (pool2d.cu's pool_global_mean):
+-- as many as tocha's row kernels give a row of that length (tensor_reduce's team_mapping: about
+-- three 16-byte groups a lane; a warp for planes long enough for a CTA). The grid, which sees
+-- the output's shape alone, gives each plane 4 lanes' worth of threads; the kernel strides
+-- over the planes, so that any team is covered.
+local PLANE_THREADS = 4
+local function global_team(self, H, W)
+  local lanes = tensor_reduce.team_mapping(1, H * W, 1, self.block_size, dtype.size(self.dtype))
+  return lanes > 0 and lanes or 32
+end
+
+-- The forward's plan: the team of adaptive pooling to 1 x 1, else 0 (a thread an output).
+local function forward_plan(self, H, W, OH, OW)
+  if self.mode == "adaptive" and OH == 1 and OW == 1 then return global_team(self, H, W) end
   return 0
 end
 
 function Methods:grid(output_shape)
   op.check_shape(output_shape, "output_shape")
-  local team = forward_plan(self, output_shape)
-  if team > 0 then return grid_of(self, output_shape[1] * output_shape[2] * team) end
+  if self.mode == "adaptive" and output_shape[3] == 1 and output_shape[4] == 1 then
+    return grid_of(self, output_shape[1] * output_shape[2] * PLANE_THREADS)
+  end
   return grid_of(self, op.numel(output_shape))
 end
 
@@ -157,7 +168,7 @@ end
 
 function Methods:pack_args(inputs, _, output, output_shape)
   local x, planes, H, W, OH, OW, out = sizes(self, inputs, output_shape)
-  return { x, op.address(output, "output"), planes, H, W, OH, OW, forward_plan(self, out) }
+  return { x, op.address(output, "output"), planes, H, W, OH, OW, forward_plan(self, H, W, OH, OW) }
 end
 
 -- The backward's plan for planes of H x W pooled to OH x OW: max, the tile width
