@@ -14,11 +14,14 @@
 // - phase 1, a warp a channel merges the channel's partials in a fixed order and writes the
 //   channel's coefficients to the workspace: the forward's mean, scale and shift (and the
 //   running statistics, moved by momentum towards the mean and the unbiased variance, PyTorch's
-//   rule); the backward's mean, w rstd, sum(dy) / M and rstd sum(dy xhat) / M (and the weight's
-//   and bias's gradients, sum(dy xhat) and sum(dy)).
+//   rule); the backward's mean, a = w rstd, a sum(dy) / M and a rstd sum(dy xhat) / M (and the
+//   weight's and bias's gradients, sum(dy xhat) and sum(dy)).
 // - phase 2, elementwise over the whole tensor in units, four in flight a thread, each unit's
 //   channel stepped rather than divided anew: y = (x - mean) scale + shift; training
-//   dx = w rstd (dy - sum(dy) / M - xhat sum(dy xhat) / M), inference dx = w rstd dy. With the
+//   dx = w rstd (dy - sum(dy) / M - xhat sum(dy xhat) / M), inference dx = w rstd dy.
+//
+// Group norm's split path (norm.cu) runs phases 0 and 2 over x viewed as [1, N C, plane]: a
+// (sample, channel) plane is a "channel" here. With the
 //   running statistics (inference) the coefficients come from them directly and phases 0 and 1
 //   are skipped (the backward runs them only for the parameters' gradients).
 //
@@ -215,6 +218,20 @@ __device__ __forceinline__ void bn_partials(const T *x, const T *dy, A *ws, long
     }
 }
 
+// Partial `item` (split s of a run cut into `splits` of `units` units of V elements) as moments,
+// its count recomputed from the plan.
+template <typename A>
+__device__ __forceinline__ bn_moments<A> bn_partial(const A *ws, long long item, long long units, long long splits,
+                                                    long long s, int V)
+{
+    const A *p = ws + 4 * item;
+    long long lo, hi;
+    bn_split(units, splits, s, &lo, &hi);
+    bn_moments<A> r;
+    r.n = (hi - lo) * V, r.mean = p[0], r.m2 = p[1], r.g = p[2], r.h = p[3];
+    return r;
+}
+
 // Phase 1's merge: channel c's moments (every lane of the warp returns them), or false for a
 // warp past the last channel (the whole warp).
 template <typename A>
@@ -225,14 +242,8 @@ __device__ __forceinline__ bool bn_channel(const A *ws, long long N, long long C
     if (*c >= C) return false;
     const long long units = N * (plane / V);
     bn_moments<A> m = bn_empty<A>();
-    for (long long s = threadIdx.x % 32; s < splits; s += 32) {
-        const A *p = ws + 4 * (*c * splits + s);
-        long long lo, hi;
-        bn_split(units, splits, s, &lo, &hi);
-        bn_moments<A> part;
-        part.n = (hi - lo) * V, part.mean = p[0], part.m2 = p[1], part.g = p[2], part.h = p[3];
-        m = bn_merge(m, part);
-    }
+    for (long long s = threadIdx.x % 32; s < splits; s += 32)
+        m = bn_merge(m, bn_partial(ws, *c * splits + s, units, splits, s, V));
     *out = tocha::team_combine(m, 32u, false,
                                [](bn_moments<A> a, bn_moments<A> b) { return bn_merge(a, b); });
     return true;
@@ -290,9 +301,10 @@ __device__ __forceinline__ void bn_normalise(const T *x, const T *w, const T *b,
         });
 }
 
-// Phase 2 of the backward in units of V: dx = a ((dy - gm) - (x - mean) k), the channel's
-// coefficients read once a unit: training's from phase 1; inference's a = w rstd from the
-// running variance, gm = k = 0 (x unread).
+// Phase 2 of the backward in units of V: dx = a dy - gm - (x - mean) k, the channel's
+// coefficients read once a unit: training's from phase 1 (norm.cu's group norm writes the same
+// four a (sample, channel) plane); inference's a = w rstd from the running variance, gm = k = 0
+// (x unread).
 template <int V, int AFFINE, typename T, typename A>
 __device__ __forceinline__ void bn_gradient(const T *x, const T *w, const T *running_var, const T *dy,
                                             T *dx, const A *coef, long long N, long long C,
@@ -311,7 +323,7 @@ __device__ __forceinline__ void bn_gradient(const T *x, const T *w, const T *run
                 const A mean = coef[4 * c], a = coef[4 * c + 1], gm = coef[4 * c + 2],
                         k = coef[4 * c + 3];
 #pragma unroll
-                for (int e = 0; e < V; ++e) out[e] = a * ((gs[j].at(e) - gm) - (xs[j].at(e) - mean) * k);
+                for (int e = 0; e < V; ++e) out[e] = a * gs[j].at(e) - gm - (xs[j].at(e) - mean) * k;
             } else {
                 const A rstd = bn_rsqrt(tocha::to_compute(running_var[c]) + eps),
                         a = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
@@ -390,11 +402,11 @@ __device__ void tocha_batch_norm_backward(const T *x, const T *w, const T *runni
             h += (m.mean - rm) * m.g;
             mean = rm;
         }
-        const A sgx = h * rstd;
+        const A sgx = h * rstd, a = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
         coef[4 * c] = mean;
-        coef[4 * c + 1] = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
-        coef[4 * c + 2] = m.g / (A)M;
-        coef[4 * c + 3] = rstd * sgx / (A)M;
+        coef[4 * c + 1] = a;
+        coef[4 * c + 2] = a * m.g / (A)M;
+        coef[4 * c + 3] = a * rstd * sgx / (A)M;
         if (AFFINE) dw[c] = tocha::from_compute<T>(sgx), db[c] = tocha::from_compute<T>(m.g);
         return;
     }

@@ -29,6 +29,19 @@
 //   (gridDim.y) and each writes its partial sums to the workspace ([2][splits][columns]);
 // - phase 2 (splits > 1): the same column reduction over those partials gives dw and db.
 
+// Group norm's split path (psplits > 0; the host takes it where rows are too few to fill the
+// GPU a CTA a row): batch_norm.cu's split statistics over x viewed as [1, N C, HW], a
+// (sample, channel) plane in place of a batch norm channel (its source comes before this one):
+// - forward, three launches: phase 0 the planes' partial moments (bn_partials: C N psplits CTAs,
+//   16-byte units, 64 bytes in flight a thread); phase 1 a warp a row merges its planes'
+//   partials in a fixed order and writes each plane's (mean, w rstd, b); phase 2 is
+//   batch norm's elementwise pass over the whole tensor (bn_normalise);
+// - backward, five: phase 0 the planes' partials with sum(dy) and sum(dy (x - mean)); phase 1 a
+//   warp a row merges them (each plane's two sums scaled by its weight, so that the row's are
+//   sum(g) and sum(g (x - mean)), g = dy w) into each plane's dx coefficients and the planes
+//   pa, pb of sum(dy xhat) and sum(dy); phase 2 batch norm's dx pass (bn_gradient); phases 3
+//   and 4 the column reduction below, as phases 1 and 2 of the row path.
+
 #define NM_WARPS 8 // a CTA's warps: the host launches CTAs of 256 threads
 
 __device__ __forceinline__ float nm_rsqrt(float v) { return 1.0f / sqrtf(v); }
@@ -75,11 +88,89 @@ __device__ __forceinline__ void nm_stats(const T *p, long long len, long long n,
     *rstd = nm_rsqrt(v.m2 / (A)n + (A)eps);
 }
 
-template <typename T, int RMS, int AFFINE, int GROUPED>
-__device__ void tocha_norm(const T *x, const T *w, const T *b, T *y, long long rows, long long n, long long G, long long HW,
-                           double eps, int rows_mode)
+
+// The moments of plane p (its psplits partials merged in order; units of V elements a plane).
+template <typename A>
+__device__ __forceinline__ bn_moments<A> gn_plane(const A *part, long long p, long long units, long long psplits, int V)
+{
+    bn_moments<A> m = bn_empty<A>();
+    for (long long s = 0; s < psplits; ++s) m = bn_merge(m, bn_partial(part, p * psplits + s, units, psplits, s, V));
+    return m;
+}
+
+// Split path, phase 1: a warp a row (sample r / G, group r % G, planes r per .. r per + per - 1)
+// merges its planes' moments (lanes a plane at a time, then the warp's tree: a fixed order)
+// and writes each plane's four coefficients to coef: forward (mean, w rstd, b); backward
+// (mean, a = w rstd, rstd sum(g) / n, rstd^3 sum(g (x - mean)) / n) for dx = a dy - gm -
+// (x - mean) k, and with parameters each plane's sum(dy xhat) and sum(dy) to pa and pb.
+template <typename T, int AFFINE, bool BACKWARD, typename A>
+__device__ __forceinline__ void gn_coefficients(const T *w, const T *b, const A *part, A *coef, A *pa, A *pb,
+                                                long long rows, long long G, long long per, long long HW,
+                                                long long psplits, int V, double eps)
+{
+    const long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (r >= rows) return; // the whole warp
+    const unsigned lane = threadIdx.x % 32;
+    const long long first = (r % G) * per, p0 = r * per, units = HW / V;
+    bn_moments<A> m = bn_empty<A>();
+    for (long long c = lane; c < per; c += 32) {
+        bn_moments<A> pc = gn_plane(part, p0 + c, units, psplits, V);
+        if (BACKWARD && AFFINE) {
+            const A wc = tocha::to_compute(w[first + c]);
+            pc.g *= wc, pc.h *= wc;
+        }
+        m = bn_merge(m, pc);
+    }
+    m = tocha::team_combine(m, 32u, false, [](bn_moments<A> x, bn_moments<A> y) { return bn_merge(x, y); });
+    const A n = (A)m.n, rstd = nm_rsqrt(m.m2 / n + (A)eps);
+    for (long long c = lane; c < per; c += 32) {
+        const long long p = p0 + c;
+        const A wc = AFFINE ? tocha::to_compute(w[first + c]) : (A)1;
+        A *k = coef + 4 * p;
+        k[0] = m.mean, k[1] = wc * rstd;
+        if (!BACKWARD) {
+            k[2] = AFFINE ? tocha::to_compute(b[first + c]) : (A)0;
+            continue;
+        }
+        k[2] = rstd * m.g / n, k[3] = rstd * rstd * rstd * m.h / n;
+        if (AFFINE) {
+            // sum(dy (x - row mean)) from the plane's own mean.
+            const bn_moments<A> pc = gn_plane(part, p, units, psplits, V);
+            pa[p] = rstd * (pc.h + (pc.mean - m.mean) * pc.g), pb[p] = pc.g;
+        }
+    }
+}
+
+// The split path's forward (the header): phase 0, 1 or 2.
+template <typename T, int AFFINE>
+__device__ __forceinline__ void gn_split_forward(const T *x, const T *w, const T *b, T *y, unsigned char *ws,
+                                                 long long rows, long long n, long long G, long long HW,
+                                                 long long psplits, double eps, int phase)
 {
     typedef typename tocha::compute<T>::type A;
+    const long long per = n / HW, planes = rows * per;
+    A *part = (A *)ws, *coef = part + 4 * planes * psplits;
+    const bool vec = bn_vector<T>(HW, x, y, x);
+    const int V = vec ? tocha::vec16<T>::n : 1;
+    if (phase == 0)
+        bn_partials<false>(x, x, part, 1, planes, HW, psplits, vec);
+    else if (phase == 1)
+        gn_coefficients<T, AFFINE, false>(w, b, part, coef, coef, coef, rows, G, per, HW, psplits, V, eps);
+    else if (vec)
+        bn_normalise<tocha::vec16<T>::n, 0>(x, w, b, x, x, y, coef, 1, planes, HW, (A)eps, 1);
+    else
+        bn_normalise<1, 0>(x, w, b, x, x, y, coef, 1, planes, HW, (A)eps, 1);
+}
+
+template <typename T, int RMS, int AFFINE, int GROUPED>
+__device__ void tocha_norm(const T *x, const T *w, const T *b, T *y, unsigned char *ws, long long rows, long long n,
+                           long long G, long long HW, double eps, int rows_mode, long long psplits, int phase)
+{
+    typedef typename tocha::compute<T>::type A;
+    if (GROUPED && psplits > 0) {
+        gn_split_forward<T, AFFINE>(x, w, b, y, ws, rows, n, G, HW, psplits, eps, phase);
+        return;
+    }
     const bool cta = rows_mode < 0;
     long long row;
     unsigned member, team;
@@ -266,14 +357,48 @@ __device__ __forceinline__ void nm_columns(const T *x, const T *dy, const A *st,
     }
 }
 
+// The split path's backward (the header): phase 0 to 4. Workspace, in A: the planes' partials
+// [N C][psplits][4], their coefficients [N C][4], the planes pa and pb [N][C] each, then with
+// splits > 1 the column partials [2][splits][C].
+template <typename T, int AFFINE>
+__device__ __forceinline__ void gn_split_backward(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
+                                                  unsigned char *ws, long long rows, long long n, long long G,
+                                                  long long HW, double eps, long long splits, long long psplits,
+                                                  int phase)
+{
+    typedef typename tocha::compute<T>::type A;
+    const long long per = n / HW, planes = rows * per, samples = rows / G, cols = G * per;
+    A *part = (A *)ws, *coef = part + 4 * planes * psplits, *pa = coef + 4 * planes, *pb = pa + planes,
+      *parts = pb + planes;
+    const bool vec = bn_vector<T>(HW, x, dy, dx);
+    const int V = vec ? tocha::vec16<T>::n : 1;
+    if (phase == 0)
+        bn_partials<true>(x, dy, part, 1, planes, HW, psplits, vec);
+    else if (phase == 1)
+        gn_coefficients<T, AFFINE, true>(w, w, part, coef, pa, pb, rows, G, per, HW, psplits, V, eps);
+    else if (phase == 2 && vec)
+        bn_gradient<tocha::vec16<T>::n, 0>(x, w, x, dy, dx, coef, 1, planes, HW, (A)eps, 1);
+    else if (phase == 2)
+        bn_gradient<1, 0>(x, w, x, dy, dx, coef, 1, planes, HW, (A)eps, 1);
+    else if (AFFINE && phase == 3)
+        nm_columns<T, AFFINE>(x, dy, coef, pa, pb, false, samples, cols, splits, splits > 1, parts, dw, db);
+    else if (AFFINE && phase == 4)
+        nm_columns<T, AFFINE>(x, dy, coef, parts, parts + splits * cols, false, splits, cols, 1, false, parts, dw, db);
+}
+
 // stats: the workspace, in A: the rows' (mean, rstd) pairs [rows][2], then for group norm with
 // parameters the planes [2][N][C], then with splits > 1 the partials [2][splits][columns].
+// psplits > 0: group norm's split path (gn_split_backward, its own workspace).
 template <typename T, int RMS, int AFFINE, int GROUPED>
 __device__ void tocha_norm_backward(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db, unsigned char *stats,
                                     long long rows, long long n, long long G, long long HW, double eps, int rows_mode,
-                                    long long splits, int phase)
+                                    long long splits, long long psplits, int phase)
 {
     typedef typename tocha::compute<T>::type A;
+    if (GROUPED && psplits > 0) {
+        gn_split_backward<T, AFFINE>(x, w, dy, dx, dw, db, stats, rows, n, G, HW, eps, splits, psplits, phase);
+        return;
+    }
     A *st = (A *)stats;
     const long long samples = rows / G, cols = GROUPED ? G * (n / HW) : n;
     A *pa = st + 2 * rows, *pb = pa + (GROUPED ? samples * cols : 0);

@@ -95,6 +95,12 @@ describe("normalisation layers", function()
             { 130, 4, 3 }, 260, 6, function(r, j) return (r % 2) * 2 + math.floor((j - 1) / 3) + 1 end, 4, 2 },
           { "group 4 of 8 channels [3, 8, 7, 7] without affine", function(dt) return tocha.GroupNorm.new(4, 8, { dtype = dt, affine = false }) end,
             { 3, 8, 7, 7 }, 12, 98, function(r, j) return (r % 4) * 2 + math.floor((j - 1) / 49) + 1 end, 8, 0 },
+          -- Group norm's split path (fewer than 1056 rows) with each plane split over several
+          -- CTAs (planes of 16384), and its row path (1056 rows and more).
+          { "group 2 of 4 channels [1, 4, 128, 128] (split planes)", function(dt) return tocha.GroupNorm.new(2, 4, { dtype = dt }) end,
+            { 1, 4, 128, 128 }, 2, 32768, function(r, j) return (r % 2) * 2 + math.floor((j - 1) / 16384) + 1 end, 4, 2 },
+          { "group 32 of 64 channels [33, 64, 3] (the row path)", function(dt) return tocha.GroupNorm.new(32, 64, { dtype = dt }) end,
+            { 33, 64, 3 }, 1056, 6, function(r, j) return (r % 32) * 2 + math.floor((j - 1) / 3) + 1 end, 64, 2 },
         }
       end
 
@@ -203,6 +209,31 @@ describe("normalisation layers", function()
             function(_, j) return j end, 1e-5, false, 33)
           check(y, wy, dt, "layer " .. dt)
           check(dx, wdx, dt, "layer dx " .. dt, 4)
+        end
+      end)
+
+      it("computes group norm's split path in halves in f32: whole 16-byte planes, odd planes, split planes", function()
+        -- {groups, channels, shape}: planes of 16 (whole 16-byte groups), 49 (element by
+        -- element) and 16384 (split over CTAs).
+        local shapes = { { 2, 4, { 2, 4, 4, 4 } }, { 4, 8, { 3, 8, 7, 7 } }, { 1, 2, { 1, 2, 128, 128 } } }
+        for _, dt in ipairs({ "f16", "bf16" }) do
+          for _, c in ipairs(shapes) do
+            local G, C, shape = c[1], c[2], c[3]
+            local op = tocha.GroupNorm.new(G, C, { dtype = dt })
+            local x, dy = randn(shape, dt, 0.5), randn(shape, dt)
+            local w, b = randn({ C }, dt, 1), randn({ C }, dt)
+            local y = op:forward(x, w, b)
+            local dx, dw, db = op:backward(x, w, b, dy)
+            local HW = shape[3] * (shape[4] or 1)
+            local rows, n = shape[1] * G, C / G * HW
+            local wy, wdx, wdw, wdb = norm_ref(x:to_table(true), dy:to_table(true), w:to_table(true), b:to_table(true), rows, n,
+              function(r, j) return (r % G) * (C / G) + math.floor((j - 1) / HW) + 1 end, op.eps, false, C)
+            local label = ("group %d of %d %s"):format(G, C, dt)
+            check(y, wy, dt, label .. " y")
+            check(dx, wdx, dt, label .. " dx", 4)
+            check(dw, wdw, dt, label .. " dweight", 4 * rows)
+            check(db, wdb, dt, label .. " dbias", 4 * rows)
+          end
         end
       end)
 

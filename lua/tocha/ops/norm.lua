@@ -17,7 +17,9 @@
 -- and rstd, and group norm's sums a channel, kept in the op's workspace, op:workspace_bytes),
 -- then the parameters' sums as a column reduction split over many CTAs, then the sum of the
 -- splits' partials (skipped where one split does); a model gives the workspace, a direct call
--- allocates it.
+-- allocates it. GroupNorm with too few rows to fill the GPU a CTA a row takes the split path
+-- instead (kernels/norm.cu): batch norm's split statistics over its (sample, channel) planes,
+-- three launches forward and five backward (the unused ones of either path have empty grids).
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -27,6 +29,9 @@ local raise = errors.raise
 local M = {}
 
 local BLOCK = 256
+-- GroupNorm takes the split path below this many rows: two waves of a CTA a row on an H200
+-- (132 SMs x 4 CTAs of BLOCK threads).
+local SPLIT_ROWS = 2 * 132 * 4
 local MACHINE_EPS = { f32 = 2 ^ -23, f64 = 2 ^ -52, f16 = 2 ^ -10, bf16 = 2 ^ -7 }
 
 -- The options of a norm's constructor, eps checked.
@@ -40,9 +45,11 @@ end
 
 -- The kernels' launch bounds: at most 64 registers a thread (four CTAs of 256 an SM) wherever
 -- the compiler's report for sm_90 shows that this spills nothing; f64's Welford updates (a
--- division an element) and group norm's backward in halves need more.
+-- division an element) need more, and group norm, whose kernels hold both paths, spills under
+-- 64: its forward is bounded to 80 (three CTAs an SM), its backward (96) not at all.
 local function bounds(dt, grouped, backward)
-  if dt == "f64" or (backward and grouped and dt ~= "f32") then return nil end
+  if dt == "f64" or (grouped and backward) then return nil end
+  if grouped then return { BLOCK, 3 } end
   return { BLOCK, 4 }
 end
 
@@ -50,15 +57,17 @@ end
 local function build(self, rms, affine)
   local dt = self.dtype
   local targs = ("%s, %d, %d, %d"):format(dtype.ctype(dt), rms and 1 or 0, affine, self.groups and 1 or 0)
-  local source = op.source("norm.cu")
+  -- Group norm's split path runs batch_norm.cu's split statistics: its source comes first.
+  local source = op.source("batch_norm.cu") .. "\n" .. op.source("norm.cu")
   self.affine = affine
   self.block_size = BLOCK
   self.kernel = kernel.new { source = source, name = "tocha_norm", template_args = targs,
     launch_bounds = bounds(dt, self.groups, false),
-    params = ("%s* x, %s* w, %s* b, %s* y, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode"):format(dt, dt, dt, dt) }
+    params = ("%s* x, %s* w, %s* b, %s* y, u8* ws, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 psplits, i32 phase")
+      :format(dt, dt, dt, dt) }
   self.grad_kernel = kernel.new { source = source, name = "tocha_norm_backward", template_args = targs,
     launch_bounds = bounds(dt, self.groups, true),
-    params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 splits, i32 phase")
+    params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 splits, i64 psplits, i32 phase")
       :format(dt, dt, dt, dt, dt, dt) }
   self.backward_kernel = self.grad_kernel
   return self
@@ -133,11 +142,39 @@ local function row_grid(self, rows, n, HW)
   return require("tocha.tensor_reduce").team_mapping(rows, self.groups and HW or n, 1, BLOCK, dtype.size(self.dtype))
 end
 
-function Methods:grid(output_shape)
-  local rows, n, _, HW = self:view(output_shape, "output_shape")
-  local _, grid = row_grid(self, rows, n, HW)
-  return grid
+-- Group norm's split path: each (sample, channel) plane's splits (batch_norm.lua's plan over
+-- [1, N C, HW]), or 0 for the row path (layer and RMS norm; group norm with enough rows).
+local function plane_splits(self, rows, n, HW)
+  if not self.groups or rows >= SPLIT_ROWS then return 0 end
+  return require("tocha.ops.batch_norm").splits(1, rows * (n / HW), HW, self.dtype)
 end
+
+-- The split path's elementwise pass: batch norm's grid, `per` 16-byte units a thread.
+local function unit_grid(self, count, per)
+  local units = math.ceil(count / (16 / dtype.size(self.dtype)))
+  return { math.max(1, math.min(math.ceil(units / (per * BLOCK)), 2 ^ 31 - 1)), 1, 1 }
+end
+
+local NONE = { 0, 0, 0 }
+
+function Methods:n_launches() return self.groups and 3 or 1 end
+
+-- Launch i's grid: the row path's one launch, or the split path's partials (a CTA a plane's
+-- split), merge (a warp a row) and elementwise pass.
+function Methods:grid_for_launch(i, input_shapes)
+  op.launch_index(i, self:n_launches())
+  local rows, n, _, HW = self:view(op.one_input(input_shapes), "inputs[1]")
+  local psplits = plane_splits(self, rows, n, HW)
+  if psplits == 0 then
+    if i > 1 then return NONE end
+    local _, grid = row_grid(self, rows, n, HW)
+    return grid
+  end
+  if i == 1 then return { rows * (n / HW) * psplits, 1, 1 } end
+  if i == 2 then return { math.ceil(rows * 32 / BLOCK), 1, 1 } end
+  return unit_grid(self, rows * n, 4)
+end
+function Methods:grid(output_shape) return self:grid_for_launch(1, { output_shape }) end
 
 -- The parameters' addresses (x's standing in for absent ones: a launch has no null pointers).
 local function param_args(self, x, params)
@@ -147,16 +184,30 @@ local function param_args(self, x, params)
   return w, b, params
 end
 
-function Methods:pack_args(inputs, params, output, output_shape)
+-- The workspace's address, after the parameters; `needed` raises where it is missing.
+local function workspace_arg(self, list, needed)
+  local ws = list[self.affine + 1] or 0
+  local at = op.address(ws, ("params[%d]"):format(self.affine + 1))
+  if at == 0 and needed then
+    raise("params: the op needs its workspace (op:workspace_bytes) after the parameters")
+  end
+  return at
+end
+
+function Methods:pack_args_for_launch(i, inputs, params, output, output_shape)
+  op.launch_index(i, self:n_launches())
   local x, shape = op.input_of(inputs)
   op.check_output_shape(output_shape or shape, shape, "x's")
   local rows, n, G, HW = self:view(shape, "inputs[1]")
-  local w, b = param_args(self, x, params)
+  local w, b, list = param_args(self, x, params)
+  local psplits = plane_splits(self, rows, n, HW)
+  local ws = workspace_arg(self, list, psplits > 0)
   local mode = row_grid(self, rows, n, HW)
-  return { x, w, b, op.address(output, "output"), rows, n, G, HW, self.eps, mode }
+  return { x, w, b, op.address(output, "output"), ws ~= 0 and ws or x, rows, n, G, HW, self.eps, mode, psplits, i - 1 }
 end
+function Methods:pack_args(...) return self:pack_args_for_launch(1, ...) end
 
-function Methods:n_backward_launches() return 3 end
+function Methods:n_backward_launches() return self.groups and 5 or 3 end
 
 local function acc_size(self) return self.dtype == "f64" and 8 or 4 end
 
@@ -174,41 +225,54 @@ local function column_plan(self, rows, n, G, HW)
 end
 
 -- Workspace, in the accumulator type: the rows' (mean, rstd), group norm's sums a (sample,
--- channel) and the splits' partial sums (kernels/norm.cu, tocha_norm_backward).
+-- channel) and the splits' partial sums (kernels/norm.cu, tocha_norm_backward); on group norm's
+-- split path the planes' partials and coefficients, the sums a plane and the column partials.
 function Methods:workspace_bytes(input_shapes)
   local rows, n, G, HW = self:view(op.one_input(input_shapes), "inputs[1]")
-  local count = 2 * rows
-  if self.affine > 0 then
-    local _, splits, R, cols = column_plan(self, rows, n, G, HW)
-    if self.groups then count = count + 2 * R * cols end
-    if splits > 1 then count = count + 2 * splits * cols end
+  local psplits = plane_splits(self, rows, n, HW)
+  local _, splits, R, cols = column_plan(self, rows, n, G, HW)
+  local count
+  if psplits > 0 then
+    local planes = rows * (n / HW)
+    count = 4 * planes * psplits + 4 * planes + 2 * planes
+  else
+    count = 2 * rows
+    if self.affine > 0 and self.groups then count = count + 2 * R * cols end
   end
+  if self.affine > 0 and splits > 1 then count = count + 2 * splits * cols end
   return count * acc_size(self)
 end
 
+-- Launch i's grid: the row path's dx (a team a row), the parameters' column reduction and the
+-- sum of its splits; the split path's partials, merge (a warp a row), dx pass, then the same
+-- column reduction and sum.
 function Methods:backward_grid_for_launch(i, input_shapes)
-  op.launch_index(i, 3)
+  op.launch_index(i, self:n_backward_launches())
   local rows, n, G, HW = self:view(op.one_input(input_shapes), "inputs[1]")
-  if i == 1 then
+  local psplits = plane_splits(self, rows, n, HW)
+  local column = i - 1
+  if psplits > 0 then
+    if i == 1 then return { rows * (n / HW) * psplits, 1, 1 } end
+    if i == 2 then return { math.ceil(rows * 32 / BLOCK), 1, 1 } end
+    if i == 3 then return unit_grid(self, rows * n, 2) end
+    column = i - 3
+  elseif i == 1 then
     local _, grid = row_grid(self, rows, n, HW)
     return grid
   end
-  if self.affine == 0 then return { 0, 0, 0 } end
+  if self.affine == 0 or column > 2 then return NONE end
   local tiles, splits = column_plan(self, rows, n, G, HW)
-  if i == 2 then return { tiles, splits, 1 } end
-  return splits > 1 and { tiles, 1, 1 } or { 0, 0, 0 }
+  if column == 1 then return { tiles, splits, 1 } end
+  return splits > 1 and { tiles, 1, 1 } or NONE
 end
 Methods.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
 
 function Methods:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
-  op.launch_index(i, 3)
+  op.launch_index(i, self:n_backward_launches())
   local x, shape = op.input_of(inputs)
   local rows, n, G, HW = self:view(shape, "inputs[1]")
   local w, _, list = param_args(self, x, params)
-  local ws = list[self.affine + 1] or 0
-  if op.address(ws, ("params[%d]"):format(self.affine + 1)) == 0 then
-    raise("params: the backward needs its workspace (op:workspace_bytes) after the parameters")
-  end
+  local ws = workspace_arg(self, list, true)
   grad_inputs = op.list(grad_inputs, "grad_inputs")
   grad_params = op.list(grad_params or {}, "grad_params")
   local dx = op.address(grad_inputs[1], "grad_inputs[1]")
@@ -216,8 +280,8 @@ function Methods:pack_backward_args_for_launch(i, inputs, params, _, _, grad_out
   local db = self.affine == 2 and op.address(grad_params[2], "grad_params[2]") or dx
   local mode = row_grid(self, rows, n, HW)
   local _, splits = column_plan(self, rows, n, G, HW)
-  return { x, w, op.address(grad_output, "grad_output"), dx, dw, db, op.address(ws, "workspace"), rows, n, G, HW,
-    self.eps, mode, splits, i - 1 }
+  return { x, w, op.address(grad_output, "grad_output"), dx, dw, db, ws, rows, n, G, HW,
+    self.eps, mode, splits, plane_splits(self, rows, n, HW), i - 1 }
 end
 Methods.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
 
