@@ -7,7 +7,8 @@
 // compile-time constants; halves compute in f32, f64 in f64.
 //
 // Rows go to teams (tocha.cuh's team_of: rows_mode -1 a CTA a row, 1 to 32 that many lanes of
-// a warp a row; the host picks it with tensor_reduce's team_mapping, from the row for layer
+// a warp a row; -2, layer and RMS norm's rows of 8 to 16 KB, a CTA a row held in registers,
+// below; the host picks it with tensor_reduce's team_mapping, from the row for layer
 // norm and from the channel plane for group norm, which walks its row plane by plane), which
 // read in 16-byte groups (row_each, row_walk).
 //
@@ -43,6 +44,14 @@
 //   and 4 the column reduction below, as phases 1 and 2 of the row path.
 
 #define NM_WARPS 8 // a CTA's warps: the host launches CTAs of 256 threads
+
+// Layer and RMS norm's held rows (rows_mode -2): a CTA a row of whole 16-byte groups, at most
+// NM_HELD groups a thread (16 KB at 256 threads; f32 and halves), loaded once into registers (x, and dy in the
+// backward) before anything is computed, so that the row is read from memory once: the mean
+// and the sum of squared deviations are two passes over the registers, then the output is
+// written from them. norm.lua sends rows of 8 to 16 KB here; a row the kernel finds off a
+// 16-byte boundary takes the CTA path (rows_mode -1) instead.
+#define NM_HELD 4
 
 __device__ __forceinline__ float nm_rsqrt(float v) { return 1.0f / sqrtf(v); }
 __device__ __forceinline__ double nm_rsqrt(double v) { return 1.0 / sqrt(v); }
@@ -88,6 +97,150 @@ __device__ __forceinline__ void nm_stats(const T *p, long long len, long long n,
     *rstd = nm_rsqrt(v.m2 / (A)n + (A)eps);
 }
 
+
+// Whether a row of n takes the held path: rows_mode -2, whole 16-byte groups, no more than
+// NM_HELD a thread, and every row pointer on a 16-byte boundary.
+template <typename T>
+__device__ __forceinline__ bool nm_held(int rows_mode, long long n, const void *a, const void *b, const void *c)
+{
+    const int V = tocha::vec16<T>::n;
+    // f64 keeps the CTA path: its held registers (twice a half's) would cost the kernel's
+    // every path its occupancy.
+    return sizeof(T) < 8 && rows_mode == -2 && n % V == 0 && n / V <= (long long)NM_HELD * blockDim.x &&
+           (((unsigned long long)a | (unsigned long long)b | (unsigned long long)c) & 15u) == 0;
+}
+
+// The 16-byte group of parameters at p (V of them): one load where p is on a 16-byte
+// boundary, else element by element.
+template <typename T> __device__ __forceinline__ void nm_param_group(const T *p, unsigned out[4])
+{
+    if ((((unsigned long long)p) & 15u) == 0) {
+        tocha::load_words<16>(p, out);
+        return;
+    }
+    tocha::pack16<T> t;
+#pragma unroll
+    for (int e = 0; e < tocha::vec16<T>::n; ++e) t.set(e, tocha::load_element(p + e));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = t.w[i];
+}
+
+// The row's mean (0 for RMS norm) and rstd from its groups held in r (thread's group j is
+// group threadIdx.x + j blockDim.x of `groups`): two passes over the registers.
+template <typename T, int RMS, typename A>
+__device__ __forceinline__ void nm_held_stats(const unsigned (*r)[4], long long groups, long long n, double eps, A *mean,
+                                              A *rstd)
+{
+    const int V = tocha::vec16<T>::n;
+    A m = (A)0;
+    if (!RMS) {
+        A s = (A)0;
+#pragma unroll
+        for (int j = 0; j < NM_HELD; ++j)
+            if (threadIdx.x + j * (long long)blockDim.x < groups)
+#pragma unroll
+                for (int e = 0; e < V; ++e) s += tocha::to_compute(tocha::element_of<T>(r[j], e));
+        m = tocha::team_sum(s, blockDim.x, true) / (A)n;
+    }
+    A q = (A)0;
+#pragma unroll
+    for (int j = 0; j < NM_HELD; ++j)
+        if (threadIdx.x + j * (long long)blockDim.x < groups)
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const A d = tocha::to_compute(tocha::element_of<T>(r[j], e)) - m;
+                q += d * d;
+            }
+    *mean = m;
+    *rstd = nm_rsqrt(tocha::team_sum(q, blockDim.x, true) / (A)n + (A)eps);
+}
+
+// The held forward of row p into out (the header).
+template <typename T, int RMS, int AFFINE>
+__device__ __forceinline__ void nm_held_forward(const T *p, const T *w, const T *b, T *out, long long n, double eps)
+{
+    typedef typename tocha::compute<T>::type A;
+    const int V = tocha::vec16<T>::n;
+    const long long groups = n / V;
+    unsigned r[NM_HELD][4];
+#pragma unroll
+    for (int j = 0; j < NM_HELD; ++j) {
+        const long long g = threadIdx.x + j * (long long)blockDim.x;
+        if (g < groups) tocha::load_words<16>(p + g * V, r[j]);
+    }
+    A mean, rstd;
+    nm_held_stats<T, RMS>(r, groups, n, eps, &mean, &rstd);
+#pragma unroll
+    for (int j = 0; j < NM_HELD; ++j) {
+        const long long g = threadIdx.x + j * (long long)blockDim.x;
+        if (g >= groups) continue;
+        unsigned wg[4], bg[4];
+        if (AFFINE >= 1) nm_param_group(w + g * V, wg);
+        if (AFFINE == 2) nm_param_group(b + g * V, bg);
+        tocha::pack16<T> o;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            A v = (tocha::to_compute(tocha::element_of<T>(r[j], e)) - mean) * rstd;
+            if (AFFINE >= 1) v = v * tocha::to_compute(tocha::element_of<T>(wg, e));
+            if (AFFINE == 2) v = v + tocha::to_compute(tocha::element_of<T>(bg, e));
+            o.set(e, tocha::from_compute<T>(v));
+        }
+        tocha::store_pack(out + g * V, o);
+    }
+}
+
+// The held backward's dx of row `row` (x at p, dy at d, dx at o), its (mean, rstd) to
+// st[2 row]: x and dy read once.
+template <typename T, int RMS, int AFFINE, typename A>
+__device__ __forceinline__ void nm_held_dx(const T *p, const T *w, const T *d, T *o, A *st, long long row, long long n,
+                                           double eps)
+{
+    const int V = tocha::vec16<T>::n;
+    const long long groups = n / V;
+    unsigned rx[NM_HELD][4], rd[NM_HELD][4];
+#pragma unroll
+    for (int j = 0; j < NM_HELD; ++j) {
+        const long long g = threadIdx.x + j * (long long)blockDim.x;
+        if (g < groups) tocha::load_words<16>(p + g * V, rx[j]), tocha::load_words<16>(d + g * V, rd[j]);
+    }
+    A mean, rstd;
+    nm_held_stats<T, RMS>(rx, groups, n, eps, &mean, &rstd);
+    // sum(g) and sum(g (x - mean)), g = dy w.
+    nm_sums<A> s;
+    s.a = s.b = s.c = (A)0;
+#pragma unroll
+    for (int j = 0; j < NM_HELD; ++j) {
+        const long long g = threadIdx.x + j * (long long)blockDim.x;
+        if (g >= groups) continue;
+        unsigned wg[4];
+        if (AFFINE >= 1) nm_param_group(w + g * V, wg);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            A gv = tocha::to_compute(tocha::element_of<T>(rd[j], e));
+            if (AFFINE >= 1) gv = gv * tocha::to_compute(tocha::element_of<T>(wg, e));
+            s.b += gv, s.c += gv * (tocha::to_compute(tocha::element_of<T>(rx[j], e)) - mean);
+        }
+    }
+    s = nm_team(s, blockDim.x, true);
+    if (threadIdx.x == 0) st[2 * row] = mean, st[2 * row + 1] = rstd;
+    const A mg = RMS ? (A)0 : s.b / (A)n, kx = rstd * rstd * s.c / (A)n;
+#pragma unroll
+    for (int j = 0; j < NM_HELD; ++j) {
+        const long long g = threadIdx.x + j * (long long)blockDim.x;
+        if (g >= groups) continue;
+        unsigned wg[4];
+        if (AFFINE >= 1) nm_param_group(w + g * V, wg);
+        tocha::pack16<T> out;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            A gv = tocha::to_compute(tocha::element_of<T>(rd[j], e));
+            if (AFFINE >= 1) gv = gv * tocha::to_compute(tocha::element_of<T>(wg, e));
+            const A xm = tocha::to_compute(tocha::element_of<T>(rx[j], e)) - mean;
+            out.set(e, tocha::from_compute<T>(rstd * (gv - mg - xm * kx)));
+        }
+        tocha::store_pack(o + g * V, out);
+    }
+}
 
 // The moments of plane p (its psplits partials merged in order; units of V elements a plane).
 template <typename A>
@@ -176,6 +329,10 @@ __device__ void tocha_norm(const T *x, const T *w, const T *b, T *y, unsigned ch
     unsigned member, team;
     tocha::team_of(rows_mode, &row, &member, &team);
     if (cta && row >= rows) return; // the whole CTA
+    if (!GROUPED && nm_held<T>(rows_mode, n, x, y, y)) {
+        nm_held_forward<T, RMS, AFFINE>(x + row * n, w, b, y + row * n, n, eps);
+        return;
+    }
     const bool live = row < rows;   // a team of a warp past the end stays for the shuffles
     const T *p = x + (live ? row : 0) * n;
     T *out = y + (live ? row : 0) * n;
@@ -214,6 +371,10 @@ __device__ __forceinline__ void nm_dx(const T *x, const T *w, const T *dy, T *dx
     unsigned member, team;
     tocha::team_of(rows_mode, &row, &member, &team);
     if (cta && row >= rows) return;
+    if (!GROUPED && nm_held<T>(rows_mode, n, x, dy, dx)) {
+        nm_held_dx<T, RMS, AFFINE>(x + row * n, w, dy + row * n, dx + row * n, st, row, n, eps);
+        return;
+    }
     const bool live = row < rows;
     const long long r = live ? row : 0, len = live ? n : 0;
     const T *p = x + r * n, *g = dy + r * n;

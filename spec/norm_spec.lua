@@ -95,6 +95,14 @@ describe("normalisation layers", function()
             { 130, 4, 3 }, 260, 6, function(r, j) return (r % 2) * 2 + math.floor((j - 1) / 3) + 1 end, 4, 2 },
           { "group 4 of 8 channels [3, 8, 7, 7] without affine", function(dt) return tocha.GroupNorm.new(4, 8, { dtype = dt, affine = false }) end,
             { 3, 8, 7, 7 }, 12, 98, function(r, j) return (r % 4) * 2 + math.floor((j - 1) / 49) + 1 end, 8, 0 },
+          -- Rows of 8 to 16 KB held in registers by a CTA (f32; f64's take the CTA path), and
+          -- one past 16 KB.
+          { "layer [3, 2048] (a CTA a row, held)", function(dt) return tocha.LayerNorm.new({ 2048 }, { dtype = dt }) end,
+            { 3, 2048 }, 3, 2048, function(_, j) return j end, 2048, 2 },
+          { "rms [2, 4096] (a CTA a row, held)", function(dt) return tocha.RMSNorm.new({ 4096 }, { dtype = dt }) end,
+            { 2, 4096 }, 2, 4096, function(_, j) return j end, 4096, 1 },
+          { "layer [2, 4100] (past what a CTA holds)", function(dt) return tocha.LayerNorm.new({ 4100 }, { dtype = dt, bias = false }) end,
+            { 2, 4100 }, 2, 4100, function(_, j) return j end, 4100, 1 },
           -- Group norm's split path (fewer than 1056 rows) with each plane split over several
           -- CTAs (planes of 16384), and its row path (1056 rows and more).
           { "group 2 of 4 channels [1, 4, 128, 128] (split planes)", function(dt) return tocha.GroupNorm.new(2, 4, { dtype = dt }) end,
@@ -210,6 +218,38 @@ describe("normalisation layers", function()
           check(y, wy, dt, "layer " .. dt)
           check(dx, wdx, dt, "layer dx " .. dt, 4)
         end
+      end)
+
+      it("holds rows of 8 to 16 KB in registers in halves, and reads a held row off a 16-byte boundary", function()
+        for _, dt in ipairs({ "f16", "bf16" }) do
+          for _, c in ipairs({ { "layer", 4096, 2 }, { "rms", 8192, 1 }, { "layer", 8200, 2 } }) do
+            local n = c[2]
+            local op = c[1] == "rms" and tocha.RMSNorm.new({ n }, { dtype = dt }) or tocha.LayerNorm.new({ n }, { dtype = dt })
+            local x, dy, w, b = randn({ 2, n }, dt, 0.5), randn({ 2, n }, dt), randn({ n }, dt, 1), randn({ n }, dt)
+            local params = c[3] == 2 and { w, b } or { w }
+            local y = op:forward(x, unpack(params))
+            local args = { x, unpack(params) }
+            args[#args + 1] = dy
+            local dx, dw = op:backward(unpack(args))
+            local wy, wdx, wdw = norm_ref(x:to_table(true), dy:to_table(true), w:to_table(true), c[3] == 2 and b:to_table(true) or nil,
+              2, n, function(_, j) return j end, op.eps, c[1] == "rms", n)
+            local label = ("%s %d %s"):format(c[1], n, dt)
+            check(y, wy, dt, label .. " y")
+            check(dx, wdx, dt, label .. " dx", 4)
+            check(dw, wdw, dt, label .. " dweight", 8)
+          end
+        end
+        -- x one element into its buffer: the rows are off 16-byte boundaries, so the CTA path.
+        local op = tocha.LayerNorm.new({ 2048 })
+        local whole = randn({ 2 * 2048 + 1 }, "f32", 0.5)
+        local x = whole:narrow(1, 2, 2 * 2048):view({ 2, 2048 })
+        local dy, w, b = randn({ 2, 2048 }), randn({ 2048 }, "f32", 1), randn({ 2048 })
+        local y = op:forward(x, w, b)
+        local dx = op:backward(x, w, b, dy)
+        local wy, wdx = norm_ref(x:to_table(true), dy:to_table(true), w:to_table(true), b:to_table(true), 2, 2048,
+          function(_, j) return j end, op.eps, false, 2048)
+        check(y, wy, "f32", "offset held y")
+        check(dx, wdx, "f32", "offset held dx", 4)
       end)
 
       it("computes group norm's split path in halves in f32: whole 16-byte planes, odd planes, split planes", function()

@@ -135,10 +135,20 @@ function Methods:compute_concrete_output_shape(input_shapes)
   return out
 end
 
--- The kernel's team (rows_mode: lanes of a warp a row, or -1, a CTA a row) and grid: the row
--- kernels' mapping (tensor_reduce.team_mapping), from the row's length for layer and RMS norm
--- and from a channel plane's for group norm, which walks its row a plane at a time.
+-- Layer and RMS norm's rows of HELD_FROM to HELD x BLOCK 16-byte groups (8 to 16 KB) go to a
+-- CTA each, held in registers (rows_mode -2, kernels/norm.cu's NM_HELD): read once, where a
+-- warp a row reads them two or three times and the later reads miss L1.
+local HELD, HELD_FROM = 4, 512
+
+-- The kernel's team (rows_mode: lanes of a warp a row, -1 a CTA a row, -2 a CTA a row held in
+-- registers) and grid: held rows as above, else the row kernels' mapping
+-- (tensor_reduce.team_mapping), from the row's length for layer and RMS norm and from a
+-- channel plane's for group norm, which walks its row a plane at a time.
 local function row_grid(self, rows, n, HW)
+  if not self.groups then
+    local groups = math.ceil(n * dtype.size(self.dtype) / 16)
+    if groups >= HELD_FROM and groups <= HELD * BLOCK then return -2, { math.min(rows, 2 ^ 31 - 1), 1, 1 } end
+  end
   return require("tocha.tensor_reduce").team_mapping(rows, self.groups and HW or n, 1, BLOCK, dtype.size(self.dtype))
 end
 
