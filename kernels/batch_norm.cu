@@ -7,7 +7,8 @@
 // alone, so that a result is the same on every run and device:
 // - phase 0, the statistics as a split reduction: a CTA a (channel, split) walks its share of the
 //   channel's N planes in units (16-byte groups where the plane is whole groups and the tensors
-//   are 16-byte aligned, else elements), four units in flight a thread, each thread keeping a
+//   are 16-byte aligned, else 8-byte groups likewise, else elements: bn_width), 64 bytes in
+//   flight a thread (four 16-byte units, eight 8-byte ones; four elements), each thread keeping a
 //   running (count, mean, sum of squared deviations) and, in the backward, sum(dy) and
 //   sum(dy (x - mean)), merged a batch of units at a time (Chan's formulas) and then across the
 //   CTA; the CTA's partial goes to the workspace. No float atomics: the order is fixed.
@@ -31,6 +32,18 @@
 // 16-byte units a thread has in flight (batch_norm.lua sizes the grids by the same number): four
 // of x, or two of x and two of dy.
 #define BN_UNITS 4
+
+// Units: 16 bytes where the plane is whole 16-byte groups and the tensors are aligned to them;
+// else 8 bytes where the plane is whole 8-byte groups (a 14x14 plane of halves: 392 bytes), so
+// that small planes of halves still read whole words, twice as many units in flight; else one
+// element. A unit never crosses a plane. bn_width picks the width (V16 or VH below, or 1).
+template <typename T> struct bn_widths {
+    static const int V16 = tocha::vec16<T>::n, VH = V16 >= 4 ? V16 / 2 : 1;
+};
+// The units in flight a thread for units of V elements: U 16-byte units' worth of bytes.
+template <typename T, int V, int U> struct bn_flight {
+    static const int value = V == 1 ? U : U * tocha::vec16<T>::n / V;
+};
 
 __device__ __forceinline__ float bn_rsqrt(float v) { return 1.0f / sqrtf(v); }
 __device__ __forceinline__ double bn_rsqrt(double v) { return 1.0 / sqrt(v); }
@@ -79,10 +92,10 @@ template <typename A> __device__ __forceinline__ bn_moments<A> bn_merge(bn_momen
     return r;
 }
 
-// One unit of T: V elements (a 16-byte group, kept as raw words until used) or one element.
+// One unit of T: V elements (a 16- or 8-byte group, kept as raw words until used) or one element.
 template <typename T, int V> struct bn_unit {
     unsigned w[4];
-    __device__ __forceinline__ void load(const T *p) { tocha::load_words<16>(p, w); }
+    __device__ __forceinline__ void load(const T *p) { tocha::load_words<V * sizeof(T)>(p, w); }
     __device__ __forceinline__ typename tocha::compute<T>::type at(int e) const
     {
         return tocha::to_compute(tocha::element_of<T>(w, e));
@@ -97,7 +110,7 @@ template <typename T> struct bn_unit<T, 1> {
     }
 };
 
-// V values of A stored at p as T (16-byte aligned when V > 1).
+// V values of A stored at p as T (aligned to their V x sizeof(T) bytes when V > 1).
 template <typename T, int V, typename A> __device__ __forceinline__ void bn_store(T *p, const A *v)
 {
     if (V == 1) {
@@ -107,7 +120,7 @@ template <typename T, int V, typename A> __device__ __forceinline__ void bn_stor
     tocha::pack16<T> out;
 #pragma unroll
     for (int e = 0; e < V; ++e) out.set(e, tocha::from_compute<T>(v[e]));
-    tocha::store_pack(p, out);
+    tocha::store_words<V * sizeof(T)>(p, out);
 }
 
 // The moments of J units (J x V elements) of x and, with DY, of dy, merged into acc. One pass
@@ -178,14 +191,27 @@ __device__ __forceinline__ bn_moments<A> bn_walk(const T *x, const T *dy, long l
     return acc;
 }
 
-// Whether the tensors take 16-byte units: the plane is whole groups and every pointer aligned.
+// The unit width in elements for planes of `plane` and the tensors a, b, c (see bn_w).
 template <typename T>
-__device__ __forceinline__ bool bn_vector(long long plane, const void *a, const void *b, const void *c)
+__device__ __forceinline__ int bn_width(long long plane, const void *a, const void *b, const void *c)
 {
     const int V = tocha::vec16<T>::n;
-    return V > 1 && plane % V == 0 &&
-           (((unsigned long long)a | (unsigned long long)b | (unsigned long long)c) & 15u) == 0;
+    const unsigned long long at = (unsigned long long)a | (unsigned long long)b | (unsigned long long)c;
+    if (V > 1 && plane % V == 0 && (at & 15u) == 0) return V;
+    if (V >= 4 && plane % (V / 2) == 0 && (at & 7u) == 0) return V / 2;
+    return 1;
 }
+
+// BN_EACH_WIDTH(V, CALL): CALL(W) with W the compile-time width equal to V (bn_width's).
+#define BN_EACH_WIDTH(T, V, CALL)                                                                  \
+    do {                                                                                           \
+        if (bn_widths<T>::V16 > 1 && (V) == bn_widths<T>::V16)                                     \
+            CALL(bn_widths<T>::V16);                                                               \
+        else if (bn_widths<T>::VH > 1 && (V) == bn_widths<T>::VH)                                  \
+            CALL(bn_widths<T>::VH);                                                                \
+        else                                                                                       \
+            CALL(1);                                                                               \
+    } while (0)
 
 // Split s of a channel of `units` units among `splits`: its first unit and the one past its last.
 __device__ __forceinline__ void bn_split(long long units, long long splits, long long s, long long *lo,
@@ -199,17 +225,17 @@ __device__ __forceinline__ void bn_split(long long units, long long splits, long
 // Phase 0: CTA (c, s)'s partial into ws[(c splits + s) 4 ...].
 template <bool DY, typename T, typename A>
 __device__ __forceinline__ void bn_partials(const T *x, const T *dy, A *ws, long long N, long long C,
-                                            long long plane, long long splits, bool vec)
+                                            long long plane, long long splits, int V)
 {
     const long long item = blockIdx.x;
     if (item >= C * splits) return;
     const long long c = item / splits, s = item - c * splits;
-    const int V = tocha::vec16<T>::n;
     long long lo, hi;
-    bn_split(N * (vec ? plane / V : plane), splits, s, &lo, &hi);
-    const int U = DY ? BN_UNITS / 2 : BN_UNITS;
-    bn_moments<A> m = vec ? bn_walk<U, tocha::vec16<T>::n, DY, T, A>(x, dy, C, plane, c, lo, hi)
-                          : bn_walk<U, 1, DY, T, A>(x, dy, C, plane, c, lo, hi);
+    bn_split(N * (plane / V), splits, s, &lo, &hi);
+    bn_moments<A> m;
+#define BN_WALK(W) m = bn_walk<bn_flight<T, W, DY ? BN_UNITS / 2 : BN_UNITS>::value, W, DY, T, A>(x, dy, C, plane, c, lo, hi)
+    BN_EACH_WIDTH(T, V, BN_WALK);
+#undef BN_WALK
     m = tocha::team_combine(m, blockDim.x, true,
                             [](bn_moments<A> a, bn_moments<A> b) { return bn_merge(a, b); });
     if (threadIdx.x == 0) {
@@ -282,8 +308,11 @@ __device__ __forceinline__ void bn_normalise(const T *x, const T *w, const T *b,
                                              const T *running_var, T *y, const A *coef, long long N,
                                              long long C, long long plane, A eps, int training)
 {
-    bn_unit<T, V> xs[BN_UNITS];
-    bn_each_unit<BN_UNITS, V>(
+    // BN_UNITS units whatever their width: 8-byte units twice over (32 bytes) spill under 64
+    // registers in the forward.
+    const int U = BN_UNITS;
+    bn_unit<T, V> xs[U];
+    bn_each_unit<U, V>(
         N, C, plane, [&](int j, long long at) { xs[j].load(x + at); },
         [&](int j, long long at, long long c) {
             A mean, scale, shift, out[V];
@@ -310,8 +339,9 @@ __device__ __forceinline__ void bn_gradient(const T *x, const T *w, const T *run
                                             T *dx, const A *coef, long long N, long long C,
                                             long long plane, A eps, int training)
 {
-    bn_unit<T, V> xs[BN_UNITS / 2], gs[BN_UNITS / 2];
-    bn_each_unit<BN_UNITS / 2, V>(
+    const int U = bn_flight<T, V, BN_UNITS / 2>::value;
+    bn_unit<T, V> xs[U], gs[U];
+    bn_each_unit<U, V>(
         N, C, plane,
         [&](int j, long long at) {
             if (training) xs[j].load(x + at);
@@ -341,10 +371,9 @@ __device__ void tocha_batch_norm(const T *x, const T *w, const T *b, T *running_
 {
     typedef typename tocha::compute<T>::type A;
     A *part = (A *)ws, *coef = part + 4 * C * splits;
-    const bool vec = bn_vector<T>(plane, x, y, x);
-    const int V = vec ? tocha::vec16<T>::n : 1;
+    const int V = bn_width<T>(plane, x, y, x);
     if (phase == 0) {
-        bn_partials<false>(x, x, part, N, C, plane, splits, vec);
+        bn_partials<false>(x, x, part, N, C, plane, splits, V);
         return;
     }
     if (phase == 1) {
@@ -365,12 +394,9 @@ __device__ void tocha_batch_norm(const T *x, const T *w, const T *b, T *running_
         }
         return;
     }
-    if (vec)
-        bn_normalise<tocha::vec16<T>::n, AFFINE>(x, w, b, running_mean, running_var, y, coef, N, C,
-                                                 plane, (A)eps, training);
-    else
-        bn_normalise<1, AFFINE>(x, w, b, running_mean, running_var, y, coef, N, C, plane, (A)eps,
-                                training);
+#define BN_NORMALISE(W) bn_normalise<W, AFFINE>(x, w, b, running_mean, running_var, y, coef, N, C, plane, (A)eps, training)
+    BN_EACH_WIDTH(T, V, BN_NORMALISE);
+#undef BN_NORMALISE
 }
 
 template <typename T, int AFFINE, int RUNNING>
@@ -381,10 +407,9 @@ __device__ void tocha_batch_norm_backward(const T *x, const T *w, const T *runni
 {
     typedef typename tocha::compute<T>::type A;
     A *part = (A *)ws, *coef = part + 4 * C * splits;
-    const bool vec = bn_vector<T>(plane, x, dy, dx);
-    const int V = vec ? tocha::vec16<T>::n : 1;
+    const int V = bn_width<T>(plane, x, dy, dx);
     if (phase == 0) {
-        bn_partials<true>(x, dy, part, N, C, plane, splits, vec);
+        bn_partials<true>(x, dy, part, N, C, plane, splits, V);
         return;
     }
     if (phase == 1) {
@@ -410,9 +435,7 @@ __device__ void tocha_batch_norm_backward(const T *x, const T *w, const T *runni
         if (AFFINE) dw[c] = tocha::from_compute<T>(sgx), db[c] = tocha::from_compute<T>(m.g);
         return;
     }
-    if (vec)
-        bn_gradient<tocha::vec16<T>::n, AFFINE>(x, w, running_var, dy, dx, coef, N, C, plane, (A)eps,
-                                                training);
-    else
-        bn_gradient<1, AFFINE>(x, w, running_var, dy, dx, coef, N, C, plane, (A)eps, training);
+#define BN_GRADIENT(W) bn_gradient<W, AFFINE>(x, w, running_var, dy, dx, coef, N, C, plane, (A)eps, training)
+    BN_EACH_WIDTH(T, V, BN_GRADIENT);
+#undef BN_GRADIENT
 }

@@ -303,16 +303,16 @@ __device__ __forceinline__ void gn_split_forward(const T *x, const T *w, const T
     typedef typename tocha::compute<T>::type A;
     const long long per = n / HW, planes = rows * per;
     A *part = (A *)ws, *coef = part + 4 * planes * psplits;
-    const bool vec = bn_vector<T>(HW, x, y, x);
-    const int V = vec ? tocha::vec16<T>::n : 1;
+    const int V = bn_width<T>(HW, x, y, x);
     if (phase == 0)
-        bn_partials<false>(x, x, part, 1, planes, HW, psplits, vec);
+        bn_partials<false>(x, x, part, 1, planes, HW, psplits, V);
     else if (phase == 1)
         gn_coefficients<T, AFFINE, false>(w, b, part, coef, coef, coef, rows, G, per, HW, psplits, V, eps);
-    else if (vec)
-        bn_normalise<tocha::vec16<T>::n, 0>(x, w, b, x, x, y, coef, 1, planes, HW, (A)eps, 1);
-    else
-        bn_normalise<1, 0>(x, w, b, x, x, y, coef, 1, planes, HW, (A)eps, 1);
+    else {
+#define GN_NORMALISE(W) bn_normalise<W, 0>(x, w, b, x, x, y, coef, 1, planes, HW, (A)eps, 1)
+        BN_EACH_WIDTH(T, V, GN_NORMALISE);
+#undef GN_NORMALISE
+    }
 }
 
 template <typename T, int RMS, int AFFINE, int GROUPED>
@@ -531,16 +531,16 @@ __device__ __forceinline__ void gn_split_backward(const T *x, const T *w, const 
     const long long per = n / HW, planes = rows * per, samples = rows / G, cols = G * per;
     A *part = (A *)ws, *coef = part + 4 * planes * psplits, *pa = coef + 4 * planes, *pb = pa + planes,
       *parts = pb + planes;
-    const bool vec = bn_vector<T>(HW, x, dy, dx);
-    const int V = vec ? tocha::vec16<T>::n : 1;
+    const int V = bn_width<T>(HW, x, dy, dx);
     if (phase == 0)
-        bn_partials<true>(x, dy, part, 1, planes, HW, psplits, vec);
+        bn_partials<true>(x, dy, part, 1, planes, HW, psplits, V);
     else if (phase == 1)
         gn_coefficients<T, AFFINE, true>(w, w, part, coef, pa, pb, rows, G, per, HW, psplits, V, eps);
-    else if (phase == 2 && vec)
-        bn_gradient<tocha::vec16<T>::n, 0>(x, w, x, dy, dx, coef, 1, planes, HW, (A)eps, 1);
-    else if (phase == 2)
-        bn_gradient<1, 0>(x, w, x, dy, dx, coef, 1, planes, HW, (A)eps, 1);
+    else if (phase == 2) {
+#define GN_GRADIENT(W) bn_gradient<W, 0>(x, w, x, dy, dx, coef, 1, planes, HW, (A)eps, 1)
+        BN_EACH_WIDTH(T, V, GN_GRADIENT);
+#undef GN_GRADIENT
+    }
     else if (AFFINE && phase == 3)
         nm_columns<T, AFFINE>(x, dy, coef, pa, pb, false, samples, cols, splits, splits > 1, parts, dw, db);
     else if (AFFINE && phase == 4)

@@ -98,44 +98,65 @@ describe("tocha.BatchNorm2d", function()
         end
       end)
 
+      -- Training and inference, forward and backward, of one shape against the reference: x off
+      -- zero (so that the merges' shifts matter), optionally 4 bytes past an aligned address.
+      local function check_case(dt, shape, tol, offset)
+        local N, C, plane = shape[1], shape[2], shape[3] * shape[4]
+        for _, training in ipairs({ true, false }) do
+          local x = randn({ N * C * plane + 1 }, dt, 2)
+          x = (offset and x:narrow(1, 2, N * C * plane) or x:narrow(1, 1, N * C * plane)):view(N, C, shape[3], shape[4])
+          local dy = randn(shape, dt)
+          local w, b = randn({ C }, dt, 1), randn({ C }, dt)
+          local rm = randn({ C }, dt, 2)
+          local rv = tocha.rand({ C }, { dtype = dt, device = device, seed = 78, low = 0.5, high = 2 })
+          local wy, wdx, wdw, wdb, nrm, nrv = bn_ref(x:to_table(true), dy:to_table(true), w:to_table(true), b:to_table(true),
+            rm:to_table(true), rv:to_table(true), N, C, plane, 1e-5, 0.1, training)
+          local bn = tocha.BatchNorm2d.new(C, { dtype = dt }):train(training)
+          local label = ("%s %s %s"):format(dt, table.concat(shape, "x"), training and "training" or "inference")
+          check(bn:forward(x, w, b, rm, rv), wy, tol, label .. " y")
+          check(rm, nrm, tol, label .. " running_mean")
+          check(rv, nrv, tol, label .. " running_var")
+          -- the backward reads the running statistics as the forward left them (inference)
+          local grads = { bn:backward(x, w, b, rm, rv, dy) }
+          check(grads[1], wdx, tol * 4, label .. " dx")
+          check(grads[2], wdw, tol * 4 * math.sqrt(N * plane), label .. " dweight")
+          check(grads[3], wdb, tol * 4 * math.sqrt(N * plane), label .. " dbias")
+        end
+      end
+
       -- Shapes whose channels are split among several CTAs (the statistics' partials merged in
-      -- a second pass), read in 16-byte units (the plane whole units) or element by element (a
-      -- plane of odd size, or x at an offset that is not 16-byte aligned), with tails of fewer
-      -- units than a thread keeps in flight; x off zero so that the merges' shifts matter.
-      it("splits long channels among CTAs and reads 16-byte units where it can, in both modes", function()
+      -- a second pass), read in 16-byte units (the plane whole units), 8-byte units (the plane
+      -- whole 8-byte groups only) or element by element (a plane of odd size, or x at an offset
+      -- that is not 8-byte aligned), with tails of fewer units than a thread keeps in flight.
+      it("splits long channels among CTAs and reads 16- or 8-byte units where it can, in both modes", function()
         local splits = require("tocha.ops.batch_norm").splits
         local cases = {
           { "f32", { 2, 3, 64, 72 }, 2e-5 },  -- 16-byte units
-          { "f32", { 3, 2, 50, 61 }, 2e-5 },  -- a plane of 3050 elements: one at a time
+          { "f32", { 3, 2, 50, 61 }, 2e-5 },  -- a plane of 3050 elements: 8-byte units
+          { "f32", { 3, 2, 51, 61 }, 2e-5 },  -- a plane of 3111 elements: one at a time
           { "f32", { 2, 2, 64, 64 }, 2e-5, true }, -- x 4 bytes past an aligned address
           { "f64", { 2, 2, 40, 65 }, 1e-12 },
           { "f16", { 4, 2, 64, 72 }, 4e-3 },
+          { "f16", { 4, 2, 70, 70 }, 4e-3 }, -- a plane of 4900 halves: 8-byte units
+          { "bf16", { 4, 2, 70, 70 }, 3e-2 },
           { "f64", { 2, 1, 256, 272 }, 1e-12 }, -- 68 splits: a lane of the merging warp takes several
         }
         for _, case in ipairs(cases) do
-          local dt, shape, tol, offset = case[1], case[2], case[3], case[4]
+          local dt, shape = case[1], case[2]
           local N, C, plane = shape[1], shape[2], shape[3] * shape[4]
           assert.is_true(splits(N, C, plane, dt) >= 2, "the case splits its channels")
           if C == 1 then assert.is_true(splits(N, C, plane, dt) > 32, "more splits than a warp's lanes") end
-          for _, training in ipairs({ true, false }) do
-            local x = randn({ N * C * plane + 1 }, dt, 2)
-            x = (offset and x:narrow(1, 2, N * C * plane) or x:narrow(1, 1, N * C * plane)):view(N, C, shape[3], shape[4])
-            local dy = randn(shape, dt)
-            local w, b = randn({ C }, dt, 1), randn({ C }, dt)
-            local rm = randn({ C }, dt, 2)
-            local rv = tocha.rand({ C }, { dtype = dt, device = device, seed = 78, low = 0.5, high = 2 })
-            local wy, wdx, wdw, wdb, nrm, nrv = bn_ref(x:to_table(true), dy:to_table(true), w:to_table(true), b:to_table(true),
-              rm:to_table(true), rv:to_table(true), N, C, plane, 1e-5, 0.1, training)
-            local bn = tocha.BatchNorm2d.new(C, { dtype = dt }):train(training)
-            local label = ("%s %s %s"):format(dt, table.concat(shape, "x"), training and "training" or "inference")
-            check(bn:forward(x, w, b, rm, rv), wy, tol, label .. " y")
-            check(rm, nrm, tol, label .. " running_mean")
-            check(rv, nrv, tol, label .. " running_var")
-            -- the backward reads the running statistics as the forward left them (inference)
-            local grads = { bn:backward(x, w, b, rm, rv, dy) }
-            check(grads[1], wdx, tol * 4, label .. " dx")
-            check(grads[2], wdw, tol * 4 * math.sqrt(N * plane), label .. " dweight")
-            check(grads[3], wdb, tol * 4 * math.sqrt(N * plane), label .. " dbias")
+          check_case(dt, shape, case[3], case[4])
+        end
+      end)
+
+      -- Small planes, a CTA a channel: 14x14 (16-byte units in f32, 8-byte units in halves),
+      -- 7x10 (8-byte units in f32), 7x7 (one element at a time), in every dtype.
+      it("reads small planes in the widest units they hold, every dtype", function()
+        local tols = { f32 = 2e-5, f64 = 1e-12, f16 = 4e-3, bf16 = 3e-2 }
+        for _, dt in ipairs({ "f32", "f64", "f16", "bf16" }) do
+          for _, shape in ipairs({ { 4, 6, 14, 14 }, { 3, 5, 7, 10 }, { 3, 4, 7, 7 } }) do
+            check_case(dt, shape, tols[dt])
           end
         end
       end)
