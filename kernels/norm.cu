@@ -301,18 +301,22 @@ __device__ __forceinline__ void gn_split_forward(const T *x, const T *w, const T
                                                  long long psplits, double eps, int phase)
 {
     typedef typename tocha::compute<T>::type A;
+    // Phase 0 first, from the arguments alone: values shared by the phases and computed before
+    // the branch stay live in registers and spilled under 64.
+    if (phase == 0) {
+        bn_partials<false>(x, x, (A *)ws, 1, rows * (n / HW), HW, psplits, bn_width<T>(HW, x, y, x));
+        return;
+    }
     const long long per = n / HW, planes = rows * per;
     A *part = (A *)ws, *coef = part + 4 * planes * psplits;
     const int V = bn_width<T>(HW, x, y, x);
-    if (phase == 0)
-        bn_partials<false>(x, x, part, 1, planes, HW, psplits, V);
-    else if (phase == 1)
+    if (phase == 1) {
         gn_coefficients<T, AFFINE, false>(w, b, part, coef, coef, coef, rows, G, per, HW, psplits, V, eps);
-    else {
-#define GN_NORMALISE(W) bn_normalise<W, 0>(x, w, b, x, x, y, coef, 1, planes, HW, (A)eps, 1)
-        BN_EACH_WIDTH(T, V, GN_NORMALISE);
-#undef GN_NORMALISE
+        return;
     }
+#define GN_NORMALISE(W) bn_normalise<W, 0>(x, w, b, x, x, y, coef, 1, planes, HW, (A)eps, 1)
+    BN_EACH_WIDTH(T, V, GN_NORMALISE);
+#undef GN_NORMALISE
 }
 
 template <typename T, int RMS, int AFFINE, int GROUPED>
@@ -518,33 +522,31 @@ __device__ __forceinline__ void nm_columns(const T *x, const T *dy, const A *st,
     }
 }
 
-// The split path's backward (the header): phase 0 to 4. Workspace, in A: the planes' partials
+// The split path's backward (the header): phases 0 to 2 (tocha_norm_backward runs its column
+// phases 3 and 4 as the row path's 1 and 2). Workspace, in A: the planes' partials
 // [N C][psplits][4], their coefficients [N C][4], the planes pa and pb [N][C] each, then with
 // splits > 1 the column partials [2][splits][C].
 template <typename T, int AFFINE>
 __device__ __forceinline__ void gn_split_backward(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
                                                   unsigned char *ws, long long rows, long long n, long long G,
-                                                  long long HW, double eps, long long splits, long long psplits,
-                                                  int phase)
+                                                  long long HW, double eps, long long psplits, int phase)
 {
     typedef typename tocha::compute<T>::type A;
-    const long long per = n / HW, planes = rows * per, samples = rows / G, cols = G * per;
-    A *part = (A *)ws, *coef = part + 4 * planes * psplits, *pa = coef + 4 * planes, *pb = pa + planes,
-      *parts = pb + planes;
-    const int V = bn_width<T>(HW, x, dy, dx);
-    if (phase == 0)
-        bn_partials<true>(x, dy, part, 1, planes, HW, psplits, V);
-    else if (phase == 1)
-        gn_coefficients<T, AFFINE, true>(w, w, part, coef, pa, pb, rows, G, per, HW, psplits, V, eps);
-    else if (phase == 2) {
-#define GN_GRADIENT(W) bn_gradient<W, 0>(x, w, x, dy, dx, coef, 1, planes, HW, (A)eps, 1)
-        BN_EACH_WIDTH(T, V, GN_GRADIENT);
-#undef GN_GRADIENT
+    // Phase 0 first, from the arguments alone (as gn_split_forward).
+    if (phase == 0) {
+        bn_partials<true>(x, dy, (A *)ws, 1, rows * (n / HW), HW, psplits, bn_width<T>(HW, x, dy, dx));
+        return;
     }
-    else if (AFFINE && phase == 3)
-        nm_columns<T, AFFINE>(x, dy, coef, pa, pb, false, samples, cols, splits, splits > 1, parts, dw, db);
-    else if (AFFINE && phase == 4)
-        nm_columns<T, AFFINE>(x, dy, coef, parts, parts + splits * cols, false, splits, cols, 1, false, parts, dw, db);
+    const long long per = n / HW, planes = rows * per;
+    A *part = (A *)ws, *coef = part + 4 * planes * psplits, *pa = coef + 4 * planes, *pb = pa + planes;
+    const int V = bn_width<T>(HW, x, dy, dx);
+    if (phase == 1) {
+        gn_coefficients<T, AFFINE, true>(w, w, part, coef, pa, pb, rows, G, per, HW, psplits, V, eps);
+        return;
+    }
+#define GN_GRADIENT(W) bn_gradient<W, 0>(x, w, x, dy, dx, coef, 1, planes, HW, (A)eps, 1)
+    BN_EACH_WIDTH(T, V, GN_GRADIENT);
+#undef GN_GRADIENT
 }
 
 // stats: the workspace, in A: the rows' (mean, rstd) pairs [rows][2], then for group norm with
@@ -556,14 +558,19 @@ __device__ void tocha_norm_backward(const T *x, const T *w, const T *dy, T *dx, 
                                     long long splits, long long psplits, int phase)
 {
     typedef typename tocha::compute<T>::type A;
-    if (GROUPED && psplits > 0) {
-        gn_split_backward<T, AFFINE>(x, w, dy, dx, dw, db, stats, rows, n, G, HW, eps, splits, psplits, phase);
+    const bool split = GROUPED && psplits > 0;
+    if (split && phase < 3) {
+        gn_split_backward<T, AFFINE>(x, w, dy, dx, dw, db, stats, rows, n, G, HW, eps, psplits, phase);
         return;
     }
+    // The row path's workspace, or the split path's planes (pa, pb) and column partials: one
+    // copy of the column phases serves both.
     A *st = (A *)stats;
     const long long samples = rows / G, cols = GROUPED ? G * (n / HW) : n;
+    if (split) st += 4 * samples * cols * psplits + 4 * samples * cols - 2 * rows;
     A *pa = st + 2 * rows, *pb = pa + (GROUPED ? samples * cols : 0);
     A *parts = st + 2 * rows + (GROUPED && AFFINE >= 1 ? 2 * samples * cols : 0);
+    if (split) phase -= 2;
     if (phase == 0) {
         nm_dx<T, RMS, AFFINE, GROUPED>(x, w, dy, dx, st, pa, pb, rows, n, G, HW, eps, rows_mode);
         return;
