@@ -156,17 +156,19 @@ __device__ __forceinline__ bn_moments<A> bn_batch(bn_moments<A> acc, const bn_un
 }
 
 // Channel c's units [lo, hi) (a unit: V elements of one plane; the channel's planes are N
-// apart by C x plane), this thread's share: U units in flight, a stride of the CTA apart.
+// apart by C x plane), the share of `member` of a team of `team` threads: U units in flight, a
+// stride of the team apart.
 template <int U, int V, bool DY, typename T, typename A>
 __device__ __forceinline__ bn_moments<A> bn_walk(const T *x, const T *dy, long long C, long long plane,
-                                                 long long c, long long lo, long long hi)
+                                                 long long c, long long lo, long long hi, unsigned member,
+                                                 long long team)
 {
-    const long long upp = plane / V, team = blockDim.x;
+    const long long upp = plane / V;
     // Stepping a unit index by `team`: q planes and r units on, then a carry of one plane.
     const long long q = bn_div(team, upp), r = team - q * upp, step = q * C * plane + r * V,
                     carry = (C - 1) * plane;
     bn_moments<A> acc = bn_empty<A>();
-    for (long long u = lo + threadIdx.x; u < hi; u += U * team) {
+    for (long long u = lo + member; u < hi; u += U * team) {
         const long long n = bn_div(u, upp);
         long long k = u - n * upp, at = (n * C + c) * plane + k * V;
         bn_unit<T, V> xs[U], ds[U];
@@ -222,23 +224,27 @@ __device__ __forceinline__ void bn_split(long long units, long long splits, long
     *hi = tocha::min_ll(*lo + part, units);
 }
 
-// Phase 0: CTA (c, s)'s partial into ws[(c splits + s) 4 ...].
+// Phase 0: item (c, s)'s partial into ws[(c splits + s) 4 ...], an item a CTA or, with
+// `warps`, an item a warp (for items of few units: group norm's planes, norm.cu), which
+// combines by shuffles alone.
 template <bool DY, typename T, typename A>
 __device__ __forceinline__ void bn_partials(const T *x, const T *dy, A *ws, long long N, long long C,
-                                            long long plane, long long splits, int V)
+                                            long long plane, long long splits, int V, bool warps = false)
 {
-    const long long item = blockIdx.x;
-    if (item >= C * splits) return;
+    const long long item = warps ? ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32 : (long long)blockIdx.x;
+    if (item >= C * splits) return; // the whole CTA or warp
+    const unsigned member = warps ? threadIdx.x % 32 : threadIdx.x, team = warps ? 32u : blockDim.x;
     const long long c = item / splits, s = item - c * splits;
     long long lo, hi;
     bn_split(N * (plane / V), splits, s, &lo, &hi);
     bn_moments<A> m;
-#define BN_WALK(W) m = bn_walk<bn_flight<T, W, DY ? BN_UNITS / 2 : BN_UNITS>::value, W, DY, T, A>(x, dy, C, plane, c, lo, hi)
+#define BN_WALK(W)                                                                                 \
+    m = bn_walk<bn_flight<T, W, DY ? BN_UNITS / 2 : BN_UNITS>::value, W, DY, T, A>(x, dy, C, plane, c, lo, hi, \
+                                                                                  member, team)
     BN_EACH_WIDTH(T, V, BN_WALK);
 #undef BN_WALK
-    m = tocha::team_combine(m, blockDim.x, true,
-                            [](bn_moments<A> a, bn_moments<A> b) { return bn_merge(a, b); });
-    if (threadIdx.x == 0) {
+    m = tocha::team_combine(m, team, !warps, [](bn_moments<A> a, bn_moments<A> b) { return bn_merge(a, b); });
+    if (member == 0) {
         A *p = ws + 4 * item;
         p[0] = m.mean, p[1] = m.m2, p[2] = m.g, p[3] = m.h;
     }

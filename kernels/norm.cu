@@ -33,8 +33,8 @@
 // Group norm's split path (psplits > 0; the host takes it where rows are too few to fill the
 // GPU a CTA a row): batch_norm.cu's split statistics over x viewed as [1, N C, HW], a
 // (sample, channel) plane in place of a batch norm channel (its source comes before this one):
-// - forward, three launches: phase 0 the planes' partial moments (bn_partials: C N psplits CTAs,
-//   16-byte units, 64 bytes in flight a thread); phase 1 a warp a row merges its planes'
+// - forward, three launches: phase 0 the planes' partial moments (bn_partials: a CTA or, with
+//   pwarps, a warp a plane's split; 16-byte units, 64 bytes in flight a thread); phase 1 a warp a row merges its planes'
 //   partials in a fixed order and writes each plane's (mean, w rstd, b); phase 2 is
 //   batch norm's elementwise pass over the whole tensor (bn_normalise);
 // - backward, five: phase 0 the planes' partials with sum(dy) and sum(dy (x - mean)); phase 1 a
@@ -298,13 +298,13 @@ __device__ __forceinline__ void gn_coefficients(const T *w, const T *b, const A 
 template <typename T, int AFFINE>
 __device__ __forceinline__ void gn_split_forward(const T *x, const T *w, const T *b, T *y, unsigned char *ws,
                                                  long long rows, long long n, long long G, long long HW,
-                                                 long long psplits, double eps, int phase)
+                                                 long long psplits, int pwarps, double eps, int phase)
 {
     typedef typename tocha::compute<T>::type A;
     // Phase 0 first, from the arguments alone: values shared by the phases and computed before
     // the branch stay live in registers and spilled under 64.
     if (phase == 0) {
-        bn_partials<false>(x, x, (A *)ws, 1, rows * (n / HW), HW, psplits, bn_width<T>(HW, x, y, x));
+        bn_partials<false>(x, x, (A *)ws, 1, rows * (n / HW), HW, psplits, bn_width<T>(HW, x, y, x), pwarps != 0);
         return;
     }
     const long long per = n / HW, planes = rows * per;
@@ -321,11 +321,12 @@ __device__ __forceinline__ void gn_split_forward(const T *x, const T *w, const T
 
 template <typename T, int RMS, int AFFINE, int GROUPED>
 __device__ void tocha_norm(const T *x, const T *w, const T *b, T *y, unsigned char *ws, long long rows, long long n,
-                           long long G, long long HW, double eps, int rows_mode, long long psplits, int phase)
+                           long long G, long long HW, double eps, int rows_mode, long long psplits, int pwarps,
+                           int phase)
 {
     typedef typename tocha::compute<T>::type A;
     if (GROUPED && psplits > 0) {
-        gn_split_forward<T, AFFINE>(x, w, b, y, ws, rows, n, G, HW, psplits, eps, phase);
+        gn_split_forward<T, AFFINE>(x, w, b, y, ws, rows, n, G, HW, psplits, pwarps, eps, phase);
         return;
     }
     const bool cta = rows_mode < 0;
@@ -529,12 +530,12 @@ __device__ __forceinline__ void nm_columns(const T *x, const T *dy, const A *st,
 template <typename T, int AFFINE>
 __device__ __forceinline__ void gn_split_backward(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
                                                   unsigned char *ws, long long rows, long long n, long long G,
-                                                  long long HW, double eps, long long psplits, int phase)
+                                                  long long HW, double eps, long long psplits, int pwarps, int phase)
 {
     typedef typename tocha::compute<T>::type A;
     // Phase 0 first, from the arguments alone (as gn_split_forward).
     if (phase == 0) {
-        bn_partials<true>(x, dy, (A *)ws, 1, rows * (n / HW), HW, psplits, bn_width<T>(HW, x, dy, dx));
+        bn_partials<true>(x, dy, (A *)ws, 1, rows * (n / HW), HW, psplits, bn_width<T>(HW, x, dy, dx), pwarps != 0);
         return;
     }
     const long long per = n / HW, planes = rows * per;
@@ -555,12 +556,12 @@ __device__ __forceinline__ void gn_split_backward(const T *x, const T *w, const 
 template <typename T, int RMS, int AFFINE, int GROUPED>
 __device__ void tocha_norm_backward(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db, unsigned char *stats,
                                     long long rows, long long n, long long G, long long HW, double eps, int rows_mode,
-                                    long long splits, long long psplits, int phase)
+                                    long long splits, long long psplits, int pwarps, int phase)
 {
     typedef typename tocha::compute<T>::type A;
     const bool split = GROUPED && psplits > 0;
     if (split && phase < 3) {
-        gn_split_backward<T, AFFINE>(x, w, dy, dx, dw, db, stats, rows, n, G, HW, eps, psplits, phase);
+        gn_split_backward<T, AFFINE>(x, w, dy, dx, dw, db, stats, rows, n, G, HW, eps, psplits, pwarps, phase);
         return;
     }
     // The row path's workspace, or the split path's planes (pa, pb) and column partials: one

@@ -63,11 +63,11 @@ local function build(self, rms, affine)
   self.block_size = BLOCK
   self.kernel = kernel.new { source = source, name = "tocha_norm", template_args = targs,
     launch_bounds = bounds(dt, self.groups, false),
-    params = ("%s* x, %s* w, %s* b, %s* y, u8* ws, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 psplits, i32 phase")
+    params = ("%s* x, %s* w, %s* b, %s* y, u8* ws, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 psplits, i32 pwarps, i32 phase")
       :format(dt, dt, dt, dt) }
   self.grad_kernel = kernel.new { source = source, name = "tocha_norm_backward", template_args = targs,
     launch_bounds = bounds(dt, self.groups, true),
-    params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 splits, i64 psplits, i32 phase")
+    params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 splits, i64 psplits, i32 pwarps, i32 phase")
       :format(dt, dt, dt, dt, dt, dt) }
   self.backward_kernel = self.grad_kernel
   return self
@@ -153,10 +153,22 @@ local function row_grid(self, rows, n, HW)
 end
 
 -- Group norm's split path: each (sample, channel) plane's splits (batch_norm.lua's plan over
--- [1, N C, HW]), or 0 for the row path (layer and RMS norm; group norm with enough rows).
+-- [1, N C, HW]), or 0 for the row path (layer and RMS norm; group norm with enough rows); and
+-- whether its statistics take a warp a plane's split (1), where a split has under four
+-- 16-byte units a thread of a CTA (a warp's lanes then keep 64 bytes in flight where a CTA's
+-- threads would keep 16), or a CTA (0).
 local function plane_splits(self, rows, n, HW)
-  if not self.groups or rows >= SPLIT_ROWS then return 0 end
-  return require("tocha.ops.batch_norm").splits(1, rows * (n / HW), HW, self.dtype)
+  if not self.groups or rows >= SPLIT_ROWS then return 0, 0 end
+  local psplits = require("tocha.ops.batch_norm").splits(1, rows * (n / HW), HW, self.dtype)
+  local units = math.ceil(HW * dtype.size(self.dtype) / 16) / psplits
+  return psplits, units < 4 * BLOCK and 1 or 0
+end
+
+-- The split path's statistics grid: a CTA, or a warp, an item (a plane's split).
+local function partials_grid(self, rows, n, HW)
+  local psplits, warps = plane_splits(self, rows, n, HW)
+  local items = rows * (n / HW) * psplits
+  return { warps == 1 and math.ceil(items * 32 / BLOCK) or items, 1, 1 }
 end
 
 -- The split path's elementwise pass: batch norm's grid, `per` 16-byte units a thread.
@@ -180,7 +192,7 @@ function Methods:grid_for_launch(i, input_shapes)
     local _, grid = row_grid(self, rows, n, HW)
     return grid
   end
-  if i == 1 then return { rows * (n / HW) * psplits, 1, 1 } end
+  if i == 1 then return partials_grid(self, rows, n, HW) end
   if i == 2 then return { math.ceil(rows * 32 / BLOCK), 1, 1 } end
   return unit_grid(self, rows * n, 4)
 end
@@ -210,10 +222,11 @@ function Methods:pack_args_for_launch(i, inputs, params, output, output_shape)
   op.check_output_shape(output_shape or shape, shape, "x's")
   local rows, n, G, HW = self:view(shape, "inputs[1]")
   local w, b, list = param_args(self, x, params)
-  local psplits = plane_splits(self, rows, n, HW)
+  local psplits, warps = plane_splits(self, rows, n, HW)
   local ws = workspace_arg(self, list, psplits > 0)
   local mode = row_grid(self, rows, n, HW)
-  return { x, w, b, op.address(output, "output"), ws ~= 0 and ws or x, rows, n, G, HW, self.eps, mode, psplits, i - 1 }
+  return { x, w, b, op.address(output, "output"), ws ~= 0 and ws or x, rows, n, G, HW, self.eps, mode, psplits, warps,
+    i - 1 }
 end
 function Methods:pack_args(...) return self:pack_args_for_launch(1, ...) end
 
@@ -262,7 +275,7 @@ function Methods:backward_grid_for_launch(i, input_shapes)
   local psplits = plane_splits(self, rows, n, HW)
   local column = i - 1
   if psplits > 0 then
-    if i == 1 then return { rows * (n / HW) * psplits, 1, 1 } end
+    if i == 1 then return partials_grid(self, rows, n, HW) end
     if i == 2 then return { math.ceil(rows * 32 / BLOCK), 1, 1 } end
     if i == 3 then return unit_grid(self, rows * n, 2) end
     column = i - 3
@@ -290,8 +303,9 @@ function Methods:pack_backward_args_for_launch(i, inputs, params, _, _, grad_out
   local db = self.affine == 2 and op.address(grad_params[2], "grad_params[2]") or dx
   local mode = row_grid(self, rows, n, HW)
   local _, splits = column_plan(self, rows, n, G, HW)
+  local psplits, warps = plane_splits(self, rows, n, HW)
   return { x, w, op.address(grad_output, "grad_output"), dx, dw, db, ws, rows, n, G, HW,
-    self.eps, mode, splits, plane_splits(self, rows, n, HW), i - 1 }
+    self.eps, mode, splits, psplits, warps, i - 1 }
 end
 Methods.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
 
