@@ -8,8 +8,8 @@
 // Forward: a thread an output element. Max takes the first largest element of its window in
 // row-major order, a NaN over any number (the last NaN, as PyTorch's kernel's `>` or isnan
 // update does), so that the backward routes each gradient to the element PyTorch picks.
-// Adaptive pooling to 1 x 1 (plan 32) is a row mean: a warp's team a plane, reading it in
-// 16-byte groups (tocha.cuh's row_each).
+// Adaptive pooling to 1 x 1 (plan: the team's lanes, 1 to 32) is a row mean: a team a plane,
+// reading it in 16-byte groups (tocha.cuh's row_each).
 //
 // Backward: gathered, never scattered (no atomics, so the sums are in one order on every device).
 // - Max (plan: the tile's width in windows, 8, 16 or 32): a CTA a tile of POOL_TILE windows of
@@ -20,8 +20,10 @@
 //   again by the next tile), not once per element it holds. Windows so large that the tile's
 //   shared memory would not hold them (plan 0) take the thread-an-input-element walk below,
 //   which recomputes each holding window's pick.
-// - Adaptive windows that do not overlap (H % OH == 0 and W % OW == 0, 1 x 1 among them; plan
-//   1): elementwise, a thread a 16-byte group of dx (dy[window] / count for each element).
+// - Adaptive pooling to 1 x 1 from planes of at least a 16-byte group (plan 2): a thread a
+//   16-byte group of dx, one division for its plane. Other adaptive windows that do not overlap
+//   (H % OH == 0 and W % OW == 0; plan 1): elementwise, a thread a 16-byte group of dx, each
+//   element's window stepped from the group's first.
 // - Otherwise a thread an input element, walking the windows that hold it.
 template <typename A> __device__ __forceinline__ bool pool_nan(A v) { return v != v; }
 
@@ -277,6 +279,38 @@ __device__ void pool_adaptive_backward_flat(const T *dy, T *dx, long long planes
     }
 }
 
+// Adaptive pooling to 1 x 1, backward: dx = dy[plane] / n for planes of n elements, a thread a
+// 16-byte group of dx (the elements before the first group boundary and after the last one by
+// one). A group lies in at most two planes (n >= V, which the host checks), so a thread divides
+// its first element's index by n once and reads at most two values of dy: a few instructions
+// an element, where finding each element's window was compute-bound.
+template <typename T>
+__device__ void pool_global_mean_backward(const T *dy, T *dx, long long planes, long long n)
+{
+    typedef typename tocha::compute<T>::type A;
+    const int V = tocha::vec16<T>::n;
+    const long long total = planes * n;
+    long long a = (long long)(((16u - ((unsigned)(unsigned long long)dx & 15u)) & 15u) / sizeof(T));
+    if (a > total) a = total;
+    const long long groups = (total - a) / V, loose = total - groups * V;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    const A count = (A)n;
+    for (long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x; u < groups + loose; u += stride) {
+        if (u >= groups) {
+            const long long k = u - groups, e = k < a ? k : k + groups * V; // the head's, then the tail's
+            dx[e] = tocha::from_compute<T>(tocha::to_compute(dy[pool_div(e, n)]) / count);
+            continue;
+        }
+        const long long e0 = a + u * V, plane = pool_div(e0, n), next = (plane + 1) * n;
+        const T first = tocha::from_compute<T>(tocha::to_compute(dy[plane]) / count);
+        const T second = e0 + V > next ? tocha::from_compute<T>(tocha::to_compute(dy[plane + 1]) / count) : first;
+        tocha::pack16<T> r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.set(e, e0 + e < next ? first : second);
+        tocha::store_pack(dx + e0, r);
+    }
+}
+
 template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
 __device__ void tocha_pool2d_backward(const T *x, const T *dy, T *dx, long long planes, int H, int W, int OH, int OW, int plan)
 {
@@ -288,6 +322,10 @@ __device__ void tocha_pool2d_backward(const T *x, const T *dy, T *dx, long long 
         }
     }
     if constexpr (MODE == 2) {
+        if (plan == 2) {
+            pool_global_mean_backward(dy, dx, planes, (long long)H * W);
+            return;
+        }
         if (plan != 0) {
             pool_adaptive_backward_flat(dy, dx, planes, H, W, OH, OW);
             return;

@@ -264,6 +264,7 @@ describe("2-D pooling", function()
         ref.rng("pool adaptive")
         local ADAPTIVE = {
           { 1, { 2, 3, 7, 7 } }, { 1, { 1, 5, 1, 1 } }, { 1, { 2, 2, 33, 65 } }, { 1, { 3, 5, 3, 3 } },
+          { 1, { 3, 7, 2, 2 } }, -- planes of 4: a 16-byte group of f32, half of one of halves
           { { 2, 3 }, { 2, 2, 8, 9 } }, { { 4, 4 }, { 1, 3, 12, 16 } }, { { 5, 1 }, { 1, 2, 10, 3 } },
           { { 3, 5 }, { 1, 2, 7, 11 } }, -- windows that overlap: the walk
         }

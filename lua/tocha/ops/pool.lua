@@ -172,9 +172,11 @@ function Methods:pack_args(inputs, _, output, output_shape)
 end
 
 -- The backward's plan for planes of H x W pooled to OH x OW: max, the tile width
--- (M.max_tile); adaptive, 1 where windows do not overlap (an elementwise pass); else 0.
+-- (M.max_tile); adaptive, 2 to 1 x 1 from planes of a 16-byte group or more (a division a
+-- group), 1 where windows do not overlap (an elementwise pass); else 0.
 local function backward_plan(self, H, W, OH, OW)
   if self.mode == "max" then return M.max_tile(self.kernel_size, self.stride, self.dilation, OW, self.dtype) end
+  if self.mode == "adaptive" and OH == 1 and OW == 1 and H * W >= 16 / dtype.size(self.dtype) then return 2 end
   if self.mode == "adaptive" and H % OH == 0 and W % OW == 0 then return 1 end
   return 0
 end
