@@ -147,6 +147,12 @@ struct pw_clamp {
         return v > hi ? hi : v;
     }
 };
+// (a - b)^2 and (a - b) c: a squared difference and its gradient, each in one pass (tocha.loss.mse).
+PW_BINARY(squared_difference, (a - b) * (a - b))
+struct pw_sub_scale {
+    static const int arity = 3;
+    PW_DEV A apply(A a, A b, A c) { return (a - b) * c; }
+};
 #undef PW_UNARY
 #undef PW_BINARY
 #undef PW_DEV

@@ -167,12 +167,14 @@ local function finish(grad, factor, g)
   return grad
 end
 
--- tocha.loss.mse(input, target [, opts]) -> loss, dinput: (input - target)^2.
+-- tocha.loss.mse(input, target [, opts]) -> loss, dinput: (input - target)^2. The gradient
+-- 2 (input - target) factor is one pass; the loss is the reduction of (input - target)^2.
 function M.mse(input, target, opts)
   local reduction, factor, g = pair(input, target, opts, "tocha.loss.mse")
-  local d = input - target
-  local loss = reduce(d:square(), reduction)
-  return loss, finish(math_ops.binary("mul", d, 2, d), factor, g)
+  local grad = math_ops.sub_scale(input, target, 2 * factor)
+  local loss = reduce(math_ops.squared_difference(input, target), reduction)
+  if g then math_ops.binary("mul", grad, g, grad) end
+  return loss, grad
 end
 
 -- tocha.loss.l1(input, target [, opts]) -> loss, dinput: |input - target|.

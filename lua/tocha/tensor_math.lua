@@ -509,6 +509,20 @@ function M.clamp(x, lo, hi, y)
   return r
 end
 
+-- (a - b)^2 and (a - b) * s for tensors a and b of one float dtype and a number s, each in one
+-- pass: a squared difference and its gradient (tocha.loss.mse).
+function M.squared_difference(a, b)
+  local out, common = dtypes_of("keep", { a, b })
+  local r = run("squared_difference", out, common, { a, b }, { "input", "target" })
+  return r
+end
+
+function M.sub_scale(a, b, s)
+  local out, common = dtypes_of("keep", { a, b })
+  local r = run("sub_scale", out, common, { a, b, s }, { "input", "target", "scale" })
+  return r
+end
+
 -- ---- installing ----
 
 -- Installs the methods, the operators and tocha.where on tensors (methods: the method table;
