@@ -1,7 +1,8 @@
 // class_loss.cu: cross entropy (LOG_INPUT 0: from logits, through log-softmax) and the negative
 // log likelihood (LOG_INPUT 1: the input holds log-probabilities) of rows of C classes against
 // 1-based i64 class indices, with an ignored index and label smoothing, and the gradient with
-// respect to the input. A warp a row; halves compute in f32.
+// respect to the input. A warp a row, read in 16-byte groups where aligned (tocha.cuh's
+// row_each and row_walk); halves compute in f32.
 //
 // Row i with target t (1 <= t <= C) and smoothing e: loss_i = -(1 - e) logp[t] - (e / C)
 // sum_c logp[c]; its gradient, for cross entropy, softmax - (1 - e) onehot(t) - e / C, and for
@@ -35,10 +36,12 @@ template <typename A> __device__ __forceinline__ A cl_warp_max(A v)
 }
 
 template <typename T, int LOG_INPUT>
-__device__ void tocha_class_loss(const T *x, const long long *target, typename tocha::compute<T>::type *row_loss,
-                                 typename tocha::compute<T>::type *valid, typename tocha::compute<T>::type *shift, T *dx, const typename tocha::compute<T>::type *scale,
-                                 const T *dy, long long dy_stride, long long *bad, long long N, long long C,
-                                 long long ignore_index, double smoothing, int phase)
+__device__ void
+tocha_class_loss(const T *x, const long long *target, typename tocha::compute<T>::type *row_loss,
+                 typename tocha::compute<T>::type *valid, typename tocha::compute<T>::type *shift, T *dx,
+                 const typename tocha::compute<T>::type *scale, const T *dy, long long dy_stride,
+                 long long *bad, long long N, long long C, long long ignore_index, double smoothing,
+                 int phase)
 {
     typedef typename tocha::compute<T>::type A;
     const unsigned lane = threadIdx.x % 32;
@@ -60,19 +63,21 @@ __device__ void tocha_class_loss(const T *x, const long long *target, typename t
         m = shift[row];
     } else if (!LOG_INPUT) {
         A mx = -tocha::infinity<A>();
-        for (long long c = lane; c < C; c += 32) {
-            const A v = tocha::to_compute(p[c]);
+        tocha::row_each(p, C, lane, 32, [&](T el, long long) {
+            const A v = tocha::to_compute(el);
             mx = (v > mx || v != v) ? v : mx;
-        }
+        });
         m = cl_warp_max(mx);
         A s = (A)0;
-        for (long long c = lane; c < C; c += 32) s += cl_exp(tocha::to_compute(p[c]) - m);
+        tocha::row_each(p, C, lane, 32,
+                        [&](T el, long long) { s += cl_exp(tocha::to_compute(el) - m); });
         lse = cl_log(cl_warp_sum(s));
     }
     if (phase == 0) {
         A all = (A)0;
         if (e != (A)0)
-            for (long long c = lane; c < C; c += 32) all += tocha::to_compute(p[c]) - m - lse;
+            tocha::row_each(p, C, lane, 32,
+                            [&](T v, long long) { all += tocha::to_compute(v) - m - lse; });
         all = cl_warp_sum(all);
         if (lane == 0) {
             if (!LOG_INPUT) shift[row] = m + lse;
@@ -87,9 +92,9 @@ __device__ void tocha_class_loss(const T *x, const long long *target, typename t
         return;
     }
     const A k = ignored ? (A)0 : *scale * (dy_stride ? tocha::to_compute(dy[row * dy_stride]) : (A)1);
-    for (long long c = lane; c < C; c += 32) {
+    tocha::row_walk<1, true>(p, p, dx + row * C, C, lane, 32, [&](T v, T, long long c) {
         A g = -e / (A)C - (c == t - 1 ? (A)1 - e : (A)0);
-        if (!LOG_INPUT) g += cl_exp(tocha::to_compute(p[c]) - m - lse);
-        dx[row * C + c] = tocha::from_compute<T>(g * k);
-    }
+        if (!LOG_INPUT) g += cl_exp(tocha::to_compute(v) - m - lse);
+        return tocha::from_compute<T>(g * k);
+    });
 }
