@@ -30,9 +30,11 @@
 //   (gridDim.y) and each writes its partial sums to the workspace ([2][splits][columns]);
 // - phase 2 (splits > 1): the same column reduction over those partials gives dw and db.
 
-// Group norm's split path (psplits > 0; the host takes it where rows are too few to fill the
-// GPU a CTA a row): batch_norm.cu's split statistics over x viewed as [1, N C, HW], a
-// (sample, channel) plane in place of a batch norm channel (its source comes before this one):
+// Group norm's split path (kernels tocha_group_norm_split and tocha_group_norm_split_backward
+// of their own, so that each path's registers are its own; the host takes it where a CTA a row
+// would not keep the memory busy: rows too few, or planes too short for 64 bytes in flight a
+// thread): batch_norm.cu's split statistics over x viewed as [1, N C, HW], a (sample, channel)
+// plane in place of a batch norm channel (its source comes before this one):
 // - forward, three launches: phase 0 the planes' partial moments (bn_partials: a CTA or, with
 //   pwarps, a warp a plane's split; 16-byte units, 64 bytes in flight a thread); phase 1 a warp a row merges its planes'
 //   partials in a fixed order and writes each plane's (mean, w rstd, b); phase 2 is
@@ -319,16 +321,13 @@ __device__ __forceinline__ void gn_split_forward(const T *x, const T *w, const T
 #undef GN_NORMALISE
 }
 
+// The row path's forward (a team a row; psplits, pwarps and phase unused: one launch).
 template <typename T, int RMS, int AFFINE, int GROUPED>
 __device__ void tocha_norm(const T *x, const T *w, const T *b, T *y, unsigned char *ws, long long rows, long long n,
                            long long G, long long HW, double eps, int rows_mode, long long psplits, int pwarps,
                            int phase)
 {
     typedef typename tocha::compute<T>::type A;
-    if (GROUPED && psplits > 0) {
-        gn_split_forward<T, AFFINE>(x, w, b, y, ws, rows, n, G, HW, psplits, pwarps, eps, phase);
-        return;
-    }
     const bool cta = rows_mode < 0;
     long long row;
     unsigned member, team;
@@ -363,6 +362,16 @@ __device__ void tocha_norm(const T *x, const T *w, const T *b, T *y, unsigned ch
         if (AFFINE == 2) v = v + tocha::to_compute(b[k]);
         return tocha::from_compute<T>(v);
     });
+}
+
+// Group norm's split path, forward: phases 0 to 2 (gn_split_forward), a kernel of its own so
+// that its registers are its own, not the row path's (tocha_norm's parameters, rows_mode unused).
+template <typename T, int RMS, int AFFINE, int GROUPED>
+__device__ void tocha_group_norm_split(const T *x, const T *w, const T *b, T *y, unsigned char *ws, long long rows,
+                                       long long n, long long G, long long HW, double eps, int rows_mode,
+                                       long long psplits, int pwarps, int phase)
+{
+    gn_split_forward<T, AFFINE>(x, w, b, y, ws, rows, n, G, HW, psplits, pwarps, eps, phase);
 }
 
 // Phase 0: dx, a team a row; the row's (mean, rstd) to st[2 row], and for group norm with
@@ -523,8 +532,8 @@ __device__ __forceinline__ void nm_columns(const T *x, const T *dy, const A *st,
     }
 }
 
-// The split path's backward (the header): phases 0 to 2 (tocha_norm_backward runs its column
-// phases 3 and 4 as the row path's 1 and 2). Workspace, in A: the planes' partials
+// The split path's backward (the header): phases 0 to 2 (tocha_group_norm_split_backward
+// runs its column phases 3 and 4 with the row path's nm_columns). Workspace, in A: the planes' partials
 // [N C][psplits][4], their coefficients [N C][4], the planes pa and pb [N][C] each, then with
 // splits > 1 the column partials [2][splits][C].
 template <typename T, int AFFINE>
@@ -551,27 +560,18 @@ __device__ __forceinline__ void gn_split_backward(const T *x, const T *w, const 
 }
 
 // stats: the workspace, in A: the rows' (mean, rstd) pairs [rows][2], then for group norm with
-// parameters the planes [2][N][C], then with splits > 1 the partials [2][splits][columns].
-// psplits > 0: group norm's split path (gn_split_backward, its own workspace).
+// parameters the planes [2][N][C], then with splits > 1 the partials [2][splits][columns]
+// (psplits and pwarps unused: the row path's launches).
 template <typename T, int RMS, int AFFINE, int GROUPED>
 __device__ void tocha_norm_backward(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db, unsigned char *stats,
                                     long long rows, long long n, long long G, long long HW, double eps, int rows_mode,
                                     long long splits, long long psplits, int pwarps, int phase)
 {
     typedef typename tocha::compute<T>::type A;
-    const bool split = GROUPED && psplits > 0;
-    if (split && phase < 3) {
-        gn_split_backward<T, AFFINE>(x, w, dy, dx, dw, db, stats, rows, n, G, HW, eps, psplits, pwarps, phase);
-        return;
-    }
-    // The row path's workspace, or the split path's planes (pa, pb) and column partials: one
-    // copy of the column phases serves both.
     A *st = (A *)stats;
     const long long samples = rows / G, cols = GROUPED ? G * (n / HW) : n;
-    if (split) st += 4 * samples * cols * psplits + 4 * samples * cols - 2 * rows;
     A *pa = st + 2 * rows, *pb = pa + (GROUPED ? samples * cols : 0);
     A *parts = st + 2 * rows + (GROUPED && AFFINE >= 1 ? 2 * samples * cols : 0);
-    if (split) phase -= 2;
     if (phase == 0) {
         nm_dx<T, RMS, AFFINE, GROUPED>(x, w, dy, dx, st, pa, pb, rows, n, G, HW, eps, rows_mode);
         return;
@@ -581,4 +581,29 @@ __device__ void tocha_norm_backward(const T *x, const T *w, const T *dy, T *dx, 
         nm_columns<T, AFFINE>(x, dy, st, pa, pb, !GROUPED, GROUPED ? samples : rows, cols, splits, splits > 1, parts, dw, db);
     else
         nm_columns<T, AFFINE>(x, dy, st, parts, parts + splits * cols, false, splits, cols, 1, false, parts, dw, db);
+}
+
+// Group norm's split path, backward: phases 0 to 2 (gn_split_backward), then 3 and 4, the
+// column reduction of the planes pa and pb ([N][C] each, after the planes' partials and
+// coefficients: [N C][psplits][4], [N C][4]) into dw and db through the column partials
+// [2][splits][C]. A kernel of its own (tocha_norm_backward's parameters, rows_mode unused), so
+// that its registers are its own, not the row path's.
+template <typename T, int RMS, int AFFINE, int GROUPED>
+__device__ void tocha_group_norm_split_backward(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
+                                                unsigned char *stats, long long rows, long long n, long long G,
+                                                long long HW, double eps, int rows_mode, long long splits,
+                                                long long psplits, int pwarps, int phase)
+{
+    typedef typename tocha::compute<T>::type A;
+    if (phase < 3) {
+        gn_split_backward<T, AFFINE>(x, w, dy, dx, dw, db, stats, rows, n, G, HW, eps, psplits, pwarps, phase);
+        return;
+    }
+    if (AFFINE == 0) return;
+    const long long cols = G * (n / HW), planes = rows * (n / HW), samples = rows / G;
+    A *pa = (A *)stats + 4 * planes * psplits + 4 * planes, *pb = pa + planes, *parts = pb + planes;
+    if (phase == 3)
+        nm_columns<T, AFFINE>(x, dy, pa, pa, pb, false, samples, cols, splits, splits > 1, parts, dw, db);
+    else
+        nm_columns<T, AFFINE>(x, dy, pa, parts, parts + splits * cols, false, splits, cols, 1, false, parts, dw, db);
 }

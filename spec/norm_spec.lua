@@ -277,6 +277,31 @@ describe("normalisation layers", function()
         end
       end)
 
+      it("takes group norm's row path for few rows of long planes, the split path's kernels elsewhere", function()
+        -- 256 rows of 16 KB planes (f32): the row path, checked element by element; the same
+        -- planes in bf16 (8 KB), fewer rows, or shorter planes: the split path's own kernels.
+        local G, C, shape = 128, 128, { 2, 128, 64, 64 }
+        local op = tocha.GroupNorm.new(G, C)
+        assert.are.equal(op.kernel, op:kernel_for_launch(1, { shape }))
+        assert.are.equal(op.grad_kernel, op:backward_kernel_for_launch(1, { shape }))
+        local half = tocha.GroupNorm.new(G, C, { dtype = "bf16" })
+        assert.are.equal(half.split_kernel, half:kernel_for_launch(1, { shape }))
+        assert.are.equal(half.split_grad_kernel, half:backward_kernel_for_launch(4, { shape }))
+        assert.are.equal(op.split_kernel, op:kernel_for_launch(2, { { 1, 128, 64, 64 } }))
+        assert.are.equal(op.split_grad_kernel, op:backward_kernel_for_launch(1, { { 2, 128, 32, 32 } }))
+        local x, dy = randn(shape, "f32", 0.5), randn(shape, "f32")
+        local w, b = randn({ C }, "f32", 1), randn({ C }, "f32")
+        local y = op:forward(x, w, b)
+        local dx, dw, db = op:backward(x, w, b, dy)
+        local HW, rows = 4096, 2 * G
+        local wy, wdx, wdw, wdb = norm_ref(x:to_table(true), dy:to_table(true), w:to_table(true), b:to_table(true), rows, HW,
+          function(r) return r % G + 1 end, op.eps, false, C)
+        check(y, wy, "f32", "row path y")
+        check(dx, wdx, "f32", "row path dx", 4)
+        check(dw, wdw, "f32", "row path dweight", 4 * rows)
+        check(db, wdb, "f32", "row path dbias", 4 * rows)
+      end)
+
       it("runs in a model: weights start at 1, biases at 0; gradients as direct calls give", function()
         local input = tocha.Model.input({ -1, 4, 3, 3 })
         local gn = tocha.GroupNorm.new(2, 4)

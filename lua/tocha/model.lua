@@ -297,7 +297,10 @@ local function plan_node(self, p, n)
   end
   for i = 1, count do
     local grid = op:grid_for_launch(i, shapes, out_shape)
-    if grid[1] > 0 then p:add(op.kernel, grid, op:block(), op:pack_args_for_launch(i, ins, params, out, out_shape)) end
+    if grid[1] > 0 then
+      local k = op.kernel_for_launch and op:kernel_for_launch(i, shapes, out_shape) or op.kernel
+      p:add(k, grid, op:block(), op:pack_args_for_launch(i, ins, params, out, out_shape))
+    end
   end
 end
 
@@ -649,7 +652,8 @@ function Model:backward(grad_outputs, cache)
           local grid = op:backward_grid_for_launch(launch, shapes, out_shape)
           if grid[1] > 0 then
             local args = op:pack_backward_args_for_launch(launch, ins, params, y, out_shape, g, 0, addresses, grad_params)
-            op_base.launch_packed(op.grad_kernel, self.device, grid, op:backward_block(), args)
+            local k = op.backward_kernel_for_launch and op:backward_kernel_for_launch(launch, shapes, out_shape) or op.grad_kernel
+            op_base.launch_packed(k, self.device, grid, op:backward_block(), args)
           end
         end
       end

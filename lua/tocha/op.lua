@@ -351,6 +351,10 @@ function Defaults:backward_grad_output_row_stride(output_shape)
   local shape = M.check_shape(output_shape, "output_shape")
   return shape[#shape]
 end
+-- The kernel of launch i (forward, backward): the op's one kernel of each direction, unless an
+-- op of several launches picks among kernels of its own from the input shapes.
+function Defaults:kernel_for_launch() return self.kernel end
+function Defaults:backward_kernel_for_launch() return self.grad_kernel end
 function Defaults:n_launches() return 1 end
 function Defaults:n_backward_launches() return self:has_backward() and 1 or 0 end
 function Defaults:grid_for_launch(i, _, output_shape)
@@ -445,11 +449,11 @@ local function check_params(self, names, params, shapes, out)
   for i, t in ipairs(params) do M.same_shape(t, want[i], names[i], "the op's parameter") end
 end
 
--- Every launch of one direction: count of them, grid_of(i) and pack(i) for each.
-local function launch_all(kernel_, dev, block, count, grid_of, pack)
+-- Every launch of one direction: count of them, kernel_of(i), grid_of(i) and pack(i) for each.
+local function launch_all(kernel_of, dev, block, count, grid_of, pack)
   for i = 1, count do
     local grid = grid_of(i)
-    if grid[1] > 0 then M.launch_packed(kernel_, dev, grid, block, pack(i)) end
+    if grid[1] > 0 then M.launch_packed(kernel_of(i), dev, grid, block, pack(i)) end
   end
 end
 
@@ -465,7 +469,8 @@ local function run_forward(self, names, param_names, inputs, params, y)
   M.check_aliasing({ { y, "y" } }, list)
   local addresses, ws = param_addresses(self, params, shapes, out, y)
   local count = self:n_launches()
-  launch_all(self.kernel, device.wrap(y.dev), self:block(), count,
+  launch_all(function(i) return count == 1 and self.kernel or self:kernel_for_launch(i, shapes, out) end,
+    device.wrap(y.dev), self:block(), count,
     function(i) return count == 1 and self:grid(out) or self:grid_for_launch(i, shapes, out) end,
     function(i)
       if count == 1 then return self:pack_args(inputs, addresses, y, out) end
@@ -505,7 +510,8 @@ local function run_backward(self, names, param_names, inputs, params, dy, given)
   M.check_aliasing(outputs, list)
   local addresses, ws = param_addresses(self, params, shapes, out, dy)
   local count, stride = self:n_backward_launches(), self:backward_grad_output_row_stride(out)
-  launch_all(self.grad_kernel, device.wrap(dy.dev), self:backward_block(), count,
+  launch_all(function(i) return count == 1 and self.grad_kernel or self:backward_kernel_for_launch(i, shapes, out) end,
+    device.wrap(dy.dev), self:backward_block(), count,
     function(i) return count == 1 and self:backward_grid(shapes, out) or self:backward_grid_for_launch(i, shapes, out) end,
     function(i)
       if count == 1 then

@@ -17,9 +17,10 @@
 -- and rstd, and group norm's sums a channel, kept in the op's workspace, op:workspace_bytes),
 -- then the parameters' sums as a column reduction split over many CTAs, then the sum of the
 -- splits' partials (skipped where one split does); a model gives the workspace, a direct call
--- allocates it. GroupNorm with too few rows to fill the GPU a CTA a row takes the split path
--- instead (kernels/norm.cu): batch norm's split statistics over its (sample, channel) planes,
--- three launches forward and five backward (the unused ones of either path have empty grids).
+-- allocates it. GroupNorm where a CTA a row would not keep the memory busy (too few rows, or
+-- planes too short) takes the split path instead, kernels of its own (kernels/norm.cu,
+-- kernel_for_launch): batch norm's split statistics over its (sample, channel) planes, three
+-- launches forward and five backward (the unused ones of either path have empty grids).
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -29,9 +30,14 @@ local raise = errors.raise
 local M = {}
 
 local BLOCK = 256
--- GroupNorm takes the split path below this many rows: two waves of a CTA a row on an H200
--- (132 SMs x 4 CTAs of BLOCK threads).
+-- GroupNorm takes the row path (a CTA a row walking its planes) where it keeps the memory busy:
+-- rows enough for two waves of a CTA a row on an H200 (132 SMs x 4 CTAs of BLOCK threads); or
+-- planes of 16 KB and more (every thread 64 bytes in flight on each plane: 4 16-byte groups x
+-- BLOCK) and rows enough that their CTAs hold 4 MB in flight (about the H200's 4.2 TB/s times
+-- a round trip of 1 us: 256 rows x BLOCK x 64 bytes). Elsewhere the split path: shorter planes
+-- leave a CTA's threads a round trip a plane for a group or two each, fewer rows leave SMs idle.
 local SPLIT_ROWS = 2 * 132 * 4
+local ROW_PLANE_BYTES, ROW_FLIGHT_ROWS = 4 * 16 * BLOCK, 256
 local MACHINE_EPS = { f32 = 2 ^ -23, f64 = 2 ^ -52, f16 = 2 ^ -10, bf16 = 2 ^ -7 }
 
 -- The options of a norm's constructor, eps checked.
@@ -43,13 +49,15 @@ local function check_options(opts, known, class)
   return opts
 end
 
--- The kernels' launch bounds: at most 64 registers a thread (four CTAs of 256 an SM) wherever
--- the compiler's report for sm_90 shows that this spills nothing; f64's Welford updates (a
--- division an element) need more, and group norm's kernels, which hold both its paths, spill
--- under 64: 80 (three CTAs an SM), but for the backward in f32, which spills under 80 too.
-local function bounds(dt, grouped, backward)
-  if dt == "f64" or (grouped and backward and dt == "f32") then return nil end
-  if grouped then return { BLOCK, 3 } end
+-- The kernels' launch bounds, from the compiler's report for sm_90 (no spills, no local
+-- memory): at most 64 registers a thread (four CTAs of 256 an SM) for the row path; f64's
+-- Welford updates (a division an element) need more, and group norm's backward in halves takes
+-- 56 left free where bounded to 64 it spills. Group norm's split kernels take 70 (forward) and
+-- 78 (backward) left free and spill under 64: bounded to 85 (three CTAs an SM).
+local function bounds(dt, grouped, backward, split)
+  if dt == "f64" then return nil end
+  if split then return { BLOCK, 3 } end
+  if grouped and backward and dt ~= "f32" then return nil end
   return { BLOCK, 4 }
 end
 
@@ -61,15 +69,22 @@ local function build(self, rms, affine)
   local source = op.source("batch_norm.cu") .. "\n" .. op.source("norm.cu")
   self.affine = affine
   self.block_size = BLOCK
-  self.kernel = kernel.new { source = source, name = "tocha_norm", template_args = targs,
-    launch_bounds = bounds(dt, self.groups, false),
-    params = ("%s* x, %s* w, %s* b, %s* y, u8* ws, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 psplits, i32 pwarps, i32 phase")
-      :format(dt, dt, dt, dt) }
-  self.grad_kernel = kernel.new { source = source, name = "tocha_norm_backward", template_args = targs,
-    launch_bounds = bounds(dt, self.groups, true),
-    params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 splits, i64 psplits, i32 pwarps, i32 phase")
-      :format(dt, dt, dt, dt, dt, dt) }
+  local params = ("%s* x, %s* w, %s* b, %s* y, u8* ws, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 psplits, i32 pwarps, i32 phase")
+    :format(dt, dt, dt, dt)
+  local grad_params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 splits, i64 psplits, i32 pwarps, i32 phase")
+    :format(dt, dt, dt, dt, dt, dt)
+  local function make(name, p, backward, split)
+    return kernel.new { source = source, name = name, template_args = targs, params = p,
+      launch_bounds = bounds(dt, self.groups, backward, split) }
+  end
+  self.kernel = make("tocha_norm", params, false, false)
+  self.grad_kernel = make("tocha_norm_backward", grad_params, true, false)
   self.backward_kernel = self.grad_kernel
+  if self.groups then
+    -- The split path's kernels (same parameters), so that neither path's registers are the other's.
+    self.split_kernel = make("tocha_group_norm_split", params, false, true)
+    self.split_grad_kernel = make("tocha_group_norm_split_backward", grad_params, true, true)
+  end
   return self
 end
 
@@ -159,6 +174,7 @@ end
 -- threads would keep 16), or a CTA (0).
 local function plane_splits(self, rows, n, HW)
   if not self.groups or rows >= SPLIT_ROWS then return 0, 0 end
+  if HW * dtype.size(self.dtype) >= ROW_PLANE_BYTES and rows >= ROW_FLIGHT_ROWS then return 0, 0 end
   local psplits = require("tocha.ops.batch_norm").splits(1, rows * (n / HW), HW, self.dtype)
   local units = math.ceil(HW * dtype.size(self.dtype) / 16) / psplits
   return psplits, units < 4 * BLOCK and 1 or 0
@@ -197,6 +213,18 @@ function Methods:grid_for_launch(i, input_shapes)
   return unit_grid(self, rows * n, 4)
 end
 function Methods:grid(output_shape) return self:grid_for_launch(1, { output_shape }) end
+
+-- Launch i's kernel: the split path's own where the shape takes it, else the row path's.
+function Methods:kernel_for_launch(i, input_shapes)
+  op.launch_index(i, self:n_launches())
+  local rows, n, _, HW = self:view(op.one_input(input_shapes), "inputs[1]")
+  return plane_splits(self, rows, n, HW) > 0 and self.split_kernel or self.kernel
+end
+function Methods:backward_kernel_for_launch(i, input_shapes)
+  op.launch_index(i, self:n_backward_launches())
+  local rows, n, _, HW = self:view(op.one_input(input_shapes), "inputs[1]")
+  return plane_splits(self, rows, n, HW) > 0 and self.split_grad_kernel or self.grad_kernel
+end
 
 -- The parameters' addresses (x's standing in for absent ones: a launch has no null pointers).
 local function param_args(self, x, params)
