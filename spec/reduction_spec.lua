@@ -71,12 +71,12 @@ describe("tocha.Reduce", function()
         end
       end)
 
-      -- The two paths' mappings (reduction.cu): columns tiles of inner 3 (elements), 72 and 80
-      -- (whole 16-byte groups for some dtypes, not others), 4096 (tiles narrower than inner);
-      -- n short, odd, and long enough to split; rows (inner 1) of odd lengths, a warp's team and
+      -- The two paths' mappings (reduction.cu): columns of inner 3 (elements), 72 and 80 (whole
+      -- 16-byte groups for some dtypes, not others), 4096; n short, odd (rows left after the
+      -- loads four at a time), and long enough to split; rows (inner 1) of odd lengths, a warp's team and
       -- a CTA's, one pass and split. Every mode, every float dtype, every element against a
       -- reference folded here in the kernel's accumulator type's order-free bound.
-      it("reduces along rows and columns tiles of every width, every mode and float dtype", function()
+      it("reduces along rows and columns of every width, every mode and float dtype", function()
         local shapes = {
           { 2, 7, 1 }, { 3, 1001, 1 }, { 1, 40001, 1 }, { 5, 33, 3 }, { 2, 9, 72 }, { 3, 70, 72 },
           { 1, 517, 80 }, { 2, 13, 80 }, { 1, 37, 4096 }, { 2, 3, 4096 }, { 1, 300, 5 },
@@ -121,6 +121,30 @@ describe("tocha.Reduce", function()
                 end
               end
             end
+          end
+        end
+      end)
+
+      -- A columns pass given a copy (the bias gradient's dx = dy) stores every element it reads
+      -- there; its sums fold the rows in the same order as a pass without one, so they match
+      -- x:sum(2) bit for bit. Inner 72 (whole 16-byte groups in every dtype) and 3 (elements);
+      -- n odd, so that rows are left after the loads in flight.
+      it("copies what a columns pass reads, with the same sums as without a copy", function()
+        local reduction, op, dev = require "tocha.ops.reduction", require "tocha.op", require "tocha.device"
+        local seed = 900
+        for _, dt in ipairs(ref.float_dtypes) do
+          for _, s in ipairs({ { 2, 7, 72 }, { 3, 11, 3 } }) do
+            local outer, n, inner = s[1], s[2], s[3]
+            seed = seed + 1
+            local x = tocha.rand({ outer, n, inner }, { dtype = dt, device = device, seed = seed })
+            local copy = tocha.full({ outer, n, inner }, 7, { dtype = dt, device = device })
+            local y = tocha.full({ outer, 1, inner }, 12345, { dtype = dt, device = device })
+            local r = tocha.Reduce.new("sum", 2, dt)
+            local p = { outer = outer, n = n, inner = inner, splits = 1, rows = 0 }
+            op.launch_packed(r.columns_kernel, dev.wrap(x.dev), reduction.pass_grid(p, r.block_size, dt),
+              { r.block_size, 1, 1 }, reduction.args(p, x.data, 0, y.data, 0, copy.data, 1))
+            assert.are.same(x:to_table(true), copy:to_table(true))
+            assert.are.same(x:sum(2):to_table(true), y:to_table(true))
           end
         end
       end)
