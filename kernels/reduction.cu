@@ -6,8 +6,9 @@
 //
 // The host plans the passes from the shape alone (never from the device), so that a result is
 // the same on every device and on the simulator, bit for bit. Each pass takes one of two paths,
-// each a kernel of its own (tocha_reduce_rows, tocha_reduce_columns: each its own registers),
-// and tocha_reduce takes either, as `rows` says (the one kernel a RuntimeOp's launches share):
+// on kernels of their own (tocha_reduce_rows; tocha_reduce_columns and tocha_reduce_short_columns:
+// each its own registers), and tocha_reduce takes either, as `rows` says (the one kernel a
+// RuntimeOp's launches share):
 // - the rows path (inner == 1): a team, one CTA per (row, split) for long rows or 1 to 32 lanes
 //   of a warp per row for shorter ones (about four 16-byte groups a lane), strides over its part
 //   of the row in 16-byte groups (the elements before the first boundary and after the last
@@ -16,7 +17,9 @@
 // - the columns path (otherwise): one thread a (outer, split, 16-byte group of inner) column
 //   (one element along inner where inner is not whole groups or x is not 16-byte aligned),
 //   walking its part of n with stride inner, four rows in flight, combined in row order: no
-//   shared memory, no barrier, few registers (its kernel holds six CTAs of 256 an SM or more).
+//   shared memory, no barrier, few registers (its kernel holds five to six CTAs of 256 an SM);
+//   tocha_reduce_short_columns, for rows of inner under 32 groups (too few threads without a
+//   split), the same with eight rows in flight.
 // splits > 1 divides n among CTAs or threads when there are too few outputs to fill the device;
 // the pass then writes its partials (in A) to a workspace, and a second pass over that workspace
 // viewed as [outer, splits, inner] finishes. Pointers are untyped (u8*): a pass reads T or A and
@@ -215,15 +218,16 @@ __device__ __forceinline__ void red_columns_copy(const TI *x, TO *y, TI *copy, l
 }
 
 // The columns path (inner > 1, or any pass the host maps so): 16-byte units where inner is
-// whole groups and x (and copy) are aligned, else one element a unit.
-template <int MODE, typename TI, typename TO>
+// whole groups and x (and copy) are aligned, R of them in flight a thread; else one element a
+// unit, four in flight.
+template <int MODE, int R, typename TI, typename TO>
 __device__ void red_columns(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner, long long splits,
                             double divisor)
 {
     const int V = tocha::vec16<TI>::n;
     const bool vec = V > 1 && inner % V == 0 && ((unsigned long long)x & 15u) == 0 &&
                      (!copy || ((unsigned long long)copy & 15u) == 0);
-    if (vec) red_columns_copy<MODE, tocha::vec16<TI>::n, 4>(x, y, copy, outer, n, inner, splits, divisor);
+    if (vec) red_columns_copy<MODE, tocha::vec16<TI>::n, R>(x, y, copy, outer, n, inner, splits, divisor);
     else red_columns_copy<MODE, 1, 4>(x, y, copy, outer, n, inner, splits, divisor);
 }
 
@@ -254,13 +258,14 @@ __device__ void red_rows(const TI *x, TO *y, TI *copy, long long outer, long lon
     if (live && lane == 0) red_store<MODE>(y, item, total, divisor);
 }
 
-// PATH: 0 either (rows != 0 the rows path, else the columns path), 1 rows only, 2 columns only.
+// PATH: 0 either (rows != 0 the rows path, else the columns path), 1 rows only, 2 columns only,
+// 3 columns only with eight 16-byte units in flight a thread.
 template <int PATH, int MODE, typename TI, typename TO>
 __device__ __forceinline__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner,
                                          long long splits, double divisor, int rows)
 {
-    if (PATH != 2 && (PATH == 1 || rows)) red_rows<MODE>(x, y, copy, outer, n, splits, divisor, rows);
-    else red_columns<MODE>(x, y, copy, outer, n, inner, splits, divisor);
+    if (PATH < 2 && (PATH == 1 || rows)) red_rows<MODE>(x, y, copy, outer, n, splits, divisor, rows);
+    else red_columns<MODE, PATH == 3 ? 8 : 4>(x, y, copy, outer, n, inner, splits, divisor);
 }
 
 template <int PATH, typename T, int MODE>
@@ -303,6 +308,18 @@ __device__ void tocha_reduce_columns(const unsigned char *x, int x_acc, unsigned
                                      int rows)
 {
     red_entry<2, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
+}
+
+// tocha_reduce_columns with eight rows in flight a thread where it takes 16-byte units, for
+// short rows of inner (under 32 units: too few threads a row to fill the device without a split
+// of n, which costs a second pass): twice the bytes in flight of tocha_reduce_columns, and more
+// registers, hence a kernel of its own.
+template <typename T, int MODE>
+__device__ void tocha_reduce_short_columns(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
+                                           long long outer, long long n, long long inner, long long splits,
+                                           double divisor, int rows)
+{
+    red_entry<3, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
 }
 
 template <typename T, int MODE>

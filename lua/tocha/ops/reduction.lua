@@ -56,8 +56,16 @@ end
 
 local function acc_size(dt) return dt == "f64" and 8 or 4 end
 
--- Threads in flight on an H200, about (132 SMs x 2048): a split columns pass's width.
+-- Threads in flight on an H200, about (132 SMs x 2048): a split columns pass's width (half as
+-- many on short columns, whose threads hold twice the bytes in flight).
 local COLUMN_THREADS = 262144
+
+-- Whether a columns pass over rows of `inner` elements of `size` bytes takes the short columns
+-- kernel (eight 16-byte units in flight a thread): inner whole 16-byte groups, under 32 of them.
+local function short_columns(inner, size)
+  local group = 16 / size
+  return group > 1 and inner % group == 0 and inner / group < 32
+end
 
 -- The columns path's threads of a pass over [outer, n, inner] with splits of n, elements of
 -- `size` bytes: one a (outer, split, unit of inner), a unit a 16-byte group where inner is whole
@@ -69,7 +77,8 @@ end
 
 -- The passes that reduce [outer, n, inner] of dtype dt over n, for CTAs of `block` threads: one
 -- or two {outer, n, inner, splits, rows, acc} (rows: the kernel's mapping; acc: the pass reads
--- partials, f32 or f64 for f64, rather than dt). A first pass splits n when there are too few
+-- partials, f32 or f64 for f64, rather than dt; short: a columns pass for the short columns
+-- kernel). A first pass splits n when there are too few
 -- outputs for the GPU: CTA rows up to 1024 CTAs (each split at least 16 groups a thread);
 -- columns up to COLUMN_THREADS threads, each split at least 16 rows, at most 128 splits so that
 -- the second pass stays short. A little past one wave costs a second, nearly empty one: hence
@@ -81,13 +90,16 @@ function M.plan(outer, n, inner, block, dt)
   if rows == -1 then
     splits = math.min(math.floor(1024 / outer), math.ceil(n / (16 * block)))
   elseif rows == 0 then
-    splits = math.min(math.floor(COLUMN_THREADS / column_threads(outer, inner, 1, size)), math.floor(n / 16), 128)
+    local threads = short_columns(inner, size) and COLUMN_THREADS / 2 or COLUMN_THREADS
+    splits = math.min(math.floor(threads / column_threads(outer, inner, 1, size)), math.floor(n / 16), 128)
   end
   splits = math.max(1, splits)
-  local first = { outer = outer, n = n, inner = inner, splits = splits, rows = rows }
+  local first = { outer = outer, n = n, inner = inner, splits = splits, rows = rows,
+    short = rows == 0 and short_columns(inner, size) or nil }
   if splits == 1 then return { first } end
   return { first, { outer = outer, n = splits, inner = inner, splits = 1, acc = true,
-    rows = mapping(splits, inner, block, acc_size(dt)) } }
+    rows = mapping(splits, inner, block, acc_size(dt)),
+    short = inner ~= 1 and short_columns(inner, acc_size(dt)) or nil } }
 end
 
 local function grid_of(ctas, p, items)
@@ -139,6 +151,8 @@ function Reduce.new(mode, dim, dtype_name, block)
   self.kernel = kernel.new { source = source, name = "tocha_reduce", template_args = targs, params = params }
   self.rows_kernel = kernel.new { source = source, name = "tocha_reduce_rows", template_args = targs, params = params }
   self.columns_kernel = kernel.new { source = source, name = "tocha_reduce_columns", template_args = targs, params = params }
+  self.short_columns_kernel = kernel.new { source = source, name = "tocha_reduce_short_columns", template_args = targs,
+    params = params }
   self.grad_kernel = kernel.new { source = source, name = "tocha_reduce_grad", template_args = targs,
     params = ("%s* x, %s* y, %s* dy, %s* dx, i64 outer, i64 n, i64 inner, f64 divisor"):format(dt, dt, dt, dt) }
   self.backward_kernel = self.grad_kernel
@@ -249,7 +263,8 @@ local on_stream, check_tensor, same_shape = op.on_stream, op.check_tensor, op.sa
 
 -- The kernel of a Reduce op (r) for pass p: the one of p's path.
 function M.pass_kernel(r, p)
-  return p.rows ~= 0 and r.rows_kernel or r.columns_kernel
+  if p.rows ~= 0 then return r.rows_kernel end
+  return p.short and r.short_columns_kernel or r.columns_kernel
 end
 
 -- Runs the launches of a plan: count of them, grid_of(i) and args_of(i, workspace) each (a grid
