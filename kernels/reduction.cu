@@ -6,17 +6,20 @@
 //
 // The host plans the passes from the shape alone (never from the device), so that a result is
 // the same on every device and on the simulator, bit for bit. Each pass takes one of two paths,
-// each a kernel of its own (tocha_reduce_rows, tocha_reduce_columns: each its own registers),
-// and tocha_reduce takes either, as `rows` says (the one kernel a RuntimeOp's launches share):
+// on kernels of their own (tocha_reduce_rows; tocha_reduce_columns and tocha_reduce_short_columns:
+// each its own registers), and tocha_reduce takes either, as `rows` says (the one kernel a
+// RuntimeOp's launches share):
 // - the rows path (inner == 1): a team, one CTA per (row, split) for long rows or 1 to 32 lanes
 //   of a warp per row for shorter ones (about four 16-byte groups a lane), strides over its part
 //   of the row in 16-byte groups (the elements before the first boundary and after the last
 //   group one by one), four groups in flight a thread, then shuffles within each warp and the
 //   warps' values in warp order (tocha::team_combine);
-// - the columns path (otherwise): a 2-D tile a CTA, tx threads along inner, each a 16-byte group
-//   of it (one element where inner is not whole groups or x is not 16-byte aligned), by
-//   threads / tx rows of n, each thread walking its rows four in flight; the rows' values are
-//   then combined in shared memory. A CTA strides over the tiles (outer, split, chunk of inner).
+// - the columns path (otherwise): one thread a (outer, split, 16-byte group of inner) column
+//   (one element along inner where inner is not whole groups or x is not 16-byte aligned),
+//   walking its part of n with stride inner, four rows in flight, combined in row order: no
+//   shared memory, no barrier, few registers (its kernel holds five to six CTAs of 256 an SM);
+//   tocha_reduce_short_columns, for rows of inner under 32 groups (too few threads without a
+//   split), the same with eight rows in flight.
 // splits > 1 divides n among CTAs or threads when there are too few outputs to fill the device;
 // the pass then writes its partials (in A) to a workspace, and a second pass over that workspace
 // viewed as [outer, splits, inner] finishes. Pointers are untyped (u8*): a pass reads T or A and
@@ -156,113 +159,76 @@ __device__ __forceinline__ long long red_div(long long a, long long b)
     return ((unsigned long long)(a | b) >> 31) == 0 ? (long long)((unsigned)a / (unsigned)b) : a / b;
 }
 
-// The column tile's width in column units (tx threads along inner; the CTA's
-// threads / tx rows of n beside them) for `cols` units of `threads` threads (a power of two) and
-// rows of n: every unit where they fit in one tile; else the widest power of two from 32 that
-// pads the last tile least, narrowed further (more rows a CTA) while that pads no more and leaves
-// each thread 8 rows or more. ops/reduction.lua's columns_tile mirrors it to size the grid.
-__device__ __forceinline__ unsigned red_width(long long cols, unsigned threads, long long n)
-{
-    if (cols <= (long long)threads) return (unsigned)cols;
-    unsigned w = threads;
-    while (w > 32) {
-        const long long now = (cols + w - 1) / w * w, half = (cols + w / 2 - 1) / (w / 2) * (w / 2);
-        if (half < now || (half == now && n >= 16LL * (threads / w))) w /= 2;
-        else break;
-    }
-    return w;
-}
-
-// The bytes of shared memory the columns path combines in (a CTA's partials: a thread's U
-// accumulators each).
-#define RED_SHARED_BYTES 8192
-
 // The columns path over [outer, n, inner] with U elements a column unit (U = V, a 16-byte
-// group, where inner is whole groups and x and copy are 16-byte aligned; else 1). A CTA takes a
-// tile (outer o, split s of n, a chunk of tx units of inner) at a time, striding over the tiles:
-// thread (tx, ty) walks rows lo + ty, lo + ty + TY, ... of its split, four loads in flight, its
-// combine in row order; then the TY rows' values are combined in shared memory, a tree over ty
-// (a fixed order: the result depends on the shape and block alone), and row 0 stores them.
-// `buf` holds RED_SHARED_BYTES; threads past the tile (TX * TY of the block) stay for the barriers.
-template <int MODE, int U, typename TI, typename TO>
+// group, where inner is whole groups and x and copy are 16-byte aligned; else 1): one thread a
+// column (outer o, split s, unit c), threads striding over the columns. Consecutive threads take
+// consecutive units of a row, so a warp's loads cover whole runs of inner. A thread walks the
+// rows of its split with stride inner, R loads in flight, and combines them in row order (a
+// fixed order: the result depends on the shape alone); no shared memory, no barrier. COPY: each
+// unit read is also stored at the same place of copy (copy - x elements on).
+template <int MODE, int U, int R, bool COPY, typename TI, typename TO>
 __device__ __forceinline__ void red_columns_units(const TI *x, TO *y, TI *copy, long long outer, long long n,
-                                                  long long inner, long long splits, double divisor, unsigned char *raw)
+                                                  long long inner, long long splits, double divisor)
 {
     typedef typename tocha::compute<TI>::type A;
-    A *buf = (A *)raw;
-    const long long cols = inner / U;
-    const unsigned cap = RED_SHARED_BYTES / (sizeof(A) * U);
-    const unsigned threads = blockDim.x < cap ? blockDim.x : cap;
-    const unsigned tw = red_width(cols, threads, n), th = threads / tw;
-    const unsigned tx = threadIdx.x % tw, ty = threadIdx.x / tw;
-    const bool member = threadIdx.x < tw * th;
-    const long long chunks = (cols + tw - 1) / tw, tiles = outer * splits * chunks;
-    const long long part = (n + splits - 1) / splits;
-    unsigned top = 1; // the tree's first half: the largest power of two below th
-    while (2 * top < th) top *= 2;
-    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const long long r = red_div(t, chunks), c = t - r * chunks;
+    const long long cols = inner / U, columns = outer * splits * cols;
+    const long long part = (n + splits - 1) / splits, stride = (long long)blockDim.x * gridDim.x;
+    const long long gap = COPY ? copy - x : 0;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < columns; t += stride) {
+        const long long r = red_div(t, cols), c = t - r * cols;
         const long long o = red_div(r, splits), s = r - o * splits;
-        const long long col = c * tw + tx;
         const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
-        // this thread's rows of the split: lo + ty, then every th-th
-        long long m = member && col < cols && lo + ty < hi ? red_div(hi - lo - ty + th - 1, th) : 0;
+        const TI *in = x + (o * n + lo) * inner + c * U;
         A acc[U];
 #pragma unroll
         for (int e = 0; e < U; ++e) acc[e] = red_identity<MODE, A>();
-        const long long first = (o * n + lo + ty) * inner + col * U, step = (long long)th * inner;
-        const TI *in = x + first;
-        TI *out = copy ? copy + first : 0;
+        long long m = hi - lo;
 #pragma unroll 1
-        for (; m >= 4; m -= 4, in += 4 * step, out = out ? out + 4 * step : 0) {
-            red_unit<U, TI> w[4];
+        for (; m >= R; m -= R, in += R * inner) {
+            red_unit<U, TI> w[R];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) red_unit_load(in + j * step, w[j]);
+            for (int j = 0; j < R; ++j) red_unit_load(in + j * inner, w[j]);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) red_unit_take<MODE>(acc, w[j], out ? out + j * step : 0);
+            for (int j = 0; j < R; ++j) red_unit_take<MODE>(acc, w[j], COPY ? (TI *)in + gap + j * inner : (TI *)0);
         }
-        // At most three rows are left: their loads issued together.
+        // At most R - 1 rows are left: their loads issued together.
         {
-            red_unit<U, TI> w[3];
+            red_unit<U, TI> w[R - 1];
 #pragma unroll
-            for (int j = 0; j < 3; ++j)
-                if (j < m) red_unit_load(in + j * step, w[j]);
+            for (int j = 0; j < R - 1; ++j)
+                if (j < m) red_unit_load(in + j * inner, w[j]);
 #pragma unroll
-            for (int j = 0; j < 3; ++j)
-                if (j < m) red_unit_take<MODE>(acc, w[j], out ? out + j * step : 0);
+            for (int j = 0; j < R - 1; ++j)
+                if (j < m) red_unit_take<MODE>(acc, w[j], COPY ? (TI *)in + gap + j * inner : (TI *)0);
         }
-        if (th > 1) {
-            A *mine = buf + (ty * tw + tx) * U;
-            if (member)
 #pragma unroll
-                for (int e = 0; e < U; ++e) mine[e] = acc[e];
-            __syncthreads();
-            for (unsigned h = top; h > 0; h /= 2) {
-                if (member && ty < h && ty + h < th) {
-                    const A *other = mine + (long long)h * tw * U;
-#pragma unroll
-                    for (int e = 0; e < U; ++e) mine[e] = acc[e] = red_combine<MODE>(acc[e], other[e]);
-                }
-                __syncthreads();
-            }
-        }
-        if (member && ty == 0 && col < cols)
-#pragma unroll
-            for (int e = 0; e < U; ++e) red_store<MODE>(y, (o * splits + s) * inner + col * U + e, acc[e], divisor);
+        for (int e = 0; e < U; ++e) red_store<MODE>(y, r * inner + c * U + e, acc[e], divisor);
     }
 }
 
+// The columns path with U elements a unit and R rows in flight; where copy is given, two rows in
+// flight (the store addresses besides would raise the kernel's registers for every pass: the
+// bias gradient that copies sums rows, so a columns pass copies only when called so directly).
+template <int MODE, int U, int R, typename TI, typename TO>
+__device__ __forceinline__ void red_columns_copy(const TI *x, TO *y, TI *copy, long long outer, long long n,
+                                                 long long inner, long long splits, double divisor)
+{
+    if (copy) red_columns_units<MODE, U, 2, true>(x, y, copy, outer, n, inner, splits, divisor);
+    else red_columns_units<MODE, U, R, false>(x, y, copy, outer, n, inner, splits, divisor);
+}
+
 // The columns path (inner > 1, or any pass the host maps so): 16-byte units where inner is
-// whole groups and x (and copy) are aligned, else one element a unit.
-template <int MODE, typename TI, typename TO>
+// whole groups and x (and copy) are aligned, R of them in flight a thread; else one element a
+// unit, four in flight.
+template <int MODE, int R, typename TI, typename TO>
 __device__ void red_columns(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner, long long splits,
-                            double divisor, unsigned char *raw)
+                            double divisor)
 {
     const int V = tocha::vec16<TI>::n;
     const bool vec = V > 1 && inner % V == 0 && ((unsigned long long)x & 15u) == 0 &&
                      (!copy || ((unsigned long long)copy & 15u) == 0);
-    if (vec) red_columns_units<MODE, tocha::vec16<TI>::n>(x, y, copy, outer, n, inner, splits, divisor, raw);
-    else red_columns_units<MODE, 1>(x, y, copy, outer, n, inner, splits, divisor, raw);
+    if (vec) red_columns_copy<MODE, tocha::vec16<TI>::n, R>(x, y, copy, outer, n, inner, splits, divisor);
+    else red_columns_copy<MODE, 1, 4>(x, y, copy, outer, n, inner, splits, divisor);
 }
 
 // The rows path (inner == 1): rows -1 a CTA a (row, split), 1 to 32 (a power of two) that many
@@ -292,13 +258,14 @@ __device__ void red_rows(const TI *x, TO *y, TI *copy, long long outer, long lon
     if (live && lane == 0) red_store<MODE>(y, item, total, divisor);
 }
 
-// PATH: 0 either (rows != 0 the rows path, else the columns path), 1 rows only, 2 columns only.
+// PATH: 0 either (rows != 0 the rows path, else the columns path), 1 rows only, 2 columns only,
+// 3 columns only with eight 16-byte units in flight a thread.
 template <int PATH, int MODE, typename TI, typename TO>
 __device__ __forceinline__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner,
-                                         long long splits, double divisor, int rows, unsigned char *raw)
+                                         long long splits, double divisor, int rows)
 {
-    if (PATH != 2 && (PATH == 1 || rows)) red_rows<MODE>(x, y, copy, outer, n, splits, divisor, rows);
-    else red_columns<MODE>(x, y, copy, outer, n, inner, splits, divisor, raw);
+    if (PATH < 2 && (PATH == 1 || rows)) red_rows<MODE>(x, y, copy, outer, n, splits, divisor, rows);
+    else red_columns<MODE, PATH == 3 ? 8 : 4>(x, y, copy, outer, n, inner, splits, divisor);
 }
 
 template <int PATH, typename T, int MODE>
@@ -307,16 +274,15 @@ __device__ __forceinline__ void red_entry(const unsigned char *x, int x_acc, uns
                                           int rows)
 {
     typedef typename tocha::compute<T>::type A;
-    __shared__ __align__(16) unsigned char raw[PATH == 1 ? 16 : RED_SHARED_BYTES];
     if ((const unsigned char *)copy == x) copy = 0; // no copy (launch pointers are never null)
     if (!x_acc && !y_acc)
-        red_pass<PATH, MODE>((const T *)x, (T *)y, copy, outer, n, inner, splits, divisor, rows, raw);
+        red_pass<PATH, MODE>((const T *)x, (T *)y, copy, outer, n, inner, splits, divisor, rows);
     else if (!x_acc)
-        red_pass<PATH, MODE>((const T *)x, (A *)y, copy, outer, n, inner, splits, divisor, rows, raw);
+        red_pass<PATH, MODE>((const T *)x, (A *)y, copy, outer, n, inner, splits, divisor, rows);
     else if (!y_acc)
-        red_pass<PATH, MODE>((const A *)x, (T *)y, (A *)0, outer, n, inner, splits, divisor, rows, raw);
+        red_pass<PATH, MODE>((const A *)x, (T *)y, (A *)0, outer, n, inner, splits, divisor, rows);
     else
-        red_pass<PATH, MODE>((const A *)x, (A *)y, (A *)0, outer, n, inner, splits, divisor, rows, raw);
+        red_pass<PATH, MODE>((const A *)x, (A *)y, (A *)0, outer, n, inner, splits, divisor, rows);
 }
 
 // A pass of either path, as `rows` says (the kernel a RuntimeOp's launches share).
@@ -342,6 +308,18 @@ __device__ void tocha_reduce_columns(const unsigned char *x, int x_acc, unsigned
                                      int rows)
 {
     red_entry<2, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
+}
+
+// tocha_reduce_columns with eight rows in flight a thread where it takes 16-byte units, for
+// short rows of inner (under 32 units: too few threads a row to fill the device without a split
+// of n, which costs a second pass): twice the bytes in flight of tocha_reduce_columns, and more
+// registers, hence a kernel of its own.
+template <typename T, int MODE>
+__device__ void tocha_reduce_short_columns(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
+                                           long long outer, long long n, long long inner, long long splits,
+                                           double divisor, int rows)
+{
+    red_entry<3, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
 }
 
 template <typename T, int MODE>

@@ -71,12 +71,14 @@ describe("tocha.Reduce", function()
         end
       end)
 
-      -- The two paths' mappings (reduction.cu): columns tiles of inner 3 (elements), 72 and 80
-      -- (whole 16-byte groups for some dtypes, not others), 4096 (tiles narrower than inner);
-      -- n short, odd, and long enough to split; rows (inner 1) of odd lengths, a warp's team and
-      -- a CTA's, one pass and split. Every mode, every float dtype, every element against a
-      -- reference folded here in the kernel's accumulator type's order-free bound.
-      it("reduces along rows and columns tiles of every width, every mode and float dtype", function()
+      -- The two paths' mappings (reduction.cu): columns of inner 3 (elements), 72 and 80 (whole
+      -- 16-byte groups for some dtypes, not others; under 32 groups: the short columns kernel),
+      -- 4096; n short, odd (rows left after the
+      -- loads four at a time), and long enough to split; rows (inner 1) of odd lengths, a warp's team and
+      -- a CTA's, one pass and split. Every mode, every float dtype, through the op (tocha_reduce)
+      -- and the tensor methods (a kernel a path), every element against a reference folded here
+      -- in the kernel's accumulator type's order-free bound.
+      it("reduces along rows and columns of every width, every mode and float dtype", function()
         local shapes = {
           { 2, 7, 1 }, { 3, 1001, 1 }, { 1, 40001, 1 }, { 5, 33, 3 }, { 2, 9, 72 }, { 3, 70, 72 },
           { 1, 517, 80 }, { 2, 13, 80 }, { 1, 37, 4096 }, { 2, 3, 4096 }, { 1, 300, 5 },
@@ -101,25 +103,54 @@ describe("tocha.Reduce", function()
                 local op = tocha.Reduce.new(mode, 2, dt)
                 local y = tocha.full({ outer, 1, inner }, 12345, { dtype = dt, device = device })
                 op:forward(x, y)
-                local got = y:cast("f64"):to_table(true)
-                for o = 0, outer - 1 do
-                  for i = 0, inner - 1 do
-                    local acc, abs = start[mode], 0
-                    for k = 0, n - 1 do
-                      local v = xs[(o * n + k) * inner + i + 1]
-                      acc, abs = fold(acc, v), abs + math.abs(v)
+                -- the op's kernel (either path), then the tensor method's, the kernel of its path
+                local method = (mode == "max" or mode == "min") and "a" .. mode or mode
+                for way, got in ipairs({ y:cast("f64"):to_table(true), x[method](x, 2, true):cast("f64"):to_table(true) }) do
+                  for o = 0, outer - 1 do
+                    for i = 0, inner - 1 do
+                      local acc, abs = start[mode], 0
+                      for k = 0, n - 1 do
+                        local v = xs[(o * n + k) * inner + i + 1]
+                        acc, abs = fold(acc, v), abs + math.abs(v)
+                      end
+                      if mode == "mean" then acc, abs = acc / n, abs / n end
+                      if mode == "prod" then abs = math.abs(acc) * n end
+                      local e = o * inner + i + 1
+                      local exact = mode == "max" or mode == "min"
+                      local ok = exact and got[e] == ref.convert(acc, dt) or
+                        (not exact and math.abs(got[e] - acc) <= TOL[dt] * (abs + 1e-30))
+                      assert(ok, ("%s %s [%d, %d, %d] (%s): output %d is %.17g, expected %.17g"):format(
+                        mode, dt, outer, n, inner, way == 1 and "op" or method, e, got[e], acc))
                     end
-                    if mode == "mean" then acc, abs = acc / n, abs / n end
-                    if mode == "prod" then abs = math.abs(acc) * n end
-                    local e = o * inner + i + 1
-                    local exact = mode == "max" or mode == "min"
-                    local ok = exact and got[e] == ref.convert(acc, dt) or
-                      (not exact and math.abs(got[e] - acc) <= TOL[dt] * (abs + 1e-30))
-                    assert(ok, ("%s %s [%d, %d, %d]: output %d is %.17g, expected %.17g"):format(
-                      mode, dt, outer, n, inner, e, got[e], acc))
                   end
                 end
               end
+            end
+          end
+        end
+      end)
+
+      -- A columns pass given a copy (the bias gradient's dx = dy) stores every element it reads
+      -- there; its sums fold the rows in the same order as a pass without one, so they match
+      -- x:sum(2) bit for bit. Inner 72 (whole 16-byte groups in every dtype) and 3 (elements);
+      -- n odd, so that rows are left after the loads in flight.
+      it("copies what a columns pass reads, with the same sums as without a copy", function()
+        local reduction, op, dev = require "tocha.ops.reduction", require "tocha.op", require "tocha.device"
+        local seed = 900
+        for _, dt in ipairs(ref.float_dtypes) do
+          for _, s in ipairs({ { 2, 7, 72 }, { 3, 11, 3 } }) do
+            local outer, n, inner = s[1], s[2], s[3]
+            seed = seed + 1
+            local x = tocha.rand({ outer, n, inner }, { dtype = dt, device = device, seed = seed })
+            local r = tocha.Reduce.new("sum", 2, dt)
+            for _, k in ipairs({ r.columns_kernel, r.short_columns_kernel }) do
+              local copy = tocha.full({ outer, n, inner }, 7, { dtype = dt, device = device })
+              local y = tocha.full({ outer, 1, inner }, 12345, { dtype = dt, device = device })
+              local p = { outer = outer, n = n, inner = inner, splits = 1, rows = 0 }
+              op.launch_packed(k, dev.wrap(x.dev), reduction.pass_grid(p, r.block_size, dt),
+                { r.block_size, 1, 1 }, reduction.args(p, x.data, 0, y.data, 0, copy.data, 1))
+              assert.are.same(x:to_table(true), copy:to_table(true))
+              assert.are.same(x:sum(2):to_table(true), y:to_table(true))
             end
           end
         end

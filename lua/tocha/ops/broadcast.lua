@@ -213,9 +213,7 @@ local function operand_plan(self, x, out, aligned)
     local dst = j == #passes and "grad" or regions[(j - 1) % 2 + 1]
     local bufs = q.fused and { dst, dense[1], dense[2], dense[3] } or { dst, src }
     steps[#steps + 1] = { phase = q.fused and SUM[x] or REDUCE, pass = q.pass, bufs = bufs, acc = dst ~= "grad" and 1 or 0,
-      own = dense[3] == "self" and 1 or 0,
-      -- the summing phase maps a thread to an output on columns; a later pass is tocha_reduce's
-      grid = (q.fused and reduction.output_grid or reduction.pass_grid)(q.pass, BLOCK, q.dt) }
+      own = dense[3] == "self" and 1 or 0, grid = reduction.pass_grid(q.pass, BLOCK, q.dt) }
     src = dst
   end
   return steps, bytes

@@ -56,45 +56,33 @@ end
 
 local function acc_size(dt) return dt == "f64" and 8 or 4 end
 
--- CTAs of 256 threads an H200 holds at once (132 SMs x 8): a split pass's grid is sized to it.
-local WAVE = 132 * 8
+-- Threads in flight on an H200, about (132 SMs x 2048): a split columns pass's width (half as
+-- many on short columns, whose threads hold twice the bytes in flight).
+local COLUMN_THREADS = 262144
 
--- reduction.cu's RED_SHARED_BYTES: the columns path's combining buffer.
-local SHARED_BYTES = 8192
-
--- reduction.cu's red_width: the column tile's width in units for cols units, `threads` threads
--- and rows of n (every unit where they fit; else a power of two from 32, padding least, then
--- narrower while that pads no more and leaves each thread 8 rows or more).
-function M.columns_width(cols, threads, n)
-  if cols <= threads then return cols end
-  local w = threads
-  while w > 32 do
-    local now, half = math.ceil(cols / w) * w, math.ceil(cols / (w / 2)) * (w / 2)
-    if half < now or (half == now and n >= 16 * (threads / w)) then w = w / 2 else break end
-  end
-  return w
+-- Whether a columns pass over rows of `inner` elements of `size` bytes takes the short columns
+-- kernel (eight 16-byte units in flight a thread): inner whole 16-byte groups, under 32 of them.
+local function short_columns(inner, size)
+  local group = 16 / size
+  return group > 1 and inner % group == 0 and inner / group < 32
 end
 
--- The columns path's tile for a pass p over [outer, n, inner] whose elements are `size` bytes
--- (accumulated in acc bytes) with CTAs of `block` threads, as the kernel finds it when x is
--- 16-byte aligned: tw units (a 16-byte group each where inner is whole groups, else an element)
--- by th rows, and the chunks of inner a row of tiles takes.
-function M.columns_tile(p, block, size, acc)
+-- The columns path's threads of a pass over [outer, n, inner] with splits of n, elements of
+-- `size` bytes: one a (outer, split, unit of inner), a unit a 16-byte group where inner is whole
+-- groups (else an element; the kernel takes elements too where x is not 16-byte aligned).
+local function column_threads(outer, inner, splits, size)
   local group = 16 / size
-  local unit = (group > 1 and p.inner % group == 0) and group or 1
-  local cols = p.inner / unit
-  local threads = math.min(block, SHARED_BYTES / (acc * unit))
-  local tw = M.columns_width(cols, threads, p.n)
-  return tw, math.floor(threads / tw), math.ceil(cols / tw)
+  return outer * splits * (inner % group == 0 and inner / group or inner)
 end
 
 -- The passes that reduce [outer, n, inner] of dtype dt over n, for CTAs of `block` threads: one
 -- or two {outer, n, inner, splits, rows, acc} (rows: the kernel's mapping; acc: the pass reads
--- partials, f32 or f64 for f64, rather than dt). A first pass splits n when there are too few
+-- partials, f32 or f64 for f64, rather than dt; short: a columns pass for the short columns
+-- kernel). A first pass splits n when there are too few
 -- outputs for the GPU: CTA rows up to 1024 CTAs (each split at least 16 groups a thread);
--- column tiles up to one wave of CTAs (WAVE), each thread at least 8 rows of a split, at most 128
--- splits so that the second pass stays short. A little past one wave costs a second, nearly
--- empty one: hence floor, not ceil.
+-- columns up to COLUMN_THREADS threads, each split at least 16 rows, at most 128 splits so that
+-- the second pass stays short. A little past one wave costs a second, nearly empty one: hence
+-- floor, not ceil.
 function M.plan(outer, n, inner, block, dt)
   local size = dtype.size(dt)
   local rows = mapping(n, inner, block, size)
@@ -102,15 +90,16 @@ function M.plan(outer, n, inner, block, dt)
   if rows == -1 then
     splits = math.min(math.floor(1024 / outer), math.ceil(n / (16 * block)))
   elseif rows == 0 then
-    local _, th, chunks = M.columns_tile({ n = n, inner = inner }, block, size, acc_size(dt))
-    local tiles = outer * chunks
-    if tiles < WAVE then splits = math.min(math.floor(WAVE / tiles), math.floor(n / (8 * th)), 128) end
+    local threads = short_columns(inner, size) and COLUMN_THREADS / 2 or COLUMN_THREADS
+    splits = math.min(math.floor(threads / column_threads(outer, inner, 1, size)), math.floor(n / 16), 128)
   end
   splits = math.max(1, splits)
-  local first = { outer = outer, n = n, inner = inner, splits = splits, rows = rows }
+  local first = { outer = outer, n = n, inner = inner, splits = splits, rows = rows,
+    short = rows == 0 and short_columns(inner, size) or nil }
   if splits == 1 then return { first } end
   return { first, { outer = outer, n = splits, inner = inner, splits = 1, acc = true,
-    rows = mapping(splits, inner, block, acc_size(dt)) } }
+    rows = mapping(splits, inner, block, acc_size(dt)),
+    short = inner ~= 1 and short_columns(inner, acc_size(dt)) or nil } }
 end
 
 local function grid_of(ctas, p, items)
@@ -121,25 +110,14 @@ local function grid_of(ctas, p, items)
   return { math.max(1, ctas), 1, 1 }
 end
 
--- A pass's grid: one CTA a (row, split), block / team teams a CTA for smaller teams, or a CTA a
--- column tile (the kernel strides over whatever a grid does not cover). dt: the op's dtype.
+-- A pass's grid: one CTA a (row, split), block / team teams a CTA for smaller teams, or a thread
+-- a column (the kernel strides over whatever a grid does not cover). dt: the op's dtype.
 function M.pass_grid(p, block, dt)
   local items = p.outer * p.splits
   if p.rows == -1 then return grid_of(items, p, items) end
   if p.rows > 0 then return grid_of(math.ceil(items * p.rows / block), p, items) end
   local size = p.acc and acc_size(dt) or dtype.size(dt)
-  local _, _, chunks = M.columns_tile(p, block, size, acc_size(dt))
-  return grid_of(items * chunks, p, items)
-end
-
--- The grid of a columns pass that maps a thread to an output (a 16-byte group of inner where
--- inner is whole groups), for kernels that sum along the plan's passes that way (broadcast.cu);
--- the rows mappings' as pass_grid's.
-function M.output_grid(p, block, dt)
-  if p.rows ~= 0 then return M.pass_grid(p, block, dt) end
-  local group = 16 / (p.acc and acc_size(dt) or dtype.size(dt))
-  local inner = p.inner % group == 0 and p.inner / group or p.inner
-  return grid_of(math.ceil(p.outer * p.splits * inner / block), p, p.outer * p.splits)
+  return grid_of(math.ceil(column_threads(p.outer, p.inner, p.splits, size) / block), p, items)
 end
 
 -- The workspace of a plan's partials, in bytes (0 for one pass), for dtype dt.
@@ -173,6 +151,8 @@ function Reduce.new(mode, dim, dtype_name, block)
   self.kernel = kernel.new { source = source, name = "tocha_reduce", template_args = targs, params = params }
   self.rows_kernel = kernel.new { source = source, name = "tocha_reduce_rows", template_args = targs, params = params }
   self.columns_kernel = kernel.new { source = source, name = "tocha_reduce_columns", template_args = targs, params = params }
+  self.short_columns_kernel = kernel.new { source = source, name = "tocha_reduce_short_columns", template_args = targs,
+    params = params }
   self.grad_kernel = kernel.new { source = source, name = "tocha_reduce_grad", template_args = targs,
     params = ("%s* x, %s* y, %s* dy, %s* dx, i64 outer, i64 n, i64 inner, f64 divisor"):format(dt, dt, dt, dt) }
   self.backward_kernel = self.grad_kernel
@@ -283,7 +263,8 @@ local on_stream, check_tensor, same_shape = op.on_stream, op.check_tensor, op.sa
 
 -- The kernel of a Reduce op (r) for pass p: the one of p's path.
 function M.pass_kernel(r, p)
-  return p.rows ~= 0 and r.rows_kernel or r.columns_kernel
+  if p.rows ~= 0 then return r.rows_kernel end
+  return p.short and r.short_columns_kernel or r.columns_kernel
 end
 
 -- Runs the launches of a plan: count of them, grid_of(i) and args_of(i, workspace) each (a grid
