@@ -1,19 +1,25 @@
 // dropout.cu: y = x * keep / (1 - p) with keep drawn afresh for each forward, and its
 // gradient dx = dy * keep / (1 - p) from the same draw; in inference (training 0) y = x and
-// dx = dy. keep for element i is u >= p, u a uniform value in [0, 1) from 53 bits of a hash of
-// (seed, step, i) (splitmix64 twice), so a draw depends on those alone: the same on every
-// device and grid. `step` is a counter on the device: the forward's phase 0 draws with it, its
-// phase 1 (one thread) adds 1; the backward draws with step - 1, the last forward's.
+// dx = dy.
 //
-// Work: a thread takes DROPOUT_VECTORS 16-byte vectors of the flat tensor (V elements each, all
-// loads issued before any is used), neighbouring threads neighbouring vectors, and strides over
-// the grid; the elements past the last whole vector, or every element where x or y is not
-// 16-byte aligned, one by one. The hash of (seed, step) is taken once a thread; each element
-// costs one splitmix64 round and an integer comparison with p scaled to 2^53 (u >= p exactly
-// when u's 53 bits are at least ceil(p * 2^53): the scaling is exact, so the mask is the one
-// the double comparison gives).
+// The draw: base = splitmix64(seed ^ splitmix64(step)); elements 2j and 2j + 1 share
+// h = splitmix64(base + j), element 2j taking h's low 32 bits as its u, 2j + 1 its high 32.
+// An element is kept when u >= ceil(p * 2^32), that is exactly when the uniform u / 2^32 in
+// [0, 1) is at least p: p's resolution is 2^-32 (the dropped fraction is ceil(p * 2^32) / 2^32),
+// p = 0 keeps every element and a p above 1 - 2^-32 (p = 1 included) none. So the mask depends
+// on (seed, step, element index) alone: the same on every device, grid and dtype. `step` is a
+// counter on the device: the forward's phase 0 draws with it, its phase 1 (one thread) adds 1;
+// the backward draws with step - 1, the last forward's.
+//
+// Work: a thread takes DROPOUT_VECTORS 16-byte vectors of the flat tensor (V elements each, V
+// even, so a vector holds whole pairs; all loads issued before any is used), neighbouring
+// threads neighbouring vectors, and strides over the grid; the elements past the last whole
+// vector, or every element where x or y is not 16-byte aligned, one by one. The hash of
+// (seed, step), the threshold and the scale are worked out once a thread (uniform across the
+// warp); each pair of elements then costs one splitmix64 round (two 64-bit multiplies) and
+// two 32-bit comparisons, half the hashing of a round an element.
 
-#define DROPOUT_VECTORS 2
+#define DROPOUT_VECTORS 4
 
 __device__ __forceinline__ unsigned long long dropout_mix(unsigned long long z)
 {
@@ -23,19 +29,33 @@ __device__ __forceinline__ unsigned long long dropout_mix(unsigned long long z)
     return z ^ (z >> 31);
 }
 
-// What a thread needs to draw: the hash of (seed, step), the 53-bit threshold and the scale.
+// What a thread needs to draw: the hash of (seed, step), the 32-bit threshold, whether any
+// element is kept (false where ceil(p * 2^32) = 2^32, which 32 bits cannot hold) and the scale.
 template <typename A> struct dropout_draw {
-    unsigned long long base, threshold;
+    unsigned long long base;
+    unsigned threshold;
+    bool live;
     A scale;
     __device__ __forceinline__ dropout_draw(unsigned long long seed, long long step, double p)
     {
         base = dropout_mix(seed ^ dropout_mix((unsigned long long)step));
-        threshold = (unsigned long long)ceil(p * 9007199254740992.0);
+        // p * 2^32 is exact; a p within 2^-32 of 1 rounds up to 2^32: no element is kept
+        const double t = ceil(p * 4294967296.0);
+        live = t < 4294967296.0;
+        threshold = live ? (unsigned)t : 0u;
         scale = p < 1.0 ? (A)(1.0 / (1.0 - p)) : (A)0;
+    }
+    // The keep of elements 2j (first) and 2j + 1 (second).
+    __device__ __forceinline__ void keep_pair(long long j, bool &first, bool &second) const
+    {
+        const unsigned long long h = dropout_mix(base + (unsigned long long)j);
+        first = live && (unsigned)h >= threshold;
+        second = live && (unsigned)(h >> 32) >= threshold;
     }
     __device__ __forceinline__ bool keep(long long i) const
     {
-        return (dropout_mix(base + (unsigned long long)i) >> 11) >= threshold;
+        const unsigned long long h = dropout_mix(base + (unsigned long long)(i >> 1));
+        return live && (unsigned)((i & 1) ? h >> 32 : h) >= threshold;
     }
 };
 
@@ -62,9 +82,13 @@ __device__ __forceinline__ void dropout_apply(const T *src, T *dst, long long n,
                 r.w[0] = w[j][0], r.w[1] = w[j][1], r.w[2] = w[j][2], r.w[3] = w[j][3];
             } else {
 #pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const A x = tocha::to_compute(tocha::element_of<T>(w[j], e));
-                    r.set(e, tocha::from_compute<T>(d.keep(v * V + e) ? x * d.scale : (A)0));
+                for (int e = 0; e < V; e += 2) {
+                    bool k0, k1;
+                    d.keep_pair(v * (V / 2) + e / 2, k0, k1);
+                    const A x0 = tocha::to_compute(tocha::element_of<T>(w[j], e));
+                    const A x1 = tocha::to_compute(tocha::element_of<T>(w[j], e + 1));
+                    r.set(e, tocha::from_compute<T>(k0 ? x0 * d.scale : (A)0));
+                    r.set(e + 1, tocha::from_compute<T>(k1 ? x1 * d.scale : (A)0));
                 }
             }
             tocha::store_pack(dst + v * V, r);

@@ -1,9 +1,10 @@
 -- tocha.Dropout: every element's keep or drop against the draw worked out here (the splitmix64
--- hash of seed, step and index in LuaJIT's 64-bit integers), the scale 1 / (1 - p), a new draw
--- each forward, the backward from the last forward's draw, the dropped fraction near p on a
--- large tensor, inference as the identity, p = 0 and p = 1; in a model (forward_train and
--- backward share a draw; the step is an i64 buffer, not trained); bad arguments. On sim and,
--- tagged #gpu, on cuda.
+-- hash of seed, step and pair index in LuaJIT's 64-bit integers, a 32-bit half an element), the
+-- scale 1 / (1 - p), a new draw each forward, the backward from the last forward's draw, tensors
+-- of several vectors a thread and of odd lengths, p at the draw's resolution (2^-32), the
+-- dropped fraction near p on a large tensor, inference as the identity, p = 0, p = 1 and p
+-- within 2^-32 of 1; in a model (forward_train and backward share a draw; the step is an i64
+-- buffer, not trained); bad arguments. On sim and, tagged #gpu, on cuda.
 local ffi = require "ffi"
 local tocha = require "tocha"
 local op = require "tocha.op"
@@ -11,16 +12,30 @@ local ref = require "support.reference"
 
 local fails = require("support.assertions").fails
 
--- kernels/dropout.cu's draw, written from splitmix64's definition.
+-- kernels/dropout.cu's draw, written from its definition: elements 2j and 2j + 1 share
+-- splitmix64(base + j), the first its low 32 bits, the second its high 32, as u; kept when the
+-- uniform u / 2^32 (exact in a double) is at least p.
 local function mix(z)
   z = z + 0x9E3779B97F4A7C15ULL
   z = bit.bxor(z, bit.rshift(z, 30)) * 0xBF58476D1CE4E5B9ULL
   z = bit.bxor(z, bit.rshift(z, 27)) * 0x94D049BB133111EBULL
   return bit.bxor(z, bit.rshift(z, 31))
 end
+local function uniform(seed, step, i)
+  local h = mix(mix(bit.bxor(0ULL + seed, mix(0ULL + step))) + math.floor(i / 2))
+  return tonumber(i % 2 == 0 and bit.band(h, 0xFFFFFFFFULL) or bit.rshift(h, 32))
+end
 local function keep(seed, step, i, p)
-  local h = mix(mix(bit.bxor(0ULL + seed, mix(0ULL + step))) + i)
-  return tonumber(bit.rshift(h, 11)) * 2 ^ -53 >= p
+  return uniform(seed, step, i) * 2 ^ -32 >= p
+end
+
+-- Every element of y against the draw: x / (1 - p) where kept, else 0.
+local function check_all(dt, y, xv, seed, step, p, what)
+  for i = 1, #xv do
+    local want = keep(seed, step, i - 1, p) and ref.convert(xv[i] / (1 - p), dt) or 0
+    assert(math.abs(y[i] - want) <= 2 * ref.eps[dt] * math.abs(want),
+      ("%s %s step %d [%d]: got %.9g, want %.9g"):format(what, dt, step, i, y[i], want))
+  end
 end
 
 describe("tocha.Dropout", function()
@@ -35,21 +50,46 @@ describe("tocha.Dropout", function()
           local x = tocha.randn({ 7, 33 }, { dtype = dt, device = device, seed = 3 })
           local xv = x:to_table(true)
           for step = 0, 2 do
-            local y = drop:forward(x):to_table(true)
-            for i = 1, #xv do
-              local want = keep(seed, step, i - 1, p) and ref.convert(xv[i] / (1 - p), dt) or 0
-              assert(math.abs(y[i] - want) <= 2 * ref.eps[dt] * math.abs(want),
-                ("%s step %d [%d]: got %.9g, want %.9g"):format(dt, step, i, y[i], want))
-            end
+            check_all(dt, drop:forward(x):to_table(true), xv, seed, step, p, "y")
           end
           -- the backward: the last forward's draw (step 2)
           local dy = tocha.randn({ 7, 33 }, { dtype = dt, device = device, seed = 4 })
-          local dx, gv = drop:backward(x, dy):to_table(true), dy:to_table(true)
-          for i = 1, #gv do
-            local want = keep(seed, 2, i - 1, p) and ref.convert(gv[i] / (1 - p), dt) or 0
-            assert(math.abs(dx[i] - want) <= 2 * ref.eps[dt] * math.abs(want), ("dx %s [%d]"):format(dt, i))
+          check_all(dt, drop:backward(x, dy):to_table(true), dy:to_table(true), seed, 2, p, "dx")
+        end
+      end)
+
+      it("draws every element of tensors of several vectors a thread and of odd lengths", function()
+        -- 1324 16-byte vectors: two CTAs of 256 threads, four vectors a thread, then the
+        -- elements past the last whole vector one by one
+        local p, seed = 0.3, 2 ^ 40 + 5
+        for _, dt in ipairs({ "f32", "f16", "bf16", "f64" }) do
+          local per = 16 / require("tocha.dtype").size(dt)
+          local n = 1324 * per + per - 1
+          local drop = tocha.Dropout.new(p, { seed = seed, dtype = dt })
+          local x = tocha.randn({ n }, { dtype = dt, device = device, seed = 6 })
+          local xv = x:to_table(true)
+          drop:forward(x)
+          check_all(dt, drop:forward(x):to_table(true), xv, seed, 1, p, "y")
+          check_all(dt, drop:backward(x, x):to_table(true), xv, seed, 1, p, "dx")
+        end
+      end)
+
+      it("compares each element's uniform with p exactly, at a resolution of 2^-32", function()
+        local seed, n = 99, 64
+        local x = tocha.randn({ n }, { device = device, seed = 8 })
+        local xv = x:to_table(true)
+        for _, i in ipairs({ 4, 5 }) do -- a low and a high half of a pair's hash
+          local u = uniform(seed, 0, i)
+          for _, case in ipairs({ { u * 2 ^ -32, true }, { (u + 1) * 2 ^ -32, false } }) do
+            local p = case[1]
+            local y = tocha.Dropout.new(p, { seed = seed }):forward(x):to_table(true)
+            assert.are.equal(case[2], y[i + 1] ~= 0, ("element %d at p = u / 2^32%s"):format(i, case[2] and "" or " + 2^-32"))
+            check_all("f32", y, xv, seed, 0, p, "y")
           end
         end
+        -- within 2^-32 of 1, p * 2^32 rounds up to 2^32: every element dropped
+        local y = tocha.Dropout.new(1 - 2 ^ -33, { seed = seed }):forward(tocha.ones({ 100000 }, { device = device }))
+        assert.are.equal(0, y:abs():sum():item())
       end)
 
       it("draws the same mask element by element where x and y are not 16-byte aligned", function()

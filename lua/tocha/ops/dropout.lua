@@ -69,7 +69,7 @@ function Dropout:n_launches() return 2 end
 
 -- Vectors a thread takes (dropout.cu's DROPOUT_VECTORS): the grid covers the flat tensor in
 -- 16-byte vectors, that many a thread.
-local VECTORS = 2
+local VECTORS = 4
 
 local function grid_of(self, n)
   local g = op.vector_grid(n, self.dtype, BLOCK * VECTORS)
