@@ -14,13 +14,13 @@
 //
 // Forward: y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps) (biased variance; RMS
 // norm: mean 0, var the mean square). Two reads of the row: its moments (Welford's, one read;
-// RMS: the sum of squares), then the output.
+// RMS: the sum of squares), then the output; a held row (below) one.
 //
 // Backward, three launches of tocha_norm_backward (phase 0, 1, 2), deterministic (no atomics):
 // - phase 0, a team a row: the mean (a read of x), then, in one read of x and dy, the sum of
 //   squared deviations (so rstd), sum(g) and sum(g (x - mean)) with g = dy w, and last
 //   dx = rstd (g - mean(g) - xhat mean(g xhat)), xhat = (x - mean) rstd (RMS: no mean(g) term).
-//   Its mean and rstd go to the workspace (stats). Group norm sums g per channel, and keeps each
+//   Its mean and rstd go to the workspace (stats). A held row reads x and dy once (nm_held_dx). Group norm sums g per channel, and keeps each
 //   (sample, channel)'s sum(dy xhat) and sum(dy) in the workspace (planes [2][N][C]);
 // - phase 1, the parameters' sums as a column reduction: a CTA of 8 warps takes a tile of 32
 //   16-byte groups of columns (a lane V = 16 / sizeof(T) columns), its warps a row in 8 each
@@ -47,12 +47,14 @@
 
 #define NM_WARPS 8 // a CTA's warps: the host launches CTAs of 256 threads
 
-// Layer and RMS norm's held rows (rows_mode -2): a CTA a row of whole 16-byte groups, at most
-// NM_HELD groups a thread (16 KB at 256 threads; f32 and halves), loaded once into registers (x, and dy in the
-// backward) before anything is computed, so that the row is read from memory once: the mean
-// and the sum of squared deviations are two passes over the registers, then the output is
-// written from them. norm.lua sends rows of 8 to 16 KB here; a row the kernel finds off a
-// 16-byte boundary takes the CTA path (rows_mode -1) instead.
+// Layer and RMS norm's held rows: a team a row of whole 16-byte groups, at most NM_HELD groups
+// a thread (f32 and halves), loaded once into registers (x, and dy in the backward) before
+// anything is computed, so that the row is read from memory once: the mean and the sum of
+// squared deviations are two passes over the registers, then the output is written from them.
+// The team is a CTA (rows_mode -2: norm.lua sends rows of 8 to 16 KB there) or a warp's team
+// (rows_mode 1 to 32) whose row has no more than NM_HELD groups a lane (rows of up to 2 KB on
+// 32 lanes: team_mapping leaves a lane about three). A row the kernel finds off a 16-byte
+// boundary is read through row_each / row_walk instead (a CTA path for rows_mode -2).
 #define NM_HELD 4
 
 __device__ __forceinline__ float nm_rsqrt(float v) { return 1.0f / sqrtf(v); }
@@ -100,15 +102,17 @@ __device__ __forceinline__ void nm_stats(const T *p, long long len, long long n,
 }
 
 
-// Whether a row of n takes the held path: rows_mode -2, whole 16-byte groups, no more than
-// NM_HELD a thread, and every row pointer on a 16-byte boundary.
+// Whether a row of n takes the held path: rows_mode -2 or a warp's team (1 to 32), whole
+// 16-byte groups, no more than NM_HELD a thread of the team, and every row pointer on a
+// 16-byte boundary.
 template <typename T>
 __device__ __forceinline__ bool nm_held(int rows_mode, long long n, const void *a, const void *b, const void *c)
 {
     const int V = tocha::vec16<T>::n;
-    // f64 keeps the CTA path: its held registers (twice a half's) would cost the kernel's
+    const long long team = rows_mode == -2 ? (long long)blockDim.x : rows_mode > 0 ? rows_mode : 0;
+    // f64 keeps the unheld paths: its held registers (twice a half's) would cost the kernel's
     // every path its occupancy.
-    return sizeof(T) < 8 && rows_mode == -2 && n % V == 0 && n / V <= (long long)NM_HELD * blockDim.x &&
+    return sizeof(T) < 8 && team > 0 && n % V == 0 && n / V <= (long long)NM_HELD * team &&
            (((unsigned long long)a | (unsigned long long)b | (unsigned long long)c) & 15u) == 0;
 }
 
@@ -127,55 +131,51 @@ template <typename T> __device__ __forceinline__ void nm_param_group(const T *p,
     for (int i = 0; i < 4; ++i) out[i] = t.w[i];
 }
 
-// The row's mean (0 for RMS norm) and rstd from its groups held in r (thread's group j is
-// group threadIdx.x + j blockDim.x of `groups`): two passes over the registers.
+// A held row's thread holds groups member + j team (j < NM_HELD) of the row's `groups` (0 for a
+// team past the last row, which still takes part in the team's combining).
+#define NM_EACH_HELD(j, g)                                                                                             \
+    _Pragma("unroll") for (int j = 0; j < NM_HELD; ++j) if (const long long g = member + j * (long long)team; g < groups)
+
+// The held row's mean (0 for RMS norm) and rstd from its groups in r: two passes over the
+// registers.
 template <typename T, int RMS, typename A>
-__device__ __forceinline__ void nm_held_stats(const unsigned (*r)[4], long long groups, long long n, double eps, A *mean,
-                                              A *rstd)
+__device__ __forceinline__ void nm_held_stats(const unsigned (*r)[4], long long groups, long long n, unsigned member,
+                                              unsigned team, bool cta, double eps, A *mean, A *rstd)
 {
     const int V = tocha::vec16<T>::n;
     A m = (A)0;
     if (!RMS) {
         A s = (A)0;
+        NM_EACH_HELD(j, g)
 #pragma unroll
-        for (int j = 0; j < NM_HELD; ++j)
-            if (threadIdx.x + j * (long long)blockDim.x < groups)
-#pragma unroll
-                for (int e = 0; e < V; ++e) s += tocha::to_compute(tocha::element_of<T>(r[j], e));
-        m = tocha::team_sum(s, blockDim.x, true) / (A)n;
+        for (int e = 0; e < V; ++e) s += tocha::to_compute(tocha::element_of<T>(r[j], e));
+        m = tocha::team_sum(s, team, cta) / (A)n;
     }
     A q = (A)0;
+    NM_EACH_HELD(j, g)
 #pragma unroll
-    for (int j = 0; j < NM_HELD; ++j)
-        if (threadIdx.x + j * (long long)blockDim.x < groups)
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const A d = tocha::to_compute(tocha::element_of<T>(r[j], e)) - m;
-                q += d * d;
-            }
+    for (int e = 0; e < V; ++e) {
+        const A d = tocha::to_compute(tocha::element_of<T>(r[j], e)) - m;
+        q += d * d;
+    }
     *mean = m;
-    *rstd = nm_rsqrt(tocha::team_sum(q, blockDim.x, true) / (A)n + (A)eps);
+    *rstd = nm_rsqrt(tocha::team_sum(q, team, cta) / (A)n + (A)eps);
 }
 
-// The held forward of row p into out (the header).
+// The held forward of row p into out (the header): x read once, the parameters in 16-byte
+// groups.
 template <typename T, int RMS, int AFFINE>
-__device__ __forceinline__ void nm_held_forward(const T *p, const T *w, const T *b, T *out, long long n, double eps)
+__device__ __forceinline__ void nm_held_forward(const T *p, const T *w, const T *b, T *out, long long groups,
+                                                long long n, unsigned member, unsigned team, bool cta, double eps)
 {
     typedef typename tocha::compute<T>::type A;
     const int V = tocha::vec16<T>::n;
-    const long long groups = n / V;
     unsigned r[NM_HELD][4];
-#pragma unroll
-    for (int j = 0; j < NM_HELD; ++j) {
-        const long long g = threadIdx.x + j * (long long)blockDim.x;
-        if (g < groups) tocha::load_words<16>(p + g * V, r[j]);
-    }
+    NM_EACH_HELD(j, g) tocha::load_words<16>(p + g * V, r[j]);
     A mean, rstd;
-    nm_held_stats<T, RMS>(r, groups, n, eps, &mean, &rstd);
-#pragma unroll
-    for (int j = 0; j < NM_HELD; ++j) {
-        const long long g = threadIdx.x + j * (long long)blockDim.x;
-        if (g >= groups) continue;
+    nm_held_stats<T, RMS>(r, groups, n, member, team, cta, eps, &mean, &rstd);
+    NM_EACH_HELD(j, g)
+    {
         unsigned wg[4], bg[4];
         if (AFFINE >= 1) nm_param_group(w + g * V, wg);
         if (AFFINE == 2) nm_param_group(b + g * V, bg);
@@ -191,45 +191,51 @@ __device__ __forceinline__ void nm_held_forward(const T *p, const T *w, const T 
     }
 }
 
-// The held backward's dx of row `row` (x at p, dy at d, dx at o), its (mean, rstd) to
-// st[2 row]: x and dy read once.
+// The held backward's dx of row `row` (x at p, dy at d, dx at o; `groups` 0 for a team past
+// the last row), its (mean, rstd) to st[2 row]: x and dy read once, and the team's sums in
+// two combinings (RMS norm: one): sum(x), sum(g) and sum(g x) together (g = dy w), then the
+// sum of squared deviations from the mean (RMS norm: sum(x^2) with the first), so that
+// sum(g (x - mean)) = sum(g x) - mean sum(g).
 template <typename T, int RMS, int AFFINE, typename A>
-__device__ __forceinline__ void nm_held_dx(const T *p, const T *w, const T *d, T *o, A *st, long long row, long long n,
+__device__ __forceinline__ void nm_held_dx(const T *p, const T *w, const T *d, T *o, A *st, long long row,
+                                           long long groups, long long n, unsigned member, unsigned team, bool cta,
                                            double eps)
 {
     const int V = tocha::vec16<T>::n;
-    const long long groups = n / V;
     unsigned rx[NM_HELD][4], rd[NM_HELD][4];
-#pragma unroll
-    for (int j = 0; j < NM_HELD; ++j) {
-        const long long g = threadIdx.x + j * (long long)blockDim.x;
-        if (g < groups) tocha::load_words<16>(p + g * V, rx[j]), tocha::load_words<16>(d + g * V, rd[j]);
-    }
-    A mean, rstd;
-    nm_held_stats<T, RMS>(rx, groups, n, eps, &mean, &rstd);
-    // sum(g) and sum(g (x - mean)), g = dy w.
+    NM_EACH_HELD(j, g) tocha::load_words<16>(p + g * V, rx[j]), tocha::load_words<16>(d + g * V, rd[j]);
+    // a: sum(x) (RMS: sum(x^2)), b: sum(g), c: sum(g x).
     nm_sums<A> s;
     s.a = s.b = s.c = (A)0;
-#pragma unroll
-    for (int j = 0; j < NM_HELD; ++j) {
-        const long long g = threadIdx.x + j * (long long)blockDim.x;
-        if (g >= groups) continue;
+    NM_EACH_HELD(j, g)
+    {
         unsigned wg[4];
         if (AFFINE >= 1) nm_param_group(w + g * V, wg);
 #pragma unroll
         for (int e = 0; e < V; ++e) {
+            const A xv = tocha::to_compute(tocha::element_of<T>(rx[j], e));
             A gv = tocha::to_compute(tocha::element_of<T>(rd[j], e));
             if (AFFINE >= 1) gv = gv * tocha::to_compute(tocha::element_of<T>(wg, e));
-            s.b += gv, s.c += gv * (tocha::to_compute(tocha::element_of<T>(rx[j], e)) - mean);
+            s.a += RMS ? xv * xv : xv, s.b += gv, s.c += gv * xv;
         }
     }
-    s = nm_team(s, blockDim.x, true);
-    if (threadIdx.x == 0) st[2 * row] = mean, st[2 * row + 1] = rstd;
-    const A mg = RMS ? (A)0 : s.b / (A)n, kx = rstd * rstd * s.c / (A)n;
+    s = nm_team(s, team, cta);
+    A mean = (A)0, q = s.a;
+    if (!RMS) {
+        mean = s.a / (A)n, q = (A)0;
+        NM_EACH_HELD(j, g)
 #pragma unroll
-    for (int j = 0; j < NM_HELD; ++j) {
-        const long long g = threadIdx.x + j * (long long)blockDim.x;
-        if (g >= groups) continue;
+        for (int e = 0; e < V; ++e) {
+            const A dv = tocha::to_compute(tocha::element_of<T>(rx[j], e)) - mean;
+            q += dv * dv;
+        }
+        q = tocha::team_sum(q, team, cta);
+    }
+    const A rstd = nm_rsqrt(q / (A)n + (A)eps);
+    if (groups > 0 && member == 0) st[2 * row] = mean, st[2 * row + 1] = rstd;
+    const A mg = RMS ? (A)0 : s.b / (A)n, kx = rstd * rstd * (s.c - mean * s.b) / (A)n;
+    NM_EACH_HELD(j, g)
+    {
         unsigned wg[4];
         if (AFFINE >= 1) nm_param_group(w + g * V, wg);
         tocha::pack16<T> out;
@@ -334,7 +340,9 @@ __device__ void tocha_norm(const T *x, const T *w, const T *b, T *y, unsigned ch
     tocha::team_of(rows_mode, &row, &member, &team);
     if (cta && row >= rows) return; // the whole CTA
     if (!GROUPED && nm_held<T>(rows_mode, n, x, y, y)) {
-        nm_held_forward<T, RMS, AFFINE>(x + row * n, w, b, y + row * n, n, eps);
+        const long long r = row < rows ? row : 0;
+        nm_held_forward<T, RMS, AFFINE>(x + r * n, w, b, y + r * n, row < rows ? n / tocha::vec16<T>::n : 0, n, member,
+                                        team, cta, eps);
         return;
     }
     const bool live = row < rows;   // a team of a warp past the end stays for the shuffles
@@ -386,7 +394,9 @@ __device__ __forceinline__ void nm_dx(const T *x, const T *w, const T *dy, T *dx
     tocha::team_of(rows_mode, &row, &member, &team);
     if (cta && row >= rows) return;
     if (!GROUPED && nm_held<T>(rows_mode, n, x, dy, dx)) {
-        nm_held_dx<T, RMS, AFFINE>(x + row * n, w, dy + row * n, dx + row * n, st, row, n, eps);
+        const long long r = row < rows ? row : 0;
+        nm_held_dx<T, RMS, AFFINE>(x + r * n, w, dy + r * n, dx + r * n, st, r, row < rows ? n / tocha::vec16<T>::n : 0,
+                                   n, member, team, cta, eps);
         return;
     }
     const bool live = row < rows;

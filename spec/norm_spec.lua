@@ -252,6 +252,32 @@ describe("normalisation layers", function()
         check(dx, wdx, "f32", "offset held dx", 4)
       end)
 
+      it("holds rows of up to four 16-byte groups a lane on a warp's team, and reads longer ones", function()
+        -- 37 rows (teams past the last row in the last CTA): 768 and 64 elements in halves
+        -- (3 and 2 groups a lane of teams of 32 and 4) held; 768 in f32 (6 groups a lane)
+        -- read through the row walks.
+        for _, dt in ipairs({ "bf16", "f16", "f32" }) do
+          for _, c in ipairs({ { "layer", 768 }, { "rms", 768 }, { "layer", 64 }, { "rms", 64 } }) do
+            local n, rms = c[2], c[1] == "rms"
+            local op = rms and tocha.RMSNorm.new({ n }, { dtype = dt }) or tocha.LayerNorm.new({ n }, { dtype = dt })
+            local x, dy, w, b = randn({ 37, n }, dt, 0.5), randn({ 37, n }, dt), randn({ n }, dt, 1), randn({ n }, dt)
+            local params = rms and { w } or { w, b }
+            local y = op:forward(x, unpack(params))
+            local args = { x, unpack(params) }
+            args[#args + 1] = dy
+            local grads = { op:backward(unpack(args)) }
+            local wy, wdx, wdw, wdb = norm_ref(x:to_table(true), dy:to_table(true), w:to_table(true),
+              (not rms) and b:to_table(true) or nil, 37, n, function(_, j) return j end, op.eps, rms, n)
+            local label = ("%s %d %s"):format(c[1], n, dt)
+            check(y, wy, dt, label .. " y")
+            check(grads[1], wdx, dt, label .. " dx", 4)
+            check(grads[2], wdw, dt, label .. " dweight", 4 * 37)
+            if not rms then check(grads[3], wdb, dt, label .. " dbias", 4 * 37) end
+            assert.are.equal(rms and 2 or 3, #grads)
+          end
+        end
+      end)
+
       it("computes group norm's split path in halves in f32: whole 16-byte planes, odd planes, split planes", function()
         -- {groups, channels, shape}: planes of 16 (whole 16-byte groups), 49 (element by
         -- element) and 16384 (split over CTAs).
