@@ -23,6 +23,23 @@ __device__ __forceinline__ double sm_exp(double v) { return exp(v); }
 __device__ __forceinline__ float sm_log(float v) { return logf(v); }
 __device__ __forceinline__ double sm_log(double v) { return log(v); }
 
+// a / b from r = 1 / b (rounded to nearest, computed once a row): the quotient a r corrected by
+// its remainder a - q b, which an fma gives exactly, so that the result is a / b rounded to
+// nearest (Markstein's correction; results under the smallest normal may differ in their last
+// place). A division is a call into a slow path for the cases the quotient may under- or
+// overflow, whose saved registers cost the whole kernel its occupancy; this is three
+// instructions.
+__device__ __forceinline__ float sm_div(float a, float b, float r)
+{
+    const float q = a * r;
+    return fmaf(fmaf(-q, b, a), r, q);
+}
+__device__ __forceinline__ double sm_div(double a, double b, double r)
+{
+    const double q = a * r;
+    return fma(fma(-q, b, a), r, q);
+}
+
 // exp(a - b) for a <= b, where a and b both -inf (masked elements, none finite yet) give 1, as
 // a == b does, not exp(-inf - -inf) = NaN: a row whose first elements are -inf (an attention
 // mask) must not turn NaN before its first finite element arrives.
@@ -71,9 +88,11 @@ template <typename A> __device__ __forceinline__ sm_pair<A> shfl_xor(sm_pair<A> 
     return r;
 }
 
-template <int LOG, typename A> __device__ __forceinline__ A sm_value(A v, A m, A s)
+// An output element from d = x - maximum and the row's sum s, with log_s = log s (log-softmax)
+// and r = 1 / s (softmax) taken once a row.
+template <int LOG, typename A> __device__ __forceinline__ A sm_value(A d, A s, A log_s, A r)
 {
-    return LOG ? v - m - sm_log(s) : sm_exp(v - m) / s;
+    return LOG ? d - log_s : sm_div(sm_exp(d), s, r);
 }
 
 // ---- rows held in registers ----
@@ -181,9 +200,10 @@ __device__ __forceinline__ void sm_forward_held(const T *in, T *out, int n, unsi
         }
     sum = tocha::team_sum(sum, team, cta);
     if (!live) return;
-    const A log_sum = LOG ? sm_log(sum) : (A)0;
-    sm_put<G>(out, n, member, team,
-              [&](int j, int e) { return LOG ? sm_at<T>(w[j], e) - top - log_sum : p[j][e] / sum; });
+    const A log_sum = LOG ? sm_log(sum) : (A)0, r = (A)1 / sum;
+    sm_put<G>(out, n, member, team, [&](int j, int e) {
+        return LOG ? sm_at<T>(w[j], e) - top - log_sum : sm_div(p[j][e], sum, r);
+    });
 }
 
 template <typename T, int LOG>
@@ -197,9 +217,11 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
             const long long o = t / inner, k = t - o * inner, base = o * n * inner + k;
             A m = (A)0, s = (A)0;
             for (long long j = 0; j < n; ++j) sm_push(m, s, tocha::to_compute(x[base + j * inner]));
-            for (long long j = 0; j < n; ++j)
-                y[base + j * inner] =
-                    tocha::from_compute<T>(sm_value<LOG>(tocha::to_compute(x[base + j * inner]), m, s));
+            const A log_s = LOG ? sm_log(s) : (A)0, r = (A)1 / s;
+            for (long long j = 0; j < n; ++j) {
+                const A d = tocha::to_compute(x[base + j * inner]) - m;
+                y[base + j * inner] = tocha::from_compute<T>(sm_value<LOG>(d, s, log_s, r));
+            }
         }
         return;
     }
@@ -251,10 +273,9 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
     }
     if (!live) return;
     // log(sum) once a row, not once an element
-    const A m = top, sum = total, log_sum = LOG ? sm_log(sum) : (A)0;
+    const A m = top, sum = total, log_sum = LOG ? sm_log(sum) : (A)0, r = (A)1 / sum;
     tocha::row_map(in, y + row * n, n, member, team, [=](T v) {
-        const A d = tocha::to_compute(v) - m;
-        return tocha::from_compute<T>(LOG ? d - log_sum : sm_exp(d) / sum);
+        return tocha::from_compute<T>(sm_value<LOG>(tocha::to_compute(v) - m, sum, log_sum, r));
     });
 }
 
