@@ -2,26 +2,46 @@
 // gradients. LOG (0 softmax, 1 log-softmax) and the dtype T are compile-time constants; halves
 // compute in f32, f64 in f64.
 //
-// Forward: a row of at most 1024 elements in whole aligned 16-byte groups (f64: 16 a lane) is
-// held in registers by its team: one read of x, an exp an element (kept for softmax's output),
-// one write. Another row of at most 8 KB takes its maximum m, then the sum s of exp(x - m),
-// then writes exp(x - m) / s or x - m - log s: three reads (the later two from L1). A longer
-// row, and a column (inner > 1), keep m and s as a running pair, rescaled when the maximum
-// grows, and read their elements twice.
+// Forward: a row of whole aligned 16-byte groups, at most 32 elements (f64: 16) a member of its
+// team, is held in registers: one read of x, an exp an element (kept for softmax's output),
+// one write (rows of up to 1024 elements by a warp's lanes, of 8 to 32 KB by a CTA). Another
+// row of at most 8 KB takes its maximum m, then the sum s of exp(x - m), then writes
+// exp(x - m) / s or x - m - log s: three reads (the later two from L1). A longer row, and a
+// column (inner > 1), keep m and s as a running pair, rescaled when the maximum grows, and read
+// their elements twice. Softmax divides by s as a product with 1 / s corrected by an fma
+// (sm_div), so that no path carries a division's slow-path call and its registers.
 // Backward, with y the forward's output: softmax dx = y (dy - sum(dy y)); log-softmax
 // dx = dy - exp(y) sum(dy). Rows held as in the forward take one read of y and dy; others two,
 // in 16-byte groups (row_walk).
 //
-// Mappings, chosen by the host from the shape (tensor_reduce.lua's team_mapping): rows 0, a
+// Mappings, chosen by the host from the shape (tensor_reduce.lua's softmax_mapping): rows 0, a
 // thread a (outer, inner) column walking n with stride inner (inner > 1); rows 1 to 32, that
-// many lanes of a warp a row (inner == 1, shorter rows); rows -1, a CTA a row (inner == 1, long
-// rows). A team reads its row in 16-byte groups (tocha.cuh's row_each, row_map, row_walk) and
+// many lanes of a warp a row (inner == 1, shorter rows; for rows it can hold, the fewest lanes
+// that hold them); rows -1, a CTA a row (inner == 1, long rows, and rows of 2 to sm_most groups
+// a thread, held). A team reads its row in 16-byte groups (tocha.cuh's row_each, row_map, row_walk) and
 // combines its lanes' partials through shuffles (and shared memory across a CTA's warps).
 
 __device__ __forceinline__ float sm_exp(float v) { return expf(v); }
 __device__ __forceinline__ double sm_exp(double v) { return exp(v); }
 __device__ __forceinline__ float sm_log(float v) { return logf(v); }
 __device__ __forceinline__ double sm_log(double v) { return log(v); }
+
+// a / b from r = 1 / b (rounded to nearest, computed once a row): the quotient a r corrected by
+// its remainder a - q b, which an fma gives exactly, so that the result is a / b rounded to
+// nearest (Markstein's correction; results under the smallest normal may differ in their last
+// place). A division is a call into a slow path for the cases the quotient may under- or
+// overflow, whose saved registers cost the whole kernel its occupancy; this is three
+// instructions.
+__device__ __forceinline__ float sm_div(float a, float b, float r)
+{
+    const float q = a * r;
+    return fmaf(fmaf(-q, b, a), r, q);
+}
+__device__ __forceinline__ double sm_div(double a, double b, double r)
+{
+    const double q = a * r;
+    return fma(fma(-q, b, a), r, q);
+}
 
 // exp(a - b) for a <= b, where a and b both -inf (masked elements, none finite yet) give 1, as
 // a == b does, not exp(-inf - -inf) = NaN: a row whose first elements are -inf (an attention
@@ -71,37 +91,42 @@ template <typename A> __device__ __forceinline__ sm_pair<A> shfl_xor(sm_pair<A> 
     return r;
 }
 
-template <int LOG, typename A> __device__ __forceinline__ A sm_value(A v, A m, A s)
+// An output element from d = x - maximum and the row's sum s, with log_s = log s (log-softmax)
+// and r = 1 / s (softmax) taken once a row.
+template <int LOG, typename A> __device__ __forceinline__ A sm_value(A d, A s, A log_s, A r)
 {
-    return LOG ? v - m - sm_log(s) : sm_exp(v - m) / s;
+    return LOG ? d - log_s : sm_div(sm_exp(d), s, r);
 }
 
 // ---- rows held in registers ----
 //
-// A row of at most 1024 elements, a whole number of 16-byte groups that start on a 16-byte
-// boundary (as do its output's), is held by its team in registers: lane `member` holds groups
-// member, member + team, ... up to G of them (G a compile-time constant, so that every index
-// into the arrays is one too and they stay in registers, halves as their raw words until
-// used). Each group is one 16-byte load, all of a lane's issued before the first is used;
-// the groups past the row's end hold a value that changes no result and are never stored.
-// Other rows (an odd length, an unaligned view) take the paths that read the row again.
+// A row of a whole number of 16-byte groups that start on a 16-byte boundary (as do its
+// output's), at most sm_most of them a member of its team (a warp's lanes or a CTA's threads),
+// is held by its team in registers: member `member` holds groups member, member + team, ... up
+// to G of them (G, 4 or sm_most, a compile-time constant, so that every index into the arrays
+// is one too and they stay in registers, halves as their raw words until used). Each group is
+// one 16-byte load, all of a member's issued before the first is used; the groups past the
+// row's end hold a value that changes no result and are never stored. Other rows (an odd
+// length, an unaligned view, more groups than its team holds) take the paths that read the row
+// again. A CTA's member keeps 2 to 8 groups in flight (the host gives a CTA rows of 2 groups a
+// thread and more), a warp's lanes up to 8.
 
 // The most groups a lane holds: 32 elements (16 of f64, whose 32 would take 128 registers).
 template <typename T> struct sm_most {
     static const int groups = sizeof(T) == 8 ? 8 : 32 / tocha::vec16<T>::n;
 };
 
-// The groups a lane of a team of `team` must hold for rows of n elements at p, q and r (rows
-// start at p + k n), or 0 where those rows cannot be held (not whole aligned groups, or longer
-// than 1024 elements). Uniform over the grid, so that every lane of a warp takes one path.
+// The groups a member of a team of `team` must hold for rows of n elements at p, q and r (rows
+// start at p + k n), or 0 where those rows cannot be held (not whole aligned groups, or more
+// than sm_most a member). Uniform over the grid, so that every lane of a warp takes one path.
 template <typename T>
 __device__ __forceinline__ long long sm_groups_a_lane(const T *p, const T *q, const T *r, long long n,
                                                       unsigned team)
 {
     const int V = tocha::vec16<T>::n;
     const unsigned long long at = (unsigned long long)p | (unsigned long long)q | (unsigned long long)r;
-    if (n > 1024 || n % V != 0 || (at & 15u) != 0) return 0;
-    return ((unsigned)n / V + team - 1) / team; // 32-bit: n is small here
+    if (n % V != 0 || (at & 15u) != 0 || n / V > (long long)sm_most<T>::groups * team) return 0;
+    return ((unsigned)n / V + team - 1) / team; // 32-bit: n is at most 2^16 here
 }
 
 // w[j] = the lane's group j of row (n elements, whole aligned groups); a group of `fill`
@@ -181,9 +206,10 @@ __device__ __forceinline__ void sm_forward_held(const T *in, T *out, int n, unsi
         }
     sum = tocha::team_sum(sum, team, cta);
     if (!live) return;
-    const A log_sum = LOG ? sm_log(sum) : (A)0;
-    sm_put<G>(out, n, member, team,
-              [&](int j, int e) { return LOG ? sm_at<T>(w[j], e) - top - log_sum : p[j][e] / sum; });
+    const A log_sum = LOG ? sm_log(sum) : (A)0, r = (A)1 / sum;
+    sm_put<G>(out, n, member, team, [&](int j, int e) {
+        return LOG ? sm_at<T>(w[j], e) - top - log_sum : sm_div(p[j][e], sum, r);
+    });
 }
 
 template <typename T, int LOG>
@@ -197,9 +223,11 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
             const long long o = t / inner, k = t - o * inner, base = o * n * inner + k;
             A m = (A)0, s = (A)0;
             for (long long j = 0; j < n; ++j) sm_push(m, s, tocha::to_compute(x[base + j * inner]));
-            for (long long j = 0; j < n; ++j)
-                y[base + j * inner] =
-                    tocha::from_compute<T>(sm_value<LOG>(tocha::to_compute(x[base + j * inner]), m, s));
+            const A log_s = LOG ? sm_log(s) : (A)0, r = (A)1 / s;
+            for (long long j = 0; j < n; ++j) {
+                const A d = tocha::to_compute(x[base + j * inner]) - m;
+                y[base + j * inner] = tocha::from_compute<T>(sm_value<LOG>(d, s, log_s, r));
+            }
         }
         return;
     }
@@ -251,10 +279,9 @@ __device__ void tocha_softmax(const T *x, T *y, long long outer, long long n, lo
     }
     if (!live) return;
     // log(sum) once a row, not once an element
-    const A m = top, sum = total, log_sum = LOG ? sm_log(sum) : (A)0;
+    const A m = top, sum = total, log_sum = LOG ? sm_log(sum) : (A)0, r = (A)1 / sum;
     tocha::row_map(in, y + row * n, n, member, team, [=](T v) {
-        const A d = tocha::to_compute(v) - m;
-        return tocha::from_compute<T>(LOG ? d - log_sum : sm_exp(d) / sum);
+        return tocha::from_compute<T>(sm_value<LOG>(tocha::to_compute(v) - m, sum, log_sum, r));
     });
 }
 

@@ -59,15 +59,17 @@ describe("tocha.Softmax and tocha.LogSoftmax", function()
         end
       end)
 
-      -- Rows of whole 16-byte groups of up to 1024 elements are held in registers (a lane's
-      -- groups, 4 or 8 of them in f32, 4 in halves, 8 in f64); others (1, 7, 1025 elements, an
+      -- Rows of whole 16-byte groups are held in registers: up to 1024 elements by a warp's
+      -- lanes (4 or 8 groups a lane in f32, 4 in halves, 8 in f64), rows of 2 to 8 groups a
+      -- thread by a CTA (2048, 4096 and 8192 in f32, 4096 and 8192 in halves, 1024 to 4096 in
+      -- f64, 4 or 8 groups a thread); others (1, 7, 1025, 8200 elements, 8192 in f64, an
       -- unaligned view) are read again. Each element against softmax worked out here in f64
       -- from x as stored, and the gradient from y and dy as stored; the second row of each x
       -- masked (its first third -inf, as an attention mask); the method x:softmax(2) gives the
       -- op's y.
-      it("holds short rows in registers and reads the others again, forward and backward", function()
+      it("holds rows in registers and reads the others again, forward and backward", function()
         local function value(i) return ((i * 37) % 101) / 17 - 3 end
-        for _, n in ipairs({ 1, 7, 8, 80, 256, 512, 1000, 1024, 1025 }) do
+        for _, n in ipairs({ 1, 7, 8, 80, 256, 512, 1000, 1024, 1025, 2048, 4096, 8192, 8200 }) do
           for _, dt in ipairs({ "f32", "f64", "f16", "bf16" }) do
             for _, shift in ipairs({ 0, 1 }) do -- 1: rows one element past a 16-byte boundary
               local rows = shift == 0 and 5 or 3

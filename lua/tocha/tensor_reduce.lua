@@ -332,6 +332,39 @@ local function team_mapping(outer, n, inner, block, size)
 end
 M.team_mapping = team_mapping
 
+-- The most 16-byte groups a thread of softmax.cu holds in registers (its sm_most): 32 elements,
+-- 16 of f64.
+local function held_groups(size) return size == 8 and 8 or 32 * size / 16 end
+
+-- softmax.cu's mapping (team_mapping's form): a row of whole 16-byte groups that its team can
+-- hold in registers (read once, where the other paths read it two or three times) goes to
+-- - a warp's team of the fewest lanes that hold it, up to 32 elements a lane (f32 rows of 80:
+--   4 lanes of 5 groups, 80 bytes in flight a thread, 8 rows a warp, two shuffle steps a
+--   combine; 8 lanes would keep at most 48 bytes in flight and take three steps);
+-- - a CTA, for rows of 2 groups a thread (8 KB at 256 threads: the same rows a warp would
+--   read two or three times, the later reads missing L1) up to the most a thread holds (32 KB
+--   in f32, 16 KB in halves);
+-- and any other row over 8 KB goes to a CTA too: its second read (the running pair's) finds
+-- the row in L2 while the rows in flight fit there (an H200's 132 SMs x 4 CTAs hold 528 rows,
+-- 34 MB of 64 KB rows, where a warp a row would hold 4224 rows and read each again from
+-- memory). Others (and columns) take team_mapping's. Whether the row is aligned is the
+-- kernel's to see: an unaligned one takes the same team through the paths that read it again.
+local function softmax_mapping(outer, n, inner, block, size)
+  if inner == 1 then
+    local most, groups = held_groups(size), n * size / 16
+    local cta = { math.max(1, math.min(outer, 2 ^ 31 - 1)), 1, 1 }
+    if groups == math.floor(groups) and groups <= 32 * most then
+      local rows = 1
+      while rows * most < groups do rows = rows * 2 end
+      return rows, { math.max(1, math.min(math.ceil(outer / (block / rows)), 2 ^ 31 - 1)), 1, 1 }
+    end
+    if groups == math.floor(groups) and groups >= 2 * block and groups <= most * block then return -1, cta end
+    if n * size > 8192 then return -1, cta end
+  end
+  return team_mapping(outer, n, inner, block, size)
+end
+M.softmax_mapping = softmax_mapping
+
 -- softmax (log-softmax with log) of x along dim, a new tensor of x's shape and dtype.
 local function softmax(x, dim, log, what)
   modules()
@@ -351,7 +384,7 @@ local function softmax(x, dim, log, what)
   local outer, n, inner = product(d, 1, k - 1), d[k], product(d, k + 1, #d)
   local work = x:contiguous()
   local y = tensor.alloc(d, dt, device.wrap(x.dev))
-  local rows, grid = team_mapping(outer, n, inner, ARG_BLOCK, dtype.size(dt))
+  local rows, grid = softmax_mapping(outer, n, inner, ARG_BLOCK, dtype.size(dt))
   op.launch_packed(softmax_kernel(dt, log), device.wrap(x.dev), grid, { ARG_BLOCK, 1, 1 },
     { work.data, y.data, outer, n, inner, rows })
   return y

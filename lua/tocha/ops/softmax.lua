@@ -7,9 +7,10 @@
 --   local y = sm:forward(x)
 --   local dx = sm:backward(x, y, dy)           -- from the forward's output y
 --
--- A row (inner size 1) is a team's (lanes of a warp, or a CTA for long rows when rows are
--- few: tensor_reduce.lua's team_mapping), held in registers up to 1024 elements of whole
--- aligned 16-byte groups; a dimension that is not the last is walked by a thread a column.
+-- A row (inner size 1) is a team's (lanes of a warp, or a CTA: tensor_reduce.lua's
+-- softmax_mapping), held in registers where it is whole aligned 16-byte groups, at most 32
+-- elements (16 of f64) a member: up to 1024 elements on a warp, 8 to 32 KB on a CTA; a
+-- dimension that is not the last is walked by a thread a column.
 local dtype = require "tocha.dtype"
 local device = require "tocha.device"
 local kernel = require "tocha.kernel"
@@ -46,7 +47,7 @@ function Methods:view(shape, what)
   if d < 1 or d > #shape then raise(("%s: dim %d is outside its %d dimensions"):format(what, self.dim, #shape)) end
   local outer, inner = op.numel(shape, 1, d - 1), op.numel(shape, d + 1)
   local n = shape[d]
-  local rows, grid = require("tocha.tensor_reduce").team_mapping(outer, n, inner, BLOCK, dtype.size(self.dtype))
+  local rows, grid = require("tocha.tensor_reduce").softmax_mapping(outer, n, inner, BLOCK, dtype.size(self.dtype))
   return outer, n, inner, rows, grid
 end
 
