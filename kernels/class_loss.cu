@@ -15,8 +15,6 @@
 // that shift (one read of the row), each row's scaled by *scale (a device value: 1 / the number of
 // rows that count for the mean, computed on the device between the phases) times dy_i for
 // reduction none (dy: per-row upstream gradients, or null-free stand-in with dy_stride 0).
-// phase 2, between them for a reduced loss over rows few enough for one CTA, sums the rows'
-// losses and counts and writes the loss (their mean where `mean`, else their sum) and *scale.
 
 __device__ __forceinline__ float cl_exp(float v) { return expf(v); }
 __device__ __forceinline__ double cl_exp(double v) { return exp(v); }
@@ -41,24 +39,11 @@ template <typename T, int LOG_INPUT>
 __device__ void
 tocha_class_loss(const T *x, const long long *target, typename tocha::compute<T>::type *row_loss,
                  typename tocha::compute<T>::type *valid, typename tocha::compute<T>::type *shift, T *dx,
-                 typename tocha::compute<T>::type *scale, typename tocha::compute<T>::type *total,
-                 const T *dy, long long dy_stride, long long *bad, long long N, long long C,
-                 long long ignore_index, double smoothing, int mean, int phase)
+                 const typename tocha::compute<T>::type *scale, const T *dy, long long dy_stride,
+                 long long *bad, long long N, long long C, long long ignore_index, double smoothing,
+                 int phase)
 {
     typedef typename tocha::compute<T>::type A;
-    if (phase == 2) {
-        // One CTA: the rows' losses and counts summed (each thread a fixed stride of rows, then
-        // the CTA's tree), the reduced loss to total and the gradient's scale to scale.
-        A s = (A)0, c = (A)0;
-        for (long long i = threadIdx.x; i < N; i += blockDim.x) s += row_loss[i], c += valid[i];
-        s = tocha::team_sum(s, blockDim.x, true);
-        c = tocha::team_sum(c, blockDim.x, true);
-        if (threadIdx.x == 0) {
-            total[0] = mean ? s / c : s;
-            scale[0] = mean ? (A)1 / c : (A)1;
-        }
-        return;
-    }
     const unsigned lane = threadIdx.x % 32;
     const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= N) return;

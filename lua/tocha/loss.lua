@@ -27,9 +27,6 @@ local raise = errors.raise
 local M = {}
 
 local BLOCK = 256
--- Up to M.one_cta_rows rows a reduced cross entropy or NLL is summed by one CTA (class_loss.cu's
--- phase 2: 1 MB of the rows' values at most), more by tocha's planned reductions.
-M.one_cta_rows = 2 ^ 17
 
 local function check_options(opts, known, owner)
   opts = op.options(opts, known, owner)
@@ -67,8 +64,8 @@ local function class_kernel(dt, log_input)
     local acc = dt == "f64" and "f64" or "f32"
     kernels[key] = kernel.new { source = op.source("class_loss.cu"), name = "tocha_class_loss",
       template_args = ("%s, %d"):format(dtype.ctype(dt), log_input and 1 or 0),
-      params = ("%s* x, i64* target, %s* row_loss, %s* valid, %s* shift, %s* dx, %s* scale, %s* total, %s* dy, i64 dy_stride, i64* bad, i64 N, i64 C, i64 ignore_index, f64 smoothing, i32 mean, i32 phase")
-        :format(dt, acc, acc, acc, dt, acc, acc, dt) }
+      params = ("%s* x, i64* target, %s* row_loss, %s* valid, %s* shift, %s* dx, %s* scale, %s* dy, i64 dy_stride, i64* bad, i64 N, i64 C, i64 ignore_index, f64 smoothing, i32 phase")
+        :format(dt, acc, acc, acc, dt, acc, dt) }
   end
   return kernels[key]
 end
@@ -101,17 +98,13 @@ local function class_loss(input, target, opts, log_input)
   local g = upstream(opts, { N }, input)
   local k = class_kernel(dt, log_input)
   local grid = { math.max(1, math.ceil(N / (BLOCK / 32))), 1, 1 }
-  local function launch(phase, scale, total)
-    op.launch_packed(k, dev, phase == 2 and { 1, 1, 1 } or grid, { BLOCK, 1, 1 }, { input.data, target.data, row_loss.data,
-      valid.data, shift.data, dx.data, scale and scale.data or row_loss.data, total and total.data or row_loss.data,
-      g and g.data or input.data, g and 1 or 0, bad.data, N, C, ignore, e, reduction == "mean" and 1 or 0, phase })
+  local function launch(phase, scale)
+    op.launch_packed(k, dev, grid, { BLOCK, 1, 1 }, { input.data, target.data, row_loss.data, valid.data, shift.data, dx.data,
+      scale and scale.data or row_loss.data, g and g.data or input.data, g and 1 or 0, bad.data, N, C, ignore, e, phase })
   end
   launch(0)
   local loss, scale
-  if reduction ~= "none" and N <= M.one_cta_rows then
-    loss, scale = tensor.alloc({ 1 }, acc, dev), tensor.alloc({ 1 }, acc, dev)
-    launch(2, scale, loss)
-  elseif reduction == "mean" then
+  if reduction == "mean" then
     local count = valid:sum()
     loss = math_ops.binary("div", row_loss:sum(), count)
     scale = count:reciprocal()
