@@ -135,7 +135,7 @@ describe("tocha.Reduce", function()
       -- x:sum(2) bit for bit. Inner 72 (whole 16-byte groups in every dtype) and 3 (elements);
       -- n odd, so that rows are left after the loads in flight.
       it("copies what a columns pass reads, with the same sums as without a copy", function()
-        local reduction, op, dev = require "tocha.ops.reduction", require "tocha.op", require "tocha.device"
+        local reduction, op, device_of = require "tocha.ops.reduction", require "tocha.op", require "tocha.device"
         local seed = 900
         for _, dt in ipairs(ref.float_dtypes) do
           for _, s in ipairs({ { 2, 7, 72 }, { 3, 11, 3 } }) do
@@ -147,7 +147,7 @@ describe("tocha.Reduce", function()
               local copy = tocha.full({ outer, n, inner }, 7, { dtype = dt, device = device })
               local y = tocha.full({ outer, 1, inner }, 12345, { dtype = dt, device = device })
               local p = { outer = outer, n = n, inner = inner, splits = 1, rows = 0 }
-              op.launch_packed(k, dev.wrap(x.dev), reduction.pass_grid(p, r.block_size, dt),
+              op.launch_packed(k, device_of.wrap(x.dev), reduction.pass_grid(p, r.block_size, dt),
                 { r.block_size, 1, 1 }, reduction.args(p, x.data, 0, y.data, 0, copy.data, 1))
               assert.are.same(x:to_table(true), copy:to_table(true))
               assert.are.same(x:sum(2):to_table(true), y:to_table(true))

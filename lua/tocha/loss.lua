@@ -64,7 +64,8 @@ local function class_kernel(dt, log_input)
     local acc = dt == "f64" and "f64" or "f32"
     kernels[key] = kernel.new { source = op.source("class_loss.cu"), name = "tocha_class_loss",
       template_args = ("%s, %d"):format(dtype.ctype(dt), log_input and 1 or 0),
-      params = ("%s* x, i64* target, %s* row_loss, %s* valid, %s* shift, %s* dx, %s* scale, %s* dy, i64 dy_stride, i64* bad, i64 N, i64 C, i64 ignore_index, f64 smoothing, i32 phase")
+      params = ("%s* x, i64* target, %s* row_loss, %s* valid, %s* shift, %s* dx, %s* scale, %s* dy, i64 dy_stride, "
+        .. "i64* bad, i64 N, i64 C, i64 ignore_index, f64 smoothing, i32 phase")
         :format(dt, acc, acc, acc, dt, acc, dt) }
   end
   return kernels[key]
@@ -85,7 +86,9 @@ local function class_loss(input, target, opts, log_input)
   end
   if target.dev ~= input.dev then raise("target: on another device than input") end
   local ignore = opts.ignore_index or -100
-  if type(ignore) ~= "number" or ignore ~= math.floor(ignore) then raise("ignore_index: expected an integer, got " .. errors.show(ignore)) end
+  if type(ignore) ~= "number" or ignore ~= math.floor(ignore) then
+    raise("ignore_index: expected an integer, got " .. errors.show(ignore))
+  end
   local e = opts.label_smoothing or 0
   if type(e) ~= "number" or not (e >= 0 and e <= 1) then raise("label_smoothing: expected a number from 0 to 1, got " .. errors.show(e)) end
   local reduction = opts.reduction or "mean"

@@ -652,8 +652,9 @@ function Model:backward(grad_outputs, cache)
           local grid = op:backward_grid_for_launch(launch, shapes, out_shape)
           if grid[1] > 0 then
             local args = op:pack_backward_args_for_launch(launch, ins, params, y, out_shape, g, 0, addresses, grad_params)
-            local k = op.backward_kernel_for_launch and op:backward_kernel_for_launch(launch, shapes, out_shape) or op.grad_kernel
-            op_base.launch_packed(k, self.device, grid, op:backward_block(), args)
+            local kernel = op.backward_kernel_for_launch and op:backward_kernel_for_launch(launch, shapes, out_shape)
+              or op.grad_kernel
+            op_base.launch_packed(kernel, self.device, grid, op:backward_block(), args)
           end
         end
       end

@@ -59,7 +59,9 @@ function BatchNorm2d.new(channels, opts)
   opts = op.options(opts, { eps = true, momentum = true, affine = "boolean", track_running_stats = "boolean", dtype = true },
     "tocha.BatchNorm2d")
   local eps, momentum = opts.eps or 1e-5, opts.momentum or 0.1
-  if type(eps) ~= "number" or not (eps >= 0) or eps == math.huge then raise("eps: expected a non-negative number, got " .. errors.show(eps)) end
+  if type(eps) ~= "number" or not (eps >= 0) or eps == math.huge then -- not (>=): NaN too
+    raise("eps: expected a non-negative number, got " .. errors.show(eps))
+  end
   if type(momentum) ~= "number" or not (momentum >= 0 and momentum <= 1) then
     raise("momentum: expected a number from 0 to 1, got " .. errors.show(momentum))
   end
@@ -72,10 +74,12 @@ function BatchNorm2d.new(channels, opts)
   local source = op.source("batch_norm.cu")
   local targs = ("%s, %d, %d"):format(dtype.ctype(dt), affine and 1 or 0, running and 1 or 0)
   self.kernel = kernel.new { source = source, name = "tocha_batch_norm", template_args = targs, launch_bounds = bounds(dt),
-    params = ("%s* x, %s* w, %s* b, %s* running_mean, %s* running_var, %s* y, u8* ws, i64 N, i64 C, i64 plane, i64 splits, f64 eps, f64 momentum, i32 training, i32 phase")
+    params = ("%s* x, %s* w, %s* b, %s* running_mean, %s* running_var, %s* y, u8* ws, i64 N, i64 C, "
+      .. "i64 plane, i64 splits, f64 eps, f64 momentum, i32 training, i32 phase")
       :format(dt, dt, dt, dt, dt, dt) }
   self.grad_kernel = kernel.new { source = source, name = "tocha_batch_norm_backward", template_args = targs, launch_bounds = bounds(dt),
-    params = ("%s* x, %s* w, %s* running_mean, %s* running_var, %s* dy, %s* dx, %s* dw, %s* db, u8* ws, i64 N, i64 C, i64 plane, i64 splits, f64 eps, i32 training, i32 phase")
+    params = ("%s* x, %s* w, %s* running_mean, %s* running_var, %s* dy, %s* dx, %s* dw, %s* db, "
+      .. "u8* ws, i64 N, i64 C, i64 plane, i64 splits, f64 eps, i32 training, i32 phase")
       :format(dt, dt, dt, dt, dt, dt, dt, dt) }
   self.backward_kernel = self.grad_kernel
   return self

@@ -69,9 +69,11 @@ local function build(self, rms, affine)
   local source = op.source("batch_norm.cu") .. "\n" .. op.source("norm.cu")
   self.affine = affine
   self.block_size = BLOCK
-  local params = ("%s* x, %s* w, %s* b, %s* y, u8* ws, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 psplits, i32 pwarps, i32 phase")
+  local params = ("%s* x, %s* w, %s* b, %s* y, u8* ws, i64 rows, i64 n, i64 G, i64 HW, "
+    .. "f64 eps, i32 rows_mode, i64 psplits, i32 pwarps, i32 phase")
     :format(dt, dt, dt, dt)
-  local grad_params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, i64 HW, f64 eps, i32 rows_mode, i64 splits, i64 psplits, i32 pwarps, i32 phase")
+  local grad_params = ("%s* x, %s* w, %s* dy, %s* dx, %s* dw, %s* db, u8* stats, i64 rows, i64 n, i64 G, "
+    .. "i64 HW, f64 eps, i32 rows_mode, i64 splits, i64 psplits, i32 pwarps, i32 phase")
     :format(dt, dt, dt, dt, dt, dt)
   local function make(name, p, backward, split)
     return kernel.new { source = source, name = name, template_args = targs, params = p,

@@ -167,7 +167,7 @@ local function sizes(self, inputs, output_shape)
 end
 
 function Methods:pack_args(inputs, _, output, output_shape)
-  local x, planes, H, W, OH, OW, out = sizes(self, inputs, output_shape)
+  local x, planes, H, W, OH, OW = sizes(self, inputs, output_shape)
   return { x, op.address(output, "output"), planes, H, W, OH, OW, forward_plan(self, H, W, OH, OW) }
 end
 

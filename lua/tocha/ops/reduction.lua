@@ -267,13 +267,13 @@ function M.pass_kernel(r, p)
   return p.short and r.short_columns_kernel or r.columns_kernel
 end
 
--- Runs the launches of a plan: count of them, grid_of(i) and args_of(i, workspace) each (a grid
+-- Runs the launches of a plan: count of them, grid_at(i) and args_of(i, workspace) each (a grid
 -- of 0 CTAs is skipped), with a workspace of `bytes` for as long as they run. k: the kernel, or
 -- a function of i giving launch i's.
-function M.run_launches(k, dev, block, count, bytes, grid_of, args_of)
+function M.run_launches(k, dev, block, count, bytes, grid_at, args_of)
   local ws = bytes > 0 and tensor.alloc({ bytes }, "u8", dev) or nil
   for i = 1, count do
-    local g = grid_of(i)
+    local g = grid_at(i)
     if g[1] > 0 then
       op.launch_packed(type(k) == "function" and k(i) or k, dev, g, { block, 1, 1 }, args_of(i, ws and ws.data or 0))
     end
