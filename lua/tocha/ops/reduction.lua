@@ -45,14 +45,23 @@ end
 
 -- The kernel's mapping of a pass over [outer, n, inner] whose elements are `size` bytes: 0, a
 -- thread an output (inner > 1); -1, a CTA a (row, split) for rows of 4 x block elements or
--- more; else a team of 1 to 32 lanes a row, the most that leaves each lane four 16-byte groups.
-local function mapping(n, inner, block, size)
+-- more, unless there are 4096 rows or more (enough for a warp each to fill an H200) of under
+-- 16 groups a thread of the CTA; else a team of 1 to 32 lanes a row, the most that leaves each
+-- lane four 16-byte groups. A warp a row needs no barrier where a CTA pays one: bf16 mean({3,4})
+-- of 16x256x80x80 (4096 rows of 800 groups) measured 24.1 us on CTAs and 19.2 us on warps (f32,
+-- 1600 groups a row, 31.7 and 32.6).
+local function mapping(n, inner, block, size, outer)
   if inner ~= 1 then return 0 end
-  if n >= 4 * block then return -1 end
+  if n >= 4 * block and (outer == nil or outer < 4096 or n * size >= 256 * block) then return -1 end
   local group, team = 16 / size, 1
   while team < 32 and 2 * team * 4 * group <= n do team = 2 * team end
   return team
 end
+
+-- The most CTAs a split rows pass takes: one wave of an H200 at six CTAs of 256 an SM (the rows
+-- kernel's 40 registers), 132 x 6. 1024 took 1.3 waves: sum() of 32x160x72x72 measured 39.8 us
+-- (f32) and 27.0 us (bf16) against 37.2 and 24.8 at 792.
+local ROW_CTAS = 792
 
 local function acc_size(dt) return dt == "f64" and 8 or 4 end
 
@@ -75,36 +84,64 @@ local function column_threads(outer, inner, splits, size)
   return outer * splits * (inner % group == 0 and inner / group or inner)
 end
 
+-- The threads a column of a columns pass over `columns` columns (column_threads) of rows of n
+-- takes (its `rows` is minus that, 0 for one), for CTAs of `block` threads. Short columns
+-- (inner under 32 groups) too few to fill the GPU take 4 where each still gets its 8 loads in
+-- flight, else 2 or 1; every other pass 1, and CTAs over 256 threads 1 (the kernel's shared
+-- memory holds the parts of 256). The threads of a column sit in different warps (each warp
+-- reads consecutive units of one row) and meet in shared memory. Measured on an H200: f32
+-- sum(3) of 32x160x72x72 (92160 columns of 72 rows) 46.1 us with one thread a column, 42.6 with
+-- four; bf16 (46080 columns) 26.8 and 27.9; f32 mean(1) of 16x256x80x80 (409600 columns of 16
+-- rows) 39.0 and 53.8 (its threads already fill the GPU: more of them only add barriers).
+local function column_lanes(n, columns, short, block)
+  if block > 256 or not short or columns >= COLUMN_THREADS / 2 then return 1 end
+  local lanes = 4
+  while lanes > 1 and n < lanes * 8 do lanes = lanes / 2 end
+  return lanes
+end
+
 -- The passes that reduce [outer, n, inner] of dtype dt over n, for CTAs of `block` threads: one
 -- or two {outer, n, inner, splits, rows, acc} (rows: the kernel's mapping; acc: the pass reads
 -- partials, f32 or f64 for f64, rather than dt; short: a columns pass for the short columns
--- kernel). A first pass splits n when there are too few
--- outputs for the GPU: CTA rows up to 1024 CTAs (each split at least 16 groups a thread);
--- columns up to COLUMN_THREADS threads, each split at least 16 rows, at most 128 splits so that
--- the second pass stays short. A little past one wave costs a second, nearly empty one: hence
--- floor, not ceil.
+-- kernel). A first pass splits n when there are too few outputs for the GPU: CTA rows of more
+-- than 16 groups a thread up to ROW_CTAS CTAs (each split at least 16 elements a thread);
+-- columns (1, 2 or 4 threads a column: column_lanes) up to COLUMN_THREADS threads, each split
+-- at least 16 rows a thread, at most 128 splits so that the second pass stays short. A little
+-- past one wave costs a second, nearly empty one: hence floor, not ceil.
 function M.plan(outer, n, inner, block, dt)
   local size = dtype.size(dt)
-  local rows = mapping(n, inner, block, size)
+  local rows = mapping(n, inner, block, size, outer)
   local splits = 1
   if rows == -1 then
-    splits = math.min(math.floor(1024 / outer), math.ceil(n / (16 * block)))
+    -- a row of up to 16 groups a thread (64 KB at 256 threads) is one CTA's: a split would
+    -- cost a second launch for less than a launch's worth of reading
+    if math.ceil(n * size / 16) > 16 * block then
+      splits = math.min(math.floor(ROW_CTAS / outer), math.ceil(n / (16 * block)))
+    end
   elseif rows == 0 then
-    local threads = short_columns(inner, size) and COLUMN_THREADS / 2 or COLUMN_THREADS
-    splits = math.min(math.floor(threads / column_threads(outer, inner, 1, size)), math.floor(n / 16), 128)
+    local short = short_columns(inner, size)
+    local lanes = column_lanes(n, column_threads(outer, inner, 1, size), short, block)
+    local threads = short and COLUMN_THREADS / 2 or COLUMN_THREADS
+    splits = math.min(math.floor(threads / column_threads(outer, inner, lanes, size)), math.floor(n / (16 * lanes)), 128)
+    rows = lanes > 1 and -lanes or 0
   end
   splits = math.max(1, splits)
   local first = { outer = outer, n = n, inner = inner, splits = splits, rows = rows,
-    short = rows == 0 and short_columns(inner, size) or nil }
+    short = rows <= 0 and rows ~= -1 and short_columns(inner, size) or nil }
   if splits == 1 then return { first } end
-  return { first, { outer = outer, n = splits, inner = inner, splits = 1, acc = true,
+  local second = { outer = outer, n = splits, inner = inner, splits = 1, acc = true,
     rows = mapping(splits, inner, block, acc_size(dt)),
-    short = inner ~= 1 and short_columns(inner, acc_size(dt)) or nil } }
+    short = inner ~= 1 and short_columns(inner, acc_size(dt)) or nil }
+  if second.rows == 0 then
+    local lanes = column_lanes(splits, column_threads(outer, inner, 1, acc_size(dt)), second.short, block)
+    second.rows = lanes > 1 and -lanes or 0
+  end
+  return { first, second }
 end
 
 local function grid_of(ctas, p, items)
   if ctas > 2 ^ 31 - 1 then
-    if p.rows ~= 0 then raise(("x: %d rows of a reduction, at most 2^31 - 1 a launch"):format(items)) end
+    if p.rows > 0 or p.rows == -1 then raise(("x: %d rows of a reduction, at most 2^31 - 1 a launch"):format(items)) end
     ctas = 2 ^ 31 - 1
   end
   return { math.max(1, ctas), 1, 1 }
@@ -117,7 +154,7 @@ function M.pass_grid(p, block, dt)
   if p.rows == -1 then return grid_of(items, p, items) end
   if p.rows > 0 then return grid_of(math.ceil(items * p.rows / block), p, items) end
   local size = p.acc and acc_size(dt) or dtype.size(dt)
-  return grid_of(math.ceil(column_threads(p.outer, p.inner, p.splits, size) / block), p, items)
+  return grid_of(math.ceil(column_threads(p.outer, p.inner, p.splits, size) * math.max(1, -p.rows) / block), p, items)
 end
 
 -- The workspace of a plan's partials, in bytes (0 for one pass), for dtype dt.
@@ -263,7 +300,7 @@ local on_stream, check_tensor, same_shape = op.on_stream, op.check_tensor, op.sa
 
 -- The kernel of a Reduce op (r) for pass p: the one of p's path.
 function M.pass_kernel(r, p)
-  if p.rows ~= 0 then return r.rows_kernel end
+  if p.rows > 0 or p.rows == -1 then return r.rows_kernel end
   return p.short and r.short_columns_kernel or r.columns_kernel
 end
 
