@@ -14,11 +14,10 @@
 //   of the row in 16-byte groups (the elements before the first boundary and after the last
 //   group one by one), four groups in flight a thread, then shuffles within each warp and the
 //   warps' values in warp order (tocha::team_combine);
-// - the columns path (otherwise): one thread, or 2 or 4 threads of different warps of a CTA, a
-//   (outer, split, 16-byte group of inner) column (one element along inner where inner is not
-//   whole groups or x is not 16-byte aligned), each walking every lanes-th row of its part of
-//   n, four rows in flight, combined in row order, then the threads' values in order through
-//   shared memory; few registers (its kernel holds five to six CTAs of 256 an SM);
+// - the columns path (otherwise): one thread a (outer, split, 16-byte group of inner) column
+//   (one element along inner where inner is not whole groups or x is not 16-byte aligned),
+//   walking its part of n with stride inner, four rows in flight, combined in row order: no
+//   shared memory, no barrier, few registers (its kernel holds five to six CTAs of 256 an SM);
 //   tocha_reduce_short_columns, for rows of inner under 32 groups (too few threads without a
 //   split), the same with eight rows in flight.
 // splits > 1 divides n among CTAs or threads when there are too few outputs to fill the device;
@@ -34,10 +33,7 @@
 
 template <int MODE, typename A> __device__ __forceinline__ A red_identity()
 {
-    return MODE == 2   ? -tocha::infinity<A>()
-           : MODE == 3 ? tocha::infinity<A>()
-           : MODE == 4 ? (A)1
-                       : (A)0;
+    return MODE == 2 ? -tocha::infinity<A>() : MODE == 3 ? tocha::infinity<A>() : MODE == 4 ? (A)1 : (A)0;
 }
 
 template <int MODE, typename A> __device__ __forceinline__ A red_combine(A a, A b)
@@ -48,26 +44,22 @@ template <int MODE, typename A> __device__ __forceinline__ A red_combine(A a, A 
     return a + b;
 }
 
-template <typename T>
-__device__ __forceinline__ typename tocha::compute<T>::type red_load(const T *p, long long i)
+template <typename T> __device__ __forceinline__ typename tocha::compute<T>::type red_load(const T *p, long long i)
 {
     return tocha::to_compute(tocha::load_element(p + i));
 }
 
-template <int MODE, typename A, typename TO>
-__device__ __forceinline__ void red_store(TO *y, long long i, A v, double divisor)
+template <int MODE, typename A, typename TO> __device__ __forceinline__ void red_store(TO *y, long long i, A v, double divisor)
 {
     if (MODE == 1) v = v / (A)divisor;
     y[i] = tocha::from_compute<TO>(v);
 }
 
 // acc combined, in order, with the elements of a 16-byte group of TI held as four words.
-template <int MODE, typename TI, typename A>
-__device__ __forceinline__ A red_group(A acc, const unsigned w[4])
+template <int MODE, typename TI, typename A> __device__ __forceinline__ A red_group(A acc, const unsigned w[4])
 {
 #pragma unroll
-    for (int e = 0; e < tocha::vec16<TI>::n; ++e)
-        acc = red_combine<MODE>(acc, (A)tocha::to_compute(tocha::element_of<TI>(w, e)));
+    for (int e = 0; e < tocha::vec16<TI>::n; ++e) acc = red_combine<MODE>(acc, (A)tocha::to_compute(tocha::element_of<TI>(w, e)));
     return acc;
 }
 
@@ -82,16 +74,14 @@ template <typename TI> __device__ __forceinline__ void red_copy16(TI *dst, const
 // before the first 16-byte boundary and after the last whole group one by one, and the groups
 // between four at a time (vec: in and copy share their alignment, so both take whole groups).
 template <int MODE, typename TI, typename A>
-__device__ __forceinline__ A red_segment(const TI *in, TI *copy, long long lo, long long hi,
-                                         long long lane, long long team, bool vec)
+__device__ __forceinline__ A red_segment(const TI *in, TI *copy, long long lo, long long hi, long long lane, long long team,
+                                         bool vec)
 {
     const int V = tocha::vec16<TI>::n;
-    A acc[4] = {red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>(),
-                red_identity<MODE, A>()};
+    A acc[4] = {red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>(), red_identity<MODE, A>()};
     long long a = hi, b = hi;
     if (vec) {
-        a = lo +
-            (long long)(((16u - ((unsigned)(unsigned long long)(in + lo) & 15u)) & 15u) / sizeof(TI));
+        a = lo + (long long)(((16u - ((unsigned)(unsigned long long)(in + lo) & 15u)) & 15u) / sizeof(TI));
         if (a > hi) a = hi;
         b = a + (hi - a) / V * V;
     }
@@ -139,8 +129,7 @@ template <typename TI> struct red_unit<1, TI> {
 };
 
 // The unit at p (16-byte aligned for a group).
-template <int U, typename TI>
-__device__ __forceinline__ void red_unit_load(const TI *p, red_unit<U, TI> &u)
+template <int U, typename TI> __device__ __forceinline__ void red_unit_load(const TI *p, red_unit<U, TI> &u)
 {
     tocha::load_words<16>(p, u.w);
 }
@@ -154,8 +143,7 @@ template <int MODE, int U, typename TI, typename A>
 __device__ __forceinline__ void red_unit_take(A *acc, const red_unit<U, TI> &u, TI *out)
 {
 #pragma unroll
-    for (int e = 0; e < U; ++e)
-        acc[e] = red_combine<MODE>(acc[e], (A)tocha::to_compute(tocha::element_of<TI>(u.w, e)));
+    for (int e = 0; e < U; ++e) acc[e] = red_combine<MODE>(acc[e], (A)tocha::to_compute(tocha::element_of<TI>(u.w, e)));
     if (out) red_copy16(out, u.w);
 }
 template <int MODE, typename TI, typename A>
@@ -172,75 +160,49 @@ __device__ __forceinline__ long long red_div(long long a, long long b)
 }
 
 // The columns path over [outer, n, inner] with U elements a column unit (U = V, a 16-byte
-// group, where inner is whole groups and x and copy are 16-byte aligned; else 1): `lanes` (1, 2
-// or 4) threads a column (outer o, split s, unit c), a CTA taking blockDim / lanes consecutive
-// columns at a time, its threads striding over the columns together. Thread p of a column (in
-// the p-th part of the CTA: each warp's loads cover consecutive units of one row) walks rows p,
-// p + lanes, ... of its split with stride lanes x inner, R loads in flight, combined in row
-// order; the parts' values are then combined in part order through shared memory, and part 0
-// stores. More threads a column give short rows of n more loads in flight without a second
-// pass. COPY: each unit read is also stored at the same place of copy (copy - x elements on).
+// group, where inner is whole groups and x and copy are 16-byte aligned; else 1): one thread a
+// column (outer o, split s, unit c), threads striding over the columns. Consecutive threads take
+// consecutive units of a row, so a warp's loads cover whole runs of inner. A thread walks the
+// rows of its split with stride inner, R loads in flight, and combines them in row order (a
+// fixed order: the result depends on the shape alone); no shared memory, no barrier. COPY: each
+// unit read is also stored at the same place of copy (copy - x elements on).
 template <int MODE, int U, int R, bool COPY, typename TI, typename TO>
-__device__ __forceinline__ void red_columns_units(const TI *x, TO *y, TI *copy, long long outer,
-                                                  long long n, long long inner, long long splits,
-                                                  double divisor, int lanes)
+__device__ __forceinline__ void red_columns_units(const TI *x, TO *y, TI *copy, long long outer, long long n,
+                                                  long long inner, long long splits, double divisor)
 {
     typedef typename tocha::compute<TI>::type A;
-    // the parts past the first hold their values here: at most 256 threads a CTA
-    __shared__ A parts[192 * U];
-    if (blockDim.x > 256) lanes = 1;
     const long long cols = inner / U, columns = outer * splits * cols;
-    const long long part = (n + splits - 1) / splits;
+    const long long part = (n + splits - 1) / splits, stride = (long long)blockDim.x * gridDim.x;
     const long long gap = COPY ? copy - x : 0;
-    const unsigned width = blockDim.x / lanes, tx = threadIdx.x % width, p = threadIdx.x / width;
-    const long long step = (long long)lanes * inner;
-    // The CTA loops together (its barriers): threads past the last column walk no rows.
-    for (long long base = blockIdx.x * (long long)width; base < columns;
-         base += (long long)gridDim.x * width) {
-        const long long column = base + tx;
-        const bool live = column < columns;
-        const long long r = live ? red_div(column, cols) : 0, c = live ? column - r * cols : 0;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < columns; t += stride) {
+        const long long r = red_div(t, cols), c = t - r * cols;
         const long long o = red_div(r, splits), s = r - o * splits;
         const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
-        const TI *in = x + (o * n + lo + p) * inner + c * U;
+        const TI *in = x + (o * n + lo) * inner + c * U;
         A acc[U];
 #pragma unroll
         for (int e = 0; e < U; ++e) acc[e] = red_identity<MODE, A>();
-        long long m = live && lo + (long long)p < hi ? (hi - lo - p + lanes - 1) / lanes : 0;
+        long long m = hi - lo;
 #pragma unroll 1
-        for (; m >= R; m -= R, in += R * step) {
+        for (; m >= R; m -= R, in += R * inner) {
             red_unit<U, TI> w[R];
 #pragma unroll
-            for (int j = 0; j < R; ++j) red_unit_load(in + j * step, w[j]);
+            for (int j = 0; j < R; ++j) red_unit_load(in + j * inner, w[j]);
 #pragma unroll
-            for (int j = 0; j < R; ++j)
-                red_unit_take<MODE>(acc, w[j], COPY ? (TI *)in + gap + j * step : (TI *)0);
+            for (int j = 0; j < R; ++j) red_unit_take<MODE>(acc, w[j], COPY ? (TI *)in + gap + j * inner : (TI *)0);
         }
         // At most R - 1 rows are left: their loads issued together.
         {
             red_unit<U, TI> w[R - 1];
 #pragma unroll
             for (int j = 0; j < R - 1; ++j)
-                if (j < m) red_unit_load(in + j * step, w[j]);
+                if (j < m) red_unit_load(in + j * inner, w[j]);
 #pragma unroll
             for (int j = 0; j < R - 1; ++j)
-                if (j < m) red_unit_take<MODE>(acc, w[j], COPY ? (TI *)in + gap + j * step : (TI *)0);
+                if (j < m) red_unit_take<MODE>(acc, w[j], COPY ? (TI *)in + gap + j * inner : (TI *)0);
         }
-        if (lanes > 1) {
-            if (p > 0)
 #pragma unroll
-                for (int e = 0; e < U; ++e) parts[((p - 1) * U + e) * width + tx] = acc[e];
-            __syncthreads();
-            if (p == 0)
-                for (unsigned q = 1; q < (unsigned)lanes; ++q)
-#pragma unroll
-                    for (int e = 0; e < U; ++e)
-                        acc[e] = red_combine<MODE>(acc[e], parts[((q - 1) * U + e) * width + tx]);
-            __syncthreads(); // parts is reused by the next columns
-        }
-        if (live && p == 0)
-#pragma unroll
-            for (int e = 0; e < U; ++e) red_store<MODE>(y, r * inner + c * U + e, acc[e], divisor);
+        for (int e = 0; e < U; ++e) red_store<MODE>(y, r * inner + c * U + e, acc[e], divisor);
     }
 }
 
@@ -248,39 +210,33 @@ __device__ __forceinline__ void red_columns_units(const TI *x, TO *y, TI *copy, 
 // flight (the store addresses besides would raise the kernel's registers for every pass: the
 // bias gradient that copies sums rows, so a columns pass copies only when called so directly).
 template <int MODE, int U, int R, typename TI, typename TO>
-__device__ __forceinline__ void red_columns_copy(const TI *x, TO *y, TI *copy, long long outer,
-                                                 long long n, long long inner, long long splits,
-                                                 double divisor, int lanes)
+__device__ __forceinline__ void red_columns_copy(const TI *x, TO *y, TI *copy, long long outer, long long n,
+                                                 long long inner, long long splits, double divisor)
 {
-    if (copy)
-        red_columns_units<MODE, U, 2, true>(x, y, copy, outer, n, inner, splits, divisor, lanes);
-    else
-        red_columns_units<MODE, U, R, false>(x, y, copy, outer, n, inner, splits, divisor, lanes);
+    if (copy) red_columns_units<MODE, U, 2, true>(x, y, copy, outer, n, inner, splits, divisor);
+    else red_columns_units<MODE, U, R, false>(x, y, copy, outer, n, inner, splits, divisor);
 }
 
 // The columns path (inner > 1, or any pass the host maps so): 16-byte units where inner is
 // whole groups and x (and copy) are aligned, R of them in flight a thread; else one element a
 // unit, four in flight.
 template <int MODE, int R, typename TI, typename TO>
-__device__ void red_columns(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner,
-                            long long splits, double divisor, int lanes)
+__device__ void red_columns(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner, long long splits,
+                            double divisor)
 {
     const int V = tocha::vec16<TI>::n;
     const bool vec = V > 1 && inner % V == 0 && ((unsigned long long)x & 15u) == 0 &&
                      (!copy || ((unsigned long long)copy & 15u) == 0);
-    if (vec)
-        red_columns_copy<MODE, tocha::vec16<TI>::n, R>(x, y, copy, outer, n, inner, splits, divisor,
-                                                       lanes);
-    else
-        red_columns_copy<MODE, 1, 4>(x, y, copy, outer, n, inner, splits, divisor, lanes);
+    if (vec) red_columns_copy<MODE, tocha::vec16<TI>::n, R>(x, y, copy, outer, n, inner, splits, divisor);
+    else red_columns_copy<MODE, 1, 4>(x, y, copy, outer, n, inner, splits, divisor);
 }
 
 // The rows path (inner == 1): rows -1 a CTA a (row, split), 1 to 32 (a power of two) that many
 // lanes of a warp a (row, split); red_segment's values combined by tocha::team_combine
 // (shuffles, then the warps' values in warp order): a fixed order, the same on every device.
 template <int MODE, typename TI, typename TO>
-__device__ void red_rows(const TI *x, TO *y, TI *copy, long long outer, long long n, long long splits,
-                         double divisor, int rows)
+__device__ void red_rows(const TI *x, TO *y, TI *copy, long long outer, long long n, long long splits, double divisor,
+                         int rows)
 {
     typedef typename tocha::compute<TI>::type A;
     const int V = tocha::vec16<TI>::n;
@@ -297,32 +253,25 @@ __device__ void red_rows(const TI *x, TO *y, TI *copy, long long outer, long lon
     long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
     if (!live) lo = hi = 0;
     const bool vec = !copy || (((unsigned long long)x ^ (unsigned long long)copy) & 15u) == 0;
-    const A mine =
-        red_segment<MODE, TI, A>(x + row * n, copy ? copy + row * n : 0, lo, hi, lane, team, vec);
-    const A total =
-        tocha::team_combine(mine, team, cta, [](A a, A b) { return red_combine<MODE>(a, b); });
+    const A mine = red_segment<MODE, TI, A>(x + row * n, copy ? copy + row * n : 0, lo, hi, lane, team, vec);
+    const A total = tocha::team_combine(mine, team, cta, [](A a, A b) { return red_combine<MODE>(a, b); });
     if (live && lane == 0) red_store<MODE>(y, item, total, divisor);
 }
 
-// rows, the host's mapping of the pass: -1 a CTA a row and 1 to 32 lanes a row (the rows path),
-// 0 a thread a column and -2 or -4 that many threads a column (the columns path). PATH: 0 either,
-// as rows says; 1 rows only, 2 columns only, 3 columns only with eight 16-byte units in flight a
-// thread.
+// PATH: 0 either (rows != 0 the rows path, else the columns path), 1 rows only, 2 columns only,
+// 3 columns only with eight 16-byte units in flight a thread.
 template <int PATH, int MODE, typename TI, typename TO>
-__device__ __forceinline__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long long n,
-                                         long long inner, long long splits, double divisor, int rows)
+__device__ __forceinline__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner,
+                                         long long splits, double divisor, int rows)
 {
-    if (PATH < 2 && (PATH == 1 || rows > 0 || rows == -1))
-        red_rows<MODE>(x, y, copy, outer, n, splits, divisor, rows);
-    else
-        red_columns<MODE, PATH == 3 ? 8 : 4>(x, y, copy, outer, n, inner, splits, divisor,
-                                             rows < -1 ? -rows : 1);
+    if (PATH < 2 && (PATH == 1 || rows)) red_rows<MODE>(x, y, copy, outer, n, splits, divisor, rows);
+    else red_columns<MODE, PATH == 3 ? 8 : 4>(x, y, copy, outer, n, inner, splits, divisor);
 }
 
 template <int PATH, typename T, int MODE>
-__device__ __forceinline__ void red_entry(const unsigned char *x, int x_acc, unsigned char *y, int y_acc,
-                                          T *copy, long long outer, long long n, long long inner,
-                                          long long splits, double divisor, int rows)
+__device__ __forceinline__ void red_entry(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
+                                          long long outer, long long n, long long inner, long long splits, double divisor,
+                                          int rows)
 {
     typedef typename tocha::compute<T>::type A;
     if ((const unsigned char *)copy == x) copy = 0; // no copy (launch pointers are never null)
@@ -338,27 +287,25 @@ __device__ __forceinline__ void red_entry(const unsigned char *x, int x_acc, uns
 
 // A pass of either path, as `rows` says (the kernel a RuntimeOp's launches share).
 template <typename T, int MODE>
-__device__ void tocha_reduce(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
-                             long long outer, long long n, long long inner, long long splits,
-                             double divisor, int rows)
+__device__ void tocha_reduce(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy, long long outer,
+                             long long n, long long inner, long long splits, double divisor, int rows)
 {
     red_entry<0, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
 }
 
 // tocha_reduce for passes of the rows path alone (rows != 0): its own registers.
 template <typename T, int MODE>
-__device__ void tocha_reduce_rows(const unsigned char *x, int x_acc, unsigned char *y, int y_acc,
-                                  T *copy, long long outer, long long n, long long inner,
-                                  long long splits, double divisor, int rows)
+__device__ void tocha_reduce_rows(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
+                                  long long outer, long long n, long long inner, long long splits, double divisor, int rows)
 {
     red_entry<1, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
 }
 
 // tocha_reduce for passes of the columns path alone (rows == 0): its own registers.
 template <typename T, int MODE>
-__device__ void tocha_reduce_columns(const unsigned char *x, int x_acc, unsigned char *y, int y_acc,
-                                     T *copy, long long outer, long long n, long long inner,
-                                     long long splits, double divisor, int rows)
+__device__ void tocha_reduce_columns(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
+                                     long long outer, long long n, long long inner, long long splits, double divisor,
+                                     int rows)
 {
     red_entry<2, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
 }
@@ -368,20 +315,19 @@ __device__ void tocha_reduce_columns(const unsigned char *x, int x_acc, unsigned
 // of n, which costs a second pass): twice the bytes in flight of tocha_reduce_columns, and more
 // registers, hence a kernel of its own.
 template <typename T, int MODE>
-__device__ void tocha_reduce_short_columns(const unsigned char *x, int x_acc, unsigned char *y,
-                                           int y_acc, T *copy, long long outer, long long n,
-                                           long long inner, long long splits, double divisor, int rows)
+__device__ void tocha_reduce_short_columns(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
+                                           long long outer, long long n, long long inner, long long splits,
+                                           double divisor, int rows)
 {
     red_entry<3, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
 }
 
 template <typename T, int MODE>
-__device__ void tocha_reduce_grad(const T *x, const T *y, const T *dy, T *dx, long long outer,
-                                  long long n, long long inner, double divisor)
+__device__ void tocha_reduce_grad(const T *x, const T *y, const T *dy, T *dx, long long outer, long long n, long long inner,
+                                  double divisor)
 {
     typedef typename tocha::compute<T>::type A;
-    const long long stride = (long long)blockDim.x * gridDim.x,
-                    first = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const long long stride = (long long)blockDim.x * gridDim.x, first = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (MODE < 2) {
         const long long total = outer * n * inner;
         for (long long e = first; e < total; e += stride) {

@@ -157,8 +157,6 @@ local function sum_passes(runs, dt, acc_dt)
     local first = #passes == 0
     local plan_dt = first and dt or acc_dt
     for j, p in ipairs(reduction.plan(outer, runs[r].size, inner, BLOCK, plan_dt)) do
-      -- the fused first pass (broadcast.cu's own columns loop) takes a thread a column
-      if first and j == 1 and p.rows < -1 then p.rows = 0 end
       passes[#passes + 1] = { pass = p, dt = plan_dt, fused = first and j == 1 }
     end
     table.remove(runs, r)

@@ -84,30 +84,14 @@ local function column_threads(outer, inner, splits, size)
   return outer * splits * (inner % group == 0 and inner / group or inner)
 end
 
--- The threads a column of a columns pass over `columns` columns (column_threads) of rows of n
--- takes (its `rows` is minus that, 0 for one), for CTAs of `block` threads. Short columns
--- (inner under 32 groups) too few to fill the GPU take 4 where each still gets its 8 loads in
--- flight, else 2 or 1; every other pass 1, and CTAs over 256 threads 1 (the kernel's shared
--- memory holds the parts of 256). The threads of a column sit in different warps (each warp
--- reads consecutive units of one row) and meet in shared memory. Measured on an H200: f32
--- sum(3) of 32x160x72x72 (92160 columns of 72 rows) 46.1 us with one thread a column, 42.6 with
--- four; bf16 (46080 columns) 26.8 and 27.9; f32 mean(1) of 16x256x80x80 (409600 columns of 16
--- rows) 39.0 and 53.8 (its threads already fill the GPU: more of them only add barriers).
-local function column_lanes(n, columns, short, block)
-  if block > 256 or not short or columns >= COLUMN_THREADS / 2 then return 1 end
-  local lanes = 4
-  while lanes > 1 and n < lanes * 8 do lanes = lanes / 2 end
-  return lanes
-end
-
 -- The passes that reduce [outer, n, inner] of dtype dt over n, for CTAs of `block` threads: one
 -- or two {outer, n, inner, splits, rows, acc} (rows: the kernel's mapping; acc: the pass reads
 -- partials, f32 or f64 for f64, rather than dt; short: a columns pass for the short columns
 -- kernel). A first pass splits n when there are too few outputs for the GPU: CTA rows of more
 -- than 16 groups a thread up to ROW_CTAS CTAs (each split at least 16 elements a thread);
--- columns (1, 2 or 4 threads a column: column_lanes) up to COLUMN_THREADS threads, each split
--- at least 16 rows a thread, at most 128 splits so that the second pass stays short. A little
--- past one wave costs a second, nearly empty one: hence floor, not ceil.
+-- columns up to COLUMN_THREADS threads, each split at least 16 rows, at most 128 splits so that
+-- the second pass stays short. A little past one wave costs a second, nearly empty one: hence
+-- floor, not ceil.
 function M.plan(outer, n, inner, block, dt)
   local size = dtype.size(dt)
   local rows = mapping(n, inner, block, size, outer)
@@ -119,29 +103,21 @@ function M.plan(outer, n, inner, block, dt)
       splits = math.min(math.floor(ROW_CTAS / outer), math.ceil(n / (16 * block)))
     end
   elseif rows == 0 then
-    local short = short_columns(inner, size)
-    local lanes = column_lanes(n, column_threads(outer, inner, 1, size), short, block)
-    local threads = short and COLUMN_THREADS / 2 or COLUMN_THREADS
-    splits = math.min(math.floor(threads / column_threads(outer, inner, lanes, size)), math.floor(n / (16 * lanes)), 128)
-    rows = lanes > 1 and -lanes or 0
+    local threads = short_columns(inner, size) and COLUMN_THREADS / 2 or COLUMN_THREADS
+    splits = math.min(math.floor(threads / column_threads(outer, inner, 1, size)), math.floor(n / 16), 128)
   end
   splits = math.max(1, splits)
   local first = { outer = outer, n = n, inner = inner, splits = splits, rows = rows,
-    short = rows <= 0 and rows ~= -1 and short_columns(inner, size) or nil }
+    short = rows == 0 and short_columns(inner, size) or nil }
   if splits == 1 then return { first } end
-  local second = { outer = outer, n = splits, inner = inner, splits = 1, acc = true,
+  return { first, { outer = outer, n = splits, inner = inner, splits = 1, acc = true,
     rows = mapping(splits, inner, block, acc_size(dt)),
-    short = inner ~= 1 and short_columns(inner, acc_size(dt)) or nil }
-  if second.rows == 0 then
-    local lanes = column_lanes(splits, column_threads(outer, inner, 1, acc_size(dt)), second.short, block)
-    second.rows = lanes > 1 and -lanes or 0
-  end
-  return { first, second }
+    short = inner ~= 1 and short_columns(inner, acc_size(dt)) or nil } }
 end
 
 local function grid_of(ctas, p, items)
   if ctas > 2 ^ 31 - 1 then
-    if p.rows > 0 or p.rows == -1 then raise(("x: %d rows of a reduction, at most 2^31 - 1 a launch"):format(items)) end
+    if p.rows ~= 0 then raise(("x: %d rows of a reduction, at most 2^31 - 1 a launch"):format(items)) end
     ctas = 2 ^ 31 - 1
   end
   return { math.max(1, ctas), 1, 1 }
@@ -154,7 +130,7 @@ function M.pass_grid(p, block, dt)
   if p.rows == -1 then return grid_of(items, p, items) end
   if p.rows > 0 then return grid_of(math.ceil(items * p.rows / block), p, items) end
   local size = p.acc and acc_size(dt) or dtype.size(dt)
-  return grid_of(math.ceil(column_threads(p.outer, p.inner, p.splits, size) * math.max(1, -p.rows) / block), p, items)
+  return grid_of(math.ceil(column_threads(p.outer, p.inner, p.splits, size) / block), p, items)
 end
 
 -- The workspace of a plan's partials, in bytes (0 for one pass), for dtype dt.
@@ -300,7 +276,7 @@ local on_stream, check_tensor, same_shape = op.on_stream, op.check_tensor, op.sa
 
 -- The kernel of a Reduce op (r) for pass p: the one of p's path.
 function M.pass_kernel(r, p)
-  if p.rows > 0 or p.rows == -1 then return r.rows_kernel end
+  if p.rows ~= 0 then return r.rows_kernel end
   return p.short and r.short_columns_kernel or r.columns_kernel
 end
 
