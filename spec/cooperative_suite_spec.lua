@@ -858,6 +858,143 @@ __device__ void box_blur(const float *x, float *y, int h, int w)
     return { y }
   end }
 
+-- tensor_core.cuh's instructions, lane by lane in PTX's fragment layouts: mma_16816 fed from
+-- registers (two k steps, the second accumulating into the first's d), ldmatrix of every count
+-- plain and transposed after a cp.async copy to shared memory, and the two together as a matrix
+-- kernel uses them. The inputs' products and sums are exact in f32, so the tensor cores' order
+-- of summation does not show.
+local tensor_core = require("tocha.op").source("tensor_core.cuh")
+
+local MMA_TILE = [[
+template <typename T> __device__ unsigned pair_of(const T *p, int lo, int hi)
+{
+    unsigned short a, b;
+    memcpy(&a, p + lo, 2);
+    memcpy(&b, p + hi, 2);
+    return (unsigned)a | (unsigned)b << 16;
+}
+
+// Each warp: d (16 x 8) = a (16 x 32, row-major) x b (32 x 8, row-major) + c, in two k steps.
+template <typename T> __device__ void mma_tile(const T *a, const T *b, const float *c, float *d)
+{
+    const int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    a += w * 512, b += w * 256, c += w * 128, d += w * 128;
+    float acc[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+    for (int k0 = 0; k0 < 32; k0 += 16) {
+        const unsigned fa[4] = {pair_of(a, g * 32 + k0 + 2 * t, g * 32 + k0 + 2 * t + 1),
+                                pair_of(a, (g + 8) * 32 + k0 + 2 * t, (g + 8) * 32 + k0 + 2 * t + 1),
+                                pair_of(a, g * 32 + k0 + 2 * t + 8, g * 32 + k0 + 2 * t + 9),
+                                pair_of(a, (g + 8) * 32 + k0 + 2 * t + 8, (g + 8) * 32 + k0 + 2 * t + 9)};
+        const unsigned fb[2] = {pair_of(b, (k0 + 2 * t) * 8 + g, (k0 + 2 * t + 1) * 8 + g),
+                                pair_of(b, (k0 + 2 * t + 8) * 8 + g, (k0 + 2 * t + 9) * 8 + g)};
+        tocha::mma_16816<T>(acc, fa, fb, acc);
+    }
+    d[g * 8 + 2 * t] = acc[0], d[g * 8 + 2 * t + 1] = acc[1];
+    d[(g + 8) * 8 + 2 * t] = acc[2], d[(g + 8) * 8 + 2 * t + 1] = acc[3];
+}
+]]
+
+-- The expected d of mma_tile for `warps` warps.
+local function mma_tile_ref(warps)
+  return function(a, b, c)
+    local d = {}
+    for w = 0, warps - 1 do
+      local dw = matmul_ref(slice(a, w * 512 + 1, 512), slice(b, w * 256 + 1, 256), slice(c, w * 128 + 1, 128),
+        16, 8, 32, true, true)
+      for i = 1, 128 do d[w * 128 + i] = f32(dw[i]) end
+    end
+    return { d }
+  end
+end
+
+case { name = "mma_16816_f16", params = "f16* a, f16* b, f32* c, f32* d", grid = 2, block = 64,
+  source = tensor_core .. MMA_TILE .. [[
+__device__ void mma_16816_f16(const __half *a, const __half *b, const float *c, float *d) { mma_tile(a, b, c, d); }]],
+  args = { { input = values(2048, 41, eighths(-16, 16)), dtype = "f16" }, { input = values(1024, 42, eighths(-16, 16)), dtype = "f16" },
+    { input = values(512, 43, eighths(-64, 64)), dtype = "f32" }, { out = 512, dtype = "f32" } },
+  ref = mma_tile_ref(4) }
+
+case { name = "mma_16816_bf16", params = "bf16* a, bf16* b, f32* c, f32* d", grid = 1, block = 32,
+  source = tensor_core .. MMA_TILE .. [[
+__device__ void mma_16816_bf16(const __nv_bfloat16 *a, const __nv_bfloat16 *b, const float *c, float *d)
+{
+    mma_tile(a, b, c, d);
+}]],
+  args = { { input = values(512, 44, eighths(-16, 16)), dtype = "bf16" }, { input = values(256, 45, eighths(-16, 16)), dtype = "bf16" },
+    { input = values(128, 46, eighths(-64, 64)), dtype = "f32" }, { out = 128, dtype = "f32" } },
+  ref = mma_tile_ref(1) }
+
+-- A 16 x 16 f16 tile copied to shared memory by cp.async (a lane a row half), then read back by
+-- ldmatrix: x4 over the tile (mma's A fragment), x4 transposed, x2 over column 0's two
+-- matrices and x1 over rows 0-7 of columns 8-15; each lane's 11 registers stored as 22 halves.
+case { name = "ldmatrix_after_cp_async", params = "f16* x, f16* y", grid = 1, block = 32,
+  source = tensor_core .. [[
+__device__ void ldmatrix_after_cp_async(const __half *x, __half *y)
+{
+    __shared__ __align__(16) __half tile[256];
+    const int l = threadIdx.x;
+    tocha::cp_async16(tile + 8 * l, x + 8 * l);
+    tocha::cp_async_commit();
+    tocha::cp_async_wait<0>();
+    __syncthreads();
+    unsigned r[11];
+    tocha::ldmatrix<4>(r, tile + (l % 16) * 16 + 8 * (l / 16));
+    tocha::ldmatrix<4, true>(r + 4, tile + (l % 16) * 16 + 8 * (l / 16));
+    tocha::ldmatrix<2>(r + 8, tile + (l % 16) * 16);
+    tocha::ldmatrix<1>(r + 10, tile + (l % 8) * 16 + 8);
+    for (int j = 0; j < 11; ++j) memcpy(y + (l * 11 + j) * 2, &r[j], 4);
+}]],
+  args = { { input = values(256, 47, small_ints(-1000, 1000)), dtype = "f16" }, { out = 32 * 22, dtype = "f16" } },
+  ref = function(x)
+    local function at(row, col) return x[row * 16 + col + 1] end
+    local y = {}
+    for l = 0, 31 do
+      local g, t = math.floor(l / 4), l % 4
+      local function put(j, e, v) y[(l * 11 + j) * 2 + e + 1] = v end
+      for e = 0, 1 do
+        for j = 0, 3 do
+          local r0, c0 = 8 * (j % 2), 8 * math.floor(j / 2)
+          put(j, e, at(r0 + g, c0 + 2 * t + e))
+          put(4 + j, e, at(r0 + 2 * t + e, c0 + g))
+        end
+        for j = 0, 1 do put(8 + j, e, at(8 * j + g, 2 * t + e)) end
+        put(10, e, at(g, 8 + 2 * t + e))
+      end
+    end
+    return { y }
+  end }
+
+-- A matrix kernel's inner step: A (16 x 16) and B (16 x 8, row-major k x n) staged in shared
+-- memory by cp.async, A's fragment by ldmatrix x4, B's by ldmatrix x2 transposed, then mma.
+case { name = "ldmatrix_mma", params = "bf16* a, bf16* b, f32* d", grid = 1, block = 32,
+  source = tensor_core .. [[
+__device__ void ldmatrix_mma(const __nv_bfloat16 *a, const __nv_bfloat16 *b, float *d)
+{
+    __shared__ __align__(16) __nv_bfloat16 sa[256], sb[128];
+    const int l = threadIdx.x, g = l / 4, t = l % 4;
+    tocha::cp_async16(sa + 8 * l, a + 8 * l);
+    if (l < 16) tocha::cp_async16(sb + 8 * l, b + 8 * l);
+    tocha::cp_async_commit();
+    tocha::cp_async_wait<0>();
+    __syncthreads();
+    unsigned fa[4], fb[2];
+    tocha::ldmatrix<4>(fa, sa + (l % 16) * 16 + 8 * (l / 16));
+    tocha::ldmatrix<2, true>(fb, sb + (l % 16) * 8);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    tocha::mma_16816<__nv_bfloat16>(acc, fa, fb, acc);
+    d[g * 8 + 2 * t] = acc[0], d[g * 8 + 2 * t + 1] = acc[1];
+    d[(g + 8) * 8 + 2 * t] = acc[2], d[(g + 8) * 8 + 2 * t + 1] = acc[3];
+}]],
+  args = { { input = values(256, 48, eighths(-16, 16)), dtype = "bf16" }, { input = values(128, 49, eighths(-16, 16)), dtype = "bf16" },
+    { out = 128, dtype = "f32" } },
+  ref = function(a, b)
+    local c = {}
+    for i = 1, 128 do c[i] = 0 end
+    local d = matmul_ref(a, b, c, 16, 8, 16, true, true)
+    for i = 1, 128 do d[i] = f32(d[i]) end
+    return { d }
+  end }
+
 case { name = "syncthreads_count_compact", params = "f32* x, i32* counts", grid = 4, block = 128,
   source = [[
 __device__ void syncthreads_count_compact(const float *x, int *counts)

@@ -1,10 +1,10 @@
 // tocha_sim.h: the CUDA built-ins for the CPU simulator.
 // The simulator compiles a kernel's own source with the host C++ compiler behind this header
 // and the ones after it (fibers.h: threads and barriers; warp.h: warp operations; atomics.h;
-// cooperative_groups.h; wmma.h), so that the same CUDA C means the same on the host. A block's
-// threads run on one host thread: one after another when the kernel never synchronises, else
-// as fibers switched wherever a thread must wait for others (fibers.h). __shared__ variables
-// are per host thread, so the threads of one block share them.
+// cooperative_groups.h; wmma.h; tensor_core.h), so that the same CUDA C means the same on the
+// host. A block's threads run on one host thread: one after another when the kernel never
+// synchronises, else as fibers switched wherever a thread must wait for others (fibers.h).
+// __shared__ variables are per host thread, so the threads of one block share them.
 #ifdef _FORTIFY_SOURCE
 #undef _FORTIFY_SOURCE // its longjmp check refuses the jumps between fibers' stacks
 #endif
