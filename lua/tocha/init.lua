@@ -29,6 +29,8 @@ tocha.is_tensor = tensor.is_tensor
 tocha.Tensor = tensor.methods
 -- tocha.where(condition, input, other): input where the u8 mask condition is non-zero, else other.
 tocha.where = errors.name(require("tocha.tensor_math").where, "where")
+-- tocha.matmul(a, b [, {bias =}]): the matrix product, batched over a first dimension.
+tocha.matmul = errors.name(require("tocha.matmul").matmul, "matmul")
 
 -- Devices
 tocha.devices = device.list

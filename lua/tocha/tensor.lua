@@ -591,6 +591,7 @@ errors.name(Tensor.__newindex, "Tensor:index")
 require("tocha.view").install(methods, dense)
 require("tocha.tensor_math").install(methods, Tensor)
 require("tocha.tensor_reduce").install(methods)
+require("tocha.matmul").install(methods)
 pcall(ffi.metatype, "tocha_tensor", Tensor)
 
 M.methods = methods

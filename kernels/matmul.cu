@@ -1,0 +1,168 @@
+// matmul.cu: C = A x B (+ bias) for row-major A [m, k], B [k, n] and C [m, n], a batch of them
+// along grid.z (stride_* elements between a batch's matrices, 0 to repeat one), bias [n] added
+// to every row when has_bias. Two kernels:
+// - tocha_matmul_tc (f16, bf16): the tensor cores (tensor_core.cuh, built before this file),
+//   f32 accumulators rounded once to T. A CTA of 8 warps computes a 128 x 128 tile of C, each
+//   warp a 64 x 32 part of it (4 x 4 mma tiles of 16 x 8); A's and B's 128 x 32 and 32 x 128
+//   slices go to shared memory by cp.async, two buffers so that the next slice loads while the
+//   warps multiply this one, and reach the fragments through ldmatrix (A's plain, B's
+//   transposed). Rows of shared memory are padded by 16 bytes, so that the eight rows an
+//   ldmatrix phase reads fall on distinct banks. Needs k and n multiples of 8 and A, B 16-byte
+//   aligned (each 16-byte chunk of a row wholly inside the matrix or wholly out: chunks past
+//   an edge are zero-filled); the host sends other shapes to tocha_matmul_simt.
+// - tocha_matmul_simt (any float dtype, any shape): 64 x 64 tiles of C on 256 threads, each 4 x
+//   4 outputs (rows ty + 16i, columns tx + 16j), A's and B's 64 x 16 slices staged in shared
+//   memory in the compute type; sums in k order, one fma a product (f32 for halves, f64 for
+//   f64).
+
+template <typename T> struct mm_tc_tiles {
+    // A's slices [buffer][row][k], B's [buffer][k][column], each row padded by 8 elements
+    T a[2][128][32 + 8];
+    T b[2][32][128 + 8];
+};
+
+// Starts the copies of A's rows [row0, row0 + 128) and B's columns [col0, col0 + 128) over
+// k in [k0, k0 + 32) into buffer `buf`, as one cp.async group.
+template <typename T>
+__device__ __forceinline__ void mm_tc_load(mm_tc_tiles<T> &s, int buf, const T *a, const T *b,
+                                           long long m, long long n, long long k, long long row0,
+                                           long long col0, long long k0)
+{
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        // A: 128 rows of 4 chunks of 8 elements
+        const int chunk = tid + i * 256, r = chunk / 4, cc = (chunk % 4) * 8;
+        const long long gr = row0 + r, gk = k0 + cc;
+        const bool in = gr < m && gk < k;
+        tocha::cp_async16(&s.a[buf][r][cc], in ? a + gr * k + gk : a, in ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        // B: 32 rows of 16 chunks
+        const int chunk = tid + i * 256, r = chunk / 16, cc = (chunk % 16) * 8;
+        const long long gk = k0 + r, gc = col0 + cc;
+        const bool in = gk < k && gc < n;
+        tocha::cp_async16(&s.b[buf][r][cc], in ? b + gk * n + gc : b, in ? 16 : 0);
+    }
+    tocha::cp_async_commit();
+}
+
+// Stores v0 and v1, rounded to T, at p[0] and p[1].
+template <typename T> __device__ __forceinline__ void mm_store_pair(T *p, float v0, float v1)
+{
+    p[0] = tocha::from_compute<T>(v0);
+    p[1] = tocha::from_compute<T>(v1);
+}
+
+template <typename T>
+__device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
+                                long long k, long long stride_a, long long stride_b, long long stride_c,
+                                int has_bias)
+{
+    __shared__ __align__(16) mm_tc_tiles<T> s;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int wm = warp / 4, wn = warp % 4; // 2 x 4 warps
+    const long long row0 = (long long)blockIdx.y * 128, col0 = (long long)blockIdx.x * 128;
+    a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    const long long slices = (k + 31) / 32;
+    if (slices > 0) mm_tc_load(s, 0, a, b, m, n, k, row0, col0, 0);
+    for (long long t = 0; t < slices; ++t) {
+        const int buf = (int)(t & 1);
+        if (t + 1 < slices) {
+            mm_tc_load(s, buf ^ 1, a, b, m, n, k, row0, col0, (t + 1) * 32);
+            tocha::cp_async_wait<1>();
+        } else {
+            tocha::cp_async_wait<0>();
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < 32; kk += 16) {
+            unsigned fa[4][4], fb[4][2];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                tocha::ldmatrix<4>(fa[i], &s.a[buf][wm * 64 + i * 16 + lane % 16][kk + 8 * (lane / 16)]);
+#pragma unroll
+            for (int j = 0; j < 4; j += 2) {
+                unsigned r[4];
+                tocha::ldmatrix<4, true>(r,
+                                         &s.b[buf][kk + lane % 16][wn * 32 + j * 8 + 8 * (lane / 16)]);
+                fb[j][0] = r[0], fb[j][1] = r[1], fb[j + 1][0] = r[2], fb[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) tocha::mma_16816<T>(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
+        __syncthreads(); // the buffer is refilled two slices on
+    }
+    const int g = lane / 4, q = lane % 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const long long r = row0 + wm * 64 + i * 16 + g + 8 * h,
+                                col = col0 + wn * 32 + j * 8 + 2 * q;
+                if (r >= m || col >= n) continue; // n is whole pairs: col + 1 < n too
+                float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+                if (has_bias) v0 += tocha::to_compute(bias[col]), v1 += tocha::to_compute(bias[col + 1]);
+                mm_store_pair(c + r * n + col, v0, v1);
+            }
+}
+
+template <typename T>
+__device__ void tocha_matmul_simt(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
+                                  long long k, long long stride_a, long long stride_b,
+                                  long long stride_c, int has_bias)
+{
+    typedef typename tocha::compute<T>::type A;
+    __shared__ A sa[16][64 + 1], sb[16][64 + 1]; // [k][row], [k][column]
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const long long row0 = (long long)blockIdx.y * 64, col0 = (long long)blockIdx.x * 64;
+    a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
+    A acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = (A)0;
+    for (long long k0 = 0; k0 < k; k0 += 16) {
+        for (int e = threadIdx.x; e < 64 * 16; e += blockDim.x) {
+            const int r = e / 16, ka = e % 16; // A: consecutive threads along k
+            const long long gr = row0 + r, gk = k0 + ka;
+            sa[ka][r] = gr < m && gk < k ? tocha::to_compute(a[gr * k + gk]) : (A)0;
+            const int kb = e / 64, col = e % 64; // B: consecutive threads along a row
+            const long long gkb = k0 + kb, gc = col0 + col;
+            sb[kb][col] = gkb < k && gc < n ? tocha::to_compute(b[gkb * n + gc]) : (A)0;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < 16; ++kk) {
+            A av[4], bv[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) av[i] = sa[kk][ty + 16 * i], bv[i] = sb[kk][tx + 16 * i];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const long long r = row0 + ty + 16 * i, col = col0 + tx + 16 * j;
+            if (r < m && col < n)
+                c[r * n + col] = tocha::from_compute<T>(
+                    has_bias ? acc[i][j] + tocha::to_compute(bias[col]) : acc[i][j]);
+        }
+}

@@ -1,0 +1,138 @@
+-- tocha.matmul: matrix products of tensors, eager, through kernels/matmul.cu on the tensors'
+-- device.
+--
+--   local c = tocha.matmul(a, b)            -- a [m, k] x b [k, n] -> [m, n]
+--   local y = x:mm(w, { bias = b })         -- + bias [n] on every row
+--   local z = tocha.matmul(q, kt)           -- batched: [B, m, k] x [B, k, n] -> [B, m, n]
+--
+-- Operands of 2 or 3 dimensions, one float dtype and one device; a 3-dimensional operand is a
+-- batch of matrices, and a batch of 1 (or a 2-dimensional operand) is repeated over the other's
+-- batch, as PyTorch's torch.matmul broadcasts. Views are copied dense first. f16 and bf16 run
+-- on the tensor cores with f32 accumulators, rounded once to the dtype, where k and n are
+-- multiples of 8 (16-byte rows); other shapes, f32 and f64 take a tiled kernel without tensor
+-- cores (f32 sums in f32 and f64 in f64, in k order, one fma a product): TF32 is not used.
+-- Empty operands give empty results (k = 0: zeros, plus the bias).
+local ffi = require "ffi"
+local dtype = require "tocha.dtype"
+local errors = require "tocha.errors"
+local raise = errors.raise
+
+local M = {}
+
+-- Loaded at the first call (tocha.tensor installs this module while it loads).
+local kernel, op, device, tensor
+local function modules()
+  if tensor then return end
+  kernel, op = require "tocha.kernel", require "tocha.op"
+  device, tensor = require "tocha.device", require "tocha.tensor"
+end
+
+local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
+
+local PARAMS = "%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias"
+
+local kernels = {}
+-- The kernel `name` (tocha_matmul_tc or tocha_matmul_simt) for dtype dt.
+local function kernel_of(name, dt)
+  local key = name .. "|" .. dt
+  if not kernels[key] then
+    local source = op.source("tensor_core.cuh") .. "\n" .. op.source("matmul.cu")
+    kernels[key] = kernel.new { source = source, name = name, template_args = dtype.ctype(dt),
+      params = PARAMS:format(dt, dt, dt, dt) }
+  end
+  return kernels[key]
+end
+
+local function sizes_of(t)
+  local d = {}
+  for i = 0, t.ndim - 1 do d[i + 1] = tonumber(t.dims[i]) end
+  return d
+end
+
+local function check_operand(v, what)
+  if not is_tensor(v) then raise(("%s: expected a tensor, got %s"):format(what, type(v))) end
+  if v.freed ~= 0 then raise(what .. ": tensor was freed") end
+  if v.ndim ~= 2 and v.ndim ~= 3 then
+    raise(("%s: expected a matrix [rows, columns] or a batch of them [batch, rows, columns], got %d dimensions")
+      :format(what, v.ndim))
+  end
+end
+
+-- Whether the tensor cores take the product: a half dtype, rows of whole 16-byte chunks and
+-- 16-byte aligned operands.
+local function tensor_core_shape(dt, k, n, a, b)
+  if dt ~= "f16" and dt ~= "bf16" then return false end
+  if k % 8 ~= 0 or n % 8 ~= 0 then return false end
+  return tonumber(ffi.cast("uintptr_t", a.data)) % 16 == 0 and tonumber(ffi.cast("uintptr_t", b.data)) % 16 == 0
+end
+
+-- a x b (+ opts.bias), a new tensor; names the operands a and b in errors.
+function M.matmul(a, b, opts)
+  modules()
+  check_operand(a, "a")
+  check_operand(b, "b")
+  if opts ~= nil and type(opts) ~= "table" then raise("opts: expected a table, got " .. type(opts)) end
+  opts = opts or {}
+  for key in pairs(opts) do
+    if key ~= "bias" then raise(("opts: unknown option %s (expected bias)"):format(errors.show(key))) end
+  end
+  if a.dev ~= b.dev then
+    raise(("b: on %s, but a is on %s (move one with :to())"):format(device.wrap(b.dev).name, device.wrap(a.dev).name))
+  end
+  local dt = dtype.name(a.elem_type)
+  if dtype.name(b.elem_type) ~= dt then raise(("b: expected %s (a's dtype), got %s"):format(dt, dtype.name(b.elem_type))) end
+  if not dtype.is_float(dt) then raise(("a: expected a float dtype, got %s (cast it first: x:cast(\"f32\"))"):format(dt)) end
+  local da, db = sizes_of(a), sizes_of(b)
+  local batch_a, batch_b = #da == 3 and da[1] or 1, #db == 3 and db[1] or 1
+  local m, k = da[#da - 1], da[#da]
+  local kb, n = db[#db - 1], db[#db]
+  if kb ~= k then
+    raise(("b: expected %d rows (a's columns), got %d (a is [%s], b is [%s])"):format(k, kb, table.concat(da, ", "),
+      table.concat(db, ", ")))
+  end
+  if batch_a ~= batch_b and batch_a ~= 1 and batch_b ~= 1 then
+    raise(("b: a batch of %d matrices does not match a's %d (a batch of 1 repeats)"):format(batch_b, batch_a))
+  end
+  local batch = math.max(batch_a, batch_b)
+  local bias = opts.bias
+  if bias ~= nil then
+    if not is_tensor(bias) then raise("opts.bias: expected a tensor, got " .. type(bias)) end
+    if bias.freed ~= 0 then raise("opts.bias: tensor was freed") end
+    if bias.dev ~= a.dev then raise("opts.bias: on another device than a") end
+    if dtype.name(bias.elem_type) ~= dt then
+      raise(("opts.bias: expected %s (a's dtype), got %s"):format(dt, dtype.name(bias.elem_type)))
+    end
+    if bias.ndim ~= 1 or tonumber(bias.dims[0]) ~= n then
+      raise(("opts.bias: expected shape [%d] (b's columns), got [%s]"):format(n, table.concat(sizes_of(bias), ", ")))
+    end
+    bias = bias:contiguous()
+  end
+  local out = (#da == 3 or #db == 3) and { batch, m, n } or { m, n }
+  local dev = device.wrap(a.dev)
+  local c = tensor.alloc(out, dt, dev)
+  if m == 0 or n == 0 or batch == 0 then return c end
+  if k == 0 then
+    c:fill(0)
+    if bias then c:add_(bias) end
+    return c
+  end
+  if batch > 65535 then raise(("a: a batch of %d matrices, at most 65535 a call"):format(batch)) end
+  a, b = a:contiguous(), b:contiguous()
+  local tc = tensor_core_shape(dt, k, n, a, b)
+  local tile = tc and 128 or 64
+  local rows = math.ceil(m / tile)
+  if rows > 65535 then raise(("a: %d rows, at most %d a call"):format(m, 65535 * tile)) end
+  local name = tc and "tocha_matmul_tc" or "tocha_matmul_simt"
+  op.launch_packed(kernel_of(name, dt), dev, { math.ceil(n / tile), rows, batch }, { 256, 1, 1 },
+    { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k, batch_a > 1 and m * k or 0,
+      batch_b > 1 and k * n or 0, m * n, bias and 1 or 0 })
+  return c
+end
+
+-- Installs x:mm(y [, opts]) and x:matmul(y [, opts]) (methods: the tensor method table).
+function M.install(methods)
+  methods.mm = errors.name(function(a, b, opts) local r = M.matmul(a, b, opts) return r end, "Tensor:mm")
+  methods.matmul = errors.name(function(a, b, opts) local r = M.matmul(a, b, opts) return r end, "Tensor:matmul")
+end
+
+return M

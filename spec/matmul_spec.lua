@@ -1,0 +1,137 @@
+-- tocha.matmul and x:mm / x:matmul: matrix products on sim and, tagged #gpu, on cuda, every float
+-- dtype, through both kernels of kernels/matmul.cu (the tensor cores for halves with k and n
+-- multiples of 8, the tiled kernel otherwise), against products computed here in f64 from the
+-- inputs as stored: exactly on small integers (every product and sum exact, so any misplaced
+-- fragment or tile edge shows), within the dtype's rounding on normal inputs; batches and their
+-- broadcasting, the bias, views, empty operands and bad arguments.
+local tocha = require "tocha"
+local ref = require "support.reference"
+local fails = require("support.assertions").fails
+
+local TOL = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }
+
+-- The product of a and b (tables of the stored values, row-major; batch_a and batch_b
+-- matrices, 1 repeated) plus bias, in f64; each element's sum of |terms| beside it.
+local function product(a, b, bias, batch_a, batch_b, m, k, n)
+  local out, scale = {}, {}
+  for z = 0, math.max(batch_a, batch_b) - 1 do
+    local oa, ob = (batch_a > 1 and z or 0) * m * k, (batch_b > 1 and z or 0) * k * n
+    for i = 0, m - 1 do
+      for j = 0, n - 1 do
+        local s = bias and bias[j + 1] or 0
+        local abs = math.abs(s)
+        for p = 0, k - 1 do
+          local v = a[oa + i * k + p + 1] * b[ob + p * n + j + 1]
+          s, abs = s + v, abs + math.abs(v)
+        end
+        local e = z * m * n + i * n + j + 1
+        out[e], scale[e] = s, abs + 1e-30
+      end
+    end
+  end
+  return out, scale
+end
+
+-- Small integers from -2 to 2 of dtype dt: with k up to 32 every product and sum is exact in
+-- every float dtype.
+local function small_ints(shape, dt, device, seed)
+  return tocha.randn(shape, { device = device, seed = seed }):mul(1.3):round():clamp(-2, 2):cast(dt)
+end
+
+local function values(t) return t:cast("f64"):to_table(true) end
+
+-- shape a, shape b, and whether the tensor cores take it for halves
+local SHAPES = {
+  { { 1, 8 }, { 8, 8 }, true }, { { 130, 32 }, { 32, 136 }, true }, { { 17, 24 }, { 24, 16 }, true },
+  { { 3, 20, 16 }, { 3, 16, 24 }, true }, { { 2, 9, 8 }, { 8, 40 }, true }, { { 12, 16 }, { 4, 16, 8 }, true },
+  { { 5, 7 }, { 7, 3 }, false }, { { 64, 30 }, { 30, 40 }, false }, { { 33, 16 }, { 16, 20 }, false },
+  { { 2, 70, 12 }, { 1, 12, 66 }, false },
+}
+
+local function dims3(shape) return #shape == 3 and shape[1] or 1 end
+
+describe("tocha.matmul", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+
+      it("multiplies matrices and batches of them exactly on small integers, every float dtype", function()
+        local seed = 0
+        for _, dt in ipairs(ref.float_dtypes) do
+          for _, s in ipairs(SHAPES) do
+            local sa, sb = s[1], s[2]
+            seed = seed + 1
+            local a, b = small_ints(sa, dt, device, seed), small_ints(sb, dt, device, seed + 1000)
+            local m, k, n = sa[#sa - 1], sa[#sa], sb[#sb]
+            local bias = seed % 2 == 0 and small_ints({ n }, dt, device, seed + 2000) or nil
+            local c = tocha.matmul(a, b, bias and { bias = bias } or nil)
+            local batch = math.max(dims3(sa), dims3(sb))
+            local want_shape = (#sa == 3 or #sb == 3) and { batch, m, n } or { m, n }
+            assert.are.same(want_shape, c:shape())
+            assert.are.equal(dt, c:dtype())
+            local want = product(values(a), values(b), bias and values(bias), dims3(sa), dims3(sb), m, k, n)
+            local got = values(c)
+            for e = 1, #want do
+              assert(got[e] == want[e], ("%s %s x %s: element %d is %.17g, expected %.17g"):format(dt,
+                table.concat(sa, "x"), table.concat(sb, "x"), e, got[e], want[e]))
+            end
+          end
+        end
+      end)
+
+      it("stays within the dtype's rounding on normal inputs and long sums", function()
+        local seed = 100
+        for _, dt in ipairs(ref.float_dtypes) do
+          for _, s in ipairs({ { { 40, 296 }, { 296, 48 } }, { { 2, 19, 200 }, { 200, 24 } }, { { 9, 131 }, { 131, 7 } } }) do
+            local sa, sb = s[1], s[2]
+            seed = seed + 1
+            local a = tocha.randn(sa, { dtype = dt, device = device, seed = seed })
+            local b = tocha.randn(sb, { dtype = dt, device = device, seed = seed + 1 })
+            local bias = tocha.randn({ sb[#sb] }, { dtype = dt, device = device, seed = seed + 2 })
+            local c = a:mm(b, { bias = bias })
+            local want, scale = product(values(a), values(b), values(bias), dims3(sa), 1, sa[#sa - 1], sa[#sa], sb[#sb])
+            local got = values(c)
+            for e = 1, #want do
+              local err = math.abs(got[e] - want[e]) / scale[e]
+              assert(err <= TOL[dt], ("%s %s: element %d is %.17g, expected %.17g"):format(dt, table.concat(sa, "x"), e,
+                got[e], want[e]))
+            end
+          end
+        end
+      end)
+
+      it("reads views through a dense copy, and takes x:matmul as x:mm", function()
+        local a = small_ints({ 24, 40 }, "bf16", device, 7)
+        local b = small_ints({ 16, 24 }, "bf16", device, 8)
+        local c = a:t():matmul(b:t()) -- [40, 24] x [24, 16]
+        local want = product(values(a:t():contiguous()), values(b:t():contiguous()), nil, 1, 1, 40, 24, 16)
+        assert.are.same(want, values(c))
+      end)
+
+      it("gives empty results for empty operands, and the bias alone for k = 0", function()
+        local e = tocha.matmul(tocha.empty({ 0, 8 }, { device = device }), tocha.empty({ 8, 5 }, { device = device }))
+        assert.are.same({ 0, 5 }, e:shape())
+        local bias = tocha.tensor({ 1, 2, 3 }, { device = device })
+        local z = tocha.matmul(tocha.empty({ 2, 0 }, { device = device }), tocha.empty({ 0, 3 }, { device = device }),
+          { bias = bias })
+        assert.are.same({ 1, 2, 3, 1, 2, 3 }, z:to_table(true))
+      end)
+
+      it("refuses bad arguments, naming them, and goes on", function()
+        local a = tocha.zeros({ 4, 6 }, { device = device })
+        local b = tocha.zeros({ 6, 3 }, { device = device })
+        fails("b: expected 6 rows (a's columns), got 4", tocha.matmul, a, tocha.zeros({ 4, 3 }, { device = device }))
+        fails("b: expected f32 (a's dtype), got f64", tocha.matmul, a, b:cast("f64"))
+        fails("a: expected a float dtype, got i32", tocha.matmul, a:cast("i32"), b:cast("i32"))
+        fails("a: expected a matrix [rows, columns] or a batch of them", tocha.matmul, tocha.zeros({ 6 }, { device = device }), b)
+        fails("b: expected a tensor, got number", tocha.matmul, a, 3)
+        fails("b: a batch of 3 matrices does not match a's 2", tocha.matmul, tocha.zeros({ 2, 4, 6 }, { device = device }),
+          tocha.zeros({ 3, 6, 3 }, { device = device }))
+        fails("opts.bias: expected shape [3] (b's columns), got [4]", tocha.matmul, a, b,
+          { bias = tocha.zeros({ 4 }, { device = device }) })
+        fails("opts: unknown option \"alpha\"", tocha.matmul, a, b, { alpha = 2 })
+        assert.are.same({ 4, 3 }, tocha.matmul(a, b):shape())
+      end)
+    end)
+  end
+end)
