@@ -51,6 +51,23 @@ local SHAPES = {
 local function dims3(shape) return #shape == 3 and shape[1] or 1 end
 
 describe("tocha.matmul", function()
+  -- Without a GPU, NVRTC and ptxas still build the kernels for the H200: both take what they
+  -- are given, without spilling registers to local memory.
+  it("builds both kernels for sm_90 without local memory", function()
+    local kernel, op, dtype = require "tocha.kernel", require "tocha.op", require "tocha.dtype"
+    local source = op.source("tensor_core.cuh") .. "\n" .. op.source("matmul.cu")
+    for _, c in ipairs({ { "tocha_matmul_tc", "f16" }, { "tocha_matmul_tc", "bf16" }, { "tocha_matmul_simt", "f32" },
+      { "tocha_matmul_simt", "f64" }, { "tocha_matmul_simt", "f16" } }) do
+      local dt = c[2]
+      local k = kernel.new { source = source, name = c[1], template_args = dtype.ctype(dt),
+        params = ("%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias")
+          :format(dt, dt, dt, dt) }
+      local info = k:info("sm_90")
+      assert.are.equal(0, info["local"], c[1] .. " " .. dt)
+      assert.is_true(info.registers <= 255 and info.shared <= 48 * 1024, c[1] .. " " .. dt)
+    end
+  end)
+
   for _, dev in ipairs(ref.devices()) do
     describe("on " .. dev.name .. dev.tag, function()
       local device = dev.name
