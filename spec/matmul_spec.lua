@@ -56,10 +56,11 @@ describe("tocha.matmul", function()
   it("builds both kernels for sm_90 without local memory", function()
     local kernel, op, dtype = require "tocha.kernel", require "tocha.op", require "tocha.dtype"
     local source = op.source("tensor_core.cuh") .. "\n" .. op.source("matmul.cu")
-    for _, c in ipairs({ { "tocha_matmul_tc", "f16" }, { "tocha_matmul_tc", "bf16" }, { "tocha_matmul_simt", "f32" },
-      { "tocha_matmul_simt", "f64" }, { "tocha_matmul_simt", "f16" } }) do
+    for _, c in ipairs({ { "tocha_matmul_tc", "f16", "0, 0" }, { "tocha_matmul_tc", "bf16", "0, 1" },
+      { "tocha_matmul_tc", "f16", "1, 0" }, { "tocha_matmul_tc", "bf16", "1, 1" }, { "tocha_matmul_simt", "f32", "0, 1" },
+      { "tocha_matmul_simt", "f64", "1, 0" }, { "tocha_matmul_simt", "f16", "0, 0" } }) do
       local dt = c[2]
-      local k = kernel.new { source = source, name = c[1], template_args = dtype.ctype(dt),
+      local k = kernel.new { source = source, name = c[1], template_args = dtype.ctype(dt) .. ", " .. c[3],
         params = ("%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias")
           :format(dt, dt, dt, dt) }
       local info = k:info("sm_90")
@@ -117,11 +118,36 @@ describe("tocha.matmul", function()
         end
       end)
 
-      it("reads views through a dense copy, and takes x:matmul as x:mm", function()
-        local a = small_ints({ 24, 40 }, "bf16", device, 7)
-        local b = small_ints({ 16, 24 }, "bf16", device, 8)
-        local c = a:t():matmul(b:t()) -- [40, 24] x [24, 16]
-        local want = product(values(a:t():contiguous()), values(b:t():contiguous()), nil, 1, 1, 40, 24, 16)
+      -- Transposed views are read as they lie (a column-major operand), every combination, on
+      -- both kernels; a batch's transposes too.
+      it("reads transposed operands in place, every combination, exactly on small integers", function()
+        local seed = 300
+        for _, dt in ipairs({ "bf16", "f16", "f32" }) do
+          for _, s in ipairs({ { 130, 40, 136 }, { 24, 16, 8 }, { 9, 13, 5 } }) do
+            local m, k, n = s[1], s[2], s[3]
+            for _, ta in ipairs({ false, true }) do
+              for _, tb in ipairs({ false, true }) do
+                seed = seed + 1
+                local a = ta and small_ints({ k, m }, dt, device, seed):t() or small_ints({ m, k }, dt, device, seed)
+                local b = tb and small_ints({ n, k }, dt, device, seed + 500):t() or small_ints({ k, n }, dt, device, seed + 500)
+                local want = product(values(a:contiguous()), values(b:contiguous()), nil, 1, 1, m, k, n)
+                assert.are.same(want, values(tocha.matmul(a, b)), ("%s %dx%dx%d ta %s tb %s"):format(dt, m, k, n,
+                  tostring(ta), tostring(tb)))
+              end
+            end
+          end
+        end
+        local a = small_ints({ 3, 16, 24 }, "f16", device, 900):transpose(2, 3) -- [3, 24, 16], each matrix column-major
+        local b = small_ints({ 3, 8, 16 }, "f16", device, 901):transpose(2, 3) -- [3, 16, 8]
+        local want = product(values(a:contiguous()), values(b:contiguous()), nil, 3, 3, 24, 16, 8)
+        assert.are.same(want, values(tocha.matmul(a, b)))
+      end)
+
+      it("reads other views through a dense copy, and takes x:matmul as x:mm", function()
+        local a = small_ints({ 24, 50 }, "bf16", device, 7):narrow(2, 3, 40) -- rows 50 apart
+        local b = small_ints({ 24, 20 }, "bf16", device, 8):narrow(2, 2, 16)
+        local c = a:t():matmul(b) -- [40, 24] x [24, 16]
+        local want = product(values(a:t():contiguous()), values(b:contiguous()), nil, 1, 1, 40, 24, 16)
         assert.are.same(want, values(c))
       end)
 

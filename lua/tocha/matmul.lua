@@ -7,10 +7,12 @@
 --
 -- Operands of 2 or 3 dimensions, one float dtype and one device; a 3-dimensional operand is a
 -- batch of matrices, and a batch of 1 (or a 2-dimensional operand) is repeated over the other's
--- batch, as PyTorch's torch.matmul broadcasts. Views are copied dense first. f16 and bf16 run
--- on the tensor cores with f32 accumulators, rounded once to the dtype, where k and n are
--- multiples of 8 (16-byte rows); other shapes, f32 and f64 take a tiled kernel without tensor
--- cores (f32 sums in f32 and f64 in f64, in k order, one fma a product): TF32 is not used.
+-- batch, as PyTorch's torch.matmul broadcasts. Transposed views (x:t(), x:transpose(2, 3)) are
+-- read as they lie; other views are copied dense first. f16 and bf16 run on the tensor cores
+-- with f32 accumulators, rounded once to the dtype, where each operand's consecutive
+-- dimension is a multiple of 8 (16-byte rows); other shapes, f32 and f64 take a tiled kernel
+-- without tensor cores (f32 sums in f32 and f64 in f64, in k order, one fma a product): TF32
+-- is not used.
 -- Empty operands give empty results (k = 0: zeros, plus the bias).
 local ffi = require "ffi"
 local dtype = require "tocha.dtype"
@@ -32,15 +34,34 @@ local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 local PARAMS = "%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias"
 
 local kernels = {}
--- The kernel `name` (tocha_matmul_tc or tocha_matmul_simt) for dtype dt.
-local function kernel_of(name, dt)
-  local key = name .. "|" .. dt
+-- The kernel `name` (tocha_matmul_tc or tocha_matmul_simt) for dtype dt and the operands'
+-- layouts ("row" or "col").
+local function kernel_of(name, dt, layout_a, layout_b)
+  local ta, tb = layout_a == "col" and 1 or 0, layout_b == "col" and 1 or 0
+  local key = ("%s|%s|%d|%d"):format(name, dt, ta, tb)
   if not kernels[key] then
     local source = op.source("tensor_core.cuh") .. "\n" .. op.source("matmul.cu")
-    kernels[key] = kernel.new { source = source, name = name, template_args = dtype.ctype(dt),
+    kernels[key] = kernel.new { source = source, name = name, template_args = ("%s, %d, %d"):format(dtype.ctype(dt), ta, tb),
       params = PARAMS:format(dt, dt, dt, dt) }
   end
   return kernels[key]
+end
+
+-- How t's matrices (its last two dimensions) lie: "row" (each row's elements consecutive),
+-- "col" (each column's: a transposed view), or nil for any other view, which is copied dense.
+-- A batch's matrices must follow each other.
+local function layout_of(t)
+  local nd = t.ndim
+  local r, c = tonumber(t.dims[nd - 2]), tonumber(t.dims[nd - 1])
+  local sr, sc = tonumber(t.strides[nd - 2]), tonumber(t.strides[nd - 1])
+  local kind
+  if (c == 1 or sc == 1) and (r == 1 or sr == c) then
+    kind = "row"
+  elseif (r == 1 or sr == 1) and (c == 1 or sc == r) then
+    kind = "col"
+  end
+  if kind and nd == 3 and tonumber(t.dims[0]) > 1 and tonumber(t.strides[0]) ~= r * c then kind = nil end
+  return kind
 end
 
 local function sizes_of(t)
@@ -58,12 +79,12 @@ local function check_operand(v, what)
   end
 end
 
--- Whether the tensor cores take the product: a half dtype, rows of whole 16-byte chunks and
--- 16-byte aligned operands.
-local function tensor_core_shape(dt, k, n, a, b)
+-- Whether the tensor cores take the product: a half dtype, each operand's consecutive
+-- dimension whole 16-byte chunks, and 16-byte aligned operands.
+local function tensor_core_shape(dt, m, k, n, a, layout_a, b, layout_b)
   if dt ~= "f16" and dt ~= "bf16" then return false end
-  if k % 8 ~= 0 or n % 8 ~= 0 then return false end
-  return tonumber(ffi.cast("uintptr_t", a.data)) % 16 == 0 and tonumber(ffi.cast("uintptr_t", b.data)) % 16 == 0
+  if (layout_a == "row" and k or m) % 8 ~= 0 or (layout_b == "row" and n or k) % 8 ~= 0 then return false end
+  return tonumber(a.data) % 16 == 0 and tonumber(b.data) % 16 == 0
 end
 
 -- a x b (+ opts.bias), a new tensor; names the operands a and b in errors.
@@ -117,13 +138,15 @@ function M.matmul(a, b, opts)
     return c
   end
   if batch > 65535 then raise(("a: a batch of %d matrices, at most 65535 a call"):format(batch)) end
-  a, b = a:contiguous(), b:contiguous()
-  local tc = tensor_core_shape(dt, k, n, a, b)
+  local layout_a, layout_b = layout_of(a), layout_of(b)
+  if not layout_a then a, layout_a = a:contiguous(), "row" end
+  if not layout_b then b, layout_b = b:contiguous(), "row" end
+  local tc = tensor_core_shape(dt, m, k, n, a, layout_a, b, layout_b)
   local tile = tc and 128 or 64
   local rows = math.ceil(m / tile)
   if rows > 65535 then raise(("a: %d rows, at most %d a call"):format(m, 65535 * tile)) end
   local name = tc and "tocha_matmul_tc" or "tocha_matmul_simt"
-  op.launch_packed(kernel_of(name, dt), dev, { math.ceil(n / tile), rows, batch }, { 256, 1, 1 },
+  op.launch_packed(kernel_of(name, dt, layout_a, layout_b), dev, { math.ceil(n / tile), rows, batch }, { 256, 1, 1 },
     { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k, batch_a > 1 and m * k or 0,
       batch_b > 1 and k * n or 0, m * n, bias and 1 or 0 })
   return c
