@@ -54,6 +54,7 @@ tocha.ChannelCat = require("tocha.ops.channel_cat").ChannelCat
 tocha.ChannelChunk = require("tocha.ops.channel_chunk").ChannelChunk
 tocha.Reduce = require("tocha.ops.reduction").Reduce
 tocha.ChannelBiasAdd = require("tocha.ops.channel_bias_add").ChannelBiasAdd
+tocha.Linear = require("tocha.ops.linear").Linear
 local softmax = require "tocha.ops.softmax"
 tocha.Softmax, tocha.LogSoftmax = softmax.Softmax, softmax.LogSoftmax
 local norm = require "tocha.ops.norm"

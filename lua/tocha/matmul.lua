@@ -35,8 +35,10 @@ local PARAMS = "%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a
 
 local kernels = {}
 -- The kernel `name` (tocha_matmul_tc or tocha_matmul_simt) for dtype dt and the operands'
--- layouts ("row" or "col").
+-- layouts ("row" or "col"). Its parameters: a, b, bias, c, m, n, k, stride_a, stride_b,
+-- stride_c, has_bias (kernels/matmul.cu).
 local function kernel_of(name, dt, layout_a, layout_b)
+  modules()
   local ta, tb = layout_a == "col" and 1 or 0, layout_b == "col" and 1 or 0
   local key = ("%s|%s|%d|%d"):format(name, dt, ta, tb)
   if not kernels[key] then
@@ -79,12 +81,25 @@ local function check_operand(v, what)
   end
 end
 
--- Whether the tensor cores take the product: a half dtype, each operand's consecutive
--- dimension whole 16-byte chunks, and 16-byte aligned operands.
-local function tensor_core_shape(dt, m, k, n, a, layout_a, b, layout_b)
+-- Whether the tensor cores take a product of dtype dt and these sizes and layouts: a half
+-- dtype, and each operand's consecutive dimension whole 16-byte chunks (the operands must then
+-- be 16-byte aligned too).
+local function tensor_core_shape(dt, m, k, n, layout_a, layout_b)
   if dt ~= "f16" and dt ~= "bf16" then return false end
-  if (layout_a == "row" and k or m) % 8 ~= 0 or (layout_b == "row" and n or k) % 8 ~= 0 then return false end
-  return tonumber(a.data) % 16 == 0 and tonumber(b.data) % 16 == 0
+  return (layout_a == "row" and k or m) % 8 == 0 and (layout_b == "row" and n or k) % 8 == 0
+end
+
+-- The kernel, grid and block of an m x k by k x n product (a batch of `batch`) of dtype dt
+-- with these layouts, when its operands are 16-byte aligned (aligned: false sends halves to
+-- the tiled kernel too). Raises past the grid's limits.
+function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, aligned)
+  local tc = aligned ~= false and tensor_core_shape(dt, m, k, n, layout_a, layout_b)
+  local tile = tc and 128 or 64
+  local rows = math.ceil(m / tile)
+  if rows > 65535 then raise(("a: %d rows, at most %d a call"):format(m, 65535 * tile)) end
+  if batch > 65535 then raise(("a: a batch of %d matrices, at most 65535 a call"):format(batch)) end
+  return kernel_of(tc and "tocha_matmul_tc" or "tocha_matmul_simt", dt, layout_a, layout_b),
+    { math.max(1, math.ceil(n / tile)), math.max(1, rows), math.max(1, batch) }, { 256, 1, 1 }, tc
 end
 
 -- a x b (+ opts.bias), a new tensor; names the operands a and b in errors.
@@ -137,18 +152,13 @@ function M.matmul(a, b, opts)
     if bias then c:add_(bias) end
     return c
   end
-  if batch > 65535 then raise(("a: a batch of %d matrices, at most 65535 a call"):format(batch)) end
   local layout_a, layout_b = layout_of(a), layout_of(b)
   if not layout_a then a, layout_a = a:contiguous(), "row" end
   if not layout_b then b, layout_b = b:contiguous(), "row" end
-  local tc = tensor_core_shape(dt, m, k, n, a, layout_a, b, layout_b)
-  local tile = tc and 128 or 64
-  local rows = math.ceil(m / tile)
-  if rows > 65535 then raise(("a: %d rows, at most %d a call"):format(m, 65535 * tile)) end
-  local name = tc and "tocha_matmul_tc" or "tocha_matmul_simt"
-  op.launch_packed(kernel_of(name, dt, layout_a, layout_b), dev, { math.ceil(n / tile), rows, batch }, { 256, 1, 1 },
-    { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k, batch_a > 1 and m * k or 0,
-      batch_b > 1 and k * n or 0, m * n, bias and 1 or 0 })
+  local aligned = tonumber(a.data) % 16 == 0 and tonumber(b.data) % 16 == 0
+  local k_, grid, block = M.launch_of(dt, m, k, n, batch, layout_a, layout_b, aligned)
+  op.launch_packed(k_, dev, grid, block, { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k,
+    batch_a > 1 and m * k or 0, batch_b > 1 and k * n or 0, m * n, bias and 1 or 0 })
   return c
 end
 

@@ -1,0 +1,181 @@
+-- tocha.Linear: y = x w^T + b over x's last dimension (PyTorch's nn.Linear), with its parameters
+-- "weight" [out_features, in_features] and "bias" [out_features], forward and backward, every
+-- float dtype: kernels/matmul.cu's products (the tensor cores for halves where in_features and
+-- out_features are multiples of 8), reduction.cu for the bias gradient. A RuntimeOp written
+-- here, so that it joins a tocha.Model as a layer with parameters.
+--
+--   local fc = tocha.Linear.new(768, 3072)                  -- f32, with a bias
+--   local y = fc:forward(x, w, b)                            -- x [..., 768] -> y [..., 3072]
+--   local dx, dw, db = fc:backward(x, w, b, dy)
+--   local proj = tocha.Linear.new(512, 10, { bias = false, dtype = "bf16" })
+--
+-- The forward is one launch, reading w [out, in] as it is stored (the product's B column-major).
+-- The backward has four: dx = dy w (dy and w as stored), dw = dy^T x (dy read column-major),
+-- and db, the sum of dy over its rows, in one or two reduction passes (the second, and both
+-- without a bias, have grids of 0 CTAs); the passes' partials go to the op's workspace
+-- (op:workspace_bytes), after the parameters in `params`. The tensor cores read 16-byte
+-- chunks: their operands (x, w, dy, as tocha allocates them) must be 16-byte aligned, which a
+-- launch checks.
+local dtype = require "tocha.dtype"
+local kernel = require "tocha.kernel"
+local errors = require "tocha.errors"
+local op = require "tocha.op"
+local matmul = require "tocha.matmul"
+local reduction = require "tocha.ops.reduction"
+local raise = errors.raise
+
+local M = {}
+
+local Linear = op.class("Linear")
+M.Linear = Linear
+Linear.input_names = { "x" }
+
+local address, input_of, one_input, launch_index = op.address, op.input_of, op.one_input, op.launch_index
+
+local function positive(v, what)
+  v = op.integer(v, what)
+  if v < 1 then raise(("%s: expected a positive size, got %d"):format(what, v)) end
+  return v
+end
+
+-- Linear.new(in_features, out_features [, {bias = true, dtype = "f32"}])
+function Linear.new(in_features, out_features, opts)
+  in_features, out_features = positive(in_features, "in_features"), positive(out_features, "out_features")
+  opts = op.options(opts, { bias = "boolean", dtype = true }, "Linear")
+  local dt = op.float_dtype(opts.dtype, "dtype")
+  local bias = opts.bias ~= false
+  local self = setmetatable({ kind = "linear", in_features = in_features, out_features = out_features, dtype = dt,
+    has_bias = bias, block_size = 256,
+    id = ("linear__%d__%d__%s__%s"):format(in_features, out_features, dt, bias and "bias" or "nobias") }, Linear)
+  -- The kernels and whether they take the tensor cores depend on the features alone (the rows
+  -- are never a consecutive dimension of an operand).
+  local forward, _, _, forward_tc = matmul.launch_of(dt, 1, in_features, out_features, 1, "row", "col")
+  local dx, _, _, backward_tc = matmul.launch_of(dt, 1, out_features, in_features, 1, "row", "row")
+  self.kernel, self.tensor_cores = forward, forward_tc
+  self.dx_kernel, self.backward_tensor_cores = dx, backward_tc
+  self.dw_kernel = matmul.launch_of(dt, out_features, 1, in_features, 1, "col", "row")
+  self.grad_kernel = kernel.new { source = op.source("reduction.cu"), name = "tocha_reduce",
+    template_args = dtype.ctype(dt) .. ", 0",
+    params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows")
+      :format(dt) }
+  return self
+end
+
+-- x's shape as (rows, in_features), checked against the op's features.
+function Linear:rows_of(shape, what)
+  op.check_shape(shape, what)
+  local last = shape[#shape]
+  if last ~= self.in_features then
+    raise(("%s: expected a last dimension of %d (in_features), got %d"):format(what, self.in_features, last))
+  end
+  return op.numel(shape) / last
+end
+
+-- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
+
+function Linear:param_names() return self.has_bias and { "weight", "bias" } or { "weight" } end
+function Linear:param_shapes()
+  local w = { self.out_features, self.in_features }
+  return self.has_bias and { w, { self.out_features } } or { w }
+end
+
+function Linear:compute_concrete_output_shape(input_shapes)
+  local shape = one_input(input_shapes)
+  self:rows_of(shape, "inputs[1]")
+  local out = {}
+  for i, s in ipairs(shape) do out[i] = s end
+  out[#out] = self.out_features
+  return out
+end
+
+local function tile_grid(tensor_cores, m, n)
+  local tile = tensor_cores and 128 or 64
+  return { math.ceil(n / tile), math.ceil(m / tile), 1 }
+end
+
+function Linear:grid(output_shape)
+  local rows = op.numel(output_shape) / self.out_features
+  return tile_grid(self.tensor_cores, rows, self.out_features)
+end
+
+-- Raises unless each address the tensor cores read is 16-byte aligned.
+local function check_aligned(list)
+  for _, v in ipairs(list) do
+    if tonumber(v[1]) % 16 ~= 0 then
+      raise(("%s: the tensor cores need 16-byte aligned operands; this one starts at an odd address (copy it)"):format(v[2]))
+    end
+  end
+end
+
+function Linear:pack_args(inputs, params, output, output_shape)
+  local x, shape = input_of(inputs)
+  local rows = self:rows_of(shape, "inputs[1]")
+  params = op.list(params, "params")
+  local w, y = address(params[1], "params[1]"), address(output, "output")
+  local b = self.has_bias and address(params[2], "params[2]") or y
+  if self.tensor_cores then check_aligned({ { address(x, "inputs[1]"), "x" }, { w, "weight" } }) end
+  local _ = output_shape
+  return { x, w, b, y, rows, self.out_features, self.in_features, 0, 0, 0, self.has_bias and 1 or 0 }
+end
+
+-- The bias gradient's reduction passes over dy [rows, out_features].
+function Linear:bias_passes(rows)
+  return reduction.plan(1, rows, self.out_features, self.block_size, self.dtype)
+end
+
+function Linear:workspace_bytes(input_shapes)
+  if not self.has_bias then return 0 end
+  return reduction.partial_bytes(self:bias_passes(self:rows_of(one_input(input_shapes), "inputs[1]")), self.dtype)
+end
+
+function Linear:n_backward_launches() return 4 end
+
+function Linear:backward_kernel_for_launch(i)
+  launch_index(i, 4)
+  if i == 1 then return self.dx_kernel end
+  if i == 2 then return self.dw_kernel end
+  return self.grad_kernel
+end
+
+function Linear:backward_grid_for_launch(i, input_shapes)
+  launch_index(i, 4)
+  local rows = self:rows_of(one_input(input_shapes), "inputs[1]")
+  if i == 1 then return tile_grid(self.backward_tensor_cores, rows, self.in_features) end
+  if i == 2 then return tile_grid(self.backward_tensor_cores, self.out_features, self.in_features) end
+  if not self.has_bias then return { 0, 0, 0 } end
+  local p = self:bias_passes(rows)[i - 2]
+  if not p then return { 0, 0, 0 } end
+  return reduction.pass_grid(p, self.block_size, self.dtype)
+end
+Linear.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
+Linear.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
+
+function Linear:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
+  launch_index(i, 4)
+  local x, shape = input_of(inputs)
+  local rows = self:rows_of(shape, "inputs[1]")
+  params, grad_inputs, grad_params = op.list(params, "params"), op.list(grad_inputs, "grad_inputs"),
+    op.list(grad_params, "grad_params")
+  local w, dy = address(params[1], "params[1]"), address(grad_output, "grad_output")
+  local dx, dw = address(grad_inputs[1], "grad_inputs[1]"), address(grad_params[1], "grad_params[1]")
+  local n_in, n_out = self.in_features, self.out_features
+  if i <= 2 and self.backward_tensor_cores then
+    check_aligned({ { x, "x" }, { w, "weight" }, { dy, "dy" } })
+  end
+  -- dx [rows, in] = dy [rows, out] x w [out, in]
+  if i == 1 then return { dy, w, dx, dx, rows, n_in, n_out, 0, 0, 0, 0 } end
+  -- dw [out, in] = dy^T [out, rows] x x [rows, in]
+  if i == 2 then return { dy, x, dw, dw, n_out, n_in, rows, 0, 0, 0, 0 } end
+  if not self.has_bias then return {} end
+  local passes = self:bias_passes(rows)
+  if not passes[i - 2] then return {} end
+  local db = address(grad_params[2], "grad_params[2]")
+  local ws = params[3] or 0
+  if #passes > 1 and address(ws, "params[3]") == 0 then
+    raise("params: the backward needs its workspace (op:workspace_bytes) after the weight and the bias")
+  end
+  return reduction.pass_args(passes, i - 2, dy, db, address(ws, "params[3]"), 1)
+end
+
+op.finish(Linear)
+return M

@@ -1,0 +1,186 @@
+-- tocha.Linear: y = x w^T + b and its backward (dx, dw, db) on sim and, tagged #gpu, on cuda,
+-- every float dtype, features that take the tensor cores (multiples of 8, halves) and others,
+-- against products computed here in f64 from the inputs as stored: exactly on small integers,
+-- within rounding on normal inputs; f64 against central differences (tocha.gradcheck); without
+-- a bias; inside a tocha.Model trained a step; bad arguments.
+local tocha = require "tocha"
+require "tocha.assertions"
+local ref = require "support.reference"
+local fails = require("support.assertions").fails
+
+local TOL = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }
+
+local function values(t) return t:cast("f64"):to_table(true) end
+
+local function small_ints(shape, dt, device, seed)
+  return tocha.randn(shape, { device = device, seed = seed }):mul(1.3):round():clamp(-2, 2):cast(dt)
+end
+
+-- y [rows, out] = x [rows, in] w^T + b; dx = dy w; dw = dy^T x; db = sum of dy's rows; each
+-- with its sum of |terms|.
+local function reference(x, w, b, dy, rows, n_in, n_out)
+  local y, ys, dx, dxs, dw, dws, db, dbs = {}, {}, {}, {}, {}, {}, {}, {}
+  for r = 0, rows - 1 do
+    for o = 0, n_out - 1 do
+      local s = b and b[o + 1] or 0
+      local a = math.abs(s)
+      for i = 0, n_in - 1 do
+        local v = x[r * n_in + i + 1] * w[o * n_in + i + 1]
+        s, a = s + v, a + math.abs(v)
+      end
+      y[r * n_out + o + 1], ys[r * n_out + o + 1] = s, a + 1e-30
+    end
+    for i = 0, n_in - 1 do
+      local s, a = 0, 0
+      for o = 0, n_out - 1 do
+        local v = dy[r * n_out + o + 1] * w[o * n_in + i + 1]
+        s, a = s + v, a + math.abs(v)
+      end
+      dx[r * n_in + i + 1], dxs[r * n_in + i + 1] = s, a + 1e-30
+    end
+  end
+  for o = 0, n_out - 1 do
+    for i = 0, n_in - 1 do
+      local s, a = 0, 0
+      for r = 0, rows - 1 do
+        local v = dy[r * n_out + o + 1] * x[r * n_in + i + 1]
+        s, a = s + v, a + math.abs(v)
+      end
+      dw[o * n_in + i + 1], dws[o * n_in + i + 1] = s, a + 1e-30
+    end
+    local s, a = 0, 0
+    for r = 0, rows - 1 do s, a = s + dy[r * n_out + o + 1], a + math.abs(dy[r * n_out + o + 1]) end
+    db[o + 1], dbs[o + 1] = s, a + 1e-30
+  end
+  return { y = { y, ys }, dx = { dx, dxs }, dw = { dw, dws }, db = { db, dbs } }
+end
+
+local function compare(got, want, tol, label)
+  local g, w, scale = values(got), want[1], want[2]
+  assert.are.equal(#w, #g, label .. ": elements")
+  for e = 1, #w do
+    local err = tol == 0 and (g[e] == w[e] and 0 or 1) or math.abs(g[e] - w[e]) / scale[e]
+    assert(err <= tol, ("%s: element %d is %.17g, expected %.17g"):format(label, e, g[e], w[e]))
+  end
+end
+
+-- {x shape, in, out}: halves' tensor cores (16-byte multiples) and the tiled kernel
+local CASES = { { { 2, 5, 24 }, 24, 40 }, { { 130, 16 }, 16, 136 }, { { 7, 10 }, 10, 3 }, { { 3, 33 }, 33, 8 } }
+
+describe("tocha.Linear", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+
+      local function run(dt, case, bias, ints, seed)
+        local shape, n_in, n_out = case[1], case[2], case[3]
+        local rows = ref.numel(shape) / n_in
+        local make = ints and small_ints or function(s, d, dv, sd) return tocha.randn(s, { dtype = d, device = dv, seed = sd }) end
+        local fc = tocha.Linear.new(n_in, n_out, { dtype = dt, bias = bias })
+        local x, w = make(shape, dt, device, seed), make({ n_out, n_in }, dt, device, seed + 1)
+        local b = bias and make({ n_out }, dt, device, seed + 2) or nil
+        local out_shape = {}
+        for i, s in ipairs(shape) do out_shape[i] = s end
+        out_shape[#out_shape] = n_out
+        local dy = make(out_shape, dt, device, seed + 3)
+        local y = b and fc:forward(x, w, b) or fc:forward(x, w)
+        assert.are.same(out_shape, y:shape())
+        local dx, dw, db
+        if b then dx, dw, db = fc:backward(x, w, b, dy) else dx, dw = fc:backward(x, w, dy) end
+        local want = reference(values(x), values(w), b and values(b), values(dy), rows, n_in, n_out)
+        local tol = ints and 0 or TOL[dt]
+        local label = ("%s %s in %d out %d%s"):format(dt, table.concat(shape, "x"), n_in, n_out, bias and "" or " no bias")
+        compare(y, want.y, tol, label .. " y")
+        compare(dx, want.dx, tol, label .. " dx")
+        compare(dw, want.dw, tol, label .. " dw")
+        if b then compare(db, want.db, tol, label .. " db") else assert.is_nil(db) end
+      end
+
+      it("gives y, dx, dw and db exactly on small integers, every float dtype, with and without a bias", function()
+        local seed = 0
+        for _, dt in ipairs(ref.float_dtypes) do
+          for _, case in ipairs(CASES) do
+            seed = seed + 10
+            run(dt, case, seed % 20 == 0, true, seed)
+          end
+        end
+      end)
+
+      it("stays within the dtype's rounding on normal inputs, long rows split for the bias gradient", function()
+        local seed = 500
+        for _, dt in ipairs(ref.float_dtypes) do
+          for _, case in ipairs({ { { 600, 32 }, 32, 16 }, { { 40, 72 }, 72, 24 } }) do
+            seed = seed + 10
+            run(dt, case, true, false, seed)
+          end
+        end
+      end)
+
+      it("matches central differences in f64 (tocha.gradcheck)", function()
+        local fc = tocha.Linear.new(6, 5, { dtype = "f64" })
+        local w = tocha.randn({ 5, 6 }, { dtype = "f64", device = device, seed = 1 })
+        local b = tocha.randn({ 5 }, { dtype = "f64", device = device, seed = 2 })
+        local through_x = { forward = function(_, x) return fc:forward(x, w, b) end,
+          backward = function(_, x, dy) return (fc:backward(x, w, b, dy)) end }
+        local ok, report = tocha.gradcheck(through_x, tocha.randn({ 4, 6 }, { dtype = "f64", device = device, seed = 3 }),
+          { seed = 5 })
+        assert(ok, tostring(report and report.summary or report))
+        local x = tocha.randn({ 4, 6 }, { dtype = "f64", device = device, seed = 4 })
+        local through_w = { forward = function(_, v) return fc:forward(x, v, b) end,
+          backward = function(_, v, dy) return select(2, fc:backward(x, v, b, dy)) end }
+        ok, report = tocha.gradcheck(through_w, w, { seed = 6 })
+        assert(ok, tostring(report and report.summary or report))
+      end)
+
+      -- Two layers with a gelu between them and a mean as the loss, in a model: its forward and
+      -- backward equal the ops' own, and the gradients match central differences.
+      it("trains in a model: linear, gelu, linear and a mean as the loss (f64)", function()
+        local x = tocha.Model.input({ -1, 6 }, { name = "x", dtype = "f64" })
+        local fc1, act, fc2 = tocha.Linear.new(6, 8, { dtype = "f64" }), tocha.Elementwise.new("gelu", "f64"),
+          tocha.Linear.new(8, 3, { dtype = "f64", bias = false })
+        local loss = tocha.Reduce.new("mean", nil, "f64")
+        local m = tocha.Model({ x }, { loss(fc2(act(fc1(x):named("fc1"))):named("fc2")) }):load(4, device)
+        local p = m:parameters()
+        p["fc1.weight"]:copy(tocha.randn({ 8, 6 }, { dtype = "f64", device = device, seed = 20 }))
+        p["fc1.bias"]:copy(tocha.randn({ 8 }, { dtype = "f64", device = device, seed = 21 }))
+        p["fc2.weight"]:copy(tocha.randn({ 3, 8 }, { dtype = "f64", device = device, seed = 22 }))
+        local xt = tocha.randn({ 4, 6 }, { dtype = "f64", device = device, seed = 23 })
+        local h = fc1:forward(xt, p["fc1.weight"], p["fc1.bias"])
+        local g = act:forward(h)
+        local y = fc2:forward(g, p["fc2.weight"])
+        local want = loss:forward(y)
+        assert.tensor.equal(want, m:forward({ xt })[1])
+        local _, cache = m:forward_train({ xt })
+        local one = tocha.ones({ 1 }, { dtype = "f64", device = device })
+        local grads, param_grads = m:backward({ one }, cache)
+        local dy = loss:backward(y, want, one)
+        local dg, dw2 = fc2:backward(g, p["fc2.weight"], dy)
+        local dh = act:backward(h, dg)
+        local dx, dw1, db1 = fc1:backward(xt, p["fc1.weight"], p["fc1.bias"], dh)
+        assert.tensor.equal(dx, grads[1])
+        assert.tensor.equal(dw1, param_grads["fc1.weight"])
+        assert.tensor.equal(db1, param_grads["fc1.bias"])
+        assert.tensor.equal(dw2, param_grads["fc2.weight"])
+        local wrapped = {
+          forward = function(_, t) return m:forward({ t })[1]:clone() end,
+          backward = function(_, t, d)
+            local _, c = m:forward_train({ t })
+            return m:backward({ d }, c)[1]
+          end,
+        }
+        local ok, report = tocha.gradcheck(wrapped, xt, { seed = 24 })
+        assert(ok, ("max abs error %g"):format(report.max_abs))
+      end)
+
+      it("refuses bad arguments, naming them, and goes on", function()
+        fails("in_features: expected a positive size, got 0", tocha.Linear.new, 0, 4)
+        fails("unknown option of Linear", tocha.Linear.new, 4, 4, { bais = false })
+        local fc = tocha.Linear.new(4, 3)
+        local w, b = tocha.zeros({ 3, 4 }, { device = device }), tocha.zeros({ 3 }, { device = device })
+        fails("x: expected a last dimension of 4 (in_features), got 5", fc.forward, fc, tocha.zeros({ 2, 5 }, { device = device }), w, b)
+        fails("weight", fc.forward, fc, tocha.zeros({ 2, 4 }, { device = device }), tocha.zeros({ 4, 3 }, { device = device }), b)
+        assert.are.same({ 2, 3 }, fc:forward(tocha.zeros({ 2, 4 }, { device = device }), w, b):shape())
+      end)
+    end)
+  end
+end)
