@@ -1,0 +1,65 @@
+"""PyTorch's matrix products (cuBLAS) on the cases of bench/matmul.lua, timed the same way.
+
+    python3 bench/matmul_torch.py DIR [LAUNCHES]
+
+Reads DIR/tocha.csv (each case's shapes and dtype; b stored as given and read transposed where
+`transposed` is 1, as a Linear's weight), writes DIR/torch.csv and DIR/report.md: time and
+TFLOP/s of both, side by side. TF32 stays off (torch.backends.cuda.matmul.allow_tf32 = False,
+PyTorch's default), as tocha's f32 products use none. Each timed call allocates its result."""
+import csv
+import sys
+
+import torch
+
+from torch_timing import time_launches
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def shape(text):
+    return [int(v) for v in text.split("x")]
+
+
+def case_ms(r, launches):
+    dt = DTYPES[r["dtype"]]
+    sets = []
+    for s in range(2):
+        g = torch.Generator(device="cuda").manual_seed(s)
+        a = torch.randn(shape(r["a"]), generator=g, device="cuda").to(dt)
+        b = torch.randn(shape(r["b"]), generator=g, device="cuda").to(dt)
+        sets.append((a, b.transpose(-2, -1) if r["transposed"] == "1" else b))
+    return time_launches(lambda k: torch.matmul(*sets[k % 2]), launches)
+
+
+def main():
+    out = sys.argv[1]
+    launches = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+    torch.backends.cuda.matmul.allow_tf32 = False
+    with open(f"{out}/tocha.csv") as f:
+        ours = list(csv.DictReader(f))
+    theirs = []
+    for r in ours:
+        ms = case_ms(r, launches)
+        t = dict(r)
+        t["ms"], t["tflops"] = ms, int(r["flops"]) / (ms * 1e9)
+        theirs.append(t)
+        print(f"{r['name']:22} {r['dtype']:5} {ms:9.4f} ms {t['tflops']:8.1f} TFLOP/s")
+    with open(f"{out}/torch.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(ours[0].keys()))
+        w.writeheader()
+        w.writerows(theirs)
+    lines = [f"# Matrix products beside PyTorch {torch.__version__} (cuBLAS, {torch.cuda.get_device_name()})", "",
+             f"Median of {launches} launches; TFLOP/s counts 2 m n k a product.", "",
+             "| case | dtype | a | b | tocha ms | PyTorch ms | tocha TFLOP/s | PyTorch TFLOP/s | tocha / PyTorch throughput |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for a, b in zip(ours, theirs):
+        bt = a["b"] + (" (read transposed)" if a["transposed"] == "1" else "")
+        lines.append(f"| {a['name']} | {a['dtype']} | {a['a']} | {bt} | {float(a['ms']):.4f} | {b['ms']:.4f} | "
+                     f"{float(a['tflops']):.1f} | {b['tflops']:.1f} | {float(a['tflops']) / b['tflops']:.2f} |")
+    with open(f"{out}/report.md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
