@@ -1,0 +1,111 @@
+// conv2d.cu: 2-D convolution of NCHW x [n, c, h, w] by weight [co, c / G, KH, KW] (+ bias [co])
+// into y [n, co, oh, ow], PyTorch's: y[b, o, oy, ox] = bias[o] + the sum over the c / G input
+// channels of o's group and the window of x[b, i, oy SH - PH + ky DH, ox SW - PW + kx DW] w[o, i,
+// ky, kx] (zero outside x). The window (KH, KW), stride, padding, dilation and groups G are
+// compile-time constants; T's compute type accumulates (f32 for halves, f64 for f64), one fma a
+// term, in a fixed order (channel, then row, then column of the window), so that results are
+// the same on every device and grid. These are the direct kernels: one thread an output of y or
+// dx, one CTA a weight or a bias gradient (its threads' strided partials combined in warp order,
+// tocha::team_sum).
+
+#define CONV_TEMPLATE template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int G>
+
+CONV_TEMPLATE
+__device__ void tocha_conv2d_forward(const T *x, const T *w, const T *bias, T *y, long long n, long long c, long long h,
+                                     long long wd, long long co, long long oh, long long ow, int has_bias)
+{
+    typedef typename tocha::compute<T>::type A;
+    const long long cg = c / G, cog = co / G, total = n * co * oh * ow;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
+        const long long ox = e % ow, t = e / ow, oy = t % oh, t2 = t / oh, o = t2 % co, b = t2 / co;
+        const long long g = o / cog;
+        A s = has_bias ? tocha::to_compute(bias[o]) : (A)0;
+        for (long long i = 0; i < cg; ++i) {
+            const T *xp = x + ((b * c + g * cg + i) * h) * wd;
+            const T *wp = w + (o * cg + i) * KH * KW;
+#pragma unroll
+            for (int ky = 0; ky < KH; ++ky) {
+                const long long iy = oy * SH - PH + ky * DH;
+                if (iy < 0 || iy >= h) continue;
+#pragma unroll
+                for (int kx = 0; kx < KW; ++kx) {
+                    const long long ix = ox * SW - PW + kx * DW;
+                    if (ix < 0 || ix >= wd) continue;
+                    s = fma(tocha::to_compute(xp[iy * wd + ix]), tocha::to_compute(wp[ky * KW + kx]), s);
+                }
+            }
+        }
+        y[e] = tocha::from_compute<T>(s);
+    }
+}
+
+// dx [n, c, h, w]: each element the sum over its group's output channels and the window
+// positions that read it of dy w, in the order (output channel, ky, kx).
+CONV_TEMPLATE
+__device__ void tocha_conv2d_backward_data(const T *dy, const T *w, T *dx, long long n, long long c, long long h,
+                                           long long wd, long long co, long long oh, long long ow)
+{
+    typedef typename tocha::compute<T>::type A;
+    const long long cg = c / G, cog = co / G, total = n * c * h * wd;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
+        const long long ix = e % wd, t = e / wd, iy = t % h, t2 = t / h, ci = t2 % c, b = t2 / c;
+        const long long g = ci / cg, i = ci % cg;
+        A s = (A)0;
+        for (long long o = g * cog; o < (g + 1) * cog; ++o) {
+            const T *dyp = dy + ((b * co + o) * oh) * ow;
+            const T *wp = w + (o * cg + i) * KH * KW;
+#pragma unroll
+            for (int ky = 0; ky < KH; ++ky) {
+                const long long ty = iy + PH - ky * DH;
+                if (ty < 0 || ty % SH != 0 || ty / SH >= oh) continue;
+#pragma unroll
+                for (int kx = 0; kx < KW; ++kx) {
+                    const long long tx = ix + PW - kx * DW;
+                    if (tx < 0 || tx % SW != 0 || tx / SW >= ow) continue;
+                    s = fma(tocha::to_compute(dyp[(ty / SH) * ow + tx / SW]), tocha::to_compute(wp[ky * KW + kx]), s);
+                }
+            }
+        }
+        dx[e] = tocha::from_compute<T>(s);
+    }
+}
+
+// dw [co, c / G, KH, KW]: CTAs stride over the weight's elements, each one's threads over the
+// (sample, oy, ox) terms dy x; with has_bias, the CTAs past the weight's elements take the bias
+// gradient, the sum of dy over (sample, oy, ox) an output channel.
+CONV_TEMPLATE
+__device__ void tocha_conv2d_backward_weight(const T *x, const T *dy, T *dw, T *dbias, long long n, long long c,
+                                             long long h, long long wd, long long co, long long oh, long long ow,
+                                             int has_bias)
+{
+    typedef typename tocha::compute<T>::type A;
+    const long long cg = c / G, cog = co / G, weights = co * cg * KH * KW;
+    const long long items = weights + (has_bias ? co : 0), terms = n * oh * ow;
+    for (long long q = blockIdx.x; q < items; q += gridDim.x) {
+        A s = (A)0;
+        if (q < weights) {
+            const int kx = (int)(q % KW), ky = (int)(q / KW % KH);
+            const long long i = q / (KH * KW) % cg, o = q / (KH * KW * cg), g = o / cog;
+            for (long long e = threadIdx.x; e < terms; e += blockDim.x) {
+                const long long ox = e % ow, t = e / ow, oy = t % oh, b = t / oh;
+                const long long iy = oy * SH - PH + ky * DH, ix = ox * SW - PW + kx * DW;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                s = fma(tocha::to_compute(dy[((b * co + o) * oh + oy) * ow + ox]),
+                        tocha::to_compute(x[((b * c + g * cg + i) * h + iy) * wd + ix]), s);
+            }
+        } else {
+            const long long o = q - weights;
+            for (long long e = threadIdx.x; e < terms; e += blockDim.x) {
+                const long long ox = e % ow, t = e / ow, oy = t % oh, b = t / oh;
+                s += tocha::to_compute(dy[((b * co + o) * oh + oy) * ow + ox]);
+            }
+        }
+        s = tocha::team_sum(s, blockDim.x, true);
+        if (threadIdx.x == 0) {
+            if (q < weights) dw[q] = tocha::from_compute<T>(s);
+            else dbias[q - weights] = tocha::from_compute<T>(s);
+        }
+    }
+}

@@ -1,0 +1,161 @@
+-- tocha.Conv2d: PyTorch's nn.Conv2d on NCHW tensors, with its parameters "weight" [out, in /
+-- groups, kh, kw] and "bias" [out], forward and backward, every float dtype, through
+-- kernels/conv2d.cu with the window, stride, padding, dilation and groups baked into the
+-- kernels. A RuntimeOp written here, so that it joins a tocha.Model as a layer.
+--
+--   local conv = tocha.Conv2d.new(64, 128, 3, { stride = 2, padding = 1 })
+--   local y = conv:forward(x, w, b)                  -- x [N, 64, H, W] -> y [N, 128, OH, OW]
+--   local dx, dw, db = conv:backward(x, w, b, dy)
+--   local dw_conv = tocha.Conv2d.new(32, 32, 3, { padding = 1, groups = 32, bias = false })
+--
+-- Options as PyTorch's: stride (1), padding (0), dilation (1), each a number or {h, w}; groups
+-- (1; in and out channels multiples of it); bias (true); dtype (f32). Halves accumulate in f32.
+-- These are the direct kernels (one thread an output element forward and for dx, one CTA a
+-- weight element for dw and one an output channel for the bias): correct for every option,
+-- not yet the tensor cores' speed. One launch forward, two backward (dx; dw with db).
+local dtype = require "tocha.dtype"
+local kernel = require "tocha.kernel"
+local errors = require "tocha.errors"
+local op = require "tocha.op"
+local raise = errors.raise
+
+local M = {}
+
+local Conv2d = op.class("Conv2d")
+M.Conv2d = Conv2d
+Conv2d.input_names = { "x" }
+
+local address, input_of, one_input, launch_index = op.address, op.input_of, op.one_input, op.launch_index
+
+-- A size option: a number or {h, w}, each an integer at least `least`.
+local function pair(v, what, least)
+  if type(v) == "number" then v = { v, v } end
+  if type(v) ~= "table" or #v ~= 2 then raise(("%s: expected a number or {h, w}, got %s"):format(what, errors.show(v))) end
+  for i = 1, 2 do
+    if type(v[i]) ~= "number" or v[i] ~= math.floor(v[i]) or v[i] < least then
+      raise(("%s: expected integers of at least %d, got %s"):format(what, least, errors.show(v[i])))
+    end
+  end
+  return { v[1], v[2] }
+end
+
+-- Conv2d.new(in_channels, out_channels, kernel_size [, {stride, padding, dilation, groups, bias, dtype}])
+function Conv2d.new(in_channels, out_channels, kernel_size, opts)
+  in_channels, out_channels = op.integer(in_channels, "in_channels"), op.integer(out_channels, "out_channels")
+  if in_channels < 1 then raise(("in_channels: expected a positive count, got %d"):format(in_channels)) end
+  if out_channels < 1 then raise(("out_channels: expected a positive count, got %d"):format(out_channels)) end
+  local k = pair(kernel_size, "kernel_size", 1)
+  opts = op.options(opts, { stride = true, padding = true, dilation = true, groups = true, bias = "boolean", dtype = true },
+    "Conv2d")
+  local stride, padding, dilation = pair(opts.stride or 1, "stride", 1), pair(opts.padding or 0, "padding", 0),
+    pair(opts.dilation or 1, "dilation", 1)
+  local groups = op.integer(opts.groups or 1, "groups")
+  if groups < 1 or in_channels % groups ~= 0 or out_channels % groups ~= 0 then
+    raise(("groups: expected a positive divisor of in_channels (%d) and out_channels (%d), got %d"):format(in_channels,
+      out_channels, groups))
+  end
+  local dt = op.float_dtype(opts.dtype, "dtype")
+  local self = setmetatable({ kind = "conv2d", in_channels = in_channels, out_channels = out_channels, kernel_size = k,
+    stride = stride, padding = padding, dilation = dilation, groups = groups, has_bias = opts.bias ~= false, dtype = dt,
+    block_size = 256 }, Conv2d)
+  local consts = ("%d, %d, %d, %d, %d, %d, %d, %d, %d"):format(k[1], k[2], stride[1], stride[2], padding[1], padding[2],
+    dilation[1], dilation[2], groups)
+  self.id = ("conv2d__%d__%d__%s__%s__%s"):format(in_channels, out_channels, consts:gsub(", ", "_"),
+    self.has_bias and "bias" or "nobias", dt)
+  local targs = dtype.ctype(dt) .. ", " .. consts
+  local source = op.source("conv2d.cu")
+  local sizes = "i64 n, i64 c, i64 h, i64 w, i64 co, i64 oh, i64 ow"
+  self.kernel = kernel.new { source = source, name = "tocha_conv2d_forward", template_args = targs,
+    params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
+  self.grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_data", template_args = targs,
+    params = ("%s* dy, %s* weight, %s* dx, %s"):format(dt, dt, dt, sizes) }
+  self.weight_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_weight", template_args = targs,
+    params = ("%s* x, %s* dy, %s* dweight, %s* dbias, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
+  return self
+end
+
+-- x's shape [n, c, h, w] checked, and the output's height and width.
+function Conv2d:sizes_of(shape, what)
+  op.check_shape(shape, what)
+  if #shape ~= 4 then raise(("%s: expected [N, C, H, W], got %d dimensions"):format(what, #shape)) end
+  if shape[2] ~= self.in_channels then
+    raise(("%s: expected %d channels (in_channels), got %d"):format(what, self.in_channels, shape[2]))
+  end
+  local out = {}
+  for i = 1, 2 do
+    local span = self.dilation[i] * (self.kernel_size[i] - 1) + 1
+    out[i] = math.floor((shape[i + 2] + 2 * self.padding[i] - span) / self.stride[i]) + 1
+    if out[i] < 1 then
+      raise(("%s: %s %d with padding %d is smaller than the dilated kernel (%d)"):format(what, i == 1 and "height" or "width",
+        shape[i + 2], self.padding[i], span))
+    end
+  end
+  return shape[1], shape[2], shape[3], shape[4], out[1], out[2]
+end
+
+-- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
+
+function Conv2d:param_names() return self.has_bias and { "weight", "bias" } or { "weight" } end
+function Conv2d:param_shapes()
+  local w = { self.out_channels, self.in_channels / self.groups, self.kernel_size[1], self.kernel_size[2] }
+  return self.has_bias and { w, { self.out_channels } } or { w }
+end
+
+function Conv2d:compute_concrete_output_shape(input_shapes)
+  local n, _, _, _, oh, ow = self:sizes_of(one_input(input_shapes), "inputs[1]")
+  return { n, self.out_channels, oh, ow }
+end
+
+local function flat_grid(count, block)
+  return { math.max(1, math.min(math.ceil(count / block), 2 ^ 31 - 1)), 1, 1 }
+end
+
+function Conv2d:grid(output_shape)
+  return flat_grid(op.numel(output_shape), self.block_size)
+end
+
+function Conv2d:pack_args(inputs, params, output)
+  local x, shape = input_of(inputs)
+  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+  params = op.list(params, "params")
+  local y = address(output, "output")
+  return { x, address(params[1], "params[1]"), self.has_bias and address(params[2], "params[2]") or y, y, n, c, h, w,
+    self.out_channels, oh, ow, self.has_bias and 1 or 0 }
+end
+
+function Conv2d:n_backward_launches() return 2 end
+
+function Conv2d:backward_kernel_for_launch(i)
+  launch_index(i, 2)
+  return i == 1 and self.grad_kernel or self.weight_grad_kernel
+end
+
+function Conv2d:backward_grid_for_launch(i, input_shapes)
+  launch_index(i, 2)
+  local shape = one_input(input_shapes)
+  self:sizes_of(shape, "inputs[1]")
+  if i == 1 then return flat_grid(op.numel(shape), self.block_size) end
+  local items = op.numel(self:param_shapes()[1]) + (self.has_bias and self.out_channels or 0)
+  return { math.min(items, 2 ^ 31 - 1), 1, 1 }
+end
+Conv2d.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
+Conv2d.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
+
+function Conv2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
+  launch_index(i, 2)
+  local x, shape = input_of(inputs)
+  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+  params, grad_inputs, grad_params = op.list(params, "params"), op.list(grad_inputs, "grad_inputs"),
+    op.list(grad_params, "grad_params")
+  local dy = address(grad_output, "grad_output")
+  if i == 1 then
+    return { dy, address(params[1], "params[1]"), address(grad_inputs[1], "grad_inputs[1]"), n, c, h, w, self.out_channels,
+      oh, ow }
+  end
+  local dw = address(grad_params[1], "grad_params[1]")
+  return { x, dy, dw, self.has_bias and address(grad_params[2], "grad_params[2]") or dw, n, c, h, w, self.out_channels, oh,
+    ow, self.has_bias and 1 or 0 }
+end
+
+op.finish(Conv2d)
+return M

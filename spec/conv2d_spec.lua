@@ -1,0 +1,204 @@
+-- tocha.Conv2d: forward and backward (dx, dweight, dbias) on sim and, tagged #gpu, on cuda,
+-- every float dtype, against a convolution computed here in f64 from the inputs as stored (PyTorch's
+-- definition: zero padding, dilation, groups), for windows of 1 to 5, strides, paddings,
+-- dilations and groups up to depthwise: exactly on small integers, within the dtype's rounding
+-- on normal inputs; f64 against central differences (tocha.gradcheck); in a model; bad arguments.
+local tocha = require "tocha"
+require "tocha.assertions"
+local ref = require "support.reference"
+local fails = require("support.assertions").fails
+
+local TOL = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }
+
+local function values(t) return t:cast("f64"):to_table(true) end
+
+local function small_ints(shape, dt, device, seed)
+  return tocha.randn(shape, { device = device, seed = seed }):mul(1.3):round():clamp(-2, 2):cast(dt)
+end
+
+-- The convolution and its gradients in f64 over tables of the stored values; o: the case's
+-- options ({k = {kh, kw}, s, p, d, g}); each result with its sum of |terms|.
+local function reference(x, w, b, dy, N, C, H, W, CO, o)
+  local kh, kw, sh, sw, ph, pw, dh, dw_, G = o.k[1], o.k[2], o.s[1], o.s[2], o.p[1], o.p[2], o.d[1], o.d[2], o.g
+  local OH = math.floor((H + 2 * ph - dh * (kh - 1) - 1) / sh) + 1
+  local OW = math.floor((W + 2 * pw - dw_ * (kw - 1) - 1) / sw) + 1
+  local cg, cog = C / G, CO / G
+  local y, ys = {}, {}
+  local dx, dxs, dwt, dws, db, dbs = {}, {}, {}, {}, {}, {}
+  for i = 1, N * C * H * W do dx[i], dxs[i] = 0, 1e-30 end
+  for i = 1, CO * cg * kh * kw do dwt[i], dws[i] = 0, 1e-30 end
+  for i = 1, CO do db[i], dbs[i] = 0, 1e-30 end
+  for n = 0, N - 1 do
+    for oc = 0, CO - 1 do
+      local g = math.floor(oc / cog)
+      for oy = 0, OH - 1 do
+        for ox = 0, OW - 1 do
+          local e = ((n * CO + oc) * OH + oy) * OW + ox + 1
+          local s = b and b[oc + 1] or 0
+          local a = math.abs(s)
+          local d = dy[e]
+          db[oc + 1], dbs[oc + 1] = db[oc + 1] + d, dbs[oc + 1] + math.abs(d)
+          for i = 0, cg - 1 do
+            for ky = 0, kh - 1 do
+              local iy = oy * sh - ph + ky * dh
+              for kx = 0, kw - 1 do
+                local ix = ox * sw - pw + kx * dw_
+                if iy >= 0 and iy < H and ix >= 0 and ix < W then
+                  local xi = ((n * C + g * cg + i) * H + iy) * W + ix + 1
+                  local wi = ((oc * cg + i) * kh + ky) * kw + kx + 1
+                  local v = x[xi] * w[wi]
+                  s, a = s + v, a + math.abs(v)
+                  dx[xi], dxs[xi] = dx[xi] + d * w[wi], dxs[xi] + math.abs(d * w[wi])
+                  dwt[wi], dws[wi] = dwt[wi] + d * x[xi], dws[wi] + math.abs(d * x[xi])
+                end
+              end
+            end
+          end
+          y[e], ys[e] = s, a + 1e-30
+        end
+      end
+    end
+  end
+  return { y = { y, ys }, dx = { dx, dxs }, dw = { dwt, dws }, db = { db, dbs } }, { N, CO, OH, OW }
+end
+
+local function compare(got, want, tol, label)
+  local g, w, scale = values(got), want[1], want[2]
+  assert.are.equal(#w, #g, label .. ": elements")
+  for e = 1, #w do
+    local err = tol == 0 and (g[e] == w[e] and 0 or 1) or math.abs(g[e] - w[e]) / scale[e]
+    assert(err <= tol, ("%s: element %d is %.17g, expected %.17g"):format(label, e, g[e], w[e]))
+  end
+end
+
+-- {x shape, out channels, options}
+local CASES = {
+  { { 2, 4, 7, 6 }, 6, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 3, 9, 8 }, 4, { k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
+  { { 2, 4, 6, 7 }, 4, { k = { 1, 1 }, s = { 1, 1 }, p = { 0, 0 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 6, 8, 8 }, 6, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 6 } },
+  { { 1, 4, 9, 10 }, 6, { k = { 3, 2 }, s = { 2, 1 }, p = { 2, 0 }, d = { 2, 3 }, g = 2 } },
+  { { 2, 2, 11, 9 }, 3, { k = { 5, 5 }, s = { 3, 2 }, p = { 2, 1 }, d = { 1, 1 }, g = 1 } },
+}
+
+local function opts_of(o, dt, bias)
+  return { stride = o.s, padding = o.p, dilation = o.d, groups = o.g, dtype = dt, bias = bias }
+end
+
+describe("tocha.Conv2d", function()
+  -- Without a GPU, NVRTC and ptxas still build the kernels for the H200.
+  it("builds its kernels for sm_90 without local memory, halves to f64", function()
+    for _, dt in ipairs(ref.float_dtypes) do
+      local conv = tocha.Conv2d.new(8, 16, 3, { stride = 2, padding = 1, groups = 2, dtype = dt })
+      for _, k in ipairs({ conv.kernel, conv.grad_kernel, conv.weight_grad_kernel }) do
+        local info = k:info("sm_90")
+        assert.are.equal(0, info["local"], dt)
+      end
+    end
+  end)
+
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+
+      local function run(dt, case, bias, ints, seed)
+        local s, co, o = case[1], case[2], case[3]
+        local conv = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, dt, bias))
+        local make = ints and small_ints or function(sh, d, dv, sd) return tocha.randn(sh, { dtype = d, device = dv, seed = sd }) end
+        local x = make(s, dt, device, seed)
+        local w = make({ co, s[2] / o.g, o.k[1], o.k[2] }, dt, device, seed + 1)
+        local b = bias and make({ co }, dt, device, seed + 2) or nil
+        local y = b and conv:forward(x, w, b) or conv:forward(x, w)
+        local dy = make(y:shape(), dt, device, seed + 3)
+        local want, out_shape = reference(values(x), values(w), b and values(b), values(dy), s[1], s[2], s[3], s[4], co, o)
+        assert.are.same(out_shape, y:shape())
+        local dx, dw, db
+        if b then dx, dw, db = conv:backward(x, w, b, dy) else dx, dw = conv:backward(x, w, dy) end
+        local tol = ints and 0 or TOL[dt]
+        local label = ("%s %s k %dx%d s %d,%d p %d,%d d %d,%d g %d"):format(dt, table.concat(s, "x"), o.k[1], o.k[2], o.s[1],
+          o.s[2], o.p[1], o.p[2], o.d[1], o.d[2], o.g)
+        compare(y, want.y, tol, label .. " y")
+        compare(dx, want.dx, tol, label .. " dx")
+        compare(dw, want.dw, tol, label .. " dweight")
+        if b then compare(db, want.db, tol, label .. " dbias") else assert.is_nil(db) end
+      end
+
+      it("gives y, dx, dweight and dbias exactly on small integers, every option and float dtype", function()
+        local seed = 0
+        for _, dt in ipairs(ref.float_dtypes) do
+          for _, case in ipairs(CASES) do
+            seed = seed + 10
+            run(dt, case, seed % 20 == 0, true, seed)
+          end
+        end
+      end)
+
+      it("stays within the dtype's rounding on normal inputs", function()
+        local seed = 500
+        for _, dt in ipairs(ref.float_dtypes) do
+          for i = 1, #CASES, 2 do
+            seed = seed + 10
+            run(dt, CASES[i], true, false, seed)
+          end
+        end
+      end)
+
+      it("matches central differences in f64 (tocha.gradcheck), through x and through the weight", function()
+        local conv = tocha.Conv2d.new(3, 4, 3, { stride = 2, padding = 1, dtype = "f64" })
+        local w = tocha.randn({ 4, 3, 3, 3 }, { dtype = "f64", device = device, seed = 1 })
+        local b = tocha.randn({ 4 }, { dtype = "f64", device = device, seed = 2 })
+        local x = tocha.randn({ 2, 3, 5, 6 }, { dtype = "f64", device = device, seed = 3 })
+        local through_x = { forward = function(_, v) return conv:forward(v, w, b) end,
+          backward = function(_, v, dy) return (conv:backward(v, w, b, dy)) end }
+        local ok, report = tocha.gradcheck(through_x, x, { seed = 4 })
+        assert(ok, ("max abs error %g"):format(report.max_abs))
+        local through_w = { forward = function(_, v) return conv:forward(x, v, b) end,
+          backward = function(_, v, dy) return select(2, conv:backward(x, v, b, dy)) end }
+        ok, report = tocha.gradcheck(through_w, w, { seed = 5 })
+        assert(ok, ("max abs error %g"):format(report.max_abs))
+      end)
+
+      it("runs in a model: conv, relu, depthwise conv, as the ops' own calls", function()
+        local x = tocha.Model.input({ -1, 3, 6, 6 }, { name = "x", dtype = "f64" })
+        local c1 = tocha.Conv2d.new(3, 4, 3, { padding = 1, dtype = "f64" })
+        local act = tocha.Elementwise.new("relu", "f64")
+        local c2 = tocha.Conv2d.new(4, 4, 3, { stride = 2, groups = 4, bias = false, dtype = "f64" })
+        local m = tocha.Model({ x }, { c2(act(c1(x):named("c1"))):named("c2") }):load(2, device)
+        local p = m:parameters()
+        p["c1.weight"]:copy(tocha.randn({ 4, 3, 3, 3 }, { dtype = "f64", device = device, seed = 30 }))
+        p["c1.bias"]:copy(tocha.randn({ 4 }, { dtype = "f64", device = device, seed = 31 }))
+        p["c2.weight"]:copy(tocha.randn({ 4, 1, 3, 3 }, { dtype = "f64", device = device, seed = 32 }))
+        local xt = tocha.randn({ 2, 3, 6, 6 }, { dtype = "f64", device = device, seed = 33 })
+        local h = c1:forward(xt, p["c1.weight"], p["c1.bias"])
+        local r = act:forward(h)
+        local y = c2:forward(r, p["c2.weight"])
+        assert.tensor.equal(y, m:forward({ xt })[1])
+        local _, cache = m:forward_train({ xt })
+        local dy = tocha.randn(y:shape(), { dtype = "f64", device = device, seed = 34 })
+        local grads, param_grads = m:backward({ dy }, cache)
+        local dr, dw2 = c2:backward(r, p["c2.weight"], dy)
+        local dx, dw1, db1 = c1:backward(xt, p["c1.weight"], p["c1.bias"], act:backward(h, dr))
+        assert.tensor.equal(dx, grads[1])
+        assert.tensor.equal(dw1, param_grads["c1.weight"])
+        assert.tensor.equal(db1, param_grads["c1.bias"])
+        assert.tensor.equal(dw2, param_grads["c2.weight"])
+      end)
+
+      it("refuses bad arguments, naming them, and goes on", function()
+        fails("kernel_size: expected integers of at least 1, got 0", tocha.Conv2d.new, 3, 4, 0)
+        fails("groups: expected a positive divisor of in_channels (3) and out_channels (4), got 2", tocha.Conv2d.new, 3, 4, 3,
+          { groups = 2 })
+        fails("stride: expected a number or {h, w}", tocha.Conv2d.new, 3, 4, 3, { stride = { 1, 2, 3 } })
+        fails("unknown option of Conv2d", tocha.Conv2d.new, 3, 4, 3, { pad = 1 })
+        local conv = tocha.Conv2d.new(3, 4, 3)
+        local w, b = tocha.zeros({ 4, 3, 3, 3 }, { device = device }), tocha.zeros({ 4 }, { device = device })
+        fails("x: expected 3 channels (in_channels), got 2", conv.forward, conv, tocha.zeros({ 1, 2, 5, 5 }, { device = device }),
+          w, b)
+        fails("x: height 2 with padding 0 is smaller than the dilated kernel (3)", conv.forward, conv,
+          tocha.zeros({ 1, 3, 2, 5 }, { device = device }), w, b)
+        fails("x: expected [N, C, H, W], got 3 dimensions", conv.forward, conv, tocha.zeros({ 3, 5, 5 }, { device = device }), w, b)
+        assert.are.same({ 1, 4, 3, 3 }, conv:forward(tocha.zeros({ 1, 3, 5, 5 }, { device = device }), w, b):shape())
+      end)
+    end)
+  end
+end)
