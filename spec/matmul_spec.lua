@@ -143,6 +143,36 @@ describe("tocha.matmul", function()
         assert.are.same(want, values(tocha.matmul(a, b)))
       end)
 
+      -- torch.matmul's shapes: vectors on either side (their dimension dropped), both (a dot
+      -- product, shape {1}), batches of several dimensions, one repeated over the other's.
+      it("takes vectors and batches of several dimensions as torch.matmul does", function()
+        local seed = 700
+        local cases = { -- a, b, the result's shape, a's and b's matrices as [batch, rows, cols]
+          { { 24 }, { 24, 16 }, { 16 }, { 1, 1, 24 }, { 1, 24, 16 } },
+          { { 40, 24 }, { 24 }, { 40 }, { 1, 40, 24 }, { 1, 24, 1 } },
+          { { 24 }, { 24 }, { 1 }, { 1, 1, 24 }, { 1, 24, 1 } },
+          { { 2, 3, 17, 16 }, { 2, 3, 16, 8 }, { 2, 3, 17, 8 }, { 6, 17, 16 }, { 6, 16, 8 } },
+          { { 2, 3, 17, 16 }, { 16, 24 }, { 2, 3, 17, 24 }, { 6, 17, 16 }, { 1, 16, 24 } },
+          { { 1, 1, 9, 16 }, { 2, 2, 16, 8 }, { 2, 2, 9, 8 }, { 1, 9, 16 }, { 4, 16, 8 } },
+        }
+        for _, dt in ipairs({ "bf16", "f32" }) do
+          for _, c in ipairs(cases) do
+            seed = seed + 1
+            local a, b = small_ints(c[1], dt, device, seed), small_ints(c[2], dt, device, seed + 1)
+            local y = tocha.matmul(a, b)
+            assert.are.same(c[3], y:shape())
+            local ma, mb = c[4], c[5]
+            local want = product(values(a), values(b), nil, ma[1], mb[1], ma[2], ma[3], mb[3])
+            assert.are.same(want, values(y), dt .. " " .. table.concat(c[1], "x") .. " @ " .. table.concat(c[2], "x"))
+          end
+        end
+        -- a batch of transposed matrices of four dimensions, read in place
+        local a = small_ints({ 2, 2, 16, 24 }, "f16", device, 800):transpose(3, 4) -- [2, 2, 24, 16]
+        local b = small_ints({ 2, 2, 16, 8 }, "f16", device, 801)
+        local want = product(values(a:contiguous()), values(b), nil, 4, 4, 24, 16, 8)
+        assert.are.same(want, values(tocha.matmul(a, b)))
+      end)
+
       it("reads other views through a dense copy, and takes x:matmul as x:mm", function()
         local a = small_ints({ 24, 50 }, "bf16", device, 7):narrow(2, 3, 40) -- rows 50 apart
         local b = small_ints({ 24, 20 }, "bf16", device, 8):narrow(2, 2, 16)
@@ -166,9 +196,9 @@ describe("tocha.matmul", function()
         fails("b: expected 6 rows (a's columns), got 4", tocha.matmul, a, tocha.zeros({ 4, 3 }, { device = device }))
         fails("b: expected f32 (a's dtype), got f64", tocha.matmul, a, b:cast("f64"))
         fails("a: expected a float dtype, got i32", tocha.matmul, a:cast("i32"), b:cast("i32"))
-        fails("a: expected a matrix [rows, columns] or a batch of them", tocha.matmul, tocha.zeros({ 6 }, { device = device }), b)
+        fails("b: expected 6 rows (a's columns), got 3", tocha.matmul, a, tocha.zeros({ 3 }, { device = device }))
         fails("b: expected a tensor, got number", tocha.matmul, a, 3)
-        fails("b: a batch of 3 matrices does not match a's 2", tocha.matmul, tocha.zeros({ 2, 4, 6 }, { device = device }),
+        fails("b: batch dimensions [3] do not match a's [2]", tocha.matmul, tocha.zeros({ 2, 4, 6 }, { device = device }),
           tocha.zeros({ 3, 6, 3 }, { device = device }))
         fails("opts.bias: expected shape [3] (b's columns), got [4]", tocha.matmul, a, b,
           { bias = tocha.zeros({ 4 }, { device = device }) })

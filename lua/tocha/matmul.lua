@@ -5,9 +5,12 @@
 --   local y = x:mm(w, { bias = b })         -- + bias [n] on every row
 --   local z = tocha.matmul(q, kt)           -- batched: [B, m, k] x [B, k, n] -> [B, m, n]
 --
--- Operands of 2 or 3 dimensions, one float dtype and one device; a 3-dimensional operand is a
--- batch of matrices, and a batch of 1 (or a 2-dimensional operand) is repeated over the other's
--- batch, as PyTorch's torch.matmul broadcasts. Transposed views (x:t(), x:transpose(2, 3)) are
+-- Operands of one float dtype and one device, as torch.matmul takes them: a vector (1
+-- dimension) is a row on the left and a column on the right, its dimension dropped from the
+-- result (two vectors give their dot product, of shape {1}); dimensions before the last two
+-- are a batch of matrices, and an operand without them, or whose batch is one matrix, repeats
+-- over the other's (batches of several matrices must have equal dimensions: PyTorch's fuller
+-- broadcasting of batch dimensions is not taken). Transposed views (x:t(), x:transpose(2, 3)) are
 -- read as they lie; other views are copied dense first. f16 and bf16 run on the tensor cores
 -- with f32 accumulators, rounded once to the dtype, where each operand's consecutive
 -- dimension is a multiple of 8 (16-byte rows); other shapes, f32 and f64 take a tiled kernel
@@ -49,37 +52,63 @@ local function kernel_of(name, dt, layout_a, layout_b)
   return kernels[key]
 end
 
--- How t's matrices (its last two dimensions) lie: "row" (each row's elements consecutive),
--- "col" (each column's: a transposed view), or nil for any other view, which is copied dense.
--- A batch's matrices must follow each other.
-local function layout_of(t)
-  local nd = t.ndim
-  local r, c = tonumber(t.dims[nd - 2]), tonumber(t.dims[nd - 1])
-  local sr, sc = tonumber(t.strides[nd - 2]), tonumber(t.strides[nd - 1])
+-- How t's matrices lie, from its sizes d and strides st (lists, 2 dimensions or more): "row"
+-- (each row's elements consecutive), "col" (each column's: a transposed view), or nil for any
+-- other view, which is copied dense; the batch dimensions (all but the last two) must step over
+-- whole matrices one after another.
+local function layout_of(d, st)
+  local nd = #d
+  local r, c, sr, sc = d[nd - 1], d[nd], st[nd - 1], st[nd]
   local kind
   if (c == 1 or sc == 1) and (r == 1 or sr == c) then
     kind = "row"
   elseif (r == 1 or sr == 1) and (c == 1 or sc == r) then
     kind = "col"
   end
-  if kind and nd == 3 and tonumber(t.dims[0]) > 1 and tonumber(t.strides[0]) ~= r * c then kind = nil end
+  local step = r * c
+  for i = nd - 2, 1, -1 do
+    if d[i] > 1 and st[i] ~= step then return nil end
+    step = step * d[i]
+  end
   return kind
 end
 
 local function sizes_of(t)
-  local d = {}
-  for i = 0, t.ndim - 1 do d[i + 1] = tonumber(t.dims[i]) end
-  return d
+  local d, st = {}, {}
+  for i = 0, t.ndim - 1 do d[i + 1], st[i + 1] = tonumber(t.dims[i]), tonumber(t.strides[i]) end
+  return d, st
 end
 
 local function check_operand(v, what)
   if not is_tensor(v) then raise(("%s: expected a tensor, got %s"):format(what, type(v))) end
   if v.freed ~= 0 then raise(what .. ": tensor was freed") end
-  if v.ndim ~= 2 and v.ndim ~= 3 then
-    raise(("%s: expected a matrix [rows, columns] or a batch of them [batch, rows, columns], got %d dimensions")
-      :format(what, v.ndim))
-  end
 end
+
+-- An operand as matrices: the tensor (a dense copy where its layout needs one), its sizes
+-- with a vector made a matrix (a [k] as [1, k], b [k] as [k, 1]) and its layout.
+local function as_matrices(t, vector_shape)
+  local d, st = sizes_of(t)
+  if #d == 1 then
+    local k = d[1]
+    if k > 1 and st[1] ~= 1 then t = t:contiguous() end
+    if vector_shape == "row" then return t, { 1, k }, "row" end
+    return t, { k, 1 }, "row"
+  end
+  local layout = layout_of(d, st)
+  if not layout then
+    t = t:contiguous()
+    layout = "row"
+  end
+  return t, d, layout
+end
+
+local function product_of(d, from, to)
+  local n = 1
+  for i = from, to do n = n * d[i] end
+  return n
+end
+
+local function text(d) return "[" .. table.concat(d, ", ") .. "]" end
 
 -- Whether the tensor cores take a product of dtype dt and these sizes and layouts: a half
 -- dtype, and each operand's consecutive dimension whole 16-byte chunks (the operands must then
@@ -118,17 +147,27 @@ function M.matmul(a, b, opts)
   local dt = dtype.name(a.elem_type)
   if dtype.name(b.elem_type) ~= dt then raise(("b: expected %s (a's dtype), got %s"):format(dt, dtype.name(b.elem_type))) end
   if not dtype.is_float(dt) then raise(("a: expected a float dtype, got %s (cast it first: x:cast(\"f32\"))"):format(dt)) end
-  local da, db = sizes_of(a), sizes_of(b)
-  local batch_a, batch_b = #da == 3 and da[1] or 1, #db == 3 and db[1] or 1
+  local shape_a, shape_b = sizes_of(a), sizes_of(b)
+  if #shape_a == 0 or #shape_b == 0 then raise("a: expected tensors of at least one dimension") end
+  local da, db, layout_a, layout_b
+  a, da, layout_a = as_matrices(a, "row")
+  b, db, layout_b = as_matrices(b, "col")
   local m, k = da[#da - 1], da[#da]
   local kb, n = db[#db - 1], db[#db]
   if kb ~= k then
-    raise(("b: expected %d rows (a's columns), got %d (a is [%s], b is [%s])"):format(k, kb, table.concat(da, ", "),
-      table.concat(db, ", ")))
+    raise(("b: expected %d rows (a's columns), got %d (a is %s, b is %s)"):format(k, kb, text(shape_a), text(shape_b)))
   end
-  if batch_a ~= batch_b and batch_a ~= 1 and batch_b ~= 1 then
-    raise(("b: a batch of %d matrices does not match a's %d (a batch of 1 repeats)"):format(batch_b, batch_a))
+  -- the batch dimensions: one operand's, or both's when they are equal (a batch of 1 repeats)
+  local lead_a, lead_b = {}, {}
+  for i = 1, #da - 2 do lead_a[i] = da[i] end
+  for i = 1, #db - 2 do lead_b[i] = db[i] end
+  local batch_a, batch_b = product_of(lead_a, 1, #lead_a), product_of(lead_b, 1, #lead_b)
+  local lead = #lead_a >= #lead_b and lead_a or lead_b
+  if batch_a > 1 and batch_b > 1 and text(lead_a) ~= text(lead_b) then
+    raise(("b: batch dimensions %s do not match a's %s (equal ones, or a batch of 1, which repeats)"):format(text(lead_b),
+      text(lead_a)))
   end
+  if batch_a > 1 and batch_b == 1 then lead = lead_a elseif batch_b > 1 then lead = lead_b end
   local batch = math.max(batch_a, batch_b)
   local bias = opts.bias
   if bias ~= nil then
@@ -143,7 +182,12 @@ function M.matmul(a, b, opts)
     end
     bias = bias:contiguous()
   end
-  local out = (#da == 3 or #db == 3) and { batch, m, n } or { m, n }
+  -- the result: the batch dimensions, then m (unless a is a vector), then n (unless b is)
+  local out = {}
+  for i, v in ipairs(lead) do out[i] = v end
+  if #shape_a > 1 then out[#out + 1] = m end
+  if #shape_b > 1 then out[#out + 1] = n end
+  if #out == 0 then out[1] = 1 end
   local dev = device.wrap(a.dev)
   local c = tensor.alloc(out, dt, dev)
   if m == 0 or n == 0 or batch == 0 then return c end
@@ -152,9 +196,6 @@ function M.matmul(a, b, opts)
     if bias then c:add_(bias) end
     return c
   end
-  local layout_a, layout_b = layout_of(a), layout_of(b)
-  if not layout_a then a, layout_a = a:contiguous(), "row" end
-  if not layout_b then b, layout_b = b:contiguous(), "row" end
   local aligned = tonumber(a.data) % 16 == 0 and tonumber(b.data) % 16 == 0
   local k_, grid, block = M.launch_of(dt, m, k, n, batch, layout_a, layout_b, aligned)
   op.launch_packed(k_, dev, grid, block, { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k,
