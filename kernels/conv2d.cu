@@ -6,13 +6,17 @@
 // term, in a fixed order (channel, then row, then column of the window), so that results are
 // the same on every device and grid. These are the direct kernels: one thread an output of y or
 // dx, one CTA a weight or a bias gradient (its threads' strided partials combined in warp order,
-// tocha::team_sum).
+// tocha::team_sum). A transposed convolution (ConvTranspose2d) runs the same kernels with the
+// roles swapped: its forward is a convolution's dx, its dx a convolution's forward, its weight
+// gradient the weight kernel with x and dy exchanged.
 
-#define CONV_TEMPLATE template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int G>
+#define CONV_TEMPLATE                                                                                   \
+    template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int G>
 
 CONV_TEMPLATE
-__device__ void tocha_conv2d_forward(const T *x, const T *w, const T *bias, T *y, long long n, long long c, long long h,
-                                     long long wd, long long co, long long oh, long long ow, int has_bias)
+__device__ void tocha_conv2d_forward(const T *x, const T *w, const T *bias, T *y, long long n,
+                                     long long c, long long h, long long wd, long long co, long long oh,
+                                     long long ow, int has_bias)
 {
     typedef typename tocha::compute<T>::type A;
     const long long cg = c / G, cog = co / G, total = n * co * oh * ow;
@@ -41,10 +45,12 @@ __device__ void tocha_conv2d_forward(const T *x, const T *w, const T *bias, T *y
 }
 
 // dx [n, c, h, w]: each element the sum over its group's output channels and the window
-// positions that read it of dy w, in the order (output channel, ky, kx).
+// positions that read it of dy w, in the order (output channel, ky, kx), plus bias[channel]
+// where has_bias (a transposed convolution's forward).
 CONV_TEMPLATE
-__device__ void tocha_conv2d_backward_data(const T *dy, const T *w, T *dx, long long n, long long c, long long h,
-                                           long long wd, long long co, long long oh, long long ow)
+__device__ __forceinline__ void conv_gather(const T *dy, const T *w, const T *bias, T *dx, long long n,
+                                            long long c, long long h, long long wd, long long co,
+                                            long long oh, long long ow, int has_bias)
 {
     typedef typename tocha::compute<T>::type A;
     const long long cg = c / G, cog = co / G, total = n * c * h * wd;
@@ -52,7 +58,7 @@ __device__ void tocha_conv2d_backward_data(const T *dy, const T *w, T *dx, long 
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
         const long long ix = e % wd, t = e / wd, iy = t % h, t2 = t / h, ci = t2 % c, b = t2 / c;
         const long long g = ci / cg, i = ci % cg;
-        A s = (A)0;
+        A s = has_bias ? tocha::to_compute(bias[ci]) : (A)0;
         for (long long o = g * cog; o < (g + 1) * cog; ++o) {
             const T *dyp = dy + ((b * co + o) * oh) * ow;
             const T *wp = w + (o * cg + i) * KH * KW;
@@ -64,7 +70,8 @@ __device__ void tocha_conv2d_backward_data(const T *dy, const T *w, T *dx, long 
                 for (int kx = 0; kx < KW; ++kx) {
                     const long long tx = ix + PW - kx * DW;
                     if (tx < 0 || tx % SW != 0 || tx / SW >= ow) continue;
-                    s = fma(tocha::to_compute(dyp[(ty / SH) * ow + tx / SW]), tocha::to_compute(wp[ky * KW + kx]), s);
+                    s = fma(tocha::to_compute(dyp[(ty / SH) * ow + tx / SW]),
+                            tocha::to_compute(wp[ky * KW + kx]), s);
                 }
             }
         }
@@ -72,13 +79,31 @@ __device__ void tocha_conv2d_backward_data(const T *dy, const T *w, T *dx, long 
     }
 }
 
+CONV_TEMPLATE
+__device__ void tocha_conv2d_backward_data(const T *dy, const T *w, T *dx, long long n, long long c,
+                                           long long h, long long wd, long long co, long long oh,
+                                           long long ow)
+{
+    conv_gather<T, KH, KW, SH, SW, PH, PW, DH, DW, G>(dy, w, dx, dx, n, c, h, wd, co, oh, ow, 0);
+}
+
+// A transposed convolution's forward: y [n, c, h, w] (c its out_channels) from x [n, co, oh,
+// ow] (co its in_channels) and weight [co, c / G, KH, KW], plus bias [c] where has_bias.
+CONV_TEMPLATE
+__device__ void tocha_conv_transpose2d_forward(const T *x, const T *w, const T *bias, T *y, long long n,
+                                               long long c, long long h, long long wd, long long co,
+                                               long long oh, long long ow, int has_bias)
+{
+    conv_gather<T, KH, KW, SH, SW, PH, PW, DH, DW, G>(x, w, bias, y, n, c, h, wd, co, oh, ow, has_bias);
+}
+
 // dw [co, c / G, KH, KW]: CTAs stride over the weight's elements, each one's threads over the
 // (sample, oy, ox) terms dy x; with has_bias, the CTAs past the weight's elements take the bias
 // gradient, the sum of dy over (sample, oy, ox) an output channel.
 CONV_TEMPLATE
-__device__ void tocha_conv2d_backward_weight(const T *x, const T *dy, T *dw, T *dbias, long long n, long long c,
-                                             long long h, long long wd, long long co, long long oh, long long ow,
-                                             int has_bias)
+__device__ void tocha_conv2d_backward_weight(const T *x, const T *dy, T *dw, T *dbias, long long n,
+                                             long long c, long long h, long long wd, long long co,
+                                             long long oh, long long ow, int has_bias)
 {
     typedef typename tocha::compute<T>::type A;
     const long long cg = c / G, cog = co / G, weights = co * cg * KH * KW;
@@ -104,8 +129,29 @@ __device__ void tocha_conv2d_backward_weight(const T *x, const T *dy, T *dw, T *
         }
         s = tocha::team_sum(s, blockDim.x, true);
         if (threadIdx.x == 0) {
-            if (q < weights) dw[q] = tocha::from_compute<T>(s);
-            else dbias[q - weights] = tocha::from_compute<T>(s);
+            if (q < weights)
+                dw[q] = tocha::from_compute<T>(s);
+            else
+                dbias[q - weights] = tocha::from_compute<T>(s);
         }
+    }
+}
+
+// dbias [co]: one CTA an output channel, the sum of dy [n, co, plane] over its samples and plane
+// (a transposed convolution's bias gradient, whose dy is not the weight kernel's).
+template <typename T>
+__device__ void tocha_conv2d_backward_bias(const T *dy, T *dbias, long long n, long long co,
+                                           long long plane)
+{
+    typedef typename tocha::compute<T>::type A;
+    const long long terms = n * plane;
+    for (long long o = blockIdx.x; o < co; o += gridDim.x) {
+        A s = (A)0;
+        for (long long e = threadIdx.x; e < terms; e += blockDim.x) {
+            const long long b = e / plane, p = e % plane;
+            s += tocha::to_compute(dy[(b * co + o) * plane + p]);
+        }
+        s = tocha::team_sum(s, blockDim.x, true);
+        if (threadIdx.x == 0) dbias[o] = tocha::from_compute<T>(s);
     }
 }

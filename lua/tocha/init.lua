@@ -56,6 +56,7 @@ tocha.Reduce = require("tocha.ops.reduction").Reduce
 tocha.ChannelBiasAdd = require("tocha.ops.channel_bias_add").ChannelBiasAdd
 tocha.Linear = require("tocha.ops.linear").Linear
 tocha.Conv2d = require("tocha.ops.conv2d").Conv2d
+tocha.ConvTranspose2d = require("tocha.ops.conv_transpose2d").ConvTranspose2d
 local softmax = require "tocha.ops.softmax"
 tocha.Softmax, tocha.LogSoftmax = softmax.Softmax, softmax.LogSoftmax
 local norm = require "tocha.ops.norm"
