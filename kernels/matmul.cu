@@ -2,7 +2,7 @@
 // grid.z (stride_* elements between a batch's matrices, 0 to repeat one), bias [n] added to
 // every row when has_bias. TA: A is stored column-major (A's transpose [k, m] row-major, as a
 // transposed view holds it); TB likewise for B ([n, k]): y = x w^T reads w [n, k] as it is.
-// Two kernels:
+// Both kernels take CTAs of 256 threads (launch bounds; any other block traps). Two kernels:
 // - tocha_matmul_tc (f16, bf16): the tensor cores (tensor_core.cuh, built before this file),
 //   f32 accumulators rounded once to T. A CTA of 8 warps computes a 128 x 128 tile of C, each
 //   warp a 64 x 32 part of it (4 x 4 mma tiles of 16 x 8); A's and B's slices over 32 of k go
@@ -74,6 +74,7 @@ __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, lon
                                 int has_bias)
 {
     __shared__ __align__(16) mm_tc_tiles<T, TA != 0, TB != 0> s;
+    if (blockDim.x != 256) __trap(); // the tile's maps take 8 warps
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int wm = warp / 4, wn = warp % 4; // 2 x 4 warps
     const long long row0 = (long long)blockIdx.y * 128, col0 = (long long)blockIdx.x * 128;
@@ -156,6 +157,7 @@ __device__ void tocha_matmul_simt(const T *a, const T *b, const T *bias, T *c, l
 {
     typedef typename tocha::compute<T>::type A;
     __shared__ A sa[16][64 + 1], sb[16][64 + 1]; // [k][row], [k][column]
+    if (blockDim.x != 256) __trap();             // 16 x 16 threads, each 4 x 4 outputs
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const long long row0 = (long long)blockIdx.y * 64, col0 = (long long)blockIdx.x * 64;
     a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;

@@ -82,41 +82,49 @@ __device__ __forceinline__ void ldmatrix(unsigned r[COUNT], const void *row)
     if (COUNT == 4 && TRANS)
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(s));
+                     : "r"(s)
+                     : "memory");
     else if (COUNT == 4)
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(s));
+                     : "r"(s)
+                     : "memory");
     else if (COUNT == 2 && TRANS)
         asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                      : "=r"(r[0]), "=r"(r[1])
-                     : "r"(s));
+                     : "r"(s)
+                     : "memory");
     else if (COUNT == 2)
         asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
                      : "=r"(r[0]), "=r"(r[1])
-                     : "r"(s));
+                     : "r"(s)
+                     : "memory");
     else if (TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(s));
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];"
+                     : "=r"(r[0])
+                     : "r"(s)
+                     : "memory");
     else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(s));
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];"
+                     : "=r"(r[0])
+                     : "r"(s)
+                     : "memory");
 #endif
 }
 
-// cp.async: starts a copy of the 16 bytes at src (global, 16-byte aligned) to dst (shared,
-// 16-byte aligned), or of none when `bytes` is 0 (dst's 16 bytes are then zeroed: a tile's
-// edge). The copies a thread started since its last commit form a group; cp_async_wait<N>
+// cp.async: starts a copy of the first `bytes` (0 to 16) of the 16 bytes at src (global, 16-byte
+// aligned) to dst (shared, 16-byte aligned), the rest of dst's 16 bytes zeroed (bytes 0: a
+// tile's edge). The copies a thread started since its last commit form a group; cp_async_wait<N>
 // waits until at most N of its groups are still in flight. Other threads see dst only after a
 // barrier that follows their writer's wait. The simulator copies at once.
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, int bytes = 16)
 {
 #ifdef TOCHA_SIM
-    if (bytes)
-        memcpy(dst, src, 16);
-    else
-        memset(dst, 0, 16);
+    memcpy(dst, src, (size_t)bytes);
+    memset((char *)dst + bytes, 0, (size_t)(16 - bytes));
 #else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(dst)), "l"(src),
-                 "r"(bytes)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(dst)),
+                 "l"(__cvta_generic_to_global(src)), "r"(bytes)
                  : "memory");
 #endif
 }

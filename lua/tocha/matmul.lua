@@ -47,7 +47,7 @@ local function kernel_of(name, dt, layout_a, layout_b)
   if not kernels[key] then
     local source = op.source("tensor_core.cuh") .. "\n" .. op.source("matmul.cu")
     kernels[key] = kernel.new { source = source, name = name, template_args = ("%s, %d, %d"):format(dtype.ctype(dt), ta, tb),
-      params = PARAMS:format(dt, dt, dt, dt) }
+      params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { 256 } }
   end
   return kernels[key]
 end
@@ -162,12 +162,17 @@ function M.matmul(a, b, opts)
   for i = 1, #da - 2 do lead_a[i] = da[i] end
   for i = 1, #db - 2 do lead_b[i] = db[i] end
   local batch_a, batch_b = product_of(lead_a, 1, #lead_a), product_of(lead_b, 1, #lead_b)
-  local lead = #lead_a >= #lead_b and lead_a or lead_b
   if batch_a > 1 and batch_b > 1 and text(lead_a) ~= text(lead_b) then
     raise(("b: batch dimensions %s do not match a's %s (equal ones, or a batch of 1, which repeats)"):format(text(lead_b),
       text(lead_a)))
   end
-  if batch_a > 1 and batch_b == 1 then lead = lead_a elseif batch_b > 1 then lead = lead_b end
+  -- aligned from the right, as PyTorch broadcasts them: where one side is a batch of 1, its
+  -- sizes are all 1 and the other's stand
+  local lead = {}
+  local count = math.max(#lead_a, #lead_b)
+  for i = 1, count do
+    lead[i] = math.max(lead_a[#lead_a - count + i] or 1, lead_b[#lead_b - count + i] or 1)
+  end
   local batch = math.max(batch_a, batch_b)
   local bias = opts.bias
   if bias ~= nil then

@@ -1,7 +1,8 @@
 -- tocha.Linear: y = x w^T + b over x's last dimension (PyTorch's nn.Linear), with its parameters
 -- "weight" [out_features, in_features] and "bias" [out_features], forward and backward, every
--- float dtype: kernels/matmul.cu's products (the tensor cores for halves where in_features and
--- out_features are multiples of 8), reduction.cu for the bias gradient. A RuntimeOp written
+-- float dtype: kernels/matmul.cu's products (the tensor cores for halves: the forward where
+-- in_features is a multiple of 8, the backward where both are), reduction.cu for the bias
+-- gradient. A RuntimeOp written
 -- here, so that it joins a tocha.Model as a layer with parameters.
 --
 --   local fc = tocha.Linear.new(768, 3072)                  -- f32, with a bias
@@ -90,6 +91,7 @@ end
 
 local function tile_grid(tensor_cores, m, n)
   local tile = tensor_cores and 128 or 64
+  if math.ceil(m / tile) > 65535 then raise(("x: %d rows, at most %d a call"):format(m, 65535 * tile)) end
   return { math.ceil(n / tile), math.ceil(m / tile), 1 }
 end
 
