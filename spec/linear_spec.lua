@@ -141,6 +141,19 @@ describe("tocha.Linear", function()
         local loss = tocha.Reduce.new("mean", nil, "f64")
         local m = tocha.Model({ x }, { loss(fc2(act(fc1(x):named("fc1"))):named("fc2")) }):load(4, device)
         local p = m:parameters()
+        -- PyTorch's start: uniform in [-1/sqrt(in), 1/sqrt(in)), drawn from the name's seed (the
+        -- same every time, another for each parameter)
+        for name, fan_in in pairs({ ["fc1.weight"] = 6, ["fc1.bias"] = 6, ["fc2.weight"] = 8 }) do
+          local v = values(p[name])
+          local lo, hi = math.huge, -math.huge
+          for _, e in ipairs(v) do lo, hi = math.min(lo, e), math.max(hi, e) end
+          assert(lo >= -1 / math.sqrt(fan_in) and hi < 1 / math.sqrt(fan_in) and lo < hi, name)
+        end
+        local again = tocha.Model({ x }, { loss(fc2(act(fc1(x):named("fc1"))):named("fc2")) }):load(4, device)
+        assert.tensor.equal(p["fc1.weight"], again:parameters()["fc1.weight"])
+        local first = {}
+        for i, v in ipairs(values(p["fc1.weight"])) do if i <= 8 then first[i] = v end end
+        assert.are_not.same(first, values(p["fc1.bias"]))
         p["fc1.weight"]:copy(tocha.randn({ 8, 6 }, { dtype = "f64", device = device, seed = 20 }))
         p["fc1.bias"]:copy(tocha.randn({ 8 }, { dtype = "f64", device = device, seed = 21 }))
         p["fc2.weight"]:copy(tocha.randn({ 3, 8 }, { dtype = "f64", device = device, seed = 22 }))

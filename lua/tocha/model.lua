@@ -18,6 +18,7 @@
 -- last node that reads it has run, its block serves a later node (best fit by size). The
 -- model's outputs are tensors of their own, and m:forward returns them: the next forward
 -- overwrites them (clone what must be kept).
+local bit = require "bit"
 local tensor = require "tocha.tensor"
 local device = require "tocha.device"
 local dtype = require "tocha.dtype"
@@ -253,6 +254,17 @@ end
 
 local shape_text, numel = shape_facts.text, shape_facts.numel
 
+-- A parameter's seed from its name: FNV-1a over its bytes, 32 bits (the prime 2^24 + 403
+-- multiplied in two parts, each exact in a double).
+local function name_seed(name)
+  local h = 2166136261
+  for i = 1, #name do
+    h = bit.bxor(h, name:byte(i)) % 4294967296
+    h = ((h % 256) * 16777216 + h * 403) % 4294967296
+  end
+  return h
+end
+
 -- Raises unless shape (what node's op computed) is a list of 1 to 8 positive integer sizes: a
 -- size of 2.5 would be cut to 2 on its way to C, a size of 0 or a string would reach the
 -- planner.
@@ -444,11 +456,19 @@ function Model:load(batch, name)
           local pdt = n.op.param_dtype and n.op:param_dtype(i) or dt[n]
           if not (t and t.freed == 0 and t:dtype() == pdt and device.wrap(t.dev) == dev
               and shape_text(t:shape()) == shape_text(shapes[i])) then
-            -- the value a parameter starts at: a Lua op's spec, an op's param_init_value(i)
-            -- (a norm's weight starts at 1, as PyTorch's), else 0
-            local init = (n.op.spec and n.op.spec.params[i].init)
-              or (n.op.param_init_value and n.op:param_init_value(i)) or 0
-            t = tensor.full(shapes[i], init, { dtype = pdt, device = dev })
+            -- the value a parameter starts at: uniform in [-b, b) for an op's
+            -- param_init_bound(i) = b (a linear or convolution layer's, as PyTorch's), drawn
+            -- from a seed of the parameter's name, so that a model starts the same every time;
+            -- else a Lua op's spec's init, an op's param_init_value(i) (a norm's weight starts
+            -- at 1, as PyTorch's), else 0
+            local bound = n.op.param_init_bound and n.op:param_init_bound(i)
+            if bound then
+              t = tensor.rand(shapes[i], { dtype = pdt, device = dev, seed = name_seed(full), low = -bound, high = bound })
+            else
+              local init = (n.op.spec and n.op.spec.params[i].init)
+                or (n.op.param_init_value and n.op:param_init_value(i)) or 0
+              t = tensor.full(shapes[i], init, { dtype = pdt, device = dev })
+            end
           end
           params[n][i], by_name[full] = t, t
         end

@@ -108,6 +108,12 @@ function ConvTranspose2d:param_shapes()
   return self.has_bias and { w, { self.out_channels } } or { w }
 end
 
+-- A model starts both parameters uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's fan_in
+-- of this weight [in, out / groups, kh, kw]: out / groups x kh x kw.
+function ConvTranspose2d:param_init_bound()
+  return 1 / math.sqrt(self.out_channels / self.groups * self.kernel_size[1] * self.kernel_size[2])
+end
+
 function ConvTranspose2d:compute_concrete_output_shape(input_shapes)
   local n, _, _, _, oh, ow = self:sizes_of(one_input(input_shapes), "inputs[1]")
   return { n, self.out_channels, oh, ow }

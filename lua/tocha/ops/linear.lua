@@ -80,6 +80,10 @@ function Linear:param_shapes()
   return self.has_bias and { w, { self.out_features } } or { w }
 end
 
+-- A model starts both parameters uniform in [-1/sqrt(in), 1/sqrt(in)), as PyTorch's nn.Linear
+-- (the weight's kaiming-uniform with a = sqrt(5) has that bound).
+function Linear:param_init_bound() return 1 / math.sqrt(self.in_features) end
+
 function Linear:compute_concrete_output_shape(input_shapes)
   local shape = one_input(input_shapes)
   self:rows_of(shape, "inputs[1]")
