@@ -113,14 +113,13 @@ local function check_aligned(list)
   end
 end
 
-function Linear:pack_args(inputs, params, output, output_shape)
+function Linear:pack_args(inputs, params, output)
   local x, shape = input_of(inputs)
   local rows = self:rows_of(shape, "inputs[1]")
   params = op.list(params, "params")
   local w, y = address(params[1], "params[1]"), address(output, "output")
   local b = self.has_bias and address(params[2], "params[2]") or y
   if self.tensor_cores then check_aligned({ { address(x, "inputs[1]"), "x" }, { w, "weight" } }) end
-  local _ = output_shape
   return { x, w, b, y, rows, self.out_features, self.in_features, 0, 0, 0, self.has_bias and 1 or 0 }
 end
 

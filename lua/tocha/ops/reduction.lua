@@ -47,9 +47,8 @@ end
 -- thread an output (inner > 1); -1, a CTA a (row, split) for rows of 4 x block elements or
 -- more, unless there are 4096 rows or more (enough for a warp each to fill an H200) of under
 -- 16 groups a thread of the CTA; else a team of 1 to 32 lanes a row, the most that leaves each
--- lane four 16-byte groups. A warp a row needs no barrier where a CTA pays one: bf16 mean({3,4})
--- of 16x256x80x80 (4096 rows of 800 groups) measured 24.1 us on CTAs and 19.2 us on warps (f32,
--- 1600 groups a row, 31.7 and 32.6).
+-- lane four 16-byte groups. A warp a row needs no barrier where a CTA pays one a row, which
+-- short rows do not amortise (docs/performance.md).
 local function mapping(n, inner, block, size, outer)
   if inner ~= 1 then return 0 end
   if n >= 4 * block and (outer == nil or outer < 4096 or n * size >= 256 * block) then return -1 end
@@ -59,8 +58,7 @@ local function mapping(n, inner, block, size, outer)
 end
 
 -- The most CTAs a split rows pass takes: one wave of an H200 at six CTAs of 256 an SM (the rows
--- kernel's 40 registers), 132 x 6. 1024 took 1.3 waves: sum() of 32x160x72x72 measured 39.8 us
--- (f32) and 27.0 us (bf16) against 37.2 and 24.8 at 792.
+-- kernel's 40 registers), 132 x 6, so that no CTA waits for a second, nearly empty wave.
 local ROW_CTAS = 792
 
 local function acc_size(dt) return dt == "f64" and 8 or 4 end
