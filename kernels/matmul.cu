@@ -3,21 +3,162 @@
 // every row when has_bias. TA: A is stored column-major (A's transpose [k, m] row-major, as a
 // transposed view holds it); TB likewise for B ([n, k]): y = x w^T reads w [n, k] as it is.
 // Both kernels take CTAs of 256 threads (launch bounds; any other block traps). Two kernels:
-// - tocha_matmul_tc (f16, bf16): the tensor cores (tensor_core.cuh, built before this file),
-//   f32 accumulators rounded once to T. A CTA of 8 warps computes a 128 x 128 tile of C, each
-//   warp a 64 x 32 part of it (4 x 4 mma tiles of 16 x 8); A's and B's slices over 32 of k go
-//   to shared memory by cp.async in 16-byte chunks along each operand's consecutive elements,
-//   two buffers so that the next slice loads while the warps multiply this one, and reach the
-//   fragments through ldmatrix (transposed where the stored layout is the fragment's
-//   transpose). Rows of shared memory are padded by 16 bytes, so that the eight rows an
-//   ldmatrix phase reads fall on distinct banks. Needs each operand's consecutive dimension a
-//   multiple of 8 and A, B 16-byte aligned (each chunk wholly inside the matrix or wholly out:
-//   chunks past an edge are zero-filled); the host sends other shapes to tocha_matmul_simt.
+// - tocha_matmul_tc (f16, bf16): the tensor cores, f32 accumulators rounded once to T. A CTA
+//   computes a 128 x 128 tile of C; the tiles are numbered along grid.x in groups of 8 rows of
+//   tiles, column by column within a group, so that the CTAs running together share their A
+//   rows and B columns in L2. Each operand's slices over 64 of k go to shared memory by cp.async
+//   in 16-byte chunks along its consecutive elements. Needs each operand's consecutive
+//   dimension a multiple of 8 and A, B 16-byte aligned (each chunk wholly inside the matrix or
+//   wholly out: chunks past an edge are zero-filled); the host sends other shapes to
+//   tocha_matmul_simt. Two main loops:
+//   - on sm_90 (and the simulator), wgmma (warpgroup.cuh): two warpgroups, each the tile's 64
+//     rows by 128 columns in 64 registers a thread; MM_STAGES slices in dynamic shared memory
+//     (the kernel's launches give MM_SHARED bytes), 128-byte swizzled as wgmma reads them,
+//     K-major or MN-major as the operand lies, so that no operand is transposed on the way.
+//     The copies run MM_STAGES - 2 slices ahead of the multiplies; wgmma is asynchronous, so the
+//     tensor cores work on one slice while the threads wait for the next one's copies.
+//   - elsewhere (or built with -DMATMUL_MMA_SYNC), mma.sync (tensor_core.cuh): 8 warps of
+//     64 x 32, slices of 32 of k in two static buffers, read through ldmatrix (transposed where
+//     the stored layout is the fragment's transpose), rows padded by 16 bytes so that the eight
+//     rows an ldmatrix phase reads fall on distinct banks.
 // - tocha_matmul_simt (any float dtype, any shape): 64 x 64 tiles of C on 256 threads, each 4 x
 //   4 outputs (rows ty + 16i, columns tx + 16j), A's and B's 64 x 16 slices staged in shared
 //   memory in the compute type; sums in k order, one fma a product (f32 for halves, f64 for
 //   f64).
 
+#if (defined(TOCHA_SIM) || defined(__CUDA_ARCH_FEAT_SM90_ALL)) && !defined(MATMUL_MMA_SYNC)
+#define TOCHA_MATMUL_WGMMA 1
+#endif
+
+#define MM_STAGES 4
+#define MM_STAGE_BYTES 32768                          // A's and B's 128 x 64 halves
+#define MM_SHARED (MM_STAGES * MM_STAGE_BYTES + 1024) // + the slack to align the stages to 1 KiB
+
+// The (row, column) tile of C this CTA computes: blockIdx.x numbers the tiles in groups of 8
+// rows of tiles, down each column of a group, then the group's next column.
+__device__ __forceinline__ void mm_tile_of(long long m, long long n, long long *row0, long long *col0)
+{
+    const long long tiles_m = (m + 127) / 128, tiles_n = (n + 127) / 128, per_group = 8 * tiles_n;
+    const long long id = blockIdx.x, first = id / per_group * 8;
+    const long long rows = tiles_m - first < 8 ? tiles_m - first : 8, in_group = id % per_group;
+    *row0 = (first + in_group % rows) * 128;
+    *col0 = (in_group / rows) * 128;
+    (void)tiles_n;
+}
+
+// C's elements (r, col) and (r, col + 1) from two f32 sums (+ the bias), those inside C.
+template <typename T>
+__device__ __forceinline__ void mm_store_pair(T *c, const T *bias, int has_bias, long long m,
+                                              long long n, long long r, long long col, float v0,
+                                              float v1)
+{
+    if (r >= m || col >= n) return;
+    if (has_bias) {
+        v0 += tocha::to_compute(bias[col]);
+        if (col + 1 < n) v1 += tocha::to_compute(bias[col + 1]);
+    }
+    const T pair[2] = {tocha::from_compute<T>(v0), tocha::from_compute<T>(v1)};
+    if (col + 1 < n && n % 2 == 0) { // one 4-byte store: r * n + col is even
+        unsigned bits;
+        memcpy(&bits, pair, 4);
+        *(unsigned *)(c + r * n + col) = bits;
+    } else {
+        c[r * n + col] = pair[0];
+        if (col + 1 < n) c[r * n + col + 1] = pair[1];
+    }
+}
+
+#ifdef TOCHA_MATMUL_WGMMA
+// Starts the copies of A's rows [row0, row0 + 128) and B's columns [col0, col0 + 128) over k in
+// [k0, k0 + 64) into the stage at `stage` (A's 16 KiB, then B's), 128-byte swizzled, as one
+// cp.async group: 2048 chunks of 16 bytes, eight a thread. An operand whose rows run along k
+// (row-major A, column-major B) is K-major: its 128 rows of 128 bytes. One whose rows run along
+// m or n is MN-major: two blocks of 64 (of m or n) x 64 rows of k, 8 KiB apart.
+template <typename T, int TA, int TB>
+__device__ __forceinline__ void mm_wg_load(unsigned char *stage, const T *a, const T *b, long long m,
+                                           long long n, long long k, long long row0, long long col0,
+                                           long long k0)
+{
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int e = tid + i * 256;
+        long long gm, gk;
+        int off;
+        if (!TA) { // 128 rows of m, 8 chunks of k each
+            gm = row0 + e / 8, gk = k0 + (e % 8) * 8, off = tocha::swizzle128(e / 8, e % 8);
+        } else { // 64 rows of k, 16 chunks of m each
+            gk = k0 + e / 16, gm = row0 + (e % 16) * 8,
+            off = (e % 16 / 8) * 8192 + tocha::swizzle128(e / 16, e % 8);
+        }
+        const bool in = gm < m && gk < k;
+        tocha::cp_async16(stage + off, in ? a + (TA ? gk * m + gm : gm * k + gk) : a, in ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int e = tid + i * 256;
+        long long gn, gk;
+        int off;
+        if (TB) { // 128 rows of n, 8 chunks of k each
+            gn = col0 + e / 8, gk = k0 + (e % 8) * 8, off = tocha::swizzle128(e / 8, e % 8);
+        } else { // 64 rows of k, 16 chunks of n each
+            gk = k0 + e / 16, gn = col0 + (e % 16) * 8,
+            off = (e % 16 / 8) * 8192 + tocha::swizzle128(e / 16, e % 8);
+        }
+        const bool in = gn < n && gk < k;
+        tocha::cp_async16(stage + 16384 + off, in ? b + (TB ? gn * k + gk : gk * n + gn) : b,
+                          in ? 16 : 0);
+    }
+}
+
+template <typename T, int TA, int TB>
+__device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias, T *c, long long m,
+                                           long long n, long long k, int has_bias, long long row0,
+                                           long long col0)
+{
+    extern __shared__ __align__(1024) unsigned char mm_shared[];
+    // wgmma's swizzle follows address bits: the stages start on a 1 KiB boundary
+    unsigned char *stages =
+        mm_shared + ((1024 - (unsigned)((unsigned long long)mm_shared % 1024)) % 1024);
+    const int wg = threadIdx.x / 128;
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    const int ahead = MM_STAGES - 2; // a stage is refilled once the multiplies two slices back are done
+    const long long slices = (k + 63) / 64;
+    for (int s = 0; s < ahead; ++s) {
+        if (s < slices)
+            mm_wg_load<T, TA, TB>(stages + s * MM_STAGE_BYTES, a, b, m, n, k, row0, col0, s * 64LL);
+        tocha::cp_async_commit();
+    }
+    for (long long t = 0; t < slices; ++t) {
+        tocha::cp_async_wait<MM_STAGES - 3>(); // slice t's copies (this thread's) are done
+        tocha::fence_async_shared();
+        __syncthreads(); // everyone's are, and every warpgroup is done with slice t - 2
+        const unsigned char *sa = stages + (t % MM_STAGES) * MM_STAGE_BYTES + wg * 8192,
+                            *sb = sa - wg * 8192 + 16384;
+        tocha::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            tocha::wgmma<T, 128, TA, !TB>(acc, sa + (TA ? 2048 * kk : 32 * kk), 8192, 1024,
+                                          sb + (TB ? 32 * kk : 2048 * kk), 8192, 1024);
+        tocha::wgmma_commit();
+        tocha::wgmma_wait<1>(); // slice t - 1's multiplies are done
+        if (t + ahead < slices)
+            mm_wg_load<T, TA, TB>(stages + ((t + ahead) % MM_STAGES) * MM_STAGE_BYTES, a, b, m, n, k,
+                                  row0, col0, (t + ahead) * 64);
+        tocha::cp_async_commit();
+    }
+    tocha::wgmma_wait<0>();
+    const int w = threadIdx.x % 128 / 32, g = threadIdx.x % 32 / 4, q = threadIdx.x % 4;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            mm_store_pair(c, bias, has_bias, m, n, row0 + wg * 64 + 16 * w + g + 8 * h,
+                          col0 + 8 * j + 2 * q, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+}
+#else
 // A's and B's slices in shared memory, two buffers each, rows padded by 8 elements: a row-major
 // A's [128 rows of m][32 of k], a column-major A's [32 of k][128 of m]; a row-major B's [32 of
 // k][128 of n], a column-major B's [128 of n][32 of k].
@@ -69,16 +210,13 @@ __device__ __forceinline__ void mm_tc_load(mm_tc_tiles<T, TA, TB> &s, int buf, c
 }
 
 template <typename T, int TA, int TB>
-__device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
-                                long long k, long long stride_a, long long stride_b, long long stride_c,
-                                int has_bias)
+__device__ __forceinline__ void mm_sync_tile(const T *a, const T *b, const T *bias, T *c, long long m,
+                                             long long n, long long k, int has_bias, long long row0,
+                                             long long col0)
 {
     __shared__ __align__(16) mm_tc_tiles<T, TA != 0, TB != 0> s;
-    if (blockDim.x != 256) __trap(); // the tile's maps take 8 warps
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int wm = warp / 4, wn = warp % 4; // 2 x 4 warps
-    const long long row0 = (long long)blockIdx.y * 128, col0 = (long long)blockIdx.x * 128;
-    a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
     float acc[4][4][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -137,17 +275,26 @@ __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, lon
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const long long r = row0 + wm * 64 + i * 16 + g + 8 * h,
-                                col = col0 + wn * 32 + j * 8 + 2 * q;
-                if (r >= m || col >= n) continue;
-                const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-                c[r * n + col] =
-                    tocha::from_compute<T>(has_bias ? v0 + tocha::to_compute(bias[col]) : v0);
-                if (col + 1 < n)
-                    c[r * n + col + 1] =
-                        tocha::from_compute<T>(has_bias ? v1 + tocha::to_compute(bias[col + 1]) : v1);
-            }
+            for (int h = 0; h < 2; ++h)
+                mm_store_pair(c, bias, has_bias, m, n, row0 + wm * 64 + i * 16 + g + 8 * h,
+                              col0 + wn * 32 + j * 8 + 2 * q, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+}
+#endif
+
+template <typename T, int TA, int TB>
+__device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
+                                long long k, long long stride_a, long long stride_b, long long stride_c,
+                                int has_bias)
+{
+    if (blockDim.x != 256) __trap(); // the tile's maps take 8 warps
+    long long row0, col0;
+    mm_tile_of(m, n, &row0, &col0);
+    a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
+#ifdef TOCHA_MATMUL_WGMMA
+    mm_wg_tile<T, TA, TB>(a, b, bias, c, m, n, k, has_bias, row0, col0);
+#else
+    mm_sync_tile<T, TA, TB>(a, b, bias, c, m, n, k, has_bias, row0, col0);
+#endif
 }
 
 template <typename T, int TA, int TB>

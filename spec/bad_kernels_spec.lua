@@ -49,7 +49,7 @@ describe("bad kernels", function()
         function() tocha.kernel { source = AXPY, name = "axpy", params = 3 } end)
     end)
     it("refuses a field it does not know, by name, instead of ignoring it", function()
-      local expected = "(expected source, name, template_args, params, options, launch_bounds and file)"
+      local expected = "(expected source, name, template_args, params, options, launch_bounds, shared and file)"
       fails_with('tocha.kernel: "shared_mem": unknown field ' .. expected,
         function() tocha.kernel { source = "__device__ void f() {}", name = "f", params = "", shared_mem = 1024 } end)
       fails_with('tocha.kernel: "option": unknown field ' .. expected,

@@ -995,6 +995,66 @@ __device__ void ldmatrix_mma(const __nv_bfloat16 *a, const __nv_bfloat16 *b, flo
     return { d }
   end }
 
+-- warpgroup.cuh's wgmma: one warpgroup computes d (64 x 128) = a (64 x 32) x b (32 x 128) + c in
+-- two k steps, each operand staged in shared memory in the 128-byte swizzled layout, K-major or
+-- MN-major (TA, TB), read through the instruction's descriptors; the accumulators in and out of
+-- their register layout. Exact inputs, as above.
+local warpgroup = tensor_core .. require("tocha.op").source("warpgroup.cuh")
+local WG_TILE = [[
+template <typename T, int TA, int TB> __device__ void wg_tile(const T *a, const T *b, const float *c, float *d)
+{
+    // A: K-major, row m's 32 k in the first 64 bytes of its 128; MN-major, k row j holds the 64 m.
+    // B: K-major, row n's 32 k likewise (128 rows); MN-major, two atoms of 64 n (32 k rows each).
+    __shared__ __align__(1024) unsigned char sa[8192], sb[16384];
+    const int t = threadIdx.x;
+    for (int e = t; e < 64 * 32; e += 128) {
+        const int m = e / 32, k = e % 32;
+        const int off = TA ? tocha::swizzle128(k, m / 8) + (m % 8) * 2 : tocha::swizzle128(m, k / 8) + (k % 8) * 2;
+        memcpy(sa + off, a + e, 2);
+    }
+    for (int e = t; e < 32 * 128; e += 128) {
+        const int k = e / 128, n = e % 128;
+        const int off = TB ? (n / 64) * 4096 + tocha::swizzle128(k, n % 64 / 8) + (n % 8) * 2
+                           : tocha::swizzle128(n, k / 8) + (k % 8) * 2;
+        memcpy(sb + off, b + e, 2);
+    }
+    tocha::fence_async_shared();
+    __syncthreads();
+    const int w = t / 32, g = t % 32 / 4, q = t % 4;
+    float acc[64];
+    for (int j = 0; j < 16; ++j)
+        for (int i = 0; i < 4; ++i) acc[4 * j + i] = c[(16 * w + g + 8 * (i / 2)) * 128 + 8 * j + 2 * q + i % 2];
+    tocha::wgmma_fence();
+    for (int kk = 0; kk < 2; ++kk)
+        tocha::wgmma<T, 128, TA, TB>(acc, sa + (TA ? 2048 * kk : 32 * kk), 4096, 1024, sb + (TB ? 2048 * kk : 32 * kk),
+                                     4096, 1024);
+    tocha::wgmma_commit();
+    tocha::wgmma_wait<0>();
+    for (int j = 0; j < 16; ++j)
+        for (int i = 0; i < 4; ++i) d[(16 * w + g + 8 * (i / 2)) * 128 + 8 * j + 2 * q + i % 2] = acc[4 * j + i];
+}
+]]
+
+local function wg_tile_ref(a, b, c)
+  local d = matmul_ref(a, b, c, 64, 128, 32, true, true)
+  for i = 1, #d do d[i] = f32(d[i]) end
+  return { d }
+end
+
+for i, v in ipairs { { "f16", "__half", 0, 0 }, { "f16", "__half", 1, 1 }, { "bf16", "__nv_bfloat16", 0, 1 },
+  { "bf16", "__nv_bfloat16", 1, 0 } } do
+  local dt, ct, ta, tb = v[1], v[2], v[3], v[4]
+  local name = ("wgmma_%s_%s_%s"):format(dt, ta == 1 and "mn" or "k", tb == 1 and "mn" or "k")
+  case { name = name, params = ("%s* a, %s* b, f32* c, f32* d"):format(dt, dt), grid = 1, block = 128,
+    source = warpgroup .. WG_TILE .. ([[
+__device__ void %s(const %s *a, const %s *b, const float *c, float *d) { wg_tile<%s, %d, %d>(a, b, c, d); }]])
+      :format(name, ct, ct, ct, ta, tb),
+    args = { { input = values(64 * 32, 60 + i, eighths(-16, 16)), dtype = dt },
+      { input = values(32 * 128, 70 + i, eighths(-16, 16)), dtype = dt },
+      { input = values(64 * 128, 80 + i, eighths(-64, 64)), dtype = "f32" }, { out = 64 * 128, dtype = "f32" } },
+    ref = wg_tile_ref }
+end
+
 case { name = "syncthreads_count_compact", params = "f32* x, i32* counts", grid = 4, block = 128,
   source = [[
 __device__ void syncthreads_count_compact(const float *x, int *counts)

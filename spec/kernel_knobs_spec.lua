@@ -390,5 +390,39 @@ __device__ void mirror(float *y, int per_thread)
         if got[i] ~= n - i then assert.are.equal(n - i, got[i], "element " .. i) end
       end
     end)
+
+    -- A kernel that says its dynamic shared memory once, at new(), gets it from every launch
+    -- path that gives none: k:launch, a plan's add and an op's packed launch.
+    it("gives a kernel's own dynamic shared memory to every launch on " .. dev.name .. dev.tag, function()
+      local threads, per_thread = 128, 160 -- 20480 floats: 80 KiB
+      local n = threads * per_thread
+      local k = tocha.kernel { source = MIRROR, name = "mirror", params = "f32* y, i32 per_thread", shared = n * 4 }
+      assert.are.equal(n * 4, k.shared)
+      local function check(y, how)
+        local got = y:to_table()
+        for i = 1, n do
+          if got[i] ~= n - i then assert.are.equal(n - i, got[i], how .. ": element " .. i) end
+        end
+      end
+      local y = tocha.full({ n }, -1, { device = dev.name })
+      k:launch(1, threads, y, per_thread)
+      check(y, "k:launch")
+      y:fill(-1)
+      local plan = plan_of.new(dev.name, 0)
+      plan:add(k, 1, threads, { y.data, per_thread })
+      plan:run({})
+      check(y, "plan")
+      y:fill(-1)
+      require("tocha.op").launch_packed(k, dev.name, 1, threads, { y.data, per_thread })
+      check(y, "launch_packed")
+    end)
   end
+
+  it("refuses a kernel's shared bytes that are not a count, naming the field", function()
+    for _, bad in ipairs({ -1, 1.5, "64", 2 ^ 33 }) do
+      local ok, err = pcall(tocha.kernel, { source = MIRROR, name = "mirror", params = "f32* y, i32 per_thread", shared = bad })
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("shared: expected a number of bytes (0 to 2^32 - 1)", 1, true), tostring(err))
+    end
+  end)
 end)

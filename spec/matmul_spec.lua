@@ -6,6 +6,7 @@
 -- broadcasting, the bias, views, empty operands and bad arguments.
 local tocha = require "tocha"
 local ref = require "support.reference"
+local matmul = require "tocha.matmul"
 local fails = require("support.assertions").fails
 
 local TOL = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }
@@ -52,20 +53,25 @@ local function dims3(shape) return #shape == 3 and shape[1] or 1 end
 
 describe("tocha.matmul", function()
   -- Without a GPU, NVRTC and ptxas still build the kernels for the H200: both take what they
-  -- are given, without spilling registers to local memory.
-  it("builds both kernels for sm_90 without local memory", function()
-    local kernel, op, dtype = require "tocha.kernel", require "tocha.op", require "tocha.dtype"
-    local source = op.source("tensor_core.cuh") .. "\n" .. op.source("matmul.cu")
-    for _, c in ipairs({ { "tocha_matmul_tc", "f16", "0, 0" }, { "tocha_matmul_tc", "bf16", "0, 1" },
-      { "tocha_matmul_tc", "f16", "1, 0" }, { "tocha_matmul_tc", "bf16", "1, 1" }, { "tocha_matmul_simt", "f32", "0, 1" },
-      { "tocha_matmul_simt", "f64", "1, 0" }, { "tocha_matmul_simt", "f16", "0, 0" } }) do
-      local dt = c[2]
-      local k = kernel.new { source = source, name = c[1], template_args = dtype.ctype(dt) .. ", " .. c[3],
-        params = ("%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias")
-          :format(dt, dt, dt, dt) }
-      local info = k:info("sm_90")
-      assert.are.equal(0, info["local"], c[1] .. " " .. dt)
-      assert.is_true(info.registers <= 255 and info.shared <= 48 * 1024, c[1] .. " " .. dt)
+  -- are given, without spilling registers to local memory, and the tensor-core kernel's main
+  -- loop is wgmma's (HGMMA in its machine code), or mma.sync's where asked.
+  it("builds every kernel for sm_90 without local memory, the tensor cores' on wgmma", function()
+    for _, c in ipairs({ { "f16", "row", "row" }, { "bf16", "row", "col" }, { "f16", "col", "row" },
+      { "bf16", "col", "col" }, { "f32", "row", "col" }, { "f64", "col", "row" } }) do
+      for _, sync in ipairs({ false, true }) do
+        local k, _, _, tc = matmul.launch_of(c[1], 256, 256, 256, 1, c[2], c[3], true, sync)
+        local what = table.concat(c, " ") .. (sync and " mma.sync" or "")
+        local info = k:info("sm_90")
+        assert.are.equal(0, info["local"], what)
+        assert.is_true(info.registers <= 255 and info.shared <= 48 * 1024, what)
+        if tc then
+          local ptx = k:ptx("sm_90")
+          assert.are.equal(not sync, ptx:find("wgmma.mma_async", 1, true) ~= nil, what)
+          assert.are.equal(sync, ptx:find("mma.sync", 1, true) ~= nil, what)
+          local sass = k:sass("sm_90") -- where the toolkit has a disassembler
+          if sass then assert.are.equal(not sync, sass:find("HGMMA", 1, true) ~= nil, what) end
+        end
+      end
     end
   end)
 
@@ -141,6 +147,39 @@ describe("tocha.matmul", function()
         local b = small_ints({ 3, 8, 16 }, "f16", device, 901):transpose(2, 3) -- [3, 16, 8]
         local want = product(values(a:contiguous()), values(b:contiguous()), nil, 3, 3, 24, 16, 8)
         assert.are.same(want, values(tocha.matmul(a, b)))
+      end)
+
+      -- Long sums cross every stage of the tensor cores' pipeline (k = 392: seven slices of 64
+      -- through four stages, the last partly past k) with edges in m and n, each layout, on both
+      -- main loops (wgmma and mma.sync, launched directly): values -1, 0, 1 keep the f32 sums
+      -- exact, so the one rounding to the dtype is the reference's too.
+      it("sums long k through every pipeline stage exactly, each layout, both main loops", function()
+        local op, devices = require "tocha.op", require "tocha.device"
+        local m, k, n = 136, 392, 144
+        local seed = 1200
+        for _, dt in ipairs({ "f16", "bf16" }) do
+          for _, la in ipairs({ "row", "col" }) do
+            for _, lb in ipairs({ "row", "col" }) do
+              seed = seed + 2
+              local function ones(shape, sd)
+                return tocha.randn(shape, { device = device, seed = sd }):mul(0.8):round():clamp(-1, 1):cast(dt)
+              end
+              local a = ones(la == "row" and { m, k } or { k, m }, seed)
+              local b = ones(lb == "row" and { k, n } or { n, k }, seed + 1)
+              local av = values(la == "row" and a or a:t():contiguous())
+              local bv = values(lb == "row" and b or b:t():contiguous())
+              local want = product(av, bv, nil, 1, 1, m, k, n)
+              for i = 1, #want do want[i] = ref.convert(want[i], dt) end
+              for _, sync in ipairs({ false, true }) do
+                local kern, grid, block, tc = matmul.launch_of(dt, m, k, n, 1, la, lb, true, sync)
+                assert.is_true(tc)
+                local c = tocha.full({ m, n }, -77, { dtype = dt, device = device })
+                op.launch_packed(kern, devices.wrap(a.dev), grid, block, { a.data, b.data, c.data, c.data, m, n, k, 0, 0, 0, 0 })
+                assert.are.same(want, values(c), ("%s %s x %s%s"):format(dt, la, lb, sync and " mma.sync" or ""))
+              end
+            end
+          end
+        end
       end)
 
       -- torch.matmul's shapes: vectors on either side (their dimension dropped), both (a dot

@@ -435,6 +435,11 @@ typedef struct tocha_arg_list {
 ** and integer ranges; pointers cannot be checked further. */
 TOCHA_API int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *device, const uint32_t grid[3],
                                          const uint32_t block[3], const tocha_arg_list *args);
+/* The same with shared_bytes of dynamic shared memory per block, checked as tocha_kernel_launch
+** checks it. */
+TOCHA_API int tocha_kernel_launch_packed_shared(tocha_kernel *k, tocha_device *device, const uint32_t grid[3],
+                                                const uint32_t block[3], uint32_t shared_bytes,
+                                                const tocha_arg_list *args);
 
 /* ---- launch plans: launches packed once, run many times ---- */
 

@@ -8,6 +8,7 @@
 --     params = "f32* x, f32* y, i64 n, f32 a",
 --     options = { "-DUNROLL=4" },        -- optional: NVRTC flags (-D and -U also on the simulator)
 --     launch_bounds = { 256 },           -- optional: __launch_bounds__(256) on the entry point
+--     shared = 64 * 1024,                -- optional: dynamic shared memory of every launch (bytes)
 --     file = "saxpy.cu",                 -- optional: the source's name in compile errors
 --   }
 --   k:launch(grid, block, x, y, n, a)   -- grid, block: a number or {x, y, z}
@@ -39,7 +40,16 @@ local function string_field(spec, key, required)
 end
 
 local FIELDS = { source = true, name = true, template_args = true, params = true, options = true,
-  launch_bounds = true, file = true }
+  launch_bounds = true, shared = true, file = true }
+
+-- A number of bytes of dynamic shared memory (what) or raises.
+local function shared_bytes(v, what)
+  if type(v) ~= "number" or v ~= math.floor(v) or v < 0 or v > 4294967295 then
+    raise(what .. ": expected a number of bytes (0 to 2^32 - 1), got " .. errors.show(v))
+  end
+  return v
+end
+M.shared_bytes = shared_bytes
 
 -- The options list as C strings (kept alive by the returned table), or nil for none.
 local function options_field(spec)
@@ -80,16 +90,18 @@ local function bounds_field(spec)
   return math.min(b[1], 2 ^ 31 - 1), math.min(b[2] or 0, 2 ^ 31 - 1)
 end
 
--- tocha.kernel{source=, name=, template_args=, params= [, options=, launch_bounds=, file=]}: a
--- Kernel; nothing compiles yet. options: NVRTC flags (docs/api.md lists those taken); launch_bounds =
--- {max_threads [, min_blocks]} on the entry point; file: the name compile errors give the source
--- (default "<name>.cu"). A field it does not know is refused by name,
+-- tocha.kernel{source=, name=, template_args=, params= [, options=, launch_bounds=, shared=, file=]}:
+-- a Kernel; nothing compiles yet. options: NVRTC flags (docs/api.md lists those taken); launch_bounds =
+-- {max_threads [, min_blocks]} on the entry point; shared: the bytes of dynamic shared memory each
+-- launch gets unless it gives its own (default 0: a kernel whose tiles need more than the static
+-- 48 KiB says so once, and every launch path, a plan's or an op's too, honours it); file: the
+-- name compile errors give the source (default "<name>.cu"). A field it does not know is refused by name,
 -- not ignored (a misspelt knob would otherwise change nothing without a word).
 function M.new(spec)
   if type(spec) ~= "table" then raise("expected a table {source=, name=, params=}") end
   for key in pairs(spec) do
     if not FIELDS[key] then
-      raise(("%s: unknown field (expected source, name, template_args, params, options, launch_bounds and file)")
+      raise(("%s: unknown field (expected source, name, template_args, params, options, launch_bounds, shared and file)")
         :format(errors.show(key)))
     end
   end
@@ -100,6 +112,7 @@ function M.new(spec)
   local file = spec.file ~= nil and string_field(spec, "file", true) or nil
   local options, n_options, given = options_field(spec)
   local max_threads, min_blocks = bounds_field(spec)
+  local shared = spec.shared ~= nil and shared_bytes(spec.shared, "shared") or 0
   local config = ffi.new("tocha_kernel_config", { options = options, n_options = n_options or 0,
     max_threads = max_threads, min_blocks = min_blocks, file = file })
   local out = ffi.new("tocha_kernel*[1]")
@@ -108,6 +121,7 @@ function M.new(spec)
   k.name = name
   k.kernel_source = source
   k.options = given or {}
+  k.shared = shared
   if max_threads > 0 then k.launch_bounds = { max_threads, min_blocks > 0 and min_blocks or nil } end
   return k
 end
@@ -197,7 +211,8 @@ end
 
 -- k:launch(grid, block, args...) or k:launch({grid =, block = [, shared = bytes]}, args...): on
 -- the device of the first tensor argument (or the default device when there is none), with
--- shared bytes of dynamic shared memory per block (default 0).
+-- shared bytes of dynamic shared memory per block (default: the kernel's own, 0 unless new() gave
+-- one).
 function Kernel:launch(grid, block, ...)
   -- A table of named fields, not a list of sizes: the named form.
   if type(grid) == "table" and grid[1] == nil and next(grid) ~= nil then
@@ -209,13 +224,10 @@ function Kernel:launch(grid, block, ...)
     end
     if how.grid == nil then raise("grid: expected a number or {x [, y [, z]]}, got nil") end
     if how.block == nil then raise("block: expected a number or {x [, y [, z]]}, got nil") end
-    local shared = how.shared or 0
-    if type(shared) ~= "number" or shared ~= math.floor(shared) or shared < 0 or shared > 4294967295 then
-      raise("shared: expected a number of bytes (0 to 2^32 - 1), got " .. errors.show(shared))
-    end
+    local shared = how.shared ~= nil and shared_bytes(how.shared, "shared") or self.shared or 0
     launch(self, how.grid, how.block, shared, block, ...)
   else
-    launch(self, grid, block, 0, ...)
+    launch(self, grid, block, self.shared or 0, ...)
   end
 end
 
@@ -246,15 +258,13 @@ function Kernel:info(target)
 end
 
 -- k:occupancy(block [, shared [, target]]): blocks of `block` threads (a number or {x, y, z}) with
--- shared bytes of dynamic shared memory resident on one SM, and the fraction of the SM's warps
--- they fill: the driver's on a GPU of the target, else from the target's published limits.
+-- shared bytes of dynamic shared memory (default: the kernel's own) resident on one SM, and the
+-- fraction of the SM's warps they fill: the driver's on a GPU of the target, else from the
+-- target's published limits.
 function Kernel:occupancy(block, shared, target)
   local b = ffi.new("uint32_t[3]")
   dims(block, b, "block")
-  shared = shared or 0
-  if type(shared) ~= "number" or shared ~= math.floor(shared) or shared < 0 or shared > 4294967295 then
-    raise("shared: expected a number of bytes (0 to 2^32 - 1), got " .. errors.show(shared))
-  end
+  shared = shared ~= nil and shared_bytes(shared, "shared") or self.shared or 0
   local threads = b[0] * b[1] * b[2]
   if threads > 1024 then raise(("block: %d threads per block, at most 1024"):format(threads)) end
   local blocks, fraction = ffi.new("int32_t[1]"), ffi.new("double[1]")

@@ -36,18 +36,25 @@ local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 
 local PARAMS = "%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias"
 
+-- The tensor-core kernel's dynamic shared memory: MM_SHARED of kernels/matmul.cu (its wgmma main
+-- loop's stages; the mma.sync loop uses static shared memory only).
+local TC_SHARED = 4 * 32768 + 1024
+
 local kernels = {}
 -- The kernel `name` (tocha_matmul_tc or tocha_matmul_simt) for dtype dt and the operands'
--- layouts ("row" or "col"). Its parameters: a, b, bias, c, m, n, k, stride_a, stride_b,
--- stride_c, has_bias (kernels/matmul.cu).
-local function kernel_of(name, dt, layout_a, layout_b)
+-- layouts ("row" or "col"); mma_sync builds tocha_matmul_tc's mma.sync main loop where the
+-- device has wgmma too (its specs run both). Its parameters: a, b, bias, c, m, n, k, stride_a,
+-- stride_b, stride_c, has_bias (kernels/matmul.cu).
+local function kernel_of(name, dt, layout_a, layout_b, mma_sync)
   modules()
   local ta, tb = layout_a == "col" and 1 or 0, layout_b == "col" and 1 or 0
-  local key = ("%s|%s|%d|%d"):format(name, dt, ta, tb)
+  local key = ("%s|%s|%d|%d|%s"):format(name, dt, ta, tb, mma_sync and "sync" or "")
   if not kernels[key] then
-    local source = op.source("tensor_core.cuh") .. "\n" .. op.source("matmul.cu")
+    local source = op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n" .. op.source("matmul.cu")
+    local tc = name == "tocha_matmul_tc"
     kernels[key] = kernel.new { source = source, name = name, template_args = ("%s, %d, %d"):format(dtype.ctype(dt), ta, tb),
-      params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { 256 } }
+      params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { 256, tc and 1 or nil },
+      options = mma_sync and { "-DMATMUL_MMA_SYNC" } or nil, shared = tc and not mma_sync and TC_SHARED or 0 }
   end
   return kernels[key]
 end
@@ -118,17 +125,30 @@ local function tensor_core_shape(dt, m, k, n, layout_a, layout_b)
   return (layout_a == "row" and k or m) % 8 == 0 and (layout_b == "row" and n or k) % 8 == 0
 end
 
+-- The grid of an m x n result (a batch of `batch`) for the tensor-core kernel (tc) or the tiled
+-- one: the tensor cores' tiles (128 x 128) all along grid.x, the tiled kernel's (64 x 64) as
+-- columns by rows. Raises past the grid's limits, naming `rows` (the operand that has them).
+function M.grid_of(tc, m, n, batch, rows)
+  rows = rows or "a"
+  if batch > 65535 then raise(("%s: a batch of %d matrices, at most 65535 a call"):format(rows, batch)) end
+  if tc then
+    local tiles = math.ceil(m / 128) * math.ceil(n / 128)
+    if tiles > 2147483647 then raise(("%s: %d x %d results, too many tiles for one call"):format(rows, m, n)) end
+    return { math.max(1, tiles), 1, math.max(1, batch) }
+  end
+  local tiles_m = math.ceil(m / 64)
+  if tiles_m > 65535 then raise(("%s: %d rows, at most %d a call"):format(rows, m, 65535 * 64)) end
+  return { math.max(1, math.ceil(n / 64)), math.max(1, tiles_m), math.max(1, batch) }
+end
+
 -- The kernel, grid and block of an m x k by k x n product (a batch of `batch`) of dtype dt
 -- with these layouts, when its operands are 16-byte aligned (aligned: false sends halves to
--- the tiled kernel too). Raises past the grid's limits.
-function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, aligned)
+-- the tiled kernel too), and whether it is the tensor cores'; mma_sync: their mma.sync main
+-- loop even where wgmma is (for specs). Raises past the grid's limits.
+function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, aligned, mma_sync)
   local tc = aligned ~= false and tensor_core_shape(dt, m, k, n, layout_a, layout_b)
-  local tile = tc and 128 or 64
-  local rows = math.ceil(m / tile)
-  if rows > 65535 then raise(("a: %d rows, at most %d a call"):format(m, 65535 * tile)) end
-  if batch > 65535 then raise(("a: a batch of %d matrices, at most 65535 a call"):format(batch)) end
-  return kernel_of(tc and "tocha_matmul_tc" or "tocha_matmul_simt", dt, layout_a, layout_b),
-    { math.max(1, math.ceil(n / tile)), math.max(1, rows), math.max(1, batch) }, { 256, 1, 1 }, tc
+  return kernel_of(tc and "tocha_matmul_tc" or "tocha_matmul_simt", dt, layout_a, layout_b, tc and mma_sync),
+    M.grid_of(tc, m, n, batch), { 256, 1, 1 }, tc
 end
 
 -- a x b (+ opts.bias), a new tensor; names the operands a and b in errors.

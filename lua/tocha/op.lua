@@ -311,7 +311,7 @@ function M.launch_packed(k, dev, grid, block, args, opts)
   if getmetatable(k) ~= kernel.Kernel then raise("kernel: expected a tocha kernel (op.kernel), got " .. type(k)) end
   local list = plan.arg_list(args)
   local g, b = plan.dims(grid, "grid"), plan.dims(block, "block")
-  check(C.tocha_kernel_launch_packed(k.handle, device.get(dev).handle, g, b, list))
+  check(C.tocha_kernel_launch_packed_shared(k.handle, device.get(dev).handle, g, b, k.shared or 0, list))
 end
 errors.name(M.launch_packed, "launch_packed")
 

@@ -12,6 +12,7 @@ local native = require "tocha.ffi"
 local errors = require "tocha.errors"
 local device = require "tocha.device"
 local tensor = require "tocha.tensor"
+local kernel = require "tocha.kernel"
 local C, check, raise = native.C, native.check, errors.raise
 
 local M = {}
@@ -78,13 +79,10 @@ function M.new(dev, n_slots)
 end
 
 -- p:add(kernel, grid, block, args [, shared]): one more launch of a tocha kernel (kept alive by
--- the plan), with shared bytes of dynamic shared memory per block (default 0).
+-- the plan), with shared bytes of dynamic shared memory per block (default: the kernel's own).
 function Plan:add(k, grid, block, args, shared)
   local list = M.arg_list(args)
-  shared = shared or 0
-  if type(shared) ~= "number" or shared ~= math.floor(shared) or shared < 0 or shared > 4294967295 then
-    raise("shared: expected a number of bytes (0 to 2^32 - 1), got " .. errors.show(shared))
-  end
+  shared = shared ~= nil and kernel.shared_bytes(shared, "shared") or k.shared or 0
   check(C.tocha_plan_add_shared(self.handle, k.handle, M.dims(grid, "grid"), M.dims(block, "block"), shared,
     list))
   self.kernels[#self.kernels + 1] = k

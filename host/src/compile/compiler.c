@@ -15,7 +15,7 @@ static bool is_sim_target(const char *target) { return strncmp(target, "sim", 3)
 /* The simulator's headers, in the order they build on each other. */
 static const char *const sim_prelude[] = {
     "sim/tocha_sim.h",          "sim/fibers.h", "sim/warp.h",        "sim/atomics.h",
-    "sim/cooperative_groups.h", "sim/wmma.h",   "sim/tensor_core.h",
+    "sim/cooperative_groups.h", "sim/wmma.h",   "sim/tensor_core.h", "sim/warpgroup.h",
 };
 
 /* Appends `text` from its line `first` up to (not including) line `last` (0: to its end). */

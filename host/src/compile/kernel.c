@@ -675,16 +675,23 @@ int tocha_kernel_pack_values(const tocha_kernel *k, const tocha_arg_list *list,
 int tocha_kernel_launch_packed(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
                                const uint32_t block[3], const tocha_arg_list *list)
 {
+    return tocha_kernel_launch_packed_shared(k, d, grid, block, 0, list);
+}
+
+int tocha_kernel_launch_packed_shared(tocha_kernel *k, tocha_device *d, const uint32_t grid[3],
+                                      const uint32_t block[3], uint32_t shared_bytes,
+                                      const tocha_arg_list *list)
+{
     if (!k) return tocha_fail(TOCHA_E_ARGUMENT, "kernel: expected a kernel, got NULL");
     if (!d) return tocha_fail(TOCHA_E_ARGUMENT, "device: expected a device, got NULL");
     if (!list) return tocha_fail(TOCHA_E_ARGUMENT, "args: expected an argument list, got NULL");
     int st = check_count(k, list->count);
     if (!st) st = tocha_kernel_check_dims(grid, block);
-    if (!st) st = tocha_kernel_check_launch(k, d, block, 0);
+    if (!st) st = tocha_kernel_check_launch(k, d, block, shared_bytes);
     if (st) return st;
     uint64_t values[TOCHA_MAX_PARAMS];
     void *slots[TOCHA_MAX_PARAMS];
     if ((st = pack_counted(k, list, values))) return st;
     for (int i = 0; i < list->count; i++) slots[i] = &values[i];
-    return tocha_kernel_launch_raw(k, d, grid, block, slots);
+    return tocha_kernel_launch_shared(k, d, grid, block, shared_bytes, slots);
 }

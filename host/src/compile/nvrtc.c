@@ -169,9 +169,19 @@ static const char *const nvrtc_flags[] = {"--std=c++17", "-DTOCHA_CUDA=1"};
 const char *tocha_nvrtc_options(void)
 {
     static char joined[128];
-    if (!joined[0]) tocha_join_words(nvrtc_flags, NVRTC_FLAG_COUNT, joined, sizeof joined);
+    if (!joined[0]) {
+        tocha_join_words(nvrtc_flags, NVRTC_FLAG_COUNT, joined, sizeof joined);
+        size_t used = strlen(joined);
+        snprintf(joined + used, sizeof joined - used, " (sm_90 as sm_90a)");
+    }
     return joined;
 }
+
+/* Whether arch builds as its arch-specific variant (sm_90 as sm_90a): the instructions of that
+** chip alone, wgmma among them (warpgroup.cuh), are then available; the code runs on that
+** compute capability only, which is the device tocha compiles for. Part of the options text, so
+** that cache keys change with it. */
+static bool arch_specific(const char *arch) { return strcmp(arch, "sm_90") == 0; }
 
 /* Compiles source for arch with tocha's flags, the kernel's options and extra (NULL or one more
 ** flag) into *prog; a failure's log, with the numbered source, becomes the error. */
@@ -184,7 +194,7 @@ static int compile_program(const char *source, const char *arch, const tocha_opt
         return tocha_fail(TOCHA_E_UNAVAILABLE, "the CUDA toolkit headers (cuda_fp16.h) were not "
                                                "found: set CUDA_HOME");
     char arch_opt[64], include_opt[1100], cccl_opt[1100];
-    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
+    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s%s", arch, arch_specific(arch) ? "a" : "");
     snprintf(include_opt, sizeof include_opt, "-I%s", include_dir);
     /* The toolkit's C++ library (cuda/std/...), which cooperative_groups.h includes, sits in
        include/cccl since CUDA 13. */

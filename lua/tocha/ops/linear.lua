@@ -93,11 +93,7 @@ function Linear:compute_concrete_output_shape(input_shapes)
   return out
 end
 
-local function tile_grid(tensor_cores, m, n)
-  local tile = tensor_cores and 128 or 64
-  if math.ceil(m / tile) > 65535 then raise(("x: %d rows, at most %d a call"):format(m, 65535 * tile)) end
-  return { math.ceil(n / tile), math.ceil(m / tile), 1 }
-end
+local function tile_grid(tensor_cores, m, n) return matmul.grid_of(tensor_cores, m, n, 1, "x") end
 
 function Linear:grid(output_shape)
   local rows = op.numel(output_shape) / self.out_features
