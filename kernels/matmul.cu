@@ -4,23 +4,24 @@
 // transposed view holds it); TB likewise for B ([n, k]): y = x w^T reads w [n, k] as it is.
 // Both kernels take CTAs of 256 threads (launch bounds; any other block traps). Two kernels:
 // - tocha_matmul_tc (f16, bf16): the tensor cores, f32 accumulators rounded once to T. A CTA
-//   computes a 128 x 128 tile of C; the tiles are numbered along grid.x in groups of 8 rows of
-//   tiles, column by column within a group, so that the CTAs running together share their A
-//   rows and B columns in L2. Each operand's slices over 64 of k go to shared memory by cp.async
-//   in 16-byte chunks along its consecutive elements. Needs each operand's consecutive
-//   dimension a multiple of 8 and A, B 16-byte aligned (each chunk wholly inside the matrix or
-//   wholly out: chunks past an edge are zero-filled); the host sends other shapes to
-//   tocha_matmul_simt. Two main loops:
+//   computes a 128 x BN tile of C (BN 128 or 256); the tiles are numbered along grid.x in
+//   groups of 8 rows of tiles, column by column within a group, so that the CTAs running
+//   together share their A rows and B columns in L2. Each operand's slices over 64 of k go to
+//   shared memory by cp.async in 16-byte chunks along its consecutive elements. Needs each
+//   operand's consecutive dimension a multiple of 8 and A, B 16-byte aligned (each chunk wholly
+//   inside the matrix or wholly out: chunks past an edge are zero-filled); the host sends other
+//   shapes to tocha_matmul_simt. Two main loops:
 //   - on sm_90 (and the simulator), wgmma (warpgroup.cuh): two warpgroups, each the tile's 64
-//     rows by 128 columns in 64 registers a thread; MM_STAGES slices in dynamic shared memory
-//     (the kernel's launches give MM_SHARED bytes), 128-byte swizzled as wgmma reads them,
-//     K-major or MN-major as the operand lies, so that no operand is transposed on the way.
-//     The copies run MM_STAGES - 2 slices ahead of the multiplies; wgmma is asynchronous, so the
-//     tensor cores work on one slice while the threads wait for the next one's copies.
-//   - elsewhere (or built with -DMATMUL_MMA_SYNC), mma.sync (tensor_core.cuh): 8 warps of
-//     64 x 32, slices of 32 of k in two static buffers, read through ldmatrix (transposed where
-//     the stored layout is the fragment's transpose), rows padded by 16 bytes so that the eight
-//     rows an ldmatrix phase reads fall on distinct banks.
+//     rows by BN columns in BN / 2 registers a thread; MM_STAGES slices in dynamic shared
+//     memory (the kernel's launches give MM_SHARED(BN) bytes), 128-byte swizzled as wgmma reads
+//     them, K-major or MN-major as the operand lies, so that no operand is transposed on the
+//     way. The copies run MM_STAGES - 2 slices ahead of the multiplies and are issued while the
+//     tensor cores work (wgmma is asynchronous); each thread's chunks are fixed steps apart,
+//     set up once (mm_operand_copy), so that a slice's copies cost a few instructions a chunk.
+//   - elsewhere (or built with -DMATMUL_MMA_SYNC), mma.sync (tensor_core.cuh), 128 columns of
+//     the tile at a time: 8 warps of 64 x 32, slices of 32 of k in two static buffers, read
+//     through ldmatrix (transposed where the stored layout is the fragment's transpose), rows
+//     padded by 16 bytes so that the eight rows an ldmatrix phase reads fall on distinct banks.
 // - tocha_matmul_simt (any float dtype, any shape): 64 x 64 tiles of C on 256 threads, each 4 x
 //   4 outputs (rows ty + 16i, columns tx + 16j), A's and B's 64 x 16 slices staged in shared
 //   memory in the compute type; sums in k order, one fma a product (f32 for halves, f64 for
@@ -31,18 +32,21 @@
 #endif
 
 #define MM_STAGES 4
-#define MM_STAGE_BYTES 32768                          // A's and B's 128 x 64 halves
-#define MM_SHARED (MM_STAGES * MM_STAGE_BYTES + 1024) // + the slack to align the stages to 1 KiB
+// A stage: A's 128 x 64 halves (16 KiB), then B's BN x 64; MM_SHARED(BN) bytes a CTA, with the
+// slack to align the stages to 1 KiB.
+#define MM_STAGE_BYTES(BN) (16384 + (BN)*128)
+#define MM_SHARED(BN) (MM_STAGES * MM_STAGE_BYTES(BN) + 1024)
 
-// The (row, column) tile of C this CTA computes: blockIdx.x numbers the tiles in groups of 8
-// rows of tiles, down each column of a group, then the group's next column.
-__device__ __forceinline__ void mm_tile_of(long long m, long long n, long long *row0, long long *col0)
+// The (row, column) tile of C (128 x bn) this CTA computes: blockIdx.x numbers the tiles in
+// groups of 8 rows of tiles, down each column of a group, then the group's next column.
+__device__ __forceinline__ void mm_tile_of(long long m, long long n, int bn, long long *row0,
+                                           long long *col0)
 {
-    const long long tiles_m = (m + 127) / 128, tiles_n = (n + 127) / 128, per_group = 8 * tiles_n;
+    const long long tiles_m = (m + 127) / 128, tiles_n = (n + bn - 1) / bn, per_group = 8 * tiles_n;
     const long long id = blockIdx.x, first = id / per_group * 8;
     const long long rows = tiles_m - first < 8 ? tiles_m - first : 8, in_group = id % per_group;
     *row0 = (first + in_group % rows) * 128;
-    *col0 = (in_group / rows) * 128;
+    *col0 = (in_group / rows) * bn;
     (void)tiles_n;
 }
 
@@ -69,49 +73,62 @@ __device__ __forceinline__ void mm_store_pair(T *c, const T *bias, int has_bias,
 }
 
 #ifdef TOCHA_MATMUL_WGMMA
-// Starts the copies of A's rows [row0, row0 + 128) and B's columns [col0, col0 + 128) over k in
-// [k0, k0 + 64) into the stage at `stage` (A's 16 KiB, then B's), 128-byte swizzled, as one
-// cp.async group: 2048 chunks of 16 bytes, eight a thread. An operand whose rows run along k
-// (row-major A, column-major B) is K-major: its 128 rows of 128 bytes. One whose rows run along
-// m or n is MN-major: two blocks of 64 (of m or n) x 64 rows of k, 8 KiB apart.
-template <typename T, int TA, int TB>
-__device__ __forceinline__ void mm_wg_load(unsigned char *stage, const T *a, const T *b, long long m,
-                                           long long n, long long k, long long row0, long long col0,
-                                           long long k0)
-{
-    const int tid = threadIdx.x;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int e = tid + i * 256;
-        long long gm, gk;
-        int off;
-        if (!TA) { // 128 rows of m, 8 chunks of k each
-            gm = row0 + e / 8, gk = k0 + (e % 8) * 8, off = tocha::swizzle128(e / 8, e % 8);
-        } else { // 64 rows of k, 16 chunks of m each
-            gk = k0 + e / 16, gm = row0 + (e % 16) * 8,
-            off = (e % 16 / 8) * 8192 + tocha::swizzle128(e / 16, e % 8);
-        }
-        const bool in = gm < m && gk < k;
-        tocha::cp_async16(stage + off, in ? a + (TA ? gk * m + gm : gm * k + gk) : a, in ? 16 : 0);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int e = tid + i * 256;
-        long long gn, gk;
-        int off;
-        if (TB) { // 128 rows of n, 8 chunks of k each
-            gn = col0 + e / 8, gk = k0 + (e % 8) * 8, off = tocha::swizzle128(e / 8, e % 8);
-        } else { // 64 rows of k, 16 chunks of n each
-            gk = k0 + e / 16, gn = col0 + (e % 16) * 8,
-            off = (e % 16 / 8) * 8192 + tocha::swizzle128(e / 16, e % 8);
-        }
-        const bool in = gn < n && gk < k;
-        tocha::cp_async16(stage + 16384 + off, in ? b + (TB ? gn * k + gk : gk * n + gn) : b,
-                          in ? 16 : 0);
-    }
-}
+// One operand's part of a thread in the copies of a slice (its EXTENT rows or columns of the
+// tile over 64 of k, 128-byte swizzled as wgmma reads them), set up once so that a slice costs a
+// few instructions a chunk: the thread's chunks are i = 0 .. CHUNKS - 1, fixed steps apart in
+// global and in shared memory. K-major (an operand stored with its rows along k: row-major A,
+// column-major B): EXTENT rows of 128 bytes, chunk e = thread + 256 i at row e / 8, chunk e % 8
+// of it. MN-major (stored along m or n): 64 rows of k, each EXTENT / 8 chunks, in blocks of 64
+// (of m or n) x 64 rows 8 KiB apart.
+template <typename T, bool K_MAJOR, int EXTENT> struct mm_operand_copy {
+    static const int CHUNKS = EXTENT * 8 / 256;
+    static const int PER_ROW = K_MAJOR ? 8 : EXTENT / 8; // chunks a row of the stage
+    static const int ROW_STEP = 256 / PER_ROW;           // rows from one chunk of a thread to the next
+    const T *src;                                        // chunk 0 at k = 0
+    long long ld;                                        // elements between stored rows
+    int dst, k_row;  // chunk 0's byte offset in the stage; MN-major: its row of k
+    unsigned inside; // bit i: chunk i inside the matrix along m or n
 
-template <typename T, int TA, int TB>
+    // base: the operand, ld: its stored row length, extent: its m or n, origin: the tile's first
+    // row or column.
+    __device__ __forceinline__ mm_operand_copy(const T *base, long long ld_, long long extent,
+                                               long long origin)
+        : ld(ld_)
+    {
+        const int r = threadIdx.x / PER_ROW, c = threadIdx.x % PER_ROW;
+        inside = 0;
+        if (K_MAJOR) {
+            src = base + (origin + r) * ld + c * 8;
+            dst = tocha::swizzle128(r, c);
+            k_row = c * 8;
+#pragma unroll
+            for (int i = 0; i < CHUNKS; ++i)
+                inside |= (origin + r + ROW_STEP * i < extent ? 1u : 0u) << i;
+        } else {
+            src = base + r * ld + origin + c * 8;
+            dst = (c / 8) * 8192 + tocha::swizzle128(r, c % 8);
+            k_row = r;
+            inside = origin + c * 8 < extent ? ~0u : 0u;
+        }
+    }
+
+    // Starts the copies of slice s (k from 64 s) into the operand's part of a stage; chunks past
+    // k or the matrix's edge are zero-filled (their source, base, is not read).
+    __device__ __forceinline__ void start(unsigned char *stage, long long s, long long k,
+                                          const T *base) const
+    {
+        const T *p = src + s * (K_MAJOR ? 64 : 64 * ld);
+        const long long step = ROW_STEP * ld;
+        const long long k0 = s * 64 + k_row;
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) {
+            const bool in = (inside >> i & 1u) && (K_MAJOR ? k0 : k0 + ROW_STEP * i) < k;
+            tocha::cp_async16(stage + dst + i * ROW_STEP * 128, in ? p + i * step : base, in ? 16 : 0);
+        }
+    }
+};
+
+template <typename T, int TA, int TB, int BN>
 __device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias, T *c, long long m,
                                            long long n, long long k, int has_bias, long long row0,
                                            long long col0)
@@ -121,38 +138,48 @@ __device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias
     unsigned char *stages =
         mm_shared + ((1024 - (unsigned)((unsigned long long)mm_shared % 1024)) % 1024);
     const int wg = threadIdx.x / 128;
-    float acc[64];
+    float acc[BN / 2];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
     const int ahead = MM_STAGES - 2; // a stage is refilled once the multiplies two slices back are done
     const long long slices = (k + 63) / 64;
+    // A's 128 rows (16 KiB of a stage), then B's BN columns
+    const mm_operand_copy<T, !TA, 128> copy_a(a, TA ? m : k, m, row0);
+    const mm_operand_copy<T, TB != 0, BN> copy_b(b, TB ? k : n, n, col0);
     for (int s = 0; s < ahead; ++s) {
-        if (s < slices)
-            mm_wg_load<T, TA, TB>(stages + s * MM_STAGE_BYTES, a, b, m, n, k, row0, col0, s * 64LL);
+        if (s < slices) {
+            copy_a.start(stages + s * MM_STAGE_BYTES(BN), s, k, a);
+            copy_b.start(stages + s * MM_STAGE_BYTES(BN) + 16384, s, k, b);
+        }
         tocha::cp_async_commit();
     }
     for (long long t = 0; t < slices; ++t) {
         tocha::cp_async_wait<MM_STAGES - 3>(); // slice t's copies (this thread's) are done
         tocha::fence_async_shared();
         __syncthreads(); // everyone's are, and every warpgroup is done with slice t - 2
-        const unsigned char *sa = stages + (t % MM_STAGES) * MM_STAGE_BYTES + wg * 8192,
+        const unsigned char *sa = stages + (t % MM_STAGES) * MM_STAGE_BYTES(BN) + wg * 8192,
                             *sb = sa - wg * 8192 + 16384;
         tocha::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-            tocha::wgmma<T, 128, TA, !TB>(acc, sa + (TA ? 2048 * kk : 32 * kk), 8192, 1024,
-                                          sb + (TB ? 32 * kk : 2048 * kk), 8192, 1024);
+            tocha::wgmma<T, BN, TA, !TB>(acc, sa + (TA ? 2048 * kk : 32 * kk), 8192, 1024,
+                                         sb + (TB ? 32 * kk : 2048 * kk), 8192, 1024);
         tocha::wgmma_commit();
-        tocha::wgmma_wait<1>(); // slice t - 1's multiplies are done
-        if (t + ahead < slices)
-            mm_wg_load<T, TA, TB>(stages + ((t + ahead) % MM_STAGES) * MM_STAGE_BYTES, a, b, m, n, k,
-                                  row0, col0, (t + ahead) * 64);
+        // The stage two slices back is free (the barrier above): refill it while the tensor
+        // cores work, then wait for slice t - 1's multiplies, so that at the next barrier the
+        // stage refilled then is free too.
+        if (t + ahead < slices) {
+            unsigned char *stage = stages + ((t + ahead) % MM_STAGES) * MM_STAGE_BYTES(BN);
+            copy_a.start(stage, t + ahead, k, a);
+            copy_b.start(stage + 16384, t + ahead, k, b);
+        }
         tocha::cp_async_commit();
+        tocha::wgmma_wait<1>();
     }
     tocha::wgmma_wait<0>();
     const int w = threadIdx.x % 128 / 32, g = threadIdx.x % 32 / 4, q = threadIdx.x % 4;
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
             mm_store_pair(c, bias, has_bias, m, n, row0 + wg * 64 + 16 * w + g + 8 * h,
@@ -281,19 +308,21 @@ __device__ __forceinline__ void mm_sync_tile(const T *a, const T *b, const T *bi
 }
 #endif
 
-template <typename T, int TA, int TB>
+template <typename T, int TA, int TB, int BN>
 __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
                                 long long k, long long stride_a, long long stride_b, long long stride_c,
                                 int has_bias)
 {
+    static_assert(BN == 128 || BN == 256, "tocha_matmul_tc: tiles of 128 or 256 columns");
     if (blockDim.x != 256) __trap(); // the tile's maps take 8 warps
     long long row0, col0;
-    mm_tile_of(m, n, &row0, &col0);
+    mm_tile_of(m, n, BN, &row0, &col0);
     a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
 #ifdef TOCHA_MATMUL_WGMMA
-    mm_wg_tile<T, TA, TB>(a, b, bias, c, m, n, k, has_bias, row0, col0);
+    mm_wg_tile<T, TA, TB, BN>(a, b, bias, c, m, n, k, has_bias, row0, col0);
 #else
-    mm_sync_tile<T, TA, TB>(a, b, bias, c, m, n, k, has_bias, row0, col0);
+    for (int h = 0; h < BN; h += 128)
+        mm_sync_tile<T, TA, TB>(a, b, bias, c, m, n, k, has_bias, row0, col0 + h);
 #endif
 }
 

@@ -58,9 +58,10 @@ describe("tocha.matmul", function()
   it("builds every kernel for sm_90 without local memory, the tensor cores' on wgmma", function()
     for _, c in ipairs({ { "f16", "row", "row" }, { "bf16", "row", "col" }, { "f16", "col", "row" },
       { "bf16", "col", "col" }, { "f32", "row", "col" }, { "f64", "col", "row" } }) do
-      for _, sync in ipairs({ false, true }) do
-        local k, _, _, tc = matmul.launch_of(c[1], 256, 256, 256, 1, c[2], c[3], true, sync)
-        local what = table.concat(c, " ") .. (sync and " mma.sync" or "")
+      for _, how in ipairs({ { tile_n = 128 }, { tile_n = 256 }, { mma_sync = true } }) do
+        local sync = how.mma_sync == true
+        local k, _, _, tc = matmul.launch_of(c[1], 256, 256, 256, 1, c[2], c[3], how)
+        local what = table.concat(c, " ") .. (sync and " mma.sync" or " " .. how.tile_n)
         local info = k:info("sm_90")
         assert.are.equal(0, info["local"], what)
         assert.is_true(info.registers <= 255 and info.shared <= 48 * 1024, what)
@@ -151,7 +152,7 @@ describe("tocha.matmul", function()
 
       -- Long sums cross every stage of the tensor cores' pipeline (k = 392: seven slices of 64
       -- through four stages, the last partly past k) with edges in m and n, each layout, on both
-      -- main loops (wgmma and mma.sync, launched directly): values -1, 0, 1 keep the f32 sums
+      -- main loops (wgmma with tiles 128 and 256 wide, and mma.sync, launched directly): values -1, 0, 1 keep the f32 sums
       -- exact, so the one rounding to the dtype is the reference's too.
       it("sums long k through every pipeline stage exactly, each layout, both main loops", function()
         local op, devices = require "tocha.op", require "tocha.device"
@@ -170,12 +171,12 @@ describe("tocha.matmul", function()
               local bv = values(lb == "row" and b or b:t():contiguous())
               local want = product(av, bv, nil, 1, 1, m, k, n)
               for i = 1, #want do want[i] = ref.convert(want[i], dt) end
-              for _, sync in ipairs({ false, true }) do
-                local kern, grid, block, tc = matmul.launch_of(dt, m, k, n, 1, la, lb, true, sync)
+              for _, how in ipairs({ { tile_n = 128 }, { tile_n = 256 }, { mma_sync = true } }) do
+                local kern, grid, block, tc = matmul.launch_of(dt, m, k, n, 1, la, lb, how)
                 assert.is_true(tc)
                 local c = tocha.full({ m, n }, -77, { dtype = dt, device = device })
                 op.launch_packed(kern, devices.wrap(a.dev), grid, block, { a.data, b.data, c.data, c.data, m, n, k, 0, 0, 0, 0 })
-                assert.are.same(want, values(c), ("%s %s x %s%s"):format(dt, la, lb, sync and " mma.sync" or ""))
+                assert.are.same(want, values(c), ("%s %s x %s %s"):format(dt, la, lb, how.mma_sync and "mma.sync" or how.tile_n))
               end
             end
           end

@@ -36,25 +36,41 @@ local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 
 local PARAMS = "%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias"
 
--- The tensor-core kernel's dynamic shared memory: MM_SHARED of kernels/matmul.cu (its wgmma main
--- loop's stages; the mma.sync loop uses static shared memory only).
-local TC_SHARED = 4 * 32768 + 1024
+-- The tensor-core kernel's dynamic shared memory for tiles of bn columns: MM_SHARED(bn) of
+-- kernels/matmul.cu (its wgmma main loop's four stages; the mma.sync loop uses static shared
+-- memory only).
+local function tc_shared(bn) return 4 * (16384 + bn * 128) + 1024 end
+
+-- The tensor-core kernel's tile width for an m x n result: 256 (the operands read from L2 a
+-- quarter less a product: measured 557 against 469 TFLOP/s at 8192^3 on the H200) unless the
+-- tiles of 128 finish in fewer rounds of the device's `sms` multiprocessors (one CTA each) by
+-- more than that speed: estimated time ceil(tiles / sms) x width / speed, speed 1 for 256 and
+-- 0.84 for 128 (their measured ratio). Without m (a Linear, whose rows come later), 256 once
+-- n fills it.
+function M.tile_n(n, m, sms)
+  if n < 256 then return 128 end
+  if not m then return 256 end
+  sms = sms or 132
+  local function cost(bn) return math.ceil(math.ceil(m / 128) * math.ceil(n / bn) / sms) * bn end
+  return cost(128) / 0.84 < cost(256) and 128 or 256
+end
 
 local kernels = {}
 -- The kernel `name` (tocha_matmul_tc or tocha_matmul_simt) for dtype dt and the operands'
--- layouts ("row" or "col"); mma_sync builds tocha_matmul_tc's mma.sync main loop where the
--- device has wgmma too (its specs run both). Its parameters: a, b, bias, c, m, n, k, stride_a,
--- stride_b, stride_c, has_bias (kernels/matmul.cu).
-local function kernel_of(name, dt, layout_a, layout_b, mma_sync)
+-- layouts ("row" or "col"); for tocha_matmul_tc, bn its tile width, and mma_sync builds its
+-- mma.sync main loop where the device has wgmma too (its specs run both). Its parameters: a,
+-- b, bias, c, m, n, k, stride_a, stride_b, stride_c, has_bias (kernels/matmul.cu).
+local function kernel_of(name, dt, layout_a, layout_b, bn, mma_sync)
   modules()
   local ta, tb = layout_a == "col" and 1 or 0, layout_b == "col" and 1 or 0
-  local key = ("%s|%s|%d|%d|%s"):format(name, dt, ta, tb, mma_sync and "sync" or "")
+  local tc = name == "tocha_matmul_tc"
+  local targs = ("%s, %d, %d"):format(dtype.ctype(dt), ta, tb) .. (tc and (", %d"):format(bn) or "")
+  local key = ("%s|%s|%s"):format(name, targs, mma_sync and "sync" or "")
   if not kernels[key] then
     local source = op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n" .. op.source("matmul.cu")
-    local tc = name == "tocha_matmul_tc"
-    kernels[key] = kernel.new { source = source, name = name, template_args = ("%s, %d, %d"):format(dtype.ctype(dt), ta, tb),
+    kernels[key] = kernel.new { source = source, name = name, template_args = targs,
       params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { 256, tc and 1 or nil },
-      options = mma_sync and { "-DMATMUL_MMA_SYNC" } or nil, shared = tc and not mma_sync and TC_SHARED or 0 }
+      options = mma_sync and { "-DMATMUL_MMA_SYNC" } or nil, shared = tc and not mma_sync and tc_shared(bn) or 0 }
   end
   return kernels[key]
 end
@@ -126,13 +142,15 @@ local function tensor_core_shape(dt, m, k, n, layout_a, layout_b)
 end
 
 -- The grid of an m x n result (a batch of `batch`) for the tensor-core kernel (tc) or the tiled
--- one: the tensor cores' tiles (128 x 128) all along grid.x, the tiled kernel's (64 x 64) as
--- columns by rows. Raises past the grid's limits, naming `rows` (the operand that has them).
-function M.grid_of(tc, m, n, batch, rows)
+-- one: the tensor cores' tiles (128 x tile_n, default M.tile_n(n), the width without m) all
+-- along grid.x, the tiled
+-- kernel's (64 x 64) as columns by rows. Raises past the grid's limits, naming `rows` (the
+-- operand that has them, default a).
+function M.grid_of(tc, m, n, batch, rows, tile_n)
   rows = rows or "a"
   if batch > 65535 then raise(("%s: a batch of %d matrices, at most 65535 a call"):format(rows, batch)) end
   if tc then
-    local tiles = math.ceil(m / 128) * math.ceil(n / 128)
+    local tiles = math.ceil(m / 128) * math.ceil(n / (tile_n or M.tile_n(n)))
     if tiles > 2147483647 then raise(("%s: %d x %d results, too many tiles for one call"):format(rows, m, n)) end
     return { math.max(1, tiles), 1, math.max(1, batch) }
   end
@@ -142,13 +160,17 @@ function M.grid_of(tc, m, n, batch, rows)
 end
 
 -- The kernel, grid and block of an m x k by k x n product (a batch of `batch`) of dtype dt
--- with these layouts, when its operands are 16-byte aligned (aligned: false sends halves to
--- the tiled kernel too), and whether it is the tensor cores'; mma_sync: their mma.sync main
--- loop even where wgmma is (for specs). Raises past the grid's limits.
-function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, aligned, mma_sync)
-  local tc = aligned ~= false and tensor_core_shape(dt, m, k, n, layout_a, layout_b)
-  return kernel_of(tc and "tocha_matmul_tc" or "tocha_matmul_simt", dt, layout_a, layout_b, tc and mma_sync),
-    M.grid_of(tc, m, n, batch), { 256, 1, 1 }, tc
+-- with these layouts, and whether it is the tensor cores'. how (optional): aligned = false when
+-- the operands are not 16-byte aligned (halves then take the tiled kernel too); sms, the
+-- device's multiprocessors, with which the tile width is chosen for m rows (M.tile_n); for
+-- specs and benchmarks, tile_n (128 or 256) and mma_sync (the tensor cores' mma.sync main loop
+-- even where wgmma is). Raises past the grid's limits.
+function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, how)
+  how = how or {}
+  local tc = how.aligned ~= false and tensor_core_shape(dt, m, k, n, layout_a, layout_b)
+  local bn = how.tile_n or M.tile_n(n, how.sms and m * batch, how.sms)
+  return kernel_of(tc and "tocha_matmul_tc" or "tocha_matmul_simt", dt, layout_a, layout_b, bn, tc and how.mma_sync),
+    M.grid_of(tc, m, n, batch, nil, bn), { 256, 1, 1 }, tc
 end
 
 -- a x b (+ opts.bias), a new tensor; names the operands a and b in errors.
@@ -222,7 +244,8 @@ function M.matmul(a, b, opts)
     return c
   end
   local aligned = tonumber(a.data) % 16 == 0 and tonumber(b.data) % 16 == 0
-  local k_, grid, block = M.launch_of(dt, m, k, n, batch, layout_a, layout_b, aligned)
+  local k_, grid, block = M.launch_of(dt, m, k, n, batch, layout_a, layout_b,
+    { aligned = aligned, sms = dev.multiprocessors })
   op.launch_packed(k_, dev, grid, block, { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k,
     batch_a > 1 and m * k or 0, batch_b > 1 and k * n or 0, m * n, bias and 1 or 0 })
   return c
