@@ -2,7 +2,7 @@
 // grid.z (stride_* elements between a batch's matrices, 0 to repeat one), bias [n] added to
 // every row when has_bias. TA: A is stored column-major (A's transpose [k, m] row-major, as a
 // transposed view holds it); TB likewise for B ([n, k]): y = x w^T reads w [n, k] as it is.
-// Both kernels take CTAs of 256 threads (launch bounds; any other block traps). Two kernels:
+// Every kernel takes CTAs of 256 threads (launch bounds; any other block traps). Three kernels:
 // - tocha_matmul_tc (f16, bf16): the tensor cores, f32 accumulators rounded once to T. A CTA
 //   computes a 128 x BN tile of C (BN 128 or 256); the tiles are numbered along grid.x in
 //   groups of 8 rows of tiles, column by column within a group, so that the CTAs running
@@ -22,6 +22,8 @@
 //     the tile at a time: 8 warps of 64 x 32, slices of 32 of k in two static buffers, read
 //     through ldmatrix (transposed where the stored layout is the fragment's transpose), rows
 //     padded by 16 bytes so that the eight rows an ldmatrix phase reads fall on distinct banks.
+// - tocha_matmul_f32 (f32, each operand's consecutive dimension a multiple of 4, 16-byte
+//   aligned): 128 x 128 tiles, 8 x 8 outputs a thread (below).
 // - tocha_matmul_simt (any float dtype, any shape): 64 x 64 tiles of C on 256 threads, each 4 x
 //   4 outputs (rows ty + 16i, columns tx + 16j), A's and B's 64 x 16 slices staged in shared
 //   memory in the compute type; sums in k order, one fma a product (f32 for halves, f64 for
@@ -324,6 +326,111 @@ __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, lon
     for (int h = 0; h < BN; h += 128)
         mm_sync_tile<T, TA, TB>(a, b, bias, c, m, n, k, has_bias, row0, col0 + h);
 #endif
+}
+
+// f32 in registers: a CTA a 128 x 128 tile of C (numbered as tocha_matmul_tc's), 16 x 16
+// threads of 8 x 8 outputs each (rows 4 ty + i and 64 + 4 ty + i, columns 4 tx + j and 64 + 4
+// tx + j: 16-byte reads of shared memory, the warp's rows broadcast). Slices of 8 of k: A as
+// [k][128 rows] and B as [k][128 columns] in shared memory (rows padded by 4 floats, so that the
+// transposing stores of a row-major A or column-major B fall on distinct banks), two buffers;
+// the next slice is loaded into registers (one 16-byte load of each operand a thread) while
+// this one is multiplied. Sums in k order, one fma a product, as tocha_matmul_simt. Needs
+// each operand's consecutive dimension a multiple of 4 and A, B 16-byte aligned.
+template <bool K_ALONG> struct mm_f32_chunk {
+    // Which 4 consecutive floats of a 128 x 8 operand slice thread t loads: along k (a row-major
+    // A, a column-major B: row t / 2, k 4 (t % 2)) or along m / n (k t / 32, columns 4 (t % 32)).
+    static __device__ __forceinline__ int row(int t) { return K_ALONG ? t / 2 : 4 * (t % 32); }
+    static __device__ __forceinline__ int k(int t) { return K_ALONG ? 4 * (t % 2) : t / 32; }
+};
+
+template <bool K_ALONG>
+__device__ __forceinline__ float4 mm_f32_load(const float *x, long long ld, long long extent,
+                                              long long origin, long long k, long long k0)
+{
+    const int t = threadIdx.x;
+    const long long r = origin + mm_f32_chunk<K_ALONG>::row(t), kk = k0 + mm_f32_chunk<K_ALONG>::k(t);
+    // whole chunks: the consecutive dimension is a multiple of 4
+    if (r < extent && kk < k) return *(const float4 *)(x + (K_ALONG ? r * ld + kk : kk * ld + r));
+    return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+template <bool K_ALONG> __device__ __forceinline__ void mm_f32_store(float (*s)[128 + 4], float4 v)
+{
+    const int t = threadIdx.x, r = mm_f32_chunk<K_ALONG>::row(t), kk = mm_f32_chunk<K_ALONG>::k(t);
+    if (K_ALONG) {
+        s[kk][r] = v.x, s[kk + 1][r] = v.y, s[kk + 2][r] = v.z, s[kk + 3][r] = v.w;
+    } else {
+        *(float4 *)&s[kk][r] = v;
+    }
+}
+
+template <typename T, int TA, int TB>
+__device__ void tocha_matmul_f32(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
+                                 long long k, long long stride_a, long long stride_b, long long stride_c,
+                                 int has_bias)
+{
+    __shared__ __align__(16) float sa[2][8][128 + 4], sb[2][8][128 + 4];
+    if (blockDim.x != 256) __trap(); // 16 x 16 threads
+    long long row0, col0;
+    mm_tile_of(m, n, 128, &row0, &col0);
+    a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const long long lda = TA ? m : k, ldb = TB ? k : n;
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+    float4 na = mm_f32_load<!TA>(a, lda, m, row0, k, 0),
+           nb = mm_f32_load<TB != 0>(b, ldb, n, col0, k, 0);
+    mm_f32_store<!TA>(sa[0], na);
+    mm_f32_store<TB != 0>(sb[0], nb);
+    __syncthreads();
+    const long long slices = (k + 7) / 8;
+    for (long long t = 0; t < slices; ++t) {
+        const int buf = (int)(t & 1);
+        if (t + 1 < slices) {
+            na = mm_f32_load<!TA>(a, lda, m, row0, k, (t + 1) * 8);
+            nb = mm_f32_load<TB != 0>(b, ldb, n, col0, k, (t + 1) * 8);
+        }
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+            float av[8], bv[8];
+            *(float4 *)&av[0] = *(const float4 *)&sa[buf][kk][4 * ty];
+            *(float4 *)&av[4] = *(const float4 *)&sa[buf][kk][64 + 4 * ty];
+            *(float4 *)&bv[0] = *(const float4 *)&sb[buf][kk][4 * tx];
+            *(float4 *)&bv[4] = *(const float4 *)&sb[buf][kk][64 + 4 * tx];
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+        if (t + 1 < slices) { // the other buffer was last read before the previous barrier
+            mm_f32_store<!TA>(sa[buf ^ 1], na);
+            mm_f32_store<TB != 0>(sb[buf ^ 1], nb);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const long long r = row0 + (i < 4 ? 4 * ty + i : 64 + 4 * ty + i - 4);
+        if (r >= m) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const long long col = col0 + 64 * h + 4 * tx;
+            float v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                v[j] = has_bias && col + j < n ? acc[i][4 * h + j] + bias[col + j] : acc[i][4 * h + j];
+            if (col + 3 < n && n % 4 == 0) {
+                *(float4 *)(c + r * n + col) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    if (col + j < n) c[r * n + col + j] = v[j];
+            }
+        }
+    }
 }
 
 template <typename T, int TA, int TB>

@@ -1,6 +1,6 @@
 -- tocha.matmul and x:mm / x:matmul: matrix products on sim and, tagged #gpu, on cuda, every float
--- dtype, through both kernels of kernels/matmul.cu (the tensor cores for halves with k and n
--- multiples of 8, the tiled kernel otherwise), against products computed here in f64 from the
+-- dtype, through every kernel of kernels/matmul.cu (the tensor cores for halves with k and n
+-- multiples of 8, the f32 kernel for f32 with multiples of 4, the tiled kernel otherwise), against products computed here in f64 from the
 -- inputs as stored: exactly on small integers (every product and sum exact, so any misplaced
 -- fragment or tile edge shows), within the dtype's rounding on normal inputs; batches and their
 -- broadcasting, the bias, views, empty operands and bad arguments.
@@ -57,15 +57,17 @@ describe("tocha.matmul", function()
   -- loop is wgmma's (HGMMA in its machine code), or mma.sync's where asked.
   it("builds every kernel for sm_90 without local memory, the tensor cores' on wgmma", function()
     for _, c in ipairs({ { "f16", "row", "row" }, { "bf16", "row", "col" }, { "f16", "col", "row" },
-      { "bf16", "col", "col" }, { "f32", "row", "col" }, { "f64", "col", "row" } }) do
+      { "bf16", "col", "col" }, { "f32", "row", "col" }, { "f32", "col", "row" }, { "f64", "col", "row" } }) do
       for _, how in ipairs({ { tile_n = 128 }, { tile_n = 256 }, { mma_sync = true } }) do
         local sync = how.mma_sync == true
-        local k, _, _, tc = matmul.launch_of(c[1], 256, 256, 256, 1, c[2], c[3], how)
+        local k, _, _, kind = matmul.launch_of(c[1], 256, 256, 256, 1, c[2], c[3], how)
         local what = table.concat(c, " ") .. (sync and " mma.sync" or " " .. how.tile_n)
         local info = k:info("sm_90")
         assert.are.equal(0, info["local"], what)
         assert.is_true(info.registers <= 255 and info.shared <= 48 * 1024, what)
-        if tc then
+        local want = ({ f16 = "tensor_cores", bf16 = "tensor_cores", f32 = "f32_tiles" })[c[1]] or false
+        assert.are.equal(want, kind, what)
+        if kind == "tensor_cores" then
           local ptx = k:ptx("sm_90")
           assert.are.equal(not sync, ptx:find("wgmma.mma_async", 1, true) ~= nil, what)
           assert.are.equal(sync, ptx:find("mma.sync", 1, true) ~= nil, what)
@@ -152,13 +154,14 @@ describe("tocha.matmul", function()
 
       -- Long sums cross every stage of the tensor cores' pipeline (k = 392: seven slices of 64
       -- through four stages, the last partly past k) with edges in m and n, each layout, on both
-      -- main loops (wgmma with tiles 128 and 256 wide, and mma.sync, launched directly): values -1, 0, 1 keep the f32 sums
-      -- exact, so the one rounding to the dtype is the reference's too.
-      it("sums long k through every pipeline stage exactly, each layout, both main loops", function()
+      -- main loops (wgmma with tiles 128 and 256 wide, and mma.sync, launched directly), and
+      -- the f32 kernel's 49 slices of 8 through its two buffers: values -1, 0, 1 keep the f32
+      -- sums exact, so the one rounding to the dtype is the reference's too.
+      it("sums long k through every pipeline stage exactly, each layout, every matrix kernel", function()
         local op, devices = require "tocha.op", require "tocha.device"
         local m, k, n = 136, 392, 144
         local seed = 1200
-        for _, dt in ipairs({ "f16", "bf16" }) do
+        for _, dt in ipairs({ "f16", "bf16", "f32" }) do
           for _, la in ipairs({ "row", "col" }) do
             for _, lb in ipairs({ "row", "col" }) do
               seed = seed + 2
@@ -171,9 +174,10 @@ describe("tocha.matmul", function()
               local bv = values(lb == "row" and b or b:t():contiguous())
               local want = product(av, bv, nil, 1, 1, m, k, n)
               for i = 1, #want do want[i] = ref.convert(want[i], dt) end
-              for _, how in ipairs({ { tile_n = 128 }, { tile_n = 256 }, { mma_sync = true } }) do
-                local kern, grid, block, tc = matmul.launch_of(dt, m, k, n, 1, la, lb, how)
-                assert.is_true(tc)
+              local hows = dt == "f32" and { {} } or { { tile_n = 128 }, { tile_n = 256 }, { mma_sync = true } }
+              for _, how in ipairs(hows) do
+                local kern, grid, block, kind = matmul.launch_of(dt, m, k, n, 1, la, lb, how)
+                assert.are.equal(dt == "f32" and "f32_tiles" or "tensor_cores", kind)
                 local c = tocha.full({ m, n }, -77, { dtype = dt, device = device })
                 op.launch_packed(kern, devices.wrap(a.dev), grid, block, { a.data, b.data, c.data, c.data, m, n, k, 0, 0, 0, 0 })
                 assert.are.same(want, values(c), ("%s %s x %s %s"):format(dt, la, lb, how.mma_sync and "mma.sync" or how.tile_n))

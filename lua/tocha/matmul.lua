@@ -13,9 +13,9 @@
 -- broadcasting of batch dimensions is not taken). Transposed views (x:t(), x:transpose(2, 3)) are
 -- read as they lie; other views are copied dense first. f16 and bf16 run on the tensor cores
 -- with f32 accumulators, rounded once to the dtype, where each operand's consecutive
--- dimension is a multiple of 8 (16-byte rows); other shapes, f32 and f64 take a tiled kernel
--- without tensor cores (f32 sums in f32 and f64 in f64, in k order, one fma a product): TF32
--- is not used.
+-- dimension is a multiple of 8 (16-byte rows); f32 where it is a multiple of 4 on 128 x 128
+-- tiles of 8 x 8 outputs a thread; other shapes and f64 a 64 x 64 tiled kernel. f32 sums in
+-- f32 and f64 in f64, in k order, one fma a product, on either kernel: TF32 is not used.
 -- Empty operands give empty results (k = 0: zeros, plus the bias).
 local ffi = require "ffi"
 local dtype = require "tocha.dtype"
@@ -56,10 +56,11 @@ function M.tile_n(n, m, sms)
 end
 
 local kernels = {}
--- The kernel `name` (tocha_matmul_tc or tocha_matmul_simt) for dtype dt and the operands'
--- layouts ("row" or "col"); for tocha_matmul_tc, bn its tile width, and mma_sync builds its
--- mma.sync main loop where the device has wgmma too (its specs run both). Its parameters: a,
--- b, bias, c, m, n, k, stride_a, stride_b, stride_c, has_bias (kernels/matmul.cu).
+-- The kernel `name` (tocha_matmul_tc, tocha_matmul_f32 or tocha_matmul_simt) for dtype dt and
+-- the operands' layouts ("row" or "col"); for tocha_matmul_tc, bn its tile width, and mma_sync
+-- builds its mma.sync main loop where the device has wgmma too (its specs run both). Its
+-- parameters: a, b, bias, c, m, n, k, stride_a, stride_b, stride_c, has_bias
+-- (kernels/matmul.cu).
 local function kernel_of(name, dt, layout_a, layout_b, bn, mma_sync)
   modules()
   local ta, tb = layout_a == "col" and 1 or 0, layout_b == "col" and 1 or 0
@@ -69,7 +70,8 @@ local function kernel_of(name, dt, layout_a, layout_b, bn, mma_sync)
   if not kernels[key] then
     local source = op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n" .. op.source("matmul.cu")
     kernels[key] = kernel.new { source = source, name = name, template_args = targs,
-      params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { 256, tc and 1 or nil },
+      -- the f32 kernel's 8 x 8 outputs fit two CTAs an SM only at 128 registers a thread
+      params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { 256, tc and 1 or name == "tocha_matmul_f32" and 2 or nil },
       options = mma_sync and { "-DMATMUL_MMA_SYNC" } or nil, shared = tc and not mma_sync and tc_shared(bn) or 0 }
   end
   return kernels[key]
@@ -133,24 +135,26 @@ end
 
 local function text(d) return "[" .. table.concat(d, ", ") .. "]" end
 
--- Whether the tensor cores take a product of dtype dt and these sizes and layouts: a half
--- dtype, and each operand's consecutive dimension whole 16-byte chunks (the operands must then
--- be 16-byte aligned too).
-local function tensor_core_shape(dt, m, k, n, layout_a, layout_b)
-  if dt ~= "f16" and dt ~= "bf16" then return false end
-  return (layout_a == "row" and k or m) % 8 == 0 and (layout_b == "row" and n or k) % 8 == 0
+-- Which kernel takes a product of dtype dt and these sizes and layouts when its operands are
+-- 16-byte aligned: "tensor_cores" for halves and "f32_tiles" for f32 where each operand's
+-- consecutive dimension is whole 16-byte chunks, else false (the tiled kernel of any shape).
+local function kind_of(dt, m, k, n, layout_a, layout_b)
+  local per_chunk = (dt == "f16" or dt == "bf16") and 8 or dt == "f32" and 4
+  if not per_chunk then return false end
+  if (layout_a == "row" and k or m) % per_chunk ~= 0 or (layout_b == "row" and n or k) % per_chunk ~= 0 then return false end
+  return per_chunk == 8 and "tensor_cores" or "f32_tiles"
 end
 
--- The grid of an m x n result (a batch of `batch`) for the tensor-core kernel (tc) or the tiled
--- one: the tensor cores' tiles (128 x tile_n, default M.tile_n(n), the width without m) all
--- along grid.x, the tiled
--- kernel's (64 x 64) as columns by rows. Raises past the grid's limits, naming `rows` (the
--- operand that has them, default a).
-function M.grid_of(tc, m, n, batch, rows, tile_n)
+-- The grid of an m x n result (a batch of `batch`) for a kernel of `kind` (kind_of): the
+-- tensor cores' tiles (128 x tile_n, default M.tile_n(n), the width without m) and the f32
+-- kernel's (128 x 128) all along grid.x, the tiled kernel's (64 x 64, kind false) as columns
+-- by rows. Raises past the grid's limits, naming `rows` (the operand that has them, default a).
+function M.grid_of(kind, m, n, batch, rows, tile_n)
   rows = rows or "a"
   if batch > 65535 then raise(("%s: a batch of %d matrices, at most 65535 a call"):format(rows, batch)) end
-  if tc then
-    local tiles = math.ceil(m / 128) * math.ceil(n / (tile_n or M.tile_n(n)))
+  if kind then
+    local width = kind == "tensor_cores" and (tile_n or M.tile_n(n)) or 128
+    local tiles = math.ceil(m / 128) * math.ceil(n / width)
     if tiles > 2147483647 then raise(("%s: %d x %d results, too many tiles for one call"):format(rows, m, n)) end
     return { math.max(1, tiles), 1, math.max(1, batch) }
   end
@@ -159,18 +163,21 @@ function M.grid_of(tc, m, n, batch, rows, tile_n)
   return { math.max(1, math.ceil(n / 64)), math.max(1, tiles_m), math.max(1, batch) }
 end
 
+local KERNEL_NAME = { tensor_cores = "tocha_matmul_tc", f32_tiles = "tocha_matmul_f32" }
+
 -- The kernel, grid and block of an m x k by k x n product (a batch of `batch`) of dtype dt
--- with these layouts, and whether it is the tensor cores'. how (optional): aligned = false when
--- the operands are not 16-byte aligned (halves then take the tiled kernel too); sms, the
--- device's multiprocessors, with which the tile width is chosen for m rows (M.tile_n); for
--- specs and benchmarks, tile_n (128 or 256) and mma_sync (the tensor cores' mma.sync main loop
--- even where wgmma is). Raises past the grid's limits.
+-- with these layouts, and its kind ("tensor_cores", "f32_tiles": both need 16-byte aligned
+-- operands; false for the tiled kernel of any shape). how (optional): aligned = false when
+-- the operands are not 16-byte aligned (the tiled kernel then); sms, the device's
+-- multiprocessors, with which the tensor cores' tile width is chosen for m rows (M.tile_n);
+-- for specs and benchmarks, tile_n (128 or 256) and mma_sync (the tensor cores' mma.sync main
+-- loop even where wgmma is). Raises past the grid's limits.
 function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, how)
   how = how or {}
-  local tc = how.aligned ~= false and tensor_core_shape(dt, m, k, n, layout_a, layout_b)
+  local kind = how.aligned ~= false and kind_of(dt, m, k, n, layout_a, layout_b)
   local bn = how.tile_n or M.tile_n(n, how.sms and m * batch, how.sms)
-  return kernel_of(tc and "tocha_matmul_tc" or "tocha_matmul_simt", dt, layout_a, layout_b, bn, tc and how.mma_sync),
-    M.grid_of(tc, m, n, batch, nil, bn), { 256, 1, 1 }, tc
+  return kernel_of(kind and KERNEL_NAME[kind] or "tocha_matmul_simt", dt, layout_a, layout_b, bn,
+    kind == "tensor_cores" and how.mma_sync), M.grid_of(kind, m, n, batch, nil, bn), { 256, 1, 1 }, kind
 end
 
 -- a x b (+ opts.bias), a new tensor; names the operands a and b in errors.

@@ -1,8 +1,8 @@
 -- tocha.Linear: y = x w^T + b over x's last dimension (PyTorch's nn.Linear), with its parameters
 -- "weight" [out_features, in_features] and "bias" [out_features], forward and backward, every
--- float dtype: kernels/matmul.cu's products (the tensor cores for halves: the forward where
--- in_features is a multiple of 8, the backward where both are), reduction.cu for the bias
--- gradient. A RuntimeOp written
+-- float dtype: kernels/matmul.cu's products (the tensor cores for halves, the f32 kernel of
+-- 8 x 8 outputs a thread for f32: the forward where in_features is a multiple of 8, or 4 for
+-- f32, the backward where both are), reduction.cu for the bias gradient. A RuntimeOp written
 -- here, so that it joins a tocha.Model as a layer with parameters.
 --
 --   local fc = tocha.Linear.new(768, 3072)                  -- f32, with a bias
@@ -14,7 +14,7 @@
 -- The backward has four: dx = dy w (dy and w as stored), dw = dy^T x (dy read column-major),
 -- and db, the sum of dy over its rows, in one or two reduction passes (the second, and both
 -- without a bias, have grids of 0 CTAs); the passes' partials go to the op's workspace
--- (op:workspace_bytes), after the parameters in `params`. The tensor cores read 16-byte
+-- (op:workspace_bytes), after the parameters in `params`. Those two kernels read 16-byte
 -- chunks: their operands (x, w, dy, as tocha allocates them) must be 16-byte aligned, which a
 -- launch checks.
 local dtype = require "tocha.dtype"
@@ -50,10 +50,10 @@ function Linear.new(in_features, out_features, opts)
     id = ("linear__%d__%d__%s__%s"):format(in_features, out_features, dt, bias and "bias" or "nobias") }, Linear)
   -- The kernels and whether they take the tensor cores depend on the features alone (the rows
   -- are never a consecutive dimension of an operand).
-  local forward, _, _, forward_tc = matmul.launch_of(dt, 1, in_features, out_features, 1, "row", "col")
-  local dx, _, _, backward_tc = matmul.launch_of(dt, 1, out_features, in_features, 1, "row", "row")
-  self.kernel, self.tensor_cores = forward, forward_tc
-  self.dx_kernel, self.backward_tensor_cores = dx, backward_tc
+  local forward, _, _, forward_kind = matmul.launch_of(dt, 1, in_features, out_features, 1, "row", "col")
+  local dx, _, _, backward_kind = matmul.launch_of(dt, 1, out_features, in_features, 1, "row", "row")
+  self.kernel, self.matrix_kind = forward, forward_kind
+  self.dx_kernel, self.backward_matrix_kind = dx, backward_kind
   self.dw_kernel = matmul.launch_of(dt, out_features, 1, in_features, 1, "col", "row")
   self.grad_kernel = kernel.new { source = op.source("reduction.cu"), name = "tocha_reduce",
     template_args = dtype.ctype(dt) .. ", 0",
@@ -93,18 +93,19 @@ function Linear:compute_concrete_output_shape(input_shapes)
   return out
 end
 
-local function tile_grid(tensor_cores, m, n) return matmul.grid_of(tensor_cores, m, n, 1, "x") end
+local function tile_grid(kind, m, n) return matmul.grid_of(kind, m, n, 1, "x") end
 
 function Linear:grid(output_shape)
   local rows = op.numel(output_shape) / self.out_features
-  return tile_grid(self.tensor_cores, rows, self.out_features)
+  return tile_grid(self.matrix_kind, rows, self.out_features)
 end
 
--- Raises unless each address the tensor cores read is 16-byte aligned.
+-- Raises unless each address the 16-byte copies of the tensor-core and f32 kernels read is
+-- 16-byte aligned.
 local function check_aligned(list)
   for _, v in ipairs(list) do
     if tonumber(v[1]) % 16 ~= 0 then
-      raise(("%s: the tensor cores need 16-byte aligned operands; this one starts at an odd address (copy it)"):format(v[2]))
+      raise(("%s: the matrix kernels need 16-byte aligned operands; this one starts at an odd address (copy it)"):format(v[2]))
     end
   end
 end
@@ -115,7 +116,7 @@ function Linear:pack_args(inputs, params, output)
   params = op.list(params, "params")
   local w, y = address(params[1], "params[1]"), address(output, "output")
   local b = self.has_bias and address(params[2], "params[2]") or y
-  if self.tensor_cores then check_aligned({ { address(x, "inputs[1]"), "x" }, { w, "weight" } }) end
+  if self.matrix_kind then check_aligned({ { address(x, "inputs[1]"), "x" }, { w, "weight" } }) end
   return { x, w, b, y, rows, self.out_features, self.in_features, 0, 0, 0, self.has_bias and 1 or 0 }
 end
 
@@ -141,8 +142,8 @@ end
 function Linear:backward_grid_for_launch(i, input_shapes)
   launch_index(i, 4)
   local rows = self:rows_of(one_input(input_shapes), "inputs[1]")
-  if i == 1 then return tile_grid(self.backward_tensor_cores, rows, self.in_features) end
-  if i == 2 then return tile_grid(self.backward_tensor_cores, self.out_features, self.in_features) end
+  if i == 1 then return tile_grid(self.backward_matrix_kind, rows, self.in_features) end
+  if i == 2 then return tile_grid(self.backward_matrix_kind, self.out_features, self.in_features) end
   if not self.has_bias then return { 0, 0, 0 } end
   local p = self:bias_passes(rows)[i - 2]
   if not p then return { 0, 0, 0 } end
@@ -160,7 +161,7 @@ function Linear:pack_backward_args_for_launch(i, inputs, params, _, _, grad_outp
   local w, dy = address(params[1], "params[1]"), address(grad_output, "grad_output")
   local dx, dw = address(grad_inputs[1], "grad_inputs[1]"), address(grad_params[1], "grad_params[1]")
   local n_in, n_out = self.in_features, self.out_features
-  if i <= 2 and self.backward_tensor_cores then
+  if i <= 2 and self.backward_matrix_kind then
     check_aligned({ { x, "x" }, { w, "weight" }, { dy, "dy" } })
   end
   -- dx [rows, in] = dy [rows, out] x w [out, in]
