@@ -6,11 +6,12 @@
 // - tocha_matmul_tc (f16, bf16): the tensor cores, f32 accumulators rounded once to T. A CTA
 //   computes a 128 x BN tile of C (BN 128 or 256); the tiles are numbered along grid.x in
 //   groups of 8 rows of tiles, column by column within a group, so that the CTAs running
-//   together share their A rows and B columns in L2. Each operand's slices over 64 of k go to
-//   shared memory by cp.async in 16-byte chunks along its consecutive elements. Needs each
-//   operand's consecutive dimension a multiple of 8 and A, B 16-byte aligned (each chunk wholly
-//   inside the matrix or wholly out: chunks past an edge are zero-filled); the host sends other
-//   shapes to tocha_matmul_simt. Two main loops:
+//   together share their A rows and B columns in L2. Each operand's slices of k go to shared
+//   memory by cp.async in 16-byte chunks along its consecutive elements. Needs each operand's
+//   consecutive dimension a multiple of 8 and A, B 16-byte aligned (each chunk wholly inside
+//   the matrix or wholly out: chunks past an edge are zero-filled); the host sends other shapes
+//   to tocha_matmul_simt. C is written in pairs of elements where it is 4-byte aligned, else
+//   one by one. Two main loops:
 //   - on sm_90 (and the simulator), wgmma (warpgroup.cuh): two warpgroups, each the tile's 64
 //     rows by BN columns in BN / 2 registers a thread; MM_STAGES slices in dynamic shared
 //     memory (the kernel's launches give MM_SHARED(BN) bytes), 128-byte swizzled as wgmma reads
@@ -19,7 +20,8 @@
 //     tensor cores work (wgmma is asynchronous); each thread's chunks are fixed steps apart,
 //     set up once (mm_operand_copy), so that a slice's copies cost a few instructions a chunk.
 //   - elsewhere (or built with -DMATMUL_MMA_SYNC), mma.sync (tensor_core.cuh), 128 columns of
-//     the tile at a time: 8 warps of 64 x 32, slices of 32 of k in two static buffers, read
+//     the tile at a time: 8 warps of 64 x 32, slices of 32 of k in two buffers (in the same
+//     dynamic shared memory, so that both loops ask MM_SHARED(BN) bytes), read
 //     through ldmatrix (transposed where the stored layout is the fragment's transpose), rows
 //     padded by 16 bytes so that the eight rows an ldmatrix phase reads fall on distinct banks.
 // - tocha_matmul_f32 (f32, each operand's consecutive dimension a multiple of 4, 16-byte
@@ -49,7 +51,6 @@ __device__ __forceinline__ void mm_tile_of(long long m, long long n, int bn, lon
     const long long rows = tiles_m - first < 8 ? tiles_m - first : 8, in_group = id % per_group;
     *row0 = (first + in_group % rows) * 128;
     *col0 = (in_group / rows) * bn;
-    (void)tiles_n;
 }
 
 // C's elements (r, col) and (r, col + 1) from two f32 sums (+ the bias), those inside C.
@@ -64,7 +65,8 @@ __device__ __forceinline__ void mm_store_pair(T *c, const T *bias, int has_bias,
         if (col + 1 < n) v1 += tocha::to_compute(bias[col + 1]);
     }
     const T pair[2] = {tocha::from_compute<T>(v0), tocha::from_compute<T>(v1)};
-    if (col + 1 < n && n % 2 == 0) { // one 4-byte store: r * n + col is even
+    // one 4-byte store where r * n + col is even and C 4-byte aligned (a view may start anywhere)
+    if (col + 1 < n && n % 2 == 0 && (unsigned long long)c % 4 == 0) {
         unsigned bits;
         memcpy(&bits, pair, 4);
         *(unsigned *)(c + r * n + col) = bits;
@@ -136,9 +138,13 @@ __device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias
                                            long long col0)
 {
     extern __shared__ __align__(1024) unsigned char mm_shared[];
-    // wgmma's swizzle follows address bits: the stages start on a 1 KiB boundary
-    unsigned char *stages =
-        mm_shared + ((1024 - (unsigned)((unsigned long long)mm_shared % 1024)) % 1024);
+    // wgmma's swizzle follows shared-memory address bits: the stages start on a 1 KiB boundary
+#ifdef TOCHA_SIM
+    const unsigned base = (unsigned)((unsigned long long)mm_shared % 1024);
+#else
+    const unsigned base = tocha::shared_address(mm_shared) % 1024;
+#endif
+    unsigned char *stages = mm_shared + (1024 - base) % 1024;
     const int wg = threadIdx.x / 128;
     float acc[BN / 2];
 #pragma unroll
@@ -243,7 +249,11 @@ __device__ __forceinline__ void mm_sync_tile(const T *a, const T *b, const T *bi
                                              long long n, long long k, int has_bias, long long row0,
                                              long long col0)
 {
-    __shared__ __align__(16) mm_tc_tiles<T, TA != 0, TB != 0> s;
+    // the launch's dynamic shared memory (MM_SHARED(BN) bytes: the wgmma loop's size, so that
+    // the kernel asks one size wherever it runs) holds the two buffers
+    extern __shared__ __align__(1024) unsigned char mm_shared[];
+    mm_tc_tiles<T, TA != 0, TB != 0> &s =
+        *reinterpret_cast<mm_tc_tiles<T, TA != 0, TB != 0> *>(mm_shared);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int wm = warp / 4, wn = warp % 4; // 2 x 4 warps
     float acc[4][4][4];
@@ -317,6 +327,7 @@ __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, lon
 {
     static_assert(BN == 128 || BN == 256, "tocha_matmul_tc: tiles of 128 or 256 columns");
     if (blockDim.x != 256) __trap(); // the tile's maps take 8 warps
+    if (m <= 0 || n <= 0) return;    // an empty C: no tiles to number
     long long row0, col0;
     mm_tile_of(m, n, BN, &row0, &col0);
     a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
@@ -343,16 +354,34 @@ template <bool K_ALONG> struct mm_f32_chunk {
     static __device__ __forceinline__ int k(int t) { return K_ALONG ? 4 * (t % 2) : t / 32; }
 };
 
-template <bool K_ALONG>
-__device__ __forceinline__ float4 mm_f32_load(const float *x, long long ld, long long extent,
-                                              long long origin, long long k, long long k0)
-{
-    const int t = threadIdx.x;
-    const long long r = origin + mm_f32_chunk<K_ALONG>::row(t), kk = k0 + mm_f32_chunk<K_ALONG>::k(t);
-    // whole chunks: the consecutive dimension is a multiple of 4
-    if (r < extent && kk < k) return *(const float4 *)(x + (K_ALONG ? r * ld + kk : kk * ld + r));
-    return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-}
+// A thread's 16-byte chunk of an operand's slices, set up once: its address at k = 0, the step
+// from one slice to the next, whether its row (column) is inside the matrix, its k in a slice.
+template <bool K_ALONG> struct mm_f32_operand {
+    const float *p;
+    long long step;
+    int k_in_slice;
+    bool inside;
+
+    // x: the operand, ld: its stored row length, extent: its m or n, origin: the tile's first
+    // row or column.
+    __device__ __forceinline__ mm_f32_operand(const float *x, long long ld, long long extent,
+                                              long long origin)
+    {
+        const int t = threadIdx.x;
+        const long long r = origin + mm_f32_chunk<K_ALONG>::row(t);
+        k_in_slice = mm_f32_chunk<K_ALONG>::k(t);
+        inside = r < extent; // whole chunks: the consecutive dimension is a multiple of 4
+        p = x + (inside ? (K_ALONG ? r * ld + k_in_slice : k_in_slice * ld + r) : 0);
+        step = 8 * ld; // along m or n; along k a slice is 8 elements on
+    }
+
+    // The chunk of slice s (zeros past k or the matrix's edge).
+    __device__ __forceinline__ float4 load(long long s, long long k) const
+    {
+        if (inside && s * 8 + k_in_slice < k) return *(const float4 *)(p + s * (K_ALONG ? 8 : step));
+        return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+};
 
 template <bool K_ALONG> __device__ __forceinline__ void mm_f32_store(float (*s)[128 + 4], float4 v)
 {
@@ -371,18 +400,19 @@ __device__ void tocha_matmul_f32(const T *a, const T *b, const T *bias, T *c, lo
 {
     __shared__ __align__(16) float sa[2][8][128 + 4], sb[2][8][128 + 4];
     if (blockDim.x != 256) __trap(); // 16 x 16 threads
+    if (m <= 0 || n <= 0) return;    // an empty C: no tiles to number
     long long row0, col0;
     mm_tile_of(m, n, 128, &row0, &col0);
     a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const long long lda = TA ? m : k, ldb = TB ? k : n;
+    const mm_f32_operand<!TA> op_a(a, TA ? m : k, m, row0);
+    const mm_f32_operand<TB != 0> op_b(b, TB ? k : n, n, col0);
     float acc[8][8];
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-    float4 na = mm_f32_load<!TA>(a, lda, m, row0, k, 0),
-           nb = mm_f32_load<TB != 0>(b, ldb, n, col0, k, 0);
+    float4 na = op_a.load(0, k), nb = op_b.load(0, k);
     mm_f32_store<!TA>(sa[0], na);
     mm_f32_store<TB != 0>(sb[0], nb);
     __syncthreads();
@@ -390,8 +420,8 @@ __device__ void tocha_matmul_f32(const T *a, const T *b, const T *bias, T *c, lo
     for (long long t = 0; t < slices; ++t) {
         const int buf = (int)(t & 1);
         if (t + 1 < slices) {
-            na = mm_f32_load<!TA>(a, lda, m, row0, k, (t + 1) * 8);
-            nb = mm_f32_load<TB != 0>(b, ldb, n, col0, k, (t + 1) * 8);
+            na = op_a.load(t + 1, k);
+            nb = op_b.load(t + 1, k);
         }
 #pragma unroll
         for (int kk = 0; kk < 8; ++kk) {
@@ -422,7 +452,7 @@ __device__ void tocha_matmul_f32(const T *a, const T *b, const T *bias, T *c, lo
 #pragma unroll
             for (int j = 0; j < 4; ++j)
                 v[j] = has_bias && col + j < n ? acc[i][4 * h + j] + bias[col + j] : acc[i][4 * h + j];
-            if (col + 3 < n && n % 4 == 0) {
+            if (col + 3 < n && n % 4 == 0 && (unsigned long long)c % 16 == 0) {
                 *(float4 *)(c + r * n + col) = make_float4(v[0], v[1], v[2], v[3]);
             } else {
 #pragma unroll

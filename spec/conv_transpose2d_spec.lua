@@ -8,13 +8,7 @@ require "tocha.assertions"
 local ref = require "support.reference"
 local fails = require("support.assertions").fails
 
-local TOL = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }
-
-local function values(t) return t:cast("f64"):to_table(true) end
-
-local function small_ints(shape, dt, device, seed)
-  return tocha.randn(shape, { device = device, seed = seed }):mul(1.3):round():clamp(-2, 2):cast(dt)
-end
+local TOL, values, small_ints, compare = ref.product_tol, ref.values, ref.small_ints, ref.compare_terms
 
 -- The transposed convolution and its gradients in f64; each with its sum of |terms|.
 local function reference(x, w, b, dy, N, CI, H, W, CO, o)
@@ -67,15 +61,6 @@ local function reference(x, w, b, dy, N, CI, H, W, CO, o)
     end
   end
   return { y = { y, ys }, dx = { dx, dxs }, dw = { dwt, dws }, db = { db, dbs } }, { N, CO, OH, OW }
-end
-
-local function compare(got, want, tol, label)
-  local g, w, scale = values(got), want[1], want[2]
-  assert.are.equal(#w, #g, label .. ": elements")
-  for e = 1, #w do
-    local err = tol == 0 and (g[e] == w[e] and 0 or 1) or math.abs(g[e] - w[e]) / scale[e]
-    assert(err <= tol, ("%s: element %d is %.17g, expected %.17g"):format(label, e, g[e], w[e]))
-  end
 end
 
 -- {x shape, out channels, options}: a decoder's 2x2 stride 2, a 3x3 stride 2 with output

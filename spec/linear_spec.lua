@@ -8,13 +8,7 @@ require "tocha.assertions"
 local ref = require "support.reference"
 local fails = require("support.assertions").fails
 
-local TOL = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }
-
-local function values(t) return t:cast("f64"):to_table(true) end
-
-local function small_ints(shape, dt, device, seed)
-  return tocha.randn(shape, { device = device, seed = seed }):mul(1.3):round():clamp(-2, 2):cast(dt)
-end
+local TOL, values, small_ints, compare = ref.product_tol, ref.values, ref.small_ints, ref.compare_terms
 
 -- y [rows, out] = x [rows, in] w^T + b; dx = dy w; dw = dy^T x; db = sum of dy's rows; each
 -- with its sum of |terms|.
@@ -53,15 +47,6 @@ local function reference(x, w, b, dy, rows, n_in, n_out)
     db[o + 1], dbs[o + 1] = s, a + 1e-30
   end
   return { y = { y, ys }, dx = { dx, dxs }, dw = { dw, dws }, db = { db, dbs } }
-end
-
-local function compare(got, want, tol, label)
-  local g, w, scale = values(got), want[1], want[2]
-  assert.are.equal(#w, #g, label .. ": elements")
-  for e = 1, #w do
-    local err = tol == 0 and (g[e] == w[e] and 0 or 1) or math.abs(g[e] - w[e]) / scale[e]
-    assert(err <= tol, ("%s: element %d is %.17g, expected %.17g"):format(label, e, g[e], w[e]))
-  end
 end
 
 -- {x shape, in, out}: halves' tensor cores (16-byte multiples) and the tiled kernel

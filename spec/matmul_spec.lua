@@ -9,7 +9,7 @@ local ref = require "support.reference"
 local matmul = require "tocha.matmul"
 local fails = require("support.assertions").fails
 
-local TOL = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }
+local TOL, values, small_ints = ref.product_tol, ref.values, ref.small_ints
 
 -- The product of a and b (tables of the stored values, row-major; batch_a and batch_b
 -- matrices, 1 repeated) plus bias, in f64; each element's sum of |terms| beside it.
@@ -33,13 +33,6 @@ local function product(a, b, bias, batch_a, batch_b, m, k, n)
   return out, scale
 end
 
--- Small integers from -2 to 2 of dtype dt: with k up to 32 every product and sum is exact in
--- every float dtype.
-local function small_ints(shape, dt, device, seed)
-  return tocha.randn(shape, { device = device, seed = seed }):mul(1.3):round():clamp(-2, 2):cast(dt)
-end
-
-local function values(t) return t:cast("f64"):to_table(true) end
 
 -- shape a, shape b, and whether the tensor cores take it for halves
 local SHAPES = {
@@ -54,16 +47,24 @@ local function dims3(shape) return #shape == 3 and shape[1] or 1 end
 describe("tocha.matmul", function()
   -- Without a GPU, NVRTC and ptxas still build the kernels for the H200: both take what they
   -- are given, without spilling registers to local memory, and the tensor-core kernel's main
-  -- loop is wgmma's (HGMMA in its machine code), or mma.sync's where asked.
+  -- loop is wgmma's (HGMMA in its machine code), or mma.sync's where asked. The f32 kernel
+  -- holds 8 x 8 sums a thread at the 128 registers that let two CTAs share an SM: ptxas spills
+  -- 16 bytes of it in two of the four layouts (the benchmark's f32 figures include them);
+  -- anything more fails here.
   it("builds every kernel for sm_90 without local memory, the tensor cores' on wgmma", function()
     for _, c in ipairs({ { "f16", "row", "row" }, { "bf16", "row", "col" }, { "f16", "col", "row" },
-      { "bf16", "col", "col" }, { "f32", "row", "col" }, { "f32", "col", "row" }, { "f64", "col", "row" } }) do
+      { "bf16", "col", "col" }, { "f32", "row", "row" }, { "f32", "row", "col" }, { "f32", "col", "row" },
+      { "f32", "col", "col" }, { "f64", "col", "row" } }) do
       for _, how in ipairs({ { tile_n = 128 }, { tile_n = 256 }, { mma_sync = true } }) do
         local sync = how.mma_sync == true
         local k, _, _, kind = matmul.launch_of(c[1], 256, 256, 256, 1, c[2], c[3], how)
         local what = table.concat(c, " ") .. (sync and " mma.sync" or " " .. how.tile_n)
         local info = k:info("sm_90")
-        assert.are.equal(0, info["local"], what)
+        if kind == "f32_tiles" then
+          assert.is_true(info["local"] <= 16 and info.registers <= 128, what)
+        else
+          assert.are.equal(0, info["local"], what)
+        end
         assert.is_true(info.registers <= 255 and info.shared <= 48 * 1024, what)
         local want = ({ f16 = "tensor_cores", bf16 = "tensor_cores", f32 = "f32_tiles" })[c[1]] or false
         assert.are.equal(want, kind, what)

@@ -126,7 +126,8 @@ function M.new(spec)
   return k
 end
 
--- A Kernel over a handle owned by C (owner keeps it alive), with the same fields as new().
+-- A Kernel over a handle owned by C (owner keeps it alive), with the same fields as new() (shared
+-- left nil: no dynamic shared memory of its own).
 function M.wrap(handle, owner)
   return setmetatable({
     handle = handle,

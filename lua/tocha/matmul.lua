@@ -37,8 +37,10 @@ local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 local PARAMS = "%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias"
 
 -- The tensor-core kernel's dynamic shared memory for tiles of bn columns: MM_SHARED(bn) of
--- kernels/matmul.cu (its wgmma main loop's four stages; the mma.sync loop uses static shared
--- memory only).
+-- kernels/matmul.cu (its wgmma main loop's four stages; the mma.sync loop, built where wgmma is
+-- not, uses the first 38 KB of the same). A GPU whose blocks may not have that much (99 KiB on
+-- sm_86, sm_89 and sm_120; 163 KiB on sm_80, below 256-wide tiles' 193 KiB) refuses the launch
+-- with the sizes: the tensor-core products are built for the H200's 227 KiB.
 local function tc_shared(bn) return 4 * (16384 + bn * 128) + 1024 end
 
 -- The tensor-core kernel's tile width for an m x n result: 256 (the operands read from L2 a
@@ -47,11 +49,11 @@ local function tc_shared(bn) return 4 * (16384 + bn * 128) + 1024 end
 -- more than that speed: estimated time ceil(tiles / sms) x width / speed, speed 1 for 256 and
 -- 0.84 for 128 (their measured ratio). Without m (a Linear, whose rows come later), 256 once
 -- n fills it.
-function M.tile_n(n, m, sms)
+function M.tile_n(n, m, sms, batch)
   if n < 256 then return 128 end
   if not m then return 256 end
-  sms = sms or 132
-  local function cost(bn) return math.ceil(math.ceil(m / 128) * math.ceil(n / bn) / sms) * bn end
+  sms, batch = sms or 132, batch or 1
+  local function cost(bn) return math.ceil(math.ceil(m / 128) * math.ceil(n / bn) * batch / sms) * bn end
   return cost(128) / 0.84 < cost(256) and 128 or 256
 end
 
@@ -72,7 +74,9 @@ local function kernel_of(name, dt, layout_a, layout_b, bn, mma_sync)
     kernels[key] = kernel.new { source = source, name = name, template_args = targs,
       -- the f32 kernel's 8 x 8 outputs fit two CTAs an SM only at 128 registers a thread
       params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { 256, tc and 1 or name == "tocha_matmul_f32" and 2 or nil },
-      options = mma_sync and { "-DMATMUL_MMA_SYNC" } or nil, shared = tc and not mma_sync and tc_shared(bn) or 0 }
+      options = mma_sync and { "-DMATMUL_MMA_SYNC" } or nil, shared = tc and tc_shared(bn) or 0 }
+    -- the tile width the kernel is built for, which its grid must number (M.grid_of)
+    kernels[key].tile_n = tc and bn or nil
   end
   return kernels[key]
 end
@@ -174,8 +178,12 @@ local KERNEL_NAME = { tensor_cores = "tocha_matmul_tc", f32_tiles = "tocha_matmu
 -- loop even where wgmma is). Raises past the grid's limits.
 function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, how)
   how = how or {}
+  if type(how) ~= "table" then raise("how: expected a table {aligned =, sms =, tile_n =, mma_sync =}, got " .. type(how)) end
+  if how.tile_n ~= nil and how.tile_n ~= 128 and how.tile_n ~= 256 then
+    raise("how.tile_n: expected 128 or 256, got " .. errors.show(how.tile_n))
+  end
   local kind = how.aligned ~= false and kind_of(dt, m, k, n, layout_a, layout_b)
-  local bn = how.tile_n or M.tile_n(n, how.sms and m * batch, how.sms)
+  local bn = how.tile_n or M.tile_n(n, how.sms and m, how.sms, batch)
   return kernel_of(kind and KERNEL_NAME[kind] or "tocha_matmul_simt", dt, layout_a, layout_b, bn,
     kind == "tensor_cores" and how.mma_sync), M.grid_of(kind, m, n, batch, nil, bn), { 256, 1, 1 }, kind
 end

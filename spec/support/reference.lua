@@ -1,5 +1,6 @@
--- Plain-Lua references for the specs: element conversions, Philox random numbers, and random
--- shapes. Independent of tocha's kernels: written from the IEEE 754 and Philox definitions.
+-- Plain-Lua references for the specs: element conversions, Philox random numbers, random
+-- shapes, and the helpers of the product specs (matmul, Linear, convolutions). Independent of
+-- tocha's kernels: written from the IEEE 754 and Philox definitions.
 local ffi = require "ffi"
 local bit = require "bit"
 
@@ -123,6 +124,30 @@ M.eps = { f64 = 2 ^ -52, f32 = 2 ^ -23, f16 = 2 ^ -10, bf16 = 2 ^ -7, u8 = 0, i3
 -- #gpu) so that the GPU run picks it up.
 function M.devices()
   return { { name = "sim", tag = "" }, { name = "cuda", tag = " #gpu" } }
+end
+
+-- The product specs: a result's error relative to the sum of |terms| of each element, allowed
+-- per dtype (f32 sums in f32, halves round once to the dtype).
+M.product_tol = { f64 = 1e-12, f32 = 1e-5, f16 = 2e-3, bf16 = 1e-2 }
+
+-- A tensor's elements as f64 Lua numbers, row-major.
+function M.values(t) return t:cast("f64"):to_table(true) end
+
+-- Small integers from -2 to 2 of dtype dt, drawn with seed: the products of up to 32 of them
+-- and their sums are exact in every float dtype.
+function M.small_ints(shape, dt, device, seed)
+  return require("tocha").randn(shape, { device = device, seed = seed }):mul(1.3):round():clamp(-2, 2):cast(dt)
+end
+
+-- Asserts that the tensor got matches want = {values, sums of |terms|} to tol relative to
+-- each element's sum (tol 0: exactly), naming label and the element that differs.
+function M.compare_terms(got, want, tol, label)
+  local g, w, scale = M.values(got), want[1], want[2]
+  assert(#w == #g, ("%s: %d elements, expected %d"):format(label, #g, #w))
+  for e = 1, #w do
+    local err = tol == 0 and (g[e] == w[e] and 0 or 1) or math.abs(g[e] - w[e]) / scale[e]
+    assert(err <= tol, ("%s: element %d is %.17g, expected %.17g"):format(label, e, g[e], w[e]))
+  end
 end
 
 return M

@@ -93,11 +93,12 @@ function Linear:compute_concrete_output_shape(input_shapes)
   return out
 end
 
-local function tile_grid(kind, m, n) return matmul.grid_of(kind, m, n, 1, "x") end
+-- The grid of kernel k (of `kind`) over an m x n result, numbering the tiles k is built for.
+local function tile_grid(kind, k, m, n) return matmul.grid_of(kind, m, n, 1, "x", k.tile_n) end
 
 function Linear:grid(output_shape)
   local rows = op.numel(output_shape) / self.out_features
-  return tile_grid(self.matrix_kind, rows, self.out_features)
+  return tile_grid(self.matrix_kind, self.kernel, rows, self.out_features)
 end
 
 -- Raises unless each address the 16-byte copies of the tensor-core and f32 kernels read is
@@ -142,8 +143,8 @@ end
 function Linear:backward_grid_for_launch(i, input_shapes)
   launch_index(i, 4)
   local rows = self:rows_of(one_input(input_shapes), "inputs[1]")
-  if i == 1 then return tile_grid(self.backward_matrix_kind, rows, self.in_features) end
-  if i == 2 then return tile_grid(self.backward_matrix_kind, self.out_features, self.in_features) end
+  if i == 1 then return tile_grid(self.backward_matrix_kind, self.dx_kernel, rows, self.in_features) end
+  if i == 2 then return tile_grid(self.backward_matrix_kind, self.dw_kernel, self.out_features, self.in_features) end
   if not self.has_bias then return { 0, 0, 0 } end
   local p = self:bias_passes(rows)[i - 2]
   if not p then return { 0, 0, 0 } end
