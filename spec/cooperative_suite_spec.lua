@@ -1282,6 +1282,27 @@ __device__ void racy_shift(const float *x, float *y)
         .. "GPU it hangs or goes wrong", function() k:launch(1, 64, y) end)
     end)
 
+    -- wgmma's descriptors carry no base offset: a start past the first row of a swizzle atom
+    -- would read other rows on the GPU; the simulator fails it, naming the addresses.
+    it("fails a wgmma whose operand starts past the first row of a 1 KiB atom", function()
+      local k = tocha.kernel { source = warpgroup .. [[
+__device__ void wgmma_misplaced(float *y)
+{
+    __shared__ __align__(1024) unsigned char s[4096];
+    for (int i = threadIdx.x; i < 4096; i += 128) s[i] = 0;
+    __syncthreads();
+    float acc[32];
+    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+    tocha::wgmma<__half, 64, 0, 0>(acc, s + 128, 16, 1024, s, 16, 1024);
+    y[threadIdx.x] = acc[0];
+}]], name = "wgmma_misplaced", params = "f32* y" }
+      local y = tocha.full({ 128 }, POISON, { device = "sim" })
+      local ok, message = pcall(k.launch, k, 1, 128, y)
+      assert.is_false(ok)
+      assert.truthy(message:find("kernel wgmma_misplaced_entry_point: wgmma: operand addresses", 1, true), message)
+      assert.truthy(message:find("must lie in the first 128 bytes of a 1 KiB-aligned atom", 1, true), message)
+    end)
+
     it("fails lanes that wait at different warp operations", function()
       local k = kernel([[
     if (threadIdx.x == 3) y[0] = (float)__ballot_sync(0xffffffffu, 1);

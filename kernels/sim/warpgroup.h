@@ -23,6 +23,10 @@ static inline void wgmma_m64k16(float *d, int n, const void *a, unsigned a_lead,
 {
     if (((uintptr_t)a & 15u) || ((uintptr_t)b & 15u))
         trap("wgmma: operand addresses %p and %p must be 16-byte aligned", a, b);
+    // The descriptors' base offset is 0: each start lies in the first 128-byte row of a 1 KiB
+    // swizzle atom (K-major starts step by 32 bytes within it), or the GPU reads other rows.
+    if ((((uintptr_t)a >> 7) & 7u) || (((uintptr_t)b >> 7) & 7u))
+        trap("wgmma: operand addresses %p and %p must lie in the first 128 bytes of a 1 KiB-aligned atom", a, b);
     const int t = (int)(team.current % 128), warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
     double A[2][16]; // this thread's two rows of a
     for (int h = 0; h < 2; ++h) {
