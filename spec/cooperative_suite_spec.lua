@@ -1055,6 +1055,55 @@ __device__ void %s(const %s *a, const %s *b, const float *c, float *d) { wg_tile
     ref = wg_tile_ref }
 end
 
+-- mbarrier.cuh: a producer warpgroup copies 12 slices of x (128 floats each) by cp.async into a
+-- ring of 3 stages, each stage's arrival made when its copies land (cp_async_arrive); a consumer
+-- warpgroup waits for each slice by phase, adds its element of it, and frees the stage
+-- (mbarrier_arrive) for the producer, who waits for that before refilling it. No __syncthreads
+-- after the barriers' set-up: the hand-over is the barriers' alone.
+case { name = "mbarrier_ring", params = "f32* x, f32* y", grid = 2, block = 256,
+  source = tensor_core .. require("tocha.op").source("mbarrier.cuh") .. [[
+__device__ void mbarrier_ring(const float *x, float *y)
+{
+    __shared__ __align__(16) float stage[3][128];
+    __shared__ __align__(8) unsigned long long full[3], empty[3];
+    const int t = threadIdx.x % 128;
+    if (threadIdx.x == 0)
+        for (int s = 0; s < 3; ++s) tocha::mbarrier_init(&full[s], 32), tocha::mbarrier_init(&empty[s], 128);
+    __syncthreads();
+    x += blockIdx.x * 12 * 128;
+    if (threadIdx.x < 128) { // the producer: 32 threads copy a slice, 16 bytes each
+        for (int i = 0; i < 12; ++i) {
+            const int s = i % 3;
+            if (t < 32) {
+                tocha::mbarrier_wait(&empty[s], (i / 3 + 1) & 1); // free: the first round at once
+                tocha::cp_async16(&stage[s][4 * t], x + i * 128 + 4 * t);
+                tocha::cp_async_arrive(&full[s]);
+            }
+        }
+    } else { // the consumer
+        float sum = 0.0f;
+        for (int i = 0; i < 12; ++i) {
+            const int s = i % 3;
+            tocha::mbarrier_wait(&full[s], (i / 3) & 1);
+            sum += stage[s][t] * (float)(i + 1);
+            tocha::mbarrier_arrive(&empty[s]);
+        }
+        y[blockIdx.x * 128 + t] = sum;
+    }
+}]],
+  args = { { input = values(2 * 12 * 128, 90, small_ints(-100, 100)), dtype = "f32" }, { out = 256, dtype = "f32" } },
+  ref = function(x)
+    local y = {}
+    for b = 0, 1 do
+      for t = 0, 127 do
+        local sum = 0
+        for i = 0, 11 do sum = f32(sum + x[b * 1536 + i * 128 + t + 1] * (i + 1)) end
+        y[b * 128 + t + 1] = sum
+      end
+    end
+    return { y }
+  end }
+
 case { name = "syncthreads_count_compact", params = "f32* x, i32* counts", grid = 4, block = 128,
   source = [[
 __device__ void syncthreads_count_compact(const float *x, int *counts)
@@ -1301,6 +1350,22 @@ __device__ void wgmma_misplaced(float *y)
       assert.is_false(ok)
       assert.truthy(message:find("kernel wgmma_misplaced_entry_point: wgmma: operand addresses", 1, true), message)
       assert.truthy(message:find("must lie in the first 128 bytes of a 1 KiB-aligned atom", 1, true), message)
+    end)
+
+    it("fails an mbarrier wait that no thread can complete, as it would hang a GPU", function()
+      local k = tocha.kernel { source = tensor_core .. require("tocha.op").source("mbarrier.cuh") .. [[
+__device__ void mbarrier_short(float *y)
+{
+    __shared__ __align__(8) unsigned long long bar;
+    if (threadIdx.x == 0) tocha::mbarrier_init(&bar, 64);
+    __syncthreads();
+    tocha::mbarrier_arrive(&bar); // 32 arrivals of the 64 a phase needs
+    tocha::mbarrier_wait(&bar, 0);
+    y[threadIdx.x] = 1.0f;
+}]], name = "mbarrier_short", params = "f32* y" }
+      local y = tocha.full({ 32 }, POISON, { device = "sim" })
+      fails_with("tocha.Kernel:launch: kernel mbarrier_short_entry_point: mbarrier_wait: threads of the block wait for a "
+        .. "phase no thread can complete (block 0, 0, 0): on a GPU it hangs", function() k:launch(1, 32, y) end)
     end)
 
     it("fails lanes that wait at different warp operations", function()

@@ -16,6 +16,7 @@ static bool is_sim_target(const char *target) { return strncmp(target, "sim", 3)
 static const char *const sim_prelude[] = {
     "sim/tocha_sim.h",          "sim/fibers.h", "sim/warp.h",        "sim/atomics.h",
     "sim/cooperative_groups.h", "sim/wmma.h",   "sim/tensor_core.h", "sim/warpgroup.h",
+    "sim/mbarrier.h",
 };
 
 /* Appends `text` from its line `first` up to (not including) line `last` (0: to its end). */

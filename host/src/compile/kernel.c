@@ -152,8 +152,8 @@ static const char *param_ctype(const param *p)
 /* Whether the simulator must run the kernel's threads as fibers: its source names something at
 ** which a thread waits for others (barriers, warp operations, groups, tensor-core fragments,
 ** atomics and sleeps, where a thread may spin until another of its block acts), or one of
-** tocha.cuh's team functions, which shuffle and wait at barriers, or tensor_core.cuh's warp
-** matrix functions, whose lanes meet.
+** tocha.cuh's team functions, which shuffle and wait at barriers, tensor_core.cuh's warp
+** matrix functions, whose lanes meet, or mbarrier.cuh's waits.
 ** Other kernels run each thread to its end in turn, which is several times faster. */
 static bool synchronises(const char *source)
 {
@@ -161,7 +161,7 @@ static bool synchronises(const char *source)
                                         "__any_sync",    "__all_sync",   "__uni_sync",    "__activemask",
                                         "__match_",      "__reduce_",    "cooperative_groups", "wmma", "nvcuda",
                                         "__nanosleep",   "team_combine", "team_sum",      "mma_16816",
-                                        "ldmatrix"};
+                                        "ldmatrix",      "mbarrier"};
     for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++)
         if (strstr(source, waits[i])) return true;
     for (const char *p = strstr(source, "atomic"); p; p = strstr(p + 6, "atomic"))
