@@ -23,7 +23,8 @@ __device__ __forceinline__ void mbarrier_init(unsigned long long *bar, unsigned 
 #ifdef TOCHA_SIM
     tocha_sim::mbarrier_init(bar, count);
 #else
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count)
+                 : "memory");
 #endif
 }
 
@@ -43,7 +44,8 @@ __device__ __forceinline__ void cp_async_arrive(unsigned long long *bar)
 #ifdef TOCHA_SIM
     tocha_sim::mbarrier_arrive(bar); // the simulator's copies have landed already
 #else
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address(bar)) : "memory");
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address(bar))
+                 : "memory");
 #endif
 }
 
@@ -51,22 +53,21 @@ __device__ __forceinline__ void mbarrier_wait(unsigned long long *bar, unsigned 
 {
 #ifdef TOCHA_SIM
     tocha_sim::mbarrier_wait(bar, parity);
-#elif __CUDA_ARCH__ >= 900
-    const unsigned address = shared_address(bar);
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{.reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p;}"
-                     : "=r"(done)
-                     : "r"(address), "r"(parity)
-                     : "memory");
 #else
+    // try_wait (sm_90) lets the hardware suspend the thread a while; test_wait only looks
+#if __CUDA_ARCH__ >= 900
+#define TOCHA_MBARRIER_TEST "mbarrier.try_wait.parity.shared::cta.b64"
+#else
+#define TOCHA_MBARRIER_TEST "mbarrier.test_wait.parity.shared::cta.b64"
+#endif
     const unsigned address = shared_address(bar);
     unsigned done = 0;
     while (!done)
-        asm volatile("{.reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p;}"
+        asm volatile("{.reg .pred p; " TOCHA_MBARRIER_TEST " p, [%1], %2; selp.u32 %0, 1, 0, p;}"
                      : "=r"(done)
                      : "r"(address), "r"(parity)
                      : "memory");
+#undef TOCHA_MBARRIER_TEST
 #endif
 }
 

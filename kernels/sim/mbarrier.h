@@ -44,7 +44,8 @@ static inline void mbarrier_wait(unsigned long long *bar, unsigned parity)
     while ((s->phases & 1u) == (parity & 1u)) {
         if (!team.running) not_as_fibers("mbarrier_wait");
         if (++team.stalled > STALLED_TURNS)
-            stop_block("mbarrier_wait: threads of the block wait for a phase no thread can complete (block %u, %u, "
+            stop_block("mbarrier_wait: threads of the block wait for a phase no thread can complete "
+                       "(block %u, %u, "
                        "%u): on a GPU it hangs",
                        blockIdx.x, blockIdx.y, blockIdx.z);
         pass_on(team.f[team.current]);
