@@ -28,6 +28,9 @@ Conv2d.input_names = { "x" }
 local address, input_of, one_input, launch_index = op.address, op.input_of, op.one_input, op.launch_index
 
 -- A size option: a number or {h, w}, each an integer at least `least`.
+-- The checks and pieces Conv2d and ConvTranspose2d (conv_transpose2d.lua) share.
+
+-- A size given as a number or {h, w}, each an integer of at least `least`, as {h, w}.
 local function pair(v, what, least)
   if type(v) == "number" then v = { v, v } end
   if type(v) ~= "table" or #v ~= 2 then raise(("%s: expected a number or {h, w}, got %s"):format(what, errors.show(v))) end
@@ -38,33 +41,65 @@ local function pair(v, what, least)
   end
   return { v[1], v[2] }
 end
+M.pair = pair
 
--- Conv2d.new(in_channels, out_channels, kernel_size [, {stride, padding, dilation, groups, bias, dtype}])
-function Conv2d.new(in_channels, out_channels, kernel_size, opts)
+-- The channel counts, checked positive integers.
+function M.channels(in_channels, out_channels)
   in_channels, out_channels = op.integer(in_channels, "in_channels"), op.integer(out_channels, "out_channels")
   if in_channels < 1 then raise(("in_channels: expected a positive count, got %d"):format(in_channels)) end
   if out_channels < 1 then raise(("out_channels: expected a positive count, got %d"):format(out_channels)) end
+  return in_channels, out_channels
+end
+
+-- The groups option (default 1), a divisor of both channel counts.
+function M.groups(v, in_channels, out_channels)
+  local groups = op.integer(v or 1, "groups")
+  if groups < 1 or in_channels % groups ~= 0 or out_channels % groups ~= 0 then
+    raise(("groups: expected a positive divisor of in_channels (%d) and out_channels (%d), got %d"):format(in_channels,
+      out_channels, groups))
+  end
+  return groups
+end
+
+-- Raises unless shape is [N, in_channels, H, W].
+function M.check_nchw(shape, what, in_channels)
+  op.check_shape(shape, what)
+  if #shape ~= 4 then raise(("%s: expected [N, C, H, W], got %d dimensions"):format(what, #shape)) end
+  if shape[2] ~= in_channels then
+    raise(("%s: expected %d channels (in_channels), got %d"):format(what, in_channels, shape[2]))
+  end
+end
+
+-- A grid of CTAs of `block` threads, one a thread for `count` items (at least one CTA).
+function M.flat_grid(count, block)
+  return { math.max(1, math.min(math.ceil(count / block), 2 ^ 31 - 1)), 1, 1 }
+end
+
+-- The template arguments of conv2d.cu's kernels (the dtype, then window, stride, padding,
+-- dilation and groups baked in), the text of its constants and its size parameters.
+function M.kernel_args(dt, k, stride, padding, dilation, groups)
+  local consts = ("%d, %d, %d, %d, %d, %d, %d, %d, %d"):format(k[1], k[2], stride[1], stride[2], padding[1], padding[2],
+    dilation[1], dilation[2], groups)
+  return dtype.ctype(dt) .. ", " .. consts, consts, "i64 n, i64 c, i64 h, i64 w, i64 co, i64 oh, i64 ow"
+end
+
+-- Conv2d.new(in_channels, out_channels, kernel_size [, {stride, padding, dilation, groups, bias, dtype}])
+function Conv2d.new(in_channels, out_channels, kernel_size, opts)
+  in_channels, out_channels = M.channels(in_channels, out_channels)
   local k = pair(kernel_size, "kernel_size", 1)
   opts = op.options(opts, { stride = true, padding = true, dilation = true, groups = true, bias = "boolean", dtype = true },
     "Conv2d")
   local stride, padding, dilation = pair(opts.stride or 1, "stride", 1), pair(opts.padding or 0, "padding", 0),
     pair(opts.dilation or 1, "dilation", 1)
-  local groups = op.integer(opts.groups or 1, "groups")
-  if groups < 1 or in_channels % groups ~= 0 or out_channels % groups ~= 0 then
-    raise(("groups: expected a positive divisor of in_channels (%d) and out_channels (%d), got %d"):format(in_channels,
-      out_channels, groups))
-  end
+  local groups = M.groups(opts.groups, in_channels, out_channels)
   local dt = op.float_dtype(opts.dtype, "dtype")
   local self = setmetatable({ kind = "conv2d", in_channels = in_channels, out_channels = out_channels, kernel_size = k,
     stride = stride, padding = padding, dilation = dilation, groups = groups, has_bias = opts.bias ~= false, dtype = dt,
     block_size = 256 }, Conv2d)
-  local consts = ("%d, %d, %d, %d, %d, %d, %d, %d, %d"):format(k[1], k[2], stride[1], stride[2], padding[1], padding[2],
-    dilation[1], dilation[2], groups)
+  local targs, consts, sizes = M.kernel_args(dt, k, stride, padding, dilation, groups)
   self.id = ("conv2d__%d__%d__%s__%s__%s"):format(in_channels, out_channels, consts:gsub(", ", "_"),
     self.has_bias and "bias" or "nobias", dt)
-  local targs = dtype.ctype(dt) .. ", " .. consts
   local source = op.source("conv2d.cu")
-  local sizes = "i64 n, i64 c, i64 h, i64 w, i64 co, i64 oh, i64 ow"
   self.kernel = kernel.new { source = source, name = "tocha_conv2d_forward", template_args = targs,
     params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
   self.grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_data", template_args = targs,
@@ -76,11 +111,7 @@ end
 
 -- x's shape [n, c, h, w] checked, and the output's height and width.
 function Conv2d:sizes_of(shape, what)
-  op.check_shape(shape, what)
-  if #shape ~= 4 then raise(("%s: expected [N, C, H, W], got %d dimensions"):format(what, #shape)) end
-  if shape[2] ~= self.in_channels then
-    raise(("%s: expected %d channels (in_channels), got %d"):format(what, self.in_channels, shape[2]))
-  end
+  M.check_nchw(shape, what, self.in_channels)
   local out = {}
   for i = 1, 2 do
     local span = self.dilation[i] * (self.kernel_size[i] - 1) + 1
@@ -112,9 +143,7 @@ function Conv2d:compute_concrete_output_shape(input_shapes)
   return { n, self.out_channels, oh, ow }
 end
 
-local function flat_grid(count, block)
-  return { math.max(1, math.min(math.ceil(count / block), 2 ^ 31 - 1)), 1, 1 }
-end
+local flat_grid = M.flat_grid
 
 function Conv2d:grid(output_shape)
   return flat_grid(op.numel(output_shape), self.block_size)

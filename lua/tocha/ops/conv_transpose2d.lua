@@ -16,6 +16,7 @@ local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
+local conv2d = require "tocha.ops.conv2d"
 local raise = errors.raise
 
 local M = {}
@@ -26,23 +27,12 @@ ConvTranspose2d.input_names = { "x" }
 
 local address, input_of, one_input, launch_index = op.address, op.input_of, op.one_input, op.launch_index
 
-local function pair(v, what, least)
-  if type(v) == "number" then v = { v, v } end
-  if type(v) ~= "table" or #v ~= 2 then raise(("%s: expected a number or {h, w}, got %s"):format(what, errors.show(v))) end
-  for i = 1, 2 do
-    if type(v[i]) ~= "number" or v[i] ~= math.floor(v[i]) or v[i] < least then
-      raise(("%s: expected integers of at least %d, got %s"):format(what, least, errors.show(v[i])))
-    end
-  end
-  return { v[1], v[2] }
-end
+local pair, flat_grid = conv2d.pair, conv2d.flat_grid
 
 -- ConvTranspose2d.new(in_channels, out_channels, kernel_size [, {stride, padding, output_padding,
 -- dilation, groups, bias, dtype}])
 function ConvTranspose2d.new(in_channels, out_channels, kernel_size, opts)
-  in_channels, out_channels = op.integer(in_channels, "in_channels"), op.integer(out_channels, "out_channels")
-  if in_channels < 1 then raise(("in_channels: expected a positive count, got %d"):format(in_channels)) end
-  if out_channels < 1 then raise(("out_channels: expected a positive count, got %d"):format(out_channels)) end
+  in_channels, out_channels = conv2d.channels(in_channels, out_channels)
   local k = pair(kernel_size, "kernel_size", 1)
   opts = op.options(opts, { stride = true, padding = true, output_padding = true, dilation = true, groups = true,
     bias = "boolean", dtype = true }, "ConvTranspose2d")
@@ -53,22 +43,15 @@ function ConvTranspose2d.new(in_channels, out_channels, kernel_size, opts)
       raise(("output_padding: expected less than the stride or the dilation, got %d"):format(output_padding[i]))
     end
   end
-  local groups = op.integer(opts.groups or 1, "groups")
-  if groups < 1 or in_channels % groups ~= 0 or out_channels % groups ~= 0 then
-    raise(("groups: expected a positive divisor of in_channels (%d) and out_channels (%d), got %d"):format(in_channels,
-      out_channels, groups))
-  end
+  local groups = conv2d.groups(opts.groups, in_channels, out_channels)
   local dt = op.float_dtype(opts.dtype, "dtype")
   local self = setmetatable({ kind = "conv_transpose2d", in_channels = in_channels, out_channels = out_channels,
     kernel_size = k, stride = stride, padding = padding, output_padding = output_padding, dilation = dilation,
     groups = groups, has_bias = opts.bias ~= false, dtype = dt, block_size = 256 }, ConvTranspose2d)
-  local consts = ("%d, %d, %d, %d, %d, %d, %d, %d, %d"):format(k[1], k[2], stride[1], stride[2], padding[1], padding[2],
-    dilation[1], dilation[2], groups)
+  local targs, consts, sizes = conv2d.kernel_args(dt, k, stride, padding, dilation, groups)
   self.id = ("conv_transpose2d__%d__%d__%s__%d_%d__%s__%s"):format(in_channels, out_channels, consts:gsub(", ", "_"),
     output_padding[1], output_padding[2], self.has_bias and "bias" or "nobias", dt)
-  local targs = dtype.ctype(dt) .. ", " .. consts
   local source = op.source("conv2d.cu")
-  local sizes = "i64 n, i64 c, i64 h, i64 w, i64 co, i64 oh, i64 ow"
   -- In the convolution's terms: its input has this op's out_channels, its output in_channels.
   self.kernel = kernel.new { source = source, name = "tocha_conv_transpose2d_forward", template_args = targs,
     params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
@@ -83,11 +66,7 @@ end
 
 -- x's shape [n, c, h, w] checked, and the output's height and width.
 function ConvTranspose2d:sizes_of(shape, what)
-  op.check_shape(shape, what)
-  if #shape ~= 4 then raise(("%s: expected [N, C, H, W], got %d dimensions"):format(what, #shape)) end
-  if shape[2] ~= self.in_channels then
-    raise(("%s: expected %d channels (in_channels), got %d"):format(what, self.in_channels, shape[2]))
-  end
+  conv2d.check_nchw(shape, what, self.in_channels)
   local out = {}
   for i = 1, 2 do
     out[i] = (shape[i + 2] - 1) * self.stride[i] - 2 * self.padding[i] + self.dilation[i] * (self.kernel_size[i] - 1) +
@@ -117,10 +96,6 @@ end
 function ConvTranspose2d:compute_concrete_output_shape(input_shapes)
   local n, _, _, _, oh, ow = self:sizes_of(one_input(input_shapes), "inputs[1]")
   return { n, self.out_channels, oh, ow }
-end
-
-local function flat_grid(count, block)
-  return { math.max(1, math.min(math.ceil(count / block), 2 ^ 31 - 1)), 1, 1 }
 end
 
 function ConvTranspose2d:grid(output_shape)
