@@ -326,6 +326,10 @@ __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, lon
                                 int has_bias)
 {
     static_assert(BN == 128 || BN == 256, "tocha_matmul_tc: tiles of 128 or 256 columns");
+#ifdef MATMUL_SHARED // the bytes the host's launches give (matmul.lua)
+    static_assert(MM_SHARED(BN) <= MATMUL_SHARED,
+                  "tocha_matmul_tc: the launches give too little shared memory");
+#endif
     if (blockDim.x != 256) __trap(); // the tile's maps take 8 warps
     if (m <= 0 || n <= 0) return;    // an empty C: no tiles to number
     long long row0, col0;

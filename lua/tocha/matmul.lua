@@ -37,7 +37,8 @@ local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 local PARAMS = "%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias"
 
 -- The tensor-core kernel's dynamic shared memory for tiles of bn columns: MM_SHARED(bn) of
--- kernels/matmul.cu (its wgmma main loop's four stages; the mma.sync loop, built where wgmma is
+-- kernels/matmul.cu, which the kernel is built with (MATMUL_SHARED) and checks (its wgmma main
+-- loop's four stages; the mma.sync loop, built where wgmma is
 -- not, uses the first 38 KB of the same). A GPU whose blocks may not have that much (99 KiB on
 -- sm_86, sm_89 and sm_120; 163 KiB on sm_80, below 256-wide tiles' 193 KiB) refuses the launch
 -- with the sizes: the tensor-core products are built for the H200's 227 KiB.
@@ -74,7 +75,9 @@ local function kernel_of(name, dt, layout_a, layout_b, bn, mma_sync)
     kernels[key] = kernel.new { source = source, name = name, template_args = targs,
       -- the f32 kernel's 8 x 8 outputs fit two CTAs an SM only at 128 registers a thread
       params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { 256, tc and 1 or name == "tocha_matmul_f32" and 2 or nil },
-      options = mma_sync and { "-DMATMUL_MMA_SYNC" } or nil, shared = tc and tc_shared(bn) or 0 }
+      -- the kernel checks at compile time that its stages fit the bytes its launches give
+      options = tc and { "-DMATMUL_SHARED=" .. tc_shared(bn), mma_sync and "-DMATMUL_MMA_SYNC" or nil } or nil,
+      shared = tc and tc_shared(bn) or 0 }
     -- the tile width the kernel is built for, which its grid must number (M.grid_of)
     kernels[key].tile_n = tc and bn or nil
   end
