@@ -2,7 +2,8 @@
 // grid.z (stride_* elements between a batch's matrices, 0 to repeat one), bias [n] added to
 // every row when has_bias. TA: A is stored column-major (A's transpose [k, m] row-major, as a
 // transposed view holds it); TB likewise for B ([n, k]): y = x w^T reads w [n, k] as it is.
-// Every kernel takes CTAs of 256 threads (launch bounds; any other block traps). Three kernels:
+// Every kernel takes CTAs of 256 threads but tocha_matmul_ws, 384 (launch bounds; any other
+// block traps). Four kernels:
 // - tocha_matmul_tc (f16, bf16): the tensor cores, f32 accumulators rounded once to T. A CTA
 //   computes a 128 x BN tile of C (BN 128 or 256); the tiles are numbered along grid.x in
 //   groups of 8 rows of tiles, column by column within a group, so that the CTAs running
@@ -24,6 +25,9 @@
 //     dynamic shared memory, so that both loops ask MM_SHARED(BN) bytes), read
 //     through ldmatrix (transposed where the stored layout is the fragment's transpose), rows
 //     padded by 16 bytes so that the eight rows an ldmatrix phase reads fall on distinct banks.
+// - tocha_matmul_ws (f16, bf16; sm_90 and the simulator): tocha_matmul_tc's tiles and stages on
+//   a warp-specialized loop (mm_ws_tile): a copying warpgroup and two multiplying ones, handing
+//   stages over on mbarriers (mbarrier.cuh). The host takes it where B is row-major.
 // - tocha_matmul_f32 (f32, each operand's consecutive dimension a multiple of 4, 16-byte
 //   aligned): 128 x 128 tiles, 8 x 8 outputs a thread (below).
 // - tocha_matmul_simt (any float dtype, any shape): 64 x 64 tiles of C on 256 threads, each 4 x
@@ -84,22 +88,23 @@ __device__ __forceinline__ void mm_store_pair(T *c, const T *bias, int has_bias,
 // column-major B): EXTENT rows of 128 bytes, chunk e = thread + 256 i at row e / 8, chunk e % 8
 // of it. MN-major (stored along m or n): 64 rows of k, each EXTENT / 8 chunks, in blocks of 64
 // (of m or n) x 64 rows 8 KiB apart.
-template <typename T, bool K_MAJOR, int EXTENT> struct mm_operand_copy {
-    static const int CHUNKS = EXTENT * 8 / 256;
+template <typename T, bool K_MAJOR, int EXTENT, int THREADS = 256> struct mm_operand_copy {
+    static const int CHUNKS = EXTENT * 8 / THREADS;
     static const int PER_ROW = K_MAJOR ? 8 : EXTENT / 8; // chunks a row of the stage
-    static const int ROW_STEP = 256 / PER_ROW;           // rows from one chunk of a thread to the next
-    const T *src;                                        // chunk 0 at k = 0
-    long long ld;                                        // elements between stored rows
+    static const int ROW_STEP = THREADS / PER_ROW;       // rows from one chunk of a thread to the next
+    static_assert(ROW_STEP % 8 == 0 || ROW_STEP % 8 == 4, "mm_operand_copy: rows 8 or 4 apart");
+    const T *src;    // chunk 0 at k = 0
+    long long ld;    // elements between stored rows
     int dst, k_row;  // chunk 0's byte offset in the stage; MN-major: its row of k
     unsigned inside; // bit i: chunk i inside the matrix along m or n
 
     // base: the operand, ld: its stored row length, extent: its m or n, origin: the tile's first
     // row or column.
     __device__ __forceinline__ mm_operand_copy(const T *base, long long ld_, long long extent,
-                                               long long origin)
+                                               long long origin, int thread = threadIdx.x)
         : ld(ld_)
     {
-        const int r = threadIdx.x / PER_ROW, c = threadIdx.x % PER_ROW;
+        const int r = thread / PER_ROW, c = thread % PER_ROW;
         inside = 0;
         if (K_MAJOR) {
             src = base + (origin + r) * ld + c * 8;
@@ -127,7 +132,11 @@ template <typename T, bool K_MAJOR, int EXTENT> struct mm_operand_copy {
 #pragma unroll
         for (int i = 0; i < CHUNKS; ++i) {
             const bool in = (inside >> i & 1u) && (K_MAJOR ? k0 : k0 + ROW_STEP * i) < k;
-            tocha::cp_async16(stage + dst + i * ROW_STEP * 128, in ? p + i * step : base, in ? 16 : 0);
+            // rows ROW_STEP apart keep their swizzle when ROW_STEP is a multiple of 8; 4 apart
+            // (128 threads, 256 columns MN-major) every other chunk's row flips bit 2 of it
+            const int flip = ROW_STEP % 8 == 4 && (i & 1) ? 64 : 0;
+            tocha::cp_async16(stage + (dst ^ flip) + i * ROW_STEP * 128, in ? p + i * step : base,
+                              in ? 16 : 0);
         }
     }
 };
@@ -191,6 +200,77 @@ __device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias
 #pragma unroll
         for (int h = 0; h < 2; ++h)
             mm_store_pair(c, bias, has_bias, m, n, row0 + wg * 64 + 16 * w + g + 8 * h,
+                          col0 + 8 * j + 2 * q, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+}
+
+// The warp-specialized main loop: 384 threads, warpgroup 0 copies (cp.async, each stage's
+// arrival on full[s] once its copies land), warpgroups 1 and 2 multiply (each waits on full[s],
+// and frees the stage on empty[s] once its multiplies of it are done). No CTA-wide barrier in
+// the loop; the copying warps hold few registers (setmaxnreg), the multiplying ones many.
+#define MM_WS_STAGES 4
+#define MM_WS_SHARED(BN) (MM_WS_STAGES * MM_STAGE_BYTES(BN) + 1024 + 2 * MM_WS_STAGES * 8)
+template <typename T, int TA, int TB, int BN>
+__device__ __forceinline__ void mm_ws_tile(const T *a, const T *b, const T *bias, T *c, long long m,
+                                           long long n, long long k, int has_bias, long long row0,
+                                           long long col0)
+{
+    extern __shared__ __align__(1024) unsigned char mm_shared[];
+#ifdef TOCHA_SIM
+    const unsigned base = (unsigned)((unsigned long long)mm_shared % 1024);
+#else
+    const unsigned base = tocha::shared_address(mm_shared) % 1024;
+#endif
+    unsigned char *stages = mm_shared + (1024 - base) % 1024;
+    unsigned long long *full = (unsigned long long *)(stages + MM_WS_STAGES * MM_STAGE_BYTES(BN)),
+                       *empty = full + MM_WS_STAGES;
+    if (threadIdx.x == 0)
+        for (int s = 0; s < MM_WS_STAGES; ++s)
+            tocha::mbarrier_init(&full[s], 128), tocha::mbarrier_init(&empty[s], 256);
+    __syncthreads();
+    const long long slices = (k + 63) / 64;
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {
+        tocha::set_max_registers<40, false>();
+        const int t = threadIdx.x;
+        const mm_operand_copy<T, !TA, 128, 128> copy_a(a, TA ? m : k, m, row0, t);
+        const mm_operand_copy<T, TB != 0, BN, 128> copy_b(b, TB ? k : n, n, col0, t);
+        for (long long i = 0; i < slices; ++i) {
+            const int s = (int)(i % MM_WS_STAGES);
+            const unsigned round = (unsigned)(i / MM_WS_STAGES);
+            tocha::mbarrier_wait(&empty[s], (round + 1) & 1); // the first round: free at once
+            copy_a.start(stages + s * MM_STAGE_BYTES(BN), i, k, a);
+            copy_b.start(stages + s * MM_STAGE_BYTES(BN) + 16384, i, k, b);
+            tocha::cp_async_arrive(&full[s]);
+        }
+        return;
+    }
+    tocha::set_max_registers<232, true>();
+    const int cw = wg - 1; // this warpgroup's 64 rows of the tile
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    for (long long i = 0; i < slices; ++i) {
+        const int s = (int)(i % MM_WS_STAGES);
+        tocha::mbarrier_wait(&full[s], (unsigned)(i / MM_WS_STAGES) & 1);
+        tocha::fence_async_shared(); // the copies (generic writes) before wgmma's reads
+        const unsigned char *sa = stages + s * MM_STAGE_BYTES(BN) + cw * 8192,
+                            *sb = stages + s * MM_STAGE_BYTES(BN) + 16384;
+        tocha::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            tocha::wgmma<T, BN, TA, !TB>(acc, sa + (TA ? 2048 * kk : 32 * kk), 8192, 1024,
+                                         sb + (TB ? 32 * kk : 2048 * kk), 8192, 1024);
+        tocha::wgmma_commit();
+        tocha::wgmma_wait<1>(); // slice i - 1's multiplies are done: its stage is free
+        if (i > 0) tocha::mbarrier_arrive(&empty[(i - 1) % MM_WS_STAGES]);
+    }
+    tocha::wgmma_wait<0>();
+    const int w = threadIdx.x % 128 / 32, g = threadIdx.x % 32 / 4, q = threadIdx.x % 4;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            mm_store_pair(c, bias, has_bias, m, n, row0 + cw * 64 + 16 * w + g + 8 * h,
                           col0 + 8 * j + 2 * q, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
 }
 #else
@@ -466,6 +546,22 @@ __device__ void tocha_matmul_f32(const T *a, const T *b, const T *bias, T *c, lo
         }
     }
 }
+
+#ifdef TOCHA_MATMUL_WGMMA
+// tocha_matmul_tc's tiles on the warp-specialized loop (mm_ws_tile): 384 threads a CTA.
+template <typename T, int TA, int TB, int BN>
+__device__ void tocha_matmul_ws(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
+                                long long k, long long stride_a, long long stride_b, long long stride_c,
+                                int has_bias)
+{
+    if (blockDim.x != 384) __trap();
+    if (m <= 0 || n <= 0) return;
+    long long row0, col0;
+    mm_tile_of(m, n, BN, &row0, &col0);
+    a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
+    mm_ws_tile<T, TA, TB, BN>(a, b, bias, c, m, n, k, has_bias, row0, col0);
+}
+#endif
 
 template <typename T, int TA, int TB>
 __device__ void tocha_matmul_simt(const T *a, const T *b, const T *bias, T *c, long long m, long long n,

@@ -64,6 +64,19 @@ template <int N> __device__ __forceinline__ void wgmma_wait() { __trap(); }
 __device__ __forceinline__ void fence_async_shared() { __trap(); }
 #endif
 
+// setmaxnreg: this warpgroup's registers a thread become N (24 to 256, a multiple of 8),
+// INCREASE or not; takes effect where the kernel's register count is capped at entry
+// (__launch_bounds__(threads, 1)). Nothing on the simulator.
+template <int N, bool INCREASE> __device__ __forceinline__ void set_max_registers()
+{
+#if !defined(TOCHA_SIM) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if (INCREASE)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+    else
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+
 #if !defined(TOCHA_SIM) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // The shared memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): the start address,
 // the leading and stride byte offsets (each in 16-byte units), the 128-byte swizzle mode.

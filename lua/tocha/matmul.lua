@@ -67,17 +67,19 @@ local kernels = {}
 local function kernel_of(name, dt, layout_a, layout_b, bn, mma_sync)
   modules()
   local ta, tb = layout_a == "col" and 1 or 0, layout_b == "col" and 1 or 0
-  local tc = name == "tocha_matmul_tc"
+  local ws = name == "tocha_matmul_ws"
+  local tc = name == "tocha_matmul_tc" or ws
   local targs = ("%s, %d, %d"):format(dtype.ctype(dt), ta, tb) .. (tc and (", %d"):format(bn) or "")
   local key = ("%s|%s|%s"):format(name, targs, mma_sync and "sync" or "")
   if not kernels[key] then
-    local source = op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n" .. op.source("matmul.cu")
+    local source = op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n" .. op.source("mbarrier.cuh")
+      .. "\n" .. op.source("matmul.cu")
     kernels[key] = kernel.new { source = source, name = name, template_args = targs,
       -- the f32 kernel's 8 x 8 outputs fit two CTAs an SM only at 128 registers a thread
-      params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { 256, tc and 1 or name == "tocha_matmul_f32" and 2 or nil },
+      params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { ws and 384 or 256, tc and 1 or name == "tocha_matmul_f32" and 2 or nil },
       -- the kernel checks at compile time that its stages fit the bytes its launches give
       options = tc and { "-DMATMUL_SHARED=" .. tc_shared(bn), mma_sync and "-DMATMUL_MMA_SYNC" or nil } or nil,
-      shared = tc and tc_shared(bn) or 0 }
+      shared = tc and tc_shared(bn) + (ws and 64 or 0) or 0 }
     -- the tile width the kernel is built for, which its grid must number (M.grid_of)
     kernels[key].tile_n = tc and bn or nil
   end
@@ -177,18 +179,33 @@ local KERNEL_NAME = { tensor_cores = "tocha_matmul_tc", f32_tiles = "tocha_matmu
 -- operands; false for the tiled kernel of any shape). how (optional): aligned = false when
 -- the operands are not 16-byte aligned (the tiled kernel then); sms, the device's
 -- multiprocessors, with which the tensor cores' tile width is chosen for m rows (M.tile_n);
--- for specs and benchmarks, tile_n (128 or 256) and mma_sync (the tensor cores' mma.sync main
--- loop even where wgmma is). Raises past the grid's limits.
+-- wgmma, true where the device has it (sm_90, sim): with B row-major the tensor cores' tiles
+-- then run on the warp-specialized loop (tocha_matmul_ws: measured 681 against 561 TFLOP/s at
+-- 8192^3 on the H200; with B column-major it loses, 320 against 353 at 8192 x 768 x 3072);
+-- for specs and benchmarks, tile_n (128 or 256), mma_sync (the tensor cores' mma.sync main
+-- loop even where wgmma is) and warp_specialized (true or false: that loop or not, where wgmma
+-- is). Raises past the grid's limits.
 function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, how)
   how = how or {}
-  if type(how) ~= "table" then raise("how: expected a table {aligned =, sms =, tile_n =, mma_sync =}, got " .. type(how)) end
+  if type(how) ~= "table" then
+    raise("how: expected a table {aligned =, sms =, wgmma =, tile_n =, mma_sync =, warp_specialized =}, got " .. type(how))
+  end
   if how.tile_n ~= nil and how.tile_n ~= 128 and how.tile_n ~= 256 then
     raise("how.tile_n: expected 128 or 256, got " .. errors.show(how.tile_n))
   end
   local kind = how.aligned ~= false and kind_of(dt, m, k, n, layout_a, layout_b)
   local bn = how.tile_n or M.tile_n(n, how.sms and m, how.sms, batch)
-  return kernel_of(kind and KERNEL_NAME[kind] or "tocha_matmul_simt", dt, layout_a, layout_b, bn,
-    kind == "tensor_cores" and how.mma_sync), M.grid_of(kind, m, n, batch, nil, bn), { 256, 1, 1 }, kind
+  local ws = how.warp_specialized
+  if ws == nil then ws = how.wgmma and layout_b == "row" end
+  ws = ws and kind == "tensor_cores" and not how.mma_sync
+  return kernel_of(ws and "tocha_matmul_ws" or kind and KERNEL_NAME[kind] or "tocha_matmul_simt", dt, layout_a, layout_b,
+    bn, kind == "tensor_cores" and how.mma_sync), M.grid_of(kind, m, n, batch, nil, bn), { ws and 384 or 256, 1, 1 }, kind
+end
+
+-- Whether dev runs wgmma (sim, or compute capability 9.0: the H100 and H200).
+local function has_wgmma(dev)
+  local cc = dev.compute_capability
+  return dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
 end
 
 -- a x b (+ opts.bias), a new tensor; names the operands a and b in errors.
@@ -263,7 +280,7 @@ function M.matmul(a, b, opts)
   end
   local aligned = tonumber(a.data) % 16 == 0 and tonumber(b.data) % 16 == 0
   local k_, grid, block = M.launch_of(dt, m, k, n, batch, layout_a, layout_b,
-    { aligned = aligned, sms = dev.multiprocessors })
+    { aligned = aligned, sms = dev.multiprocessors, wgmma = has_wgmma(dev) })
   op.launch_packed(k_, dev, grid, block, { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k,
     batch_a > 1 and m * k or 0, batch_b > 1 and k * n or 0, m * n, bias and 1 or 0 })
   return c
