@@ -1,17 +1,41 @@
-// conv2d.cu: 2-D convolution of NCHW x [n, c, h, w] by weight [co, c / G, KH, KW] (+ bias [co])
-// into y [n, co, oh, ow], PyTorch's: y[b, o, oy, ox] = bias[o] + the sum over the c / G input
+// conv2d.cu: 2-D convolution of x [n, c, h, w] by weight [co, c / G, KH, KW] (+ bias [co]) into
+// y [n, co, oh, ow], images stored NCHW or, with NHWC, channels innermost ([n, h, w, c], PyTorch's
+// channels_last); the weight keeps PyTorch's layout either way. PyTorch's: y[b, o, oy, ox] = bias[o] + the sum over the c / G input
 // channels of o's group and the window of x[b, i, oy SH - PH + ky DH, ox SW - PW + kx DW] w[o, i,
 // ky, kx] (zero outside x). The window (KH, KW), stride, padding, dilation and groups G are
 // compile-time constants; T's compute type accumulates (f32 for halves, f64 for f64), one fma a
 // term, in a fixed order (channel, then row, then column of the window), so that results are
-// the same on every device and grid. These are the direct kernels: one thread an output of y or
+// the same on every device, grid and layout. These are the direct kernels: one thread an output of y or
 // dx, one CTA a weight or a bias gradient (its threads' strided partials combined in warp order,
 // tocha::team_sum). A transposed convolution (ConvTranspose2d) runs the same kernels with the
 // roles swapped: its forward is a convolution's dx, its dx a convolution's forward, its weight
 // gradient the weight kernel with x and dy exchanged.
 
 #define CONV_TEMPLATE                                                                                   \
-    template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int G>
+    template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int G,      \
+              int NHWC>
+#define CONV_ARGS T, KH, KW, SH, SW, PH, PW, DH, DW, G, NHWC
+
+// The offset of element [b, ch, y, x] of a [*, c, h, w] image batch stored NCHW or, with NHWC,
+// [*, h, w, c] (channels innermost).
+template <int NHWC>
+__device__ __forceinline__ long long conv_at(long long b, long long ch, long long y, long long x,
+                                             long long c, long long h, long long w)
+{
+    return NHWC ? ((b * h + y) * w + x) * c + ch : ((b * c + ch) * h + y) * w + x;
+}
+
+// The flat index e of a [*, c, h, w] batch (in its stored order) as b, ch, y, x.
+template <int NHWC>
+__device__ __forceinline__ void conv_coords(long long e, long long c, long long h, long long w,
+                                            long long *b, long long *ch, long long *y, long long *x)
+{
+    if (NHWC) {
+        *ch = e % c, e /= c, *x = e % w, e /= w, *y = e % h, *b = e / h;
+    } else {
+        *x = e % w, e /= w, *y = e % h, e /= h, *ch = e % c, *b = e / c;
+    }
+}
 
 CONV_TEMPLATE
 __device__ void tocha_conv2d_forward(const T *x, const T *w, const T *bias, T *y, long long n,
@@ -22,11 +46,11 @@ __device__ void tocha_conv2d_forward(const T *x, const T *w, const T *bias, T *y
     const long long cg = c / G, cog = co / G, total = n * co * oh * ow;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
-        const long long ox = e % ow, t = e / ow, oy = t % oh, t2 = t / oh, o = t2 % co, b = t2 / co;
+        long long b, o, oy, ox;
+        conv_coords<NHWC>(e, co, oh, ow, &b, &o, &oy, &ox);
         const long long g = o / cog;
         A s = has_bias ? tocha::to_compute(bias[o]) : (A)0;
         for (long long i = 0; i < cg; ++i) {
-            const T *xp = x + ((b * c + g * cg + i) * h) * wd;
             const T *wp = w + (o * cg + i) * KH * KW;
 #pragma unroll
             for (int ky = 0; ky < KH; ++ky) {
@@ -36,7 +60,8 @@ __device__ void tocha_conv2d_forward(const T *x, const T *w, const T *bias, T *y
                 for (int kx = 0; kx < KW; ++kx) {
                     const long long ix = ox * SW - PW + kx * DW;
                     if (ix < 0 || ix >= wd) continue;
-                    s = fma(tocha::to_compute(xp[iy * wd + ix]), tocha::to_compute(wp[ky * KW + kx]), s);
+                    s = fma(tocha::to_compute(x[conv_at<NHWC>(b, g * cg + i, iy, ix, c, h, wd)]),
+                            tocha::to_compute(wp[ky * KW + kx]), s);
                 }
             }
         }
@@ -56,11 +81,11 @@ __device__ __forceinline__ void conv_gather(const T *dy, const T *w, const T *bi
     const long long cg = c / G, cog = co / G, total = n * c * h * wd;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
-        const long long ix = e % wd, t = e / wd, iy = t % h, t2 = t / h, ci = t2 % c, b = t2 / c;
+        long long b, ci, iy, ix;
+        conv_coords<NHWC>(e, c, h, wd, &b, &ci, &iy, &ix);
         const long long g = ci / cg, i = ci % cg;
         A s = has_bias ? tocha::to_compute(bias[ci]) : (A)0;
         for (long long o = g * cog; o < (g + 1) * cog; ++o) {
-            const T *dyp = dy + ((b * co + o) * oh) * ow;
             const T *wp = w + (o * cg + i) * KH * KW;
 #pragma unroll
             for (int ky = 0; ky < KH; ++ky) {
@@ -70,7 +95,7 @@ __device__ __forceinline__ void conv_gather(const T *dy, const T *w, const T *bi
                 for (int kx = 0; kx < KW; ++kx) {
                     const long long tx = ix + PW - kx * DW;
                     if (tx < 0 || tx % SW != 0 || tx / SW >= ow) continue;
-                    s = fma(tocha::to_compute(dyp[(ty / SH) * ow + tx / SW]),
+                    s = fma(tocha::to_compute(dy[conv_at<NHWC>(b, o, ty / SH, tx / SW, co, oh, ow)]),
                             tocha::to_compute(wp[ky * KW + kx]), s);
                 }
             }
@@ -84,7 +109,7 @@ __device__ void tocha_conv2d_backward_data(const T *dy, const T *w, T *dx, long 
                                            long long h, long long wd, long long co, long long oh,
                                            long long ow)
 {
-    conv_gather<T, KH, KW, SH, SW, PH, PW, DH, DW, G>(dy, w, dx, dx, n, c, h, wd, co, oh, ow, 0);
+    conv_gather<CONV_ARGS>(dy, w, dx, dx, n, c, h, wd, co, oh, ow, 0);
 }
 
 // A transposed convolution's forward: y [n, c, h, w] (c its out_channels) from x [n, co, oh,
@@ -94,7 +119,7 @@ __device__ void tocha_conv_transpose2d_forward(const T *x, const T *w, const T *
                                                long long c, long long h, long long wd, long long co,
                                                long long oh, long long ow, int has_bias)
 {
-    conv_gather<T, KH, KW, SH, SW, PH, PW, DH, DW, G>(x, w, bias, y, n, c, h, wd, co, oh, ow, has_bias);
+    conv_gather<CONV_ARGS>(x, w, bias, y, n, c, h, wd, co, oh, ow, has_bias);
 }
 
 // dw [co, c / G, KH, KW]: CTAs stride over the weight's elements, each one's threads over the
@@ -117,14 +142,14 @@ __device__ void tocha_conv2d_backward_weight(const T *x, const T *dy, T *dw, T *
                 const long long ox = e % ow, t = e / ow, oy = t % oh, b = t / oh;
                 const long long iy = oy * SH - PH + ky * DH, ix = ox * SW - PW + kx * DW;
                 if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
-                s = fma(tocha::to_compute(dy[((b * co + o) * oh + oy) * ow + ox]),
-                        tocha::to_compute(x[((b * c + g * cg + i) * h + iy) * wd + ix]), s);
+                s = fma(tocha::to_compute(dy[conv_at<NHWC>(b, o, oy, ox, co, oh, ow)]),
+                        tocha::to_compute(x[conv_at<NHWC>(b, g * cg + i, iy, ix, c, h, wd)]), s);
             }
         } else {
             const long long o = q - weights;
             for (long long e = threadIdx.x; e < terms; e += blockDim.x) {
                 const long long ox = e % ow, t = e / ow, oy = t % oh, b = t / oh;
-                s += tocha::to_compute(dy[((b * co + o) * oh + oy) * ow + ox]);
+                s += tocha::to_compute(dy[conv_at<NHWC>(b, o, oy, ox, co, oh, ow)]);
             }
         }
         s = tocha::team_sum(s, blockDim.x, true);
@@ -137,9 +162,10 @@ __device__ void tocha_conv2d_backward_weight(const T *x, const T *dy, T *dw, T *
     }
 }
 
-// dbias [co]: one CTA an output channel, the sum of dy [n, co, plane] over its samples and plane
-// (a transposed convolution's bias gradient, whose dy is not the weight kernel's).
-template <typename T>
+// dbias [co]: one CTA an output channel, the sum of dy [n, co, plane] (NHWC: [n, plane, co]) over
+// its samples and plane (a transposed convolution's bias gradient, whose dy is not the weight
+// kernel's).
+template <typename T, int NHWC>
 __device__ void tocha_conv2d_backward_bias(const T *dy, T *dbias, long long n, long long co,
                                            long long plane)
 {
@@ -149,7 +175,7 @@ __device__ void tocha_conv2d_backward_bias(const T *dy, T *dbias, long long n, l
         A s = (A)0;
         for (long long e = threadIdx.x; e < terms; e += blockDim.x) {
             const long long b = e / plane, p = e % plane;
-            s += tocha::to_compute(dy[(b * co + o) * plane + p]);
+            s += tocha::to_compute(dy[NHWC ? (b * plane + p) * co + o : (b * co + o) * plane + p]);
         }
         s = tocha::team_sum(s, blockDim.x, true);
         if (threadIdx.x == 0) dbias[o] = tocha::from_compute<T>(s);

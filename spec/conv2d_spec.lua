@@ -66,9 +66,13 @@ local CASES = {
   { { 2, 2, 11, 9 }, 3, { k = { 5, 5 }, s = { 3, 2 }, p = { 2, 1 }, d = { 1, 1 }, g = 1 } },
 }
 
-local function opts_of(o, dt, bias)
-  return { stride = o.s, padding = o.p, dilation = o.d, groups = o.g, dtype = dt, bias = bias }
+local function opts_of(o, dt, bias, layout)
+  return { stride = o.s, padding = o.p, dilation = o.d, groups = o.g, dtype = dt, bias = bias, layout = layout }
 end
+
+-- NCHW <-> NHWC, dense
+local function to_nhwc(t) return t:permute(1, 3, 4, 2):contiguous() end
+local function to_nchw(t) return t:permute(1, 4, 2, 3):contiguous() end
 
 describe("tocha.Conv2d", function()
   -- Without a GPU, NVRTC and ptxas still build the kernels for the H200.
@@ -86,21 +90,28 @@ describe("tocha.Conv2d", function()
     describe("on " .. dev.name .. dev.tag, function()
       local device = dev.name
 
-      local function run(dt, case, bias, ints, seed)
+      -- layout nhwc: the op runs on x and dy permuted to [N, H, W, C], its y and dx are
+      -- permuted back for the reference
+      local function run(dt, case, bias, ints, seed, layout)
         local s, co, o = case[1], case[2], case[3]
-        local conv = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, dt, bias))
+        local conv = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, dt, bias, layout))
+        local nhwc = layout == "nhwc"
         local make = ints and small_ints or function(sh, d, dv, sd) return tocha.randn(sh, { dtype = d, device = dv, seed = sd }) end
         local x = make(s, dt, device, seed)
         local w = make({ co, s[2] / o.g, o.k[1], o.k[2] }, dt, device, seed + 1)
         local b = bias and make({ co }, dt, device, seed + 2) or nil
-        local y = b and conv:forward(x, w, b) or conv:forward(x, w)
+        local xl = nhwc and to_nhwc(x) or x
+        local y = b and conv:forward(xl, w, b) or conv:forward(xl, w)
+        if nhwc then y = to_nchw(y) end
         local dy = make(y:shape(), dt, device, seed + 3)
         local want, out_shape = reference(values(x), values(w), b and values(b), values(dy), s[1], s[2], s[3], s[4], co, o)
         assert.are.same(out_shape, y:shape())
+        local dyl = nhwc and to_nhwc(dy) or dy
         local dx, dw, db
-        if b then dx, dw, db = conv:backward(x, w, b, dy) else dx, dw = conv:backward(x, w, dy) end
+        if b then dx, dw, db = conv:backward(xl, w, b, dyl) else dx, dw = conv:backward(xl, w, dyl) end
+        if nhwc then dx = to_nchw(dx) end
         local tol = ints and 0 or TOL[dt]
-        local label = ("%s %s k %dx%d s %d,%d p %d,%d d %d,%d g %d"):format(dt, table.concat(s, "x"), o.k[1], o.k[2], o.s[1],
+        local label = ("%s%s %s k %dx%d s %d,%d p %d,%d d %d,%d g %d"):format(dt, nhwc and " nhwc" or "", table.concat(s, "x"), o.k[1], o.k[2], o.s[1],
           o.s[2], o.p[1], o.p[2], o.d[1], o.d[2], o.g)
         compare(y, want.y, tol, label .. " y")
         compare(dx, want.dx, tol, label .. " dx")
@@ -125,6 +136,20 @@ describe("tocha.Conv2d", function()
             seed = seed + 10
             run(dt, CASES[i], true, false, seed)
           end
+        end
+      end)
+
+      it("gives the same in layout nhwc, every option, exactly on small integers and within rounding", function()
+        local seed = 900
+        for _, dt in ipairs({ "f32", "bf16" }) do
+          for _, case in ipairs(CASES) do
+            seed = seed + 10
+            run(dt, case, seed % 20 == 0, true, seed, "nhwc")
+          end
+        end
+        for i = 2, #CASES, 2 do
+          seed = seed + 10
+          run("f16", CASES[i], true, false, seed, "nhwc")
         end
       end)
 
@@ -182,6 +207,13 @@ describe("tocha.Conv2d", function()
         fails("x: height 2 with padding 0 is smaller than the dilated kernel (3)", conv.forward, conv,
           tocha.zeros({ 1, 3, 2, 5 }, { device = device }), w, b)
         fails("x: expected [N, C, H, W], got 3 dimensions", conv.forward, conv, tocha.zeros({ 3, 5, 5 }, { device = device }), w, b)
+        fails('layout: expected "nchw" or "nhwc", got "nhcw"', tocha.Conv2d.new, 3, 4, 3, { layout = "nhcw" })
+        local nhwc = tocha.Conv2d.new(3, 4, 3, { layout = "nhwc" })
+        fails("x: expected 3 channels (in_channels), got 5", nhwc.forward, nhwc, tocha.zeros({ 1, 3, 5, 5 }, { device = device }),
+          w, b)
+        fails("x: expected [N, H, W, C], got 3 dimensions", nhwc.forward, nhwc, tocha.zeros({ 5, 5, 3 }, { device = device }), w,
+          b)
+        assert.are.same({ 1, 3, 3, 4 }, nhwc:forward(tocha.zeros({ 1, 5, 5, 3 }, { device = device }), w, b):shape())
         assert.are.same({ 1, 4, 3, 3 }, conv:forward(tocha.zeros({ 1, 3, 5, 5 }, { device = device }), w, b):shape())
       end)
     end)

@@ -73,31 +73,43 @@ local CASES = {
   { { 1, 3, 5, 4 }, 2, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, op = { 0, 0 }, d = { 1, 1 }, g = 1 } },
 }
 
-local function opts_of(o, dt, bias)
-  return { stride = o.s, padding = o.p, output_padding = o.op, dilation = o.d, groups = o.g, dtype = dt, bias = bias }
+local function opts_of(o, dt, bias, layout)
+  return { stride = o.s, padding = o.p, output_padding = o.op, dilation = o.d, groups = o.g, dtype = dt, bias = bias,
+    layout = layout }
 end
+
+-- NCHW <-> NHWC, dense
+local function to_nhwc(t) return t:permute(1, 3, 4, 2):contiguous() end
+local function to_nchw(t) return t:permute(1, 4, 2, 3):contiguous() end
 
 describe("tocha.ConvTranspose2d", function()
   for _, dev in ipairs(ref.devices()) do
     describe("on " .. dev.name .. dev.tag, function()
       local device = dev.name
 
-      local function run(dt, case, bias, ints, seed)
+      -- layout nhwc: the op runs on x and dy permuted to [N, H, W, C], its y and dx are
+      -- permuted back for the reference
+      local function run(dt, case, bias, ints, seed, layout)
         local s, co, o = case[1], case[2], case[3]
-        local up = tocha.ConvTranspose2d.new(s[2], co, o.k, opts_of(o, dt, bias))
+        local up = tocha.ConvTranspose2d.new(s[2], co, o.k, opts_of(o, dt, bias, layout))
+        local nhwc = layout == "nhwc"
         local make = ints and small_ints or function(sh, d, dv, sd) return tocha.randn(sh, { dtype = d, device = dv, seed = sd }) end
         local x = make(s, dt, device, seed)
         local w = make({ s[2], co / o.g, o.k[1], o.k[2] }, dt, device, seed + 1)
         local b = bias and make({ co }, dt, device, seed + 2) or nil
-        local y = b and up:forward(x, w, b) or up:forward(x, w)
+        local xl = nhwc and to_nhwc(x) or x
+        local y = b and up:forward(xl, w, b) or up:forward(xl, w)
+        if nhwc then y = to_nchw(y) end
         local dy = make(y:shape(), dt, device, seed + 3)
         local want, out_shape = reference(values(x), values(w), b and values(b), values(dy), s[1], s[2], s[3], s[4], co, o)
         assert.are.same(out_shape, y:shape())
+        local dyl = nhwc and to_nhwc(dy) or dy
         local dx, dw, db
-        if b then dx, dw, db = up:backward(x, w, b, dy) else dx, dw = up:backward(x, w, dy) end
+        if b then dx, dw, db = up:backward(xl, w, b, dyl) else dx, dw = up:backward(xl, w, dyl) end
+        if nhwc then dx = to_nchw(dx) end
         local tol = ints and 0 or TOL[dt]
-        local label = ("%s %s k %dx%d s %d,%d p %d,%d op %d,%d d %d,%d g %d"):format(dt, table.concat(s, "x"), o.k[1], o.k[2],
-          o.s[1], o.s[2], o.p[1], o.p[2], o.op[1], o.op[2], o.d[1], o.d[2], o.g)
+        local label = ("%s%s %s k %dx%d s %d,%d p %d,%d op %d,%d d %d,%d g %d"):format(dt, nhwc and " nhwc" or "",
+          table.concat(s, "x"), o.k[1], o.k[2], o.s[1], o.s[2], o.p[1], o.p[2], o.op[1], o.op[2], o.d[1], o.d[2], o.g)
         compare(y, want.y, tol, label .. " y")
         compare(dx, want.dx, tol, label .. " dx")
         compare(dw, want.dw, tol, label .. " dweight")
@@ -121,6 +133,18 @@ describe("tocha.ConvTranspose2d", function()
             seed = seed + 10
             run(dt, CASES[i], true, false, seed)
           end
+        end
+      end)
+
+      it("gives the same in layout nhwc, every option, exactly on small integers and within rounding", function()
+        local seed = 900
+        for _, case in ipairs(CASES) do
+          seed = seed + 10
+          run("f32", case, seed % 20 == 0, true, seed, "nhwc")
+        end
+        for i = 1, #CASES, 2 do
+          seed = seed + 10
+          run("bf16", CASES[i], true, false, seed, "nhwc")
         end
       end)
 

@@ -1,4 +1,4 @@
--- tocha.Conv2d: PyTorch's nn.Conv2d on NCHW tensors, with its parameters "weight" [out, in /
+-- tocha.Conv2d: PyTorch's nn.Conv2d on NCHW or NHWC tensors, with its parameters "weight" [out, in /
 -- groups, kh, kw] and "bias" [out], forward and backward, every float dtype, through
 -- kernels/conv2d.cu with the window, stride, padding, dilation and groups baked into the
 -- kernels. A RuntimeOp written here, so that it joins a tocha.Model as a layer.
@@ -9,7 +9,9 @@
 --   local dw_conv = tocha.Conv2d.new(32, 32, 3, { padding = 1, groups = 32, bias = false })
 --
 -- Options as PyTorch's: stride (1), padding (0), dilation (1), each a number or {h, w}; groups
--- (1; in and out channels multiples of it); bias (true); dtype (f32). Halves accumulate in f32.
+-- (1; in and out channels multiples of it); bias (true); dtype (f32); layout ("nchw", or "nhwc":
+-- x [N, H, W, C] and y [N, OH, OW, CO], PyTorch's channels_last; the weight keeps PyTorch's
+-- [out, in / groups, kh, kw] either way). Halves accumulate in f32.
 -- These are the direct kernels (one thread an output element forward and for dx, one CTA a
 -- weight element for dw and one an output channel for the bias): correct for every option,
 -- not yet the tensor cores' speed. One launch forward, two backward (dx; dw with db).
@@ -61,13 +63,31 @@ function M.groups(v, in_channels, out_channels)
   return groups
 end
 
--- Raises unless shape is [N, in_channels, H, W].
-function M.check_nchw(shape, what, in_channels)
+-- The layout option (default "nchw"): "nchw", or "nhwc" for images stored channels innermost
+-- ([N, H, W, C] tensors, PyTorch's channels_last memory as its own shape).
+function M.layout(v)
+  if v == nil then return "nchw" end
+  if v ~= "nchw" and v ~= "nhwc" then raise(("layout: expected \"nchw\" or \"nhwc\", got %s"):format(errors.show(v))) end
+  return v
+end
+
+-- An image batch's shape checked against in_channels and the layout: its n, c, h, w.
+function M.image_sizes(shape, what, in_channels, layout)
   op.check_shape(shape, what)
-  if #shape ~= 4 then raise(("%s: expected [N, C, H, W], got %d dimensions"):format(what, #shape)) end
-  if shape[2] ~= in_channels then
-    raise(("%s: expected %d channels (in_channels), got %d"):format(what, in_channels, shape[2]))
+  local nhwc = layout == "nhwc"
+  if #shape ~= 4 then
+    raise(("%s: expected [N, %s], got %d dimensions"):format(what, nhwc and "H, W, C" or "C, H, W", #shape))
   end
+  local n, c, h, w = shape[1], shape[2], shape[3], shape[4]
+  if nhwc then c, h, w = shape[4], shape[2], shape[3] end
+  if c ~= in_channels then raise(("%s: expected %d channels (in_channels), got %d"):format(what, in_channels, c)) end
+  return n, c, h, w
+end
+
+-- The shape of an image batch of n x c x h x w in the layout.
+function M.image_shape(n, c, h, w, layout)
+  if layout == "nhwc" then return { n, h, w, c } end
+  return { n, c, h, w }
 end
 
 -- A grid of CTAs of `block` threads, one a thread for `count` items (at least one CTA).
@@ -76,27 +96,27 @@ function M.flat_grid(count, block)
 end
 
 -- The template arguments of conv2d.cu's kernels (the dtype, then window, stride, padding,
--- dilation and groups baked in), the text of its constants and its size parameters.
-function M.kernel_args(dt, k, stride, padding, dilation, groups)
-  local consts = ("%d, %d, %d, %d, %d, %d, %d, %d, %d"):format(k[1], k[2], stride[1], stride[2], padding[1], padding[2],
-    dilation[1], dilation[2], groups)
+-- dilation, groups and layout baked in), the text of its constants and its size parameters.
+function M.kernel_args(dt, k, stride, padding, dilation, groups, layout)
+  local consts = ("%d, %d, %d, %d, %d, %d, %d, %d, %d, %d"):format(k[1], k[2], stride[1], stride[2], padding[1],
+    padding[2], dilation[1], dilation[2], groups, layout == "nhwc" and 1 or 0)
   return dtype.ctype(dt) .. ", " .. consts, consts, "i64 n, i64 c, i64 h, i64 w, i64 co, i64 oh, i64 ow"
 end
 
--- Conv2d.new(in_channels, out_channels, kernel_size [, {stride, padding, dilation, groups, bias, dtype}])
+-- Conv2d.new(in_channels, out_channels, kernel_size [, {stride, padding, dilation, groups, bias, dtype, layout}])
 function Conv2d.new(in_channels, out_channels, kernel_size, opts)
   in_channels, out_channels = M.channels(in_channels, out_channels)
   local k = pair(kernel_size, "kernel_size", 1)
-  opts = op.options(opts, { stride = true, padding = true, dilation = true, groups = true, bias = "boolean", dtype = true },
-    "Conv2d")
+  opts = op.options(opts, { stride = true, padding = true, dilation = true, groups = true, bias = "boolean", dtype = true,
+    layout = true }, "Conv2d")
   local stride, padding, dilation = pair(opts.stride or 1, "stride", 1), pair(opts.padding or 0, "padding", 0),
     pair(opts.dilation or 1, "dilation", 1)
   local groups = M.groups(opts.groups, in_channels, out_channels)
   local dt = op.float_dtype(opts.dtype, "dtype")
   local self = setmetatable({ kind = "conv2d", in_channels = in_channels, out_channels = out_channels, kernel_size = k,
     stride = stride, padding = padding, dilation = dilation, groups = groups, has_bias = opts.bias ~= false, dtype = dt,
-    block_size = 256 }, Conv2d)
-  local targs, consts, sizes = M.kernel_args(dt, k, stride, padding, dilation, groups)
+    layout = M.layout(opts.layout), block_size = 256 }, Conv2d)
+  local targs, consts, sizes = M.kernel_args(dt, k, stride, padding, dilation, groups, self.layout)
   self.id = ("conv2d__%d__%d__%s__%s__%s"):format(in_channels, out_channels, consts:gsub(", ", "_"),
     self.has_bias and "bias" or "nobias", dt)
   local source = op.source("conv2d.cu")
@@ -109,19 +129,20 @@ function Conv2d.new(in_channels, out_channels, kernel_size, opts)
   return self
 end
 
--- x's shape [n, c, h, w] checked, and the output's height and width.
+-- x's shape ([n, c, h, w], or [n, h, w, c] in layout nhwc) checked: n, c, h, w and the output's
+-- height and width.
 function Conv2d:sizes_of(shape, what)
-  M.check_nchw(shape, what, self.in_channels)
-  local out = {}
+  local n, c, h, w = M.image_sizes(shape, what, self.in_channels, self.layout)
+  local size, out = { h, w }, {}
   for i = 1, 2 do
     local span = self.dilation[i] * (self.kernel_size[i] - 1) + 1
-    out[i] = math.floor((shape[i + 2] + 2 * self.padding[i] - span) / self.stride[i]) + 1
+    out[i] = math.floor((size[i] + 2 * self.padding[i] - span) / self.stride[i]) + 1
     if out[i] < 1 then
       raise(("%s: %s %d with padding %d is smaller than the dilated kernel (%d)"):format(what, i == 1 and "height" or "width",
-        shape[i + 2], self.padding[i], span))
+        size[i], self.padding[i], span))
     end
   end
-  return shape[1], shape[2], shape[3], shape[4], out[1], out[2]
+  return n, c, h, w, out[1], out[2]
 end
 
 -- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
@@ -140,7 +161,7 @@ end
 
 function Conv2d:compute_concrete_output_shape(input_shapes)
   local n, _, _, _, oh, ow = self:sizes_of(one_input(input_shapes), "inputs[1]")
-  return { n, self.out_channels, oh, ow }
+  return M.image_shape(n, self.out_channels, oh, ow, self.layout)
 end
 
 local flat_grid = M.flat_grid

@@ -1,4 +1,4 @@
--- tocha.ConvTranspose2d: PyTorch's nn.ConvTranspose2d on NCHW tensors (a decoder's learned
+-- tocha.ConvTranspose2d: PyTorch's nn.ConvTranspose2d on NCHW or NHWC tensors (a decoder's learned
 -- upsampling), with its parameters "weight" [in, out / groups, kh, kw] and "bias" [out], forward
 -- and backward, every float dtype. It is the gradient of a convolution: kernels/conv2d.cu's
 -- direct kernels run with the roles swapped (the forward is a convolution's dx, dx a
@@ -10,7 +10,8 @@
 --   local dx, dw, db = up:backward(x, w, b, dy)
 --
 -- Options as PyTorch's: stride (1), padding (0), output_padding (0, less than the stride or the
--- dilation), dilation (1), each a number or {h, w}; groups (1); bias (true); dtype (f32).
+-- dilation), dilation (1), each a number or {h, w}; groups (1); bias (true); dtype (f32); layout
+-- ("nchw", or "nhwc": x [N, H, W, C] and y [N, OH, OW, C], the weight in PyTorch's layout).
 -- Output size: (H - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1.
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
@@ -35,7 +36,7 @@ function ConvTranspose2d.new(in_channels, out_channels, kernel_size, opts)
   in_channels, out_channels = conv2d.channels(in_channels, out_channels)
   local k = pair(kernel_size, "kernel_size", 1)
   opts = op.options(opts, { stride = true, padding = true, output_padding = true, dilation = true, groups = true,
-    bias = "boolean", dtype = true }, "ConvTranspose2d")
+    bias = "boolean", dtype = true, layout = true }, "ConvTranspose2d")
   local stride, padding = pair(opts.stride or 1, "stride", 1), pair(opts.padding or 0, "padding", 0)
   local output_padding, dilation = pair(opts.output_padding or 0, "output_padding", 0), pair(opts.dilation or 1, "dilation", 1)
   for i = 1, 2 do
@@ -47,8 +48,9 @@ function ConvTranspose2d.new(in_channels, out_channels, kernel_size, opts)
   local dt = op.float_dtype(opts.dtype, "dtype")
   local self = setmetatable({ kind = "conv_transpose2d", in_channels = in_channels, out_channels = out_channels,
     kernel_size = k, stride = stride, padding = padding, output_padding = output_padding, dilation = dilation,
-    groups = groups, has_bias = opts.bias ~= false, dtype = dt, block_size = 256 }, ConvTranspose2d)
-  local targs, consts, sizes = conv2d.kernel_args(dt, k, stride, padding, dilation, groups)
+    groups = groups, has_bias = opts.bias ~= false, dtype = dt, layout = conv2d.layout(opts.layout), block_size = 256 },
+    ConvTranspose2d)
+  local targs, consts, sizes = conv2d.kernel_args(dt, k, stride, padding, dilation, groups, self.layout)
   self.id = ("conv_transpose2d__%d__%d__%s__%d_%d__%s__%s"):format(in_channels, out_channels, consts:gsub(", ", "_"),
     output_padding[1], output_padding[2], self.has_bias and "bias" or "nobias", dt)
   local source = op.source("conv2d.cu")
@@ -59,24 +61,26 @@ function ConvTranspose2d.new(in_channels, out_channels, kernel_size, opts)
     params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
   self.weight_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_weight", template_args = targs,
     params = ("%s* x, %s* dy, %s* dweight, %s* dbias, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
-  self.bias_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_bias", template_args = dtype.ctype(dt),
+  self.bias_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_bias",
+    template_args = dtype.ctype(dt) .. (self.layout == "nhwc" and ", 1" or ", 0"),
     params = ("%s* dy, %s* dbias, i64 n, i64 co, i64 plane"):format(dt, dt) }
   return self
 end
 
--- x's shape [n, c, h, w] checked, and the output's height and width.
+-- x's shape ([n, c, h, w], or [n, h, w, c] in layout nhwc) checked: n, c, h, w and the output's
+-- height and width.
 function ConvTranspose2d:sizes_of(shape, what)
-  conv2d.check_nchw(shape, what, self.in_channels)
-  local out = {}
+  local n, c, h, w = conv2d.image_sizes(shape, what, self.in_channels, self.layout)
+  local size, out = { h, w }, {}
   for i = 1, 2 do
-    out[i] = (shape[i + 2] - 1) * self.stride[i] - 2 * self.padding[i] + self.dilation[i] * (self.kernel_size[i] - 1) +
+    out[i] = (size[i] - 1) * self.stride[i] - 2 * self.padding[i] + self.dilation[i] * (self.kernel_size[i] - 1) +
       self.output_padding[i] + 1
     if out[i] < 1 then
-      raise(("%s: %s %d gives an empty output with padding %d"):format(what, i == 1 and "height" or "width", shape[i + 2],
+      raise(("%s: %s %d gives an empty output with padding %d"):format(what, i == 1 and "height" or "width", size[i],
         self.padding[i]))
     end
   end
-  return shape[1], shape[2], shape[3], shape[4], out[1], out[2]
+  return n, c, h, w, out[1], out[2]
 end
 
 -- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
@@ -95,7 +99,7 @@ end
 
 function ConvTranspose2d:compute_concrete_output_shape(input_shapes)
   local n, _, _, _, oh, ow = self:sizes_of(one_input(input_shapes), "inputs[1]")
-  return { n, self.out_channels, oh, ow }
+  return conv2d.image_shape(n, self.out_channels, oh, ow, self.layout)
 end
 
 function ConvTranspose2d:grid(output_shape)
