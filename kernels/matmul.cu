@@ -141,10 +141,13 @@ template <typename T, bool K_MAJOR, int EXTENT, int THREADS = 256> struct mm_ope
     }
 };
 
-template <typename T, int TA, int TB, int BN>
-__device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias, T *c, long long m,
-                                           long long n, long long k, int has_bias, long long row0,
-                                           long long col0)
+// The wgmma main loop and epilogue of a 128 x BN tile of C at (row0, col0), the operands' slices
+// copied by copy_a and copy_b (mm_operand_copy, or any type with its start(): an implicit GEMM's
+// gather); a and b are what their chunks outside the operands name as source (not read).
+template <typename T, int TA, int TB, int BN, typename CopyA, typename CopyB>
+__device__ __forceinline__ void mm_wg_run(const CopyA &copy_a, const CopyB &copy_b, const T *a,
+                                          const T *b, const T *bias, T *c, long long m, long long n,
+                                          long long k, int has_bias, long long row0, long long col0)
 {
     extern __shared__ __align__(1024) unsigned char mm_shared[];
     // wgmma's swizzle follows shared-memory address bits: the stages start on a 1 KiB boundary
@@ -160,9 +163,6 @@ __device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
     const int ahead = MM_STAGES - 2; // a stage is refilled once the multiplies two slices back are done
     const long long slices = (k + 63) / 64;
-    // A's 128 rows (16 KiB of a stage), then B's BN columns
-    const mm_operand_copy<T, !TA, 128> copy_a(a, TA ? m : k, m, row0);
-    const mm_operand_copy<T, TB != 0, BN> copy_b(b, TB ? k : n, n, col0);
     for (int s = 0; s < ahead; ++s) {
         if (s < slices) {
             copy_a.start(stages + s * MM_STAGE_BYTES(BN), s, k, a);
@@ -201,6 +201,17 @@ __device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias
         for (int h = 0; h < 2; ++h)
             mm_store_pair(c, bias, has_bias, m, n, row0 + wg * 64 + 16 * w + g + 8 * h,
                           col0 + 8 * j + 2 * q, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+}
+
+template <typename T, int TA, int TB, int BN>
+__device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias, T *c, long long m,
+                                           long long n, long long k, int has_bias, long long row0,
+                                           long long col0)
+{
+    // A's 128 rows (16 KiB of a stage), then B's BN columns
+    const mm_operand_copy<T, !TA, 128> copy_a(a, TA ? m : k, m, row0);
+    const mm_operand_copy<T, TB != 0, BN> copy_b(b, TB ? k : n, n, col0);
+    mm_wg_run<T, TA, TB, BN>(copy_a, copy_b, a, b, bias, c, m, n, k, has_bias, row0, col0);
 }
 
 // The warp-specialized main loop: 384 threads, warpgroup 0 copies (cp.async, each stage's

@@ -70,6 +70,17 @@ local function opts_of(o, dt, bias, layout)
   return { stride = o.s, padding = o.p, dilation = o.d, groups = o.g, dtype = dt, bias = bias, layout = layout }
 end
 
+-- Convolutions the tensor cores take in layout nhwc (halves, groups 1, channels multiples of
+-- 8): several tiles of rows, tile widths 64, 128 and 256 with columns past the edge, k from one
+-- slice of 64 to 19, windows whose slices cross window positions, stride, padding, dilation.
+local TC_CASES = {
+  { { 2, 16, 12, 12 }, 64, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 32, 9, 11 }, 136, { k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
+  { { 2, 64, 7, 6 }, 120, { k = { 1, 1 }, s = { 1, 1 }, p = { 0, 0 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 8, 13, 10 }, 24, { k = { 5, 3 }, s = { 2, 1 }, p = { 2, 1 }, d = { 1, 2 }, g = 1 } },
+  { { 1, 24, 8, 8 }, 272, { k = { 7, 7 }, s = { 2, 2 }, p = { 3, 3 }, d = { 1, 1 }, g = 1 } },
+}
+
 -- NCHW <-> NHWC, dense
 local function to_nhwc(t) return t:permute(1, 3, 4, 2):contiguous() end
 local function to_nchw(t) return t:permute(1, 4, 2, 3):contiguous() end
@@ -83,6 +94,19 @@ describe("tocha.Conv2d", function()
         local info = k:info("sm_90")
         assert.are.equal(0, info["local"], dt)
       end
+    end
+    -- the tensor cores' forward, at each tile width: wgmma from NHWC halves
+    for _, o in ipairs({ 64, 128, 256 }) do
+      local conv = tocha.Conv2d.new(64, o, 3, { padding = 1, dtype = "bf16", layout = "nhwc" })
+      assert.are.equal(o, conv.igemm.tile_n)
+      local info = conv.igemm.kernel:info("sm_90")
+      assert.are.equal(0, info["local"], o)
+      assert.is_truthy(conv.igemm.kernel:ptx("sm_90"):find("wgmma.mma_async", 1, true), o)
+    end
+    -- what the direct kernels keep: f32, groups, channels not in 8s, NCHW
+    for _, c in ipairs({ { 16, 16, { dtype = "f32", layout = "nhwc" } }, { 16, 16, { dtype = "f16", layout = "nhwc", groups = 2 } },
+      { 12, 16, { dtype = "f16", layout = "nhwc" } }, { 16, 16, { dtype = "f16" } } }) do
+      assert.is_nil(tocha.Conv2d.new(c[1], c[2], 3, c[3]).igemm)
     end
   end)
 
@@ -111,12 +135,18 @@ describe("tocha.Conv2d", function()
         if b then dx, dw, db = conv:backward(xl, w, b, dyl) else dx, dw = conv:backward(xl, w, dyl) end
         if nhwc then dx = to_nchw(dx) end
         local tol = ints and 0 or TOL[dt]
+        if ints then -- sums of small integers are exact in the accumulators: one rounding to dt
+          for _, r in pairs(want) do
+            for e = 1, #r[1] do r[1][e] = ref.convert(r[1][e], dt) end
+          end
+        end
         local label = ("%s%s %s k %dx%d s %d,%d p %d,%d d %d,%d g %d"):format(dt, nhwc and " nhwc" or "", table.concat(s, "x"), o.k[1], o.k[2], o.s[1],
           o.s[2], o.p[1], o.p[2], o.d[1], o.d[2], o.g)
         compare(y, want.y, tol, label .. " y")
         compare(dx, want.dx, tol, label .. " dx")
         compare(dw, want.dw, tol, label .. " dweight")
         if b then compare(db, want.db, tol, label .. " dbias") else assert.is_nil(db) end
+        return conv
       end
 
       it("gives y, dx, dweight and dbias exactly on small integers, every option and float dtype", function()
@@ -150,6 +180,23 @@ describe("tocha.Conv2d", function()
         for i = 2, #CASES, 2 do
           seed = seed + 10
           run("f16", CASES[i], true, false, seed, "nhwc")
+        end
+      end)
+
+      it("runs NHWC halves on the tensor cores (implicit GEMM): exact on small integers, every window option", function()
+        local seed = 1300
+        for i, case in ipairs(TC_CASES) do
+          seed = seed + 10
+          local conv = run(i % 2 == 0 and "f16" or "bf16", case, i ~= 3, true, seed, "nhwc")
+          assert.is_truthy(conv.igemm, "the tensor cores' forward")
+        end
+      end)
+
+      it("runs NHWC halves on the tensor cores within the dtype's rounding on normal inputs", function()
+        local seed = 1400
+        for i = 1, #TC_CASES, 2 do
+          seed = seed + 10
+          run(i % 4 == 1 and "bf16" or "f16", TC_CASES[i], true, false, seed, "nhwc")
         end
       end)
 
@@ -192,6 +239,21 @@ describe("tocha.Conv2d", function()
         assert.tensor.equal(dw1, param_grads["c1.weight"])
         assert.tensor.equal(db1, param_grads["c1.bias"])
         assert.tensor.equal(dw2, param_grads["c2.weight"])
+      end)
+
+      it("runs its tensor cores' forward in a model, the relaid weight in the model's workspace", function()
+        local x = tocha.Model.input({ -1, 6, 6, 16 }, { name = "x", dtype = "bf16" })
+        local c1 = tocha.Conv2d.new(16, 32, 3, { padding = 1, dtype = "bf16", layout = "nhwc" })
+        local c2 = tocha.Conv2d.new(32, 8, 1, { bias = false, dtype = "bf16", layout = "nhwc" })
+        assert.is_truthy(c1.igemm and c2.igemm)
+        local m = tocha.Model({ x }, { c2(c1(x):named("c1")):named("c2") }):load(2, device)
+        local p = m:parameters()
+        p["c1.weight"]:copy(small_ints({ 32, 16, 3, 3 }, "bf16", device, 40))
+        p["c1.bias"]:copy(small_ints({ 32 }, "bf16", device, 41))
+        p["c2.weight"]:copy(small_ints({ 8, 32, 1, 1 }, "bf16", device, 42))
+        local xt = small_ints({ 2, 6, 6, 16 }, "bf16", device, 43)
+        local y = c2:forward(c1:forward(xt, p["c1.weight"], p["c1.bias"]), p["c2.weight"])
+        assert.tensor.equal(y, m:forward({ xt })[1])
       end)
 
       it("refuses bad arguments, naming them, and goes on", function()

@@ -43,6 +43,8 @@ local PARAMS = "%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a
 -- sm_86, sm_89 and sm_120; 163 KiB on sm_80, below 256-wide tiles' 193 KiB) refuses the launch
 -- with the sizes: the tensor-core products are built for the H200's 227 KiB.
 local function tc_shared(bn) return 4 * (16384 + bn * 128) + 1024 end
+-- (for the kernels that run matmul.cu's main loop: the implicit-GEMM convolution's)
+M.tensor_core_shared = tc_shared
 
 -- The tensor-core kernel's tile width for an m x n result: 256 (the operands read from L2 a
 -- quarter less a product: measured 557 against 469 TFLOP/s at 8192^3 on the H200) unless the

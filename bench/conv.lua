@@ -1,0 +1,85 @@
+-- bench/conv.lua: Conv2d forward on the convolutions of real networks (ResNet-50 at 224 x 224,
+-- YOLOv8n at 640 x 640), NHWC halves (the tensor cores' implicit GEMM), batch 16 and 64: median
+-- device time over N calls (each call relays the weight out and allocates y, as a direct call
+-- does) and TFLOP/s (2 n oh ow out in kh kw). Each case's result is checked first against the
+-- direct kernels (NCHW, f32 sums) on one image of it. bench/conv_torch.py times PyTorch's
+-- conv2d (cuDNN, its best algorithm, in its best layout for the case) and writes the report.
+--   tocha bench/conv.lua [--out DIR] [--launches N] [--only PATTERN]
+local tocha = require "tocha"
+local timing = require "bench.timing"
+
+local opts = timing.arguments(arg, { out = "results/tmp-conv", launches = 20, only = "" })
+os.execute("mkdir -p '" .. opts.out .. "'")
+local device = tocha.default_device()
+print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
+
+-- {name, in channels, out channels, kernel, stride, padding, input height = width}
+local CASES = {
+  { "resnet50 l1 1x1 64->64", 64, 64, 1, 1, 0, 56 },
+  { "resnet50 l1 3x3 64->64", 64, 64, 3, 1, 1, 56 },
+  { "resnet50 l1 1x1 64->256", 64, 256, 1, 1, 0, 56 },
+  { "resnet50 l1 1x1 256->64", 256, 64, 1, 1, 0, 56 },
+  { "resnet50 l2 3x3 s2 128->128", 128, 128, 3, 2, 1, 56 },
+  { "resnet50 l2 3x3 128->128", 128, 128, 3, 1, 1, 28 },
+  { "resnet50 l2 1x1 128->512", 128, 512, 1, 1, 0, 28 },
+  { "resnet50 l2 1x1 512->128", 512, 128, 1, 1, 0, 28 },
+  { "resnet50 l3 3x3 256->256", 256, 256, 3, 1, 1, 14 },
+  { "resnet50 l3 1x1 256->1024", 256, 1024, 1, 1, 0, 14 },
+  { "resnet50 l3 1x1 1024->256", 1024, 256, 1, 1, 0, 14 },
+  { "resnet50 l4 3x3 512->512", 512, 512, 3, 1, 1, 7 },
+  { "resnet50 l4 1x1 512->2048", 512, 2048, 1, 1, 0, 7 },
+  { "resnet50 l4 1x1 2048->512", 2048, 512, 1, 1, 0, 7 },
+  { "yolov8n 3x3 s2 16->32", 16, 32, 3, 2, 1, 320 },
+  { "yolov8n 3x3 16->16", 16, 16, 3, 1, 1, 160 },
+  { "yolov8n 1x1 32->32", 32, 32, 1, 1, 0, 160 },
+  { "yolov8n 3x3 s2 32->64", 32, 64, 3, 2, 1, 160 },
+  { "yolov8n 3x3 32->32", 32, 32, 3, 1, 1, 80 },
+  { "yolov8n 3x3 s2 64->128", 64, 128, 3, 2, 1, 80 },
+  { "yolov8n 3x3 64->64", 64, 64, 3, 1, 1, 40 },
+  { "yolov8n 3x3 s2 128->256", 128, 256, 3, 2, 1, 40 },
+  { "yolov8n 1x1 256->256", 256, 256, 1, 1, 0, 20 },
+}
+local BATCHES, DTYPES = { 16, 64 }, { "bf16", "f16" }
+if device.kind == "sim" then -- a run there checks the script; its times mean nothing
+  BATCHES, DTYPES = { 1 }, { "bf16" }
+  for _, c in ipairs(CASES) do c[7] = math.min(c[7], 8) end
+end
+
+local rows = {}
+for _, case in ipairs(CASES) do
+  local name, cin, cout, k, s, p, size = unpack(case)
+  if not timing.selected(name, opts.only) then goto next_case end
+  for _, dt in ipairs(DTYPES) do
+    local conv = tocha.Conv2d.new(cin, cout, k, { stride = s, padding = p, dtype = dt, layout = "nhwc" })
+    assert(conv.igemm, name .. ": not on the tensor cores")
+    local w = tocha.randn({ cout, cin, k, k }, { dtype = dt, device = device.name, seed = 3 }):mul(1 / math.sqrt(cin * k * k))
+    local b = tocha.randn({ cout }, { dtype = dt, device = device.name, seed = 4 })
+    -- one image against the direct kernels
+    local direct = tocha.Conv2d.new(cin, cout, k, { stride = s, padding = p, dtype = dt })
+    local x1 = tocha.randn({ 1, cin, size, size }, { dtype = dt, device = device.name, seed = 5 })
+    local want = direct:forward(x1, w, b):cast("f32")
+    local got = conv:forward(x1:permute(1, 3, 4, 2):contiguous(), w, b):permute(1, 4, 2, 3):contiguous():cast("f32")
+    local r = tocha.compare(got, want, { rtol = 2e-2, atol = 2e-2 })
+    if not r.ok then error(("%s %s: %d elements differ from the direct kernels'"):format(name, dt, r.mismatched)) end
+    for _, n in ipairs(BATCHES) do
+      local xs = {}
+      for i = 1, 2 do xs[i] = tocha.randn({ n, size, size, cin }, { dtype = dt, device = device.name, seed = 10 + i }) end
+      local oh = math.floor((size + 2 * p - k) / s) + 1
+      local flops = 2 * n * oh * oh * cout * cin * k * k
+      local ms = timing.time_launches(device, function(i)
+        local y = conv:forward(xs[i % 2 + 1], w, b)
+        y:free()
+      end, opts.launches)
+      local row = { name = name, dtype = dt, n = n, cin = cin, cout = cout, k = k, stride = s, padding = p, size = size,
+        flops = flops, ms = ms, tflops = flops / (ms * 1e9) }
+      rows[#rows + 1] = row
+      print(("%-28s %-5s n %-3d %9.4f ms %8.1f TFLOP/s"):format(name, dt, n, ms, row.tflops))
+      for i = 1, 2 do xs[i]:free() end
+    end
+  end
+  ::next_case::
+end
+
+timing.write_csv(opts.out .. "/tocha.csv",
+  { "name", "dtype", "n", "cin", "cout", "k", "stride", "padding", "size", "flops", "ms", "tflops" }, rows)
+print("wrote " .. opts.out .. "/tocha.csv")

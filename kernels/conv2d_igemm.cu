@@ -1,0 +1,116 @@
+// conv2d_igemm.cu: 2-D convolution of NHWC halves on the tensor cores, as an implicit GEMM
+// (after matmul.cu, whose wgmma main loop it runs): y [n, oh, ow, O] = x [n, h, w, C] convolved
+// with the weight (+ bias [O]), groups 1. In GEMM terms the result's M = n oh ow rows are the
+// output pixels, its N = O columns the output channels, and K = KH KW C runs over the window in
+// the order (ky, kx, channel): A [M, K] is x's patches (im2col), never stored: each 16-byte
+// chunk of a slice (8 channels of one pixel at one window position) is copied by cp.async
+// straight from x, or zero-filled where the window falls in the padding. B [K, O] is the
+// weight relaid out once a call (tocha_conv2d_weight_rsck) to [KH, KW, C, O], read MN-major.
+// Needs C and O multiples of 8 (whole chunks) and x, the relaid weight, 16-byte aligned; the
+// host sends other convolutions to conv2d.cu's direct kernels. Window, stride, padding,
+// dilation and both channel counts are compile-time constants, so a chunk's window position
+// and channel come from a slice index by multiplications. Sums in f32 over the tensor cores'
+// order (not conv2d.cu's), rounded once to T.
+
+// The weight [O, C, KH, KW] (PyTorch's layout) as [KH, KW, C, O] (rsck): the implicit GEMM's B,
+// O contiguous. One thread an element, writes consecutive.
+template <typename T, int C, int O, int KH, int KW>
+__device__ void tocha_conv2d_weight_rsck(const T *w, T *rsck)
+{
+    const long long total = (long long)KH * KW * C * O;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
+        const long long o = e % O, k = e / O, c = k % C, rs = k / C;
+        rsck[e] = w[(o * C + c) * (KH * KW) + rs];
+    }
+}
+
+#ifdef TOCHA_MATMUL_WGMMA
+// A's part of a thread in a slice's copies (mm_operand_copy's K-major layout: 128 rows of 128
+// bytes, 128-byte swizzled): the thread's chunk column c8 (channels 8 c8 .. of the slice's 64 of
+// k) in rows r, r + 32, r + 64, r + 96 (r = thread / 8), each row an output pixel. A row keeps
+// where its window starts in x (iy0, ix0 and that pixel's offset, which may lie outside x: it is
+// only used for positions inside); a slice adds its window position, the same for the four.
+template <typename T, int C, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
+struct conv_patch_copy {
+    static const int ROWS = 4;
+    long long pixel[ROWS]; // offset of x[b, iy0, ix0, 0]
+    int iy0[ROWS], ix0[ROWS];
+    int h, w, c8, dst;
+    unsigned inside; // bit i: row i is an output pixel (below n oh ow)
+
+    __device__ __forceinline__ conv_patch_copy(long long n, int h_, int w_, int oh, int ow, long long row0)
+        : h(h_), w(w_)
+    {
+        const int r = threadIdx.x / 8;
+        c8 = threadIdx.x % 8;
+        dst = tocha::swizzle128(r, c8);
+        inside = 0;
+        const long long plane = (long long)oh * ow, rows = n * plane;
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+            const long long p = row0 + r + 32 * i;
+            const long long b = p / plane, q = p % plane;
+            iy0[i] = (int)(q / ow) * SH - PH;
+            ix0[i] = (int)(q % ow) * SW - PW;
+            pixel[i] = ((b * h + iy0[i]) * w + ix0[i]) * C;
+            inside |= (p < rows ? 1u : 0u) << i;
+        }
+    }
+
+    // Starts slice s's copies (k from 64 s; K = KH KW C in all) into A's part of a stage.
+    __device__ __forceinline__ void start(unsigned char *stage, long long s, long long k, const T *x) const
+    {
+        const int kk = (int)s * 64 + c8 * 8; // this thread's first k of the slice
+        const int c = kk % C, rs = kk / C;
+        const int dy = rs / KW * DH, dx = rs % KW * DW;
+        const long long step = ((long long)dy * w + dx) * C + c;
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+            const int iy = iy0[i] + dy, ix = ix0[i] + dx;
+            const bool in = (inside >> i & 1u) && kk < k && (unsigned)iy < (unsigned)h &&
+                            (unsigned)ix < (unsigned)w;
+            tocha::cp_async16(stage + dst + i * 32 * 128, in ? x + pixel[i] + step : x, in ? 16 : 0);
+        }
+    }
+};
+#endif
+
+// The convolution: CTAs of 256 threads, a 128 x BN tile of y each (BN 64, 128 or 256), numbered
+// as matmul's (mm_tile_of); the launch gives MM_SHARED(BN) bytes of dynamic shared memory.
+// Where wgmma is not (other GPUs), each thread sums its tile's outputs directly: correct, slow.
+template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
+          int BN>
+__device__ void tocha_conv2d_igemm(const T *x, const T *rsck, const T *bias, T *y, long long n,
+                                   int h, int w, int oh, int ow, int has_bias)
+{
+    static_assert(C % 8 == 0 && O % 8 == 0, "tocha_conv2d_igemm: channels in whole 16-byte chunks");
+    static_assert(BN == 64 || BN == 128 || BN == 256, "tocha_conv2d_igemm: tiles of 64, 128 or 256");
+    if (blockDim.x != 256) __trap();
+    const long long m = n * oh * ow, k = (long long)KH * KW * C;
+    if (m <= 0) return;
+    long long row0, col0;
+    mm_tile_of(m, O, BN, &row0, &col0);
+#ifdef TOCHA_MATMUL_WGMMA
+    const conv_patch_copy<T, C, KH, KW, SH, SW, PH, PW, DH, DW> copy_a(n, h, w, oh, ow, row0);
+    const mm_operand_copy<T, false, BN> copy_b(rsck, O, O, col0);
+    mm_wg_run<T, 0, 0, BN>(copy_a, copy_b, x, rsck, bias, y, m, O, k, has_bias, row0, col0);
+#else
+    for (int e = threadIdx.x; e < 128 * BN; e += 256) {
+        const long long p = row0 + e / BN, o = col0 + e % BN;
+        if (p >= m || o >= O) continue;
+        const long long b = p / ((long long)oh * ow), q = p % ((long long)oh * ow);
+        const int oy = (int)(q / ow), ox = (int)(q % ow);
+        float s = has_bias ? tocha::to_compute(bias[o]) : 0.0f;
+        for (int ky = 0; ky < KH; ++ky)
+            for (int kx = 0; kx < KW; ++kx) {
+                const int iy = oy * SH - PH + ky * DH, ix = ox * SW - PW + kx * DW;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                for (int c = 0; c < C; ++c)
+                    s = fmaf(tocha::to_compute(x[((b * h + iy) * w + ix) * C + c]),
+                             tocha::to_compute(rsck[((ky * KW + kx) * C + c) * O + o]), s);
+            }
+        y[p * O + o] = tocha::from_compute<T>(s);
+    }
+#endif
+}
