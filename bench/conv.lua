@@ -1,5 +1,6 @@
 -- bench/conv.lua: Conv2d forward on the convolutions of real networks (ResNet-50 at 224 x 224,
--- YOLOv8n at 640 x 640), NHWC halves (the tensor cores' implicit GEMM), batch 16 and 64: median
+-- YOLOv8n at 640 x 640), halves on the tensor cores (the implicit GEMM), NHWC and NCHW (which
+-- transposes x and y around the same GEMM), batch 16 and 64: median
 -- device time over N calls (each call relays the weight out and allocates y, as a direct call
 -- does) and TFLOP/s (2 n oh ow out in kh kw). Each case's result is checked first against the
 -- direct kernels (NCHW, f32 sums) on one image of it. bench/conv_torch.py times PyTorch's
@@ -46,40 +47,49 @@ if device.kind == "sim" then -- a run there checks the script; its times mean no
 end
 
 local rows = {}
+-- One case in one dtype and layout: checked, then timed at each batch size into rows.
+local function run_case(name, cin, cout, k, s, p, size, dt, layout)
+  local nhwc = layout == "nhwc"
+  local conv = tocha.Conv2d.new(cin, cout, k, { stride = s, padding = p, dtype = dt, layout = layout })
+  assert(conv.igemm, name .. ": not on the tensor cores")
+  local w = tocha.randn({ cout, cin, k, k }, { dtype = dt, device = device.name, seed = 3 }):mul(1 / math.sqrt(cin * k * k))
+  local b = tocha.randn({ cout }, { dtype = dt, device = device.name, seed = 4 })
+  -- one image against the direct kernels
+  local direct = tocha.Conv2d.new(cin, cout, k, { stride = s, padding = p, dtype = dt })
+  local x1 = tocha.randn({ 1, cin, size, size }, { dtype = dt, device = device.name, seed = 5 })
+  local want = direct:forward(x1, w, b):cast("f32")
+  local got = nhwc and conv:forward(x1:permute(1, 3, 4, 2):contiguous(), w, b):permute(1, 4, 2, 3):contiguous() or
+    conv:forward(x1, w, b)
+  local r = tocha.compare(got:cast("f32"), want, { rtol = 2e-2, atol = 2e-2 })
+  if not r.ok then error(("%s %s %s: %d elements differ from the direct kernels'"):format(name, dt, layout, r.mismatched)) end
+  for _, n in ipairs(BATCHES) do
+    local xs = {}
+    for i = 1, 2 do
+      xs[i] = tocha.randn(nhwc and { n, size, size, cin } or { n, cin, size, size },
+        { dtype = dt, device = device.name, seed = 10 + i })
+    end
+    local oh = math.floor((size + 2 * p - k) / s) + 1
+    local flops = 2 * n * oh * oh * cout * cin * k * k
+    local ms = timing.time_launches(device, function(i)
+      local y = conv:forward(xs[i % 2 + 1], w, b)
+      y:free()
+    end, opts.launches)
+    local _, splits = conv:igemm_split(xs[1]:shape())
+    rows[#rows + 1] = { name = name, dtype = dt, layout = layout, splits = splits, n = n, cin = cin, cout = cout, k = k,
+      stride = s, padding = p, size = size, flops = flops, ms = ms, tflops = flops / (ms * 1e9) }
+    print(("%-28s %-5s %s n %-3d %9.4f ms %8.1f TFLOP/s"):format(name, dt, layout, n, ms, flops / (ms * 1e9)))
+    for i = 1, 2 do xs[i]:free() end
+  end
+end
+
 for _, case in ipairs(CASES) do
-  local name, cin, cout, k, s, p, size = unpack(case)
-  if not timing.selected(name, opts.only) then goto next_case end
-  for _, dt in ipairs(DTYPES) do
-    local conv = tocha.Conv2d.new(cin, cout, k, { stride = s, padding = p, dtype = dt, layout = "nhwc" })
-    assert(conv.igemm, name .. ": not on the tensor cores")
-    local w = tocha.randn({ cout, cin, k, k }, { dtype = dt, device = device.name, seed = 3 }):mul(1 / math.sqrt(cin * k * k))
-    local b = tocha.randn({ cout }, { dtype = dt, device = device.name, seed = 4 })
-    -- one image against the direct kernels
-    local direct = tocha.Conv2d.new(cin, cout, k, { stride = s, padding = p, dtype = dt })
-    local x1 = tocha.randn({ 1, cin, size, size }, { dtype = dt, device = device.name, seed = 5 })
-    local want = direct:forward(x1, w, b):cast("f32")
-    local got = conv:forward(x1:permute(1, 3, 4, 2):contiguous(), w, b):permute(1, 4, 2, 3):contiguous():cast("f32")
-    local r = tocha.compare(got, want, { rtol = 2e-2, atol = 2e-2 })
-    if not r.ok then error(("%s %s: %d elements differ from the direct kernels'"):format(name, dt, r.mismatched)) end
-    for _, n in ipairs(BATCHES) do
-      local xs = {}
-      for i = 1, 2 do xs[i] = tocha.randn({ n, size, size, cin }, { dtype = dt, device = device.name, seed = 10 + i }) end
-      local oh = math.floor((size + 2 * p - k) / s) + 1
-      local flops = 2 * n * oh * oh * cout * cin * k * k
-      local ms = timing.time_launches(device, function(i)
-        local y = conv:forward(xs[i % 2 + 1], w, b)
-        y:free()
-      end, opts.launches)
-      local row = { name = name, dtype = dt, n = n, cin = cin, cout = cout, k = k, stride = s, padding = p, size = size,
-        flops = flops, ms = ms, tflops = flops / (ms * 1e9) }
-      rows[#rows + 1] = row
-      print(("%-28s %-5s n %-3d %9.4f ms %8.1f TFLOP/s"):format(name, dt, n, ms, row.tflops))
-      for i = 1, 2 do xs[i]:free() end
+  if timing.selected(case[1], opts.only) then
+    for _, dt in ipairs(DTYPES) do
+      for _, layout in ipairs({ "nhwc", "nchw" }) do run_case(case[1], case[2], case[3], case[4], case[5], case[6], case[7], dt, layout) end
     end
   end
-  ::next_case::
 end
 
 timing.write_csv(opts.out .. "/tocha.csv",
-  { "name", "dtype", "n", "cin", "cout", "k", "stride", "padding", "size", "flops", "ms", "tflops" }, rows)
+  { "name", "dtype", "layout", "splits", "n", "cin", "cout", "k", "stride", "padding", "size", "flops", "ms", "tflops" }, rows)
 print("wrote " .. opts.out .. "/tocha.csv")

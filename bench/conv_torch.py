@@ -54,13 +54,14 @@ def main():
         w.writerows(theirs)
     lines = [f"# Conv2d forward beside PyTorch {torch.__version__} (cuDNN {torch.backends.cudnn.version()}, "
              f"{torch.cuda.get_device_name()})", "",
-             f"Median of {launches} calls; TFLOP/s counts 2 n oh ow out in kh kw. tocha: NHWC; PyTorch: its faster "
-             "layout (cudnn.benchmark on).", "",
-             "| case | dtype | batch | tocha ms | PyTorch ms | tocha TFLOP/s | PyTorch TFLOP/s | PyTorch layout | "
-             "tocha / PyTorch throughput |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             f"Median of {launches} calls; TFLOP/s counts 2 n oh ow out in kh kw. tocha in each layout (k split "
+             "where shown); PyTorch in its faster layout (cudnn.benchmark on).", "",
+             "| case | dtype | batch | tocha layout | k splits | tocha ms | PyTorch ms | tocha TFLOP/s | PyTorch TFLOP/s | "
+             "PyTorch layout | tocha / PyTorch throughput |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for a, b in zip(ours, theirs):
-        lines.append(f"| {a['name']} | {a['dtype']} | {a['n']} | {float(a['ms']):.4f} | {b['ms']:.4f} | "
+        lines.append(f"| {a['name']} | {a['dtype']} | {a['n']} | {a['layout'].upper()} | {a['splits']} | "
+                     f"{float(a['ms']):.4f} | {b['ms']:.4f} | "
                      f"{float(a['tflops']):.1f} | {b['tflops']:.1f} | {b['layout']} | "
                      f"{float(a['tflops']) / b['tflops']:.2f} |")
     with open(f"{out}/report.md", "w") as f:

@@ -12,7 +12,7 @@
 // gradient the weight kernel with x and dy exchanged.
 
 #define CONV_TEMPLATE                                                                                   \
-    template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int G,      \
+    template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int G,        \
               int NHWC>
 #define CONV_ARGS T, KH, KW, SH, SW, PH, PW, DH, DW, G, NHWC
 

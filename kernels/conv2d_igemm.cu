@@ -39,7 +39,8 @@ struct conv_patch_copy {
     int h, w, c8, dst;
     unsigned inside; // bit i: row i is an output pixel (below n oh ow)
 
-    __device__ __forceinline__ conv_patch_copy(long long n, int h_, int w_, int oh, int ow, long long row0)
+    __device__ __forceinline__ conv_patch_copy(long long n, int h_, int w_, int oh, int ow,
+                                               long long row0)
         : h(h_), w(w_)
     {
         const int r = threadIdx.x / 8;
@@ -59,7 +60,8 @@ struct conv_patch_copy {
     }
 
     // Starts slice s's copies (k from 64 s; K = KH KW C in all) into A's part of a stage.
-    __device__ __forceinline__ void start(unsigned char *stage, long long s, long long k, const T *x) const
+    __device__ __forceinline__ void start(unsigned char *stage, long long s, long long k,
+                                          const T *x) const
     {
         const int kk = (int)s * 64 + c8 * 8; // this thread's first k of the slice
         const int c = kk % C, rs = kk / C;
@@ -68,8 +70,8 @@ struct conv_patch_copy {
 #pragma unroll
         for (int i = 0; i < ROWS; ++i) {
             const int iy = iy0[i] + dy, ix = ix0[i] + dx;
-            const bool in = (inside >> i & 1u) && kk < k && (unsigned)iy < (unsigned)h &&
-                            (unsigned)ix < (unsigned)w;
+            const bool in =
+                (inside >> i & 1u) && kk < k && (unsigned)iy < (unsigned)h && (unsigned)ix < (unsigned)w;
             tocha::cp_async16(stage + dst + i * 32 * 128, in ? x + pixel[i] + step : x, in ? 16 : 0);
         }
     }
@@ -77,12 +79,16 @@ struct conv_patch_copy {
 #endif
 
 // The convolution: CTAs of 256 threads, a 128 x BN tile of y each (BN 64, 128 or 256), numbered
-// as matmul's (mm_tile_of); the launch gives MM_SHARED(BN) bytes of dynamic shared memory.
-// Where wgmma is not (other GPUs), each thread sums its tile's outputs directly: correct, slow.
+// as matmul's (mm_tile_of) along grid.x; the launch gives MM_SHARED(BN) bytes of dynamic shared
+// memory. Where the tiles are too few to fill the GPU, k is split over grid.y: CTA y sums
+// slices [y per, (y + 1) per) of k (per = ceil(slices / grid.y), none empty: the host's
+// choice) into its slab of `partial` (grid.y slabs of [m, O] f32), and tocha_conv2d_split_sum
+// adds them. Where wgmma is not (other GPUs), each thread sums its tile's outputs directly:
+// correct, slow.
 template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
           int BN>
-__device__ void tocha_conv2d_igemm(const T *x, const T *rsck, const T *bias, T *y, long long n,
-                                   int h, int w, int oh, int ow, int has_bias)
+__device__ void tocha_conv2d_igemm(const T *x, const T *rsck, const T *bias, T *y, float *partial,
+                                   long long n, int h, int w, int oh, int ow, int has_bias)
 {
     static_assert(C % 8 == 0 && O % 8 == 0, "tocha_conv2d_igemm: channels in whole 16-byte chunks");
     static_assert(BN == 64 || BN == 128 || BN == 256, "tocha_conv2d_igemm: tiles of 64, 128 or 256");
@@ -92,16 +98,25 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *rsck, const T *bias, T *
     long long row0, col0;
     mm_tile_of(m, O, BN, &row0, &col0);
 #ifdef TOCHA_MATMUL_WGMMA
+    const long long slices = (k + 63) / 64, per = (slices + gridDim.y - 1) / gridDim.y;
+    const long long first = blockIdx.y * per, count = slices - first < per ? slices - first : per;
     const conv_patch_copy<T, C, KH, KW, SH, SW, PH, PW, DH, DW> copy_a(n, h, w, oh, ow, row0);
     const mm_operand_copy<T, false, BN> copy_b(rsck, O, O, col0);
-    mm_wg_run<T, 0, 0, BN>(copy_a, copy_b, x, rsck, bias, y, m, O, k, has_bias, row0, col0);
+    mm_wg_run<T, 0, 0, BN>(copy_a, copy_b, x, rsck, bias, y, m, O, k, first, count, has_bias, row0, col0,
+                           gridDim.y > 1 ? partial + blockIdx.y * m * O : (float *)0);
 #else
+    // a split of k: the first slab takes the whole sums, the others zeros
+    float *slab = gridDim.y > 1 ? partial + blockIdx.y * m * O : (float *)0;
     for (int e = threadIdx.x; e < 128 * BN; e += 256) {
         const long long p = row0 + e / BN, o = col0 + e % BN;
         if (p >= m || o >= O) continue;
         const long long b = p / ((long long)oh * ow), q = p % ((long long)oh * ow);
         const int oy = (int)(q / ow), ox = (int)(q % ow);
-        float s = has_bias ? tocha::to_compute(bias[o]) : 0.0f;
+        if (slab && blockIdx.y > 0) {
+            slab[p * O + o] = 0.0f;
+            continue;
+        }
+        float s = has_bias && !slab ? tocha::to_compute(bias[o]) : 0.0f;
         for (int ky = 0; ky < KH; ++ky)
             for (int kx = 0; kx < KW; ++kx) {
                 const int iy = oy * SH - PH + ky * DH, ix = ox * SW - PW + kx * DW;
@@ -110,7 +125,47 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *rsck, const T *bias, T *
                     s = fmaf(tocha::to_compute(x[((b * h + iy) * w + ix) * C + c]),
                              tocha::to_compute(rsck[((ky * KW + kx) * C + c) * O + o]), s);
             }
-        y[p * O + o] = tocha::from_compute<T>(s);
+        if (slab)
+            slab[p * O + o] = s;
+        else
+            y[p * O + o] = tocha::from_compute<T>(s);
     }
 #endif
+}
+
+// y = the sum of the `splits` slabs of partial ([splits, count] f32, in slab order) + bias
+// [column] (y's rows `columns` long), rounded once to T.
+template <typename T>
+__device__ void tocha_conv2d_split_sum(const float *partial, const T *bias, T *y, long long count,
+                                       int columns, int splits, int has_bias)
+{
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < count; e += stride) {
+        float s = 0.0f;
+        for (int i = 0; i < splits; ++i) s += partial[i * count + e];
+        if (has_bias) s += tocha::to_compute(bias[e % columns]);
+        y[e] = tocha::from_compute<T>(s);
+    }
+}
+
+// dst [z][c][r] = src [z][r][c] for grid.z batches of a rows x cols matrix: NCHW x to NHWC
+// (rows the channels, cols the pixels) and NHWC y back to NCHW, for the tensor cores' forward
+// on NCHW tensors. 32 x 32 tiles through shared memory (a column of padding, so that the
+// transposed reads fall on distinct banks), both sides read and written along rows; 256
+// threads, tiles along grid.x (columns) and grid.y (rows, striding past 65535).
+template <typename T>
+__device__ void tocha_conv2d_transpose(const T *src, T *dst, long long rows, long long cols)
+{
+    __shared__ T tile[32][33];
+    src += blockIdx.z * rows * cols, dst += blockIdx.z * rows * cols;
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    const long long c0 = (long long)blockIdx.x * 32;
+    for (long long r0 = (long long)blockIdx.y * 32; r0 < rows; r0 += 32LL * gridDim.y) {
+        for (int i = ty; i < 32; i += 8)
+            if (r0 + i < rows && c0 + tx < cols) tile[i][tx] = src[(r0 + i) * cols + c0 + tx];
+        __syncthreads();
+        for (int i = ty; i < 32; i += 8)
+            if (c0 + i < cols && r0 + tx < rows) dst[(c0 + i) * rows + r0 + tx] = tile[tx][i];
+        __syncthreads();
+    }
 }

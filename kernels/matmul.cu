@@ -141,13 +141,16 @@ template <typename T, bool K_MAJOR, int EXTENT, int THREADS = 256> struct mm_ope
     }
 };
 
-// The wgmma main loop and epilogue of a 128 x BN tile of C at (row0, col0), the operands' slices
-// copied by copy_a and copy_b (mm_operand_copy, or any type with its start(): an implicit GEMM's
-// gather); a and b are what their chunks outside the operands name as source (not read).
+// The wgmma main loop and epilogue of a 128 x BN tile of C at (row0, col0) over the `count`
+// slices of k from slice `first`, the operands' slices copied by copy_a and copy_b
+// (mm_operand_copy, or any type with its start(): an implicit GEMM's gather); a and b are what
+// their chunks outside the operands name as source (not read). With `partial`, the tile's f32
+// sums go there ([m, n], no bias: a split of k, summed later) instead of C.
 template <typename T, int TA, int TB, int BN, typename CopyA, typename CopyB>
 __device__ __forceinline__ void mm_wg_run(const CopyA &copy_a, const CopyB &copy_b, const T *a,
                                           const T *b, const T *bias, T *c, long long m, long long n,
-                                          long long k, int has_bias, long long row0, long long col0)
+                                          long long k, long long first, long long count, int has_bias,
+                                          long long row0, long long col0, float *partial)
 {
     extern __shared__ __align__(1024) unsigned char mm_shared[];
     // wgmma's swizzle follows shared-memory address bits: the stages start on a 1 KiB boundary
@@ -162,11 +165,11 @@ __device__ __forceinline__ void mm_wg_run(const CopyA &copy_a, const CopyB &copy
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
     const int ahead = MM_STAGES - 2; // a stage is refilled once the multiplies two slices back are done
-    const long long slices = (k + 63) / 64;
+    const long long slices = count;
     for (int s = 0; s < ahead; ++s) {
         if (s < slices) {
-            copy_a.start(stages + s * MM_STAGE_BYTES(BN), s, k, a);
-            copy_b.start(stages + s * MM_STAGE_BYTES(BN) + 16384, s, k, b);
+            copy_a.start(stages + s * MM_STAGE_BYTES(BN), first + s, k, a);
+            copy_b.start(stages + s * MM_STAGE_BYTES(BN) + 16384, first + s, k, b);
         }
         tocha::cp_async_commit();
     }
@@ -187,8 +190,8 @@ __device__ __forceinline__ void mm_wg_run(const CopyA &copy_a, const CopyB &copy
         // stage refilled then is free too.
         if (t + ahead < slices) {
             unsigned char *stage = stages + ((t + ahead) % MM_STAGES) * MM_STAGE_BYTES(BN);
-            copy_a.start(stage, t + ahead, k, a);
-            copy_b.start(stage + 16384, t + ahead, k, b);
+            copy_a.start(stage, first + t + ahead, k, a);
+            copy_b.start(stage + 16384, first + t + ahead, k, b);
         }
         tocha::cp_async_commit();
         tocha::wgmma_wait<1>();
@@ -198,9 +201,15 @@ __device__ __forceinline__ void mm_wg_run(const CopyA &copy_a, const CopyB &copy
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-            mm_store_pair(c, bias, has_bias, m, n, row0 + wg * 64 + 16 * w + g + 8 * h,
-                          col0 + 8 * j + 2 * q, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        for (int h = 0; h < 2; ++h) {
+            const long long r = row0 + wg * 64 + 16 * w + g + 8 * h, col = col0 + 8 * j + 2 * q;
+            const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+            if (!partial) {
+                mm_store_pair(c, bias, has_bias, m, n, r, col, v0, v1);
+            } else if (r < m && col < n) { // n even: both or neither inside, 8-byte aligned
+                *(float2 *)(partial + r * n + col) = make_float2(v0, v1);
+            }
+        }
 }
 
 template <typename T, int TA, int TB, int BN>
@@ -211,7 +220,8 @@ __device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias
     // A's 128 rows (16 KiB of a stage), then B's BN columns
     const mm_operand_copy<T, !TA, 128> copy_a(a, TA ? m : k, m, row0);
     const mm_operand_copy<T, TB != 0, BN> copy_b(b, TB ? k : n, n, col0);
-    mm_wg_run<T, TA, TB, BN>(copy_a, copy_b, a, b, bias, c, m, n, k, has_bias, row0, col0);
+    mm_wg_run<T, TA, TB, BN>(copy_a, copy_b, a, b, bias, c, m, n, k, 0, (k + 63) / 64, has_bias, row0,
+                             col0, (float *)0);
 }
 
 // The warp-specialized main loop: 384 threads, warpgroup 0 copies (cp.async, each stage's

@@ -103,9 +103,9 @@ describe("tocha.Conv2d", function()
       assert.are.equal(0, info["local"], o)
       assert.is_truthy(conv.igemm.kernel:ptx("sm_90"):find("wgmma.mma_async", 1, true), o)
     end
-    -- what the direct kernels keep: f32, groups, channels not in 8s, NCHW
+    -- what the direct kernels keep: f32, groups, channels not in 8s
     for _, c in ipairs({ { 16, 16, { dtype = "f32", layout = "nhwc" } }, { 16, 16, { dtype = "f16", layout = "nhwc", groups = 2 } },
-      { 12, 16, { dtype = "f16", layout = "nhwc" } }, { 16, 16, { dtype = "f16" } } }) do
+      { 12, 16, { dtype = "f16", layout = "nhwc" } }, { 16, 12, { dtype = "bf16" } } }) do
       assert.is_nil(tocha.Conv2d.new(c[1], c[2], 3, c[3]).igemm)
     end
   end)
@@ -183,20 +183,27 @@ describe("tocha.Conv2d", function()
         end
       end)
 
-      it("runs NHWC halves on the tensor cores (implicit GEMM): exact on small integers, every window option", function()
-        local seed = 1300
-        for i, case in ipairs(TC_CASES) do
-          seed = seed + 10
-          local conv = run(i % 2 == 0 and "f16" or "bf16", case, i ~= 3, true, seed, "nhwc")
-          assert.is_truthy(conv.igemm, "the tensor cores' forward")
-        end
-      end)
+      it("runs halves on the tensor cores (implicit GEMM), both layouts: exact on small integers, every window option",
+        function()
+          local seed = 1300
+          for _, layout in ipairs({ "nhwc", "nchw" }) do
+            for i, case in ipairs(TC_CASES) do
+              seed = seed + 10
+              local conv = run(i % 2 == 0 and "f16" or "bf16", case, i ~= 3, true, seed, layout)
+              assert.is_truthy(conv.igemm, "the tensor cores' forward")
+              local s = case[1]
+              local _, splits = conv:igemm_split(layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s)
+              -- the last case's two tiles split its 19 slices of k four ways (sums in f32 slabs)
+              assert.are.equal(i == #TC_CASES and 4 or 1, splits, "splits of k")
+            end
+          end
+        end)
 
-      it("runs NHWC halves on the tensor cores within the dtype's rounding on normal inputs", function()
+      it("runs halves on the tensor cores within the dtype's rounding on normal inputs, both layouts", function()
         local seed = 1400
         for i = 1, #TC_CASES, 2 do
           seed = seed + 10
-          run(i % 4 == 1 and "bf16" or "f16", TC_CASES[i], true, false, seed, "nhwc")
+          run(i % 4 == 1 and "bf16" or "f16", TC_CASES[i], true, false, seed, i == 3 and "nchw" or "nhwc")
         end
       end)
 
@@ -241,19 +248,22 @@ describe("tocha.Conv2d", function()
         assert.tensor.equal(dw2, param_grads["c2.weight"])
       end)
 
-      it("runs its tensor cores' forward in a model, the relaid weight in the model's workspace", function()
-        local x = tocha.Model.input({ -1, 6, 6, 16 }, { name = "x", dtype = "bf16" })
-        local c1 = tocha.Conv2d.new(16, 32, 3, { padding = 1, dtype = "bf16", layout = "nhwc" })
-        local c2 = tocha.Conv2d.new(32, 8, 1, { bias = false, dtype = "bf16", layout = "nhwc" })
-        assert.is_truthy(c1.igemm and c2.igemm)
-        local m = tocha.Model({ x }, { c2(c1(x):named("c1")):named("c2") }):load(2, device)
-        local p = m:parameters()
-        p["c1.weight"]:copy(small_ints({ 32, 16, 3, 3 }, "bf16", device, 40))
-        p["c1.bias"]:copy(small_ints({ 32 }, "bf16", device, 41))
-        p["c2.weight"]:copy(small_ints({ 8, 32, 1, 1 }, "bf16", device, 42))
-        local xt = small_ints({ 2, 6, 6, 16 }, "bf16", device, 43)
-        local y = c2:forward(c1:forward(xt, p["c1.weight"], p["c1.bias"]), p["c2.weight"])
-        assert.tensor.equal(y, m:forward({ xt })[1])
+      it("runs its tensor cores' forward in a model, in the model's workspace, both layouts", function()
+        for _, layout in ipairs({ "nhwc", "nchw" }) do
+          local shape = layout == "nhwc" and { 2, 6, 6, 16 } or { 2, 16, 6, 6 }
+          local x = tocha.Model.input({ -1, shape[2], shape[3], shape[4] }, { name = "x", dtype = "bf16" })
+          local c1 = tocha.Conv2d.new(16, 32, 3, { padding = 1, dtype = "bf16", layout = layout })
+          local c2 = tocha.Conv2d.new(32, 8, 1, { bias = false, dtype = "bf16", layout = layout })
+          assert.is_truthy(c1.igemm and c2.igemm)
+          local m = tocha.Model({ x }, { c2(c1(x):named("c1")):named("c2") }):load(2, device)
+          local p = m:parameters()
+          p["c1.weight"]:copy(small_ints({ 32, 16, 3, 3 }, "bf16", device, 40))
+          p["c1.bias"]:copy(small_ints({ 32 }, "bf16", device, 41))
+          p["c2.weight"]:copy(small_ints({ 8, 32, 1, 1 }, "bf16", device, 42))
+          local xt = small_ints(shape, "bf16", device, 43)
+          local y = c2:forward(c1:forward(xt, p["c1.weight"], p["c1.bias"]), p["c2.weight"])
+          assert.tensor.equal(y, m:forward({ xt })[1])
+        end
       end)
 
       it("refuses bad arguments, naming them, and goes on", function()

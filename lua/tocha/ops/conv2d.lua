@@ -19,6 +19,7 @@ local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
+local igemm = require "tocha.ops.conv2d_igemm"
 local raise = errors.raise
 
 local M = {}
@@ -103,28 +104,6 @@ function M.kernel_args(dt, k, stride, padding, dilation, groups, layout)
   return dtype.ctype(dt) .. ", " .. consts, consts, "i64 n, i64 c, i64 h, i64 w, i64 co, i64 oh, i64 ow"
 end
 
--- The tensor cores' forward (kernels/conv2d_igemm.cu), which NHWC halves of groups 1 with
--- channel counts multiples of 8 take: the weight relaid out to [kh, kw, in, out] in the op's
--- workspace, then the implicit GEMM with its tile width (tile_n: 64, 128 or 256 output channels,
--- the least that holds them up to 128, then 256 unless the channels fill tiles of 128 better).
-local function implicit_gemm(self)
-  local matmul = require "tocha.matmul"
-  local dt, c, o, k = self.dtype, self.in_channels, self.out_channels, self.kernel_size
-  local bn = o <= 64 and 64 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128 or 256
-  local source = op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n" .. op.source("mbarrier.cuh")
-    .. "\n" .. op.source("matmul.cu") .. "\n" .. op.source("conv2d_igemm.cu")
-  local ct = dtype.ctype(dt)
-  self.igemm = { tile_n = bn, k = k[1] * k[2] * c }
-  self.igemm.weight_kernel = kernel.new { source = source, name = "tocha_conv2d_weight_rsck",
-    template_args = ("%s, %d, %d, %d, %d"):format(ct, c, o, k[1], k[2]), params = ("%s* w, %s* rsck"):format(dt, dt) }
-  self.igemm.kernel = kernel.new { source = source, name = "tocha_conv2d_igemm",
-    template_args = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d"):format(ct, c, o, k[1], k[2], self.stride[1],
-      self.stride[2], self.padding[1], self.padding[2], self.dilation[1], self.dilation[2], bn),
-    params = ("%s* x, %s* rsck, %s* bias, %s* y, i64 n, i32 h, i32 w, i32 oh, i32 ow, i32 has_bias"):format(dt, dt, dt, dt),
-    -- tiles of 64 columns hold 32 sums a thread: two CTAs an SM
-    launch_bounds = { 256, bn == 64 and 2 or 1 }, shared = matmul.tensor_core_shared(bn) }
-end
-
 -- Conv2d.new(in_channels, out_channels, kernel_size [, {stride, padding, dilation, groups, bias, dtype, layout}])
 function Conv2d.new(in_channels, out_channels, kernel_size, opts)
   in_channels, out_channels = M.channels(in_channels, out_channels)
@@ -148,10 +127,7 @@ function Conv2d.new(in_channels, out_channels, kernel_size, opts)
     params = ("%s* dy, %s* weight, %s* dx, %s"):format(dt, dt, dt, sizes) }
   self.weight_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_weight", template_args = targs,
     params = ("%s* x, %s* dy, %s* dweight, %s* dbias, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
-  if self.layout == "nhwc" and (dt == "f16" or dt == "bf16") and groups == 1 and in_channels % 8 == 0 and
-    out_channels % 8 == 0 then
-    implicit_gemm(self)
-  end
+  if igemm.eligible(dt, groups, in_channels, out_channels) then self.igemm = igemm.new(self) end
   return self
 end
 
@@ -198,26 +174,49 @@ end
 
 -- The tensor cores' forward is two launches (the weight's relayout, the implicit GEMM) and a
 -- workspace of the relaid weight; the direct forward one launch and no workspace.
-function Conv2d:n_launches() return self.igemm and 2 or 1 end
-
-function Conv2d:workspace_bytes()
-  return self.igemm and self.igemm.k * self.out_channels * dtype.size(self.dtype) or 0
+function Conv2d:pack_args(inputs, params, output)
+  local x, shape = input_of(inputs)
+  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+  params = op.list(params, "params")
+  local y = address(output, "output")
+  return { x, address(params[1], "params[1]"), self.has_bias and address(params[2], "params[2]") or y, y, n, c, h, w,
+    self.out_channels, oh, ow, self.has_bias and 1 or 0 }
 end
 
-function Conv2d:kernel_for_launch(i)
+-- The tensor cores' forward is several launches and a workspace (ops/conv2d_igemm.lua); the
+-- direct forward one launch and no workspace.
+function Conv2d:n_launches() return self.igemm and igemm.LAUNCHES or 1 end
+
+local function igemm_plan(self, shape)
+  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+  return igemm.plan(self.igemm, n, c, h, w, oh, ow), { n, c, h, w, oh, ow }
+end
+
+-- For the tensor cores' forward on x of this shape: its tiles and splits of k (specs, benches).
+function Conv2d:igemm_split(input_shape)
+  local p = igemm_plan(self, input_shape)
+  return p.tiles, p.splits
+end
+
+function Conv2d:workspace_bytes(input_shapes)
+  if not self.igemm then return 0 end
+  return igemm_plan(self, one_input(input_shapes)).bytes
+end
+
+function Conv2d:kernel_for_launch(i, input_shapes)
   launch_index(i, self:n_launches())
   if not self.igemm then return self.kernel end
-  return i == 1 and self.igemm.weight_kernel or self.igemm.kernel
+  local p, sizes = igemm_plan(self, one_input(input_shapes))
+  return (igemm.launch(self.igemm, i, p, sizes, 0, 0, 0, nil, 0))
 end
 
 function Conv2d:grid_for_launch(i, input_shapes, output_shape)
   launch_index(i, self:n_launches())
   if not self.igemm then return self:grid(output_shape) end
-  if i == 1 then return flat_grid(self.igemm.k * self.out_channels, self.block_size) end
-  local n, _, _, _, oh, ow = self:sizes_of(one_input(input_shapes), "inputs[1]")
-  local tiles = math.ceil(n * oh * ow / 128) * math.ceil(self.out_channels / self.igemm.tile_n)
-  if tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d output pixels, too many for one call"):format(n * oh * ow)) end
-  return { tiles, 1, 1 }
+  local p, sizes = igemm_plan(self, one_input(input_shapes))
+  if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d output pixels, too many for one call"):format(p.m)) end
+  local _, grid = igemm.launch(self.igemm, i, p, sizes, 0, 0, 0, nil, 0)
+  return grid
 end
 
 function Conv2d:pack_args_for_launch(i, inputs, params, output, output_shape)
@@ -227,20 +226,11 @@ function Conv2d:pack_args_for_launch(i, inputs, params, output, output_shape)
   local at = #self:param_names() + 1
   local ws = address(params[at], ("params[%d]"):format(at))
   if ws == 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
-  if i == 1 then return { address(params[1], "params[1]"), ws } end
   local x, shape = input_of(inputs)
-  local n, _, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
-  local y = address(output, "output")
-  return { x, ws, self.has_bias and address(params[2], "params[2]") or y, y, n, h, w, oh, ow, self.has_bias and 1 or 0 }
-end
-
-function Conv2d:pack_args(inputs, params, output)
-  local x, shape = input_of(inputs)
-  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
-  params = op.list(params, "params")
-  local y = address(output, "output")
-  return { x, address(params[1], "params[1]"), self.has_bias and address(params[2], "params[2]") or y, y, n, c, h, w,
-    self.out_channels, oh, ow, self.has_bias and 1 or 0 }
+  local p, sizes = igemm_plan(self, shape)
+  local _, _, args = igemm.launch(self.igemm, i, p, sizes, x, address(output, "output"), address(params[1], "params[1]"),
+    self.has_bias and address(params[2], "params[2]") or nil, ws)
+  return args
 end
 
 function Conv2d:n_backward_launches() return 2 end

@@ -1,0 +1,115 @@
+-- tocha.ops.conv2d_igemm: Conv2d's forward on the tensor cores (kernels/conv2d_igemm.cu), which
+-- halves of groups 1 with channel counts multiples of 8 take, in either layout. The launches of
+-- one forward, those not needed having empty grids:
+--   1. the weight [out, in, kh, kw] relaid out to [kh, kw, in, out] (the GEMM's B);
+--   2. NCHW only: x transposed to NHWC;
+--   3. the implicit GEMM, into y (NHWC) or, NCHW, into an NHWC y of the workspace; where k is
+--      split, into f32 slabs of the workspace instead;
+--   4. split k only: the sum of the slabs, + bias, into the NHWC result;
+--   5. NCHW only: the NHWC result transposed into y.
+-- All of it in the op's workspace (regions 256-byte aligned): the relaid weight, then for NCHW
+-- x's and y's NHWC copies, then the slabs.
+local dtype = require "tocha.dtype"
+local kernel = require "tocha.kernel"
+local op = require "tocha.op"
+local errors = require "tocha.errors"
+
+local M = {}
+M.LAUNCHES = 5
+
+-- Whether a convolution of these settings runs here.
+function M.eligible(dt, groups, in_channels, out_channels)
+  return (dt == "f16" or dt == "bf16") and groups == 1 and in_channels % 8 == 0 and out_channels % 8 == 0
+end
+
+local function source()
+  return op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n" .. op.source("mbarrier.cuh") .. "\n"
+    .. op.source("matmul.cu") .. "\n" .. op.source("conv2d_igemm.cu")
+end
+
+-- The kernels for conv (a Conv2d: its dtype, channels, window, stride, padding, dilation), with
+-- its tile width: 64, 128 or 256 output channels (the least that holds them up to 128, then
+-- 256 unless the channels fill tiles of 128 better). The multiprocessors to fill with CTAs are
+-- the default device's (132, an H200's, where that is the simulator).
+function M.new(conv)
+  local matmul = require "tocha.matmul"
+  local dev = require("tocha.device").default()
+  local dt, c, o, k = conv.dtype, conv.in_channels, conv.out_channels, conv.kernel_size
+  local bn = o <= 64 and 64 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128 or 256
+  local text, ct = source(), dtype.ctype(dt)
+  local g = { tile_n = bn, k = k[1] * k[2] * c, out = o, nchw = conv.layout == "nchw", size = dtype.size(dt),
+    sms = dev.kind == "cuda" and dev.multiprocessors or 132 }
+  g.weight_kernel = kernel.new { source = text, name = "tocha_conv2d_weight_rsck",
+    template_args = ("%s, %d, %d, %d, %d"):format(ct, c, o, k[1], k[2]), params = ("%s* w, %s* rsck"):format(dt, dt) }
+  g.kernel = kernel.new { source = text, name = "tocha_conv2d_igemm",
+    template_args = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d"):format(ct, c, o, k[1], k[2], conv.stride[1],
+      conv.stride[2], conv.padding[1], conv.padding[2], conv.dilation[1], conv.dilation[2], bn),
+    params = ("%s* x, %s* rsck, %s* bias, %s* y, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow, i32 has_bias"):format(dt,
+      dt, dt, dt),
+    -- tiles of 64 columns hold 32 sums a thread: two CTAs an SM
+    launch_bounds = { 256, bn == 64 and 2 or 1 }, shared = matmul.tensor_core_shared(bn) }
+  g.sum_kernel = kernel.new { source = text, name = "tocha_conv2d_split_sum", template_args = ct,
+    params = ("f32* partial, %s* bias, %s* y, i64 count, i32 columns, i32 splits, i32 has_bias"):format(dt, dt) }
+  g.transpose_kernel = kernel.new { source = text, name = "tocha_conv2d_transpose", template_args = ct,
+    params = ("%s* src, %s* dst, i64 rows, i64 cols"):format(dt, dt) }
+  return g
+end
+
+local function align(bytes) return math.ceil(bytes / 256) * 256 end
+
+-- The plan of a forward over n images of h x w (c channels) into oh x ow: the GEMM's rows m,
+-- its tiles, the splits of k (1: none; k is split where the tiles fill less than half the
+-- multiprocessors and each split keeps at least 4 slices of 64 to pipeline, into as many as
+-- make about one CTA a multiprocessor) and the workspace's regions (byte offsets) and size.
+function M.plan(g, n, c, h, w, oh, ow)
+  local m = n * oh * ow
+  local tiles = math.ceil(m / 128) * math.ceil(g.out / g.tile_n)
+  local slices = math.ceil(g.k / 64)
+  local splits = 1
+  if tiles > 0 and tiles * 2 <= g.sms then
+    splits = math.max(1, math.min(math.floor(g.sms / tiles), math.floor(slices / 4)))
+    splits = math.ceil(slices / math.ceil(slices / splits)) -- none empty
+  end
+  local p = { m = m, tiles = tiles, splits = splits, weight = 0 }
+  local at = align(g.k * g.out * g.size)
+  if g.nchw then
+    p.x, p.y = at, at + align(n * h * w * c * g.size)
+    at = p.y + align(m * g.out * g.size)
+  end
+  if splits > 1 then p.partial, at = at, at + splits * m * g.out * 4 end
+  p.bytes = at
+  return p
+end
+
+-- The transpose's grid for a batch of rows x cols matrices (its rows of tiles strided past 65535).
+local function transpose_grid(rows, cols, batch)
+  if batch > 65535 then errors.raise(("inputs[1]: a batch of %d images, at most 65535 in layout nchw"):format(batch)) end
+  return { math.max(1, math.ceil(cols / 32)), math.max(1, math.min(math.ceil(rows / 32), 65535)), batch }
+end
+
+-- Launch i's kernel, grid, and argument list for x of n images (c x h x w) into y (oh x ow):
+-- addresses x, y, the weight, the bias (or nil) and the workspace.
+function M.launch(g, i, p, sizes, x, y, weight, bias, ws)
+  local n, c, h, w, oh, ow = unpack(sizes)
+  local none = { 0, 0, 0 }
+  local x_nhwc = g.nchw and ws + p.x or x
+  local y_nhwc = g.nchw and ws + p.y or y
+  if i == 1 then
+    return g.weight_kernel, { math.max(1, math.min(math.ceil(g.k * g.out / 256), 2 ^ 31 - 1)), 1, 1 }, { weight, ws }
+  elseif i == 2 then
+    if not g.nchw or n == 0 then return g.transpose_kernel, none, {} end
+    return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w }
+  elseif i == 3 then
+    if p.m == 0 then return g.kernel, none, {} end
+    return g.kernel, { p.tiles, p.splits, 1 }, { x_nhwc, ws, bias or y_nhwc, y_nhwc,
+      p.splits > 1 and ws + p.partial or y_nhwc, n, h, w, oh, ow, bias and 1 or 0 }
+  elseif i == 4 then
+    if p.splits == 1 then return g.sum_kernel, none, {} end
+    return g.sum_kernel, { math.max(1, math.min(math.ceil(p.m * g.out / 256), 2 ^ 31 - 1)), 1, 1 },
+      { ws + p.partial, bias or y_nhwc, y_nhwc, p.m * g.out, g.out, p.splits, bias and 1 or 0 }
+  end
+  if not g.nchw or p.m == 0 then return g.transpose_kernel, none, {} end
+  return g.transpose_kernel, transpose_grid(oh * ow, g.out, n), { y_nhwc, y, oh * ow, g.out }
+end
+
+return M
