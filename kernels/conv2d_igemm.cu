@@ -5,7 +5,8 @@
 // the order (ky, kx, channel): A [M, K] is x's patches (im2col), never stored: each 16-byte
 // chunk of a slice (8 channels of one pixel at one window position) is copied by cp.async
 // straight from x, or zero-filled where the window falls in the padding. B [K, O] is the
-// weight relaid out once a call (tocha_conv2d_weight_rsck) to [KH, KW, C, O], read MN-major.
+// weight relaid out once a call (tocha_conv2d_weight_rsck) to [KH, KW, C, O], read MN-major; a
+// 1 x 1 window's weight [O, C] is B as it lies (K-major), read without a relayout.
 // Needs C and O multiples of 8 (whole chunks) and x, the relaid weight, 16-byte aligned; the
 // host sends other convolutions to conv2d.cu's direct kernels. Window, stride, padding,
 // dilation and both channel counts are compile-time constants, so a chunk's window position
@@ -83,11 +84,11 @@ struct conv_patch_copy {
 // memory. Where the tiles are too few to fill the GPU, k is split over grid.y: CTA y sums
 // slices [y per, (y + 1) per) of k (per = ceil(slices / grid.y), none empty: the host's
 // choice) into its slab of `partial` (grid.y slabs of [m, O] f32), and tocha_conv2d_split_sum
-// adds them. Where wgmma is not (other GPUs), each thread sums its tile's outputs directly:
-// correct, slow.
+// adds them. weight: the relaid [KH, KW, C, O], or for a 1 x 1 window PyTorch's [O, C]. Where
+// wgmma is not (other GPUs), each thread sums its tile's outputs directly: correct, slow.
 template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
           int BN>
-__device__ void tocha_conv2d_igemm(const T *x, const T *rsck, const T *bias, T *y, float *partial,
+__device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T *y, float *partial,
                                    long long n, int h, int w, int oh, int ow, int has_bias)
 {
     static_assert(C % 8 == 0 && O % 8 == 0, "tocha_conv2d_igemm: channels in whole 16-byte chunks");
@@ -101,9 +102,16 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *rsck, const T *bias, T *
     const long long slices = (k + 63) / 64, per = (slices + gridDim.y - 1) / gridDim.y;
     const long long first = blockIdx.y * per, count = slices - first < per ? slices - first : per;
     const conv_patch_copy<T, C, KH, KW, SH, SW, PH, PW, DH, DW> copy_a(n, h, w, oh, ow, row0);
-    const mm_operand_copy<T, false, BN> copy_b(rsck, O, O, col0);
-    mm_wg_run<T, 0, 0, BN>(copy_a, copy_b, x, rsck, bias, y, m, O, k, first, count, has_bias, row0, col0,
-                           gridDim.y > 1 ? partial + blockIdx.y * m * O : (float *)0);
+    float *slab = gridDim.y > 1 ? partial + blockIdx.y * m * O : (float *)0;
+    if (KH * KW == 1) { // the weight [O, C] as it is: B K-major
+        const mm_operand_copy<T, true, BN> copy_b(weight, C, O, col0);
+        mm_wg_run<T, 0, 1, BN>(copy_a, copy_b, x, weight, bias, y, m, O, k, first, count, has_bias, row0,
+                               col0, slab);
+    } else {
+        const mm_operand_copy<T, false, BN> copy_b(weight, O, O, col0);
+        mm_wg_run<T, 0, 0, BN>(copy_a, copy_b, x, weight, bias, y, m, O, k, first, count, has_bias, row0,
+                               col0, slab);
+    }
 #else
     // a split of k: the first slab takes the whole sums, the others zeros
     float *slab = gridDim.y > 1 ? partial + blockIdx.y * m * O : (float *)0;
@@ -123,7 +131,9 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *rsck, const T *bias, T *
                 if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
                 for (int c = 0; c < C; ++c)
                     s = fmaf(tocha::to_compute(x[((b * h + iy) * w + ix) * C + c]),
-                             tocha::to_compute(rsck[((ky * KW + kx) * C + c) * O + o]), s);
+                             tocha::to_compute(KH * KW == 1 ? weight[o * C + c]
+                                                            : weight[((ky * KW + kx) * C + c) * O + o]),
+                             s);
             }
         if (slab)
             slab[p * O + o] = s;

@@ -72,12 +72,14 @@ end
 
 -- Convolutions the tensor cores take in layout nhwc (halves, groups 1, channels multiples of
 -- 8): several tiles of rows, tile widths 64, 128 and 256 with columns past the edge, k from one
--- slice of 64 to 19, windows whose slices cross window positions, stride, padding, dilation.
+-- slice of 64 to 19, windows whose slices cross window positions, stride, padding, dilation,
+-- 1 x 1 windows (the weight read as it lies).
 local TC_CASES = {
   { { 2, 16, 12, 12 }, 64, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
   { { 1, 32, 9, 11 }, 136, { k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
   { { 2, 64, 7, 6 }, 120, { k = { 1, 1 }, s = { 1, 1 }, p = { 0, 0 }, d = { 1, 1 }, g = 1 } },
   { { 1, 8, 13, 10 }, 24, { k = { 5, 3 }, s = { 2, 1 }, p = { 2, 1 }, d = { 1, 2 }, g = 1 } },
+  { { 1, 16, 9, 9 }, 40, { k = { 1, 1 }, s = { 2, 2 }, p = { 0, 0 }, d = { 1, 1 }, g = 1 } },
   { { 1, 24, 8, 8 }, 272, { k = { 7, 7 }, s = { 2, 2 }, p = { 3, 3 }, d = { 1, 1 }, g = 1 } },
 }
 

@@ -224,10 +224,10 @@ function Conv2d:pack_args_for_launch(i, inputs, params, output, output_shape)
   if not self.igemm then return self:pack_args(inputs, params, output, output_shape) end
   params = op.list(params, "params")
   local at = #self:param_names() + 1
-  local ws = address(params[at], ("params[%d]"):format(at))
-  if ws == 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
+  local ws = address(params[at] or 0, ("params[%d]"):format(at))
   local x, shape = input_of(inputs)
   local p, sizes = igemm_plan(self, shape)
+  if ws == 0 and p.bytes > 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
   local _, _, args = igemm.launch(self.igemm, i, p, sizes, x, address(output, "output"), address(params[1], "params[1]"),
     self.has_bias and address(params[2], "params[2]") or nil, ws)
   return args

@@ -1,7 +1,8 @@
 -- tocha.ops.conv2d_igemm: Conv2d's forward on the tensor cores (kernels/conv2d_igemm.cu), which
 -- halves of groups 1 with channel counts multiples of 8 take, in either layout. The launches of
 -- one forward, those not needed having empty grids:
---   1. the weight [out, in, kh, kw] relaid out to [kh, kw, in, out] (the GEMM's B);
+--   1. the weight [out, in, kh, kw] relaid out to [kh, kw, in, out] (the GEMM's B), unless the
+--      window is 1 x 1 (the weight [out, in] is B as it lies);
 --   2. NCHW only: x transposed to NHWC;
 --   3. the implicit GEMM, into y (NHWC) or, NCHW, into an NHWC y of the workspace; where k is
 --      split, into f32 slabs of the workspace instead;
@@ -38,13 +39,14 @@ function M.new(conv)
   local bn = o <= 64 and 64 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128 or 256
   local text, ct = source(), dtype.ctype(dt)
   local g = { tile_n = bn, k = k[1] * k[2] * c, out = o, nchw = conv.layout == "nchw", size = dtype.size(dt),
+    relayout = k[1] * k[2] > 1,
     sms = dev.kind == "cuda" and dev.multiprocessors or 132 }
   g.weight_kernel = kernel.new { source = text, name = "tocha_conv2d_weight_rsck",
     template_args = ("%s, %d, %d, %d, %d"):format(ct, c, o, k[1], k[2]), params = ("%s* w, %s* rsck"):format(dt, dt) }
   g.kernel = kernel.new { source = text, name = "tocha_conv2d_igemm",
     template_args = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d"):format(ct, c, o, k[1], k[2], conv.stride[1],
       conv.stride[2], conv.padding[1], conv.padding[2], conv.dilation[1], conv.dilation[2], bn),
-    params = ("%s* x, %s* rsck, %s* bias, %s* y, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow, i32 has_bias"):format(dt,
+    params = ("%s* x, %s* weight, %s* bias, %s* y, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow, i32 has_bias"):format(dt,
       dt, dt, dt),
     -- tiles of 64 columns hold 32 sums a thread: two CTAs an SM
     launch_bounds = { 256, bn == 64 and 2 or 1 }, shared = matmul.tensor_core_shared(bn) }
@@ -71,7 +73,7 @@ function M.plan(g, n, c, h, w, oh, ow)
     splits = math.ceil(slices / math.ceil(slices / splits)) -- none empty
   end
   local p = { m = m, tiles = tiles, splits = splits, weight = 0 }
-  local at = align(g.k * g.out * g.size)
+  local at = g.relayout and align(g.k * g.out * g.size) or 0
   if g.nchw then
     p.x, p.y = at, at + align(n * h * w * c * g.size)
     at = p.y + align(m * g.out * g.size)
@@ -95,13 +97,14 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws)
   local x_nhwc = g.nchw and ws + p.x or x
   local y_nhwc = g.nchw and ws + p.y or y
   if i == 1 then
+    if not g.relayout then return g.weight_kernel, none, {} end
     return g.weight_kernel, { math.max(1, math.min(math.ceil(g.k * g.out / 256), 2 ^ 31 - 1)), 1, 1 }, { weight, ws }
   elseif i == 2 then
     if not g.nchw or n == 0 then return g.transpose_kernel, none, {} end
     return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w }
   elseif i == 3 then
     if p.m == 0 then return g.kernel, none, {} end
-    return g.kernel, { p.tiles, p.splits, 1 }, { x_nhwc, ws, bias or y_nhwc, y_nhwc,
+    return g.kernel, { p.tiles, p.splits, 1 }, { x_nhwc, g.relayout and ws or weight, bias or y_nhwc, y_nhwc,
       p.splits > 1 and ws + p.partial or y_nhwc, n, h, w, oh, ow, bias and 1 or 0 }
   elseif i == 4 then
     if p.splits == 1 then return g.sum_kernel, none, {} end
