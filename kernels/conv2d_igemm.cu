@@ -26,6 +26,21 @@ __device__ void tocha_conv2d_weight_rsck(const T *w, T *rsck)
     }
 }
 
+// The weight [O, C, KH, KW] as a stride-1 convolution's dx takes it, [KH, KW, O, C] with the
+// window flipped: dx is that convolution of dy (channels O into C, padding DH (KH - 1) - PH and
+// DW (KW - 1) - PW), whose B at (ky, kx, o, c) is w[o, c, KH - 1 - ky, KW - 1 - kx].
+template <typename T, int C, int O, int KH, int KW>
+__device__ void tocha_conv2d_weight_flip(const T *w, T *flipped)
+{
+    const long long total = (long long)KH * KW * O * C;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
+        const long long c = e % C, k = e / C, o = k % O, rs = k / O;
+        const int ky = (int)(rs / KW), kx = (int)(rs % KW);
+        flipped[e] = w[((o * C + c) * KH + (KH - 1 - ky)) * KW + (KW - 1 - kx)];
+    }
+}
+
 #ifdef TOCHA_MATMUL_WGMMA
 // A's part of a thread in a slice's copies (mm_operand_copy's K-major layout: 128 rows of 128
 // bytes, 128-byte swizzled): the thread's chunk column c8 (channels 8 c8 .. of the slice's 64 of
@@ -84,10 +99,12 @@ struct conv_patch_copy {
 // memory. Where the tiles are too few to fill the GPU, k is split over grid.y: CTA y sums
 // slices [y per, (y + 1) per) of k (per = ceil(slices / grid.y), none empty: the host's
 // choice) into its slab of `partial` (grid.y slabs of [m, O] f32), and tocha_conv2d_split_sum
-// adds them. weight: the relaid [KH, KW, C, O], or for a 1 x 1 window PyTorch's [O, C]. Where
-// wgmma is not (other GPUs), each thread sums its tile's outputs directly: correct, slow.
+// adds them. weight: B as [KH, KW, C, O] (the relaid or flipped weight, or a 1 x 1 window's [C,
+// O] as dx takes it) or, with B_K_MAJOR, as [O, KH, KW, C] (a 1 x 1 window's PyTorch weight [O,
+// C]). Where wgmma is not (other GPUs), each thread sums its tile's outputs directly: correct,
+// slow.
 template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
-          int BN>
+          int BN, int B_K_MAJOR>
 __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T *y, float *partial,
                                    long long n, int h, int w, int oh, int ow, int has_bias)
 {
@@ -103,8 +120,8 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
     const long long first = blockIdx.y * per, count = slices - first < per ? slices - first : per;
     const conv_patch_copy<T, C, KH, KW, SH, SW, PH, PW, DH, DW> copy_a(n, h, w, oh, ow, row0);
     float *slab = gridDim.y > 1 ? partial + blockIdx.y * m * O : (float *)0;
-    if (KH * KW == 1) { // the weight [O, C] as it is: B K-major
-        const mm_operand_copy<T, true, BN> copy_b(weight, C, O, col0);
+    if (B_K_MAJOR) {
+        const mm_operand_copy<T, true, BN> copy_b(weight, k, O, col0);
         mm_wg_run<T, 0, 1, BN>(copy_a, copy_b, x, weight, bias, y, m, O, k, first, count, has_bias, row0,
                                col0, slab);
     } else {
@@ -131,8 +148,8 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
                 if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
                 for (int c = 0; c < C; ++c)
                     s = fmaf(tocha::to_compute(x[((b * h + iy) * w + ix) * C + c]),
-                             tocha::to_compute(KH * KW == 1 ? weight[o * C + c]
-                                                            : weight[((ky * KW + kx) * C + c) * O + o]),
+                             tocha::to_compute(B_K_MAJOR ? weight[((o * KH + ky) * KW + kx) * C + c]
+                                                         : weight[((ky * KW + kx) * C + c) * O + o]),
                              s);
             }
         if (slab)

@@ -73,7 +73,9 @@ end
 -- Convolutions the tensor cores take in layout nhwc (halves, groups 1, channels multiples of
 -- 8): several tiles of rows, tile widths 64, 128 and 256 with columns past the edge, k from one
 -- slice of 64 to 19, windows whose slices cross window positions, stride, padding, dilation,
--- 1 x 1 windows (the weight read as it lies).
+-- 1 x 1 windows (the weight read as it lies). dx runs there too where the stride is 1 and the
+-- flipped window's padding is not negative (not the eighth case's 3 rows at dilation 1), its k
+-- split in the last case.
 local TC_CASES = {
   { { 2, 16, 12, 12 }, 64, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
   { { 1, 32, 9, 11 }, 136, { k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
@@ -81,6 +83,9 @@ local TC_CASES = {
   { { 1, 8, 13, 10 }, 24, { k = { 5, 3 }, s = { 2, 1 }, p = { 2, 1 }, d = { 1, 2 }, g = 1 } },
   { { 1, 16, 9, 9 }, 40, { k = { 1, 1 }, s = { 2, 2 }, p = { 0, 0 }, d = { 1, 1 }, g = 1 } },
   { { 1, 24, 8, 8 }, 272, { k = { 7, 7 }, s = { 2, 2 }, p = { 3, 3 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 16, 7, 9 }, 24, { k = { 3, 3 }, s = { 1, 1 }, p = { 2, 2 }, d = { 2, 2 }, g = 1 } },
+  { { 1, 16, 6, 7 }, 24, { k = { 3, 3 }, s = { 1, 1 }, p = { 3, 1 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 32, 6, 6 }, 264, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
 }
 
 -- NCHW <-> NHWC, dense
@@ -195,8 +200,12 @@ describe("tocha.Conv2d", function()
               assert.is_truthy(conv.igemm, "the tensor cores' forward")
               local s = case[1]
               local _, splits = conv:igemm_split(layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s)
-              -- the last case's two tiles split its 19 slices of k four ways (sums in f32 slabs)
-              assert.are.equal(i == #TC_CASES and 4 or 1, splits, "splits of k")
+              -- the sixth case's two tiles split its 19 slices of k four ways (sums in f32 slabs)
+              assert.are.equal(i == 6 and 4 or 1, splits, "splits of k")
+              assert.are.equal(case[3].s[1] == 1 and case[3].s[2] == 1 and i ~= 8, conv.igemm_dx ~= nil, "dx")
+              if i == #TC_CASES then -- dx: 38 slices of k (9 x 264 channels) into one tile, 8 ways
+                assert.are.same({ 1, 8 }, { conv:igemm_split(layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s, true) })
+              end
             end
           end
         end)

@@ -127,7 +127,10 @@ function Conv2d.new(in_channels, out_channels, kernel_size, opts)
     params = ("%s* dy, %s* weight, %s* dx, %s"):format(dt, dt, dt, sizes) }
   self.weight_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_weight", template_args = targs,
     params = ("%s* x, %s* dy, %s* dweight, %s* dbias, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
-  if igemm.eligible(dt, groups, in_channels, out_channels) then self.igemm = igemm.new(self) end
+  if igemm.eligible(dt, groups, in_channels, out_channels) then
+    self.igemm = igemm.new(self)
+    if igemm.eligible_dx(self) then self.igemm_dx = igemm.new(self, true) end
+  end
   return self
 end
 
@@ -192,15 +195,26 @@ local function igemm_plan(self, shape)
   return igemm.plan(self.igemm, n, c, h, w, oh, ow), { n, c, h, w, oh, ow }
 end
 
--- For the tensor cores' forward on x of this shape: its tiles and splits of k (specs, benches).
-function Conv2d:igemm_split(input_shape)
-  local p = igemm_plan(self, input_shape)
+-- The dx plan of the tensor cores for x of this shape: the plan and the sizes it runs over (dy
+-- of n images, out channels, oh x ow, into h x w).
+local function dx_plan(self, shape)
+  local n, _, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+  return igemm.plan(self.igemm_dx, n, self.out_channels, oh, ow, h, w), { n, self.out_channels, oh, ow, h, w }
+end
+
+-- For the tensor cores' forward (or with dx, its dx) on x of this shape: its tiles and splits of
+-- k (specs, benches).
+function Conv2d:igemm_split(input_shape, dx)
+  local p = dx and dx_plan(self, input_shape) or igemm_plan(self, input_shape)
   return p.tiles, p.splits
 end
 
 function Conv2d:workspace_bytes(input_shapes)
   if not self.igemm then return 0 end
-  return igemm_plan(self, one_input(input_shapes)).bytes
+  local shape = one_input(input_shapes)
+  local bytes = igemm_plan(self, shape).bytes
+  if not self.igemm_dx then return bytes end
+  return math.max(bytes, dx_plan(self, shape).bytes)
 end
 
 function Conv2d:kernel_for_launch(i, input_shapes)
@@ -233,38 +247,60 @@ function Conv2d:pack_args_for_launch(i, inputs, params, output, output_shape)
   return args
 end
 
-function Conv2d:n_backward_launches() return 2 end
+-- The backward: dx (one direct launch, or the tensor cores' launches of ops/conv2d_igemm.lua
+-- where the stride is 1), then dweight with dbias (direct).
+function Conv2d:n_backward_launches() return self.igemm_dx and igemm.LAUNCHES + 1 or 2 end
 
-function Conv2d:backward_kernel_for_launch(i)
-  launch_index(i, 2)
-  return i == 1 and self.grad_kernel or self.weight_grad_kernel
+function Conv2d:backward_kernel_for_launch(i, input_shapes)
+  local count = self:n_backward_launches()
+  launch_index(i, count)
+  if i == count then return self.weight_grad_kernel end
+  if not self.igemm_dx then return self.grad_kernel end
+  local p, sizes = dx_plan(self, one_input(input_shapes))
+  return (igemm.launch(self.igemm_dx, i, p, sizes, 0, 0, 0, nil, 0))
 end
 
 function Conv2d:backward_grid_for_launch(i, input_shapes)
-  launch_index(i, 2)
+  local count = self:n_backward_launches()
+  launch_index(i, count)
   local shape = one_input(input_shapes)
   self:sizes_of(shape, "inputs[1]")
-  if i == 1 then return flat_grid(op.numel(shape), self.block_size) end
-  local items = op.numel(self:param_shapes()[1]) + (self.has_bias and self.out_channels or 0)
-  return { math.min(items, 2 ^ 31 - 1), 1, 1 }
+  if i == count then
+    local items = op.numel(self:param_shapes()[1]) + (self.has_bias and self.out_channels or 0)
+    return { math.min(items, 2 ^ 31 - 1), 1, 1 }
+  end
+  if not self.igemm_dx then return flat_grid(op.numel(shape), self.block_size) end
+  local p, sizes = dx_plan(self, shape)
+  if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d input pixels, too many for one call"):format(p.m)) end
+  local _, grid = igemm.launch(self.igemm_dx, i, p, sizes, 0, 0, 0, nil, 0)
+  return grid
 end
 Conv2d.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
 Conv2d.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
 
 function Conv2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
-  launch_index(i, 2)
+  local count = self:n_backward_launches()
+  launch_index(i, count)
   local x, shape = input_of(inputs)
   local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
   params, grad_inputs, grad_params = op.list(params, "params"), op.list(grad_inputs, "grad_inputs"),
     op.list(grad_params, "grad_params")
   local dy = address(grad_output, "grad_output")
-  if i == 1 then
-    return { dy, address(params[1], "params[1]"), address(grad_inputs[1], "grad_inputs[1]"), n, c, h, w, self.out_channels,
-      oh, ow }
+  if i == count then
+    local dw = address(grad_params[1], "grad_params[1]")
+    return { x, dy, dw, self.has_bias and address(grad_params[2], "grad_params[2]") or dw, n, c, h, w, self.out_channels,
+      oh, ow, self.has_bias and 1 or 0 }
   end
-  local dw = address(grad_params[1], "grad_params[1]")
-  return { x, dy, dw, self.has_bias and address(grad_params[2], "grad_params[2]") or dw, n, c, h, w, self.out_channels, oh,
-    ow, self.has_bias and 1 or 0 }
+  local dx = address(grad_inputs[1], "grad_inputs[1]")
+  if not self.igemm_dx then
+    return { dy, address(params[1], "params[1]"), dx, n, c, h, w, self.out_channels, oh, ow }
+  end
+  local at = #self:param_names() + 1
+  local ws = address(params[at] or 0, ("params[%d]"):format(at))
+  local p, sizes = dx_plan(self, shape)
+  if ws == 0 and p.bytes > 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
+  local _, _, args = igemm.launch(self.igemm_dx, i, p, sizes, dy, dx, address(params[1], "params[1]"), nil, ws)
+  return args
 end
 
 op.finish(Conv2d)

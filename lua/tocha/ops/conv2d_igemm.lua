@@ -1,8 +1,9 @@
 -- tocha.ops.conv2d_igemm: Conv2d's forward on the tensor cores (kernels/conv2d_igemm.cu), which
--- halves of groups 1 with channel counts multiples of 8 take, in either layout. The launches of
--- one forward, those not needed having empty grids:
---   1. the weight [out, in, kh, kw] relaid out to [kh, kw, in, out] (the GEMM's B), unless the
---      window is 1 x 1 (the weight [out, in] is B as it lies);
+-- halves of groups 1 with channel counts multiples of 8 take, in either layout, and its dx where
+-- the stride is 1 (the same GEMM: dy convolved with the flipped weight). The launches of one
+-- pass, those not needed having empty grids:
+--   1. the weight [out, in, kh, kw] relaid out to [kh, kw, in, out] (the GEMM's B; for dx
+--      flipped, [kh, kw, out, in]), unless the window is 1 x 1 (the weight is B as it lies);
 --   2. NCHW only: x transposed to NHWC;
 --   3. the implicit GEMM, into y (NHWC) or, NCHW, into an NHWC y of the workspace; where k is
 --      split, into f32 slabs of the workspace instead;
@@ -28,24 +29,44 @@ local function source()
     .. op.source("matmul.cu") .. "\n" .. op.source("conv2d_igemm.cu")
 end
 
--- The kernels for conv (a Conv2d: its dtype, channels, window, stride, padding, dilation), with
--- its tile width: 64, 128 or 256 output channels (the least that holds them up to 128, then
--- 256 unless the channels fill tiles of 128 better). The multiprocessors to fill with CTAs are
--- the default device's (132, an H200's, where that is the simulator).
-function M.new(conv)
+-- Whether conv's dx runs here too: a stride-1 convolution whose dx, the convolution of dy by
+-- the flipped weight, needs no negative padding (dilation (k - 1) >= padding).
+function M.eligible_dx(conv)
+  for i = 1, 2 do
+    if conv.stride[i] ~= 1 or conv.dilation[i] * (conv.kernel_size[i] - 1) < conv.padding[i] then return false end
+  end
+  return true
+end
+
+-- The kernels for conv's forward (a Conv2d: its dtype, channels, window, stride, padding,
+-- dilation) or, with dx, for its dx (the stride-1 convolution of dy, channels swapped, by the
+-- flipped weight, padding dilation (k - 1) - padding), with the tile width: 64, 128 or 256
+-- output channels (the least that holds them up to 128, then 256 unless the channels fill
+-- tiles of 128 better). The multiprocessors to fill with CTAs are the default device's (132, an
+-- H200's, where that is the simulator).
+function M.new(conv, dx)
   local matmul = require "tocha.matmul"
   local dev = require("tocha.device").default()
   local dt, c, o, k = conv.dtype, conv.in_channels, conv.out_channels, conv.kernel_size
+  local stride, padding, dilation = conv.stride, conv.padding, conv.dilation
+  if dx then
+    c, o, stride = o, c, { 1, 1 }
+    padding = { dilation[1] * (k[1] - 1) - padding[1], dilation[2] * (k[2] - 1) - padding[2] }
+  end
   local bn = o <= 64 and 64 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128 or 256
   local text, ct = source(), dtype.ctype(dt)
+  local window = k[1] * k[2] > 1
+  -- forward: a 1 x 1 window's weight [o, c] is B K-major; dx: a 1 x 1 window's [c', o'] is B as
+  -- the relaid weight lies
   local g = { tile_n = bn, k = k[1] * k[2] * c, out = o, nchw = conv.layout == "nchw", size = dtype.size(dt),
-    relayout = k[1] * k[2] > 1,
-    sms = dev.kind == "cuda" and dev.multiprocessors or 132 }
-  g.weight_kernel = kernel.new { source = text, name = "tocha_conv2d_weight_rsck",
-    template_args = ("%s, %d, %d, %d, %d"):format(ct, c, o, k[1], k[2]), params = ("%s* w, %s* rsck"):format(dt, dt) }
+    relayout = window, sms = dev.kind == "cuda" and dev.multiprocessors or 132 }
+  local b_k_major = not dx and not window
+  g.weight_kernel = kernel.new { source = text, name = dx and "tocha_conv2d_weight_flip" or "tocha_conv2d_weight_rsck",
+    template_args = ("%s, %d, %d, %d, %d"):format(ct, conv.in_channels, conv.out_channels, k[1], k[2]),
+    params = ("%s* w, %s* relaid"):format(dt, dt) }
   g.kernel = kernel.new { source = text, name = "tocha_conv2d_igemm",
-    template_args = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d"):format(ct, c, o, k[1], k[2], conv.stride[1],
-      conv.stride[2], conv.padding[1], conv.padding[2], conv.dilation[1], conv.dilation[2], bn),
+    template_args = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d"):format(ct, c, o, k[1], k[2], stride[1], stride[2],
+      padding[1], padding[2], dilation[1], dilation[2], bn, b_k_major and 1 or 0),
     params = ("%s* x, %s* weight, %s* bias, %s* y, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow, i32 has_bias"):format(dt,
       dt, dt, dt),
     -- tiles of 64 columns hold 32 sums a thread: two CTAs an SM
@@ -90,7 +111,8 @@ local function transpose_grid(rows, cols, batch)
 end
 
 -- Launch i's kernel, grid, and argument list for x of n images (c x h x w) into y (oh x ow):
--- addresses x, y, the weight, the bias (or nil) and the workspace.
+-- addresses x, y, the weight, the bias (or nil) and the workspace. (For dx: dy of n images (out
+-- x oh x ow) into dx (h x w), no bias.)
 function M.launch(g, i, p, sizes, x, y, weight, bias, ws)
   local n, c, h, w, oh, ow = unpack(sizes)
   local none = { 0, 0, 0 }
