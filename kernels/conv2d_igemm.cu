@@ -94,6 +94,50 @@ struct conv_patch_copy {
 };
 #endif
 
+// The weight gradient's B (the patches [m, K] of x, m along k of the GEMM) as a thread copies it
+// in mm_operand_copy's MN-major layout: BN columns of K, its chunk column cc fixed, so its
+// window position and channels (8 c .. 8 c + 7) are fixed for the whole kernel; rows (output
+// pixels, 64 a slice) r, r + ROW_STEP, ..., each located by division (32-bit: the host keeps
+// n oh ow below 2^31).
+template <typename T, int C, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int BN>
+struct conv_patch_rows_copy {
+    static const int PER_ROW = BN / 8, ROW_STEP = 256 / PER_ROW, CHUNKS = 64 / ROW_STEP;
+    static_assert(ROW_STEP % 8 == 0, "conv_patch_rows_copy: rows 8 apart keep their swizzle");
+    int dst, r, dy, dx, c;
+    bool column; // the chunk's k inside K
+    int h, w, oh, ow;
+
+    __device__ __forceinline__ conv_patch_rows_copy(int h_, int w_, int oh_, int ow_, long long col0)
+        : h(h_), w(w_), oh(oh_), ow(ow_)
+    {
+        const int cc = threadIdx.x % PER_ROW;
+        r = threadIdx.x / PER_ROW;
+        dst = (cc / 8) * 8192 + tocha::swizzle128(r, cc % 8);
+        const long long kk = col0 + cc * 8;
+        column = kk < (long long)KH * KW * C;
+        const int rs = (int)(kk / C);
+        c = (int)(kk % C);
+        dy = rs / KW * DH - PH;
+        dx = rs % KW * DW - PW;
+    }
+
+    // Slice s: output pixels [64 s, 64 s + 64) of the m = k pixels.
+    __device__ __forceinline__ void start(unsigned char *stage, long long s, long long k,
+                                          const T *x) const
+    {
+        const unsigned plane = (unsigned)oh * ow;
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) {
+            const unsigned p = (unsigned)(s * 64) + r + ROW_STEP * i;
+            const unsigned b = p / plane, q = p % plane;
+            const int iy = (int)(q / ow) * SH + dy, ix = (int)(q % ow) * SW + dx;
+            const bool in = column && p < k && (unsigned)iy < (unsigned)h && (unsigned)ix < (unsigned)w;
+            tocha::cp_async16(stage + dst + i * ROW_STEP * 128,
+                              in ? x + (((long long)b * h + iy) * w + ix) * C + c : x, in ? 16 : 0);
+        }
+    }
+};
+
 // The convolution: CTAs of 256 threads, a 128 x BN tile of y each (BN 64, 128 or 256), numbered
 // as matmul's (mm_tile_of) along grid.x; the launch gives MM_SHARED(BN) bytes of dynamic shared
 // memory. Where the tiles are too few to fill the GPU, k is split over grid.y: CTA y sums
@@ -194,5 +238,63 @@ __device__ void tocha_conv2d_transpose(const T *src, T *dst, long long rows, lon
         for (int i = ty; i < 32; i += 8)
             if (c0 + i < cols && r0 + tx < rows) dst[(c0 + i) * rows + r0 + tx] = tile[tx][i];
         __syncthreads();
+    }
+}
+
+// The weight gradient of an NHWC convolution on the tensor cores, as the GEMM dw[o, K] = the sum
+// over the m = n oh ow output pixels of dy[m, o] patches[m, K] (K = (ky, kx, c)): A = dy read
+// column-major (o along its rows), B the patches (conv_patch_rows_copy), k of the GEMM the
+// pixels, always split over grid.y into f32 slabs [O, K] that tocha_conv2d_dw_sum adds
+// into PyTorch's layout. CTAs of 256 threads, 128 x BN tiles of [O, K] along grid.x.
+template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
+          int BN>
+__device__ void tocha_conv2d_igemm_dw(const T *x, const T *dy, float *partial, long long n, int h, int w,
+                                      int oh, int ow)
+{
+    static_assert(C % 8 == 0 && O % 8 == 0, "tocha_conv2d_igemm_dw: channels in whole 16-byte chunks");
+    if (blockDim.x != 256) __trap();
+    const long long pixels = n * oh * ow, kw = (long long)KH * KW * C;
+    long long row0, col0;
+    mm_tile_of(O, kw, BN, &row0, &col0);
+    float *slab = partial + blockIdx.y * O * kw;
+#ifdef TOCHA_MATMUL_WGMMA
+    const long long slices = (pixels + 63) / 64, per = (slices + gridDim.y - 1) / gridDim.y;
+    const long long first = blockIdx.y * per;
+    const long long count = slices - first < per ? (slices > first ? slices - first : 0) : per;
+    const mm_operand_copy<T, false, 128> copy_a(dy, O, O, row0);
+    const conv_patch_rows_copy<T, C, KH, KW, SH, SW, PH, PW, DH, DW, BN> copy_b(h, w, oh, ow, col0);
+    mm_wg_run<T, 1, 0, BN>(copy_a, copy_b, dy, x, (const T *)0, (T *)0, O, kw, pixels, first, count, 0,
+                           row0, col0, slab);
+#else
+    for (int e = threadIdx.x; e < 128 * BN; e += 256) {
+        const long long o = row0 + e / BN, kk = col0 + e % BN;
+        if (o >= O || kk >= kw) continue;
+        const int c = (int)(kk % C), rs = (int)(kk / C), ky = rs / KW, kx = rs % KW;
+        float s = 0.0f;
+        if (blockIdx.y == 0)
+            for (long long p = 0; p < pixels; ++p) {
+                const long long b = p / ((long long)oh * ow), q = p % ((long long)oh * ow);
+                const int iy = (int)(q / ow) * SH - PH + ky * DH, ix = (int)(q % ow) * SW - PW + kx * DW;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                s = fmaf(tocha::to_compute(dy[p * O + o]),
+                         tocha::to_compute(x[((b * h + iy) * w + ix) * C + c]), s);
+            }
+        slab[o * kw + kk] = s;
+    }
+#endif
+}
+
+// dw [O, C, KH, KW] = the sum of the `splits` slabs [O, (KH, KW, C)] of partial, in slab order,
+// rounded once to T.
+template <typename T, int C, int O, int KH, int KW>
+__device__ void tocha_conv2d_dw_sum(const float *partial, T *dw, int splits)
+{
+    const long long kw = (long long)KH * KW * C, count = O * kw;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < count; e += stride) {
+        float s = 0.0f;
+        for (int i = 0; i < splits; ++i) s += partial[i * count + e];
+        const long long o = e / kw, k = e % kw, c = k % C, rs = k / C;
+        dw[(o * C + c) * (KH * KW) + rs] = tocha::from_compute<T>(s);
     }
 }

@@ -203,6 +203,7 @@ describe("tocha.Conv2d", function()
               -- the sixth case's two tiles split its 19 slices of k four ways (sums in f32 slabs)
               assert.are.equal(i == 6 and 4 or 1, splits, "splits of k")
               assert.are.equal(case[3].s[1] == 1 and case[3].s[2] == 1 and i ~= 8, conv.igemm_dx ~= nil, "dx")
+              assert.are.equal(layout == "nhwc", conv.igemm_dw ~= nil, "dweight")
               if i == #TC_CASES then -- dx: 38 slices of k (9 x 264 channels) into one tile, 8 ways
                 assert.are.same({ 1, 8 }, { conv:igemm_split(layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s, true) })
               end
@@ -259,7 +260,7 @@ describe("tocha.Conv2d", function()
         assert.tensor.equal(dw2, param_grads["c2.weight"])
       end)
 
-      it("runs its tensor cores' forward in a model, in the model's workspace, both layouts", function()
+      it("runs its tensor cores' forward and backward in a model, in the model's workspace, both layouts", function()
         for _, layout in ipairs({ "nhwc", "nchw" }) do
           local shape = layout == "nhwc" and { 2, 6, 6, 16 } or { 2, 16, 6, 6 }
           local x = tocha.Model.input({ -1, shape[2], shape[3], shape[4] }, { name = "x", dtype = "bf16" })
@@ -272,8 +273,19 @@ describe("tocha.Conv2d", function()
           p["c1.bias"]:copy(small_ints({ 32 }, "bf16", device, 41))
           p["c2.weight"]:copy(small_ints({ 8, 32, 1, 1 }, "bf16", device, 42))
           local xt = small_ints(shape, "bf16", device, 43)
-          local y = c2:forward(c1:forward(xt, p["c1.weight"], p["c1.bias"]), p["c2.weight"])
+          local h = c1:forward(xt, p["c1.weight"], p["c1.bias"])
+          local y = c2:forward(h, p["c2.weight"])
           assert.tensor.equal(y, m:forward({ xt })[1])
+          -- the backward, its workspace the model's too
+          local _, cache = m:forward_train({ xt })
+          local dy = small_ints(y:shape(), "bf16", device, 44)
+          local grads, param_grads = m:backward({ dy }, cache)
+          local dh, dw2 = c2:backward(h, p["c2.weight"], dy)
+          local dx, dw1, db1 = c1:backward(xt, p["c1.weight"], p["c1.bias"], dh)
+          assert.tensor.equal(dx, grads[1])
+          assert.tensor.equal(dw1, param_grads["c1.weight"])
+          assert.tensor.equal(db1, param_grads["c1.bias"])
+          assert.tensor.equal(dw2, param_grads["c2.weight"])
         end
       end)
 

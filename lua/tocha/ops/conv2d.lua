@@ -130,6 +130,7 @@ function Conv2d.new(in_channels, out_channels, kernel_size, opts)
   if igemm.eligible(dt, groups, in_channels, out_channels) then
     self.igemm = igemm.new(self)
     if igemm.eligible_dx(self) then self.igemm_dx = igemm.new(self, true) end
+    if igemm.eligible_dw(self) then self.igemm_dw = igemm.new_dw(self) end
   end
   return self
 end
@@ -213,8 +214,12 @@ function Conv2d:workspace_bytes(input_shapes)
   if not self.igemm then return 0 end
   local shape = one_input(input_shapes)
   local bytes = igemm_plan(self, shape).bytes
-  if not self.igemm_dx then return bytes end
-  return math.max(bytes, dx_plan(self, shape).bytes)
+  if self.igemm_dx then bytes = math.max(bytes, dx_plan(self, shape).bytes) end
+  if self.igemm_dw then
+    local n, _, _, _, oh, ow = self:sizes_of(shape, "inputs[1]")
+    bytes = math.max(bytes, igemm.plan_dw(self.igemm_dw, n * oh * ow).bytes)
+  end
+  return bytes
 end
 
 function Conv2d:kernel_for_launch(i, input_shapes)
@@ -248,58 +253,60 @@ function Conv2d:pack_args_for_launch(i, inputs, params, output, output_shape)
 end
 
 -- The backward: dx (one direct launch, or the tensor cores' launches of ops/conv2d_igemm.lua
--- where the stride is 1), then dweight with dbias (direct).
-function Conv2d:n_backward_launches() return self.igemm_dx and igemm.LAUNCHES + 1 or 2 end
+-- where the stride is 1), then dweight with dbias (one direct launch, or in layout nhwc the
+-- tensor cores' three).
+local function dx_count(self) return self.igemm_dx and igemm.LAUNCHES or 1 end
+function Conv2d:n_backward_launches() return dx_count(self) + (self.igemm_dw and 3 or 1) end
+
+-- Backward launch i for x of this shape: kernel, grid and (given addresses a = {x, dy, weight,
+-- workspace, dx, dweight, dbias or nil}) its arguments.
+local function backward_launch(self, i, shape, a)
+  launch_index(i, self:n_backward_launches())
+  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+  local first, given = dx_count(self), a ~= nil
+  a = a or { 0, 0, 0, 0, 0, 0, nil }
+  local x, dy, weight, ws, dx, dw, db = a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+  if i <= first and self.igemm_dx then
+    local p, sizes = dx_plan(self, shape)
+    if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d input pixels, too many for one call"):format(p.m)) end
+    if given and ws == 0 and p.bytes > 0 then
+      raise("params: the op needs its workspace (op:workspace_bytes) after the parameters")
+    end
+    return igemm.launch(self.igemm_dx, i, p, sizes, dy, dx, weight, nil, ws)
+  elseif i <= first then
+    return self.grad_kernel, flat_grid(n * c * h * w, self.block_size), { dy, weight, dx, n, c, h, w, self.out_channels, oh, ow }
+  elseif self.igemm_dw then
+    local p = igemm.plan_dw(self.igemm_dw, n * oh * ow)
+    if given and ws == 0 and p.bytes > 0 then
+      raise("params: the op needs its workspace (op:workspace_bytes) after the parameters")
+    end
+    return igemm.launch_dw(self.igemm_dw, i - first, p, { n, c, h, w, oh, ow }, x, dy, dw, db, ws, self.has_bias)
+  end
+  local items = op.numel(self:param_shapes()[1]) + (self.has_bias and self.out_channels or 0)
+  return self.weight_grad_kernel, { math.min(items, 2 ^ 31 - 1), 1, 1 },
+    { x, dy, dw, db or dw, n, c, h, w, self.out_channels, oh, ow, self.has_bias and 1 or 0 }
+end
 
 function Conv2d:backward_kernel_for_launch(i, input_shapes)
-  local count = self:n_backward_launches()
-  launch_index(i, count)
-  if i == count then return self.weight_grad_kernel end
-  if not self.igemm_dx then return self.grad_kernel end
-  local p, sizes = dx_plan(self, one_input(input_shapes))
-  return (igemm.launch(self.igemm_dx, i, p, sizes, 0, 0, 0, nil, 0))
+  return (backward_launch(self, i, one_input(input_shapes)))
 end
 
 function Conv2d:backward_grid_for_launch(i, input_shapes)
-  local count = self:n_backward_launches()
-  launch_index(i, count)
-  local shape = one_input(input_shapes)
-  self:sizes_of(shape, "inputs[1]")
-  if i == count then
-    local items = op.numel(self:param_shapes()[1]) + (self.has_bias and self.out_channels or 0)
-    return { math.min(items, 2 ^ 31 - 1), 1, 1 }
-  end
-  if not self.igemm_dx then return flat_grid(op.numel(shape), self.block_size) end
-  local p, sizes = dx_plan(self, shape)
-  if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d input pixels, too many for one call"):format(p.m)) end
-  local _, grid = igemm.launch(self.igemm_dx, i, p, sizes, 0, 0, 0, nil, 0)
+  local _, grid = backward_launch(self, i, one_input(input_shapes))
   return grid
 end
 Conv2d.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
 Conv2d.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
 
 function Conv2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
-  local count = self:n_backward_launches()
-  launch_index(i, count)
   local x, shape = input_of(inputs)
-  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
   params, grad_inputs, grad_params = op.list(params, "params"), op.list(grad_inputs, "grad_inputs"),
     op.list(grad_params, "grad_params")
-  local dy = address(grad_output, "grad_output")
-  if i == count then
-    local dw = address(grad_params[1], "grad_params[1]")
-    return { x, dy, dw, self.has_bias and address(grad_params[2], "grad_params[2]") or dw, n, c, h, w, self.out_channels,
-      oh, ow, self.has_bias and 1 or 0 }
-  end
-  local dx = address(grad_inputs[1], "grad_inputs[1]")
-  if not self.igemm_dx then
-    return { dy, address(params[1], "params[1]"), dx, n, c, h, w, self.out_channels, oh, ow }
-  end
   local at = #self:param_names() + 1
-  local ws = address(params[at] or 0, ("params[%d]"):format(at))
-  local p, sizes = dx_plan(self, shape)
-  if ws == 0 and p.bytes > 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
-  local _, _, args = igemm.launch(self.igemm_dx, i, p, sizes, dy, dx, address(params[1], "params[1]"), nil, ws)
+  local a = { x, address(grad_output, "grad_output"), address(params[1], "params[1]"),
+    self.igemm and address(params[at] or 0, ("params[%d]"):format(at)) or 0, address(grad_inputs[1], "grad_inputs[1]"),
+    address(grad_params[1], "grad_params[1]"), self.has_bias and address(grad_params[2], "grad_params[2]") or nil }
+  local _, _, args = backward_launch(self, i, shape, a)
   return args
 end
 

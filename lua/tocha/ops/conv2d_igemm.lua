@@ -137,4 +137,62 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws)
   return g.transpose_kernel, transpose_grid(oh * ow, g.out, n), { y_nhwc, y, oh * ow, g.out }
 end
 
+-- ---- the weight gradient (NHWC) ----
+--
+-- dweight as a GEMM over the output pixels (kernels/conv2d_igemm.cu, tocha_conv2d_igemm_dw):
+--   1. dy^T x patches into f32 slabs [out, kh kw in] of the workspace, the pixels split over
+--      about one CTA a multiprocessor (each split at least 4 slices of 64 pixels);
+--   2. the slabs' sum into dweight in PyTorch's layout;
+--   3. with a bias, dbias: the sum of dy a channel (conv2d.cu's bias kernel).
+
+-- Whether conv's weight gradient runs here: NHWC (the forward's conditions hold).
+function M.eligible_dw(conv) return conv.layout == "nhwc" end
+
+function M.new_dw(conv)
+  local matmul = require "tocha.matmul"
+  local dev = require("tocha.device").default()
+  local dt, c, o, k = conv.dtype, conv.in_channels, conv.out_channels, conv.kernel_size
+  local kw = k[1] * k[2] * c
+  local bn = kw <= 64 and 64 or (kw <= 128 or (kw % 256 ~= 0 and kw % 128 == 0)) and 128 or 256
+  local text, ct = source(), dtype.ctype(dt)
+  local g = { tile_n = bn, k = kw, out = o, sms = dev.kind == "cuda" and dev.multiprocessors or 132 }
+  local shape = ("%d, %d, %d, %d"):format(c, o, k[1], k[2])
+  g.kernel = kernel.new { source = text, name = "tocha_conv2d_igemm_dw",
+    template_args = ("%s, %s, %d, %d, %d, %d, %d, %d, %d"):format(ct, shape, conv.stride[1], conv.stride[2],
+      conv.padding[1], conv.padding[2], conv.dilation[1], conv.dilation[2], bn),
+    params = ("%s* x, %s* dy, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow"):format(dt, dt),
+    launch_bounds = { 256, bn == 64 and 2 or 1 }, shared = matmul.tensor_core_shared(bn) }
+  g.sum_kernel = kernel.new { source = text, name = "tocha_conv2d_dw_sum", template_args = ct .. ", " .. shape,
+    params = ("f32* partial, %s* dw, i32 splits"):format(dt) }
+  g.bias_kernel = kernel.new { source = op.source("conv2d.cu"), name = "tocha_conv2d_backward_bias",
+    template_args = ct .. ", 1", params = ("%s* dy, %s* dbias, i64 n, i64 co, i64 plane"):format(dt, dt) }
+  return g
+end
+
+-- The weight gradient's plan over m output pixels: tiles, splits, workspace bytes.
+function M.plan_dw(g, m)
+  if m >= 2 ^ 31 then errors.raise(("inputs[1]: %d output pixels, at most 2^31 - 1 a call"):format(m)) end
+  local tiles = math.ceil(g.out / 128) * math.ceil(g.k / g.tile_n)
+  local slices = math.ceil(m / 64)
+  local splits = math.max(1, math.min(math.floor(g.sms / tiles + 0.5), math.floor(slices / 4)))
+  splits = math.ceil(slices / math.ceil(slices / splits)) -- none empty
+  return { m = m, tiles = tiles, splits = splits, bytes = splits * g.out * g.k * 4 }
+end
+
+-- Weight-gradient launch i (1 to 3): kernel, grid, arguments for x, dy, dweight, dbias (the
+-- third launch runs where has_bias).
+function M.launch_dw(g, i, p, sizes, x, dy, dw, db, ws, has_bias)
+  local n, _, h, w, oh, ow = unpack(sizes)
+  local none = { 0, 0, 0 }
+  if i == 1 then
+    if p.m == 0 then return g.kernel, none, {} end
+    return g.kernel, { p.tiles, p.splits, 1 }, { x, dy, ws, n, h, w, oh, ow }
+  elseif i == 2 then
+    if p.m == 0 then return g.sum_kernel, none, {} end
+    return g.sum_kernel, { math.max(1, math.min(math.ceil(g.out * g.k / 256), 2 ^ 31 - 1)), 1, 1 }, { ws, dw, p.splits }
+  end
+  if not has_bias then return g.bias_kernel, none, {} end
+  return g.bias_kernel, { math.min(g.out, 2 ^ 31 - 1), 1, 1 }, { dy, db, n, g.out, oh * ow }
+end
+
 return M
