@@ -2,7 +2,9 @@
 -- YOLOv8n at 640 x 640), halves on the tensor cores (the implicit GEMM), NHWC and NCHW (which
 -- transposes x and y around the same GEMM), batch 16 and 64: median
 -- device time over N calls (each call relays the weight out and allocates y, as a direct call
--- does) and TFLOP/s (2 n oh ow out in kh kw). Each case's result is checked first against the
+-- does) and TFLOP/s (2 n oh ow out in kh kw); in NHWC the backward too (dx, dweight and dbias in
+-- one call, 2 x the forward's work; dx on the tensor cores where the stride is 1, by the direct
+-- kernel elsewhere). Each case's forward is checked first against the
 -- direct kernels (NCHW, f32 sums) on one image of it. bench/conv_torch.py times PyTorch's
 -- conv2d (cuDNN, its best algorithm, in its best layout for the case) and writes the report.
 --   tocha bench/conv.lua [--out DIR] [--launches N] [--only PATTERN]
@@ -75,9 +77,23 @@ local function run_case(name, cin, cout, k, s, p, size, dt, layout)
       y:free()
     end, opts.launches)
     local _, splits = conv:igemm_split(xs[1]:shape())
-    rows[#rows + 1] = { name = name, dtype = dt, layout = layout, splits = splits, n = n, cin = cin, cout = cout, k = k,
-      stride = s, padding = p, size = size, flops = flops, ms = ms, tflops = flops / (ms * 1e9) }
-    print(("%-28s %-5s %s n %-3d %9.4f ms %8.1f TFLOP/s"):format(name, dt, layout, n, ms, flops / (ms * 1e9)))
+    local function row(pass, f, t, tiled)
+      rows[#rows + 1] = { name = name, pass = pass, dtype = dt, layout = layout, splits = splits, tensor_cores = tiled, n = n,
+        cin = cin, cout = cout, k = k, stride = s, padding = p, size = size, flops = f, ms = t, tflops = f / (t * 1e9) }
+      print(("%-28s %-8s %-5s %s n %-3d %9.4f ms %8.1f TFLOP/s"):format(name, pass, dt, layout, n, t, f / (t * 1e9)))
+    end
+    row("forward", flops, ms, "all")
+    if nhwc then -- the backward: dx and dweight (2 x the forward's work) and dbias
+      local y = conv:forward(xs[1], w, b)
+      local dy = tocha.randn(y:shape(), { dtype = dt, device = device.name, seed = 20 })
+      y:free()
+      local bms = timing.time_launches(device, function(i)
+        local dx, dw, db = conv:backward(xs[i % 2 + 1], w, b, dy)
+        dx:free() dw:free() db:free()
+      end, opts.launches)
+      row("backward", 2 * flops, bms, conv.igemm_dx and "all" or "dweight")
+      dy:free()
+    end
     for i = 1, 2 do xs[i]:free() end
   end
 end
@@ -85,11 +101,14 @@ end
 for _, case in ipairs(CASES) do
   if timing.selected(case[1], opts.only) then
     for _, dt in ipairs(DTYPES) do
-      for _, layout in ipairs({ "nhwc", "nchw" }) do run_case(case[1], case[2], case[3], case[4], case[5], case[6], case[7], dt, layout) end
+      for _, layout in ipairs({ "nhwc", "nchw" }) do
+        run_case(case[1], case[2], case[3], case[4], case[5], case[6], case[7], dt, layout)
+      end
     end
   end
 end
 
 timing.write_csv(opts.out .. "/tocha.csv",
-  { "name", "dtype", "layout", "splits", "n", "cin", "cout", "k", "stride", "padding", "size", "flops", "ms", "tflops" }, rows)
+  { "name", "pass", "dtype", "layout", "splits", "tensor_cores", "n", "cin", "cout", "k", "stride", "padding", "size",
+    "flops", "ms", "tflops" }, rows)
 print("wrote " .. opts.out .. "/tocha.csv")

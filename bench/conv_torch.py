@@ -28,7 +28,14 @@ def case_ms(r, launches):
         b = torch.randn(cout, generator=g, device="cuda").to(dt)
         xs = [torch.randn(n, cin, size, size, generator=g, device="cuda").to(dt).contiguous(memory_format=layout)
               for _ in range(2)]
-        ms = time_launches(lambda i: F.conv2d(xs[i % 2], w, b, stride=stride, padding=padding), launches)
+        if r["pass"] == "forward":
+            ms = time_launches(lambda i: F.conv2d(xs[i % 2], w, b, stride=stride, padding=padding), launches)
+        else:
+            oh = (size + 2 * padding - k) // stride + 1
+            dy = torch.randn(n, cout, oh, oh, generator=g, device="cuda").to(dt).contiguous(memory_format=layout)
+            ms = time_launches(lambda i: torch.ops.aten.convolution_backward(
+                dy, xs[i % 2], w, [cout], [stride] * 2, [padding] * 2, [1, 1], False, [0, 0], 1, [True, True, True]),
+                launches)
         name = "channels_last" if layout == torch.channels_last else "NCHW"
         if best is None or ms < best[0]:
             best = (ms, name)
@@ -47,20 +54,22 @@ def main():
         t = dict(r)
         t["ms"], t["tflops"], t["layout"] = ms, int(r["flops"]) / (ms * 1e9), layout
         theirs.append(t)
-        print(f"{r['name']:28} {r['dtype']:5} n {r['n']:3} {ms:9.4f} ms {t['tflops']:8.1f} TFLOP/s ({layout})")
+        print(f"{r['name']:28} {r['pass']:8} {r['dtype']:5} n {r['n']:3} {ms:9.4f} ms {t['tflops']:8.1f} TFLOP/s ({layout})")
     with open(f"{out}/torch.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(theirs[0].keys()))
         w.writeheader()
         w.writerows(theirs)
-    lines = [f"# Conv2d forward beside PyTorch {torch.__version__} (cuDNN {torch.backends.cudnn.version()}, "
+    lines = [f"# Conv2d forward and backward beside PyTorch {torch.__version__} (cuDNN {torch.backends.cudnn.version()}, "
              f"{torch.cuda.get_device_name()})", "",
-             f"Median of {launches} calls; TFLOP/s counts 2 n oh ow out in kh kw. tocha in each layout (k split "
-             "where shown); PyTorch in its faster layout (cudnn.benchmark on).", "",
-             "| case | dtype | batch | tocha layout | k splits | tocha ms | PyTorch ms | tocha TFLOP/s | PyTorch TFLOP/s | "
-             "PyTorch layout | tocha / PyTorch throughput |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             f"Median of {launches} calls; TFLOP/s counts 2 n oh ow out in kh kw a forward, twice that a backward (dx "
+             "and dweight; dbias too). tocha in each layout (the forward's k split where shown; a backward's dx on the "
+             "tensor cores where the stride is 1, else direct); PyTorch in its faster layout (cudnn.benchmark on).", "",
+             "| case | pass | dtype | batch | tocha layout | k splits | tensor cores | tocha ms | PyTorch ms | tocha TFLOP/s | "
+             "PyTorch TFLOP/s | PyTorch layout | tocha / PyTorch throughput |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for a, b in zip(ours, theirs):
-        lines.append(f"| {a['name']} | {a['dtype']} | {a['n']} | {a['layout'].upper()} | {a['splits']} | "
+        lines.append(f"| {a['name']} | {a['pass']} | {a['dtype']} | {a['n']} | {a['layout'].upper()} | {a['splits']} | "
+                     f"{a['tensor_cores']} | "
                      f"{float(a['ms']):.4f} | {b['ms']:.4f} | "
                      f"{float(a['tflops']):.1f} | {b['tflops']:.1f} | {b['layout']} | "
                      f"{float(a['tflops']) / b['tflops']:.2f} |")
