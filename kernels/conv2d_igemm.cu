@@ -284,10 +284,33 @@ __device__ void tocha_conv2d_igemm_dw(const T *x, const T *dy, float *partial, l
 #endif
 }
 
+// The bias gradient's partial sums of dy [m, O] (NHWC) for tocha_conv2d_dw_sum: CTA (x, y) takes
+// channels 32 x .. 32 x + 31 over rows y, y + grid.y, ... (8 row phases of 32 lanes, the lanes
+// along consecutive channels so that a warp reads 64 contiguous bytes), its f32 partials to
+// bias_partial[y, O] in a fixed order.
+template <typename T>
+__device__ void tocha_conv2d_db_partial(const T *dy, float *bias_partial, long long m, int O)
+{
+    __shared__ float sums[8][32];
+    const int lane = threadIdx.x % 32, phase = threadIdx.x / 32;
+    const long long o = (long long)blockIdx.x * 32 + lane;
+    float s = 0.0f;
+    if (o < O)
+        for (long long r = blockIdx.y + (long long)gridDim.y * phase; r < m; r += 8LL * gridDim.y)
+            s += tocha::to_compute(dy[r * O + o]);
+    sums[phase][lane] = s;
+    __syncthreads();
+    if (phase == 0 && o < O) {
+        for (int i = 1; i < 8; ++i) s += sums[i][lane];
+        bias_partial[blockIdx.y * (long long)O + o] = s;
+    }
+}
+
 // dw [O, C, KH, KW] = the sum of the `splits` slabs [O, (KH, KW, C)] of partial, in slab order,
-// rounded once to T.
+// rounded once to T; with db, also db [O] = the sum of the `bias_splits` rows of bias_partial.
 template <typename T, int C, int O, int KH, int KW>
-__device__ void tocha_conv2d_dw_sum(const float *partial, T *dw, int splits)
+__device__ void tocha_conv2d_dw_sum(const float *partial, T *dw, int splits, const float *bias_partial,
+                                    T *db, int bias_splits, int has_bias)
 {
     const long long kw = (long long)KH * KW * C, count = O * kw;
     const long long stride = (long long)blockDim.x * gridDim.x;
@@ -296,5 +319,10 @@ __device__ void tocha_conv2d_dw_sum(const float *partial, T *dw, int splits)
         for (int i = 0; i < splits; ++i) s += partial[i * count + e];
         const long long o = e / kw, k = e % kw, c = k % C, rs = k / C;
         dw[(o * C + c) * (KH * KW) + rs] = tocha::from_compute<T>(s);
+        if (has_bias && e < O) {
+            float b = 0.0f;
+            for (int i = 0; i < bias_splits; ++i) b += bias_partial[(long long)i * O + e];
+            db[e] = tocha::from_compute<T>(b);
+        }
     }
 }

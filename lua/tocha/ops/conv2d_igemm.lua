@@ -142,8 +142,8 @@ end
 -- dweight as a GEMM over the output pixels (kernels/conv2d_igemm.cu, tocha_conv2d_igemm_dw):
 --   1. dy^T x patches into f32 slabs [out, kh kw in] of the workspace, the pixels split over
 --      about one CTA a multiprocessor (each split at least 4 slices of 64 pixels);
---   2. the slabs' sum into dweight in PyTorch's layout;
---   3. with a bias, dbias: the sum of dy a channel (conv2d.cu's bias kernel).
+--   2. with a bias, dbias's partial sums of dy a channel over splits of the pixels;
+--   3. the slabs' sum into dweight in PyTorch's layout, and the partials' into dbias.
 
 -- Whether conv's weight gradient runs here: NHWC (the forward's conditions hold).
 function M.eligible_dw(conv) return conv.layout == "nhwc" end
@@ -163,9 +163,9 @@ function M.new_dw(conv)
     params = ("%s* x, %s* dy, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow"):format(dt, dt),
     launch_bounds = { 256, bn == 64 and 2 or 1 }, shared = matmul.tensor_core_shared(bn) }
   g.sum_kernel = kernel.new { source = text, name = "tocha_conv2d_dw_sum", template_args = ct .. ", " .. shape,
-    params = ("f32* partial, %s* dw, i32 splits"):format(dt) }
-  g.bias_kernel = kernel.new { source = op.source("conv2d.cu"), name = "tocha_conv2d_backward_bias",
-    template_args = ct .. ", 1", params = ("%s* dy, %s* dbias, i64 n, i64 co, i64 plane"):format(dt, dt) }
+    params = ("f32* partial, %s* dw, i32 splits, f32* bias_partial, %s* db, i32 bias_splits, i32 has_bias"):format(dt, dt) }
+  g.bias_kernel = kernel.new { source = text, name = "tocha_conv2d_db_partial", template_args = ct,
+    params = ("%s* dy, f32* bias_partial, i64 m, i32 o"):format(dt) }
   return g
 end
 
@@ -176,7 +176,12 @@ function M.plan_dw(g, m)
   local slices = math.ceil(m / 64)
   local splits = math.max(1, math.min(math.floor(g.sms / tiles + 0.5), math.floor(slices / 4)))
   splits = math.ceil(slices / math.ceil(slices / splits)) -- none empty
-  return { m = m, tiles = tiles, splits = splits, bytes = splits * g.out * g.k * 4 }
+  -- dbias: CTAs of 32 channels by splits of the pixels, about two CTAs a multiprocessor
+  local columns = math.ceil(g.out / 32)
+  local bias_splits = math.max(1, math.min(math.ceil(2 * g.sms / columns), math.ceil(m / 64), 1024))
+  local bias = align(splits * g.out * g.k * 4)
+  return { m = m, tiles = tiles, splits = splits, bias = bias, bias_splits = bias_splits, columns = columns,
+    bytes = bias + bias_splits * g.out * 4 }
 end
 
 -- Weight-gradient launch i (1 to 3): kernel, grid, arguments for x, dy, dweight, dbias (the
@@ -188,11 +193,13 @@ function M.launch_dw(g, i, p, sizes, x, dy, dw, db, ws, has_bias)
     if p.m == 0 then return g.kernel, none, {} end
     return g.kernel, { p.tiles, p.splits, 1 }, { x, dy, ws, n, h, w, oh, ow }
   elseif i == 2 then
-    if p.m == 0 then return g.sum_kernel, none, {} end
-    return g.sum_kernel, { math.max(1, math.min(math.ceil(g.out * g.k / 256), 2 ^ 31 - 1)), 1, 1 }, { ws, dw, p.splits }
+    if not has_bias then return g.bias_kernel, none, {} end
+    return g.bias_kernel, { p.columns, p.bias_splits, 1 }, { dy, ws + p.bias, p.m, g.out }
   end
-  if not has_bias then return g.bias_kernel, none, {} end
-  return g.bias_kernel, { math.min(g.out, 2 ^ 31 - 1), 1, 1 }, { dy, db, n, g.out, oh * ow }
+  -- (with no pixels the slabs are not written: dweight stays as given, zeros)
+  if p.m == 0 and not has_bias then return g.sum_kernel, none, {} end
+  return g.sum_kernel, { math.max(1, math.min(math.ceil(g.out * g.k / 256), 2 ^ 31 - 1)), 1, 1 },
+    { ws, dw, p.m == 0 and 0 or p.splits, ws + p.bias, db or dw, p.bias_splits, has_bias and 1 or 0 }
 end
 
 return M
