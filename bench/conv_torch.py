@@ -52,7 +52,7 @@ def main():
     for r in ours:
         ms, layout = case_ms(r, launches)
         t = dict(r)
-        t["ms"], t["tflops"], t["layout"] = ms, int(r["flops"]) / (ms * 1e9), layout
+        t["ms"], t["tflops"], t["torch_layout"] = ms, int(r["flops"]) / (ms * 1e9), layout
         theirs.append(t)
         print(f"{r['name']:28} {r['pass']:8} {r['dtype']:5} n {r['n']:3} {ms:9.4f} ms {t['tflops']:8.1f} TFLOP/s ({layout})")
     with open(f"{out}/torch.csv", "w", newline="") as f:
@@ -71,7 +71,7 @@ def main():
         lines.append(f"| {a['name']} | {a['pass']} | {a['dtype']} | {a['n']} | {a['layout'].upper()} | {a['splits']} | "
                      f"{a['tensor_cores']} | "
                      f"{float(a['ms']):.4f} | {b['ms']:.4f} | "
-                     f"{float(a['tflops']):.1f} | {b['tflops']:.1f} | {b['layout']} | "
+                     f"{float(a['tflops']):.1f} | {b['tflops']:.1f} | {b['torch_layout']} | "
                      f"{float(a['tflops']) / b['tflops']:.2f} |")
     with open(f"{out}/report.md", "w") as f:
         f.write("\n".join(lines) + "\n")
