@@ -326,3 +326,23 @@ __device__ void tocha_conv2d_dw_sum(const float *partial, T *dw, int splits, con
         }
     }
 }
+
+// dst [n, dh, dw, c] = src [n, h, w, c] spread out by the stride (SH, SW): dst[b, y, x] =
+// src[b, y / SH, x / SW] where SH divides y and SW divides x, else zeros; dh = (h - 1) SH + 1,
+// dw likewise. A strided convolution's dx is the stride-1 convolution of dy so spread. 16
+// bytes (8 channels; c is a multiple of 8) a thread a step.
+template <typename T, int SH, int SW>
+__device__ void tocha_conv2d_spread(const T *src, T *dst, long long n, long long h, long long w,
+                                    long long dh, long long dw, long long c)
+{
+    const long long chunks = c / 8, total = n * dh * dw * chunks;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
+        const long long q = e % chunks, t = e / chunks, x = t % dw, t2 = t / dw, y = t2 % dh,
+                        b = t2 / dh;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (y % SH == 0 && x % SW == 0)
+            v = ((const uint4 *)(src + ((b * h + y / SH) * w + x / SW) * c))[q];
+        ((uint4 *)dst)[e] = v;
+    }
+}

@@ -1,23 +1,26 @@
 -- tocha.ops.conv2d_igemm: Conv2d's forward on the tensor cores (kernels/conv2d_igemm.cu), which
--- halves of groups 1 with channel counts multiples of 8 take, in either layout, and its dx where
--- the stride is 1 (the same GEMM: dy convolved with the flipped weight). The launches of one
--- pass, those not needed having empty grids:
+-- halves of groups 1 with channel counts multiples of 8 take, in either layout, and its dx (the
+-- same GEMM: dy, spread out by the stride, convolved with the flipped weight). The launches of
+-- one pass, those not needed having empty grids:
 --   1. the weight [out, in, kh, kw] relaid out to [kh, kw, in, out] (the GEMM's B; for dx
 --      flipped, [kh, kw, out, in]), unless the window is 1 x 1 (the weight is B as it lies);
 --   2. NCHW only: x transposed to NHWC;
---   3. the implicit GEMM, into y (NHWC) or, NCHW, into an NHWC y of the workspace; where k is
+--   3. dx of a strided convolution only: dy spread out by the stride with zeros between, so that
+--      dx is a stride-1 convolution of it (S_h S_w times the tensor cores' work of the direct
+--      form, the zeros' products wasted, against a kernel that would skip them);
+--   4. the implicit GEMM, into y (NHWC) or, NCHW, into an NHWC y of the workspace; where k is
 --      split, into f32 slabs of the workspace instead;
---   4. split k only: the sum of the slabs, + bias, into the NHWC result;
---   5. NCHW only: the NHWC result transposed into y.
+--   5. split k only: the sum of the slabs, + bias, into the NHWC result;
+--   6. NCHW only: the NHWC result transposed into y.
 -- All of it in the op's workspace (regions 256-byte aligned): the relaid weight, then for NCHW
--- x's and y's NHWC copies, then the slabs.
+-- x's and y's NHWC copies, then dy spread out, then the slabs.
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local op = require "tocha.op"
 local errors = require "tocha.errors"
 
 local M = {}
-M.LAUNCHES = 5
+M.LAUNCHES = 6
 
 -- Whether a convolution of these settings runs here.
 function M.eligible(dt, groups, in_channels, out_channels)
@@ -29,11 +32,11 @@ local function source()
     .. op.source("matmul.cu") .. "\n" .. op.source("conv2d_igemm.cu")
 end
 
--- Whether conv's dx runs here too: a stride-1 convolution whose dx, the convolution of dy by
--- the flipped weight, needs no negative padding (dilation (k - 1) >= padding).
+-- Whether conv's dx runs here too: dx is the stride-1 convolution of dy (spread out by the
+-- stride) by the flipped weight, which needs no negative padding (dilation (k - 1) >= padding).
 function M.eligible_dx(conv)
   for i = 1, 2 do
-    if conv.stride[i] ~= 1 or conv.dilation[i] * (conv.kernel_size[i] - 1) < conv.padding[i] then return false end
+    if conv.dilation[i] * (conv.kernel_size[i] - 1) < conv.padding[i] then return false end
   end
   return true
 end
@@ -59,7 +62,8 @@ function M.new(conv, dx)
   -- forward: a 1 x 1 window's weight [o, c] is B K-major; dx: a 1 x 1 window's [c', o'] is B as
   -- the relaid weight lies
   local g = { tile_n = bn, k = k[1] * k[2] * c, out = o, nchw = conv.layout == "nchw", size = dtype.size(dt),
-    relayout = window, sms = dev.kind == "cuda" and dev.multiprocessors or 132 }
+    relayout = window, sms = dev.kind == "cuda" and dev.multiprocessors or 132,
+    dilate = dx and (conv.stride[1] > 1 or conv.stride[2] > 1) and { conv.stride[1], conv.stride[2] } or nil }
   local b_k_major = not dx and not window
   g.weight_kernel = kernel.new { source = text, name = dx and "tocha_conv2d_weight_flip" or "tocha_conv2d_weight_rsck",
     template_args = ("%s, %d, %d, %d, %d"):format(ct, conv.in_channels, conv.out_channels, k[1], k[2]),
@@ -75,6 +79,8 @@ function M.new(conv, dx)
     params = ("f32* partial, %s* bias, %s* y, i64 count, i32 columns, i32 splits, i32 has_bias"):format(dt, dt) }
   g.transpose_kernel = kernel.new { source = text, name = "tocha_conv2d_transpose", template_args = ct,
     params = ("%s* src, %s* dst, i64 rows, i64 cols"):format(dt, dt) }
+  g.dilate_kernel = kernel.new { source = text, name = "tocha_conv2d_spread", template_args = ("%s, %d, %d"):format(ct,
+    conv.stride[1], conv.stride[2]), params = ("%s* src, %s* dst, i64 n, i64 h, i64 w, i64 dh, i64 dw, i64 c"):format(dt, dt) }
   return g
 end
 
@@ -99,6 +105,10 @@ function M.plan(g, n, c, h, w, oh, ow)
     p.x, p.y = at, at + align(n * h * w * c * g.size)
     at = p.y + align(m * g.out * g.size)
   end
+  if g.dilate then -- dx of a strided convolution: dy spread out with zeros between its pixels
+    p.dh, p.dw = (h - 1) * g.dilate[1] + 1, (w - 1) * g.dilate[2] + 1
+    p.dilated, at = at, at + align(n * p.dh * p.dw * c * g.size)
+  end
   if splits > 1 then p.partial, at = at, at + splits * m * g.out * 4 end
   p.bytes = at
   return p
@@ -118,6 +128,8 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws)
   local none = { 0, 0, 0 }
   local x_nhwc = g.nchw and ws + p.x or x
   local y_nhwc = g.nchw and ws + p.y or y
+  local gemm_x, gemm_h, gemm_w = x_nhwc, h, w
+  if g.dilate then gemm_x, gemm_h, gemm_w = ws + p.dilated, p.dh, p.dw end
   if i == 1 then
     if not g.relayout then return g.weight_kernel, none, {} end
     return g.weight_kernel, { math.max(1, math.min(math.ceil(g.k * g.out / 256), 2 ^ 31 - 1)), 1, 1 }, { weight, ws }
@@ -125,10 +137,14 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws)
     if not g.nchw or n == 0 then return g.transpose_kernel, none, {} end
     return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w }
   elseif i == 3 then
-    if p.m == 0 then return g.kernel, none, {} end
-    return g.kernel, { p.tiles, p.splits, 1 }, { x_nhwc, g.relayout and ws or weight, bias or y_nhwc, y_nhwc,
-      p.splits > 1 and ws + p.partial or y_nhwc, n, h, w, oh, ow, bias and 1 or 0 }
+    if not g.dilate or n == 0 then return g.dilate_kernel, none, {} end
+    return g.dilate_kernel, { math.max(1, math.min(math.ceil(n * p.dh * p.dw * c / 256), 2 ^ 31 - 1)), 1, 1 },
+      { x_nhwc, gemm_x, n, h, w, p.dh, p.dw, c }
   elseif i == 4 then
+    if p.m == 0 then return g.kernel, none, {} end
+    return g.kernel, { p.tiles, p.splits, 1 }, { gemm_x, g.relayout and ws or weight, bias or y_nhwc, y_nhwc,
+      p.splits > 1 and ws + p.partial or y_nhwc, n, gemm_h, gemm_w, oh, ow, bias and 1 or 0 }
+  elseif i == 5 then
     if p.splits == 1 then return g.sum_kernel, none, {} end
     return g.sum_kernel, { math.max(1, math.min(math.ceil(p.m * g.out / 256), 2 ^ 31 - 1)), 1, 1 },
       { ws + p.partial, bias or y_nhwc, y_nhwc, p.m * g.out, g.out, p.splits, bias and 1 or 0 }
