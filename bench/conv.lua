@@ -2,9 +2,8 @@
 -- YOLOv8n at 640 x 640), halves on the tensor cores (the implicit GEMM), NHWC and NCHW (which
 -- transposes x and y around the same GEMM), batch 16 and 64: median
 -- device time over N calls (each call relays the weight out and allocates y, as a direct call
--- does) and TFLOP/s (2 n oh ow out in kh kw); in NHWC the backward too (dx, dweight and dbias in
--- one call, 2 x the forward's work; dx on the tensor cores where the stride is 1, by the direct
--- kernel elsewhere). Each case's forward is checked first against the
+-- does) and TFLOP/s (2 n oh ow out in kh kw); the backward too (dx, dweight and dbias in one
+-- call, 2 x the forward's work). Each case's forward is checked first against the
 -- direct kernels (NCHW, f32 sums) on one image of it. bench/conv_torch.py times PyTorch's
 -- conv2d (cuDNN, its best algorithm, in its best layout for the case) and writes the report.
 --   tocha bench/conv.lua [--out DIR] [--launches N] [--only PATTERN]
@@ -83,7 +82,7 @@ local function run_case(name, cin, cout, k, s, p, size, dt, layout)
       print(("%-28s %-8s %-5s %s n %-3d %9.4f ms %8.1f TFLOP/s"):format(name, pass, dt, layout, n, t, f / (t * 1e9)))
     end
     row("forward", flops, ms, "all")
-    if nhwc then -- the backward: dx and dweight (2 x the forward's work) and dbias
+    do -- the backward: dx and dweight (2 x the forward's work) and dbias
       local y = conv:forward(xs[1], w, b)
       local dy = tocha.randn(y:shape(), { dtype = dt, device = device.name, seed = 20 })
       y:free()

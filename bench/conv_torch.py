@@ -62,8 +62,8 @@ def main():
     lines = [f"# Conv2d forward and backward beside PyTorch {torch.__version__} (cuDNN {torch.backends.cudnn.version()}, "
              f"{torch.cuda.get_device_name()})", "",
              f"Median of {launches} calls; TFLOP/s counts 2 n oh ow out in kh kw a forward, twice that a backward (dx "
-             "and dweight; dbias too). tocha in each layout (the forward's k split where shown; a backward's dx on the "
-             "tensor cores where the stride is 1, else direct); PyTorch in its faster layout (cudnn.benchmark on).", "",
+             "and dweight; dbias too). tocha in each layout (the forward's k split where shown; the tensor cores column: "
+             "which of the pass runs on them); PyTorch in its faster layout (cudnn.benchmark on).", "",
              "| case | pass | dtype | batch | tocha layout | k splits | tensor cores | tocha ms | PyTorch ms | tocha TFLOP/s | "
              "PyTorch TFLOP/s | PyTorch layout | tocha / PyTorch throughput |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

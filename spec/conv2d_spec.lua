@@ -203,7 +203,7 @@ describe("tocha.Conv2d", function()
               -- the sixth case's two tiles split its 19 slices of k four ways (sums in f32 slabs)
               assert.are.equal(i == 6 and 4 or 1, splits, "splits of k")
               assert.are.equal(i ~= 8, conv.igemm_dx ~= nil, "dx")
-              assert.are.equal(layout == "nhwc", conv.igemm_dw ~= nil, "dweight")
+              assert.is_truthy(conv.igemm_dw, "dweight")
               if i == #TC_CASES then -- dx: 38 slices of k (9 x 264 channels) into one tile, 8 ways
                 assert.are.same({ 1, 8 }, { conv:igemm_split(layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s, true) })
               end

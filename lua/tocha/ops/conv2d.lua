@@ -130,7 +130,7 @@ function Conv2d.new(in_channels, out_channels, kernel_size, opts)
   if igemm.eligible(dt, groups, in_channels, out_channels) then
     self.igemm = igemm.new(self)
     if igemm.eligible_dx(self) then self.igemm_dx = igemm.new(self, true) end
-    if igemm.eligible_dw(self) then self.igemm_dw = igemm.new_dw(self) end
+    self.igemm_dw = igemm.new_dw(self)
   end
   return self
 end
@@ -216,8 +216,8 @@ function Conv2d:workspace_bytes(input_shapes)
   local bytes = igemm_plan(self, shape).bytes
   if self.igemm_dx then bytes = math.max(bytes, dx_plan(self, shape).bytes) end
   if self.igemm_dw then
-    local n, _, _, _, oh, ow = self:sizes_of(shape, "inputs[1]")
-    bytes = math.max(bytes, igemm.plan_dw(self.igemm_dw, n * oh * ow).bytes)
+    local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+    bytes = math.max(bytes, igemm.plan_dw(self.igemm_dw, n, c, h, w, oh, ow).bytes)
   end
   return bytes
 end
@@ -256,7 +256,7 @@ end
 -- where the stride is 1), then dweight with dbias (one direct launch, or in layout nhwc the
 -- tensor cores' three).
 local function dx_count(self) return self.igemm_dx and igemm.LAUNCHES or 1 end
-function Conv2d:n_backward_launches() return dx_count(self) + (self.igemm_dw and 3 or 1) end
+function Conv2d:n_backward_launches() return dx_count(self) + (self.igemm_dw and igemm.DW_LAUNCHES or 1) end
 
 -- Backward launch i for x of this shape: kernel, grid and (given addresses a = {x, dy, weight,
 -- workspace, dx, dweight, dbias or nil}) its arguments.
@@ -276,7 +276,7 @@ local function backward_launch(self, i, shape, a)
   elseif i <= first then
     return self.grad_kernel, flat_grid(n * c * h * w, self.block_size), { dy, weight, dx, n, c, h, w, self.out_channels, oh, ow }
   elseif self.igemm_dw then
-    local p = igemm.plan_dw(self.igemm_dw, n * oh * ow)
+    local p = igemm.plan_dw(self.igemm_dw, n, c, h, w, oh, ow)
     if given and ws == 0 and p.bytes > 0 then
       raise("params: the op needs its workspace (op:workspace_bytes) after the parameters")
     end

@@ -153,16 +153,15 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws)
   return g.transpose_kernel, transpose_grid(oh * ow, g.out, n), { y_nhwc, y, oh * ow, g.out }
 end
 
--- ---- the weight gradient (NHWC) ----
+-- ---- the weight gradient ----
 --
 -- dweight as a GEMM over the output pixels (kernels/conv2d_igemm.cu, tocha_conv2d_igemm_dw):
---   1. dy^T x patches into f32 slabs [out, kh kw in] of the workspace, the pixels split over
+--   1, 2. NCHW only: x and dy transposed to NHWC in the workspace;
+--   3. dy^T x patches into f32 slabs [out, kh kw in] of the workspace, the pixels split over
 --      about one CTA a multiprocessor (each split at least 4 slices of 64 pixels);
---   2. with a bias, dbias's partial sums of dy a channel over splits of the pixels;
---   3. the slabs' sum into dweight in PyTorch's layout, and the partials' into dbias.
-
--- Whether conv's weight gradient runs here: NHWC (the forward's conditions hold).
-function M.eligible_dw(conv) return conv.layout == "nhwc" end
+--   4. with a bias, dbias's partial sums of dy a channel over splits of the pixels;
+--   5. the slabs' sum into dweight in PyTorch's layout, and the partials' into dbias.
+M.DW_LAUNCHES = 5
 
 function M.new_dw(conv)
   local matmul = require "tocha.matmul"
@@ -171,7 +170,8 @@ function M.new_dw(conv)
   local kw = k[1] * k[2] * c
   local bn = kw <= 64 and 64 or (kw <= 128 or (kw % 256 ~= 0 and kw % 128 == 0)) and 128 or 256
   local text, ct = source(), dtype.ctype(dt)
-  local g = { tile_n = bn, k = kw, out = o, sms = dev.kind == "cuda" and dev.multiprocessors or 132 }
+  local g = { tile_n = bn, k = kw, out = o, sms = dev.kind == "cuda" and dev.multiprocessors or 132,
+    nchw = conv.layout == "nchw", size = dtype.size(dt) }
   local shape = ("%d, %d, %d, %d"):format(c, o, k[1], k[2])
   g.kernel = kernel.new { source = text, name = "tocha_conv2d_igemm_dw",
     template_args = ("%s, %s, %d, %d, %d, %d, %d, %d, %d"):format(ct, shape, conv.stride[1], conv.stride[2],
@@ -182,11 +182,15 @@ function M.new_dw(conv)
     params = ("f32* partial, %s* dw, i32 splits, f32* bias_partial, %s* db, i32 bias_splits, i32 has_bias"):format(dt, dt) }
   g.bias_kernel = kernel.new { source = text, name = "tocha_conv2d_db_partial", template_args = ct,
     params = ("%s* dy, f32* bias_partial, i64 m, i32 o"):format(dt) }
+  g.transpose_kernel = kernel.new { source = text, name = "tocha_conv2d_transpose", template_args = ct,
+    params = ("%s* src, %s* dst, i64 rows, i64 cols"):format(dt, dt) }
   return g
 end
 
--- The weight gradient's plan over m output pixels: tiles, splits, workspace bytes.
-function M.plan_dw(g, m)
+-- The weight gradient's plan over n images of c x h x w into oh x ow: tiles, splits, workspace
+-- regions and bytes.
+function M.plan_dw(g, n, c, h, w, oh, ow)
+  local m = n * oh * ow
   if m >= 2 ^ 31 then errors.raise(("inputs[1]: %d output pixels, at most 2^31 - 1 a call"):format(m)) end
   local tiles = math.ceil(g.out / 128) * math.ceil(g.k / g.tile_n)
   local slices = math.ceil(m / 64)
@@ -196,26 +200,40 @@ function M.plan_dw(g, m)
   local columns = math.ceil(g.out / 32)
   local bias_splits = math.max(1, math.min(math.ceil(2 * g.sms / columns), math.ceil(m / 64), 1024))
   local bias = align(splits * g.out * g.k * 4)
-  return { m = m, tiles = tiles, splits = splits, bias = bias, bias_splits = bias_splits, columns = columns,
-    bytes = bias + bias_splits * g.out * 4 }
+  local p = { m = m, tiles = tiles, splits = splits, bias = bias, bias_splits = bias_splits, columns = columns }
+  local at = align(bias + bias_splits * g.out * 4)
+  if g.nchw then -- x and dy as NHWC
+    p.x = at
+    p.dy = p.x + align(n * h * w * c * g.size)
+    at = p.dy + align(m * g.out * g.size)
+  end
+  p.bytes = at
+  return p
 end
 
--- Weight-gradient launch i (1 to 3): kernel, grid, arguments for x, dy, dweight, dbias (the
--- third launch runs where has_bias).
+-- Weight-gradient launch i (1 to DW_LAUNCHES): kernel, grid, arguments for x, dy, dweight,
+-- dbias (its launch runs where has_bias).
 function M.launch_dw(g, i, p, sizes, x, dy, dw, db, ws, has_bias)
-  local n, _, h, w, oh, ow = unpack(sizes)
+  local n, c, h, w, oh, ow = unpack(sizes)
   local none = { 0, 0, 0 }
+  local x_nhwc, dy_nhwc = g.nchw and ws + p.x or x, g.nchw and ws + p.dy or dy
   if i == 1 then
-    if p.m == 0 then return g.kernel, none, {} end
-    return g.kernel, { p.tiles, p.splits, 1 }, { x, dy, ws, n, h, w, oh, ow }
+    if not g.nchw or p.m == 0 then return g.transpose_kernel, none, {} end
+    return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w }
   elseif i == 2 then
-    if not has_bias then return g.bias_kernel, none, {} end
-    return g.bias_kernel, { p.columns, p.bias_splits, 1 }, { dy, ws + p.bias, p.m, g.out }
+    if not g.nchw or p.m == 0 then return g.transpose_kernel, none, {} end
+    return g.transpose_kernel, transpose_grid(g.out, oh * ow, n), { dy, dy_nhwc, g.out, oh * ow }
+  elseif i == 3 then
+    if p.m == 0 then return g.kernel, none, {} end
+    return g.kernel, { p.tiles, p.splits, 1 }, { x_nhwc, dy_nhwc, ws, n, h, w, oh, ow }
+  elseif i == 4 then
+    if not has_bias or p.m == 0 then return g.bias_kernel, none, {} end
+    return g.bias_kernel, { p.columns, p.bias_splits, 1 }, { dy_nhwc, ws + p.bias, p.m, g.out }
   end
-  -- (with no pixels the slabs are not written: dweight stays as given, zeros)
-  if p.m == 0 and not has_bias then return g.sum_kernel, none, {} end
+  -- (with no pixels neither slabs nor partials are written: the gradients stay as given, zeros)
+  if p.m == 0 then return g.sum_kernel, none, {} end
   return g.sum_kernel, { math.max(1, math.min(math.ceil(g.out * g.k / 256), 2 ^ 31 - 1)), 1, 1 },
-    { ws, dw, p.m == 0 and 0 or p.splits, ws + p.bias, db or dw, p.bias_splits, has_bias and 1 or 0 }
+    { ws, dw, p.splits, ws + p.bias, db or dw, p.bias_splits, has_bias and 1 or 0 }
 end
 
 return M
