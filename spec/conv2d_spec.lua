@@ -303,6 +303,14 @@ describe("tocha.Conv2d", function()
           tocha.zeros({ 1, 3, 2, 5 }, { device = device }), w, b)
         fails("x: expected [N, C, H, W], got 3 dimensions", conv.forward, conv, tocha.zeros({ 3, 5, 5 }, { device = device }), w, b)
         fails('layout: expected "nchw" or "nhwc", got "nhcw"', tocha.Conv2d.new, 3, 4, 3, { layout = "nhcw" })
+        -- the tensor cores' 16-byte chunks: a view 2 bytes past an aligned start is refused
+        local tc = tocha.Conv2d.new(16, 16, 3, { padding = 1, dtype = "bf16", layout = "nhwc" })
+        local w16, b16 = tocha.zeros({ 16, 16, 3, 3 }, { dtype = "bf16", device = device }),
+          tocha.zeros({ 16 }, { dtype = "bf16", device = device })
+        local odd = tocha.zeros({ 257 }, { dtype = "bf16", device = device }):narrow(1, 2, 256):view(1, 4, 4, 16)
+        fails("x: the tensor cores read it in 16-byte chunks", tc.forward, tc, odd, w16, b16)
+        fails("x: the tensor cores read it in 16-byte chunks", tc.backward, tc, odd, w16, b16,
+          tocha.zeros({ 1, 4, 4, 16 }, { dtype = "bf16", device = device }))
         local nhwc = tocha.Conv2d.new(3, 4, 3, { layout = "nhwc" })
         fails("x: expected 3 channels (in_channels), got 5", nhwc.forward, nhwc, tocha.zeros({ 1, 3, 5, 5 }, { device = device }),
           w, b)

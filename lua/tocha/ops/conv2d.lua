@@ -15,6 +15,7 @@
 -- These are the direct kernels (one thread an output element forward and for dx, one CTA a
 -- weight element for dw and one an output channel for the bias): correct for every option,
 -- not yet the tensor cores' speed. One launch forward, two backward (dx; dw with db).
+local ffi = require "ffi"
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -238,6 +239,17 @@ function Conv2d:grid_for_launch(i, input_shapes, output_shape)
   return grid
 end
 
+-- The tensor cores read x, dy and a 1 x 1 weight in 16-byte chunks: raises unless each of the
+-- addresses (pairs {address, name}) is 16-byte aligned (a view at an odd offset is not).
+local function check_aligned(list)
+  for _, a in ipairs(list) do
+    if tonumber(ffi.cast("uint64_t", a[1]) % 16) ~= 0 then
+      raise(("%s: the tensor cores read it in 16-byte chunks, but its data starts %d bytes past a 16-byte boundary "
+        .. "(a view at an odd offset: copy it into a fresh tensor)"):format(a[2], tonumber(ffi.cast("uint64_t", a[1]) % 16)))
+    end
+  end
+end
+
 function Conv2d:pack_args_for_launch(i, inputs, params, output, output_shape)
   launch_index(i, self:n_launches())
   if not self.igemm then return self:pack_args(inputs, params, output, output_shape) end
@@ -247,6 +259,7 @@ function Conv2d:pack_args_for_launch(i, inputs, params, output, output_shape)
   local x, shape = input_of(inputs)
   local p, sizes = igemm_plan(self, shape)
   if ws == 0 and p.bytes > 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
+  check_aligned({ { x, "x" }, { address(params[1], "params[1]"), "weight" } })
   local _, _, args = igemm.launch(self.igemm, i, p, sizes, x, address(output, "output"), address(params[1], "params[1]"),
     self.has_bias and address(params[2], "params[2]") or nil, ws)
   return args
@@ -306,6 +319,7 @@ function Conv2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_outp
   local a = { x, address(grad_output, "grad_output"), address(params[1], "params[1]"),
     self.igemm and address(params[at] or 0, ("params[%d]"):format(at)) or 0, address(grad_inputs[1], "grad_inputs[1]"),
     address(grad_params[1], "grad_params[1]"), self.has_bias and address(grad_params[2], "grad_params[2]") or nil }
+  if self.igemm then check_aligned({ { x, "x" }, { a[2], "dy" }, { a[3], "weight" } }) end
   local _, _, args = backward_launch(self, i, shape, a)
   return args
 end

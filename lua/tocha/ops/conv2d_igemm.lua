@@ -22,9 +22,14 @@ local errors = require "tocha.errors"
 local M = {}
 M.LAUNCHES = 6
 
--- Whether a convolution of these settings runs here.
+-- Whether a convolution of these settings runs here: on the default device where it has wgmma
+-- (the simulator, or compute capability 9.0; elsewhere the kernels' fallback loops are slow and
+-- their shared memory more than some GPUs give a block, so the direct kernels serve).
 function M.eligible(dt, groups, in_channels, out_channels)
-  return (dt == "f16" or dt == "bf16") and groups == 1 and in_channels % 8 == 0 and out_channels % 8 == 0
+  local dev = require("tocha.device").default()
+  local cc = dev.compute_capability
+  local wgmma = dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
+  return wgmma and (dt == "f16" or dt == "bf16") and groups == 1 and in_channels % 8 == 0 and out_channels % 8 == 0
 end
 
 local function source()
@@ -138,7 +143,7 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws)
     return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w }
   elseif i == 3 then
     if not g.dilate or n == 0 then return g.dilate_kernel, none, {} end
-    return g.dilate_kernel, { math.max(1, math.min(math.ceil(n * p.dh * p.dw * c / 256), 2 ^ 31 - 1)), 1, 1 },
+    return g.dilate_kernel, { math.max(1, math.min(math.ceil(n * p.dh * p.dw * c / 8 / 256), 2 ^ 31 - 1)), 1, 1 },
       { x_nhwc, gemm_x, n, h, w, p.dh, p.dw, c }
   elseif i == 4 then
     if p.m == 0 then return g.kernel, none, {} end
@@ -191,7 +196,6 @@ end
 -- regions and bytes.
 function M.plan_dw(g, n, c, h, w, oh, ow)
   local m = n * oh * ow
-  if m >= 2 ^ 31 then errors.raise(("inputs[1]: %d output pixels, at most 2^31 - 1 a call"):format(m)) end
   local tiles = math.ceil(g.out / 128) * math.ceil(g.k / g.tile_n)
   local slices = math.ceil(m / 64)
   local splits = math.max(1, math.min(math.floor(g.sms / tiles + 0.5), math.floor(slices / 4)))
@@ -225,6 +229,8 @@ function M.launch_dw(g, i, p, sizes, x, dy, dw, db, ws, has_bias)
     return g.transpose_kernel, transpose_grid(g.out, oh * ow, n), { dy, dy_nhwc, g.out, oh * ow }
   elseif i == 3 then
     if p.m == 0 then return g.kernel, none, {} end
+    -- (its gather locates pixels in 32 bits)
+    if p.m >= 2 ^ 31 then errors.raise(("inputs[1]: %d output pixels, at most 2^31 - 1 a backward call"):format(p.m)) end
     return g.kernel, { p.tiles, p.splits, 1 }, { x_nhwc, dy_nhwc, ws, n, h, w, oh, ow }
   elseif i == 4 then
     if not has_bias or p.m == 0 then return g.bias_kernel, none, {} end
