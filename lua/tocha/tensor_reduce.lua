@@ -403,6 +403,7 @@ function M.install(methods)
   -- elementwise maximum (PyTorch's torch.max(x, other)).
   local function extreme(mode, min, elementwise)
     return function(x, dim, keepdim)
+      modules() -- x:max(other) reaches tensor_math before any reduction has loaded it
       if is_tensor(dim) then local r = math_ops.binary(elementwise, x, dim) return r end
       if dim == nil then local r = reduce(x, mode, nil, keepdim, mode) return r end
       if type(dim) ~= "number" then
