@@ -37,12 +37,19 @@ __device__ __forceinline__ void conv_coords(long long e, long long c, long long 
     }
 }
 
-CONV_TEMPLATE
+// The forward writes y through the epilogue F (epilogue.cuh, after activation.cuh in the
+// source): + bias, + residual (shaped as y, or null), then F, or with grad (shaped as y) the
+// backward's dz = grad F'(z) in y's place.
+template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int G, int NHWC,
+          typename F>
 __device__ void tocha_conv2d_forward(const T *x, const T *w, const T *bias, T *y, long long n,
                                      long long c, long long h, long long wd, long long co, long long oh,
-                                     long long ow, int has_bias)
+                                     long long ow, int has_bias, const T *residual, const T *grad,
+                                     int epilogue)
 {
     typedef typename tocha::compute<T>::type A;
+    const tocha_epilogue<T, F> epi =
+        tocha_epilogue_of<T, F>((const T *)0, 0, residual, grad, epilogue, 0);
     const long long cg = c / G, cog = co / G, total = n * co * oh * ow;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
@@ -65,7 +72,7 @@ __device__ void tocha_conv2d_forward(const T *x, const T *w, const T *bias, T *y
                 }
             }
         }
-        y[e] = tocha::from_compute<T>(s);
+        y[e] = tocha::from_compute<T>(epi.apply(s, e, o));
     }
 }
 
@@ -180,4 +187,13 @@ __device__ void tocha_conv2d_backward_bias(const T *dy, T *dbias, long long n, l
         s = tocha::team_sum(s, blockDim.x, true);
         if (threadIdx.x == 0) dbias[o] = tocha::from_compute<T>(s);
     }
+}
+
+// dst = src, count elements: the backward's d residual of a convolution whose epilogue adds a
+// residual and no activation (dz = dy).
+template <typename T> __device__ void tocha_conv2d_copy(const T *src, T *dst, long long count)
+{
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < count; e += stride)
+        dst[e] = src[e];
 }

@@ -145,12 +145,14 @@ struct conv_patch_rows_copy {
 // choice) into its slab of `partial` (grid.y slabs of [m, O] f32), and tocha_conv2d_split_sum
 // adds them. weight: B as [KH, KW, C, O] (the relaid or flipped weight, or a 1 x 1 window's [C,
 // O] as dx takes it) or, with B_K_MAJOR, as [O, KH, KW, C] (a 1 x 1 window's PyTorch weight [O,
-// C]). Where wgmma is not (other GPUs), each thread sums its tile's outputs directly: correct,
-// slow.
+// C]). y is written through the epilogue F (epilogue.cuh: bias, residual [n, oh, ow, O] or
+// null, and grad [n, oh, ow, O] or null for a forward); the slabs take the bare sums. Where
+// wgmma is not (other GPUs), each thread sums its tile's outputs directly: correct, slow.
 template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
-          int BN, int B_K_MAJOR>
+          int BN, int B_K_MAJOR, typename F>
 __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T *y, float *partial,
-                                   long long n, int h, int w, int oh, int ow, int has_bias)
+                                   long long n, int h, int w, int oh, int ow, int has_bias,
+                                   const T *residual, const T *grad, int epilogue)
 {
     static_assert(C % 8 == 0 && O % 8 == 0, "tocha_conv2d_igemm: channels in whole 16-byte chunks");
     static_assert(BN == 64 || BN == 128 || BN == 256, "tocha_conv2d_igemm: tiles of 64, 128 or 256");
@@ -159,6 +161,8 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
     if (m <= 0) return;
     long long row0, col0;
     mm_tile_of(m, O, BN, &row0, &col0);
+    const tocha_epilogue<T, F> epi =
+        tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, 0);
 #ifdef TOCHA_MATMUL_WGMMA
     const long long slices = (k + 63) / 64, per = (slices + gridDim.y - 1) / gridDim.y;
     const long long first = blockIdx.y * per, count = slices - first < per ? slices - first : per;
@@ -166,12 +170,12 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
     float *slab = gridDim.y > 1 ? partial + blockIdx.y * m * O : (float *)0;
     if (B_K_MAJOR) {
         const mm_operand_copy<T, true, BN> copy_b(weight, k, O, col0);
-        mm_wg_run<T, 0, 1, BN>(copy_a, copy_b, x, weight, bias, y, m, O, k, first, count, has_bias, row0,
-                               col0, slab);
+        mm_wg_run<T, 0, 1, BN>(copy_a, copy_b, x, weight, epi, y, m, O, k, first, count, row0, col0,
+                               slab);
     } else {
         const mm_operand_copy<T, false, BN> copy_b(weight, O, O, col0);
-        mm_wg_run<T, 0, 0, BN>(copy_a, copy_b, x, weight, bias, y, m, O, k, first, count, has_bias, row0,
-                               col0, slab);
+        mm_wg_run<T, 0, 0, BN>(copy_a, copy_b, x, weight, epi, y, m, O, k, first, count, row0, col0,
+                               slab);
     }
 #else
     // a split of k: the first slab takes the whole sums, the others zeros
@@ -185,7 +189,7 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
             slab[p * O + o] = 0.0f;
             continue;
         }
-        float s = has_bias && !slab ? tocha::to_compute(bias[o]) : 0.0f;
+        float s = 0.0f;
         for (int ky = 0; ky < KH; ++ky)
             for (int kx = 0; kx < KW; ++kx) {
                 const int iy = oy * SH - PH + ky * DH, ix = ox * SW - PW + kx * DW;
@@ -199,23 +203,26 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
         if (slab)
             slab[p * O + o] = s;
         else
-            y[p * O + o] = tocha::from_compute<T>(s);
+            y[p * O + o] = tocha::from_compute<T>(epi.apply(s, p * O + o, o));
     }
 #endif
 }
 
-// y = the sum of the `splits` slabs of partial ([splits, count] f32, in slab order) + bias
-// [column] (y's rows `columns` long), rounded once to T.
-template <typename T>
+// y = the sum of the `splits` slabs of partial ([splits, count] f32, in slab order) through
+// the epilogue F (bias [column], y's rows `columns` long; residual and grad shaped as y, or
+// null), rounded once to T.
+template <typename T, typename F>
 __device__ void tocha_conv2d_split_sum(const float *partial, const T *bias, T *y, long long count,
-                                       int columns, int splits, int has_bias)
+                                       int columns, int splits, int has_bias, const T *residual,
+                                       const T *grad, int epilogue)
 {
+    const tocha_epilogue<T, F> epi =
+        tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, 0);
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < count; e += stride) {
         float s = 0.0f;
         for (int i = 0; i < splits; ++i) s += partial[i * count + e];
-        if (has_bias) s += tocha::to_compute(bias[e % columns]);
-        y[e] = tocha::from_compute<T>(s);
+        y[e] = tocha::from_compute<T>(epi.apply(s, e, e % columns));
     }
 }
 
@@ -223,12 +230,18 @@ __device__ void tocha_conv2d_split_sum(const float *partial, const T *bias, T *y
 // (rows the channels, cols the pixels) and NHWC y back to NCHW, for the tensor cores' forward
 // on NCHW tensors. 32 x 32 tiles through shared memory (a column of padding, so that the
 // transposed reads fall on distinct banks), both sides read and written along rows; 256
-// threads, tiles along grid.x (columns) and grid.y (rows, striding past 65535).
-template <typename T>
-__device__ void tocha_conv2d_transpose(const T *src, T *dst, long long rows, long long cols)
+// threads, tiles along grid.x (columns) and grid.y (rows, striding past 65535). dst is written
+// through the epilogue F (no bias; residual and grad shaped as dst, or null): the NCHW
+// forward's last step.
+template <typename T, typename F>
+__device__ void tocha_conv2d_transpose(const T *src, T *dst, long long rows, long long cols,
+                                       const T *residual, const T *grad, int epilogue)
 {
     __shared__ T tile[32][33];
-    src += blockIdx.z * rows * cols, dst += blockIdx.z * rows * cols;
+    const long long batch = blockIdx.z * rows * cols;
+    const tocha_epilogue<T, F> epi =
+        tocha_epilogue_of<T, F>((const T *)0, 0, residual, grad, epilogue, batch);
+    src += batch, dst += batch;
     const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
     const long long c0 = (long long)blockIdx.x * 32;
     for (long long r0 = (long long)blockIdx.y * 32; r0 < rows; r0 += 32LL * gridDim.y) {
@@ -236,7 +249,10 @@ __device__ void tocha_conv2d_transpose(const T *src, T *dst, long long rows, lon
             if (r0 + i < rows && c0 + tx < cols) tile[i][tx] = src[(r0 + i) * cols + c0 + tx];
         __syncthreads();
         for (int i = ty; i < 32; i += 8)
-            if (c0 + i < cols && r0 + tx < rows) dst[(c0 + i) * rows + r0 + tx] = tile[tx][i];
+            if (c0 + i < cols && r0 + tx < rows) {
+                const long long at = (c0 + i) * rows + r0 + tx;
+                dst[at] = tocha::from_compute<T>(epi.apply(tocha::to_compute(tile[tx][i]), at, 0));
+            }
         __syncthreads();
     }
 }
@@ -263,8 +279,9 @@ __device__ void tocha_conv2d_igemm_dw(const T *x, const T *dy, float *partial, l
     const long long count = slices - first < per ? (slices > first ? slices - first : 0) : per;
     const mm_operand_copy<T, false, 128> copy_a(dy, O, O, row0);
     const conv_patch_rows_copy<T, C, KH, KW, SH, SW, PH, PW, DH, DW, BN> copy_b(h, w, oh, ow, col0);
-    mm_wg_run<T, 1, 0, BN>(copy_a, copy_b, dy, x, (const T *)0, (T *)0, O, kw, pixels, first, count, 0,
-                           row0, col0, slab);
+    const tocha_epilogue<T, ew_fn_identity> none = {(const T *)0, (const T *)0, (const T *)0};
+    mm_wg_run<T, 1, 0, BN>(copy_a, copy_b, dy, x, none, (T *)0, O, kw, pixels, first, count, row0, col0,
+                           slab);
 #else
     for (int e = threadIdx.x; e < 128 * BN; e += 256) {
         const long long o = row0 + e / BN, kk = col0 + e % BN;

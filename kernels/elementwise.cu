@@ -4,27 +4,20 @@
 // 16-byte aligned (tensors' blocks always are) a thread reads and writes whole 16-byte vectors;
 // the elements past the last whole vector, and misaligned pointers, go one by one.
 //
-// Unary: neg, abs, exp, log, sqrt, relu, sigmoid, tanh, silu, gelu (the exact form, with erf).
-// Binary: add, sub, mul, div, max, min. Gradients follow PyTorch's: abs' is sign(x) (0 at 0);
-// relu' is 0 at 0; max and min split the gradient in halves between equal operands.
+// Unary: neg, abs, exp, log, sqrt, and activation.cuh's relu, sigmoid, tanh, silu, gelu (that
+// file comes first in the source). Binary: add, sub, mul, div, max, min. Gradients follow
+// PyTorch's: abs' is sign(x) (0 at 0); max and min split the gradient in halves between equal
+// operands.
 
-__device__ __forceinline__ float ew_exp(float v) { return expf(v); }
-__device__ __forceinline__ double ew_exp(double v) { return exp(v); }
 __device__ __forceinline__ float ew_log(float v) { return logf(v); }
 __device__ __forceinline__ double ew_log(double v) { return log(v); }
 __device__ __forceinline__ float ew_sqrt(float v) { return sqrtf(v); }
 __device__ __forceinline__ double ew_sqrt(double v) { return sqrt(v); }
-__device__ __forceinline__ float ew_tanh(float v) { return tanhf(v); }
-__device__ __forceinline__ double ew_tanh(double v) { return tanh(v); }
-__device__ __forceinline__ float ew_erf(float v) { return erff(v); }
-__device__ __forceinline__ double ew_erf(double v) { return erf(v); }
 
-template <typename A> __device__ __forceinline__ A ew_sigmoid(A v) { return (A)1 / ((A)1 + ew_exp(-v)); }
-
-// The functions, by name: tocha.Elementwise.new("relu") bakes ew_fn_relu in as the kernels'
-// template argument F. A unary one has value(x) and grad(x, dy) = dy * f'(x), from x alone (the
-// forward's output is recomputed where f' needs it); a binary one value(a, b) and
-// grad(a, b, dy, da, db). A is the compute type (f32 for halves).
+// The functions, by name (with activation.cuh's): tocha.Elementwise.new("relu") bakes
+// ew_fn_relu in as the kernels' template argument F. A unary one has value(x) and grad(x, dy) =
+// dy * f'(x), from x alone (the forward's output is recomputed where f' needs it); a binary one
+// value(a, b) and grad(a, b, dy, da, db). A is the compute type (f32 for halves).
 #define EW_DEV template <typename A> static __device__ __forceinline__
 struct ew_fn_neg {
     EW_DEV A value(A x) { return -x; }
@@ -45,43 +38,6 @@ struct ew_fn_log {
 struct ew_fn_sqrt {
     EW_DEV A value(A x) { return ew_sqrt(x); }
     EW_DEV A grad(A x, A dy) { return dy / ((A)2 * ew_sqrt(x)); }
-};
-struct ew_fn_relu {
-    EW_DEV A value(A x) { return x > (A)0 ? x : (A)0; }
-    EW_DEV A grad(A x, A dy) { return x > (A)0 ? dy : (A)0; }
-};
-struct ew_fn_sigmoid {
-    EW_DEV A value(A x) { return ew_sigmoid(x); }
-    EW_DEV A grad(A x, A dy)
-    {
-        A s = ew_sigmoid(x);
-        return dy * s * ((A)1 - s);
-    }
-};
-struct ew_fn_tanh {
-    EW_DEV A value(A x) { return ew_tanh(x); }
-    EW_DEV A grad(A x, A dy)
-    {
-        A t = ew_tanh(x);
-        return dy * ((A)1 - t * t);
-    }
-};
-struct ew_fn_silu {
-    EW_DEV A value(A x) { return x * ew_sigmoid(x); }
-    EW_DEV A grad(A x, A dy)
-    {
-        A s = ew_sigmoid(x);
-        return dy * s * ((A)1 + x * ((A)1 - s));
-    }
-};
-struct ew_fn_gelu {
-    EW_DEV A value(A x) { return (A)0.5 * x * ((A)1 + ew_erf(x * (A)0.70710678118654752440)); }
-    EW_DEV A grad(A x, A dy)
-    {
-        A cdf = (A)0.5 * ((A)1 + ew_erf(x * (A)0.70710678118654752440));
-        A pdf = ew_exp((A)-0.5 * x * x) * (A)0.39894228040143267794;
-        return dy * (cdf + x * pdf);
-    }
 };
 struct ew_fn_add {
     EW_DEV A value(A a, A b) { return a + b; }

@@ -2,6 +2,9 @@
 // grid.z (stride_* elements between a batch's matrices, 0 to repeat one), bias [n] added to
 // every row when has_bias. TA: A is stored column-major (A's transpose [k, m] row-major, as a
 // transposed view holds it); TB likewise for B ([n, k]): y = x w^T reads w [n, k] as it is.
+// Each sum is written through the epilogue F (activation.cuh, epilogue.cuh): + bias, +
+// residual [m, n] where the flags `epilogue` name it, then F, or with EPILOGUE_GRAD the
+// backward's grad F'(z) (grad [m, n], a fused activation's dz), rounded once to T.
 // Every kernel takes CTAs of 256 threads but tocha_matmul_ws, 384 (launch bounds; any other
 // block traps). Four kernels:
 // - tocha_matmul_tc (f16, bf16): the tensor cores, f32 accumulators rounded once to T. A CTA
@@ -57,17 +60,16 @@ __device__ __forceinline__ void mm_tile_of(long long m, long long n, int bn, lon
     *col0 = (in_group / rows) * bn;
 }
 
-// C's elements (r, col) and (r, col + 1) from two f32 sums (+ the bias), those inside C.
-template <typename T>
-__device__ __forceinline__ void mm_store_pair(T *c, const T *bias, int has_bias, long long m,
+// C's elements (r, col) and (r, col + 1) from two f32 sums through the epilogue (bias,
+// residual, activation: epilogue.cuh), those inside C.
+template <typename T, typename F>
+__device__ __forceinline__ void mm_store_pair(T *c, const tocha_epilogue<T, F> &epi, long long m,
                                               long long n, long long r, long long col, float v0,
                                               float v1)
 {
     if (r >= m || col >= n) return;
-    if (has_bias) {
-        v0 += tocha::to_compute(bias[col]);
-        if (col + 1 < n) v1 += tocha::to_compute(bias[col + 1]);
-    }
+    v0 = epi.apply(v0, r * n + col, col);
+    if (col + 1 < n) v1 = epi.apply(v1, r * n + col + 1, col + 1);
     const T pair[2] = {tocha::from_compute<T>(v0), tocha::from_compute<T>(v1)};
     // one 4-byte store where r * n + col is even and C 4-byte aligned (a view may start anywhere)
     if (col + 1 < n && n % 2 == 0 && (unsigned long long)c % 4 == 0) {
@@ -145,11 +147,11 @@ template <typename T, bool K_MAJOR, int EXTENT, int THREADS = 256> struct mm_ope
 // slices of k from slice `first`, the operands' slices copied by copy_a and copy_b
 // (mm_operand_copy, or any type with its start(): an implicit GEMM's gather); a and b are what
 // their chunks outside the operands name as source (not read). With `partial`, the tile's f32
-// sums go there ([m, n], no bias: a split of k, summed later) instead of C.
-template <typename T, int TA, int TB, int BN, typename CopyA, typename CopyB>
+// sums go there ([m, n], no epilogue: a split of k, summed later) instead of C.
+template <typename T, int TA, int TB, int BN, typename CopyA, typename CopyB, typename F>
 __device__ __forceinline__ void mm_wg_run(const CopyA &copy_a, const CopyB &copy_b, const T *a,
-                                          const T *b, const T *bias, T *c, long long m, long long n,
-                                          long long k, long long first, long long count, int has_bias,
+                                          const T *b, const tocha_epilogue<T, F> &epi, T *c, long long m,
+                                          long long n, long long k, long long first, long long count,
                                           long long row0, long long col0, float *partial)
 {
     extern __shared__ __align__(1024) unsigned char mm_shared[];
@@ -205,23 +207,23 @@ __device__ __forceinline__ void mm_wg_run(const CopyA &copy_a, const CopyB &copy
             const long long r = row0 + wg * 64 + 16 * w + g + 8 * h, col = col0 + 8 * j + 2 * q;
             const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
             if (!partial) {
-                mm_store_pair(c, bias, has_bias, m, n, r, col, v0, v1);
+                mm_store_pair(c, epi, m, n, r, col, v0, v1);
             } else if (r < m && col < n) { // n even: both or neither inside, 8-byte aligned
                 *(float2 *)(partial + r * n + col) = make_float2(v0, v1);
             }
         }
 }
 
-template <typename T, int TA, int TB, int BN>
-__device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias, T *c, long long m,
-                                           long long n, long long k, int has_bias, long long row0,
+template <typename T, int TA, int TB, int BN, typename F>
+__device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const tocha_epilogue<T, F> &epi, T *c,
+                                           long long m, long long n, long long k, long long row0,
                                            long long col0)
 {
     // A's 128 rows (16 KiB of a stage), then B's BN columns
     const mm_operand_copy<T, !TA, 128> copy_a(a, TA ? m : k, m, row0);
     const mm_operand_copy<T, TB != 0, BN> copy_b(b, TB ? k : n, n, col0);
-    mm_wg_run<T, TA, TB, BN>(copy_a, copy_b, a, b, bias, c, m, n, k, 0, (k + 63) / 64, has_bias, row0,
-                             col0, (float *)0);
+    mm_wg_run<T, TA, TB, BN>(copy_a, copy_b, a, b, epi, c, m, n, k, 0, (k + 63) / 64, row0, col0,
+                             (float *)0);
 }
 
 // The warp-specialized main loop: 384 threads, warpgroup 0 copies (cp.async, each stage's
@@ -230,9 +232,9 @@ __device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const T *bias
 // the loop; the copying warps hold few registers (setmaxnreg), the multiplying ones many.
 #define MM_WS_STAGES 4
 #define MM_WS_SHARED(BN) (MM_WS_STAGES * MM_STAGE_BYTES(BN) + 1024 + 2 * MM_WS_STAGES * 8)
-template <typename T, int TA, int TB, int BN>
-__device__ __forceinline__ void mm_ws_tile(const T *a, const T *b, const T *bias, T *c, long long m,
-                                           long long n, long long k, int has_bias, long long row0,
+template <typename T, int TA, int TB, int BN, typename F>
+__device__ __forceinline__ void mm_ws_tile(const T *a, const T *b, const tocha_epilogue<T, F> &epi, T *c,
+                                           long long m, long long n, long long k, long long row0,
                                            long long col0)
 {
     extern __shared__ __align__(1024) unsigned char mm_shared[];
@@ -291,8 +293,8 @@ __device__ __forceinline__ void mm_ws_tile(const T *a, const T *b, const T *bias
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            mm_store_pair(c, bias, has_bias, m, n, row0 + cw * 64 + 16 * w + g + 8 * h,
-                          col0 + 8 * j + 2 * q, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            mm_store_pair(c, epi, m, n, row0 + cw * 64 + 16 * w + g + 8 * h, col0 + 8 * j + 2 * q,
+                          acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
 }
 #else
 // A's and B's slices in shared memory, two buffers each, rows padded by 8 elements: a row-major
@@ -345,9 +347,9 @@ __device__ __forceinline__ void mm_tc_load(mm_tc_tiles<T, TA, TB> &s, int buf, c
     tocha::cp_async_commit();
 }
 
-template <typename T, int TA, int TB>
-__device__ __forceinline__ void mm_sync_tile(const T *a, const T *b, const T *bias, T *c, long long m,
-                                             long long n, long long k, int has_bias, long long row0,
+template <typename T, int TA, int TB, typename F>
+__device__ __forceinline__ void mm_sync_tile(const T *a, const T *b, const tocha_epilogue<T, F> &epi,
+                                             T *c, long long m, long long n, long long k, long long row0,
                                              long long col0)
 {
     // the launch's dynamic shared memory (MM_SHARED(BN) bytes: the wgmma loop's size, so that
@@ -416,15 +418,15 @@ __device__ __forceinline__ void mm_sync_tile(const T *a, const T *b, const T *bi
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                mm_store_pair(c, bias, has_bias, m, n, row0 + wm * 64 + i * 16 + g + 8 * h,
+                mm_store_pair(c, epi, m, n, row0 + wm * 64 + i * 16 + g + 8 * h,
                               col0 + wn * 32 + j * 8 + 2 * q, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
 }
 #endif
 
-template <typename T, int TA, int TB, int BN>
+template <typename T, int TA, int TB, int BN, typename F>
 __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
                                 long long k, long long stride_a, long long stride_b, long long stride_c,
-                                int has_bias)
+                                int has_bias, const T *residual, const T *grad, int epilogue)
 {
     static_assert(BN == 128 || BN == 256, "tocha_matmul_tc: tiles of 128 or 256 columns");
 #ifdef MATMUL_SHARED // the bytes the host's launches give (matmul.lua)
@@ -435,12 +437,13 @@ __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, lon
     if (m <= 0 || n <= 0) return;    // an empty C: no tiles to number
     long long row0, col0;
     mm_tile_of(m, n, BN, &row0, &col0);
+    const tocha_epilogue<T, F> epi =
+        tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, blockIdx.z * stride_c);
     a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
 #ifdef TOCHA_MATMUL_WGMMA
-    mm_wg_tile<T, TA, TB, BN>(a, b, bias, c, m, n, k, has_bias, row0, col0);
+    mm_wg_tile<T, TA, TB, BN>(a, b, epi, c, m, n, k, row0, col0);
 #else
-    for (int h = 0; h < BN; h += 128)
-        mm_sync_tile<T, TA, TB>(a, b, bias, c, m, n, k, has_bias, row0, col0 + h);
+    for (int h = 0; h < BN; h += 128) mm_sync_tile<T, TA, TB>(a, b, epi, c, m, n, k, row0, col0 + h);
 #endif
 }
 
@@ -498,16 +501,18 @@ template <bool K_ALONG> __device__ __forceinline__ void mm_f32_store(float (*s)[
     }
 }
 
-template <typename T, int TA, int TB>
+template <typename T, int TA, int TB, typename F>
 __device__ void tocha_matmul_f32(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
                                  long long k, long long stride_a, long long stride_b, long long stride_c,
-                                 int has_bias)
+                                 int has_bias, const T *residual, const T *grad, int epilogue)
 {
     __shared__ __align__(16) float sa[2][8][128 + 4], sb[2][8][128 + 4];
     if (blockDim.x != 256) __trap(); // 16 x 16 threads
     if (m <= 0 || n <= 0) return;    // an empty C: no tiles to number
     long long row0, col0;
     mm_tile_of(m, n, 128, &row0, &col0);
+    const tocha_epilogue<T, F> epi =
+        tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, blockIdx.z * stride_c);
     a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const mm_f32_operand<!TA> op_a(a, TA ? m : k, m, row0);
@@ -556,7 +561,8 @@ __device__ void tocha_matmul_f32(const T *a, const T *b, const T *bias, T *c, lo
             float v[4];
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-                v[j] = has_bias && col + j < n ? acc[i][4 * h + j] + bias[col + j] : acc[i][4 * h + j];
+                v[j] = col + j < n ? epi.apply(acc[i][4 * h + j], r * n + col + j, col + j)
+                                   : acc[i][4 * h + j];
             if (col + 3 < n && n % 4 == 0 && (unsigned long long)c % 16 == 0) {
                 *(float4 *)(c + r * n + col) = make_float4(v[0], v[1], v[2], v[3]);
             } else {
@@ -570,30 +576,35 @@ __device__ void tocha_matmul_f32(const T *a, const T *b, const T *bias, T *c, lo
 
 #ifdef TOCHA_MATMUL_WGMMA
 // tocha_matmul_tc's tiles on the warp-specialized loop (mm_ws_tile): 384 threads a CTA.
-template <typename T, int TA, int TB, int BN>
+template <typename T, int TA, int TB, int BN, typename F>
 __device__ void tocha_matmul_ws(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
                                 long long k, long long stride_a, long long stride_b, long long stride_c,
-                                int has_bias)
+                                int has_bias, const T *residual, const T *grad, int epilogue)
 {
     if (blockDim.x != 384) __trap();
     if (m <= 0 || n <= 0) return;
     long long row0, col0;
     mm_tile_of(m, n, BN, &row0, &col0);
+    const tocha_epilogue<T, F> epi =
+        tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, blockIdx.z * stride_c);
     a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
-    mm_ws_tile<T, TA, TB, BN>(a, b, bias, c, m, n, k, has_bias, row0, col0);
+    mm_ws_tile<T, TA, TB, BN>(a, b, epi, c, m, n, k, row0, col0);
 }
 #endif
 
-template <typename T, int TA, int TB>
+template <typename T, int TA, int TB, typename F>
 __device__ void tocha_matmul_simt(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
                                   long long k, long long stride_a, long long stride_b,
-                                  long long stride_c, int has_bias)
+                                  long long stride_c, int has_bias, const T *residual, const T *grad,
+                                  int epilogue)
 {
     typedef typename tocha::compute<T>::type A;
     __shared__ A sa[16][64 + 1], sb[16][64 + 1]; // [k][row], [k][column]
     if (blockDim.x != 256) __trap();             // 16 x 16 threads, each 4 x 4 outputs
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const long long row0 = (long long)blockIdx.y * 64, col0 = (long long)blockIdx.x * 64;
+    const tocha_epilogue<T, F> epi =
+        tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, blockIdx.z * stride_c);
     a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
     A acc[4][4];
 #pragma unroll
@@ -629,7 +640,6 @@ __device__ void tocha_matmul_simt(const T *a, const T *b, const T *bias, T *c, l
         for (int j = 0; j < 4; ++j) {
             const long long r = row0 + ty + 16 * i, col = col0 + tx + 16 * j;
             if (r < m && col < n)
-                c[r * n + col] = tocha::from_compute<T>(
-                    has_bias ? acc[i][j] + tocha::to_compute(bias[col]) : acc[i][j]);
+                c[r * n + col] = tocha::from_compute<T>(epi.apply(acc[i][j], r * n + col, col));
         }
 }

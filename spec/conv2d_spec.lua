@@ -6,6 +6,7 @@
 local tocha = require "tocha"
 require "tocha.assertions"
 local ref = require "support.reference"
+local activations = require "support.activations"
 local fails = require("support.assertions").fails
 
 local TOL, values, small_ints, compare = ref.product_tol, ref.values, ref.small_ints, ref.compare_terms
@@ -216,6 +217,106 @@ describe("tocha.Conv2d", function()
         for i = 1, #TC_CASES, 2 do
           seed = seed + 10
           run(i % 4 == 1 and "bf16" or "f16", TC_CASES[i], true, false, seed, i == 3 and "nchw" or "nhwc")
+        end
+      end)
+
+      -- The fused epilogue: y = F(conv + bias [+ residual]) against F of the reference's sums,
+      -- and the backward against the reference's gradients of dz = dy F'(z); each bound scaled
+      -- by what an error in z moves (|F'| and |F''| stay below 1.2 for these functions).
+      local function run_epilogue(dt, case, act, residual, ints, seed, layout)
+        local s, co, o = case[1], case[2], case[3]
+        local opts = opts_of(o, dt, true, layout)
+        opts.activation, opts.residual = act, residual
+        local conv = tocha.Conv2d.new(s[2], co, o.k, opts)
+        local nhwc = layout == "nhwc"
+        local make = ints and small_ints or function(sh, d, dv, sd) return tocha.randn(sh, { dtype = d, device = dv, seed = sd }) end
+        local x, w, b = make(s, dt, device, seed), make({ co, s[2] / o.g, o.k[1], o.k[2] }, dt, device, seed + 1),
+          make({ co }, dt, device, seed + 2)
+        local xv, wv, bv = values(x), values(w), values(b)
+        local zero = {}
+        local base, out_shape = reference(xv, wv, bv, setmetatable(zero, { __index = function() return 0 end }), s[1], s[2],
+          s[3], s[4], co, o)
+        local r = residual and make(out_shape, dt, device, seed + 3) or nil
+        local dy = make(out_shape, dt, device, seed + 4)
+        local rv, dyv = r and values(r) or nil, values(dy)
+        local f, df = activations[act][1], activations[act][2]
+        local y_want, y_sums, dz, dz_bound, dz_sums = {}, {}, {}, {}, {}
+        for e = 1, #base.y[1] do
+          local z, zs = base.y[1][e] + (rv and rv[e] or 0), base.y[2][e] + (rv and math.abs(rv[e]) or 0)
+          y_want[e], y_sums[e] = f(z), 1.2 * zs + math.abs(f(z)) + 1e-30
+          dz[e], dz_bound[e] = dyv[e] * df(z), math.abs(dyv[e]) * (1.2 * zs + math.abs(df(z)))
+          dz_sums[e] = dz_bound[e] + 1e-30
+        end
+        local want = reference(xv, wv, bv, dz, s[1], s[2], s[3], s[4], co, o)
+        local bound = reference(xv, wv, bv, dz_bound, s[1], s[2], s[3], s[4], co, o)
+        local tol = TOL[dt]
+        if ints then -- relu and identity of small integers: exact sums, one rounding each
+          tol = 0
+          for e = 1, #y_want do y_want[e], dz[e] = ref.convert(y_want[e], dt), ref.convert(dz[e], dt) end
+          for _, k in ipairs({ "dx", "dw", "db" }) do
+            for e = 1, #want[k][1] do want[k][1][e] = ref.convert(want[k][1][e], dt) end
+          end
+        end
+        local function layout_of(t) return nhwc and to_nhwc(t) or t end
+        local function back(t) return nhwc and to_nchw(t) or t end
+        local xl, rl, dyl = layout_of(x), r and layout_of(r), layout_of(dy)
+        local y = back(r and conv:forward(xl, rl, w, b) or conv:forward(xl, w, b))
+        local label = ("%s%s %s k %dx%d %s%s"):format(dt, nhwc and " nhwc" or "", table.concat(s, "x"), o.k[1], o.k[2], act,
+          residual and " + residual" or "")
+        compare(y, { y_want, y_sums }, tol, label .. " y")
+        local dx, dr, dw, db
+        if r then dx, dr, dw, db = conv:backward(xl, rl, w, b, dyl) else dx, dw, db = conv:backward(xl, w, b, dyl) end
+        compare(back(dx), { want.dx[1], bound.dx[2] }, tol, label .. " dx")
+        compare(dw, { want.dw[1], bound.dw[2] }, tol, label .. " dweight")
+        compare(db, { want.db[1], bound.db[2] }, tol, label .. " dbias")
+        if r then compare(back(dr), { dz, dz_sums }, tol, label .. " d residual") end
+        return conv
+      end
+
+      it("fuses an activation and a residual into the forward, and differentiates through them", function()
+        local seed = 1500
+        -- the direct kernels: every function, with and without a residual, both layouts
+        for i, act in ipairs({ "identity", "relu", "sigmoid", "tanh", "silu", "gelu" }) do
+          seed = seed + 10
+          run_epilogue("f64", CASES[5], act, i % 2 == 1, false, seed, i % 3 == 0 and "nhwc" or "nchw")
+        end
+        run_epilogue("f32", CASES[2], "silu", true, false, seed + 10, "nhwc")
+        run_epilogue("f16", CASES[1], "relu", true, true, seed + 20, "nchw")
+        -- the tensor cores: y written by the GEMM, by the split-k sum (the sixth case) or, NCHW,
+        -- by the transpose; the backward's recompute through the same launches
+        local tc = {
+          { "bf16", 1, "relu", true, true, "nhwc" }, { "f16", 6, "silu", false, false, "nchw" },
+          { "bf16", 6, "gelu", true, false, "nhwc" }, { "bf16", 3, "identity", true, true, "nchw" },
+          { "f16", 3, "tanh", false, false, "nhwc" },
+        }
+        for _, c in ipairs(tc) do
+          seed = seed + 10
+          local conv = run_epilogue(c[1], TC_CASES[c[2]], c[3], c[4], c[5], seed, c[6])
+          assert.is_truthy(conv.igemm, "the tensor cores' forward")
+        end
+      end)
+
+      it("joins a model with its residual input: relu(conv(relu(conv(x))) + x)", function()
+        local x = tocha.Model.input({ -1, 4, 6, 6 }, { name = "x", dtype = "f64" })
+        local c1 = tocha.Conv2d.new(4, 4, 3, { padding = 1, dtype = "f64", activation = "relu" })
+        local c2 = tocha.Conv2d.new(4, 4, 3, { padding = 1, dtype = "f64", activation = "relu", residual = true })
+        local m = tocha.Model({ x }, { c2(c1(x):named("c1"), x):named("c2") }):load(2, device)
+        local p = m:parameters()
+        for i, name in ipairs({ "c1.weight", "c1.bias", "c2.weight", "c2.bias" }) do
+          p[name]:copy(tocha.randn(p[name]:shape(), { dtype = "f64", device = device, seed = 60 + i }))
+        end
+        local xt = tocha.randn({ 2, 4, 6, 6 }, { dtype = "f64", device = device, seed = 65 })
+        local h = c1:forward(xt, p["c1.weight"], p["c1.bias"])
+        local y = c2:forward(h, xt, p["c2.weight"], p["c2.bias"])
+        assert.tensor.equal(y, m:forward({ xt })[1])
+        local _, cache = m:forward_train({ xt })
+        local dy = tocha.randn(y:shape(), { dtype = "f64", device = device, seed = 66 })
+        local grads, param_grads = m:backward({ dy }, cache)
+        local dh, dr, dw2, db2 = c2:backward(h, xt, p["c2.weight"], p["c2.bias"], dy)
+        local dx, dw1, db1 = c1:backward(xt, p["c1.weight"], p["c1.bias"], dh)
+        assert.tensor.equal(dx:add(dr), grads[1])
+        for name, g in pairs({ ["c1.weight"] = dw1, ["c1.bias"] = db1, ["c2.weight"] = dw2, ["c2.bias"] = db2 }) do
+          assert.tensor.equal(g, param_grads[name], name)
         end
       end)
 

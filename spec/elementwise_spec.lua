@@ -6,18 +6,7 @@
 local tocha = require "tocha"
 local ffi = require "ffi"
 local ref = require "support.reference"
-
-ffi.cdef [[ double erf(double); ]]
-local erf = ffi.C.erf
-
-local function sigmoid(x) return 1 / (1 + math.exp(-x)) end
-local function cdf(x) return 0.5 * (1 + erf(x / math.sqrt(2))) end
-local function pdf(x) return math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi) end
-local function tanh(x)
-  if math.abs(x) > 20 then return x > 0 and 1 or -1 end
-  local e = math.exp(2 * x)
-  return (e - 1) / (e + 1)
-end
+local act = require "support.activations"
 
 -- f(x) and f'(x) of each unary function; `positive`: its inputs are drawn from [0.25, 4].
 local UNARY = {
@@ -26,11 +15,7 @@ local UNARY = {
   exp = { math.exp, math.exp },
   log = { math.log, function(x) return 1 / x end, positive = true },
   sqrt = { math.sqrt, function(x) return 0.5 / math.sqrt(x) end, positive = true },
-  relu = { function(x) return math.max(x, 0) end, function(x) return x > 0 and 1 or 0 end },
-  sigmoid = { sigmoid, function(x) local s = sigmoid(x) return s * (1 - s) end },
-  tanh = { tanh, function(x) local t = tanh(x) return 1 - t * t end },
-  silu = { function(x) return x * sigmoid(x) end, function(x) local s = sigmoid(x) return s * (1 + x * (1 - s)) end },
-  gelu = { function(x) return x * cdf(x) end, function(x) return cdf(x) + x * pdf(x) end },
+  relu = act.relu, sigmoid = act.sigmoid, tanh = act.tanh, silu = act.silu, gelu = act.gelu,
 }
 -- g(a, b) and its partial derivatives' products with dy.
 local function tie(dy) return dy / 2 end

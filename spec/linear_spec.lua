@@ -6,6 +6,7 @@
 local tocha = require "tocha"
 require "tocha.assertions"
 local ref = require "support.reference"
+local activations = require "support.activations"
 local fails = require("support.assertions").fails
 
 local TOL, values, small_ints, compare = ref.product_tol, ref.values, ref.small_ints, ref.compare_terms
@@ -99,6 +100,47 @@ describe("tocha.Linear", function()
             run(dt, case, true, false, seed)
           end
         end
+      end)
+
+      -- y = F(x w^T + b) in the product's epilogue, and the backward through dz = dy F'(z),
+      -- against F of the reference's sums; bounds scaled by what an error in z moves (|F'| and
+      -- |F''| below 1.2 here).
+      it("fuses an activation into the product, forward and backward, every kernel", function()
+        local seed = 900
+        local cases = { -- dtype, case, function: the tensor cores, the f32 tiles, the tiled kernel
+          { "bf16", CASES[2], "gelu" }, { "f16", CASES[1], "silu" }, { "f32", { { 9, 16 }, 16, 12 }, "tanh" },
+          { "f64", CASES[3], "sigmoid" }, { "f32", CASES[4], "relu" },
+        }
+        for _, c in ipairs(cases) do
+          seed = seed + 10
+          local dt, shape, n_in, n_out, act = c[1], c[2][1], c[2][2], c[2][3], c[3]
+          local rows = ref.numel(shape) / n_in
+          local fc = tocha.Linear.new(n_in, n_out, { dtype = dt, activation = act })
+          local x = tocha.randn(shape, { dtype = dt, device = device, seed = seed })
+          local w = tocha.randn({ n_out, n_in }, { dtype = dt, device = device, seed = seed + 1 })
+          local b = tocha.randn({ n_out }, { dtype = dt, device = device, seed = seed + 2 })
+          local y = fc:forward(x, w, b)
+          local dy = tocha.randn(y:shape(), { dtype = dt, device = device, seed = seed + 3 })
+          local dx, dw, db = fc:backward(x, w, b, dy)
+          local xv, wv, bv, dyv = values(x), values(w), values(b), values(dy)
+          local zero = setmetatable({}, { __index = function() return 0 end })
+          local base = reference(xv, wv, bv, zero, rows, n_in, n_out)
+          local f, df = activations[act][1], activations[act][2]
+          local yw, ys, dz, bound = {}, {}, {}, {}
+          for e = 1, #base.y[1] do
+            local z, zs = base.y[1][e], base.y[2][e]
+            yw[e], ys[e] = f(z), 1.2 * zs + math.abs(f(z)) + 1e-30
+            dz[e], bound[e] = dyv[e] * df(z), math.abs(dyv[e]) * (1.2 * zs + math.abs(df(z)))
+          end
+          local want, sums = reference(xv, wv, bv, dz, rows, n_in, n_out), reference(xv, wv, bv, bound, rows, n_in, n_out)
+          local label = ("%s %s in %d out %d %s"):format(dt, table.concat(shape, "x"), n_in, n_out, act)
+          compare(y, { yw, ys }, TOL[dt], label .. " y")
+          compare(dx, { want.dx[1], sums.dx[2] }, TOL[dt], label .. " dx")
+          compare(dw, { want.dw[1], sums.dw[2] }, TOL[dt], label .. " dw")
+          compare(db, { want.db[1], sums.db[2] }, TOL[dt], label .. " db")
+        end
+        fails('activation: expected one of identity, relu, sigmoid, tanh, silu, gelu, got "swish"', tocha.Linear.new, 4, 4,
+          { activation = "swish" })
       end)
 
       it("matches central differences in f64 (tocha.gradcheck)", function()

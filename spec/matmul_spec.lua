@@ -6,6 +6,7 @@
 -- broadcasting, the bias, views, empty operands and bad arguments.
 local tocha = require "tocha"
 local ref = require "support.reference"
+local activations = require "support.activations"
 local matmul = require "tocha.matmul"
 local fails = require("support.assertions").fails
 
@@ -136,6 +137,32 @@ describe("tocha.matmul", function()
         end
       end)
 
+      -- opts.activation in the epilogue of every kernel (the warp-specialized tensor cores for
+      -- halves with B row-major, a batch; the f32 tiles; the tiled kernel), against F of the
+      -- reference's sums; k = 0 too.
+      it("applies an activation in the epilogue, every kernel", function()
+        local seed = 300
+        for _, c in ipairs({ { "bf16", { 2, 130, 32 }, { 32, 136 }, "gelu" }, { "f16", { 17, 24 }, { 24, 16 }, "silu" },
+          { "f32", { 40, 64 }, { 64, 36 }, "tanh" }, { "f64", { 9, 13 }, { 13, 7 }, "sigmoid" },
+          { "f32", { 5, 0 }, { 0, 3 }, "sigmoid" } }) do
+          local dt, sa, sb, act = c[1], c[2], c[3], c[4]
+          seed = seed + 1
+          local a = tocha.randn(sa, { dtype = dt, device = device, seed = seed })
+          local b = tocha.randn(sb, { dtype = dt, device = device, seed = seed + 1 })
+          local bias = tocha.randn({ sb[#sb] }, { dtype = dt, device = device, seed = seed + 2 })
+          local got = values(tocha.matmul(a, b, { bias = bias, activation = act }))
+          local want, scale = product(values(a), values(b), values(bias), dims3(sa), 1, sa[#sa - 1], sa[#sa], sb[#sb])
+          local f = activations[act][1]
+          for e = 1, #want do
+            local err = math.abs(got[e] - f(want[e])) / (1.2 * scale[e] + math.abs(f(want[e])))
+            assert(err <= TOL[dt], ("%s %s %s: element %d is %.17g, expected %.17g"):format(dt, table.concat(sa, "x"), act, e,
+              got[e], f(want[e])))
+          end
+        end
+        fails("opts.activation: expected one of identity", tocha.matmul, tocha.zeros({ 2, 2 }), tocha.zeros({ 2, 2 }),
+          { activation = 1 })
+      end)
+
       -- Transposed views are read as they lie (a column-major operand), every combination, on
       -- both kernels; a batch's transposes too.
       it("reads transposed operands in place, every combination, exactly on small integers", function()
@@ -189,7 +216,7 @@ describe("tocha.matmul", function()
                 local kern, grid, block, kind = matmul.launch_of(dt, m, k, n, 1, la, lb, how)
                 assert.are.equal(dt == "f32" and "f32_tiles" or "tensor_cores", kind)
                 local c = tocha.full({ m, n }, -77, { dtype = dt, device = device })
-                op.launch_packed(kern, devices.wrap(a.dev), grid, block, { a.data, b.data, c.data, c.data, m, n, k, 0, 0, 0, 0 })
+                op.launch_packed(kern, devices.wrap(a.dev), grid, block, { a.data, b.data, c.data, c.data, m, n, k, 0, 0, 0, 0, c.data, c.data, 0 })
                 assert.are.same(want, values(c), ("%s %s x %s %s"):format(dt, la, lb, how.mma_sync and "mma.sync" or how.tile_n)
                   .. (how.warp_specialized and " warp-specialized" or ""))
               end

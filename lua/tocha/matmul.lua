@@ -3,6 +3,7 @@
 --
 --   local c = tocha.matmul(a, b)            -- a [m, k] x b [k, n] -> [m, n]
 --   local y = x:mm(w, { bias = b })         -- + bias [n] on every row
+--   local h = x:mm(w, { bias = b, activation = "gelu" })  -- gelu(x w + b), in the same kernel
 --   local z = tocha.matmul(q, kt)           -- batched: [B, m, k] x [B, k, n] -> [B, m, n]
 --
 -- Operands of one float dtype and one device, as torch.matmul takes them: a vector (1
@@ -16,7 +17,9 @@
 -- dimension is a multiple of 8 (16-byte rows); f32 where it is a multiple of 4 on 128 x 128
 -- tiles of 8 x 8 outputs a thread; other shapes and f64 a 64 x 64 tiled kernel. f32 sums in
 -- f32 and f64 in f64, in k order, one fma a product, on either kernel: TF32 is not used.
--- Empty operands give empty results (k = 0: zeros, plus the bias).
+-- Empty operands give empty results (k = 0: zeros, plus the bias, through the activation).
+-- opts.activation (M.ACTIVATIONS) applies a function to each sum + bias in the kernel's
+-- epilogue, before the one rounding to the dtype.
 local ffi = require "ffi"
 local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
@@ -34,7 +37,8 @@ end
 
 local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 
-local PARAMS = "%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias"
+local PARAMS = "%s* a, %s* b, %s* bias, %s* c, i64 m, i64 n, i64 k, i64 stride_a, i64 stride_b, i64 stride_c, i32 has_bias, "
+  .. "%s* residual, %s* grad, i32 epilogue"
 
 -- The tensor-core kernel's dynamic shared memory for tiles of bn columns: MM_SHARED(bn) of
 -- kernels/matmul.cu, which the kernel is built with (MATMUL_SHARED) and checks (its wgmma main
@@ -60,25 +64,45 @@ function M.tile_n(n, m, sms, batch)
   return cost(128) / 0.84 < cost(256) and 128 or 256
 end
 
+-- The functions a product's epilogue applies after the bias (kernels/activation.cuh's).
+M.ACTIVATIONS = { identity = true, relu = true, sigmoid = true, tanh = true, silu = true, gelu = true }
+
+-- The activation option of a product or a layer (nil: "identity"), checked; `what` names it.
+function M.activation(v, what)
+  if v == nil then return "identity" end
+  if not M.ACTIVATIONS[v] then
+    raise(("%s: expected one of identity, relu, sigmoid, tanh, silu, gelu, got %s"):format(what, errors.show(v)))
+  end
+  return v
+end
+
+-- The source of the kernels that run matmul.cu (its headers first).
+function M.source()
+  modules()
+  return op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n" .. op.source("mbarrier.cuh") .. "\n"
+    .. op.source("activation.cuh") .. "\n" .. op.source("epilogue.cuh") .. "\n" .. op.source("matmul.cu")
+end
+
 local kernels = {}
 -- The kernel `name` (tocha_matmul_tc, tocha_matmul_f32 or tocha_matmul_simt) for dtype dt and
 -- the operands' layouts ("row" or "col"); for tocha_matmul_tc, bn its tile width, and mma_sync
--- builds its mma.sync main loop where the device has wgmma too (its specs run both). Its
--- parameters: a, b, bias, c, m, n, k, stride_a, stride_b, stride_c, has_bias
--- (kernels/matmul.cu).
-local function kernel_of(name, dt, layout_a, layout_b, bn, mma_sync)
+-- builds its mma.sync main loop where the device has wgmma too (its specs run both); act, the
+-- epilogue's activation. Its parameters: a, b, bias, c, m, n, k, stride_a, stride_b, stride_c,
+-- has_bias, residual, grad, epilogue (kernels/matmul.cu: residual and grad read where the
+-- epilogue's flags name them, kernels/epilogue.cuh).
+local function kernel_of(name, dt, layout_a, layout_b, bn, mma_sync, act)
   modules()
   local ta, tb = layout_a == "col" and 1 or 0, layout_b == "col" and 1 or 0
   local ws = name == "tocha_matmul_ws"
   local tc = name == "tocha_matmul_tc" or ws
   local targs = ("%s, %d, %d"):format(dtype.ctype(dt), ta, tb) .. (tc and (", %d"):format(bn) or "")
+    .. ", ew_fn_" .. (act or "identity")
   local key = ("%s|%s|%s"):format(name, targs, mma_sync and "sync" or "")
   if not kernels[key] then
-    local source = op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n" .. op.source("mbarrier.cuh")
-      .. "\n" .. op.source("matmul.cu")
-    kernels[key] = kernel.new { source = source, name = name, template_args = targs,
+    kernels[key] = kernel.new { source = M.source(), name = name, template_args = targs,
       -- the f32 kernel's 8 x 8 outputs fit two CTAs an SM only at 128 registers a thread
-      params = PARAMS:format(dt, dt, dt, dt), launch_bounds = { ws and 384 or 256, tc and 1 or name == "tocha_matmul_f32" and 2 or nil },
+      params = PARAMS:format(dt, dt, dt, dt, dt, dt),
+      launch_bounds = { ws and 384 or 256, tc and 1 or name == "tocha_matmul_f32" and 2 or nil },
       -- the kernel checks at compile time that its stages fit the bytes its launches give
       options = tc and { "-DMATMUL_SHARED=" .. tc_shared(bn), mma_sync and "-DMATMUL_MMA_SYNC" or nil } or nil,
       shared = tc and tc_shared(bn) + (ws and 64 or 0) or 0 }
@@ -186,11 +210,12 @@ local KERNEL_NAME = { tensor_cores = "tocha_matmul_tc", f32_tiles = "tocha_matmu
 -- 8192^3 on the H200; with B column-major it loses, 320 against 353 at 8192 x 768 x 3072);
 -- for specs and benchmarks, tile_n (128 or 256), mma_sync (the tensor cores' mma.sync main
 -- loop even where wgmma is) and warp_specialized (true or false: that loop or not, where wgmma
--- is). Raises past the grid's limits.
+-- is); activation, the epilogue's function (M.ACTIVATIONS; default "identity"). Raises past the
+-- grid's limits.
 function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, how)
   how = how or {}
   if type(how) ~= "table" then
-    raise("how: expected a table {aligned =, sms =, wgmma =, tile_n =, mma_sync =, warp_specialized =}, got " .. type(how))
+    raise("how: expected a table {aligned =, sms =, wgmma =, tile_n =, mma_sync =, warp_specialized =, activation =}, got " .. type(how))
   end
   if how.tile_n ~= nil and how.tile_n ~= 128 and how.tile_n ~= 256 then
     raise("how.tile_n: expected 128 or 256, got " .. errors.show(how.tile_n))
@@ -200,8 +225,9 @@ function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, how)
   local ws = how.warp_specialized
   if ws == nil then ws = how.wgmma and layout_b == "row" end
   ws = ws and kind == "tensor_cores" and not how.mma_sync
+  local act = M.activation(how.activation, "how.activation")
   return kernel_of(ws and "tocha_matmul_ws" or kind and KERNEL_NAME[kind] or "tocha_matmul_simt", dt, layout_a, layout_b,
-    bn, kind == "tensor_cores" and how.mma_sync), M.grid_of(kind, m, n, batch, nil, bn), { ws and 384 or 256, 1, 1 }, kind
+    bn, kind == "tensor_cores" and how.mma_sync, act), M.grid_of(kind, m, n, batch, nil, bn), { ws and 384 or 256, 1, 1 }, kind
 end
 
 -- Whether dev runs wgmma (sim, or compute capability 9.0: the H100 and H200).
@@ -218,8 +244,11 @@ function M.matmul(a, b, opts)
   if opts ~= nil and type(opts) ~= "table" then raise("opts: expected a table, got " .. type(opts)) end
   opts = opts or {}
   for key in pairs(opts) do
-    if key ~= "bias" then raise(("opts: unknown option %s (expected bias)"):format(errors.show(key))) end
+    if key ~= "bias" and key ~= "activation" then
+      raise(("opts: unknown option %s (expected bias or activation)"):format(errors.show(key)))
+    end
   end
+  local act = M.activation(opts.activation, "opts.activation")
   if a.dev ~= b.dev then
     raise(("b: on %s, but a is on %s (move one with :to())"):format(device.wrap(b.dev).name, device.wrap(a.dev).name))
   end
@@ -278,13 +307,14 @@ function M.matmul(a, b, opts)
   if k == 0 then
     c:fill(0)
     if bias then c:add_(bias) end
+    if act ~= "identity" then c:copy(c[act](c)) end
     return c
   end
   local aligned = tonumber(a.data) % 16 == 0 and tonumber(b.data) % 16 == 0
   local k_, grid, block = M.launch_of(dt, m, k, n, batch, layout_a, layout_b,
-    { aligned = aligned, sms = dev.multiprocessors, wgmma = has_wgmma(dev) })
+    { aligned = aligned, sms = dev.multiprocessors, wgmma = has_wgmma(dev), activation = act })
   op.launch_packed(k_, dev, grid, block, { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k,
-    batch_a > 1 and m * k or 0, batch_b > 1 and k * n or 0, m * n, bias and 1 or 0 })
+    batch_a > 1 and m * k or 0, batch_b > 1 and k * n or 0, m * n, bias and 1 or 0, c.data, c.data, 0 })
   return c
 end
 

@@ -12,9 +12,21 @@
 -- (1; in and out channels multiples of it); bias (true); dtype (f32); layout ("nchw", or "nhwc":
 -- x [N, H, W, C] and y [N, OH, OW, CO], PyTorch's channels_last; the weight keeps PyTorch's
 -- [out, in / groups, kh, kw] either way). Halves accumulate in f32.
--- These are the direct kernels (one thread an output element forward and for dx, one CTA a
--- weight element for dw and one an output channel for the bias): correct for every option,
--- not yet the tensor cores' speed. One launch forward, two backward (dx; dw with db).
+--
+-- Fused epilogue: activation ("identity", "relu", "sigmoid", "tanh", "silu", "gelu": y =
+-- F(conv + bias), the Conv + BN + SiLU block of a YOLO with tocha.nn.fold_batch_norm's weights)
+-- and residual (true: a second input "residual" shaped as y, added before F: ResNet's
+-- relu(conv + bias + shortcut)), both in the kernel that writes y, so that the block is one
+-- pass over y. The sum stays in f32 (f64 for f64) through the epilogue and is rounded once.
+-- The backward recomputes z = conv + bias + residual with the forward's own kernels, writing
+-- dz = dy F'(z) (into d residual where there is one, else the workspace), then runs dx, dweight
+-- and dbias over dz: one forward's time more than a backward without the epilogue, and no
+-- tensor kept from the forward.
+--
+-- Kernels: the tensor cores' implicit GEMM (ops/conv2d_igemm.lua) for halves of groups 1 and
+-- channel counts multiples of 8 where the default device has wgmma; the direct kernels of
+-- conv2d.cu otherwise (one thread an output element forward and for dx, one CTA a weight
+-- element for dw and one an output channel for the bias): correct for every option, slow.
 local ffi = require "ffi"
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
@@ -25,11 +37,16 @@ local raise = errors.raise
 
 local M = {}
 
+-- The source of conv2d.cu's kernels (the epilogue's headers first).
+function M.source()
+  return op.source("activation.cuh") .. "\n" .. op.source("epilogue.cuh") .. "\n" .. op.source("conv2d.cu")
+end
+
 local Conv2d = op.class("Conv2d")
 M.Conv2d = Conv2d
 Conv2d.input_names = { "x" }
 
-local address, input_of, one_input, launch_index = op.address, op.input_of, op.one_input, op.launch_index
+local address, launch_index = op.address, op.launch_index
 
 -- A size option: a number or {h, w}, each an integer at least `least`.
 -- The checks and pieces Conv2d and ConvTranspose2d (conv_transpose2d.lua) share.
@@ -105,25 +122,35 @@ function M.kernel_args(dt, k, stride, padding, dilation, groups, layout)
   return dtype.ctype(dt) .. ", " .. consts, consts, "i64 n, i64 c, i64 h, i64 w, i64 co, i64 oh, i64 ow"
 end
 
--- Conv2d.new(in_channels, out_channels, kernel_size [, {stride, padding, dilation, groups, bias, dtype, layout}])
+-- Conv2d.new(in_channels, out_channels, kernel_size [, {stride, padding, dilation, groups, bias, dtype, layout,
+-- activation, residual}])
 function Conv2d.new(in_channels, out_channels, kernel_size, opts)
   in_channels, out_channels = M.channels(in_channels, out_channels)
   local k = pair(kernel_size, "kernel_size", 1)
   opts = op.options(opts, { stride = true, padding = true, dilation = true, groups = true, bias = "boolean", dtype = true,
-    layout = true }, "Conv2d")
+    layout = true, activation = true, residual = "boolean" }, "Conv2d")
+  local activation = require("tocha.matmul").activation(opts.activation, "activation")
   local stride, padding, dilation = pair(opts.stride or 1, "stride", 1), pair(opts.padding or 0, "padding", 0),
     pair(opts.dilation or 1, "dilation", 1)
   local groups = M.groups(opts.groups, in_channels, out_channels)
   local dt = op.float_dtype(opts.dtype, "dtype")
   local self = setmetatable({ kind = "conv2d", in_channels = in_channels, out_channels = out_channels, kernel_size = k,
     stride = stride, padding = padding, dilation = dilation, groups = groups, has_bias = opts.bias ~= false, dtype = dt,
-    layout = M.layout(opts.layout), block_size = 256 }, Conv2d)
+    layout = M.layout(opts.layout), block_size = 256, activation = activation, residual = opts.residual == true }, Conv2d)
+  if self.residual then self.input_names = { "x", "residual" } end
   local targs, consts, sizes = M.kernel_args(dt, k, stride, padding, dilation, groups, self.layout)
   self.id = ("conv2d__%d__%d__%s__%s__%s"):format(in_channels, out_channels, consts:gsub(", ", "_"),
     self.has_bias and "bias" or "nobias", dt)
-  local source = op.source("conv2d.cu")
-  self.kernel = kernel.new { source = source, name = "tocha_conv2d_forward", template_args = targs,
-    params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
+  if activation ~= "identity" then self.id = self.id .. "__" .. activation end
+  if self.residual then self.id = self.id .. "__residual" end
+  local source = M.source()
+  self.kernel = kernel.new { source = source, name = "tocha_conv2d_forward", template_args = targs .. ", ew_fn_" .. activation,
+    params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias, %s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt, dt, sizes,
+      dt, dt) }
+  if self.residual and activation == "identity" then -- the backward's d residual = dy
+    self.copy_kernel = kernel.new { source = source, name = "tocha_conv2d_copy", template_args = dtype.ctype(dt),
+      params = ("%s* src, %s* dst, i64 count"):format(dt, dt) }
+  end
   self.grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_data", template_args = targs,
     params = ("%s* dy, %s* weight, %s* dx, %s"):format(dt, dt, dt, sizes) }
   self.weight_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_weight", template_args = targs,
@@ -166,9 +193,32 @@ function Conv2d:param_init_bound()
   return 1 / math.sqrt(self.in_channels / self.groups * self.kernel_size[1] * self.kernel_size[2])
 end
 
+-- With a residual the op has two inputs: x, then the residual, shaped as y.
+function Conv2d:n_activation_inputs() return self.residual and 2 or 1 end
+
+-- x's shape among input_shapes.
+local function x_shape(self, input_shapes) return op.input_shapes(input_shapes, self:n_activation_inputs())[1] end
+
 function Conv2d:compute_concrete_output_shape(input_shapes)
-  local n, _, _, _, oh, ow = self:sizes_of(one_input(input_shapes), "inputs[1]")
-  return M.image_shape(n, self.out_channels, oh, ow, self.layout)
+  local shapes = op.input_shapes(input_shapes, self:n_activation_inputs())
+  local n, _, _, _, oh, ow = self:sizes_of(shapes[1], "inputs[1]")
+  local out = M.image_shape(n, self.out_channels, oh, ow, self.layout)
+  if self.residual then
+    op.check_shape(shapes[2], "inputs[2]")
+    if not op.same_sizes(shapes[2], out) then
+      raise(("inputs[2]: expected the output's shape %s (the residual), got %s"):format(op.shape_text(out),
+        op.shape_text(shapes[2])))
+    end
+  end
+  return out
+end
+
+-- A pack's inputs: x's address and shape, and the residual's address (0 for none), its shape
+-- checked.
+local function inputs_of(self, inputs)
+  local addresses, shapes = op.inputs_of(inputs, self:n_activation_inputs())
+  if self.residual then self:compute_concrete_output_shape(shapes) end
+  return addresses[1], shapes[1], addresses[2] or 0
 end
 
 local flat_grid = M.flat_grid
@@ -177,15 +227,13 @@ function Conv2d:grid(output_shape)
   return flat_grid(op.numel(output_shape), self.block_size)
 end
 
--- The tensor cores' forward is two launches (the weight's relayout, the implicit GEMM) and a
--- workspace of the relaid weight; the direct forward one launch and no workspace.
 function Conv2d:pack_args(inputs, params, output)
-  local x, shape = input_of(inputs)
+  local x, shape, residual = inputs_of(self, inputs)
   local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
   params = op.list(params, "params")
   local y = address(output, "output")
   return { x, address(params[1], "params[1]"), self.has_bias and address(params[2], "params[2]") or y, y, n, c, h, w,
-    self.out_channels, oh, ow, self.has_bias and 1 or 0 }
+    self.out_channels, oh, ow, self.has_bias and 1 or 0, self.residual and residual or y, y, self.residual and 1 or 0 }
 end
 
 -- The tensor cores' forward is several launches and a workspace (ops/conv2d_igemm.lua); the
@@ -211,29 +259,37 @@ function Conv2d:igemm_split(input_shape, dx)
   return p.tiles, p.splits
 end
 
+-- The bytes of dz = dy F'(z) at the workspace's start in a backward through an activation
+-- without a residual (with one, dz is d residual; without an activation, dy itself).
+local function dz_bytes(self, shape)
+  if self.activation == "identity" or self.residual then return 0 end
+  local n, _, _, _, oh, ow = self:sizes_of(shape, "inputs[1]")
+  return math.ceil(n * self.out_channels * oh * ow * dtype.size(self.dtype) / 256) * 256
+end
+
 function Conv2d:workspace_bytes(input_shapes)
-  if not self.igemm then return 0 end
-  local shape = one_input(input_shapes)
-  local bytes = igemm_plan(self, shape).bytes
+  local shape = x_shape(self, input_shapes)
+  local bytes = 0
+  if self.igemm then bytes = igemm_plan(self, shape).bytes end
   if self.igemm_dx then bytes = math.max(bytes, dx_plan(self, shape).bytes) end
   if self.igemm_dw then
     local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
     bytes = math.max(bytes, igemm.plan_dw(self.igemm_dw, n, c, h, w, oh, ow).bytes)
   end
-  return bytes
+  return dz_bytes(self, shape) + bytes
 end
 
 function Conv2d:kernel_for_launch(i, input_shapes)
   launch_index(i, self:n_launches())
   if not self.igemm then return self.kernel end
-  local p, sizes = igemm_plan(self, one_input(input_shapes))
+  local p, sizes = igemm_plan(self, x_shape(self, input_shapes))
   return (igemm.launch(self.igemm, i, p, sizes, 0, 0, 0, nil, 0))
 end
 
 function Conv2d:grid_for_launch(i, input_shapes, output_shape)
   launch_index(i, self:n_launches())
   if not self.igemm then return self:grid(output_shape) end
-  local p, sizes = igemm_plan(self, one_input(input_shapes))
+  local p, sizes = igemm_plan(self, x_shape(self, input_shapes))
   if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d output pixels, too many for one call"):format(p.m)) end
   local _, grid = igemm.launch(self.igemm, i, p, sizes, 0, 0, 0, nil, 0)
   return grid
@@ -250,49 +306,74 @@ local function check_aligned(list)
   end
 end
 
+local function need_workspace(ws, bytes)
+  if ws == 0 and bytes > 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
+end
+
 function Conv2d:pack_args_for_launch(i, inputs, params, output, output_shape)
   launch_index(i, self:n_launches())
   if not self.igemm then return self:pack_args(inputs, params, output, output_shape) end
   params = op.list(params, "params")
   local at = #self:param_names() + 1
   local ws = address(params[at] or 0, ("params[%d]"):format(at))
-  local x, shape = input_of(inputs)
+  local x, shape, residual = inputs_of(self, inputs)
   local p, sizes = igemm_plan(self, shape)
-  if ws == 0 and p.bytes > 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
+  need_workspace(ws, p.bytes)
   check_aligned({ { x, "x" }, { address(params[1], "params[1]"), "weight" } })
   local _, _, args = igemm.launch(self.igemm, i, p, sizes, x, address(output, "output"), address(params[1], "params[1]"),
-    self.has_bias and address(params[2], "params[2]") or nil, ws)
+    self.has_bias and address(params[2], "params[2]") or nil, ws, self.residual and residual or nil)
   return args
 end
 
--- The backward: dx (one direct launch, or the tensor cores' launches of ops/conv2d_igemm.lua
--- where the stride is 1), then dweight with dbias (one direct launch, or in layout nhwc the
--- tensor cores' three).
+-- The backward: with an epilogue, first dz = dy F'(z) (the forward's launches again, writing dz
+-- in y's place; a copy of dy into d residual for a residual alone); then dx (one direct launch,
+-- or the tensor cores' launches of ops/conv2d_igemm.lua), then dweight with dbias (one direct
+-- launch, or the tensor cores' DW_LAUNCHES), both over dz.
+local function dz_count(self)
+  if self.activation ~= "identity" then return self:n_launches() end
+  return self.residual and 1 or 0
+end
 local function dx_count(self) return self.igemm_dx and igemm.LAUNCHES or 1 end
-function Conv2d:n_backward_launches() return dx_count(self) + (self.igemm_dw and igemm.DW_LAUNCHES or 1) end
+function Conv2d:n_backward_launches()
+  return dz_count(self) + dx_count(self) + (self.igemm_dw and igemm.DW_LAUNCHES or 1)
+end
 
 -- Backward launch i for x of this shape: kernel, grid and (given addresses a = {x, dy, weight,
--- workspace, dx, dweight, dbias or nil}) its arguments.
+-- workspace, dx, dweight, dbias or nil, bias or nil, residual, d residual}) its arguments.
 local function backward_launch(self, i, shape, a)
   launch_index(i, self:n_backward_launches())
   local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
-  local first, given = dx_count(self), a ~= nil
-  a = a or { 0, 0, 0, 0, 0, 0, nil }
+  local given = a ~= nil
+  a = a or { 0, 0, 0, 0, 0, 0, nil, nil, 0, 0 }
   local x, dy, weight, ws, dx, dw, db = a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+  local bias, residual, d_residual = a[8], a[9], a[10]
+  local pre, skip = dz_count(self), dz_bytes(self, shape)
+  if i <= pre then
+    local count = n * self.out_channels * oh * ow
+    if self.activation == "identity" then return self.copy_kernel, flat_grid(count, self.block_size), { dy, d_residual, count } end
+    local dz = self.residual and d_residual or ws
+    if not self.igemm then
+      return self.kernel, flat_grid(count, self.block_size), { x, weight, bias or dz, dz, n, c, h, w, self.out_channels, oh,
+        ow, bias and 1 or 0, self.residual and residual or dz, dy, (self.residual and 1 or 0) + 2 }
+    end
+    local p, sizes = igemm_plan(self, shape)
+    if given then need_workspace(ws, p.bytes + skip) end
+    return igemm.launch(self.igemm, i, p, sizes, x, dz, weight, bias, ws + skip, self.residual and residual or nil, dy)
+  end
+  i = i - pre
+  if self.activation ~= "identity" then dy = self.residual and d_residual or ws end
+  ws = ws + skip
+  local first = dx_count(self)
   if i <= first and self.igemm_dx then
     local p, sizes = dx_plan(self, shape)
     if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d input pixels, too many for one call"):format(p.m)) end
-    if given and ws == 0 and p.bytes > 0 then
-      raise("params: the op needs its workspace (op:workspace_bytes) after the parameters")
-    end
+    if given then need_workspace(ws - skip, p.bytes) end
     return igemm.launch(self.igemm_dx, i, p, sizes, dy, dx, weight, nil, ws)
   elseif i <= first then
     return self.grad_kernel, flat_grid(n * c * h * w, self.block_size), { dy, weight, dx, n, c, h, w, self.out_channels, oh, ow }
   elseif self.igemm_dw then
     local p = igemm.plan_dw(self.igemm_dw, n, c, h, w, oh, ow)
-    if given and ws == 0 and p.bytes > 0 then
-      raise("params: the op needs its workspace (op:workspace_bytes) after the parameters")
-    end
+    if given then need_workspace(ws - skip, p.bytes) end
     return igemm.launch_dw(self.igemm_dw, i - first, p, { n, c, h, w, oh, ow }, x, dy, dw, db, ws, self.has_bias)
   end
   local items = op.numel(self:param_shapes()[1]) + (self.has_bias and self.out_channels or 0)
@@ -301,25 +382,32 @@ local function backward_launch(self, i, shape, a)
 end
 
 function Conv2d:backward_kernel_for_launch(i, input_shapes)
-  return (backward_launch(self, i, one_input(input_shapes)))
+  return (backward_launch(self, i, x_shape(self, input_shapes)))
 end
 
 function Conv2d:backward_grid_for_launch(i, input_shapes)
-  local _, grid = backward_launch(self, i, one_input(input_shapes))
+  local _, grid = backward_launch(self, i, x_shape(self, input_shapes))
   return grid
 end
 Conv2d.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
 Conv2d.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
 
 function Conv2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
-  local x, shape = input_of(inputs)
+  local x, shape, residual = inputs_of(self, inputs)
   params, grad_inputs, grad_params = op.list(params, "params"), op.list(grad_inputs, "grad_inputs"),
     op.list(grad_params, "grad_params")
   local at = #self:param_names() + 1
+  local needs_ws = self.igemm or dz_bytes(self, shape) > 0
   local a = { x, address(grad_output, "grad_output"), address(params[1], "params[1]"),
-    self.igemm and address(params[at] or 0, ("params[%d]"):format(at)) or 0, address(grad_inputs[1], "grad_inputs[1]"),
-    address(grad_params[1], "grad_params[1]"), self.has_bias and address(grad_params[2], "grad_params[2]") or nil }
-  if self.igemm then check_aligned({ { x, "x" }, { a[2], "dy" }, { a[3], "weight" } }) end
+    needs_ws and address(params[at] or 0, ("params[%d]"):format(at)) or 0, address(grad_inputs[1], "grad_inputs[1]"),
+    address(grad_params[1], "grad_params[1]"), self.has_bias and address(grad_params[2], "grad_params[2]") or nil,
+    self.has_bias and address(params[2], "params[2]") or nil, residual,
+    self.residual and address(grad_inputs[2], "grad_inputs[2]") or 0 }
+  if not self.igemm and dz_bytes(self, shape) > 0 and a[4] == 0 then need_workspace(0, 1) end
+  if self.igemm then
+    check_aligned({ { x, "x" }, { a[2], "dy" }, { a[3], "weight" } })
+    if self.residual then check_aligned({ { a[10], "d residual" } }) end
+  end
   local _, _, args = backward_launch(self, i, shape, a)
   return args
 end

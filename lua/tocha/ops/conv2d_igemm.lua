@@ -12,6 +12,9 @@
 --      split, into f32 slabs of the workspace instead;
 --   5. split k only: the sum of the slabs, + bias, into the NHWC result;
 --   6. NCHW only: the NHWC result transposed into y.
+-- The forward's last writer of y (the GEMM, the sum, or in NCHW the transpose) applies the
+-- epilogue past the bias (kernels/epilogue.cuh): the residual, the activation, or in a
+-- backward's recompute dz = dy F'(z) instead of y.
 -- All of it in the op's workspace (regions 256-byte aligned): the relaid weight, then for NCHW
 -- x's and y's NHWC copies, then dy spread out, then the slabs.
 local dtype = require "tocha.dtype"
@@ -33,8 +36,7 @@ function M.eligible(dt, groups, in_channels, out_channels)
 end
 
 local function source()
-  return op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n" .. op.source("mbarrier.cuh") .. "\n"
-    .. op.source("matmul.cu") .. "\n" .. op.source("conv2d_igemm.cu")
+  return require("tocha.matmul").source() .. "\n" .. op.source("conv2d_igemm.cu")
 end
 
 -- Whether conv's dx runs here too: dx is the stride-1 convolution of dy (spread out by the
@@ -48,7 +50,7 @@ end
 
 -- The kernels for conv's forward (a Conv2d: its dtype, channels, window, stride, padding,
 -- dilation) or, with dx, for its dx (the stride-1 convolution of dy, channels swapped, by the
--- flipped weight, padding dilation (k - 1) - padding), with the tile width: 64, 128 or 256
+-- flipped weight, padding dilation (k - 1) - padding, no epilogue), with the tile width: 64, 128 or 256
 -- output channels (the least that holds them up to 128, then 256 unless the channels fill
 -- tiles of 128 better). The multiprocessors to fill with CTAs are the default device's (132, an
 -- H200's, where that is the simulator).
@@ -70,23 +72,33 @@ function M.new(conv, dx)
     relayout = window, sms = dev.kind == "cuda" and dev.multiprocessors or 132,
     dilate = dx and (conv.stride[1] > 1 or conv.stride[2] > 1) and { conv.stride[1], conv.stride[2] } or nil }
   local b_k_major = not dx and not window
+  -- the epilogue's function, in the kernel that writes y last
+  local act = "ew_fn_" .. (dx and "identity" or conv.activation)
+  local gemm_act = g.nchw and "ew_fn_identity" or act
   g.weight_kernel = kernel.new { source = text, name = dx and "tocha_conv2d_weight_flip" or "tocha_conv2d_weight_rsck",
     template_args = ("%s, %d, %d, %d, %d"):format(ct, conv.in_channels, conv.out_channels, k[1], k[2]),
     params = ("%s* w, %s* relaid"):format(dt, dt) }
   g.kernel = kernel.new { source = text, name = "tocha_conv2d_igemm",
-    template_args = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d"):format(ct, c, o, k[1], k[2], stride[1], stride[2],
-      padding[1], padding[2], dilation[1], dilation[2], bn, b_k_major and 1 or 0),
-    params = ("%s* x, %s* weight, %s* bias, %s* y, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow, i32 has_bias"):format(dt,
-      dt, dt, dt),
+    template_args = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %s"):format(ct, c, o, k[1], k[2], stride[1],
+      stride[2], padding[1], padding[2], dilation[1], dilation[2], bn, b_k_major and 1 or 0, gemm_act),
+    params = ("%s* x, %s* weight, %s* bias, %s* y, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow, i32 has_bias, "
+      .. "%s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt, dt, dt, dt),
     -- tiles of 64 columns hold 32 sums a thread: two CTAs an SM
     launch_bounds = { 256, bn == 64 and 2 or 1 }, shared = matmul.tensor_core_shared(bn) }
-  g.sum_kernel = kernel.new { source = text, name = "tocha_conv2d_split_sum", template_args = ct,
-    params = ("f32* partial, %s* bias, %s* y, i64 count, i32 columns, i32 splits, i32 has_bias"):format(dt, dt) }
-  g.transpose_kernel = kernel.new { source = text, name = "tocha_conv2d_transpose", template_args = ct,
-    params = ("%s* src, %s* dst, i64 rows, i64 cols"):format(dt, dt) }
+  g.sum_kernel = kernel.new { source = text, name = "tocha_conv2d_split_sum", template_args = ct .. ", " .. gemm_act,
+    params = ("f32* partial, %s* bias, %s* y, i64 count, i32 columns, i32 splits, i32 has_bias, %s* residual, %s* grad, "
+      .. "i32 epilogue"):format(dt, dt, dt, dt) }
+  g.transpose_kernel = M.transpose_kernel(text, dt, "ew_fn_identity")
+  g.out_transpose_kernel = M.transpose_kernel(text, dt, act)
   g.dilate_kernel = kernel.new { source = text, name = "tocha_conv2d_spread", template_args = ("%s, %d, %d"):format(ct,
     conv.stride[1], conv.stride[2]), params = ("%s* src, %s* dst, i64 n, i64 h, i64 w, i64 dh, i64 dw, i64 c"):format(dt, dt) }
   return g
+end
+
+-- The transpose between NCHW and NHWC, writing through the epilogue of function act.
+function M.transpose_kernel(text, dt, act)
+  return kernel.new { source = text, name = "tocha_conv2d_transpose", template_args = dtype.ctype(dt) .. ", " .. act,
+    params = ("%s* src, %s* dst, i64 rows, i64 cols, %s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt, dt) }
 end
 
 local function align(bytes) return math.ceil(bytes / 256) * 256 end
@@ -126,21 +138,26 @@ local function transpose_grid(rows, cols, batch)
 end
 
 -- Launch i's kernel, grid, and argument list for x of n images (c x h x w) into y (oh x ow):
--- addresses x, y, the weight, the bias (or nil) and the workspace. (For dx: dy of n images (out
--- x oh x ow) into dx (h x w), no bias.)
-function M.launch(g, i, p, sizes, x, y, weight, bias, ws)
+-- addresses x, y, the weight, the bias (or nil) and the workspace; residual and grad, the
+-- epilogue's (addresses shaped as y, or nil: kernels/epilogue.cuh). (For dx: dy of n images
+-- (out x oh x ow) into dx (h x w), no bias.)
+function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
   local n, c, h, w, oh, ow = unpack(sizes)
   local none = { 0, 0, 0 }
   local x_nhwc = g.nchw and ws + p.x or x
   local y_nhwc = g.nchw and ws + p.y or y
   local gemm_x, gemm_h, gemm_w = x_nhwc, h, w
+  -- the epilogue's tensors go to y's last writer (those absent: y, unread)
+  local flags = (residual and 1 or 0) + (grad and 2 or 0)
+  residual, grad = residual or y, grad or y
+  local gemm_flags = g.nchw and 0 or flags
   if g.dilate then gemm_x, gemm_h, gemm_w = ws + p.dilated, p.dh, p.dw end
   if i == 1 then
     if not g.relayout then return g.weight_kernel, none, {} end
     return g.weight_kernel, { math.max(1, math.min(math.ceil(g.k * g.out / 256), 2 ^ 31 - 1)), 1, 1 }, { weight, ws }
   elseif i == 2 then
     if not g.nchw or n == 0 then return g.transpose_kernel, none, {} end
-    return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w }
+    return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w, x_nhwc, x_nhwc, 0 }
   elseif i == 3 then
     if not g.dilate or n == 0 then return g.dilate_kernel, none, {} end
     return g.dilate_kernel, { math.max(1, math.min(math.ceil(n * p.dh * p.dw * c / 8 / 256), 2 ^ 31 - 1)), 1, 1 },
@@ -148,14 +165,14 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws)
   elseif i == 4 then
     if p.m == 0 then return g.kernel, none, {} end
     return g.kernel, { p.tiles, p.splits, 1 }, { gemm_x, g.relayout and ws or weight, bias or y_nhwc, y_nhwc,
-      p.splits > 1 and ws + p.partial or y_nhwc, n, gemm_h, gemm_w, oh, ow, bias and 1 or 0 }
+      p.splits > 1 and ws + p.partial or y_nhwc, n, gemm_h, gemm_w, oh, ow, bias and 1 or 0, residual, grad, gemm_flags }
   elseif i == 5 then
     if p.splits == 1 then return g.sum_kernel, none, {} end
     return g.sum_kernel, { math.max(1, math.min(math.ceil(p.m * g.out / 256), 2 ^ 31 - 1)), 1, 1 },
-      { ws + p.partial, bias or y_nhwc, y_nhwc, p.m * g.out, g.out, p.splits, bias and 1 or 0 }
+      { ws + p.partial, bias or y_nhwc, y_nhwc, p.m * g.out, g.out, p.splits, bias and 1 or 0, residual, grad, gemm_flags }
   end
-  if not g.nchw or p.m == 0 then return g.transpose_kernel, none, {} end
-  return g.transpose_kernel, transpose_grid(oh * ow, g.out, n), { y_nhwc, y, oh * ow, g.out }
+  if not g.nchw or p.m == 0 then return g.out_transpose_kernel, none, {} end
+  return g.out_transpose_kernel, transpose_grid(oh * ow, g.out, n), { y_nhwc, y, oh * ow, g.out, residual, grad, flags }
 end
 
 -- ---- the weight gradient ----
@@ -187,8 +204,7 @@ function M.new_dw(conv)
     params = ("f32* partial, %s* dw, i32 splits, f32* bias_partial, %s* db, i32 bias_splits, i32 has_bias"):format(dt, dt) }
   g.bias_kernel = kernel.new { source = text, name = "tocha_conv2d_db_partial", template_args = ct,
     params = ("%s* dy, f32* bias_partial, i64 m, i32 o"):format(dt) }
-  g.transpose_kernel = kernel.new { source = text, name = "tocha_conv2d_transpose", template_args = ct,
-    params = ("%s* src, %s* dst, i64 rows, i64 cols"):format(dt, dt) }
+  g.transpose_kernel = M.transpose_kernel(text, dt, "ew_fn_identity")
   return g
 end
 
@@ -223,10 +239,10 @@ function M.launch_dw(g, i, p, sizes, x, dy, dw, db, ws, has_bias)
   local x_nhwc, dy_nhwc = g.nchw and ws + p.x or x, g.nchw and ws + p.dy or dy
   if i == 1 then
     if not g.nchw or p.m == 0 then return g.transpose_kernel, none, {} end
-    return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w }
+    return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w, x_nhwc, x_nhwc, 0 }
   elseif i == 2 then
     if not g.nchw or p.m == 0 then return g.transpose_kernel, none, {} end
-    return g.transpose_kernel, transpose_grid(g.out, oh * ow, n), { dy, dy_nhwc, g.out, oh * ow }
+    return g.transpose_kernel, transpose_grid(g.out, oh * ow, n), { dy, dy_nhwc, g.out, oh * ow, dy_nhwc, dy_nhwc, 0 }
   elseif i == 3 then
     if p.m == 0 then return g.kernel, none, {} end
     -- (its gather locates pixels in 32 bits)

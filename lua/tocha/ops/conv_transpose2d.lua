@@ -53,12 +53,13 @@ function ConvTranspose2d.new(in_channels, out_channels, kernel_size, opts)
   local targs, consts, sizes = conv2d.kernel_args(dt, k, stride, padding, dilation, groups, self.layout)
   self.id = ("conv_transpose2d__%d__%d__%s__%d_%d__%s__%s"):format(in_channels, out_channels, consts:gsub(", ", "_"),
     output_padding[1], output_padding[2], self.has_bias and "bias" or "nobias", dt)
-  local source = op.source("conv2d.cu")
+  local source = conv2d.source()
   -- In the convolution's terms: its input has this op's out_channels, its output in_channels.
   self.kernel = kernel.new { source = source, name = "tocha_conv_transpose2d_forward", template_args = targs,
     params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
-  self.grad_kernel = kernel.new { source = source, name = "tocha_conv2d_forward", template_args = targs,
-    params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
+  self.grad_kernel = kernel.new { source = source, name = "tocha_conv2d_forward", template_args = targs .. ", ew_fn_identity",
+    params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias, %s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt, dt, sizes,
+      dt, dt) }
   self.weight_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_weight", template_args = targs,
     params = ("%s* x, %s* dy, %s* dweight, %s* dbias, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
   self.bias_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_bias",
@@ -148,7 +149,7 @@ function ConvTranspose2d:pack_backward_args_for_launch(i, inputs, params, _, _, 
   -- dx [n, in, h, w]: a convolution of dy [n, out, oh, ow] by the weight, without a bias
   if i == 1 then
     local dx = address(grad_inputs[1], "grad_inputs[1]")
-    return { dy, address(params[1], "params[1]"), dx, dx, n, cout, oh, ow, c, h, w, 0 }
+    return { dy, address(params[1], "params[1]"), dx, dx, n, cout, oh, ow, c, h, w, 0, dx, dx, 0 }
   end
   -- dweight: the weight kernel with dy as the convolution's input and x as its output gradient
   local dw = address(grad_params[1], "grad_params[1]")

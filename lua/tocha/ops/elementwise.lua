@@ -46,7 +46,8 @@ function Elementwise.new(fn, dtype_name, block)
   if not arity then raise(("fn: unknown function %s (expected %s)"):format(errors.show(fn), known())) end
   local dt = op.float_dtype(dtype_name, "dtype")
   block = op.flat_block(block or M.DEFAULT_BLOCK)
-  local source, targs = op.source("elementwise.cu"), ("%s, ew_fn_%s"):format(dtype.ctype(dt), fn)
+  local source = op.source("activation.cuh") .. "\n" .. op.source("elementwise.cu")
+  local targs = ("%s, ew_fn_%s"):format(dtype.ctype(dt), fn)
   local self = setmetatable({ fn = fn, kind = fn, dtype = dt, block_size = block, arity = arity,
     id = ("elementwise_%s__%s__%d"):format(fn, dt, block) }, Elementwise)
   local forward, backward

@@ -9,6 +9,7 @@
 --   local y = fc:forward(x, w, b)                            -- x [..., 768] -> y [..., 3072]
 --   local dx, dw, db = fc:backward(x, w, b, dy)
 --   local proj = tocha.Linear.new(512, 10, { bias = false, dtype = "bf16" })
+--   local mlp = tocha.Linear.new(768, 3072, { activation = "gelu" })  -- y = gelu(x w^T + b), one launch
 --
 -- The forward is one launch, reading w [out, in] as it is stored (the product's B column-major).
 -- The backward has four: dx = dy w (dy and w as stored), dw = dy^T x (dy read column-major),
@@ -17,6 +18,12 @@
 -- (op:workspace_bytes), after the parameters in `params`. Those two kernels read 16-byte
 -- chunks: their operands (x, w, dy, as tocha allocates them) must be 16-byte aligned, which a
 -- launch checks.
+--
+-- activation ("identity", "relu", "sigmoid", "tanh", "silu", "gelu"; kernels/activation.cuh)
+-- is applied to x w^T + b in the product's epilogue, before the one rounding to the dtype. Its
+-- backward first recomputes z with the forward's kernel, writing dz = dy F'(z) to the start of
+-- the workspace (one launch more, and no tensor kept from the forward), then runs the four
+-- launches above over dz.
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -39,18 +46,21 @@ local function positive(v, what)
   return v
 end
 
--- Linear.new(in_features, out_features [, {bias = true, dtype = "f32"}])
+-- Linear.new(in_features, out_features [, {bias = true, dtype = "f32", activation = "identity"}])
 function Linear.new(in_features, out_features, opts)
   in_features, out_features = positive(in_features, "in_features"), positive(out_features, "out_features")
-  opts = op.options(opts, { bias = "boolean", dtype = true }, "Linear")
+  opts = op.options(opts, { bias = "boolean", dtype = true, activation = true }, "Linear")
   local dt = op.float_dtype(opts.dtype, "dtype")
   local bias = opts.bias ~= false
+  local act = matmul.activation(opts.activation, "activation")
   local self = setmetatable({ kind = "linear", in_features = in_features, out_features = out_features, dtype = dt,
-    has_bias = bias, block_size = 256,
-    id = ("linear__%d__%d__%s__%s"):format(in_features, out_features, dt, bias and "bias" or "nobias") }, Linear)
+    has_bias = bias, block_size = 256, activation = act,
+    id = ("linear__%d__%d__%s__%s"):format(in_features, out_features, dt, bias and "bias" or "nobias")
+      .. (act ~= "identity" and "__" .. act or "") }, Linear)
   -- The kernels and whether they take the tensor cores depend on the features alone (the rows
   -- are never a consecutive dimension of an operand).
-  local forward, _, _, forward_kind = matmul.launch_of(dt, 1, in_features, out_features, 1, "row", "col")
+  local forward, _, _, forward_kind = matmul.launch_of(dt, 1, in_features, out_features, 1, "row", "col",
+    { activation = act })
   local dx, _, _, backward_kind = matmul.launch_of(dt, 1, out_features, in_features, 1, "row", "row")
   self.kernel, self.matrix_kind = forward, forward_kind
   self.dx_kernel, self.backward_matrix_kind = dx, backward_kind
@@ -118,8 +128,16 @@ function Linear:pack_args(inputs, params, output)
   local w, y = address(params[1], "params[1]"), address(output, "output")
   local b = self.has_bias and address(params[2], "params[2]") or y
   if self.matrix_kind then check_aligned({ { address(x, "inputs[1]"), "x" }, { w, "weight" } }) end
-  return { x, w, b, y, rows, self.out_features, self.in_features, 0, 0, 0, self.has_bias and 1 or 0 }
+  return { x, w, b, y, rows, self.out_features, self.in_features, 0, 0, 0, self.has_bias and 1 or 0, y, y, 0 }
 end
+
+-- The bytes of dz = dy F'(z) at the workspace's start (0 without an activation: dz is dy).
+local function dz_bytes(self, rows)
+  if self.activation == "identity" then return 0 end
+  return math.ceil(rows * self.out_features * dtype.size(self.dtype) / 256) * 256
+end
+-- The backward's launches before dx's: dz's recompute where there is an activation.
+local function pre(self) return self.activation == "identity" and 0 or 1 end
 
 -- The bias gradient's reduction passes over dy [rows, out_features].
 function Linear:bias_passes(rows)
@@ -127,22 +145,28 @@ function Linear:bias_passes(rows)
 end
 
 function Linear:workspace_bytes(input_shapes)
-  if not self.has_bias then return 0 end
-  return reduction.partial_bytes(self:bias_passes(self:rows_of(one_input(input_shapes), "inputs[1]")), self.dtype)
+  local rows = self:rows_of(one_input(input_shapes), "inputs[1]")
+  local bytes = dz_bytes(self, rows)
+  if not self.has_bias then return bytes end
+  return bytes + reduction.partial_bytes(self:bias_passes(rows), self.dtype)
 end
 
-function Linear:n_backward_launches() return 4 end
+function Linear:n_backward_launches() return 4 + pre(self) end
 
 function Linear:backward_kernel_for_launch(i)
-  launch_index(i, 4)
+  launch_index(i, self:n_backward_launches())
+  if i <= pre(self) then return self.kernel end
+  i = i - pre(self)
   if i == 1 then return self.dx_kernel end
   if i == 2 then return self.dw_kernel end
   return self.grad_kernel
 end
 
 function Linear:backward_grid_for_launch(i, input_shapes)
-  launch_index(i, 4)
+  launch_index(i, self:n_backward_launches())
   local rows = self:rows_of(one_input(input_shapes), "inputs[1]")
+  if i <= pre(self) then return tile_grid(self.matrix_kind, self.kernel, rows, self.out_features) end
+  i = i - pre(self)
   if i == 1 then return tile_grid(self.backward_matrix_kind, self.dx_kernel, rows, self.in_features) end
   if i == 2 then return tile_grid(self.backward_matrix_kind, self.dw_kernel, self.out_features, self.in_features) end
   if not self.has_bias then return { 0, 0, 0 } end
@@ -154,7 +178,7 @@ Linear.backward_grid = function(self, ...) return self:backward_grid_for_launch(
 Linear.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
 
 function Linear:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
-  launch_index(i, 4)
+  launch_index(i, self:n_backward_launches())
   local x, shape = input_of(inputs)
   local rows = self:rows_of(shape, "inputs[1]")
   params, grad_inputs, grad_params = op.list(params, "params"), op.list(grad_inputs, "grad_inputs"),
@@ -162,22 +186,33 @@ function Linear:pack_backward_args_for_launch(i, inputs, params, _, _, grad_outp
   local w, dy = address(params[1], "params[1]"), address(grad_output, "grad_output")
   local dx, dw = address(grad_inputs[1], "grad_inputs[1]"), address(grad_params[1], "grad_params[1]")
   local n_in, n_out = self.in_features, self.out_features
+  local at = self.has_bias and 3 or 2
+  local ws, skip = address(params[at] or 0, ("params[%d]"):format(at)), dz_bytes(self, rows)
+  if skip > 0 then
+    if ws == 0 then raise("params: the backward needs its workspace (op:workspace_bytes) after the parameters") end
+    if i == 1 then -- dz = dy F'(x w^T + b), by the forward's kernel
+      if self.matrix_kind then check_aligned({ { x, "x" }, { w, "weight" } }) end
+      local b = self.has_bias and address(params[2], "params[2]") or ws
+      return { x, w, b, ws, rows, n_out, n_in, 0, 0, 0, self.has_bias and 1 or 0, ws, dy, 2 }
+    end
+    i, dy = i - 1, ws
+  end
+  ws = ws + skip
   if i <= 2 and self.backward_matrix_kind then
     check_aligned({ { x, "x" }, { w, "weight" }, { dy, "dy" } })
   end
   -- dx [rows, in] = dy [rows, out] x w [out, in]
-  if i == 1 then return { dy, w, dx, dx, rows, n_in, n_out, 0, 0, 0, 0 } end
+  if i == 1 then return { dy, w, dx, dx, rows, n_in, n_out, 0, 0, 0, 0, dx, dx, 0 } end
   -- dw [out, in] = dy^T [out, rows] x x [rows, in]
-  if i == 2 then return { dy, x, dw, dw, n_out, n_in, rows, 0, 0, 0, 0 } end
+  if i == 2 then return { dy, x, dw, dw, n_out, n_in, rows, 0, 0, 0, 0, dw, dw, 0 } end
   if not self.has_bias then return {} end
   local passes = self:bias_passes(rows)
   if not passes[i - 2] then return {} end
   local db = address(grad_params[2], "grad_params[2]")
-  local ws = params[3] or 0
-  if #passes > 1 and address(ws, "params[3]") == 0 then
+  if #passes > 1 and ws == skip then
     raise("params: the backward needs its workspace (op:workspace_bytes) after the weight and the bias")
   end
-  return reduction.pass_args(passes, i - 2, dy, db, address(ws, "params[3]"), 1)
+  return reduction.pass_args(passes, i - 2, dy, db, ws, 1)
 end
 
 op.finish(Linear)

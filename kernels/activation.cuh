@@ -1,0 +1,61 @@
+// activation.cuh: the activation functions a kernel bakes in as a template argument F, each a
+// struct with value(x) = F(x) and grad(x, dy) = dy F'(x) computed from x alone (a backward
+// recomputes the forward's input where F' needs it). A is the compute type (f32 for halves,
+// f64 for f64). Elementwise ops (elementwise.cu) and the fused epilogues of matrix products
+// and convolutions (epilogue.cuh) share them, so a fused Conv2d + SiLU and a Conv2d followed by
+// Elementwise("silu") compute the same function. Gradients follow PyTorch's: relu' is 0 at 0;
+// gelu is the exact form, with erf.
+
+__device__ __forceinline__ float ew_exp(float v) { return expf(v); }
+__device__ __forceinline__ double ew_exp(double v) { return exp(v); }
+__device__ __forceinline__ float ew_tanh(float v) { return tanhf(v); }
+__device__ __forceinline__ double ew_tanh(double v) { return tanh(v); }
+__device__ __forceinline__ float ew_erf(float v) { return erff(v); }
+__device__ __forceinline__ double ew_erf(double v) { return erf(v); }
+
+template <typename A> __device__ __forceinline__ A ew_sigmoid(A v) { return (A)1 / ((A)1 + ew_exp(-v)); }
+
+#define ACT_DEV template <typename A> static __device__ __forceinline__
+struct ew_fn_identity {
+    ACT_DEV A value(A x) { return x; }
+    ACT_DEV A grad(A, A dy) { return dy; }
+};
+struct ew_fn_relu {
+    // NaN passes through, as PyTorch's relu
+    ACT_DEV A value(A x) { return x > (A)0 || x != x ? x : (A)0; }
+    ACT_DEV A grad(A x, A dy) { return x > (A)0 ? dy : (A)0; }
+};
+struct ew_fn_sigmoid {
+    ACT_DEV A value(A x) { return ew_sigmoid(x); }
+    ACT_DEV A grad(A x, A dy)
+    {
+        A s = ew_sigmoid(x);
+        return dy * s * ((A)1 - s);
+    }
+};
+struct ew_fn_tanh {
+    ACT_DEV A value(A x) { return ew_tanh(x); }
+    ACT_DEV A grad(A x, A dy)
+    {
+        A t = ew_tanh(x);
+        return dy * ((A)1 - t * t);
+    }
+};
+struct ew_fn_silu {
+    ACT_DEV A value(A x) { return x * ew_sigmoid(x); }
+    ACT_DEV A grad(A x, A dy)
+    {
+        A s = ew_sigmoid(x);
+        return dy * s * ((A)1 + x * ((A)1 - s));
+    }
+};
+struct ew_fn_gelu {
+    ACT_DEV A value(A x) { return (A)0.5 * x * ((A)1 + ew_erf(x * (A)0.70710678118654752440)); }
+    ACT_DEV A grad(A x, A dy)
+    {
+        A cdf = (A)0.5 * ((A)1 + ew_erf(x * (A)0.70710678118654752440));
+        A pdf = ew_exp((A)-0.5 * x * x) * (A)0.39894228040143267794;
+        return dy * (cdf + x * pdf);
+    }
+};
+#undef ACT_DEV
