@@ -60,5 +60,7 @@ function UpsampleNearest2d:forward(input) return self:updateOutput(input) end
 function UpsampleNearest2d:backward(input, gradOutput) return self:updateGradInput(input, gradOutput) end
 
 errors.name(M.UpsampleNearest2d, "nn.UpsampleNearest2d")
+-- A BatchNorm folded into the layer before it (tocha.fusion).
+M.fold_batch_norm = errors.name(require("tocha.fusion").fold_batch_norm, "nn.fold_batch_norm")
 errors.methods(UpsampleNearest2d, "nn.UpsampleNearest2d:", function(m) return getmetatable(m) == UpsampleNearest2d end)
 return M
