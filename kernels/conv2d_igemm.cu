@@ -226,34 +226,37 @@ __device__ void tocha_conv2d_split_sum(const float *partial, const T *bias, T *y
     }
 }
 
-// dst [z][c][r] = src [z][r][c] for grid.z batches of a rows x cols matrix: NCHW x to NHWC
-// (rows the channels, cols the pixels) and NHWC y back to NCHW, for the tensor cores' forward
-// on NCHW tensors. 32 x 32 tiles through shared memory (a column of padding, so that the
-// transposed reads fall on distinct banks), both sides read and written along rows; 256
-// threads, tiles along grid.x (columns) and grid.y (rows, striding past 65535). dst is written
-// through the epilogue F (no bias; residual and grad shaped as dst, or null): the NCHW
-// forward's last step.
+// dst [z][c][r] = src [z][r][c] for `batches` rows x cols matrices: NCHW x to NHWC (rows the
+// channels, cols the pixels) and NHWC y back to NCHW, for the tensor cores' forward on NCHW
+// tensors. 32 x 32 tiles through shared memory (a column of padding, so that the transposed
+// reads fall on distinct banks), both sides read and written along rows; 256 threads, tiles
+// along grid.x (columns), grid.y (rows) and grid.z (matrices), the last two striding past
+// 65535. dst is written through the epilogue F (no bias; residual and grad shaped as dst, or
+// null): the NCHW forward's last step.
 template <typename T, typename F>
 __device__ void tocha_conv2d_transpose(const T *src, T *dst, long long rows, long long cols,
-                                       const T *residual, const T *grad, int epilogue)
+                                       long long batches, const T *residual, const T *grad, int epilogue)
 {
     __shared__ T tile[32][33];
-    const long long batch = blockIdx.z * rows * cols;
-    const tocha_epilogue<T, F> epi =
-        tocha_epilogue_of<T, F>((const T *)0, 0, residual, grad, epilogue, batch);
-    src += batch, dst += batch;
     const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
     const long long c0 = (long long)blockIdx.x * 32;
-    for (long long r0 = (long long)blockIdx.y * 32; r0 < rows; r0 += 32LL * gridDim.y) {
-        for (int i = ty; i < 32; i += 8)
-            if (r0 + i < rows && c0 + tx < cols) tile[i][tx] = src[(r0 + i) * cols + c0 + tx];
-        __syncthreads();
-        for (int i = ty; i < 32; i += 8)
-            if (c0 + i < cols && r0 + tx < rows) {
-                const long long at = (c0 + i) * rows + r0 + tx;
-                dst[at] = tocha::from_compute<T>(epi.apply(tocha::to_compute(tile[tx][i]), at, 0));
-            }
-        __syncthreads();
+    for (long long z = blockIdx.z; z < batches; z += gridDim.z) {
+        const long long batch = z * rows * cols;
+        const tocha_epilogue<T, F> epi =
+            tocha_epilogue_of<T, F>((const T *)0, 0, residual, grad, epilogue, batch);
+        const T *from = src + batch;
+        T *to = dst + batch;
+        for (long long r0 = (long long)blockIdx.y * 32; r0 < rows; r0 += 32LL * gridDim.y) {
+            for (int i = ty; i < 32; i += 8)
+                if (r0 + i < rows && c0 + tx < cols) tile[i][tx] = from[(r0 + i) * cols + c0 + tx];
+            __syncthreads();
+            for (int i = ty; i < 32; i += 8)
+                if (c0 + i < cols && r0 + tx < rows) {
+                    const long long at = (c0 + i) * rows + r0 + tx;
+                    to[at] = tocha::from_compute<T>(epi.apply(tocha::to_compute(tile[tx][i]), at, 0));
+                }
+            __syncthreads();
+        }
     }
 }
 

@@ -220,6 +220,20 @@ describe("tocha.Conv2d", function()
         end
       end)
 
+      -- NCHW's transposes take the images along grid.z, striding past its 65535.
+      it("runs the tensor cores on more than 65535 images in layout nchw", function()
+        local n = 65537
+        local conv = tocha.Conv2d.new(8, 8, 1, { dtype = "bf16", bias = false })
+        local x, w = small_ints({ n, 8, 1, 1 }, "bf16", device, 70), small_ints({ 8, 8, 1, 1 }, "bf16", device, 71)
+        local dy = small_ints({ n, 8, 1, 1 }, "bf16", device, 72)
+        local y = conv:forward(x, w)
+        local dx, dw = conv:backward(x, w, dy)
+        local x2, w2, dy2 = x:view(n, 8), w:view(8, 8), dy:view(n, 8)
+        assert.tensor.equal(tocha.matmul(x2, w2:t()), y:view(n, 8))
+        assert.tensor.equal(tocha.matmul(dy2, w2), dx:view(n, 8))
+        assert.tensor.equal(tocha.matmul(dy2:t(), x2), dw:view(8, 8))
+      end)
+
       -- The fused epilogue: y = F(conv + bias [+ residual]) against F of the reference's sums,
       -- and the backward against the reference's gradients of dz = dy F'(z); each bound scaled
       -- by what an error in z moves (|F'| and |F''| stay below 1.2 for these functions).

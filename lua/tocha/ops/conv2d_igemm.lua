@@ -98,7 +98,8 @@ end
 -- The transpose between NCHW and NHWC, writing through the epilogue of function act.
 function M.transpose_kernel(text, dt, act)
   return kernel.new { source = text, name = "tocha_conv2d_transpose", template_args = dtype.ctype(dt) .. ", " .. act,
-    params = ("%s* src, %s* dst, i64 rows, i64 cols, %s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt, dt) }
+    params = ("%s* src, %s* dst, i64 rows, i64 cols, i64 batches, %s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt,
+      dt) }
 end
 
 local function align(bytes) return math.ceil(bytes / 256) * 256 end
@@ -131,10 +132,10 @@ function M.plan(g, n, c, h, w, oh, ow)
   return p
 end
 
--- The transpose's grid for a batch of rows x cols matrices (its rows of tiles strided past 65535).
+-- The transpose's grid for a batch of rows x cols matrices (its rows of tiles and its matrices
+-- strided past 65535).
 local function transpose_grid(rows, cols, batch)
-  if batch > 65535 then errors.raise(("inputs[1]: a batch of %d images, at most 65535 in layout nchw"):format(batch)) end
-  return { math.max(1, math.ceil(cols / 32)), math.max(1, math.min(math.ceil(rows / 32), 65535)), batch }
+  return { math.max(1, math.ceil(cols / 32)), math.max(1, math.min(math.ceil(rows / 32), 65535)), math.min(batch, 65535) }
 end
 
 -- Launch i's kernel, grid, and argument list for x of n images (c x h x w) into y (oh x ow):
@@ -157,7 +158,7 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
     return g.weight_kernel, { math.max(1, math.min(math.ceil(g.k * g.out / 256), 2 ^ 31 - 1)), 1, 1 }, { weight, ws }
   elseif i == 2 then
     if not g.nchw or n == 0 then return g.transpose_kernel, none, {} end
-    return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w, x_nhwc, x_nhwc, 0 }
+    return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w, n, x_nhwc, x_nhwc, 0 }
   elseif i == 3 then
     if not g.dilate or n == 0 then return g.dilate_kernel, none, {} end
     return g.dilate_kernel, { math.max(1, math.min(math.ceil(n * p.dh * p.dw * c / 8 / 256), 2 ^ 31 - 1)), 1, 1 },
@@ -172,7 +173,7 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
       { ws + p.partial, bias or y_nhwc, y_nhwc, p.m * g.out, g.out, p.splits, bias and 1 or 0, residual, grad, gemm_flags }
   end
   if not g.nchw or p.m == 0 then return g.out_transpose_kernel, none, {} end
-  return g.out_transpose_kernel, transpose_grid(oh * ow, g.out, n), { y_nhwc, y, oh * ow, g.out, residual, grad, flags }
+  return g.out_transpose_kernel, transpose_grid(oh * ow, g.out, n), { y_nhwc, y, oh * ow, g.out, n, residual, grad, flags }
 end
 
 -- ---- the weight gradient ----
@@ -239,10 +240,10 @@ function M.launch_dw(g, i, p, sizes, x, dy, dw, db, ws, has_bias)
   local x_nhwc, dy_nhwc = g.nchw and ws + p.x or x, g.nchw and ws + p.dy or dy
   if i == 1 then
     if not g.nchw or p.m == 0 then return g.transpose_kernel, none, {} end
-    return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w, x_nhwc, x_nhwc, 0 }
+    return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w, n, x_nhwc, x_nhwc, 0 }
   elseif i == 2 then
     if not g.nchw or p.m == 0 then return g.transpose_kernel, none, {} end
-    return g.transpose_kernel, transpose_grid(g.out, oh * ow, n), { dy, dy_nhwc, g.out, oh * ow, dy_nhwc, dy_nhwc, 0 }
+    return g.transpose_kernel, transpose_grid(g.out, oh * ow, n), { dy, dy_nhwc, g.out, oh * ow, n, dy_nhwc, dy_nhwc, 0 }
   elseif i == 3 then
     if p.m == 0 then return g.kernel, none, {} end
     -- (its gather locates pixels in 32 bits)
