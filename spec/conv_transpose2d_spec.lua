@@ -7,6 +7,7 @@ local tocha = require "tocha"
 require "tocha.assertions"
 local ref = require "support.reference"
 local fails = require("support.assertions").fails
+local igemm = require "tocha.ops.conv2d_igemm"
 
 local TOL, values, small_ints, compare = ref.product_tol, ref.values, ref.small_ints, ref.compare_terms
 
@@ -73,6 +74,21 @@ local CASES = {
   { { 1, 3, 5, 4 }, 2, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, op = { 0, 0 }, d = { 1, 1 }, g = 1 } },
 }
 
+-- Transposed convolutions the tensor cores take (halves, groups 1, channels multiples of 8,
+-- dilation (k - 1) >= padding): a decoder's 2x2 stride 2, 3x3 stride 2 with output padding,
+-- 4x4 stride 2 padding 1 (no bias), stride 1, a 1x1 window (its weight read as it lies) into
+-- 136 channels (a tile of 256 past the edge), dilation 2, and one output tile whose k (9 x 256
+-- channels) is split.
+local TC_CASES = {
+  { { 2, 16, 5, 6 }, 8, { k = { 2, 2 }, s = { 2, 2 }, p = { 0, 0 }, op = { 0, 0 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 8, 4, 5 }, 24, { k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, op = { 1, 1 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 16, 4, 4 }, 16, { k = { 4, 4 }, s = { 2, 2 }, p = { 1, 1 }, op = { 0, 0 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 24, 5, 4 }, 8, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, op = { 0, 0 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 64, 3, 3 }, 136, { k = { 1, 1 }, s = { 1, 1 }, p = { 0, 0 }, op = { 0, 0 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 8, 4, 3 }, 16, { k = { 3, 3 }, s = { 2, 1 }, p = { 1, 2 }, op = { 1, 0 }, d = { 2, 2 }, g = 1 } },
+  { { 1, 256, 2, 2 }, 16, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, op = { 0, 0 }, d = { 1, 1 }, g = 1 } },
+}
+
 local function opts_of(o, dt, bias, layout)
   return { stride = o.s, padding = o.p, output_padding = o.op, dilation = o.d, groups = o.g, dtype = dt, bias = bias,
     layout = layout }
@@ -114,6 +130,7 @@ describe("tocha.ConvTranspose2d", function()
         compare(dx, want.dx, tol, label .. " dx")
         compare(dw, want.dw, tol, label .. " dweight")
         if b then compare(db, want.db, tol, label .. " dbias") else assert.is_nil(db) end
+        return up
       end
 
       it("gives y, dx, dweight and dbias exactly on small integers, every option and float dtype", function()
@@ -147,6 +164,24 @@ describe("tocha.ConvTranspose2d", function()
           run("bf16", CASES[i], true, false, seed, "nhwc")
         end
       end)
+
+      it("runs halves on the tensor cores, both layouts: exact on small integers, within rounding on normal inputs",
+        function()
+          local seed = 1300
+          for i, case in ipairs(TC_CASES) do
+            for _, layout in ipairs({ "nhwc", "nchw" }) do
+              seed = seed + 10
+              local up = run(i % 2 == 0 and "f16" or "bf16", case, i ~= 3, i ~= #TC_CASES, seed, layout)
+              assert.is_truthy(up.igemm, "the tensor cores")
+            end
+          end
+          local up = tocha.ConvTranspose2d.new(256, 16, 3, { padding = 1, dtype = "f16" })
+          assert.is_true(igemm.plan(up.igemm, 1, 256, 2, 2, 2, 2).splits > 1, "the last case's k is split")
+          -- the direct kernels keep what the tensor cores do not take
+          assert.is_nil(tocha.ConvTranspose2d.new(16, 16, 3, { dtype = "f32" }).igemm)
+          assert.is_nil(tocha.ConvTranspose2d.new(16, 16, 3, { dtype = "bf16", groups = 2 }).igemm)
+          assert.is_nil(tocha.ConvTranspose2d.new(16, 16, 1, { dtype = "bf16", padding = 1 }).igemm)
+        end)
 
       it("matches central differences in f64 (tocha.gradcheck), through x and through the weight", function()
         local up = tocha.ConvTranspose2d.new(3, 2, 3, { stride = 2, padding = 1, output_padding = 1, dtype = "f64" })

@@ -3,7 +3,12 @@
 -- and backward, every float dtype. It is the gradient of a convolution: kernels/conv2d.cu's
 -- direct kernels run with the roles swapped (the forward is a convolution's dx, dx a
 -- convolution's forward, the weight gradient the weight kernel with x and dy exchanged, the
--- bias gradient a sum of dy a channel), the options baked in as Conv2d's are.
+-- bias gradient a sum of dy a channel), the options baked in as Conv2d's are. Halves of groups
+-- 1 with channel counts multiples of 8, where the default device has wgmma and dilation (k -
+-- 1) >= padding, run on the tensor cores the same way (ops/conv2d_igemm.lua): the forward is
+-- the implicit GEMM of the convolution's dx (x spread out by the stride, by the flipped
+-- weight, + bias in its epilogue), dx that convolution's forward, dweight its weight
+-- gradient with x and dy exchanged; the bias gradient stays the direct sum.
 --
 --   local up = tocha.ConvTranspose2d.new(256, 128, 2, { stride = 2 })   -- H, W doubled
 --   local y = up:forward(x, w, b)
@@ -13,11 +18,13 @@
 -- dilation), dilation (1), each a number or {h, w}; groups (1); bias (true); dtype (f32); layout
 -- ("nchw", or "nhwc": x [N, H, W, C] and y [N, OH, OW, C], the weight in PyTorch's layout).
 -- Output size: (H - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1.
+local ffi = require "ffi"
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
 local conv2d = require "tocha.ops.conv2d"
+local igemm = require "tocha.ops.conv2d_igemm"
 local raise = errors.raise
 
 local M = {}
@@ -58,13 +65,21 @@ function ConvTranspose2d.new(in_channels, out_channels, kernel_size, opts)
   self.kernel = kernel.new { source = source, name = "tocha_conv_transpose2d_forward", template_args = targs,
     params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
   self.grad_kernel = kernel.new { source = source, name = "tocha_conv2d_forward", template_args = targs .. ", ew_fn_identity",
-    params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias, %s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt, dt, sizes,
-      dt, dt) }
+    params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias, %s* residual, %s* grad, i32 epilogue"):format(dt, dt,
+      dt, dt, sizes, dt, dt) }
   self.weight_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_weight", template_args = targs,
     params = ("%s* x, %s* dy, %s* dweight, %s* dbias, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
   self.bias_grad_kernel = kernel.new { source = source, name = "tocha_conv2d_backward_bias",
     template_args = dtype.ctype(dt) .. (self.layout == "nhwc" and ", 1" or ", 0"),
     params = ("%s* dy, %s* dbias, i64 n, i64 co, i64 plane"):format(dt, dt) }
+  -- the convolution whose dx this op is: out_channels into in_channels, the same window
+  local shadow = { dtype = dt, in_channels = out_channels, out_channels = in_channels, kernel_size = k, stride = stride,
+    padding = padding, dilation = dilation, layout = self.layout, activation = "identity" }
+  if igemm.eligible(dt, groups, out_channels, in_channels) and igemm.eligible_dx(shadow) then
+    self.igemm = igemm.new(shadow, true)
+    self.igemm_dx = igemm.new(shadow)
+    self.igemm_dw = igemm.new_dw(shadow)
+  end
   return self
 end
 
@@ -118,44 +133,143 @@ function ConvTranspose2d:pack_args(inputs, params, output)
     self.out_channels, oh, ow, c, h, w, self.has_bias and 1 or 0 }
 end
 
-function ConvTranspose2d:n_backward_launches() return 3 end
+-- ---- the tensor cores' launches (ops/conv2d_igemm.lua), where the op takes them ----
 
-function ConvTranspose2d:backward_kernel_for_launch(i)
-  launch_index(i, 3)
-  if i == 1 then return self.grad_kernel end
-  return i == 2 and self.weight_grad_kernel or self.bias_grad_kernel
+-- The plans over x of this shape: the forward's (the convolution's dx: x of n images, in
+-- channels, h x w, into oh x ow), dx's (its forward: dy into h x w) and dweight's, with the
+-- sizes each runs over.
+local function plans(self, shape)
+  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+  local co = self.out_channels
+  return { forward = igemm.plan(self.igemm, n, c, h, w, oh, ow), dx = igemm.plan(self.igemm_dx, n, co, oh, ow, h, w),
+    dw = igemm.plan_dw(self.igemm_dw, n, co, oh, ow, h, w), x_sizes = { n, c, h, w, oh, ow },
+    y_sizes = { n, co, oh, ow, h, w } }
+end
+
+local function check_pixels(p, what)
+  if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d %s pixels, too many for one call"):format(p.m, what)) end
+end
+
+-- The tensor cores read x, dy and the weight in 16-byte chunks.
+local function check_aligned(list)
+  for _, a in ipairs(list) do
+    if tonumber(ffi.cast("uint64_t", a[1]) % 16) ~= 0 then
+      raise(("%s: the tensor cores read it in 16-byte chunks, but its data starts %d bytes past a 16-byte boundary "
+        .. "(a view at an odd offset: copy it into a fresh tensor)"):format(a[2], tonumber(ffi.cast("uint64_t", a[1]) % 16)))
+    end
+  end
+end
+
+local function workspace_of(self, params)
+  local at = #self:param_names() + 1
+  return address(params[at] or 0, ("params[%d]"):format(at))
+end
+
+local function need_workspace(ws, bytes)
+  if ws == 0 and bytes > 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
+end
+
+function ConvTranspose2d:n_launches() return self.igemm and igemm.LAUNCHES or 1 end
+
+function ConvTranspose2d:workspace_bytes(input_shapes)
+  if not self.igemm then return 0 end
+  local p = plans(self, one_input(input_shapes))
+  return math.max(p.forward.bytes, p.dx.bytes, p.dw.bytes)
+end
+
+function ConvTranspose2d:kernel_for_launch(i, input_shapes)
+  launch_index(i, self:n_launches())
+  if not self.igemm then return self.kernel end
+  local p = plans(self, one_input(input_shapes))
+  return (igemm.launch(self.igemm, i, p.forward, p.x_sizes, 0, 0, 0, nil, 0))
+end
+
+function ConvTranspose2d:grid_for_launch(i, input_shapes, output_shape)
+  launch_index(i, self:n_launches())
+  if not self.igemm then return self:grid(output_shape) end
+  local p = plans(self, one_input(input_shapes))
+  check_pixels(p.forward, "output")
+  local _, grid = igemm.launch(self.igemm, i, p.forward, p.x_sizes, 0, 0, 0, nil, 0)
+  return grid
+end
+
+function ConvTranspose2d:pack_args_for_launch(i, inputs, params, output, output_shape)
+  launch_index(i, self:n_launches())
+  if not self.igemm then return self:pack_args(inputs, params, output, output_shape) end
+  params = op.list(params, "params")
+  local ws = workspace_of(self, params)
+  local x, shape = input_of(inputs)
+  local p = plans(self, shape)
+  need_workspace(ws, p.forward.bytes)
+  local weight = address(params[1], "params[1]")
+  check_aligned({ { x, "x" }, { weight, "weight" } })
+  local _, _, args = igemm.launch(self.igemm, i, p.forward, p.x_sizes, x, address(output, "output"), weight,
+    self.has_bias and address(params[2], "params[2]") or nil, ws)
+  return args
+end
+
+-- The backward: dx (one direct launch, or the tensor cores' LAUNCHES), dweight (one direct
+-- launch, or the tensor cores' DW_LAUNCHES), then dbias (a direct launch; an empty grid
+-- without a bias).
+local function dx_count(self) return self.igemm and igemm.LAUNCHES or 1 end
+local function dw_count(self) return self.igemm and igemm.DW_LAUNCHES or 1 end
+function ConvTranspose2d:n_backward_launches() return dx_count(self) + dw_count(self) + 1 end
+
+-- Backward launch i for x of this shape: kernel, grid and (given addresses a = {x, dy, weight,
+-- workspace, dx, dweight, dbias or nil}) its arguments.
+local function backward_launch(self, i, shape, a)
+  launch_index(i, self:n_backward_launches())
+  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+  local given = a ~= nil
+  a = a or { 0, 0, 0, 0, 0, 0, nil }
+  local x, dy, weight, ws, dx, dw, db = a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+  local cout = self.out_channels
+  local p = self.igemm and plans(self, shape)
+  if i <= dx_count(self) then
+    -- dx [n, in, h, w]: a convolution of dy [n, out, oh, ow] by the weight, without a bias
+    if not self.igemm then
+      return self.grad_kernel, flat_grid(n * c * h * w, self.block_size),
+        { dy, weight, dx, dx, n, cout, oh, ow, c, h, w, 0, dx, dx, 0 }
+    end
+    check_pixels(p.dx, "input")
+    if given then need_workspace(ws, p.dx.bytes) end
+    return igemm.launch(self.igemm_dx, i, p.dx, p.y_sizes, dy, dx, weight, nil, ws)
+  end
+  i = i - dx_count(self)
+  if i <= dw_count(self) then
+    -- dweight: the convolution's weight gradient with dy as its input and x as its output gradient
+    if not self.igemm then
+      return self.weight_grad_kernel, { math.min(op.numel(self:param_shapes()[1]), 2 ^ 31 - 1), 1, 1 },
+        { dy, x, dw, dw, n, cout, oh, ow, c, h, w, 0 }
+    end
+    if given then need_workspace(ws, p.dw.bytes) end
+    return igemm.launch_dw(self.igemm_dw, i, p.dw, p.y_sizes, dy, x, dw, nil, ws, false)
+  end
+  if not self.has_bias then return self.bias_grad_kernel, { 0, 0, 0 }, {} end
+  return self.bias_grad_kernel, { math.min(cout, 2 ^ 31 - 1), 1, 1 }, { dy, db, n, cout, oh * ow }
+end
+
+function ConvTranspose2d:backward_kernel_for_launch(i, input_shapes)
+  return (backward_launch(self, i, one_input(input_shapes)))
 end
 
 function ConvTranspose2d:backward_grid_for_launch(i, input_shapes)
-  launch_index(i, 3)
-  local shape = one_input(input_shapes)
-  self:sizes_of(shape, "inputs[1]")
-  if i == 1 then return flat_grid(op.numel(shape), self.block_size) end
-  if i == 2 then return { math.min(op.numel(self:param_shapes()[1]), 2 ^ 31 - 1), 1, 1 } end
-  if not self.has_bias then return { 0, 0, 0 } end
-  return { math.min(self.out_channels, 2 ^ 31 - 1), 1, 1 }
+  local _, grid = backward_launch(self, i, one_input(input_shapes))
+  return grid
 end
 ConvTranspose2d.backward_grid = function(self, ...) return self:backward_grid_for_launch(1, ...) end
 ConvTranspose2d.pack_backward_args = function(self, ...) return self:pack_backward_args_for_launch(1, ...) end
 
 function ConvTranspose2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
-  launch_index(i, 3)
   local x, shape = input_of(inputs)
-  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
   params, grad_inputs, grad_params = op.list(params, "params"), op.list(grad_inputs, "grad_inputs"),
     op.list(grad_params, "grad_params")
-  local dy = address(grad_output, "grad_output")
-  local cout = self.out_channels
-  -- dx [n, in, h, w]: a convolution of dy [n, out, oh, ow] by the weight, without a bias
-  if i == 1 then
-    local dx = address(grad_inputs[1], "grad_inputs[1]")
-    return { dy, address(params[1], "params[1]"), dx, dx, n, cout, oh, ow, c, h, w, 0, dx, dx, 0 }
-  end
-  -- dweight: the weight kernel with dy as the convolution's input and x as its output gradient
-  local dw = address(grad_params[1], "grad_params[1]")
-  if i == 2 then return { dy, x, dw, dw, n, cout, oh, ow, c, h, w, 0 } end
-  if not self.has_bias then return {} end
-  return { dy, address(grad_params[2], "grad_params[2]"), n, cout, oh * ow }
+  local a = { x, address(grad_output, "grad_output"), address(params[1], "params[1]"),
+    self.igemm and workspace_of(self, params) or 0, address(grad_inputs[1], "grad_inputs[1]"),
+    address(grad_params[1], "grad_params[1]"), self.has_bias and address(grad_params[2], "grad_params[2]") or nil }
+  if self.igemm then check_aligned({ { x, "x" }, { a[2], "dy" }, { a[3], "weight" } }) end
+  local _, _, args = backward_launch(self, i, shape, a)
+  return args
 end
 
 op.finish(ConvTranspose2d)
