@@ -3,9 +3,10 @@
     python3 bench/conv_plot.py DIR [DTYPE]
 
 Reads DIR/tocha.csv (bench/conv.lua) and DIR/torch.csv (bench/conv_torch.py) and writes
-DIR/conv.png with gnuplot: one panel a pass and tocha layout (forward NHWC, forward NCHW,
-backward NHWC), a pair of bars a case and batch, for one dtype (default bf16; f16 runs within a
-few percent of it). PyTorch's bar is its faster layout's in every panel."""
+DIR/conv.png with gnuplot: one panel an op, pass and tocha layout (conv forward NHWC, ...), a
+pair of bars a case and batch, for one dtype (default bf16; f16 runs within a few percent of
+it): TFLOP/s, or GB/s for the memory-bound depthwise rows. PyTorch's bar is its faster
+layout's in every panel."""
 import argparse
 import csv
 import os
@@ -22,8 +23,10 @@ def plot(out, ours, theirs, dtype):
     for a, b in zip(ours, theirs):
         if a["dtype"] != dtype:
             continue
-        key = f"{a['pass']} {a['layout'].upper()}"
-        panels.setdefault(key, []).append(f"{a['name']} n{a['n']}\t{float(a['tflops']):.2f}\t{float(b['tflops']):.2f}")
+        op = a.get("op", "conv")
+        unit = "gbps" if op == "depthwise" else "tflops"
+        key = f"{op} {a['pass']} {a['layout'].upper()}: {'GB/s' if unit == 'gbps' else 'TFLOP/s'}"
+        panels.setdefault(key, []).append(f"{a['name']} n{a['n']}\t{float(a[unit]):.2f}\t{float(b[unit]):.2f}")
     data = os.path.join(out, "conv.dat")
     with open(data, "w") as f:
         for rows in panels.values():
@@ -31,7 +34,7 @@ def plot(out, ours, theirs, dtype):
     cases = max(len(rows) for rows in panels.values())
     plots = []
     for i, key in enumerate(panels):
-        plots.append(f'set title "{dtype} {key}: TFLOP/s (PyTorch in its faster layout)"\n'
+        plots.append(f'set title "{dtype} {key} (PyTorch in its faster layout)"\n'
                      f'plot "{data}" index {i} using 2:xtic(1) title "tocha", "" index {i} using 3 title "PyTorch"')
     script = f"""
 set terminal pngcairo size {max(1200, 26 * cases)},{700 * len(panels)} font ",9"
@@ -41,7 +44,6 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set xtics rotate by -60 scale 0
-set ylabel "TFLOP/s"
 set yrange [0:*]
 set grid ytics
 set key outside right top
