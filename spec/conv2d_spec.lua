@@ -111,6 +111,13 @@ describe("tocha.Conv2d", function()
       assert.are.equal(0, info["local"], o)
       assert.is_truthy(conv.igemm.kernel:ptx("sm_90"):find("wgmma.mma_async", 1, true), o)
     end
+    -- the depthwise kernels, their gradients' sums in registers for windows up to 7 x 7
+    for _, c in ipairs({ { "bf16", 3 }, { "bf16", 7 }, { "f64", 7 } }) do
+      local g = tocha.Conv2d.new(64, 64, c[2], { groups = 64, dtype = c[1], layout = "nhwc" }).depthwise
+      for _, k in ipairs({ g.kernel, g.dx_kernel, g.partial_kernel, g.sum_kernel }) do
+        assert.are.equal(0, k:info("sm_90")["local"], c[1] .. " " .. c[2])
+      end
+    end
     -- what the direct kernels keep: f32, groups, channels not in 8s
     for _, c in ipairs({ { 16, 16, { dtype = "f32", layout = "nhwc" } }, { 16, 16, { dtype = "f16", layout = "nhwc", groups = 2 } },
       { 12, 16, { dtype = "f16", layout = "nhwc" } }, { 16, 12, { dtype = "bf16" } } }) do
@@ -220,6 +227,36 @@ describe("tocha.Conv2d", function()
         end
       end)
 
+      -- Depthwise convolutions (groups = in = out) take ops/conv2d_depthwise.lua's kernels:
+      -- the forward and dx in layout nhwc (16-byte vectors of channels where the channels are a
+      -- multiple of them, else one a thread), the weight and bias gradients in both layouts.
+      it("runs depthwise convolutions on their own kernels, every float dtype, both layouts", function()
+        local seed = 1700
+        local cases = {
+          { { 2, 16, 9, 8 }, 16, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 16 } },
+          { { 1, 24, 11, 10 }, 24, { k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, d = { 1, 1 }, g = 24 } },
+          { { 1, 8, 12, 9 }, 8, { k = { 5, 5 }, s = { 1, 2 }, p = { 4, 2 }, d = { 2, 1 }, g = 8 } },
+          { { 2, 32, 8, 8 }, 32, { k = { 7, 7 }, s = { 1, 1 }, p = { 3, 3 }, d = { 1, 1 }, g = 32 } },
+          { { 1, 12, 7, 6 }, 12, { k = { 3, 2 }, s = { 2, 1 }, p = { 0, 1 }, d = { 1, 2 }, g = 12 } },
+        }
+        for i, case in ipairs(cases) do
+          for _, dt in ipairs(ref.float_dtypes) do
+            for _, layout in ipairs({ "nhwc", "nchw" }) do
+              seed = seed + 10
+              local conv = run(dt, case, (seed / 10) % 2 == 0, true, seed, layout)
+              assert.is_truthy(conv.depthwise, "the depthwise kernels")
+              if layout == "nhwc" and dt == "bf16" then -- 8 channels a thread where they come in 8s
+                assert.are.equal(case[1][2] % 8 == 0 and 8 or 1, conv.depthwise.v)
+              end
+            end
+          end
+          seed = seed + 10
+          run(i % 2 == 0 and "f16" or "f32", case, true, false, seed, i % 2 == 0 and "nhwc" or "nchw")
+        end
+        -- a multiplier above 1 (out = 2 in) keeps the direct kernels
+        assert.is_nil(tocha.Conv2d.new(8, 16, 3, { groups = 8 }).depthwise)
+      end)
+
       -- NCHW's transposes take the images along grid.z, striding past its 65535.
       it("runs the tensor cores on more than 65535 images in layout nchw", function()
         local n = 65537
@@ -296,6 +333,9 @@ describe("tocha.Conv2d", function()
         end
         run_epilogue("f32", CASES[2], "silu", true, false, seed + 10, "nhwc")
         run_epilogue("f16", CASES[1], "relu", true, true, seed + 20, "nchw")
+        local dw = { { 2, 16, 7, 6 }, 16, { k = { 3, 3 }, s = { 2, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 16 } }
+        run_epilogue("bf16", dw, "silu", true, false, seed + 30, "nhwc")
+        run_epilogue("f32", dw, "gelu", false, false, seed + 40, "nhwc")
         -- the tensor cores: y written by the GEMM, by the split-k sum (the sixth case) or, NCHW,
         -- by the transpose; the backward's recompute through the same launches
         local tc = {

@@ -24,15 +24,18 @@
 -- tensor kept from the forward.
 --
 -- Kernels: the tensor cores' implicit GEMM (ops/conv2d_igemm.lua) for halves of groups 1 and
--- channel counts multiples of 8 where the default device has wgmma; the direct kernels of
--- conv2d.cu otherwise (one thread an output element forward and for dx, one CTA a weight
--- element for dw and one an output channel for the bias): correct for every option, slow.
+-- channel counts multiples of 8 where the default device has wgmma; depthwise convolutions
+-- (groups = in = out) on ops/conv2d_depthwise.lua's (the forward and dx in layout nhwc, the
+-- weight gradient in both); the direct kernels of conv2d.cu otherwise (one thread an output
+-- element forward and for dx, one CTA a weight element for dw and one an output channel for
+-- the bias): correct for every option, slow.
 local ffi = require "ffi"
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
 local igemm = require "tocha.ops.conv2d_igemm"
+local depthwise = require "tocha.ops.conv2d_depthwise"
 local raise = errors.raise
 
 local M = {}
@@ -159,6 +162,9 @@ function Conv2d.new(in_channels, out_channels, kernel_size, opts)
     self.igemm = igemm.new(self)
     if igemm.eligible_dx(self) then self.igemm_dx = igemm.new(self, true) end
     self.igemm_dw = igemm.new_dw(self)
+  elseif depthwise.eligible(self) then
+    -- the forward and dx in layout nhwc, the weight gradient in both
+    self.depthwise = depthwise.new(self)
   end
   return self
 end
@@ -223,23 +229,6 @@ end
 
 local flat_grid = M.flat_grid
 
-function Conv2d:grid(output_shape)
-  return flat_grid(op.numel(output_shape), self.block_size)
-end
-
-function Conv2d:pack_args(inputs, params, output)
-  local x, shape, residual = inputs_of(self, inputs)
-  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
-  params = op.list(params, "params")
-  local y = address(output, "output")
-  return { x, address(params[1], "params[1]"), self.has_bias and address(params[2], "params[2]") or y, y, n, c, h, w,
-    self.out_channels, oh, ow, self.has_bias and 1 or 0, self.residual and residual or y, y, self.residual and 1 or 0 }
-end
-
--- The tensor cores' forward is several launches and a workspace (ops/conv2d_igemm.lua); the
--- direct forward one launch and no workspace.
-function Conv2d:n_launches() return self.igemm and igemm.LAUNCHES or 1 end
-
 local function igemm_plan(self, shape)
   local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
   return igemm.plan(self.igemm, n, c, h, w, oh, ow), { n, c, h, w, oh, ow }
@@ -259,6 +248,21 @@ function Conv2d:igemm_split(input_shape, dx)
   return p.tiles, p.splits
 end
 
+-- The depthwise kernels of a pass (forward, dx: layout nhwc; the weight gradient: both).
+local function depthwise_fast(self) return self.depthwise and self.layout == "nhwc" and self.depthwise or nil end
+
+-- The launches of each pass: the forward (and the backward's recompute of z), dx, dweight
+-- with dbias, by the kernels that run them.
+function Conv2d:n_launches()
+  return self.igemm and igemm.LAUNCHES or depthwise_fast(self) and depthwise.LAUNCHES or 1
+end
+local function dx_count(self)
+  return self.igemm_dx and igemm.LAUNCHES or depthwise_fast(self) and depthwise.LAUNCHES or 1
+end
+local function dw_count(self)
+  return self.igemm_dw and igemm.DW_LAUNCHES or self.depthwise and depthwise.DW_LAUNCHES or 1
+end
+
 -- The bytes of dz = dy F'(z) at the workspace's start in a backward through an activation
 -- without a residual (with one, dz is d residual; without an activation, dy itself).
 local function dz_bytes(self, shape)
@@ -267,36 +271,69 @@ local function dz_bytes(self, shape)
   return math.ceil(n * self.out_channels * oh * ow * dtype.size(self.dtype) / 256) * 256
 end
 
+-- Each pass's workspace bytes for x of this shape (past dz's, in a backward).
+local function forward_bytes(self, shape)
+  if self.igemm then return igemm_plan(self, shape).bytes end
+  return depthwise_fast(self) and depthwise.bytes(self.depthwise) or 0
+end
+local function dx_bytes(self, shape)
+  if self.igemm_dx then return dx_plan(self, shape).bytes end
+  return depthwise_fast(self) and depthwise.bytes(self.depthwise) or 0
+end
+local function grad_plan(self, shape)
+  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+  if self.igemm_dw then return igemm.plan_dw(self.igemm_dw, n, c, h, w, oh, ow), { n, c, h, w, oh, ow } end
+  if self.depthwise then return depthwise.plan_grad(self.depthwise, n, c, h, w, oh, ow), { n, c, h, w, oh, ow } end
+  return { bytes = 0 }, { n, c, h, w, oh, ow }
+end
+
 function Conv2d:workspace_bytes(input_shapes)
   local shape = x_shape(self, input_shapes)
-  local bytes = 0
-  if self.igemm then bytes = igemm_plan(self, shape).bytes end
-  if self.igemm_dx then bytes = math.max(bytes, dx_plan(self, shape).bytes) end
-  if self.igemm_dw then
-    local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
-    bytes = math.max(bytes, igemm.plan_dw(self.igemm_dw, n, c, h, w, oh, ow).bytes)
+  return dz_bytes(self, shape) + math.max(forward_bytes(self, shape), dx_bytes(self, shape), grad_plan(self, shape).bytes)
+end
+
+local function need_workspace(ws, bytes)
+  if ws == 0 and bytes > 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
+end
+
+-- Forward launch i for x of this shape: kernel, grid and (given addresses a = {x, y, weight,
+-- bias or nil, workspace, residual or nil, grad or nil}: grad for the backward's dz) its
+-- arguments.
+local function forward_launch(self, i, shape, a)
+  launch_index(i, self:n_launches())
+  local given = a ~= nil
+  a = a or { 0, 0, 0, nil, 0 }
+  local x, y, weight, bias, ws, residual, grad = a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+  local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
+  if self.igemm then
+    local p, sizes = igemm_plan(self, shape)
+    if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d output pixels, too many for one call"):format(p.m)) end
+    if given then need_workspace(ws, p.bytes) end
+    return igemm.launch(self.igemm, i, p, sizes, x, y, weight, bias, ws, residual, grad)
+  elseif depthwise_fast(self) then
+    if given then need_workspace(ws, 1) end
+    return depthwise.launch(self.depthwise, i, { n, c, h, w, oh, ow }, x, y, weight, bias, ws, residual, grad)
   end
-  return dz_bytes(self, shape) + bytes
+  return self.kernel, flat_grid(n * self.out_channels * oh * ow, self.block_size), { x, weight, bias or y, y, n, c, h, w,
+    self.out_channels, oh, ow, bias and 1 or 0, residual or y, grad or y, (residual and 1 or 0) + (grad and 2 or 0) }
 end
 
 function Conv2d:kernel_for_launch(i, input_shapes)
-  launch_index(i, self:n_launches())
-  if not self.igemm then return self.kernel end
-  local p, sizes = igemm_plan(self, x_shape(self, input_shapes))
-  return (igemm.launch(self.igemm, i, p, sizes, 0, 0, 0, nil, 0))
+  return (forward_launch(self, i, x_shape(self, input_shapes)))
 end
 
-function Conv2d:grid_for_launch(i, input_shapes, output_shape)
-  launch_index(i, self:n_launches())
-  if not self.igemm then return self:grid(output_shape) end
-  local p, sizes = igemm_plan(self, x_shape(self, input_shapes))
-  if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d output pixels, too many for one call"):format(p.m)) end
-  local _, grid = igemm.launch(self.igemm, i, p, sizes, 0, 0, 0, nil, 0)
+function Conv2d:grid_for_launch(i, input_shapes)
+  local _, grid = forward_launch(self, i, x_shape(self, input_shapes))
   return grid
 end
 
--- The tensor cores read x, dy and a 1 x 1 weight in 16-byte chunks: raises unless each of the
--- addresses (pairs {address, name}) is 16-byte aligned (a view at an odd offset is not).
+function Conv2d:grid(output_shape)
+  return flat_grid(op.numel(output_shape), self.block_size)
+end
+
+-- The tensor cores and the depthwise kernels read x, dy and a weight in 16-byte chunks: raises
+-- unless each of the addresses (pairs {address, name}) is 16-byte aligned (a view at an odd
+-- offset is not).
 local function check_aligned(list)
   for _, a in ipairs(list) do
     if tonumber(ffi.cast("uint64_t", a[1]) % 16) ~= 0 then
@@ -306,37 +343,41 @@ local function check_aligned(list)
   end
 end
 
-local function need_workspace(ws, bytes)
-  if ws == 0 and bytes > 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
-end
+-- Whether the op's kernels read x, dy and the weight in 16-byte chunks.
+local function chunked(self) return self.igemm or self.depthwise and self.depthwise.v > 1 end
 
-function Conv2d:pack_args_for_launch(i, inputs, params, output, output_shape)
-  launch_index(i, self:n_launches())
-  if not self.igemm then return self:pack_args(inputs, params, output, output_shape) end
+-- The forward's addresses from a pack's inputs, parameters and output (the workspace after
+-- the parameters, 0 for none), x's shape, and the alignment checked.
+local function forward_addresses(self, inputs, params, output)
   params = op.list(params, "params")
   local at = #self:param_names() + 1
-  local ws = address(params[at] or 0, ("params[%d]"):format(at))
   local x, shape, residual = inputs_of(self, inputs)
-  local p, sizes = igemm_plan(self, shape)
-  need_workspace(ws, p.bytes)
-  check_aligned({ { x, "x" }, { address(params[1], "params[1]"), "weight" } })
-  local _, _, args = igemm.launch(self.igemm, i, p, sizes, x, address(output, "output"), address(params[1], "params[1]"),
-    self.has_bias and address(params[2], "params[2]") or nil, ws, self.residual and residual or nil)
+  local weight = address(params[1], "params[1]")
+  if chunked(self) then check_aligned({ { x, "x" }, { weight, "weight" } }) end
+  return { x, address(output, "output"), weight, self.has_bias and address(params[2], "params[2]") or nil,
+    address(params[at] or 0, ("params[%d]"):format(at)), self.residual and residual or nil }, shape
+end
+
+function Conv2d:pack_args(inputs, params, output)
+  local a, shape = forward_addresses(self, inputs, params, output)
+  local _, _, args = forward_launch(self, 1, shape, a)
+  return args
+end
+
+function Conv2d:pack_args_for_launch(i, inputs, params, output)
+  local a, shape = forward_addresses(self, inputs, params, output)
+  local _, _, args = forward_launch(self, i, shape, a)
   return args
 end
 
 -- The backward: with an epilogue, first dz = dy F'(z) (the forward's launches again, writing dz
--- in y's place; a copy of dy into d residual for a residual alone); then dx (one direct launch,
--- or the tensor cores' launches of ops/conv2d_igemm.lua), then dweight with dbias (one direct
--- launch, or the tensor cores' DW_LAUNCHES), both over dz.
+-- in y's place; a copy of dy into d residual for a residual alone); then dx, then dweight with
+-- dbias, both over dz.
 local function dz_count(self)
   if self.activation ~= "identity" then return self:n_launches() end
   return self.residual and 1 or 0
 end
-local function dx_count(self) return self.igemm_dx and igemm.LAUNCHES or 1 end
-function Conv2d:n_backward_launches()
-  return dz_count(self) + dx_count(self) + (self.igemm_dw and igemm.DW_LAUNCHES or 1)
-end
+function Conv2d:n_backward_launches() return dz_count(self) + dx_count(self) + dw_count(self) end
 
 -- Backward launch i for x of this shape: kernel, grid and (given addresses a = {x, dy, weight,
 -- workspace, dx, dweight, dbias or nil, bias or nil, residual, d residual}) its arguments.
@@ -351,30 +392,31 @@ local function backward_launch(self, i, shape, a)
   if i <= pre then
     local count = n * self.out_channels * oh * ow
     if self.activation == "identity" then return self.copy_kernel, flat_grid(count, self.block_size), { dy, d_residual, count } end
+    if not given then return forward_launch(self, i, shape) end
+    need_workspace(ws, skip + forward_bytes(self, shape))
     local dz = self.residual and d_residual or ws
-    if not self.igemm then
-      return self.kernel, flat_grid(count, self.block_size), { x, weight, bias or dz, dz, n, c, h, w, self.out_channels, oh,
-        ow, bias and 1 or 0, self.residual and residual or dz, dy, (self.residual and 1 or 0) + 2 }
-    end
-    local p, sizes = igemm_plan(self, shape)
-    if given then need_workspace(ws, p.bytes + skip) end
-    return igemm.launch(self.igemm, i, p, sizes, x, dz, weight, bias, ws + skip, self.residual and residual or nil, dy)
+    return forward_launch(self, i, shape, { x, dz, weight, bias, ws + skip, self.residual and residual or nil, dy })
   end
   i = i - pre
   if self.activation ~= "identity" then dy = self.residual and d_residual or ws end
+  if given then need_workspace(ws, skip + math.max(dx_bytes(self, shape), grad_plan(self, shape).bytes)) end
   ws = ws + skip
   local first = dx_count(self)
-  if i <= first and self.igemm_dx then
-    local p, sizes = dx_plan(self, shape)
-    if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d input pixels, too many for one call"):format(p.m)) end
-    if given then need_workspace(ws - skip, p.bytes) end
-    return igemm.launch(self.igemm_dx, i, p, sizes, dy, dx, weight, nil, ws)
-  elseif i <= first then
+  if i <= first then
+    if self.igemm_dx then
+      local p, sizes = dx_plan(self, shape)
+      if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d input pixels, too many for one call"):format(p.m)) end
+      return igemm.launch(self.igemm_dx, i, p, sizes, dy, dx, weight, nil, ws)
+    elseif depthwise_fast(self) then
+      return depthwise.launch_dx(self.depthwise, i, { n, c, h, w, oh, ow }, dy, dx, weight, ws)
+    end
     return self.grad_kernel, flat_grid(n * c * h * w, self.block_size), { dy, weight, dx, n, c, h, w, self.out_channels, oh, ow }
-  elseif self.igemm_dw then
-    local p = igemm.plan_dw(self.igemm_dw, n, c, h, w, oh, ow)
-    if given then need_workspace(ws - skip, p.bytes) end
-    return igemm.launch_dw(self.igemm_dw, i - first, p, { n, c, h, w, oh, ow }, x, dy, dw, db, ws, self.has_bias)
+  end
+  i = i - first
+  if self.igemm_dw or self.depthwise then
+    local p, sizes = grad_plan(self, shape)
+    if self.igemm_dw then return igemm.launch_dw(self.igemm_dw, i, p, sizes, x, dy, dw, db, ws, self.has_bias) end
+    return depthwise.launch_grad(self.depthwise, i, p, sizes, x, dy, dw, db, ws)
   end
   local items = op.numel(self:param_shapes()[1]) + (self.has_bias and self.out_channels or 0)
   return self.weight_grad_kernel, { math.min(items, 2 ^ 31 - 1), 1, 1 },
@@ -397,14 +439,12 @@ function Conv2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_outp
   params, grad_inputs, grad_params = op.list(params, "params"), op.list(grad_inputs, "grad_inputs"),
     op.list(grad_params, "grad_params")
   local at = #self:param_names() + 1
-  local needs_ws = self.igemm or dz_bytes(self, shape) > 0
   local a = { x, address(grad_output, "grad_output"), address(params[1], "params[1]"),
-    needs_ws and address(params[at] or 0, ("params[%d]"):format(at)) or 0, address(grad_inputs[1], "grad_inputs[1]"),
+    address(params[at] or 0, ("params[%d]"):format(at)), address(grad_inputs[1], "grad_inputs[1]"),
     address(grad_params[1], "grad_params[1]"), self.has_bias and address(grad_params[2], "grad_params[2]") or nil,
     self.has_bias and address(params[2], "params[2]") or nil, residual,
     self.residual and address(grad_inputs[2], "grad_inputs[2]") or 0 }
-  if not self.igemm and dz_bytes(self, shape) > 0 and a[4] == 0 then need_workspace(0, 1) end
-  if self.igemm then
+  if chunked(self) then
     check_aligned({ { x, "x" }, { a[2], "dy" }, { a[3], "weight" } })
     if self.residual then check_aligned({ { a[10], "d residual" } }) end
   end
