@@ -31,6 +31,10 @@ tocha.Tensor = tensor.methods
 tocha.where = errors.name(require("tocha.tensor_math").where, "where")
 -- tocha.matmul(a, b [, {bias =}]): the matrix product, batched over a first dimension.
 tocha.matmul = errors.name(require("tocha.matmul").matmul, "matmul")
+-- tocha.scaled_dot_product_attention(q, k, v [, {causal, scale, lse}]): attention without the
+-- L x L scores in memory (tocha.attention).
+tocha.scaled_dot_product_attention = errors.name(require("tocha.attention").scaled_dot_product_attention,
+  "scaled_dot_product_attention")
 
 -- Devices
 tocha.devices = device.list

@@ -1,0 +1,172 @@
+// attention.cu: scaled dot-product attention of f16 or bf16 heads on the tensor cores, without
+// the L x L scores in memory (the flash-attention scheme): o = softmax(scale q k^T [+ causal
+// mask]) v for q [BH, LQ, D], k and v [BH, LK, D], o [BH, LQ, D] (heads folded into BH, each
+// row of D contiguous), and lse [BH, LQ] (f32, the log of each row's softmax denominator,
+// scores scaled: what a backward recomputes the probabilities from). After tensor_core.cuh.
+//
+// A CTA of 4 warps takes 64 query rows of one head (16 a warp, its q fragments in registers)
+// and walks the keys 64 at a time: k and v tiles by cp.async into shared memory (rows padded by
+// 16 bytes, so that ldmatrix's 8 rows fall on distinct banks), s = q k^T by mma.sync m16n8k16
+// into f32 registers, then the running (online) softmax: each row's maximum m and sum l kept
+// in registers, the output accumulators rescaled by exp(m_old - m_new) whenever the maximum
+// grows, and o += p v with p rounded to T (the C fragments of two 8-key tiles are the A
+// fragment of 16 keys, so p never leaves the registers). Scores are kept in base 2 (scale
+// log2(e) folded in) so that exp2 does the exponentials. CAUSAL masks key j > query i (PyTorch's
+// is_causal: the upper-left triangle kept), and the key tiles wholly above the diagonal are
+// not read. Keys past LK are masked, queries past LQ not written. D (a multiple of 16, at most
+// 128) and CAUSAL are compile-time constants; the launch gives ATTENTION_SHARED(D) bytes of
+// dynamic shared memory; its grid numbers the heads along x and the query tiles along y.
+
+#define ATTENTION_ROW(D) ((D) + 8)
+#define ATTENTION_SHARED(D) (3 * 64 * ATTENTION_ROW(D) * 2)
+
+// Two f32 values as the 32-bit register of an A fragment: a in the low half.
+template <typename T> __device__ __forceinline__ unsigned attention_pack(float a, float b)
+{
+    const T pair[2] = {tocha::from_compute<T>(a), tocha::from_compute<T>(b)};
+    unsigned bits;
+    memcpy(&bits, pair, 4);
+    return bits;
+}
+
+// 64 rows of D elements from src (rows row0 .. row0 + 63 of `rows`, zero past them) into a
+// padded shared tile, 16 bytes a cp.async, by the CTA's 128 threads.
+template <typename T, int D>
+__device__ __forceinline__ void attention_load(T (*tile)[ATTENTION_ROW(D)], const T *src, long long row0,
+                                               long long rows)
+{
+    const int chunks = D / 8; // 16-byte chunks a row
+    for (int e = threadIdx.x; e < 64 * chunks; e += 128) {
+        const int r = e / chunks, c = e % chunks;
+        const bool in = row0 + r < rows;
+        tocha::cp_async16(&tile[r][c * 8], in ? src + (row0 + r) * D + c * 8 : src, in ? 16 : 0);
+    }
+    tocha::cp_async_commit();
+}
+
+template <typename T, int D, int CAUSAL>
+__device__ void tocha_attention_forward(const T *q, const T *k, const T *v, T *o, float *lse,
+                                        long long heads, int lq, int lk, float scale)
+{
+    static_assert(D % 16 == 0 && D <= 128,
+                  "tocha_attention_forward: head size a multiple of 16, at most 128");
+    extern __shared__ __align__(16) unsigned char attention_shared[];
+    T(*sq)[ATTENTION_ROW(D)] = reinterpret_cast<T(*)[ATTENTION_ROW(D)]>(attention_shared);
+    T(*sk)[ATTENTION_ROW(D)] = sq + 64;
+    T(*sv)[ATTENTION_ROW(D)] = sk + 64;
+    if (blockDim.x != 128) __trap();
+    const long long bh = blockIdx.x;
+    const int q0 = blockIdx.y * 64;
+    if (bh >= heads || q0 >= lq) return;
+    q += bh * lq * D, k += bh * lk * D, v += bh * lk * D, o += bh * lq * D;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    attention_load<T, D>(sq, q, q0, lq);
+    tocha::cp_async_wait<0>();
+    __syncthreads();
+    unsigned qa[D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+        tocha::ldmatrix<4>(qa[kk], &sq[warp * 16 + lane % 16][kk * 16 + 8 * (lane / 16)]);
+    const float scale2 = scale * 1.4426950408889634f; // scores in base 2
+    const float neg_inf = -tocha::infinity<float>();
+    float acc[D / 8][4];
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    float m[2] = {neg_inf, neg_inf}, l[2] = {0.0f, 0.0f}; // rows g and g + 8: max, this thread's sum
+    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    const int kend = CAUSAL ? (lk < q0 + 64 ? lk : q0 + 64) : lk;
+    for (int k0 = 0; k0 < kend; k0 += 64) {
+        __syncthreads(); // every warp is done with the previous tiles
+        attention_load<T, D>(sk, k, k0, lk);
+        attention_load<T, D>(sv, v, k0, lk);
+        tocha::cp_async_wait<0>();
+        __syncthreads();
+        float s[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+            for (int j = 0; j < 8; j += 2) {
+                // k's rows are the columns of k^T (B, column-major): two 8-key tiles a load
+                unsigned r[4];
+                tocha::ldmatrix<4>(
+                    r, &sk[j * 8 + 8 * (lane / 16) + lane % 8][kk * 16 + 8 * (lane / 8 % 2)]);
+                const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+                tocha::mma_16816<T>(s[j], qa[kk], b0, s[j]);
+                tocha::mma_16816<T>(s[j + 1], qa[kk], b1, s[j + 1]);
+            }
+        // scale, mask, and each row's new maximum (over the quad of threads that hold the row)
+        float top[2] = {m[0], m[1]};
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = k0 + j * 8 + 2 * t + (e & 1);
+                const bool masked = col >= lk || (CAUSAL && col > row[e >> 1]);
+                s[j][e] = masked ? neg_inf : s[j][e] * scale2;
+                top[e >> 1] = fmaxf(top[e >> 1], s[j][e]);
+            }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
+            top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
+        }
+        float alpha[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            // a row with no key yet (all masked) keeps m = -inf: nothing to rescale, p = 0
+            alpha[h] = top[h] == neg_inf ? 1.0f : exp2f(m[h] - top[h]);
+            m[h] = top[h];
+            l[h] *= alpha[h];
+        }
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[j][e] *= alpha[e >> 1];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float p = m[e >> 1] == neg_inf ? 0.0f : exp2f(s[j][e] - m[e >> 1]);
+                s[j][e] = p;
+                l[e >> 1] += p;
+            }
+            // o += p v: p's C fragments of key tiles 2 kk and 2 kk + 1 are the A fragment of keys
+            // 16 kk .. 16 kk + 15; v [key][d] is B row-major, read transposed
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            const unsigned pa[4] = {attention_pack<T>(s[2 * kk][0], s[2 * kk][1]),
+                                    attention_pack<T>(s[2 * kk][2], s[2 * kk][3]),
+                                    attention_pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                    attention_pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int j = 0; j < D / 8; j += 2) {
+                unsigned r[4];
+                tocha::ldmatrix<4, true>(
+                    r, &sv[kk * 16 + 8 * (lane / 8 % 2) + lane % 8][j * 8 + 8 * (lane / 16)]);
+                const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+                tocha::mma_16816<T>(acc[j], pa, b0, acc[j]);
+                tocha::mma_16816<T>(acc[j + 1], pa, b1, acc[j + 1]);
+            }
+        }
+    }
+    // each row's sum over its quad; o = acc / l, rounded once
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (row[h] >= lq) continue;
+        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            const unsigned bits = attention_pack<T>(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
+            *(unsigned *)(o + (long long)row[h] * D + j * 8 + 2 * t) = bits;
+        }
+        if (t == 0)
+            lse[bh * lq + row[h]] = l[h] > 0.0f ? (m[h] + log2f(l[h])) * 0.6931471805599453f : neg_inf;
+    }
+}

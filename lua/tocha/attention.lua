@@ -1,0 +1,117 @@
+-- tocha.attention: scaled dot-product attention through kernels/attention.cu, eager, without
+-- the L x L scores in memory.
+--
+--   local o = tocha.scaled_dot_product_attention(q, k, v)                  -- softmax(q k^T / sqrt(D)) v
+--   local o = tocha.scaled_dot_product_attention(q, k, v, { causal = true, scale = 0.125 })
+--   local o, lse = tocha.scaled_dot_product_attention(q, k, v, { lse = true })
+--
+-- PyTorch's F.scaled_dot_product_attention(q, k, v, is_causal=, scale=) for q [..., LQ, D], k and
+-- v [..., LK, D] with the same leading (batch, head) dimensions, f16 or bf16, D a multiple of 16
+-- up to 128: o [..., LQ, D], and with opts.lse the f32 log-sum-exp of each row's scaled scores
+-- [..., LQ] (what a backward recomputes the probabilities from). causal masks key j > query i
+-- (the upper-left triangle kept); scale defaults to 1 / sqrt(D). The scores and probabilities
+-- stay in f32 registers; the probabilities are rounded to the dtype before their product with
+-- v, as PyTorch's flash kernels do; o is rounded once. Views are copied dense first.
+local dtype = require "tocha.dtype"
+local errors = require "tocha.errors"
+local raise = errors.raise
+
+local M = {}
+
+local kernel, op, device, tensor
+local function modules()
+  if tensor then return end
+  kernel, op = require "tocha.kernel", require "tocha.op"
+  device, tensor = require "tocha.device", require "tocha.tensor"
+end
+
+local function shared_bytes(d) return 3 * 64 * (d + 8) * 2 end
+
+local kernels = {}
+-- The forward kernel for dtype dt, head size d and the causal mask (specs build it alone).
+local function forward_kernel(dt, d, causal)
+  modules()
+  local key = ("%s|%d|%s"):format(dt, d, tostring(causal))
+  if not kernels[key] then
+    kernels[key] = kernel.new { source = op.source("tensor_core.cuh") .. "\n" .. op.source("attention.cu"),
+      name = "tocha_attention_forward", template_args = ("%s, %d, %d"):format(dtype.ctype(dt), d, causal and 1 or 0),
+      params = ("%s* q, %s* k, %s* v, %s* o, f32* lse, i64 heads, i32 lq, i32 lk, f32 scale"):format(dt, dt, dt, dt),
+      launch_bounds = { 128 }, shared = shared_bytes(d) }
+  end
+  return kernels[key]
+end
+
+local function check(t, what)
+  if not tensor.is_tensor(t) then raise(("%s: expected a tensor, got %s"):format(what, type(t))) end
+  if t.freed ~= 0 then raise(what .. ": tensor was freed") end
+  if t.ndim < 2 then raise(("%s: expected [..., L, D], got %d dimension%s"):format(what, t.ndim, t.ndim == 1 and "" or "s")) end
+end
+
+local function text(shape) return "[" .. table.concat(shape, ", ") .. "]" end
+
+-- scaled_dot_product_attention(q, k, v [, {causal = false, scale = 1 / sqrt(D), lse = false}]) -> o [, lse]
+function M.scaled_dot_product_attention(q, k, v, opts)
+  modules()
+  check(q, "q")
+  check(k, "k")
+  check(v, "v")
+  if opts ~= nil and type(opts) ~= "table" then raise("opts: expected a table, got " .. type(opts)) end
+  opts = opts or {}
+  for key in pairs(opts) do
+    if key ~= "causal" and key ~= "scale" and key ~= "lse" then
+      raise(("opts: unknown option %s (expected causal, scale or lse)"):format(errors.show(key)))
+    end
+  end
+  local dt = q:dtype()
+  if dt ~= "f16" and dt ~= "bf16" then raise(("q: expected f16 or bf16, got %s (cast it first)"):format(dt)) end
+  for _, p in ipairs({ { k, "k" }, { v, "v" } }) do
+    if p[1]:dtype() ~= dt then raise(("%s: expected %s (q's dtype), got %s"):format(p[2], dt, p[1]:dtype())) end
+    if p[1].dev ~= q.dev then raise(("%s: on another device than q"):format(p[2])) end
+  end
+  local qs, ks, vs = q:shape(), k:shape(), v:shape()
+  local nd, d = #qs, qs[#qs]
+  if d % 16 ~= 0 or d > 128 or d < 16 then
+    raise(("q: expected a head size (last dimension) that is a multiple of 16 up to 128, got %d"):format(d))
+  end
+  if #ks ~= nd then raise(("k: expected %d dimensions (q's), got %d"):format(nd, #ks)) end
+  if #vs ~= nd then raise(("v: expected %d dimensions (q's), got %d"):format(nd, #vs)) end
+  local heads = 1
+  for i = 1, nd - 2 do
+    if ks[i] ~= qs[i] or vs[i] ~= qs[i] then
+      raise(("k: leading dimensions %s and v's %s must equal q's %s"):format(text(ks), text(vs), text(qs)))
+    end
+    heads = heads * qs[i]
+  end
+  local lq, lk = qs[nd - 1], ks[nd - 1]
+  if ks[nd] ~= d then raise(("k: expected a head size of %d (q's), got %d"):format(d, ks[nd])) end
+  if vs[nd] ~= d then raise(("v: expected a head size of %d (q's), got %d"):format(d, vs[nd])) end
+  if vs[nd - 1] ~= lk then raise(("v: expected %d rows (k's), got %d"):format(lk, vs[nd - 1])) end
+  if lk == 0 and lq > 0 then raise("k: expected at least one key") end
+  local causal = opts.causal == true
+  if opts.causal ~= nil and type(opts.causal) ~= "boolean" then raise("opts.causal: expected a boolean") end
+  local scale = opts.scale == nil and 1 / math.sqrt(d) or opts.scale
+  if type(scale) ~= "number" or scale ~= scale or math.abs(scale) == math.huge then
+    raise("opts.scale: expected a finite number, got " .. errors.show(scale))
+  end
+  if lq > 2 ^ 31 - 1 or lk > 2 ^ 31 - 1 then raise("q: sequences of at most 2^31 - 1 rows") end
+  q, k, v = q:contiguous(), k:contiguous(), v:contiguous()
+  local dev = device.wrap(q.dev)
+  local o = tensor.alloc(qs, dt, dev)
+  local lse_shape = {}
+  for i = 1, nd - 1 do lse_shape[i] = qs[i] end
+  local lse = tensor.alloc(lse_shape, "f32", dev)
+  if heads > 0 and lq > 0 then
+    local blocks = math.ceil(lq / 64)
+    if blocks > 65535 then raise(("q: %d rows, at most %d a call"):format(lq, 65535 * 64)) end
+    if heads > 2 ^ 31 - 1 then raise("q: too many heads for one call") end
+    op.launch_packed(forward_kernel(dt, d, causal), dev, { heads, blocks, 1 }, { 128, 1, 1 },
+      { q.data, k.data, v.data, o.data, lse.data, heads, lq, lk, scale })
+  end
+  if opts.lse then return o, lse end
+  lse:free()
+  return o
+end
+
+M.forward_kernel = forward_kernel
+
+return M
