@@ -170,3 +170,200 @@ __device__ void tocha_attention_forward(const T *q, const T *k, const T *v, T *o
             lse[bh * lq + row[h]] = l[h] > 0.0f ? (m[h] + log2f(l[h])) * 0.6931471805599453f : neg_inf;
     }
 }
+
+// ---- the backward ----
+//
+// From q, k, v, the forward's o and lse, and do: dq, dk, dv. First delta [BH, LQ] = the sum over
+// d of do o a row (f32), with dq's f32 accumulator zeroed (tocha_attention_backward_delta);
+// then a CTA a head and 64 keys (tocha_attention_backward), walking the query tiles that can
+// see them: it recomputes the probabilities p = exp(scale q k^T - lse) from the scores, and
+// with ds = p (do v^T - delta) adds p^T do into dv and ds^T q into dk (registers, 16 keys a
+// warp) and ds k into dq (atomically, in f32: every key tile adds to it); last dq = the
+// accumulator rounded (tocha_attention_backward_dq). The probabilities and ds are rounded to T
+// as the operands of their products.
+
+// delta[r] = sum over d of do[r, d] o[r, d], and dq_acc's row r zeroed: a thread a row.
+template <typename T, int D>
+__device__ void tocha_attention_backward_delta(const T *o, const T *dout, float *delta, float *dq_acc,
+                                               long long rows)
+{
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < rows; r += stride) {
+        float s = 0.0f;
+        for (int c = 0; c < D; ++c) {
+            s = fmaf(tocha::to_compute(dout[r * D + c]), tocha::to_compute(o[r * D + c]), s);
+            dq_acc[r * D + c] = 0.0f;
+        }
+        delta[r] = s;
+    }
+}
+
+#define ATTENTION_BACKWARD_SHARED(D) (4 * 64 * ATTENTION_ROW(D) * 2 + 64 * 72 * 2 + 2 * 64 * 4)
+
+// The CTA of a head (grid.x) and 64 keys (grid.y); 4 warps, warp w the keys 16 w .. 16 w + 15
+// of the tile for dk and dv, and the queries 16 w .. of each query tile for dq. The launch gives
+// ATTENTION_BACKWARD_SHARED(D) bytes of dynamic shared memory: k, v, q, do tiles, ds^T [64
+// keys][64 queries], and the query tile's lse (base 2) and delta.
+template <typename T, int D, int CAUSAL>
+__device__ void tocha_attention_backward(const T *q, const T *k, const T *v, const T *dout,
+                                         const float *lse, const float *delta, float *dq_acc, T *dk,
+                                         T *dv, long long heads, int lq, int lk, float scale)
+{
+    extern __shared__ __align__(16) unsigned char attention_shared[];
+    T(*sk)[ATTENTION_ROW(D)] = reinterpret_cast<T(*)[ATTENTION_ROW(D)]>(attention_shared);
+    T(*sv)[ATTENTION_ROW(D)] = sk + 64;
+    T(*sq)[ATTENTION_ROW(D)] = sv + 64;
+    T(*sdo)[ATTENTION_ROW(D)] = sq + 64;
+    T(*sds)[72] = reinterpret_cast<T(*)[72]>(sdo + 64);
+    float *slse = reinterpret_cast<float *>(sds + 64), *sdelta = slse + 64;
+    if (blockDim.x != 128) __trap();
+    const long long bh = blockIdx.x;
+    const int k0 = blockIdx.y * 64;
+    if (bh >= heads || k0 >= lk) return;
+    q += bh * lq * D, k += bh * lk * D, v += bh * lk * D, dout += bh * lq * D;
+    lse += bh * lq, delta += bh * lq, dq_acc += bh * lq * D, dk += bh * lk * D, dv += bh * lk * D;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    attention_load<T, D>(sk, k, k0, lk);
+    attention_load<T, D>(sv, v, k0, lk);
+    const float scale2 = scale * 1.4426950408889634f, log2e = 1.4426950408889634f;
+    const float inf = tocha::infinity<float>();
+    float gk[D / 8][4], gv[D / 8][4]; // dk and dv of the warp's 16 keys
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) gk[j][e] = gv[j][e] = 0.0f;
+    const int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+    for (int q0 = CAUSAL ? k0 / 64 * 64 : 0; q0 < lq; q0 += 64) {
+        __syncthreads(); // the previous tiles are read
+        attention_load<T, D>(sq, q, q0, lq);
+        attention_load<T, D>(sdo, dout, q0, lq);
+        for (int r = threadIdx.x; r < 64; r += 128) {
+            // rows past lq: lse +inf, so that their probabilities are 0
+            slse[r] = q0 + r < lq ? lse[q0 + r] * log2e : inf;
+            sdelta[r] = q0 + r < lq ? delta[q0 + r] : 0.0f;
+        }
+        tocha::cp_async_wait<0>();
+        __syncthreads();
+        // s^T = k q^T and dp^T = v do^T: the warp's 16 keys by 64 queries
+        float s[8][4], dp[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[j][e] = dp[j][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            unsigned ka[4], va[4];
+            tocha::ldmatrix<4>(ka, &sk[warp * 16 + lane % 16][kk * 16 + 8 * (lane / 16)]);
+            tocha::ldmatrix<4>(va, &sv[warp * 16 + lane % 16][kk * 16 + 8 * (lane / 16)]);
+#pragma unroll
+            for (int j = 0; j < 8; j += 2) {
+                unsigned r[4];
+                tocha::ldmatrix<4>(
+                    r, &sq[j * 8 + 8 * (lane / 16) + lane % 8][kk * 16 + 8 * (lane / 8 % 2)]);
+                const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+                tocha::mma_16816<T>(s[j], ka, b0, s[j]);
+                tocha::mma_16816<T>(s[j + 1], ka, b1, s[j + 1]);
+                tocha::ldmatrix<4>(
+                    r, &sdo[j * 8 + 8 * (lane / 16) + lane % 8][kk * 16 + 8 * (lane / 8 % 2)]);
+                const unsigned c0[2] = {r[0], r[1]}, c1[2] = {r[2], r[3]};
+                tocha::mma_16816<T>(dp[j], va, c0, dp[j]);
+                tocha::mma_16816<T>(dp[j + 1], va, c1, dp[j + 1]);
+            }
+        }
+        // p^T = exp2(scale2 s^T - lse2), 0 where masked; ds^T = p^T (dp^T - delta)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = j * 8 + 2 * t + (e & 1), query = q0 + col, kr = key[e >> 1];
+                const bool masked = kr >= lk || (CAUSAL && kr > query);
+                const float p = masked ? 0.0f : exp2f(s[j][e] * scale2 - slse[col]);
+                s[j][e] = p;
+                dp[j][e] = p * (dp[j][e] - sdelta[col]);
+            }
+            // dv += p^T do, dk += ds^T q: the C fragments of query tiles 2 kk, 2 kk + 1 are the A
+            // fragment of queries 16 kk .. 16 kk + 15; do and q [query][d] are B row-major
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            const unsigned pa[4] = {attention_pack<T>(s[2 * kk][0], s[2 * kk][1]),
+                                    attention_pack<T>(s[2 * kk][2], s[2 * kk][3]),
+                                    attention_pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                    attention_pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            const unsigned da[4] = {attention_pack<T>(dp[2 * kk][0], dp[2 * kk][1]),
+                                    attention_pack<T>(dp[2 * kk][2], dp[2 * kk][3]),
+                                    attention_pack<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+                                    attention_pack<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+            for (int j = 0; j < D / 8; j += 2) {
+                unsigned r[4];
+                tocha::ldmatrix<4, true>(
+                    r, &sdo[kk * 16 + 8 * (lane / 8 % 2) + lane % 8][j * 8 + 8 * (lane / 16)]);
+                const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+                tocha::mma_16816<T>(gv[j], pa, b0, gv[j]);
+                tocha::mma_16816<T>(gv[j + 1], pa, b1, gv[j + 1]);
+                tocha::ldmatrix<4, true>(
+                    r, &sq[kk * 16 + 8 * (lane / 8 % 2) + lane % 8][j * 8 + 8 * (lane / 16)]);
+                const unsigned c0[2] = {r[0], r[1]}, c1[2] = {r[2], r[3]};
+                tocha::mma_16816<T>(gk[j], da, c0, gk[j]);
+                tocha::mma_16816<T>(gk[j + 1], da, c1, gk[j + 1]);
+            }
+        }
+        // ds^T into shared memory (T, as the products take it), for dq = ds k over all 64 keys
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                *(unsigned *)&sds[warp * 16 + g + 8 * h][j * 8 + 2 * t] =
+                    attention_pack<T>(dp[j][2 * h], dp[j][2 * h + 1]);
+        __syncthreads();
+        float gq[D / 8][4];
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) gq[j][0] = gq[j][1] = gq[j][2] = gq[j][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            // ds [query][key] is ds^T read transposed: the A fragment of the warp's 16 queries
+            unsigned a[4];
+            tocha::ldmatrix<4, true>(
+                a, &sds[kk * 16 + 8 * (lane / 16) + lane % 8][warp * 16 + 8 * (lane / 8 % 2)]);
+#pragma unroll
+            for (int j = 0; j < D / 8; j += 2) {
+                unsigned r[4];
+                tocha::ldmatrix<4, true>(
+                    r, &sk[kk * 16 + 8 * (lane / 8 % 2) + lane % 8][j * 8 + 8 * (lane / 16)]);
+                const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+                tocha::mma_16816<T>(gq[j], a, b0, gq[j]);
+                tocha::mma_16816<T>(gq[j + 1], a, b1, gq[j + 1]);
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int query = q0 + warp * 16 + g + 8 * h;
+            if (query >= lq) continue;
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j) {
+                atomicAdd(&dq_acc[(long long)query * D + j * 8 + 2 * t], gq[j][2 * h] * scale);
+                atomicAdd(&dq_acc[(long long)query * D + j * 8 + 2 * t + 1], gq[j][2 * h + 1] * scale);
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (key[h] >= lk) continue;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            *(unsigned *)(dk + (long long)key[h] * D + j * 8 + 2 * t) =
+                attention_pack<T>(gk[j][2 * h] * scale, gk[j][2 * h + 1] * scale);
+            *(unsigned *)(dv + (long long)key[h] * D + j * 8 + 2 * t) =
+                attention_pack<T>(gv[j][2 * h], gv[j][2 * h + 1]);
+        }
+    }
+}
+
+// dq = the f32 accumulator rounded to T, count elements.
+template <typename T>
+__device__ void tocha_attention_backward_dq(const float *dq_acc, T *dq, long long count)
+{
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < count; e += stride)
+        dq[e] = tocha::from_compute<T>(dq_acc[e]);
+}

@@ -1,10 +1,12 @@
--- tocha.scaled_dot_product_attention: the flash-style forward (kernels/attention.cu) on sim and,
--- tagged #gpu, on cuda, f16 and bf16, head sizes 16 to 128, with and without the causal mask,
--- sequences that end inside a tile of 64, more or fewer keys than queries; against attention
--- computed here in f64 from the inputs as stored (every output element and each row's
--- log-sum-exp), within the dtype's rounding of the probabilities and the output; options,
--- views, and bad arguments.
+-- tocha.scaled_dot_product_attention and tocha.Attention: the flash-style forward and backward
+-- (kernels/attention.cu) on sim and, tagged #gpu, on cuda, f16 and bf16, head sizes 16 to 128,
+-- with and without the causal mask, sequences that end inside a tile of 64, more or fewer keys
+-- than queries; against attention and its gradients computed here in f64 from the inputs as
+-- stored (every element of o, dq, dk, dv and each row's log-sum-exp), within the dtype's
+-- rounding of the probabilities, ds and the outputs; in a model; options, views, and bad
+-- arguments.
 local tocha = require "tocha"
+require "tocha.assertions"
 local ref = require "support.reference"
 local fails = require("support.assertions").fails
 
@@ -47,16 +49,69 @@ local function reference(q, k, v, heads, lq, lk, d, scale, causal)
   return o, sums, lse
 end
 
+-- The gradients in f64: dv = p^T dy, ds = p (dy v^T - delta), delta = the rows' sum of dy o,
+-- dq = scale ds k, dk = scale ds^T q; each with its bound's scale beside it: the sums of |terms|
+-- with |ds| taken as p (|dy v^T| + the sum of |dy o|) (the rounding of o moves delta by that).
+local function reference_backward(q, k, v, dy, heads, lq, lk, d, scale, causal)
+  local o = reference(q, k, v, heads, lq, lk, d, scale, causal)
+  local g = { dq = { {}, {} }, dk = { {}, {} }, dv = { {}, {} } }
+  for _, name in ipairs({ "dq", "dk", "dv" }) do
+    local n = (name == "dq" and lq or lk) * heads * d
+    for e = 1, n do g[name][1][e], g[name][2][e] = 0, 1e-30 end
+  end
+  local function at(h, l, r, c) return (h * l + r) * d + c + 1 end
+  for h = 0, heads - 1 do
+    for i = 0, lq - 1 do
+      local s, top = {}, -math.huge
+      for j = 0, lk - 1 do
+        local acc = 0
+        for c = 0, d - 1 do acc = acc + q[at(h, lq, i, c)] * k[at(h, lk, j, c)] end
+        s[j] = (causal and j > i) and -math.huge or acc * scale
+        top = math.max(top, s[j])
+      end
+      local total = 0
+      for j = 0, lk - 1 do
+        s[j] = s[j] == -math.huge and 0 or math.exp(s[j] - top)
+        total = total + s[j]
+      end
+      local delta, spread = 0, 0
+      for c = 0, d - 1 do
+        delta = delta + dy[at(h, lq, i, c)] * o[at(h, lq, i, c)]
+        spread = spread + math.abs(dy[at(h, lq, i, c)] * o[at(h, lq, i, c)])
+      end
+      for j = 0, lk - 1 do
+        local p = s[j] / total
+        local dp, dp_abs = 0, 0
+        for c = 0, d - 1 do
+          dp, dp_abs = dp + dy[at(h, lq, i, c)] * v[at(h, lk, j, c)], dp_abs + math.abs(dy[at(h, lq, i, c)] * v[at(h, lk, j, c)])
+        end
+        local ds, ds_mag = p * (dp - delta), p * (dp_abs + spread)
+        for c = 0, d - 1 do
+          local ev, ek, eq = at(h, lk, j, c), at(h, lk, j, c), at(h, lq, i, c)
+          g.dv[1][ev], g.dv[2][ev] = g.dv[1][ev] + p * dy[eq], g.dv[2][ev] + math.abs(p * dy[eq])
+          g.dk[1][ek], g.dk[2][ek] = g.dk[1][ek] + scale * ds * q[eq], g.dk[2][ek] + math.abs(scale * ds_mag * q[eq])
+          g.dq[1][eq], g.dq[2][eq] = g.dq[1][eq] + scale * ds * k[ek], g.dq[2][eq] + math.abs(scale * ds_mag * k[ek])
+        end
+      end
+    end
+  end
+  return g
+end
+
 describe("tocha.scaled_dot_product_attention", function()
-  -- Without a GPU, NVRTC and ptxas still build the kernel for the H200: the largest head size's
-  -- 16 x 128 f32 accumulators a warp, q's fragments and the scores fit in registers.
-  it("builds its kernel for sm_90 without local memory, every head size", function()
+  -- Without a GPU, NVRTC and ptxas still build the kernels for the H200: the largest head size's
+  -- f32 accumulators (o; the backward's dk, dv and a tile's dq), fragments and scores fit in
+  -- registers.
+  it("builds its kernels for sm_90 without local memory, every head size", function()
     for _, d in ipairs({ 16, 64, 128 }) do
       for _, causal in ipairs({ false, true }) do
-        local k = require("tocha.attention").forward_kernel("bf16", d, causal)
-        local info = k:info("sm_90")
-        assert.are.equal(0, info["local"], d)
-        assert.is_true(info.registers <= 255, tostring(d))
+        local attention = require "tocha.attention"
+        local kernels = { attention.forward_kernel("bf16", d, causal), attention.backward_kernels("bf16", d, causal) }
+        for _, k in ipairs(kernels) do
+          local info = k:info("sm_90")
+          assert.are.equal(0, info["local"], d)
+          assert.is_true(info.registers <= 255, tostring(d))
+        end
       end
     end
   end)
@@ -106,6 +161,58 @@ describe("tocha.scaled_dot_product_attention", function()
         local want, sums = reference(values(q), values(k), values(vt:contiguous()), 2, 24, 24, 32, 0.3, false)
         ref.compare_terms(o, { want, sums }, ref.product_tol.bf16, "scale 0.3, v a view")
         assert.are.same({ 2, 0, 32 }, tocha.scaled_dot_product_attention(randn({ 2, 0, 32 }, "bf16", 53), k, vt):shape())
+      end)
+
+      it("tocha.Attention: forward as the function's, backward against f64 gradients, causal or not", function()
+        local seed = 200
+        for _, c in ipairs({ { { 1, 2 }, 70, 90, 32, false, "bf16" }, { { 2 }, 64, 64, 64, true, "f16" },
+          { { 1 }, 100, 40, 16, true, "bf16" }, { { 1 }, 20, 130, 128, false, "f16" } }) do
+          seed = seed + 10
+          local lead, lq, lk, d, causal, dt = c[1], c[2], c[3], c[4], c[5], c[6]
+          local function shape(l)
+            local s = {}
+            for i, x in ipairs(lead) do s[i] = x end
+            s[#s + 1], s[#s + 2] = l, d
+            return s
+          end
+          local att = tocha.Attention.new(d, { causal = causal, dtype = dt })
+          local q, k, v = randn(shape(lq), dt, seed), randn(shape(lk), dt, seed + 1), randn(shape(lk), dt, seed + 2)
+          local y = att:forward(q, k, v)
+          assert.tensor.equal(tocha.scaled_dot_product_attention(q, k, v, { causal = causal }), y)
+          local dy = randn(y:shape(), dt, seed + 3)
+          local dq, dk, dv = att:backward(q, k, v, dy)
+          local heads = ref.numel(lead)
+          local want = reference_backward(values(q), values(k), values(v), values(dy), heads, lq, lk, d, 1 / math.sqrt(d),
+            causal)
+          local label = ("%s %dx%dx%d d %d%s"):format(dt, heads, lq, lk, d, causal and " causal" or "")
+          ref.compare_terms(dv, want.dv, ref.product_tol[dt], label .. " dv")
+          ref.compare_terms(dk, want.dk, ref.product_tol[dt], label .. " dk")
+          ref.compare_terms(dq, want.dq, ref.product_tol[dt], label .. " dq")
+        end
+        fails("head_size: expected a multiple of 16 up to 128, got 20", tocha.Attention.new, 20)
+        local att = tocha.Attention.new(32)
+        fails("q: expected a head size (last dimension) of 32, got 16", att.forward, att, randn({ 2, 4, 16 }, "bf16", 1),
+          randn({ 2, 4, 16 }, "bf16", 2), randn({ 2, 4, 16 }, "bf16", 3))
+      end)
+
+      it("tocha.Attention joins a model: its backward's workspace the model's", function()
+        local inputs = {}
+        for i, name in ipairs({ "q", "k", "v" }) do
+          inputs[i] = tocha.Model.input({ -1, 2, 40, 32 }, { name = name, dtype = "bf16" })
+        end
+        local att = tocha.Attention.new(32, { causal = true })
+        local m = tocha.Model(inputs, { att(inputs[1], inputs[2], inputs[3]):named("att") }):load(2, device)
+        local q, k, v = randn({ 2, 2, 40, 32 }, "bf16", 300), randn({ 2, 2, 40, 32 }, "bf16", 301),
+          randn({ 2, 2, 40, 32 }, "bf16", 302)
+        local y = att:forward(q, k, v)
+        assert.tensor.equal(y, m:forward({ q, k, v })[1])
+        local _, cache = m:forward_train({ q, k, v })
+        local dy = randn(y:shape(), "bf16", 303)
+        local grads = m:backward({ dy }, cache)
+        local dq, dk, dv = att:backward(q, k, v, dy)
+        assert.tensor.equal(dq, grads[1])
+        assert.tensor.equal(dk, grads[2])
+        assert.tensor.equal(dv, grads[3])
       end)
 
       it("refuses bad arguments, naming them, and goes on", function()

@@ -28,17 +28,31 @@ end
 local function shared_bytes(d) return 3 * 64 * (d + 8) * 2 end
 
 local kernels = {}
--- The forward kernel for dtype dt, head size d and the causal mask (specs build it alone).
-local function forward_kernel(dt, d, causal)
-  modules()
-  local key = ("%s|%d|%s"):format(dt, d, tostring(causal))
+local function build(name, dt, d, causal, params, shared)
+  local key = ("%s|%s|%s|%s"):format(name, dt, tostring(d), tostring(causal))
   if not kernels[key] then
-    kernels[key] = kernel.new { source = op.source("tensor_core.cuh") .. "\n" .. op.source("attention.cu"),
-      name = "tocha_attention_forward", template_args = ("%s, %d, %d"):format(dtype.ctype(dt), d, causal and 1 or 0),
-      params = ("%s* q, %s* k, %s* v, %s* o, f32* lse, i64 heads, i32 lq, i32 lk, f32 scale"):format(dt, dt, dt, dt),
-      launch_bounds = { 128 }, shared = shared_bytes(d) }
+    local targs = dtype.ctype(dt) .. (d and (", %d"):format(d) or "") .. (causal ~= nil and (", %d"):format(causal and 1 or 0) or "")
+    kernels[key] = kernel.new { source = op.source("tensor_core.cuh") .. "\n" .. op.source("attention.cu"), name = name,
+      template_args = targs, params = params:gsub("T%*", dt .. "*"), launch_bounds = shared and { 128 } or nil,
+      shared = shared or 0 }
   end
   return kernels[key]
+end
+
+-- The forward kernel for dtype dt, head size d and the causal mask (specs build it alone).
+function M.forward_kernel(dt, d, causal)
+  modules()
+  return build("tocha_attention_forward", dt, d, causal,
+    "T* q, T* k, T* v, T* o, f32* lse, i64 heads, i32 lq, i32 lk, f32 scale", shared_bytes(d))
+end
+
+-- The backward's kernels (kernels/attention.cu): delta, the main pass, dq's rounding.
+function M.backward_kernels(dt, d, causal)
+  modules()
+  return build("tocha_attention_backward_delta", dt, d, nil, "T* o, T* dout, f32* delta, f32* dq_acc, i64 rows"),
+    build("tocha_attention_backward", dt, d, causal, "T* q, T* k, T* v, T* dout, f32* lse, f32* delta, f32* dq_acc, "
+      .. "T* dk, T* dv, i64 heads, i32 lq, i32 lk, f32 scale", 4 * 64 * (d + 8) * 2 + 64 * 72 * 2 + 2 * 64 * 4),
+    build("tocha_attention_backward_dq", dt, nil, nil, "f32* dq_acc, T* dq, i64 count")
 end
 
 local function check(t, what)
@@ -104,14 +118,12 @@ function M.scaled_dot_product_attention(q, k, v, opts)
     local blocks = math.ceil(lq / 64)
     if blocks > 65535 then raise(("q: %d rows, at most %d a call"):format(lq, 65535 * 64)) end
     if heads > 2 ^ 31 - 1 then raise("q: too many heads for one call") end
-    op.launch_packed(forward_kernel(dt, d, causal), dev, { heads, blocks, 1 }, { 128, 1, 1 },
+    op.launch_packed(M.forward_kernel(dt, d, causal), dev, { heads, blocks, 1 }, { 128, 1, 1 },
       { q.data, k.data, v.data, o.data, lse.data, heads, lq, lk, scale })
   end
   if opts.lse then return o, lse end
   lse:free()
   return o
 end
-
-M.forward_kernel = forward_kernel
 
 return M
