@@ -210,7 +210,10 @@ describe("tocha.scaled_dot_product_attention", function()
         local dy = randn(y:shape(), "bf16", 303)
         local grads = m:backward({ dy }, cache)
         local dq, dk, dv = att:backward(q, k, v, dy)
-        assert.tensor.equal(dq, grads[1])
+        -- dq's f32 sums come from the key tiles' atomic adds, in no fixed order: a last bit of the
+        -- dtype may differ between two runs
+        local close = tocha.compare(grads[1]:cast("f32"), dq:cast("f32"), { rtol = 2 ^ -7, atol = 1e-6 })
+        assert(close.ok, ("dq: %d elements differ by more than the last bit"):format(close.mismatched or -1))
         assert.tensor.equal(dk, grads[2])
         assert.tensor.equal(dv, grads[3])
       end)
