@@ -83,6 +83,17 @@ describe("layers, losses and optimizers beside PyTorch's #gpu", function()
     layer("l_rmsnorm", tocha.RMSNorm.new({ 16 }, { dtype = "f64", eps = 1e-6 }), "rms_norm:16:1e-06", { seq }, { randn({ 16 }, 1) })
     layer("l_groupnorm", tocha.GroupNorm.new(3, 6, { dtype = "f64" }), "group_norm:3:6:1e-05",
       { img }, { randn({ 6 }, 1), randn({ 6 }) })
+    -- convolutions and a product with their fused epilogues (activation, residual), a
+    -- depthwise convolution in NHWC (its own kernels), a transposed one
+    layer("l_conv_silu_res", tocha.Conv2d.new(6, 8, 3, { stride = 2, padding = 1, dtype = "f64", activation = "silu",
+      residual = true }), "conv:2:1:1:1:silu:nchw", { img, randn({ 2, 8, 6, 5 }) }, { randn({ 8, 6, 3, 3 }), randn({ 8 }) })
+    layer("l_dwconv_gelu", tocha.Conv2d.new(6, 6, 3, { padding = 2, dilation = 2, groups = 6, dtype = "f64",
+      activation = "gelu", layout = "nhwc" }), "conv:1:2:2:6:gelu:nhwc", { img:permute(1, 3, 4, 2):contiguous() },
+      { randn({ 6, 1, 3, 3 }), randn({ 6 }) })
+    layer("l_deconv", tocha.ConvTranspose2d.new(6, 4, 3, { stride = 2, padding = 1, output_padding = 1, dtype = "f64" }),
+      "deconv:2:1:1:1:1", { img }, { randn({ 6, 4, 3, 3 }), randn({ 4 }) })
+    layer("l_linear_gelu", tocha.Linear.new(16, 12, { dtype = "f64", activation = "gelu" }), "linear:gelu", { randn({ 3, 7, 16 }) },
+      { randn({ 12, 16 }), randn({ 12 }) })
     local bn = tocha.BatchNorm2d.new(6, { dtype = "f64", momentum = 0.3 })
     local rm, rv = randn({ 6 }), tocha.rand({ 6 }, { dtype = "f64", device = device, seed = 500, low = 0.5, high = 2 })
     cases.bn_start = "none"

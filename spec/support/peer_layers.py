@@ -65,9 +65,29 @@ def math_case(op, ins):
     return x.log_softmax(dims[0])
 
 
+ACTIVATIONS = {"identity": lambda v: v, "relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu,
+               "gelu": lambda v: F.gelu(v, approximate="none")}
+
+
 def layer_forward(op, ins, params, start):
     name, *args = op.split(":")
     x = ins[0]
+    if name == "conv":  # stride:padding:dilation:groups:activation:layout, an optional residual input
+        s, p, d, g = (int(v) for v in args[:4])
+        nhwc = args[5] == "nhwc"
+
+        def nchw(t):
+            return t.permute(0, 3, 1, 2) if nhwc else t
+        y = F.conv2d(nchw(x), params[0], params[1], stride=s, padding=p, dilation=d, groups=g)
+        if len(ins) > 1:
+            y = y + nchw(ins[1])
+        y = ACTIVATIONS[args[4]](y)
+        return y.permute(0, 2, 3, 1) if nhwc else y
+    if name == "deconv":  # stride:padding:output_padding:dilation:groups
+        s, p, op_, d, g = (int(v) for v in args)
+        return F.conv_transpose2d(x, params[0], params[1], stride=s, padding=p, output_padding=op_, groups=g, dilation=d)
+    if name == "linear":
+        return ACTIVATIONS[args[0]](F.linear(x, params[0], params[1]))
     if name in ("maxpool", "avgpool"):
         k, s, p, d, ceil = (int(v) for v in args)
         if name == "maxpool":
