@@ -10,9 +10,9 @@
 --              then silu; forward;
 --   deconv     ConvTranspose2d of a U-Net's and a VAE decoder's upsampling, forward and backward;
 --   depthwise  the depthwise 3 x 3, 5 x 5 and 7 x 7 convolutions of MobileNetV2, EfficientNet
---              and ConvNeXt (the direct kernels; memory-bound: GB/s and % of the copy
---              bandwidth), forward and backward.
--- Each case's forward is checked first against the direct kernels (NCHW) on one image of it.
+--              and ConvNeXt (their own kernels in NHWC, the direct ones' forward in NCHW;
+--              memory-bound: GB/s and % of the copy bandwidth), forward and backward.
+-- Each case's forward is checked first against the direct kernels in f32 (NCHW) on one image.
 -- bench/conv_torch.py times PyTorch's peer of each row (cuDNN, its best algorithm, in its best
 -- layout for the case) and writes the report.
 --   tocha bench/conv.lua [--out DIR] [--launches N] [--only PATTERN]
@@ -80,18 +80,19 @@ if device.kind == "sim" then -- a run there checks the script; its times mean no
   for _, c in ipairs(CASES) do c[7] = math.min(c[7], 8) end
 end
 
--- The op of a case in dtype dt and layout, and (NCHW, the direct kernels) its reference.
+-- The op of a case in dtype dt and layout, and its reference: the same op in f32, NCHW (the
+-- direct kernels).
 local function ops_of(c, dt, layout)
   local cin, cout, k, s, p = c[2], c[3], c[4], c[5], c[6]
   if c.op == "deconv" then
-    local o = { stride = s, padding = p, output_padding = c[8], dtype = dt }
+    local o = { stride = s, padding = p, output_padding = c[8], dtype = "f32" }
     local ref = tocha.ConvTranspose2d.new(cin, cout, k, o)
-    o.layout = layout
+    o.layout, o.dtype = layout, dt
     return tocha.ConvTranspose2d.new(cin, cout, k, o), ref
   end
-  local o = { stride = s, padding = p, dtype = dt, groups = c.op == "depthwise" and cin or 1 }
+  local o = { stride = s, padding = p, dtype = "f32", groups = c.op == "depthwise" and cin or 1 }
   local ref = tocha.Conv2d.new(cin, cout, k, o)
-  o.layout, o.activation = layout, c.op == "conv+silu" and "silu" or nil
+  o.layout, o.dtype, o.activation = layout, dt, c.op == "conv+silu" and "silu" or nil
   return tocha.Conv2d.new(cin, cout, k, o), ref
 end
 
@@ -107,9 +108,9 @@ local function run_case(c, dt, layout)
   local fan = depthwise and k * k or cin * k * k
   local w = tocha.randn(wshape, { dtype = dt, device = device.name, seed = 3 }):mul(1 / math.sqrt(fan))
   local b = tocha.randn({ cout }, { dtype = dt, device = device.name, seed = 4 })
-  -- one image against the direct kernels, NCHW
+  -- one image against the direct kernels in f32, NCHW
   local x1 = tocha.randn({ 1, cin, size, size }, { dtype = dt, device = device.name, seed = 5 })
-  local want = direct:forward(x1, w, b)
+  local want = direct:forward(x1:cast("f32"), w:cast("f32"), b:cast("f32"))
   if c.op == "conv+silu" then want = want:silu() end
   local got = nhwc and op:forward(x1:permute(1, 3, 4, 2):contiguous(), w, b):permute(1, 4, 2, 3):contiguous() or
     op:forward(x1, w, b)

@@ -346,6 +346,7 @@ __device__ void tocha_attention_backward(const T *q, const T *k, const T *v, con
             }
         }
     }
+    tocha::cp_async_wait<0>(); // k and v's copies, where no query tile was walked
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         if (key[h] >= lk) continue;

@@ -148,6 +148,9 @@ struct conv_patch_rows_copy {
 // C]). y is written through the epilogue F (epilogue.cuh: bias, residual [n, oh, ow, O] or
 // null, and grad [n, oh, ow, O] or null for a forward); the slabs take the bare sums. Where
 // wgmma is not (other GPUs), each thread sums its tile's outputs directly: correct, slow.
+// With CONV_SLABS among the epilogue flags the sums go to the slabs even unsplit (an NCHW
+// forward whose epilogue must see them in f32: tocha_conv2d_split_sum_nchw).
+#define CONV_SLABS 4
 template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
           int BN, int B_K_MAJOR, typename F>
 __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T *y, float *partial,
@@ -167,7 +170,7 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
     const long long slices = (k + 63) / 64, per = (slices + gridDim.y - 1) / gridDim.y;
     const long long first = blockIdx.y * per, count = slices - first < per ? slices - first : per;
     const conv_patch_copy<T, C, KH, KW, SH, SW, PH, PW, DH, DW> copy_a(n, h, w, oh, ow, row0);
-    float *slab = gridDim.y > 1 ? partial + blockIdx.y * m * O : (float *)0;
+    float *slab = gridDim.y > 1 || (epilogue & CONV_SLABS) ? partial + blockIdx.y * m * O : (float *)0;
     if (B_K_MAJOR) {
         const mm_operand_copy<T, true, BN> copy_b(weight, k, O, col0);
         mm_wg_run<T, 0, 1, BN>(copy_a, copy_b, x, weight, epi, y, m, O, k, first, count, row0, col0,
@@ -179,7 +182,7 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
     }
 #else
     // a split of k: the first slab takes the whole sums, the others zeros
-    float *slab = gridDim.y > 1 ? partial + blockIdx.y * m * O : (float *)0;
+    float *slab = gridDim.y > 1 || (epilogue & CONV_SLABS) ? partial + blockIdx.y * m * O : (float *)0;
     for (int e = threadIdx.x; e < 128 * BN; e += 256) {
         const long long p = row0 + e / BN, o = col0 + e % BN;
         if (p >= m || o >= O) continue;
@@ -223,6 +226,29 @@ __device__ void tocha_conv2d_split_sum(const float *partial, const T *bias, T *y
         float s = 0.0f;
         for (int i = 0; i < splits; ++i) s += partial[i * count + e];
         y[e] = tocha::from_compute<T>(epi.apply(s, e, e % columns));
+    }
+}
+
+// An NCHW forward with an activation or a residual: y [n, columns, plane] (NCHW) = the sum of
+// the slabs (partial [splits][n plane][columns] f32, NHWC) through the epilogue F (bias;
+// residual and grad shaped as y), rounded once, so that the epilogue sees the f32 sums as in
+// NHWC rather than an NHWC y rounded before a transpose. A thread an element of y, consecutive
+// threads writing consecutive pixels.
+template <typename T, typename F>
+__device__ void tocha_conv2d_split_sum_nchw(const float *partial, const T *bias, T *y, long long count,
+                                            int columns, int splits, int has_bias, const T *residual,
+                                            const T *grad, int epilogue, long long plane)
+{
+    const tocha_epilogue<T, F> epi =
+        tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, 0);
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < count; e += stride) {
+        const long long p = e % plane, t = e / plane;
+        const int o = (int)(t % columns);
+        const long long at = (t / columns * plane + p) * columns + o;
+        float s = 0.0f;
+        for (int i = 0; i < splits; ++i) s += partial[i * count + at];
+        y[e] = tocha::from_compute<T>(epi.apply(s, e, o));
     }
 }
 

@@ -350,6 +350,36 @@ describe("tocha.Conv2d", function()
         end
       end)
 
+      -- The epilogue sees the f32 sums in either layout (NCHW's keeps them in slabs for it):
+      -- the two layouts give the same bits, forward and backward, split or not.
+      it("gives the same bits through the epilogue in both layouts on the tensor cores", function()
+        for i, c in ipairs({ { 16, 16, 1, 0, "gelu", false }, { 32, 24, 3, 1, "silu", true }, { 256, 16, 3, 1, "tanh", true } }) do
+          local cin, cout, k, p, act, residual = c[1], c[2], c[3], c[4], c[5], c[6]
+          local h = i == 3 and 2 or 5
+          local x = tocha.randn({ 2, cin, h, h }, { dtype = "bf16", device = device, seed = 80 + i })
+          local w = tocha.randn({ cout, cin, k, k }, { dtype = "bf16", device = device, seed = 90 + i }):mul(0.2)
+          local b = tocha.randn({ cout }, { dtype = "bf16", device = device, seed = 100 + i })
+          local r = tocha.randn({ 2, cout, h, h }, { dtype = "bf16", device = device, seed = 110 + i })
+          local dy = tocha.randn({ 2, cout, h, h }, { dtype = "bf16", device = device, seed = 120 + i })
+          local out = {}
+          for _, layout in ipairs({ "nchw", "nhwc" }) do
+            local conv = tocha.Conv2d.new(cin, cout, k, { padding = p, dtype = "bf16", layout = layout, activation = act,
+              residual = residual })
+            assert.is_truthy(conv.igemm)
+            local function l(t) return layout == "nhwc" and to_nhwc(t) or t end
+            local function back(t) return layout == "nhwc" and to_nchw(t) or t end
+            local y = residual and conv:forward(l(x), l(r), w, b) or conv:forward(l(x), w, b)
+            local g
+            if residual then g = { conv:backward(l(x), l(r), w, b, l(dy)) } else g = { conv:backward(l(x), w, b, l(dy)) } end
+            out[layout] = { back(y), back(g[1]), residual and back(g[2]) or nil, g[#g - 1], g[#g] }
+            if i == 3 then assert.is_true(select(2, conv:igemm_split(l(x):shape())) > 1, "k split") end
+          end
+          for j = 1, 5 do
+            if out.nchw[j] then assert.tensor.equal(out.nhwc[j], out.nchw[j], ("case %d result %d"):format(i, j)) end
+          end
+        end
+      end)
+
       it("joins a model with its residual input: relu(conv(relu(conv(x))) + x)", function()
         local x = tocha.Model.input({ -1, 4, 6, 6 }, { name = "x", dtype = "f64" })
         local c1 = tocha.Conv2d.new(4, 4, 3, { padding = 1, dtype = "f64", activation = "relu" })

@@ -343,8 +343,11 @@ local function check_aligned(list)
   end
 end
 
--- Whether the op's kernels read x, dy and the weight in 16-byte chunks.
-local function chunked(self) return self.igemm or self.depthwise and self.depthwise.v > 1 end
+-- Whether the op's kernels read x, dy and the weight in 16-byte chunks (the tensor cores), or
+-- read and write the activations in 16-byte vectors (the depthwise kernels of layout nhwc,
+-- channels in 16-byte groups; their weight is relaid into the workspace first).
+local function chunked(self) return self.igemm ~= nil end
+local function vectors(self) return depthwise_fast(self) ~= nil and self.depthwise.v > 1 end
 
 -- The forward's addresses from a pack's inputs, parameters and output (the workspace after
 -- the parameters, 0 for none), x's shape, and the alignment checked.
@@ -354,6 +357,7 @@ local function forward_addresses(self, inputs, params, output)
   local x, shape, residual = inputs_of(self, inputs)
   local weight = address(params[1], "params[1]")
   if chunked(self) then check_aligned({ { x, "x" }, { weight, "weight" } }) end
+  if vectors(self) then check_aligned({ { x, "x" }, { address(output, "output"), "y" } }) end
   return { x, address(output, "output"), weight, self.has_bias and address(params[2], "params[2]") or nil,
     address(params[at] or 0, ("params[%d]"):format(at)), self.residual and residual or nil }, shape
 end
@@ -446,6 +450,10 @@ function Conv2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_outp
     self.residual and address(grad_inputs[2], "grad_inputs[2]") or 0 }
   if chunked(self) then
     check_aligned({ { x, "x" }, { a[2], "dy" }, { a[3], "weight" } })
+    if self.residual then check_aligned({ { a[10], "d residual" } }) end
+  end
+  if vectors(self) then
+    check_aligned({ { x, "x" }, { a[2], "dy" }, { a[5], "dx" } })
     if self.residual then check_aligned({ { a[10], "d residual" } }) end
   end
   local _, _, args = backward_launch(self, i, shape, a)

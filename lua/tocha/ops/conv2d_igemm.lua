@@ -12,6 +12,9 @@
 --      split, into f32 slabs of the workspace instead;
 --   5. split k only: the sum of the slabs, + bias, into the NHWC result;
 --   6. NCHW only: the NHWC result transposed into y.
+-- An NCHW forward with an activation or a residual ("fused") keeps its sums in f32 slabs even
+-- unsplit, and launch 5 adds them straight into NCHW y through the epilogue (launch 6 empty),
+-- so that the epilogue sees f32 sums in either layout.
 -- The forward's last writer of y (the GEMM, the sum, or in NCHW the transpose) applies the
 -- epilogue past the bias (kernels/epilogue.cuh): the residual, the activation, or in a
 -- backward's recompute dz = dy F'(z) instead of y.
@@ -75,6 +78,7 @@ function M.new(conv, dx)
   -- the epilogue's function, in the kernel that writes y last
   local act = "ew_fn_" .. (dx and "identity" or conv.activation)
   local gemm_act = g.nchw and "ew_fn_identity" or act
+  g.fused = g.nchw and not dx and (conv.activation ~= "identity" or conv.residual == true)
   g.weight_kernel = kernel.new { source = text, name = dx and "tocha_conv2d_weight_flip" or "tocha_conv2d_weight_rsck",
     template_args = ("%s, %d, %d, %d, %d"):format(ct, conv.in_channels, conv.out_channels, k[1], k[2]),
     params = ("%s* w, %s* relaid"):format(dt, dt) }
@@ -90,6 +94,11 @@ function M.new(conv, dx)
       .. "i32 epilogue"):format(dt, dt, dt, dt) }
   g.transpose_kernel = M.transpose_kernel(text, dt, "ew_fn_identity")
   g.out_transpose_kernel = M.transpose_kernel(text, dt, act)
+  if g.fused then
+    g.nchw_sum_kernel = kernel.new { source = text, name = "tocha_conv2d_split_sum_nchw", template_args = ct .. ", " .. act,
+      params = ("f32* partial, %s* bias, %s* y, i64 count, i32 columns, i32 splits, i32 has_bias, %s* residual, %s* grad, "
+        .. "i32 epilogue, i64 plane"):format(dt, dt, dt, dt) }
+  end
   g.dilate_kernel = kernel.new { source = text, name = "tocha_conv2d_spread", template_args = ("%s, %d, %d"):format(ct,
     conv.stride[1], conv.stride[2]), params = ("%s* src, %s* dst, i64 n, i64 h, i64 w, i64 dh, i64 dw, i64 c"):format(dt, dt) }
   return g
@@ -120,14 +129,15 @@ function M.plan(g, n, c, h, w, oh, ow)
   local p = { m = m, tiles = tiles, splits = splits, weight = 0 }
   local at = g.relayout and align(g.k * g.out * g.size) or 0
   if g.nchw then
-    p.x, p.y = at, at + align(n * h * w * c * g.size)
-    at = p.y + align(m * g.out * g.size)
+    p.x = at
+    at = p.x + align(n * h * w * c * g.size)
+    if not g.fused then p.y, at = at, at + align(m * g.out * g.size) end
   end
   if g.dilate then -- dx of a strided convolution: dy spread out with zeros between its pixels
     p.dh, p.dw = (h - 1) * g.dilate[1] + 1, (w - 1) * g.dilate[2] + 1
     p.dilated, at = at, at + align(n * p.dh * p.dw * c * g.size)
   end
-  if splits > 1 then p.partial, at = at, at + splits * m * g.out * 4 end
+  if splits > 1 or g.fused then p.partial, at = at, at + splits * m * g.out * 4 end
   p.bytes = at
   return p
 end
@@ -146,12 +156,12 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
   local n, c, h, w, oh, ow = unpack(sizes)
   local none = { 0, 0, 0 }
   local x_nhwc = g.nchw and ws + p.x or x
-  local y_nhwc = g.nchw and ws + p.y or y
+  local y_nhwc = g.nchw and not g.fused and ws + p.y or y
   local gemm_x, gemm_h, gemm_w = x_nhwc, h, w
   -- the epilogue's tensors go to y's last writer (those absent: y, unread)
   local flags = (residual and 1 or 0) + (grad and 2 or 0)
   residual, grad = residual or y, grad or y
-  local gemm_flags = g.nchw and 0 or flags
+  local gemm_flags = g.fused and 4 or g.nchw and 0 or flags -- 4: CONV_SLABS
   if g.dilate then gemm_x, gemm_h, gemm_w = ws + p.dilated, p.dh, p.dw end
   if i == 1 then
     if not g.relayout then return g.weight_kernel, none, {} end
@@ -166,13 +176,17 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
   elseif i == 4 then
     if p.m == 0 then return g.kernel, none, {} end
     return g.kernel, { p.tiles, p.splits, 1 }, { gemm_x, g.relayout and ws or weight, bias or y_nhwc, y_nhwc,
-      p.splits > 1 and ws + p.partial or y_nhwc, n, gemm_h, gemm_w, oh, ow, bias and 1 or 0, residual, grad, gemm_flags }
+      p.partial and ws + p.partial or y_nhwc, n, gemm_h, gemm_w, oh, ow, bias and 1 or 0, residual, grad, gemm_flags }
+  elseif i == 5 and g.fused then -- the slabs into NCHW y through the epilogue
+    if p.m == 0 then return g.nchw_sum_kernel, none, {} end
+    return g.nchw_sum_kernel, { math.max(1, math.min(math.ceil(p.m * g.out / 256), 2 ^ 31 - 1)), 1, 1 },
+      { ws + p.partial, bias or y, y, p.m * g.out, g.out, p.splits, bias and 1 or 0, residual, grad, flags, oh * ow }
   elseif i == 5 then
     if p.splits == 1 then return g.sum_kernel, none, {} end
     return g.sum_kernel, { math.max(1, math.min(math.ceil(p.m * g.out / 256), 2 ^ 31 - 1)), 1, 1 },
       { ws + p.partial, bias or y_nhwc, y_nhwc, p.m * g.out, g.out, p.splits, bias and 1 or 0, residual, grad, gemm_flags }
   end
-  if not g.nchw or p.m == 0 then return g.out_transpose_kernel, none, {} end
+  if not g.nchw or g.fused or p.m == 0 then return g.out_transpose_kernel, none, {} end
   return g.out_transpose_kernel, transpose_grid(oh * ow, g.out, n), { y_nhwc, y, oh * ow, g.out, n, residual, grad, flags }
 end
 
