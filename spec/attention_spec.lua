@@ -98,6 +98,14 @@ local function reference_backward(q, k, v, dy, heads, lq, lk, d, scale, causal)
   return g
 end
 
+-- A head's tensor shape: the leading (batch, head) dimensions, then l rows of d.
+local function shape_of(lead, l, d)
+  local s = {}
+  for i, x in ipairs(lead) do s[i] = x end
+  s[#s + 1], s[#s + 2] = l, d
+  return s
+end
+
 describe("tocha.scaled_dot_product_attention", function()
   -- Without a GPU, NVRTC and ptxas still build the kernels for the H200: the largest head size's
   -- f32 accumulators (o; the backward's dk, dv and a tile's dq), fragments and scores fit in
@@ -132,12 +140,7 @@ describe("tocha.scaled_dot_product_attention", function()
         }) do
           seed = seed + 10
           local lead, lq, lk, d, causal, dt = c[1], c[2], c[3], c[4], c[5], c[6]
-          local function shape(l)
-            local s = {}
-            for i, x in ipairs(lead) do s[i] = x end
-            s[#s + 1], s[#s + 2] = l, d
-            return s
-          end
+          local function shape(l) return shape_of(lead, l, d) end
           local q, k, v = randn(shape(lq), dt, seed), randn(shape(lk), dt, seed + 1), randn(shape(lk), dt, seed + 2)
           local o, lse = tocha.scaled_dot_product_attention(q, k, v, { causal = causal, lse = true })
           assert.are.same(shape(lq), o:shape())
@@ -169,12 +172,7 @@ describe("tocha.scaled_dot_product_attention", function()
           { { 1 }, 100, 40, 16, true, "bf16" }, { { 1 }, 20, 130, 128, false, "f16" } }) do
           seed = seed + 10
           local lead, lq, lk, d, causal, dt = c[1], c[2], c[3], c[4], c[5], c[6]
-          local function shape(l)
-            local s = {}
-            for i, x in ipairs(lead) do s[i] = x end
-            s[#s + 1], s[#s + 2] = l, d
-            return s
-          end
+          local function shape(l) return shape_of(lead, l, d) end
           local att = tocha.Attention.new(d, { causal = causal, dtype = dt })
           local q, k, v = randn(shape(lq), dt, seed), randn(shape(lk), dt, seed + 1), randn(shape(lk), dt, seed + 2)
           local y = att:forward(q, k, v)

@@ -16,14 +16,12 @@ local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
 local raise = errors.raise
 
-local M = {}
+local kernel = require "tocha.kernel"
+local op = require "tocha.op"
+local device = require "tocha.device"
+local tensor = require "tocha.tensor"
 
-local kernel, op, device, tensor
-local function modules()
-  if tensor then return end
-  kernel, op = require "tocha.kernel", require "tocha.op"
-  device, tensor = require "tocha.device", require "tocha.tensor"
-end
+local M = {}
 
 local function shared_bytes(d) return 3 * 64 * (d + 8) * 2 end
 
@@ -41,14 +39,12 @@ end
 
 -- The forward kernel for dtype dt, head size d and the causal mask (specs build it alone).
 function M.forward_kernel(dt, d, causal)
-  modules()
   return build("tocha_attention_forward", dt, d, causal,
     "T* q, T* k, T* v, T* o, f32* lse, i64 heads, i32 lq, i32 lk, f32 scale", shared_bytes(d))
 end
 
 -- The backward's kernels (kernels/attention.cu): delta, the main pass, dq's rounding.
 function M.backward_kernels(dt, d, causal)
-  modules()
   return build("tocha_attention_backward_delta", dt, d, nil, "T* o, T* dout, f32* delta, f32* dq_acc, i64 rows"),
     build("tocha_attention_backward", dt, d, causal, "T* q, T* k, T* v, T* dout, f32* lse, f32* delta, f32* dq_acc, "
       .. "T* dk, T* dv, i64 heads, i32 lq, i32 lk, f32 scale", 4 * 64 * (d + 8) * 2 + 64 * 72 * 2 + 2 * 64 * 4),
@@ -65,7 +61,6 @@ local function text(shape) return "[" .. table.concat(shape, ", ") .. "]" end
 
 -- scaled_dot_product_attention(q, k, v [, {causal = false, scale = 1 / sqrt(D), lse = false}]) -> o [, lse]
 function M.scaled_dot_product_attention(q, k, v, opts)
-  modules()
   check(q, "q")
   check(k, "k")
   check(v, "v")

@@ -460,5 +460,8 @@ function Conv2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_outp
   return args
 end
 
+-- (ConvTranspose2d's launches check the same)
+M.check_aligned, M.need_workspace = check_aligned, need_workspace
+
 op.finish(Conv2d)
 return M

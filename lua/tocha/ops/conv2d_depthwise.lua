@@ -116,8 +116,8 @@ function M.launch_grad(g, i, p, sizes, x, dy, dw, db, ws)
     if not g.nchw or p.pixels == 0 then return g.transpose_kernel or g.sum_kernel, none, {} end
     local src, dst, plane = x, x_nhwc, h * w
     if i == 2 then src, dst, plane = dy, dy_nhwc, oh * ow end
-    return g.transpose_kernel, { math.max(1, math.ceil(plane / 32)), math.max(1, math.min(math.ceil(c / 32), 65535)),
-      math.min(n, 65535) }, { src, dst, c, plane, n, dst, dst, 0 }
+    return g.transpose_kernel, require("tocha.ops.conv2d_igemm").transpose_grid(c, plane, n),
+      { src, dst, c, plane, n, dst, dst, 0 }
   elseif i == 3 then
     if p.pixels == 0 then return g.partial_kernel, none, {} end
     return g.partial_kernel, { p.columns, p.splits, 1 }, { x_nhwc, dy_nhwc, ws + p.partial, n, c, h, w, oh, ow }

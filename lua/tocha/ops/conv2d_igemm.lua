@@ -147,6 +147,7 @@ end
 local function transpose_grid(rows, cols, batch)
   return { math.max(1, math.ceil(cols / 32)), math.max(1, math.min(math.ceil(rows / 32), 65535)), math.min(batch, 65535) }
 end
+M.transpose_grid = transpose_grid
 
 -- Launch i's kernel, grid, and argument list for x of n images (c x h x w) into y (oh x ow):
 -- addresses x, y, the weight, the bias (or nil) and the workspace; residual and grad, the

@@ -18,7 +18,6 @@
 -- dilation), dilation (1), each a number or {h, w}; groups (1); bias (true); dtype (f32); layout
 -- ("nchw", or "nhwc": x [N, H, W, C] and y [N, OH, OW, C], the weight in PyTorch's layout).
 -- Output size: (H - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1.
-local ffi = require "ffi"
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -36,6 +35,7 @@ ConvTranspose2d.input_names = { "x" }
 local address, input_of, one_input, launch_index = op.address, op.input_of, op.one_input, op.launch_index
 
 local pair, flat_grid = conv2d.pair, conv2d.flat_grid
+local check_aligned, need_workspace = conv2d.check_aligned, conv2d.need_workspace
 
 -- ConvTranspose2d.new(in_channels, out_channels, kernel_size [, {stride, padding, output_padding,
 -- dilation, groups, bias, dtype}])
@@ -150,23 +150,9 @@ local function check_pixels(p, what)
   if p.tiles > 2 ^ 31 - 1 then raise(("inputs[1]: %d %s pixels, too many for one call"):format(p.m, what)) end
 end
 
--- The tensor cores read x, dy and the weight in 16-byte chunks.
-local function check_aligned(list)
-  for _, a in ipairs(list) do
-    if tonumber(ffi.cast("uint64_t", a[1]) % 16) ~= 0 then
-      raise(("%s: the tensor cores read it in 16-byte chunks, but its data starts %d bytes past a 16-byte boundary "
-        .. "(a view at an odd offset: copy it into a fresh tensor)"):format(a[2], tonumber(ffi.cast("uint64_t", a[1]) % 16)))
-    end
-  end
-end
-
 local function workspace_of(self, params)
   local at = #self:param_names() + 1
   return address(params[at] or 0, ("params[%d]"):format(at))
-end
-
-local function need_workspace(ws, bytes)
-  if ws == 0 and bytes > 0 then raise("params: the op needs its workspace (op:workspace_bytes) after the parameters") end
 end
 
 function ConvTranspose2d:n_launches() return self.igemm and igemm.LAUNCHES or 1 end
