@@ -5,6 +5,7 @@
 // and convolutions (epilogue.cuh) share them, so a fused Conv2d + SiLU and a Conv2d followed by
 // Elementwise("silu") compute the same function. Gradients follow PyTorch's: relu' is 0 at 0;
 // gelu is the exact form, with erf.
+// identity passes x (Elementwise's copy).
 
 __device__ __forceinline__ float ew_exp(float v) { return expf(v); }
 __device__ __forceinline__ double ew_exp(double v) { return exp(v); }
@@ -57,5 +58,17 @@ struct ew_fn_gelu {
         A pdf = ew_exp((A)-0.5 * x * x) * (A)0.39894228040143267794;
         return dy * (cdf + x * pdf);
     }
+};
+// PyTorch's hardsigmoid, relu6(x + 3) / 6, and hardswish, x relu6(x + 3) / 6 (MobileNetV3's);
+// their gradients as PyTorch's: hardsigmoid' is 1/6 strictly inside (-3, 3), hardswish' is x/3 +
+// 1/2 on [-3, 3] and 0 or 1 outside.
+template <typename A> __device__ __forceinline__ A ew_relu6(A v) { return v < (A)0 ? (A)0 : v > (A)6 ? (A)6 : v; }
+struct ew_fn_hardsigmoid {
+    ACT_DEV A value(A x) { return x != x ? x : ew_relu6(x + (A)3) / (A)6; }
+    ACT_DEV A grad(A x, A dy) { return x > (A)-3 && x < (A)3 ? dy / (A)6 : (A)0; }
+};
+struct ew_fn_hardswish {
+    ACT_DEV A value(A x) { return x != x ? x : x * ew_relu6(x + (A)3) / (A)6; }
+    ACT_DEV A grad(A x, A dy) { return x < (A)-3 ? (A)0 : x <= (A)3 ? dy * (x / (A)3 + (A)0.5) : dy; }
 };
 #undef ACT_DEV

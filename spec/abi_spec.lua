@@ -20,6 +20,13 @@ local STRUCTS = {
     "frees", "cache_hits" },
   tocha_arg = { "kind", "tensor", "i", "f" },
   tocha_arg_list = { "count", "args" },
+  tocha_onnx_info = { "ir_version", "producer_name", "producer_version", "graph_name", "n_opsets", "n_nodes",
+    "n_initializers", "n_inputs", "n_outputs", "n_value_infos" },
+  tocha_onnx_tensor = { "name", "data_type", "n_dims", "dims", "n_elements", "element_bytes", "data", "bytes" },
+  tocha_onnx_node = { "name", "op_type", "domain", "n_inputs", "n_outputs", "n_attributes", "inputs", "outputs" },
+  tocha_onnx_attribute = { "name", "type", "f", "i", "s", "s_bytes", "n_floats", "n_ints", "n_strings", "floats", "ints",
+    "strings", "tensor" },
+  tocha_onnx_value = { "name", "elem_type", "n_dims", "dims", "dim_names" },
 }
 local STATUS = { ok = "TOCHA_OK", argument = "TOCHA_E_ARGUMENT", out_of_memory = "TOCHA_E_OUT_OF_MEMORY",
   unavailable = "TOCHA_E_UNAVAILABLE", compile = "TOCHA_E_COMPILE", driver = "TOCHA_E_DRIVER",
@@ -68,7 +75,7 @@ describe("the FFI declarations", function()
         checked = checked + 1
       end
     end
-    assert.are.equal(43, checked)
+    assert.are.equal(87, checked)
   end)
 
   it("declare every function the header exports, each found in the library", function()

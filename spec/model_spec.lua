@@ -359,7 +359,7 @@ describe("tocha.Model", function()
         assert.are.same({ 1, -1, 0.5 }, m:parameters()["scale.weight"]:to_table())
         os.remove(path)
         message = error_of(x.named, x, "a b")
-        assert.truthy(message:find('name: expected a name without spaces or dots, got "a b"', 1, true), message)
+        assert.truthy(message:find('name: expected a name without spaces, not starting or ending with a dot or holding two together, got "a b"', 1, true), message)
       end)
 
       it("names what backward refuses: a foreign cache, wrong gradients, an op without a backward", function()

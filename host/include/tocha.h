@@ -373,6 +373,115 @@ TOCHA_API int tocha_file_temp(const char *target, char *name, size_t size);
 ** either its old bytes or the new ones, whole. On failure removes temp and leaves target. */
 TOCHA_API int tocha_file_commit(const char *temp, const char *target);
 
+/* ---- ONNX model files ---- */
+
+/* An ONNX model file read and checked: its graph's nodes, initializers, inputs and outputs as
+** plain values, the tensors' elements as little-endian bytes in C order. Everything handed out
+** lives as long as the handle. The protobuf is decoded by protobuf-c from the ONNX schema. */
+typedef struct tocha_onnx tocha_onnx;
+
+/* ONNX's TensorProto.DataType values that tocha names. */
+#define TOCHA_ONNX_FLOAT 1
+#define TOCHA_ONNX_UINT8 2
+#define TOCHA_ONNX_INT8 3
+#define TOCHA_ONNX_INT16 5
+#define TOCHA_ONNX_INT32 6
+#define TOCHA_ONNX_INT64 7
+#define TOCHA_ONNX_STRING 8
+#define TOCHA_ONNX_BOOL 9
+#define TOCHA_ONNX_FLOAT16 10
+#define TOCHA_ONNX_DOUBLE 11
+#define TOCHA_ONNX_BFLOAT16 16
+
+/* ONNX's AttributeProto.AttributeType values. */
+#define TOCHA_ONNX_ATTR_FLOAT 1
+#define TOCHA_ONNX_ATTR_INT 2
+#define TOCHA_ONNX_ATTR_STRING 3
+#define TOCHA_ONNX_ATTR_TENSOR 4
+#define TOCHA_ONNX_ATTR_GRAPH 5
+#define TOCHA_ONNX_ATTR_FLOATS 6
+#define TOCHA_ONNX_ATTR_INTS 7
+#define TOCHA_ONNX_ATTR_STRINGS 8
+
+/* Which list of values tocha_onnx_value reads. */
+#define TOCHA_ONNX_INPUTS 0
+#define TOCHA_ONNX_OUTPUTS 1
+#define TOCHA_ONNX_VALUE_INFOS 2
+
+typedef struct tocha_onnx_info {
+    int64_t ir_version;
+    const char *producer_name, *producer_version, *graph_name; /* "" where absent */
+    int64_t n_opsets, n_nodes, n_initializers, n_inputs, n_outputs, n_value_infos;
+} tocha_onnx_info;
+
+/* A tensor: an initializer or a TENSOR attribute (a Constant's value). data holds n_elements
+** elements of element_bytes each (bytes in all); it is NULL when n_elements is 0 and for data
+** types without fixed-size elements (STRING, complex, 4-bit), whose element_bytes is 0. */
+typedef struct tocha_onnx_tensor {
+    const char *name;
+    int32_t data_type;
+    int32_t n_dims;
+    const int64_t *dims;
+    int64_t n_elements;
+    int32_t element_bytes;
+    const void *data;
+    uint64_t bytes;
+} tocha_onnx_tensor;
+
+typedef struct tocha_onnx_node {
+    const char *name, *op_type, *domain; /* "" where absent ("" is ONNX's default domain) */
+    int32_t n_inputs, n_outputs, n_attributes;
+    const char *const *inputs; /* an input "" is an optional one left out */
+    const char *const *outputs;
+} tocha_onnx_node;
+
+/* An attribute: the fields its type uses (f, i, s, floats, ints, strings or tensor). */
+typedef struct tocha_onnx_attribute {
+    const char *name;
+    int32_t type;
+    float f;
+    int64_t i;
+    const char *s; /* s_bytes bytes, NUL-terminated ("" where absent) */
+    uint64_t s_bytes;
+    int64_t n_floats, n_ints, n_strings;
+    const float *floats;
+    const int64_t *ints;
+    const char *const *strings; /* NUL-terminated; a string holding a NUL ends there */
+    tocha_onnx_tensor tensor;   /* TOCHA_ONNX_ATTR_TENSOR */
+} tocha_onnx_attribute;
+
+/* A graph input, output or value_info: elem_type 0 and n_dims -1 where the file gives no
+** tensor type or no shape; a dimension -1 where it is symbolic (dim_names[d] its name) or
+** unknown. */
+typedef struct tocha_onnx_value {
+    const char *name;
+    int32_t elem_type;
+    int32_t n_dims;
+    const int64_t *dims;
+    const char *const *dim_names; /* "" where a dimension has no name */
+} tocha_onnx_value;
+
+/* Reads the ONNX model file at path (at most 2 GiB, protobuf's limit) into *out. Refuses,
+** naming the path and what is wrong: a file that is not a protobuf of the ONNX schema (cut
+** short, malformed, nested deeper than 100 messages), a model without a graph, a tensor whose
+** data does not match its dims and type, and tensors whose data lies in other files. */
+TOCHA_API int tocha_onnx_read(const char *path, tocha_onnx **out);
+/* The same from size bytes in memory; name stands for the file in messages. */
+TOCHA_API int tocha_onnx_read_bytes(const void *bytes, size_t size, const char *name, tocha_onnx **out);
+/* NULL ok. */
+TOCHA_API void tocha_onnx_destroy(tocha_onnx *model);
+TOCHA_API int tocha_onnx_get_info(const tocha_onnx *model, tocha_onnx_info *out);
+/* Opset import i (0-based): its domain ("" the default one) and version. */
+TOCHA_API int tocha_onnx_get_opset(const tocha_onnx *model, int64_t i, const char **domain, int64_t *version);
+/* Node i (0-based) of the graph, in the file's order (ONNX's: topological). */
+TOCHA_API int tocha_onnx_get_node(const tocha_onnx *model, int64_t i, tocha_onnx_node *out);
+/* Attribute j of node i. */
+TOCHA_API int tocha_onnx_get_attribute(const tocha_onnx *model, int64_t i, int64_t j, tocha_onnx_attribute *out);
+/* Initializer i of the graph. */
+TOCHA_API int tocha_onnx_get_initializer(const tocha_onnx *model, int64_t i, tocha_onnx_tensor *out);
+/* Value i of a list (TOCHA_ONNX_INPUTS, TOCHA_ONNX_OUTPUTS, TOCHA_ONNX_VALUE_INFOS). */
+TOCHA_API int tocha_onnx_get_value(const tocha_onnx *model, int list, int64_t i, tocha_onnx_value *out);
+
 /* ---- streams ---- */
 
 /* A queue of work on a device: what is queued on one stream runs in order, and streams run

@@ -71,6 +71,7 @@ tocha.optim = require "tocha.optim"
 tocha.BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
 tocha.Dropout = require("tocha.ops.dropout").Dropout
 tocha.Broadcast = require("tocha.ops.broadcast").Broadcast
+tocha.BroadcastConstant = require("tocha.ops.broadcast_constant").BroadcastConstant
 local views = require "tocha.ops.view"
 tocha.Flatten, tocha.View = views.Flatten, views.View
 local pool = require "tocha.ops.pool"
@@ -139,6 +140,8 @@ tocha.current_stream = stream.current
 
 -- Models: tocha.Model(inputs, outputs), tocha.Model.input, .node, .op (lua/tocha/model.lua).
 tocha.Model = require "tocha.model"
+-- ONNX files: tocha.onnx.read (the file as Lua values), tocha.onnx.load (a loaded tocha.Model).
+tocha.onnx = require "tocha.onnx"
 
 -- Graphs: tocha.graph(fn [, device]) (lua/tocha/graph.lua).
 tocha.graph = require("tocha.graph").capture

@@ -38,8 +38,11 @@ Node.__index = Node
 -- node:named(name): gives the node a name of its own (for errors, dot and its parameters'
 -- names, "<node>.<param>"); returns the node. Before the model is made.
 function Node:named(name)
-  if type(name) ~= "string" or name == "" or name:find("[%s%.]") then
-    raise("name: expected a name without spaces or dots, got " .. (type(name) == "string" and ('"' .. name .. '"') or type(name)))
+  -- (dots are allowed, as in PyTorch's module paths "layer1.0.conv1": a parameter's name is
+  -- what follows the last dot, since parameter names have none)
+  if type(name) ~= "string" or name == "" or name:find("%s") or name:find("^%.") or name:find("%.$") or name:find("..", 1, true) then
+    raise("name: expected a name without spaces, not starting or ending with a dot or holding two together, got "
+      .. (type(name) == "string" and ('"' .. name .. '"') or type(name)))
   end
   self.name = name
   return self

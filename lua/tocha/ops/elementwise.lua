@@ -26,7 +26,8 @@ M.DEFAULT_BLOCK = 256
 
 -- The functions and their arity, in the order messages list them; each is a struct ew_fn_<name>
 -- of kernels/elementwise.cu.
-M.UNARY = { "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "silu", "gelu" }
+M.UNARY = { "identity", "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "silu", "gelu", "hardsigmoid",
+  "hardswish" }
 M.BINARY = { "add", "sub", "mul", "div", "max", "min" }
 local arity_of = {}
 for _, name in ipairs(M.UNARY) do arity_of[name] = 1 end

@@ -1,0 +1,780 @@
+-- tocha.onnx: ONNX networks in. tocha.onnx.load(path [, opts]) reads the file (tocha.onnx.read,
+-- libtocha's protobuf-c reader) and builds a tocha.Model of tocha's ops, loaded for a batch
+-- size, its parameters the file's initializers.
+--
+--   local m = tocha.onnx.load("resnet18.onnx", { batch_size = 8 })
+--   local logits = m:forward({ x })[1]
+--   m.onnx.inputs[1].name, m:parameters()["conv1.weight"]
+--
+-- Shapes are worked out at import for the batch size: what the file computes from shapes
+-- (Shape, Gather, Concat, Unsqueeze, ... feeding a Reshape) folds to constants there, so the
+-- model is for that batch size (load the file again for another). Every tensor the network
+-- computes has opts.dtype; the file's constants and initializers are cast to it. A node whose
+-- op type is not in M.OPS, or whose attributes tocha's op does not cover, is refused with its
+-- name and type; docs/api.md has the table.
+local model = require "tocha.model"
+local tensor = require "tocha.tensor"
+local device = require "tocha.device"
+local errors = require "tocha.errors"
+local op_base = require "tocha.op"
+local onnx_file = require "tocha.onnx_file"
+local raise, show = errors.raise, errors.show
+
+local Elementwise = require("tocha.ops.elementwise").Elementwise
+local Broadcast = require("tocha.ops.broadcast").Broadcast
+local BroadcastConstant = require("tocha.ops.broadcast_constant").BroadcastConstant
+local Conv2d = require("tocha.ops.conv2d").Conv2d
+local ConvTranspose2d = require("tocha.ops.conv_transpose2d").ConvTranspose2d
+local Linear = require("tocha.ops.linear").Linear
+local BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
+local LayerNorm = require("tocha.ops.norm").LayerNorm
+local pool = require "tocha.ops.pool"
+local softmax = require "tocha.ops.softmax"
+local views = require "tocha.ops.view"
+local ChannelCat = require("tocha.ops.channel_cat").ChannelCat
+local ChannelChunk = require("tocha.ops.channel_chunk").ChannelChunk
+local Reduce = require("tocha.ops.reduction").Reduce
+local Upsample = require("tocha.ops.upsample").UpsampleNearest2dForward
+
+local M = {}
+M.read = onnx_file.read
+
+local INT_TYPES = { [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [9] = true, [12] = true,
+  [13] = true }
+-- Constants past this many elements stay tensors (weights); below it they may be read as Lua
+-- values (shapes, axes, scales).
+local FOLD_LIMIT = 65536
+
+-- ---- the import's state ----
+
+local Import = {}
+Import.__index = Import
+
+function Import:fail(n, message)
+  raise(("%s: node %s (%s): %s"):format(self.path, show(n.name), n.op_type, message))
+end
+
+-- The value of input i of node n (a record: runtime {node, shape} or constant {const = true,
+-- shape, values | init}), nil where the input is left out.
+function Import:input(n, i)
+  local name = n.inputs[i]
+  if name == nil or name == "" then return nil end
+  local v = self.values[name]
+  if not v then self:fail(n, ("input %s is made by no earlier node, initializer or graph input"):format(show(name))) end
+  return v
+end
+
+function Import:needed(n, i, what)
+  local v = self:input(n, i)
+  if not v then self:fail(n, ("input %d (%s) is missing"):format(i, what)) end
+  return v
+end
+
+-- Input i as a tensor the network computes.
+function Import:runtime(n, i, what)
+  local v = self:needed(n, i, what or "x")
+  if v.const then
+    self:fail(n, ("input %d (%s) is a constant where tocha's op takes a computed tensor"):format(i, what or "x"))
+  end
+  return v
+end
+
+-- Input i as a constant's Lua values (and the record).
+function Import:constant(n, i, what)
+  local v = self:needed(n, i, what)
+  if not v.const then
+    self:fail(n, ("input %d (%s) must be a constant: tocha folds only what the file fixes at import"):format(i, what))
+  end
+  return self:values_of(n, v, what), v
+end
+
+function Import:values_of(n, v, what)
+  if v.values then return v.values end
+  if v.init.numel > FOLD_LIMIT then
+    self:fail(n, ("%s: a constant of %d elements where tocha reads small ones (shapes, axes)"):format(what, v.init.numel))
+  end
+  v.values = v.init:values()
+  return v.values
+end
+
+-- The tocha tensor of a constant, of the model's dtype, for a parameter.
+function Import:tensor_of(v)
+  if v.init and v.init:dtype() then return v.init:to_tensor({ device = self.device, dtype = self.dtype }) end
+  local shape = #v.shape > 0 and v.shape or { 1 }
+  local flat = tensor.tensor(v.values, { dtype = "f64", device = "sim" })
+  return flat:view(shape):cast(self.dtype):to(self.device.name)
+end
+
+-- The kind of value each attribute the converters read must have (a file may give another).
+local ATTRIBUTE_KINDS = {
+  auto_pad = "string", pads = "ints", strides = "ints", dilations = "ints", group = "int", output_shape = "ints",
+  output_padding = "ints", training_mode = "int", epsilon = "float", transA = "int", transB = "int", alpha = "float",
+  beta = "float", approximate = "string", kernel_shape = "ints", ceil_mode = "int", count_include_pad = "int",
+  allowzero = "int", axis = "int", axes = "ints", start = "int", ["end"] = "int", to = "int", split = "ints",
+  keepdims = "int", mode = "string", coordinate_transformation_mode = "string", nearest_mode = "string",
+}
+
+local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
+
+-- Attribute name of node n (default where the node has none), checked to be of its kind.
+function Import:attr(n, name, default)
+  local a = n.attributes[name]
+  if a == nil then return default end
+  local kind = ATTRIBUTE_KINDS[name]
+  local fits = kind == "string" and type(a) == "string" or kind == "float" and type(a) == "number"
+    or kind == "int" and is_int(a)
+  if kind == "ints" and type(a) == "table" and not a.unsupported then
+    fits = true
+    for _, v in ipairs(a) do fits = fits and is_int(v) end
+  end
+  if not fits then self:fail(n, ("attribute %s: expected %s, got %s"):format(name, kind == "ints" and "a list of integers"
+    or kind == "int" and "an integer" or kind == "float" and "a number" or "a string", show(a))) end
+  return a
+end
+
+-- A unique node name from a hint (an initializer's module path, the ONNX node's name).
+function Import:unique(hint)
+  local name = tostring(hint):gsub("%s", "_"):gsub("%.%.+", "."):gsub("^%.+", ""):gsub("%.+$", "")
+  if name == "" then name = "node" end
+  local base, k = name, 1
+  while self.names[name] do
+    k = k + 1
+    name = ("%s_%d"):format(base, k)
+  end
+  self.names[name] = true
+  return name
+end
+
+-- The name a layer's node takes: its weight's initializer name without ".weight", so that its
+-- parameters keep PyTorch's names; else the ONNX node's name.
+function Import:layer_name(n, weight)
+  local name = weight and weight.init and weight.init.name or ""
+  local stem = name:match("^(.+)%.weight$")
+  return stem or (n.name ~= "" and n.name) or (n.op_type .. "_" .. n.index)
+end
+
+-- The node of op over runtime inputs: shape worked out now (a message names the ONNX node);
+-- params: name -> constant record for the parameters to set after load.
+function Import:emit(n, op, inputs, params, hint)
+  local nodes, shapes = {}, {}
+  for i, v in ipairs(inputs) do nodes[i], shapes[i] = v.node, v.shape end
+  local ok, shape = pcall(op.compute_concrete_output_shape, op, shapes)
+  if not ok then self:fail(n, tostring(shape):gsub("^.-: ", "", 1)) end
+  local node = model.node(op, unpack(nodes)):named(self:unique(hint or (n.name ~= "" and n.name) or n.op_type))
+  for pname, src in pairs(params or {}) do self.params[#self.params + 1] = { node = node, name = pname, src = src } end
+  return { node = node, shape = shape }
+end
+
+function Import:set(n, k, v) if n.outputs[k] and n.outputs[k] ~= "" then self.values[n.outputs[k]] = v end end
+
+local function numel(shape)
+  local c = 1
+  for _, s in ipairs(shape) do c = c * s end
+  return c
+end
+
+local function copy(list)
+  local out = {}
+  for i, v in ipairs(list) do out[i] = v end
+  return out
+end
+
+-- A 0-based ONNX axis (negative from the end) as a 1-based dimension of rank r.
+local function axis_of(a, r) return a < 0 and r + a + 1 or a + 1 end
+
+local function const(shape, values, onnx_type) return { const = true, shape = shape, values = values, onnx_type = onnx_type } end
+
+-- ---- converters: op type -> function(import, node) ----
+
+local OPS = {}
+
+local function pair_pads(self, n, pads, rank)
+  pads = pads or {}
+  local half = rank - 2
+  local p = {}
+  for d = 1, half do
+    local b, e = pads[d] or 0, pads[d + half] or 0
+    if b ~= e then self:fail(n, ("asymmetric padding (pads %s) is not supported"):format(table.concat(pads, ", "))) end
+    p[d] = b
+  end
+  return p
+end
+
+-- Pads of a windowed op: explicit, or from auto_pad (SAME_* split evenly; odd totals refused).
+local function window_pads(self, n, x, k, s, d)
+  local auto = self:attr(n, "auto_pad", "NOTSET")
+  if auto == "NOTSET" then return pair_pads(self, n, self:attr(n, "pads"), #x.shape) end
+  if auto == "VALID" then return { 0, 0 } end
+  if auto ~= "SAME_UPPER" and auto ~= "SAME_LOWER" then self:fail(n, "auto_pad " .. show(auto) .. " is not ONNX's") end
+  local p = {}
+  for i = 1, 2 do
+    local size = x.shape[i + 2]
+    local total = math.max((math.ceil(size / s[i]) - 1) * s[i] + (k[i] - 1) * d[i] + 1 - size, 0)
+    if total % 2 ~= 0 then self:fail(n, auto .. " would pad one side more than the other, which tocha does not") end
+    p[i] = total / 2
+  end
+  return p
+end
+
+local function spatial(self, n, x)
+  if #x.shape ~= 4 then self:fail(n, ("tocha's op is 2-D: x has %d dimensions, not 4"):format(#x.shape)) end
+end
+
+OPS.Conv = function(self, n)
+  local x = self:runtime(n, 1)
+  spatial(self, n, x)
+  local w, b = self:needed(n, 2, "W"), self:input(n, 3)
+  if not w.const then self:fail(n, "W must be an initializer") end
+  local k = { w.shape[3], w.shape[4] }
+  local s, d = self:attr(n, "strides", { 1, 1 }), self:attr(n, "dilations", { 1, 1 })
+  local groups = self:attr(n, "group", 1)
+  local op = Conv2d.new(x.shape[2], w.shape[1], k, { stride = s, dilation = d, groups = groups,
+    padding = window_pads(self, n, x, k, s, d), bias = b ~= nil, dtype = self.dtype })
+  self:set(n, 1, self:emit(n, op, { x }, { weight = w, bias = b }, self:layer_name(n, w)))
+end
+
+OPS.ConvTranspose = function(self, n)
+  local x = self:runtime(n, 1)
+  spatial(self, n, x)
+  local w, b = self:needed(n, 2, "W"), self:input(n, 3)
+  if not w.const then self:fail(n, "W must be an initializer") end
+  if self:attr(n, "output_shape") then self:fail(n, "output_shape is not supported (give pads and output_padding)") end
+  if self:attr(n, "auto_pad", "NOTSET") ~= "NOTSET" then self:fail(n, "auto_pad is not supported (give pads)") end
+  local groups = self:attr(n, "group", 1)
+  local op = ConvTranspose2d.new(x.shape[2], w.shape[2] * groups, { w.shape[3], w.shape[4] },
+    { stride = self:attr(n, "strides", { 1, 1 }), dilation = self:attr(n, "dilations", { 1, 1 }), groups = groups,
+      padding = pair_pads(self, n, self:attr(n, "pads"), 4), output_padding = self:attr(n, "output_padding", { 0, 0 }),
+      bias = b ~= nil, dtype = self.dtype })
+  self:set(n, 1, self:emit(n, op, { x }, { weight = w, bias = b }, self:layer_name(n, w)))
+end
+
+OPS.BatchNormalization = function(self, n)
+  local x = self:runtime(n, 1)
+  if self:attr(n, "training_mode", 0) ~= 0 then self:fail(n, "training_mode 1 is not supported (export in eval mode)") end
+  if #n.outputs > 1 then self:fail(n, "the running statistics' outputs (training mode) are not supported") end
+  local scale, bias = self:needed(n, 2, "scale"), self:needed(n, 3, "B")
+  local mean, var = self:needed(n, 4, "input_mean"), self:needed(n, 5, "input_var")
+  for _, v in ipairs({ scale, bias, mean, var }) do
+    if not v.const then self:fail(n, "its statistics and affine must be initializers") end
+  end
+  local op = BatchNorm2d.new(x.shape[2], { eps = self:attr(n, "epsilon", 1e-5), dtype = self.dtype })
+  op:train(false)
+  self:set(n, 1, self:emit(n, op, { x }, { weight = scale, bias = bias, running_mean = mean, running_var = var },
+    self:layer_name(n, scale)))
+end
+
+-- Gemm and MatMul with a constant right operand: tocha.Linear (weight [out, in]).
+local function linear(self, n, x, w, transposed, bias, alpha, beta)
+  if not w.const or #w.shape ~= 2 then self:fail(n, "the weight must be an initializer of 2 dimensions") end
+  local out_f = transposed and w.shape[1] or w.shape[2]
+  local in_f = transposed and w.shape[2] or w.shape[1]
+  if x.shape[#x.shape] ~= in_f then
+    self:fail(n, ("x's last dimension is %d, the weight takes %d"):format(x.shape[#x.shape], in_f))
+  end
+  if bias and numel(bias.shape) ~= out_f then
+    self:fail(n, ("C has %d elements, not one an output (%d)"):format(numel(bias.shape), out_f))
+  end
+  local op = Linear.new(in_f, out_f, { bias = bias ~= nil, dtype = self.dtype })
+  local weight = { const = true, shape = { out_f, in_f }, from = w, transpose = not transposed, scale = alpha }
+  local b = bias and { const = true, shape = { out_f }, from = bias, scale = beta } or nil
+  self:set(n, 1, self:emit(n, op, { x }, { weight = weight, bias = b }, self:layer_name(n, w)))
+end
+
+OPS.Gemm = function(self, n)
+  local x = self:runtime(n, 1, "A")
+  if #x.shape ~= 2 then self:fail(n, "A must have 2 dimensions") end
+  if self:attr(n, "transA", 0) ~= 0 then self:fail(n, "transA 1 is not supported") end
+  linear(self, n, x, self:needed(n, 2, "B"), self:attr(n, "transB", 0) == 1, self:input(n, 3),
+    self:attr(n, "alpha", 1), self:attr(n, "beta", 1))
+end
+
+OPS.MatMul = function(self, n)
+  local x, w = self:runtime(n, 1, "A"), self:needed(n, 2, "B")
+  if not w.const then self:fail(n, "a product of two computed tensors is not supported (B must be an initializer)") end
+  linear(self, n, x, w, false, nil, 1, 1)
+end
+
+local UNARY = { Relu = "relu", Sigmoid = "sigmoid", Tanh = "tanh", Exp = "exp", Log = "log", Sqrt = "sqrt", Neg = "neg",
+  Abs = "abs", HardSwish = "hardswish" }
+for op_type, fn in pairs(UNARY) do
+  OPS[op_type] = function(self, n)
+    self:set(n, 1, self:emit(n, Elementwise.new(fn, self.dtype), { self:runtime(n, 1) }))
+  end
+end
+
+OPS.HardSigmoid = function(self, n)
+  local alpha, beta = self:attr(n, "alpha", 0.2), self:attr(n, "beta", 0.5)
+  if math.abs(alpha - 1 / 6) > 1e-6 or math.abs(beta - 0.5) > 1e-6 then
+    self:fail(n, ("alpha %g and beta %g: tocha's hardsigmoid is PyTorch's (1/6, 0.5)"):format(alpha, beta))
+  end
+  self:set(n, 1, self:emit(n, Elementwise.new("hardsigmoid", self.dtype), { self:runtime(n, 1) }))
+end
+
+OPS.Gelu = function(self, n)
+  if self:attr(n, "approximate", "none") ~= "none" then self:fail(n, "only the exact gelu (approximate \"none\")") end
+  self:set(n, 1, self:emit(n, Elementwise.new("gelu", self.dtype), { self:runtime(n, 1) }))
+end
+
+local function alias(self, n)
+  if n.outputs[2] and n.outputs[2] ~= "" then self:fail(n, "its second output (a mask) is not supported") end
+  self:set(n, 1, self:needed(n, 1, "input"))
+end
+OPS.Identity, OPS.Dropout = alias, alias
+
+-- ---- arithmetic: computed tensors, constants, or one of each ----
+
+local FOLD = {
+  Add = function(a, b) return a + b end, Sub = function(a, b) return a - b end,
+  Mul = function(a, b) return a * b end, Div = function(a, b) return a / b end,
+}
+
+-- Elementwise over two constants of equal lengths, or one of one element.
+local function fold_binary(self, n, fn)
+  local a, va = self:constant(n, 1, "A")
+  local b, vb = self:constant(n, 2, "B")
+  local len = math.max(#a, #b)
+  if #a ~= len and #a ~= 1 or #b ~= len and #b ~= 1 then self:fail(n, "constants of lengths that do not broadcast") end
+  local out, ints = {}, INT_TYPES[va.onnx_type or (va.init and va.init.data_type)]
+  for i = 1, len do
+    local r = fn(a[#a == 1 and 1 or i], b[#b == 1 and 1 or i])
+    if ints and n.op_type == "Div" then r = r < 0 and math.ceil(r) or math.floor(r) end
+    out[i] = r
+  end
+  local shape = #va.shape >= #vb.shape and va.shape or vb.shape
+  if numel(shape) ~= len then shape = { len } end
+  return const(copy(shape), out, va.onnx_type or (va.init and va.init.data_type))
+end
+
+local function binary(op_type, fn)
+  OPS[op_type] = function(self, n)
+    local a, b = self:needed(n, 1, "A"), self:needed(n, 2, "B")
+    if a.const and b.const then return self:set(n, 1, fold_binary(self, n, FOLD[op_type])) end
+    if a.const or b.const then
+      local c, x = a.const and a or b, a.const and b or a
+      local op = BroadcastConstant.new(fn, #c.shape > 0 and c.shape or { 1 }, { dtype = self.dtype, constant_first = a.const })
+      return self:set(n, 1, self:emit(n, op, { x }, { constant = c }))
+    end
+    local same = #a.shape == #b.shape and op_base.same_sizes(a.shape, b.shape)
+    self:set(n, 1, self:emit(n, same and Elementwise.new(fn, self.dtype) or Broadcast.new(fn, self.dtype), { a, b }))
+  end
+end
+binary("Add", "add")
+binary("Sub", "sub")
+binary("Div", "div")
+binary("Mul", "mul")
+
+-- Mul(x, Sigmoid(x)) is SiLU: one launch.
+local mul = OPS.Mul
+OPS.Mul = function(self, n)
+  for k = 1, 2 do
+    local p = self.producer[n.inputs[k]]
+    if p and p.op_type == "Sigmoid" and p.inputs[1] == n.inputs[3 - k] then
+      local x = self:runtime(n, 3 - k)
+      return self:set(n, 1, self:emit(n, Elementwise.new("silu", self.dtype), { x }))
+    end
+  end
+  mul(self, n)
+end
+
+OPS.Pow = function(self, n)
+  local x = self:runtime(n, 1)
+  local e = self:constant(n, 2, "Y")
+  if #e ~= 1 then self:fail(n, "the exponent must be one number") end
+  if e[1] == 1 then return self:set(n, 1, x) end
+  if e[1] == 2 then return self:set(n, 1, self:emit(n, Elementwise.new("mul", self.dtype), { x, x })) end
+  if e[1] == 0.5 then return self:set(n, 1, self:emit(n, Elementwise.new("sqrt", self.dtype), { x })) end
+  self:fail(n, ("exponent %g: tocha takes 0.5, 1 and 2"):format(e[1]))
+end
+
+-- ---- pooling ----
+
+local function pool_options(self, n, x)
+  spatial(self, n, x)
+  local k = self:attr(n, "kernel_shape")
+  if not k or #k ~= 2 then self:fail(n, "kernel_shape must give 2 sizes") end
+  local s, d = self:attr(n, "strides", { 1, 1 }), self:attr(n, "dilations", { 1, 1 })
+  return { kernel_size = k, stride = s, padding = window_pads(self, n, x, k, s, d), ceil_mode = self:attr(n, "ceil_mode", 0) == 1,
+    dtype = self.dtype }, d
+end
+
+OPS.MaxPool = function(self, n)
+  if n.outputs[2] and n.outputs[2] ~= "" then self:fail(n, "the Indices output is not supported") end
+  local x = self:runtime(n, 1)
+  local o, d = pool_options(self, n, x)
+  o.dilation = d
+  self:set(n, 1, self:emit(n, pool.MaxPool2d.new(o), { x }))
+end
+
+OPS.AveragePool = function(self, n)
+  local x = self:runtime(n, 1)
+  local o = pool_options(self, n, x)
+  o.count_include_pad = self:attr(n, "count_include_pad", 0) == 1
+  self:set(n, 1, self:emit(n, pool.AvgPool2d.new(o), { x }))
+end
+
+OPS.GlobalAveragePool = function(self, n)
+  local x = self:runtime(n, 1)
+  spatial(self, n, x)
+  self:set(n, 1, self:emit(n, pool.AdaptiveAvgPool2d.new { output_size = 1, dtype = self.dtype }, { x }))
+end
+
+OPS.GlobalMaxPool = function(self, n)
+  local x = self:runtime(n, 1)
+  spatial(self, n, x)
+  self:set(n, 1, self:emit(n, pool.MaxPool2d.new { kernel_size = { x.shape[3], x.shape[4] }, dtype = self.dtype }, { x }))
+end
+
+-- ---- shapes ----
+
+-- x seen with shape (a view node; none where the shape is x's).
+local function reshaped(self, n, x, shape)
+  if numel(shape) ~= numel(x.shape) then
+    self:fail(n, ("a shape of %d elements for a tensor of %d"):format(numel(shape), numel(x.shape)))
+  end
+  if op_base.same_sizes(shape, x.shape) and #shape == #x.shape then return x end
+  if x.const then return const(copy(shape), x.values, x.onnx_type) end
+  return self:emit(n, views.View.new(shape, { dtype = self.dtype }), { x })
+end
+
+OPS.Reshape = function(self, n)
+  local x = self:needed(n, 1, "data")
+  local want = self:constant(n, 2, "shape")
+  local shape, infer = {}, nil
+  for i, s in ipairs(want) do
+    if s == 0 and self:attr(n, "allowzero", 0) == 0 then s = x.shape[i] end
+    if s == -1 then infer = i s = 1 end
+    shape[i] = s
+  end
+  if infer then shape[infer] = numel(x.shape) / numel(shape) end
+  self:set(n, 1, reshaped(self, n, x, shape))
+end
+
+OPS.Flatten = function(self, n)
+  local x = self:needed(n, 1, "input")
+  local a = axis_of(self:attr(n, "axis", 1), #x.shape) - 1
+  local outer = 1
+  for i = 1, a do outer = outer * x.shape[i] end
+  self:set(n, 1, reshaped(self, n, x, { outer, numel(x.shape) / outer }))
+end
+
+-- The axes of Squeeze/Unsqueeze/ReduceMean: the attribute (older opsets) or input 2.
+local function axes(self, n)
+  local a = self:attr(n, "axes")
+  if a then return a end
+  if self:input(n, 2) then return (self:constant(n, 2, "axes")) end
+  return nil
+end
+
+OPS.Unsqueeze = function(self, n)
+  local x = self:needed(n, 1, "data")
+  local ax = axes(self, n) or self:fail(n, "axes are missing")
+  local rank = #x.shape + #ax
+  local at = {}
+  for _, a in ipairs(ax) do at[axis_of(a, rank)] = true end
+  local shape, k = {}, 1
+  for i = 1, rank do
+    if at[i] then shape[i] = 1 else shape[i] = x.shape[k] k = k + 1 end
+  end
+  self:set(n, 1, reshaped(self, n, x, shape))
+end
+
+OPS.Squeeze = function(self, n)
+  local x = self:needed(n, 1, "data")
+  local ax = axes(self, n)
+  local drop = {}
+  for i, s in ipairs(x.shape) do if not ax and s == 1 then drop[i] = true end end
+  for _, a in ipairs(ax or {}) do drop[axis_of(a, #x.shape)] = true end
+  local shape = {}
+  for i, s in ipairs(x.shape) do if not drop[i] then shape[#shape + 1] = s end end
+  self:set(n, 1, reshaped(self, n, x, shape))
+end
+
+OPS.Shape = function(self, n)
+  local x = self:needed(n, 1, "data")
+  local r = #x.shape
+  local s, e = axis_of(self:attr(n, "start", 0), r), self:attr(n, "end")
+  e = e and math.min(axis_of(e, r) - 1, r) or r
+  local out = {}
+  for i = math.max(s, 1), e do out[#out + 1] = x.shape[i] end
+  self:set(n, 1, const({ #out }, out, 7))
+end
+
+OPS.Constant = function(self, n)
+  local a = n.attributes
+  if a.value then
+    local t = a.value
+    return self:set(n, 1, { const = true, shape = t:shape(), init = t, onnx_type = t.data_type })
+  end
+  if a.value_float then return self:set(n, 1, const({}, { a.value_float }, 1)) end
+  if a.value_int then return self:set(n, 1, const({}, { a.value_int }, 7)) end
+  if a.value_floats then return self:set(n, 1, const({ #a.value_floats }, copy(a.value_floats), 1)) end
+  if a.value_ints then return self:set(n, 1, const({ #a.value_ints }, copy(a.value_ints), 7)) end
+  self:fail(n, "a Constant needs value, value_float(s) or value_int(s)")
+end
+
+OPS.ConstantOfShape = function(self, n)
+  local shape = self:constant(n, 1, "input")
+  local count = numel(shape)
+  if count > FOLD_LIMIT then self:fail(n, ("%d elements: tocha folds constants of at most %d"):format(count, FOLD_LIMIT)) end
+  local v, t = 0, 1
+  if n.attributes.value then v, t = n.attributes.value:values()[1], n.attributes.value.data_type end
+  local out = {}
+  for i = 1, count do out[i] = v end
+  self:set(n, 1, const(copy(shape), out, t))
+end
+
+OPS.Gather = function(self, n)
+  local data, dv = self:constant(n, 1, "data")
+  local idx, iv = self:constant(n, 2, "indices")
+  if #dv.shape > 1 or self:attr(n, "axis", 0) ~= 0 then self:fail(n, "tocha folds Gather of a list (axis 0) only") end
+  local out = {}
+  for i, k in ipairs(idx) do
+    if k < 0 then k = k + #data end
+    if k < 0 or k >= #data then self:fail(n, ("index %d out of range of %d"):format(idx[i], #data)) end
+    out[i] = data[k + 1]
+  end
+  self:set(n, 1, const(copy(iv.shape), out, dv.onnx_type or (dv.init and dv.init.data_type)))
+end
+
+OPS.Cast = function(self, n)
+  local x = self:needed(n, 1, "input")
+  local to = self:attr(n, "to")
+  if not x.const then
+    if onnx_file.DTYPES[to] and not INT_TYPES[to] then return self:set(n, 1, x) end -- computed in the model's dtype
+    self:fail(n, ("a cast of a computed tensor to %s is not supported"):format(onnx_file.type_name(to)))
+  end
+  local values = self:values_of(n, x, "input")
+  local out = {}
+  for i, v in ipairs(values) do out[i] = INT_TYPES[to] and (v < 0 and math.ceil(v) or math.floor(v)) or v end
+  self:set(n, 1, const(copy(x.shape), out, to))
+end
+
+OPS.Concat = function(self, n)
+  local first = self:needed(n, 1, "inputs[1]")
+  local rank = #first.shape
+  local a = axis_of(self:attr(n, "axis") or self:fail(n, "axis is missing"), rank)
+  local all_const = true
+  for i = 1, #n.inputs do if not self:needed(n, i, "inputs").const then all_const = false end end
+  if all_const then
+    if rank ~= 1 then self:fail(n, "tocha folds Concat of lists only") end
+    local out = {}
+    for i = 1, #n.inputs do for _, v in ipairs((self:constant(n, i, "inputs"))) do out[#out + 1] = v end end
+    return self:set(n, 1, const({ #out }, out, first.onnx_type or (first.init and first.init.data_type)))
+  end
+  if a ~= 2 then self:fail(n, ("a join along dimension %d: tocha joins along the channels (axis 1)"):format(a - 1)) end
+  local acc = self:runtime(n, 1, "inputs[1]")
+  for i = 2, #n.inputs do
+    acc = self:emit(n, ChannelCat.new(self.dtype), { acc, self:runtime(n, i, ("inputs[%d]"):format(i)) })
+  end
+  self:set(n, 1, acc)
+end
+
+OPS.Split = function(self, n)
+  local x = self:runtime(n, 1, "input")
+  local a = axis_of(self:attr(n, "axis", 0), #x.shape)
+  if a ~= 2 then self:fail(n, "tocha splits along the channels (axis 1)") end
+  local parts = #n.outputs
+  local sizes = self:attr(n, "split") or (self:input(n, 2) and (self:constant(n, 2, "split")))
+  for _, s in ipairs(sizes or {}) do
+    if s * parts ~= x.shape[2] then self:fail(n, "tocha splits into equal parts") end
+  end
+  if x.shape[2] % parts ~= 0 then self:fail(n, ("%d channels do not split into %d equal parts"):format(x.shape[2], parts)) end
+  for k = 1, parts do self:set(n, k, self:emit(n, ChannelChunk.new(parts, k, self.dtype), { x })) end
+end
+
+-- ---- the rest ----
+
+local function soft(class)
+  return function(self, n)
+    local x = self:runtime(n, 1, "input")
+    local default = (self.opset >= 13) and -1 or 1
+    local a = self:attr(n, "axis", default)
+    if self.opset < 13 and axis_of(a, #x.shape) ~= #x.shape then
+      self:fail(n, "before opset 13 softmax flattens from axis; tocha takes the last axis only")
+    end
+    self:set(n, 1, self:emit(n, class.new(axis_of(a, #x.shape), self.dtype), { x }))
+  end
+end
+OPS.Softmax, OPS.LogSoftmax = soft(softmax.Softmax), soft(softmax.LogSoftmax)
+
+OPS.ReduceMean = function(self, n)
+  local x = self:runtime(n, 1, "data")
+  local ax = axes(self, n)
+  if not ax then
+    ax = {}
+    for i = 1, #x.shape do ax[i] = i - 1 end
+  end
+  local keep = self:attr(n, "keepdims", 1) == 1
+  local acc = x
+  local dims = {}
+  for _, a in ipairs(ax) do dims[#dims + 1] = axis_of(a, #x.shape) end
+  table.sort(dims)
+  for _, d in ipairs(dims) do acc = self:emit(n, Reduce.new("mean", d, self.dtype), { acc }) end
+  if not keep then
+    local shape, drop = {}, {}
+    for _, d in ipairs(dims) do drop[d] = true end
+    for i, s in ipairs(acc.shape) do if not drop[i] then shape[#shape + 1] = s end end
+    if #shape == 0 then shape = { 1 } end
+    acc = reshaped(self, n, acc, shape)
+  end
+  self:set(n, 1, acc)
+end
+
+OPS.LayerNormalization = function(self, n)
+  local x = self:runtime(n, 1)
+  local scale, bias = self:needed(n, 2, "Scale"), self:input(n, 3)
+  local a = axis_of(self:attr(n, "axis", -1), #x.shape)
+  local normalized = {}
+  for i = a, #x.shape do normalized[#normalized + 1] = x.shape[i] end
+  if #n.outputs > 1 and (n.outputs[2] ~= "" or (n.outputs[3] and n.outputs[3] ~= "")) then
+    self:fail(n, "the Mean and InvStdDev outputs are not supported")
+  end
+  local op = LayerNorm.new(normalized, { eps = self:attr(n, "epsilon", 1e-5), bias = bias ~= nil, dtype = self.dtype })
+  self:set(n, 1, self:emit(n, op, { x }, { weight = scale, bias = bias }, self:layer_name(n, scale)))
+end
+
+OPS.Resize = function(self, n)
+  local x = self:runtime(n, 1)
+  spatial(self, n, x)
+  if self:attr(n, "mode", "nearest") ~= "nearest" then self:fail(n, "tocha resizes by nearest neighbour only") end
+  local ct = self:attr(n, "coordinate_transformation_mode", "half_pixel")
+  local nm = self:attr(n, "nearest_mode", "round_prefer_floor")
+  local floor_like = (ct == "asymmetric" and nm == "floor") or ((ct == "half_pixel" or ct == "pytorch_half_pixel")
+    and (nm == "round_prefer_floor" or nm == "round_prefer_ceil"))
+  if not floor_like then
+    self:fail(n, ("coordinate_transformation_mode %s with nearest_mode %s is not nearest upsampling by whole factors"):format(ct, nm))
+  end
+  local scales = self:input(n, 3) and self:constant(n, 3, "scales") or {}
+  local sizes = self:input(n, 4) and self:constant(n, 4, "sizes")
+  local f = {}
+  for i = 1, 4 do
+    local r = sizes and sizes[i] / x.shape[i] or scales[i]
+    if not r then self:fail(n, "scales or sizes are missing") end
+    f[i] = r
+  end
+  if f[1] ~= 1 or f[2] ~= 1 then self:fail(n, "only the spatial dimensions may be scaled") end
+  for i = 3, 4 do
+    if f[i] < 1 or f[i] ~= math.floor(f[i]) then self:fail(n, ("scale %g: tocha upsamples by whole factors"):format(f[i])) end
+  end
+  self:set(n, 1, self:emit(n, Upsample.new(f[3], f[4], nil, self.dtype), { x }))
+end
+
+M.OPS = {}
+for name in pairs(OPS) do M.OPS[#M.OPS + 1] = name end
+table.sort(M.OPS)
+
+-- ---- the model ----
+
+-- The parameter tensor of a constant record, of the parameter's shape (the file may add 1s:
+-- Gemm's C [1, out]), transposed and scaled where Gemm says so.
+local function parameter_value(self, rec, want)
+  local src = rec.from or rec
+  local t = self:tensor_of(src)
+  if rec.transpose then t = t:t() end
+  if rec.scale and rec.scale ~= 1 then t = t:mul(rec.scale) end
+  if t:numel() ~= numel(want) then return nil end
+  return t:contiguous():view(want)
+end
+
+-- tocha.onnx.load(path [, {batch_size = 1, device, dtype = "f32", input_shapes = {name = shape}}]):
+-- the network as a tocha.Model, loaded (m:load(batch_size, device)) in inference mode, its
+-- parameters the file's. m.onnx is the file (tocha.onnx.read's). input_shapes gives the shape
+-- of an input whose dimensions beyond the batch the file leaves open.
+function M.load(path, opts)
+  if type(path) ~= "string" then raise("path: expected a file name, got " .. show(path)) end
+  opts = op_base.options(opts, { batch_size = true, device = true, dtype = true, input_shapes = true }, "tocha.onnx.load")
+  local batch = opts.batch_size or 1
+  if type(batch) ~= "number" or batch < 1 or batch ~= math.floor(batch) then
+    raise("batch_size: expected a positive integer, got " .. show(batch))
+  end
+  local dt = op_base.float_dtype(opts.dtype, "dtype")
+  local dev = device.get(opts.device)
+  local f = M.read(path)
+  for _, n in ipairs(f.nodes) do
+    if n.domain ~= "" and n.domain ~= "ai.onnx" then
+      raise(("%s: node %s (%s) is of domain %s, not ONNX's"):format(path, show(n.name), n.op_type, show(n.domain)))
+    end
+  end
+  local self = setmetatable({ path = path, file = f, dtype = dt, device = dev, values = {}, producer = {}, names = {},
+    params = {}, opset = f.opsets[""] or f.opsets["ai.onnx"] or 1 }, Import)
+  for name, init in pairs(f.initializers) do
+    self.values[name] = { const = true, shape = init:shape(), init = init, onnx_type = init.data_type }
+  end
+  local inputs = {}
+  for _, v in ipairs(f.inputs) do
+    if not f.initializers[v.name] then
+      local given = opts.input_shapes and opts.input_shapes[v.name]
+      local shape = given and copy(given) or (v.shape and copy(v.shape))
+      if not shape then raise(("%s: input %s has no shape in the file: give it in input_shapes"):format(path, show(v.name))) end
+      local model_shape = copy(shape)
+      for i, s in ipairs(shape) do
+        if s < 0 then
+          if i ~= 1 then
+            raise(("%s: input %s: dimension %d (%s) is open: give the shape in input_shapes"):format(path, show(v.name), i,
+              v.dim_names and v.dim_names[i] or "?"))
+          end
+          shape[1], model_shape[1] = batch, -1
+        end
+      end
+      local node = model.input(model_shape, { dtype = dt, name = self:unique(v.name) })
+      inputs[#inputs + 1] = node
+      self.values[v.name] = { node = node, shape = shape }
+    end
+  end
+  for _, n in ipairs(f.nodes) do
+    for _, o in ipairs(n.outputs) do self.producer[o] = n end
+  end
+  for _, n in ipairs(f.nodes) do
+    local convert = OPS[n.op_type]
+    if not convert then
+      raise(("%s: node %s: op type %s is not one tocha imports (tocha.onnx.OPS lists them)"):format(path, show(n.name),
+        show(n.op_type)))
+    end
+    for k, a in pairs(n.attributes) do
+      if type(a) == "table" and a.unsupported then self:fail(n, ("attribute %s: graphs and sparse tensors are not supported"):format(k)) end
+    end
+    -- An error of one of tocha's ops (a size it refuses) is named by the file and the node; a
+    -- plain Lua error is a bug here and passes on as it is.
+    local ok, err = pcall(convert, self, n)
+    if not ok then
+      local text = tostring(err)
+      if text:find("tocha.onnx.load: " .. path, 1, true) then error(err, 0) end
+      local bare = text:match("^[^\n]-:%d+: tocha[%w_.:]*: (.*)$") or text:match("^tocha[%w_.:]*: (.*)$")
+      if not bare then error(err, 0) end
+      self:fail(n, bare)
+    end
+  end
+  local outputs = {}
+  for i, v in ipairs(f.outputs) do
+    local r = self.values[v.name]
+    if not r then raise(("%s: output %s is made by no node"):format(path, show(v.name))) end
+    if r.const then raise(("%s: output %s is a constant, not computed from the inputs"):format(path, show(v.name))) end
+    if r.node.op and r.node.op.is_view then -- a model's outputs are tensors of their own
+      r = self:emit({ name = v.name, op_type = "output" }, Elementwise.new("identity", dt), { r }, nil, "output_" .. i)
+    end
+    outputs[i] = r.node
+  end
+  local m = model.new(inputs, outputs)
+  m:train(false)
+  m:load(batch, dev.name)
+  local by_name = m:parameters()
+  for _, p in ipairs(self.params) do
+    if p.src then
+      local full = p.node.name .. "." .. p.name
+      local t = by_name[full]
+      if t then -- (a node no output reads is not in the model)
+        local v = parameter_value(self, p.src, t:shape())
+        if not v then
+          raise(("%s: %s: the file's tensor has %s elements, the parameter's shape is %s"):format(path, full,
+            numel((p.src.from or p.src).shape), op_base.shape_text(t:shape())))
+        end
+        t:copy(v)
+      end
+    end
+  end
+  m.onnx = f
+  return m
+end
+
+errors.register(M, "onnx.")
+return M

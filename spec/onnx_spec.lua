@@ -1,0 +1,210 @@
+-- ONNX files in: tocha.onnx.read (the file as Lua values) and tocha.onnx.load (a tocha.Model),
+-- against networks built with the onnx package and computed in float64 NumPy
+-- (spec/support/onnx_models.py; Debian's python3-onnx), and against files that must be refused.
+local tocha = require "tocha"
+local ref = require "support.reference"
+local files = require "support.files"
+local process = require "support.process"
+
+-- A python3 that has onnx and numpy: the one on PATH, else Debian's.
+local function python()
+  for _, exe in ipairs({ "python3", "/usr/bin/python3" }) do
+    local r = os.execute(exe .. " -c 'import onnx, numpy' >/dev/null 2>&1")
+    if r == 0 or r == true then return exe end
+  end
+  error("onnx_spec needs python3 with onnx and numpy (Debian's python3-onnx; scripts/install-deps.sh installs it)")
+end
+
+local dir
+local function path(name) return dir .. "/" .. name end
+
+setup(function()
+  dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. process.quote(dir)) == 0 or true)
+  local cmd = ("%s spec/support/onnx_models.py %s >/dev/null"):format(python(), process.quote(dir))
+  local r = os.execute(cmd)
+  assert(r == 0 or r == true, "onnx_models.py failed: " .. cmd)
+end)
+
+teardown(function() if dir then os.execute("rm -rf " .. process.quote(dir)) end end)
+
+local function error_of(fn, ...)
+  local ok, message = pcall(fn, ...)
+  assert.is_false(ok, "expected an error")
+  return tostring(message)
+end
+
+-- Every element of got within rtol of the largest magnitude of want.
+local function close(got, want, rtol, what)
+  local g, w = ref.values(got), ref.values(want)
+  assert.are.equal(#w, #g, what .. ": element count")
+  local big = 0
+  for i = 1, #w do big = math.max(big, math.abs(w[i])) end
+  for i = 1, #w do
+    if math.abs(g[i] - w[i]) > rtol * big or g[i] ~= g[i] then
+      error(("%s[%d]: got %.9g, want %.9g (tolerance %g of %g)"):format(what, i, g[i], w[i], rtol, big))
+    end
+  end
+end
+
+describe("tocha.onnx.read", function()
+  it("reads the graph, attributes of every kind and tensors from every typed field", function()
+    local f = tocha.onnx.read(path("typed.onnx"))
+    assert.are.equal(13, f.opsets[""])
+    assert.are.equal("typed", f.producer)
+    assert.are.equal(1, #f.nodes)
+    local n = f.nodes[1]
+    assert.are.same({ "pass", "Identity", { "x" }, { "y" } }, { n.name, n.op_type, n.inputs, n.outputs })
+    local a = n.attributes
+    assert.are.equal("a\0b", a.note) -- bytes, a NUL among them
+    assert.are.same({ 3, -4 }, a.sizes)
+    assert.are.same({ 0.5, 2 }, a.gains)
+    assert.are.same({ "up", "down" }, a.modes)
+    assert.are.same({ 1.5, -9 }, { a.gain, a.count })
+    assert.are.same({ -1, 2 }, f.inputs[1].shape)
+    assert.are.equal("n", f.inputs[1].dim_names[1])
+    assert.are.same({ -1, 2 }, f.outputs[1].shape) -- a dimension the file leaves open
+    local want = {
+      f16 = { "f16", { 3 }, { 1.5, -2, 0.25 } }, bf16 = { "bf16", { 3 }, { 1.5, -2, 0.25 } },
+      i8 = { nil, { 2 }, { -3, 7 } }, u8 = { "u8", { 2 }, { 200, 3 } }, bool = { nil, { 3 }, { 1, 0, 1 } },
+      i32 = { "i32", { 2 }, { -70000, 5 } }, i64 = { "i64", { 2, 1 }, { 2 ^ 40, -5 } },
+      f64 = { "f64", { 2 }, { 0.1, 2.5 } }, f32 = { "f32", { 1 }, { 1.25 } }, scalar = { "f32", {}, { 4 } },
+      empty = { "f32", { 0, 3 }, {} },
+    }
+    local count = 0
+    for name, w in pairs(want) do
+      local t = f.initializers[name]
+      assert.are.same({ w[1], w[2], w[3] }, { t:dtype(), t:shape(), t:values() }, name)
+      if w[1] then
+        local tt = t:to_tensor({ device = "sim" })
+        assert.are.same(#w[2] > 0 and w[2] or { 1 }, tt:shape(), name)
+        assert.are.same(w[3], ref.values(tt), name)
+      end
+      count = count + 1
+    end
+    assert.are.equal(count, #f.initializer_order)
+  end)
+
+  it("refuses what is not an ONNX model, naming the file, and stays usable", function()
+    local good = files.slurp(path("residual.onnx"))
+    local bad = path("broken.onnx")
+    local cases = {
+      { "", "the model has no graph" },
+      { "hello, world", "not an ONNX model" },
+      { good:sub(1, #good - 17), "not an ONNX model" },
+      { good:sub(1, 200), "not an ONNX model" },
+    }
+    for i, case in ipairs(cases) do
+      files.spit(bad, case[1])
+      local message = error_of(tocha.onnx.read, bad)
+      assert.truthy(message:find("tocha.onnx.read: " .. bad, 1, true), ("case %d: %s"):format(i, message))
+      assert.truthy(message:find(case[2], 1, true), ("case %d: %s"):format(i, message))
+    end
+    -- nested attribute graphs, 120 deep, each a valid message: refused before protobuf-c recurses
+    local function len(n)
+      local out = ""
+      repeat
+        local b = n % 128
+        n = math.floor(n / 128)
+        out = out .. string.char(n > 0 and b + 128 or b)
+      until n == 0
+      return out
+    end
+    local graph = ""
+    for _ = 1, 120 do
+      local attribute = string.char(0x32) .. len(#graph) .. graph -- AttributeProto.g (6)
+      local node = string.char(0x2a) .. len(#attribute) .. attribute -- NodeProto.attribute (5)
+      graph = string.char(0x0a) .. len(#node) .. node -- GraphProto.node (1)
+    end
+    files.spit(bad, string.char(0x3a) .. len(#graph) .. graph) -- ModelProto.graph (7)
+    local message = error_of(tocha.onnx.read, bad)
+    assert.truthy(message:find("nest deeper than 100", 1, true), message)
+    assert.truthy(error_of(tocha.onnx.read, path("missing.onnx")):find("no such file", 1, true))
+    assert.truthy(error_of(tocha.onnx.read, dir):find("not a regular file", 1, true))
+    assert.truthy(error_of(tocha.onnx.read, 7):find("path: expected a file name, got 7", 1, true))
+    os.remove(bad)
+    assert.are.equal(12, #tocha.onnx.read(path("residual.onnx")).nodes)
+  end)
+end)
+
+describe("tocha.onnx.load", function()
+  local NETWORKS = { residual = 2, mobile = 1, neck = 2, head = 1 }
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      for name, outputs in pairs(NETWORKS) do
+        it(("runs %s as NumPy computes it (f32, every output element)"):format(name), function()
+          local x = tocha.load_npy(path(name .. "_in1.npy"), { device = dev.name })
+          local m = tocha.onnx.load(path(name .. ".onnx"), { batch_size = x:shape()[1], device = dev.name })
+          local outs = m:forward({ x })
+          assert.are.equal(outputs, #outs)
+          for i = 1, outputs do
+            local want = tocha.load_npy(path(("%s_out%d.npy"):format(name, i)))
+            assert.are.same(want:shape(), outs[i]:shape())
+            close(outs[i], want, 1e-4, ("%s output %d"):format(name, i))
+          end
+        end)
+      end
+
+      it("keeps the initializers' names as parameter names and loads them exactly", function()
+        local m = tocha.onnx.load(path("residual.onnx"), { batch_size = 2, device = dev.name })
+        local f = m.onnx
+        local p = m:parameters()
+        for _, name in ipairs({ "conv1.weight", "conv1.bias", "conv2.weight", "bn1.weight", "bn1.running_var",
+          "bn2.running_mean", "fc.weight", "fc.bias" }) do
+          assert.truthy(p[name], name)
+          assert.are.same(f.initializers[name]:values(), ref.values(p[name]), name)
+        end
+      end)
+
+      it("runs in f16 and bf16, the file's weights cast", function()
+        local x = tocha.load_npy(path("residual_in1.npy"), { device = dev.name })
+        local want = tocha.load_npy(path("residual_out1.npy"))
+        for dt, tol in pairs({ f16 = 1e-2, bf16 = 5e-2 }) do
+          local m = tocha.onnx.load(path("residual.onnx"), { batch_size = 2, device = dev.name, dtype = dt })
+          close(m:forward({ x:cast(dt) })[1], want, tol, "residual logits " .. dt)
+        end
+      end)
+    end)
+  end
+
+  it("refuses a node it cannot import, naming the file, the node and why", function()
+    for file, want in pairs({
+      bad_op = 'node "mystery": op type "Einsum" is not one tocha imports',
+      bad_pads = 'node "lopsided" (Conv): asymmetric padding (pads 0, 0, 1, 1) is not supported',
+      bad_unknown_input = 'node "lost" (Relu): input "nowhere" is made by no earlier node, initializer or graph input',
+      bad_external = 'initializer "w" keeps its data in an external file',
+      bad_short_raw = 'initializer "w" holds 140 bytes of raw data; its 36 elements take 144',
+    }) do
+      local message = error_of(tocha.onnx.load, path(file .. ".onnx"))
+      assert.truthy(message:find("tocha.onnx.", 1, true), message)
+      assert.truthy(message:find(path(file .. ".onnx") .. ": " .. want, 1, true), message)
+    end
+    assert.truthy(error_of(tocha.onnx.load, path("head.onnx"), { batch_size = 0 }):find("batch_size: expected a positive integer", 1, true))
+    assert.truthy(error_of(tocha.onnx.load, path("head.onnx"), { bacth_size = 2 }):find("bacth_size", 1, true))
+    assert.truthy(error_of(tocha.onnx.load, path("head.onnx"), { dtype = "i32" }):find("dtype", 1, true))
+  end)
+end)
+
+describe("tocha.BroadcastConstant", function()
+  it("computes g(x, c) and g(c, x) with the constant broadcast, as a direct call and in a model", function()
+    local x = tocha.randn({ 2, 3, 4, 5 }, { seed = 11, device = "sim" })
+    local c = tocha.rand({ 1, 3, 1, 1 }, { seed = 12, low = 0.5, high = 2, device = "sim" })
+    local xs, cs = ref.values(x), ref.values(c)
+    for _, case in ipairs({ { "sub", false, function(a, b) return a - b end }, { "div", true, function(a, b) return b / a end },
+      { "mul", false, function(a, b) return a * b end } }) do
+      local op = tocha.BroadcastConstant.new(case[1], { 1, 3, 1, 1 }, { constant_first = case[2] })
+      local y = tocha.full({ 2, 3, 4, 5 }, 777, { device = "sim" })
+      op:forward(x, c, y)
+      local ys = ref.values(y)
+      for i = 1, #xs do
+        local ch = math.floor((i - 1) / 20) % 3 + 1
+        local want = ref.convert(case[3](xs[i], cs[ch]), "f32")
+        assert.is_true(math.abs(ys[i] - want) <= 1e-6 * math.max(1, math.abs(want)), ("%s [%d]"):format(case[1], i))
+      end
+    end
+    local op = tocha.BroadcastConstant.new("add", { 4, 5 })
+    local message = error_of(op.forward, op, x, c)
+    assert.truthy(message:find("constant", 1, true), message)
+  end)
+end)

@@ -1,0 +1,324 @@
+"""The Python side of spec/onnx_spec.lua: small ONNX networks built with the onnx package's
+helper (Debian's python3-onnx), their inputs, and their outputs computed here in float64 NumPy,
+a reference written apart from tocha's kernels.
+
+    python3 onnx_models.py DIR     # writes DIR/<name>.onnx, DIR/<name>_in<i>.npy, DIR/<name>_out<i>.npy
+
+Each network covers a family of the importer's op types; the weights and inputs are random
+(a fixed seed). Also writes files the importer must refuse (DIR/bad_<why>.onnx).
+"""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(7)
+OUT = sys.argv[1]
+
+
+def rand(*shape, low=-1.0, high=1.0):
+    return rng.uniform(low, high, size=shape).astype(np.float32)
+
+
+def init(name, a):
+    return numpy_helper.from_array(np.asarray(a), name)
+
+
+def save(name, nodes, inputs, outputs, inits, opset=17):
+    """inputs: [(name, array)], outputs: [(name, reference array)]."""
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch"] + list(a.shape[1:])) for n, a in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n, _ in outputs],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="onnx_models.py")
+    onnx.save(model, f"{OUT}/{name}.onnx")
+    for i, (_, a) in enumerate(inputs):
+        np.save(f"{OUT}/{name}_in{i + 1}.npy", a.astype(np.float32))
+    for i, (_, a) in enumerate(outputs):
+        np.save(f"{OUT}/{name}_out{i + 1}.npy", np.asarray(a, dtype=np.float64))
+
+
+# ---- references, float64 ----
+
+def conv2d(x, w, b=None, stride=(1, 1), pad=(0, 0), dil=(1, 1), groups=1):
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    ho = (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (wd + 2 * pad[1] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, m, ho, wo))
+    mg = m // groups
+    for g in range(groups):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i * dil[0]:i * dil[0] + stride[0] * (ho - 1) + 1:stride[0],
+                           j * dil[1]:j * dil[1] + stride[1] * (wo - 1) + 1:stride[1]]
+                out[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, w[g * mg:(g + 1) * mg, :, i, j])
+    if b is not None:
+        out += b.astype(np.float64)[None, :, None, None]
+    return out
+
+
+def conv_transpose2d(x, w, b, stride, pad):
+    n, c, h, wd = x.shape
+    _, m, kh, kw = w.shape
+    full = np.zeros((n, m, (h - 1) * stride + kh, (wd - 1) * stride + kw))
+    for i in range(h):
+        for j in range(wd):
+            full[:, :, i * stride:i * stride + kh, j * stride:j * stride + kw] += np.einsum(
+                "nc,cmij->nmij", x[:, :, i, j].astype(np.float64), w.astype(np.float64))
+    out = full[:, :, pad:full.shape[2] - pad, pad:full.shape[3] - pad]
+    return out + b.astype(np.float64)[None, :, None, None]
+
+
+def batch_norm(x, scale, bias, mean, var, eps):
+    s = lambda v: v.astype(np.float64)[None, :, None, None]
+    return (x - s(mean)) / np.sqrt(s(var) + eps) * s(scale) + s(bias)
+
+
+def max_pool(x, k, stride, pad):
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=-np.inf)
+    ho = (x.shape[2] + 2 * pad - k) // stride + 1
+    wo = (x.shape[3] + 2 * pad - k) // stride + 1
+    out = np.full(x.shape[:2] + (ho, wo), -np.inf)
+    for i in range(k):
+        for j in range(k):
+            out = np.maximum(out, xp[:, :, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride])
+    return out
+
+
+def avg_pool_exclude_pad(x, k, pad):
+    """Stride 1; the count of each window's elements inside x (count_include_pad 0)."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ones = np.pad(np.ones_like(x), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    h, w = x.shape[2] + 2 * pad - k + 1, x.shape[3] + 2 * pad - k + 1
+    total, count = np.zeros(x.shape[:2] + (h, w)), np.zeros(x.shape[:2] + (h, w))
+    for i in range(k):
+        for j in range(k):
+            total += xp[:, :, i:i + h, j:j + w]
+            count += ones[:, :, i:i + h, j:j + w]
+    return total / count
+
+
+def sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def hardswish(v):
+    return v * np.clip(v + 3, 0, 6) / 6
+
+
+def hardsigmoid(v):
+    return np.clip(v + 3, 0, 6) / 6
+
+
+# ---- a residual block, a classifier's head: Conv, BatchNormalization, Relu, MaxPool, Add,
+# GlobalAveragePool, Flatten, Gemm (transB 1), Softmax ----
+
+def residual():
+    x = rand(2, 3, 8, 8)
+    w1, b1 = rand(8, 3, 3, 3, low=-0.5, high=0.5), rand(8)
+    bn = [rand(8, low=0.5, high=1.5), rand(8), rand(8), rand(8, low=0.5, high=2.0)]
+    w2 = rand(8, 8, 3, 3, low=-0.3, high=0.3)
+    bn2 = [rand(8, low=0.5, high=1.5), rand(8), rand(8), rand(8, low=0.5, high=2.0)]
+    fc_w, fc_b = rand(5, 8), rand(5)
+    h = np.maximum(batch_norm(conv2d(x, w1, b1, pad=(1, 1)), *bn, 1e-5), 0)
+    p = max_pool(h, 3, 2, 1)
+    h2 = batch_norm(conv2d(p, w2, pad=(1, 1)), *bn2, 1e-3)
+    r = np.maximum(h2 + p, 0)
+    g = r.mean(axis=(2, 3))
+    logits = g @ fc_w.astype(np.float64).T + fc_b
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs = e / e.sum(axis=1, keepdims=True)
+    nodes = [
+        helper.make_node("Conv", ["x", "conv1.weight", "conv1.bias"], ["c1"], name="/conv1/Conv", pads=[1, 1, 1, 1],
+                         kernel_shape=[3, 3]),
+        helper.make_node("BatchNormalization", ["c1", "bn1.weight", "bn1.bias", "bn1.running_mean", "bn1.running_var"],
+                         ["b1"], name="/bn1/BatchNormalization", epsilon=1e-5),
+        helper.make_node("Relu", ["b1"], ["r1"], name="/relu/Relu"),
+        helper.make_node("MaxPool", ["r1"], ["p"], name="/maxpool/MaxPool", kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["p", "conv2.weight"], ["c2"], name="/conv2/Conv", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c2", "bn2.weight", "bn2.bias", "bn2.running_mean", "bn2.running_var"],
+                         ["b2"], name="/bn2/BatchNormalization", epsilon=1e-3),
+        helper.make_node("Add", ["b2", "p"], ["s"], name="/Add"),
+        helper.make_node("Relu", ["s"], ["r2"], name="/relu_1/Relu"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="/avgpool/GlobalAveragePool"),
+        helper.make_node("Flatten", ["g"], ["f"], name="/Flatten", axis=1),
+        helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], name="/fc/Gemm", transB=1),
+        helper.make_node("Softmax", ["logits"], ["probs"], name="/Softmax", axis=-1),
+    ]
+    inits = [init("conv1.weight", w1), init("conv1.bias", b1), init("conv2.weight", w2), init("fc.weight", fc_w),
+             init("fc.bias", fc_b)]
+    for prefix, v in (("bn1", bn), ("bn2", bn2)):
+        for suffix, a in zip(("weight", "bias", "running_mean", "running_var"), v):
+            inits.append(init(f"{prefix}.{suffix}", a))
+    save("residual", nodes, [("x", x)], [("logits", logits), ("probs", probs)], inits)
+
+
+# ---- a mobile block: constant normalisation (Sub, Div), depthwise Conv, HardSwish, SiLU as
+# Mul(x, Sigmoid(x)), squeeze-and-excitation (HardSigmoid, a broadcast Mul), AveragePool ----
+
+def mobile():
+    x = rand(2, 4, 6, 6, low=-3, high=3)
+    mean, std = rand(1, 4, 1, 1), rand(1, 4, 1, 1, low=0.5, high=2)
+    dw, dwb = rand(4, 1, 3, 3), rand(4)
+    pw = rand(8, 4, 1, 1)
+    se_w, se_b = rand(8, 8, 1, 1), rand(8)
+    h = (x - mean.astype(np.float64)) / std
+    h = hardswish(conv2d(h, dw, dwb, pad=(1, 1), groups=4))
+    h = conv2d(h, pw)
+    h = h * sigmoid(h)
+    s = hardsigmoid(conv2d(h.mean(axis=(2, 3), keepdims=True), se_w, se_b))
+    y = avg_pool_exclude_pad(h * s, 3, 1)
+    nodes = [
+        helper.make_node("Sub", ["x", "mean"], ["n1"], name="norm_sub"),
+        helper.make_node("Div", ["n1", "std"], ["n2"], name="norm_div"),
+        helper.make_node("Conv", ["n2", "dw.weight", "dw.bias"], ["d"], name="dw", group=4, pads=[1, 1, 1, 1],
+                         kernel_shape=[3, 3]),
+        helper.make_node("HardSwish", ["d"], ["hs"], name="hswish"),
+        helper.make_node("Conv", ["hs", "pw.weight"], ["q"], name="pw"),
+        helper.make_node("Sigmoid", ["q"], ["sq"], name="sig"),
+        helper.make_node("Mul", ["q", "sq"], ["silu"], name="silu"),
+        helper.make_node("GlobalAveragePool", ["silu"], ["gp"], name="se_pool"),
+        helper.make_node("Conv", ["gp", "se.weight", "se.bias"], ["se1"], name="se_conv"),
+        helper.make_node("HardSigmoid", ["se1"], ["se2"], name="se_gate", alpha=1.0 / 6, beta=0.5),
+        helper.make_node("Mul", ["silu", "se2"], ["scaled"], name="se_scale"),
+        helper.make_node("AveragePool", ["scaled"], ["y"], name="smooth", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                         count_include_pad=0),
+    ]
+    inits = [init("mean", mean), init("std", std), init("dw.weight", dw), init("dw.bias", dwb), init("pw.weight", pw),
+             init("se.weight", se_w), init("se.bias", se_b)]
+    save("mobile", nodes, [("x", x)], [("y", y)], inits)
+
+
+# ---- a detector's neck: Split, Resize (nearest, by 2), ConvTranspose, Concat, Tanh, Mul by a
+# Constant, Pow, a second output ----
+
+def neck():
+    x = rand(1, 8, 4, 4)
+    wt, bt = rand(4, 6, 2, 2), rand(6)
+    a, b = x[:, :4].astype(np.float64), x[:, 4:].astype(np.float64)
+    up = a.repeat(2, axis=2).repeat(2, axis=3)
+    de = conv_transpose2d(b, wt, bt, 2, 0)
+    cat = np.concatenate([up, de], axis=1)
+    y = np.tanh(cat) * 0.5
+    z = y ** 2
+    nodes = [
+        helper.make_node("Split", ["x"], ["a", "b"], name="split", axis=1),
+        helper.make_node("Constant", [], ["scales"], name="scales",
+                         value=helper.make_tensor("s", TensorProto.FLOAT, [4], [1, 1, 2, 2])),
+        helper.make_node("Resize", ["a", "", "scales"], ["up"], name="up", mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("ConvTranspose", ["b", "deconv.weight", "deconv.bias"], ["de"], name="deconv", strides=[2, 2],
+                         kernel_shape=[2, 2]),
+        helper.make_node("Concat", ["up", "de"], ["cat"], name="cat", axis=1),
+        helper.make_node("Tanh", ["cat"], ["t"], name="tanh"),
+        helper.make_node("Constant", [], ["half"], name="half", value_float=0.5),
+        helper.make_node("Mul", ["t", "half"], ["y"], name="scale"),
+        helper.make_node("Constant", [], ["two"], name="two", value=helper.make_tensor("p", TensorProto.FLOAT, [], [2.0])),
+        helper.make_node("Pow", ["y", "two"], ["z"], name="square"),
+    ]
+    save("neck", nodes, [("x", x)], [("y", y), ("z", z)], [init("deconv.weight", wt), init("deconv.bias", bt)])
+
+
+# ---- a sequence head: LayerNormalization, MatMul by a constant, a broadcast Add of a constant,
+# Relu, ReduceMean, a Reshape whose shape is computed from Shape (Shape, Gather, Unsqueeze,
+# Concat folded), Gemm with transB 0 and alpha, beta, LogSoftmax ----
+
+def head():
+    x = rand(2, 3, 5)
+    g, bb = rand(5, low=0.5, high=1.5), rand(5)
+    w, bias = rand(5, 6), rand(6)
+    gw, gc = rand(6, 4), rand(1, 4)
+    xd = x.astype(np.float64)
+    mu = xd.mean(axis=-1, keepdims=True)
+    var = ((xd - mu) ** 2).mean(axis=-1, keepdims=True)
+    ln = (xd - mu) / np.sqrt(var + 1e-5) * g + bb
+    h = np.maximum(ln @ w.astype(np.float64) + bias, 0)
+    m = h.mean(axis=1)
+    logits = 0.5 * (m @ gw.astype(np.float64)) + 2.0 * gc
+    out = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "ln.weight", "ln.bias"], ["ln"], name="ln", axis=-1, epsilon=1e-5),
+        helper.make_node("MatMul", ["ln", "w"], ["mm"], name="proj"),
+        helper.make_node("Add", ["mm", "b"], ["mb"], name="proj_bias"),
+        helper.make_node("Relu", ["mb"], ["h"], name="act"),
+        helper.make_node("ReduceMean", ["h"], ["m3"], name="mean", axes=[1], keepdims=1),
+        helper.make_node("Shape", ["m3"], ["shp"], name="shape"),
+        helper.make_node("Constant", [], ["zero"], name="zero", value=helper.make_tensor("z", TensorProto.INT64, [], [0])),
+        helper.make_node("Gather", ["shp", "zero"], ["n"], name="batch", axis=0),
+        helper.make_node("Constant", [], ["ax"], name="ax", value=helper.make_tensor("a", TensorProto.INT64, [1], [0])),
+        helper.make_node("Unsqueeze", ["n", "ax"], ["n1"], name="unsq"),
+        helper.make_node("Constant", [], ["rest"], name="rest", value=helper.make_tensor("r", TensorProto.INT64, [1], [-1])),
+        helper.make_node("Concat", ["n1", "rest"], ["target"], name="target", axis=0),
+        helper.make_node("Reshape", ["m3", "target"], ["m"], name="flat"),
+        helper.make_node("Gemm", ["m", "gw", "gc"], ["logits"], name="fc", alpha=0.5, beta=2.0),
+        helper.make_node("LogSoftmax", ["logits"], ["out"], name="logsoftmax", axis=1),
+    ]
+    inits = [init("ln.weight", g), init("ln.bias", bb), init("w", w), init("b", bias), init("gw", gw), init("gc", gc)]
+    save("head", nodes, [("x", x)], [("out", out)], inits)
+
+
+# ---- files to refuse ----
+
+def bad():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = init("w", rand(2, 2, 3, 3))
+
+    def write(name, nodes, inits):
+        graph = helper.make_graph(nodes, name, [x], [y], inits)
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), f"{OUT}/bad_{name}.onnx")
+
+    write("op", [helper.make_node("Einsum", ["x", "x"], ["y"], name="mystery", equation="ij,jk->ik")], [])
+    write("pads", [helper.make_node("Conv", ["x", "w"], ["y"], name="lopsided", pads=[0, 0, 1, 1])], [w])
+    write("unknown_input", [helper.make_node("Relu", ["nowhere"], ["y"], name="lost")], [])
+    ext = init("w", rand(2, 2, 3, 3))
+    ext.ClearField("raw_data")
+    ext.data_location = TensorProto.EXTERNAL
+    entry = ext.external_data.add()
+    entry.key, entry.value = "location", "weights.bin"
+    write("external", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], [ext])
+    short = init("w", rand(2, 2, 3, 3))
+    short.raw_data = short.raw_data[:-4]
+    write("short_raw", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], [short])
+
+
+# ---- typed data: initializers in the typed fields (not raw_data), each narrowed or widened as
+# ONNX stores it; spec/onnx_spec.lua reads them back ----
+
+def typed():
+    T = TensorProto
+    inits = [
+        helper.make_tensor("f16", T.FLOAT16, [3], [1.5, -2.0, 0.25]),
+        helper.make_tensor("bf16", T.BFLOAT16, [3], [1.5, -2.0, 0.25]),
+        helper.make_tensor("i8", T.INT8, [2], [-3, 7]),
+        helper.make_tensor("u8", T.UINT8, [2], [200, 3]),
+        helper.make_tensor("bool", T.BOOL, [3], [1, 0, 1]),
+        helper.make_tensor("i32", T.INT32, [2], [-70000, 5]),
+        helper.make_tensor("i64", T.INT64, [2, 1], [2 ** 40, -5]),
+        helper.make_tensor("f64", T.DOUBLE, [2], [0.1, 2.5]),
+        helper.make_tensor("f32", T.FLOAT, [1], [1.25]),
+        helper.make_tensor("scalar", T.FLOAT, [], [4.0]),
+        helper.make_tensor("empty", T.FLOAT, [0, 3], []),
+    ]
+    node = helper.make_node("Identity", ["x"], ["y"], name="pass", note=b"a\x00b",
+                            sizes=[3, -4], gains=[0.5, 2.0], modes=["up", "down"], gain=1.5, count=-9)
+    graph = helper.make_graph([node], "typed", [helper.make_tensor_value_info("x", T.FLOAT, ["n", 2])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [None, 2])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="typed"),
+              f"{OUT}/typed.onnx")
+
+
+typed()
+residual()
+mobile()
+neck()
+head()
+bad()
+print("wrote", OUT)
