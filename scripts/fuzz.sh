@@ -7,9 +7,9 @@ set -eu
 build="${1:-build-fuzz}"
 seconds="${FUZZ_SECONDS:-30}"
 [ -f "$build/build.ninja" ] || CC=clang cmake -S . -B "$build" -G Ninja -DTOCHA_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target fuzz_cache_entry fuzz_validation >/dev/null
+cmake --build "$build" --target fuzz_cache_entry fuzz_validation fuzz_onnx_file >/dev/null
 passed=0; failed=0
-for target in cache_entry validation; do
+for target in cache_entry validation onnx_file; do
   work="$build/corpus-$target"
   rm -rf "$work" && mkdir -p "$work" && cp fuzz/corpus/$target/* "$work"/ 2>/dev/null || true
   echo "== fuzzing $target for ${seconds}s"

@@ -4,7 +4,9 @@
 -- edited) and read back. Each read must either refuse the file with "tocha.load: ..." or
 -- "tocha.load_npy: ..." (never a raw Lua or FFI error, a crash or a hang) or return tensors; an
 -- unmutated file must come back equal. TOCHA_FILE_FUZZ_CASES sets the number of mutated files
--- (default 3000), TOCHA_FILE_FUZZ_SEED the seed (default: the time, printed).
+-- (default 3000; a third as many ONNX files, mutated from fuzz/corpus/onnx_file and read by
+-- tocha.onnx.read, each one read imported by tocha.onnx.load), TOCHA_FILE_FUZZ_SEED
+-- the seed (default: the time, printed).
 local tocha = require "tocha"
 require "tocha.assertions"
 local files = require "support.files"
@@ -12,6 +14,7 @@ local process = require "support.process"
 
 local CASES = tonumber(os.getenv("TOCHA_FILE_FUZZ_CASES") or "3000")
 local SEED = tonumber(os.getenv("TOCHA_FILE_FUZZ_SEED") or tostring(os.time()))
+local ONNX_CASES = math.max(10, math.floor(CASES / 3))
 
 local function le(n, bytes)
   local out = {}
@@ -110,5 +113,45 @@ describe("the file readers under mutated files", function()
     assert.are.equal(CASES, refused + read)
     -- the session goes on
     assert.are.same({ 1, 1 }, tocha.ones({ 2 }, { device = "sim" }):to_table())
+  end)
+
+  it(("refuse or read each of %d mutated ONNX files, importing those read"):format(ONNX_CASES), function()
+    print(("[onnx fuzz] seed %d"):format(SEED))
+    math.randomseed(SEED)
+    local rng = math.random
+    local seeds = {}
+    local corpus = (os.getenv("TOCHA_SOURCE_DIR") or ".") .. "/fuzz/corpus/onnx_file/"
+    for _, name in ipairs({ "typed.onnx", "head.onnx", "neck.onnx" }) do
+      seeds[#seeds + 1] = files.slurp(corpus .. name)
+      assert.truthy(tocha.onnx.read(corpus .. name).nodes[1], name)
+    end
+    local dir = process.tempdir()
+    local path = dir .. "/mutated.onnx"
+    local refused, read, imported, bad = 0, 0, 0, {}
+    for _ = 1, ONNX_CASES do
+      local s = seeds[rng(#seeds)]
+      for _ = 1, rng(1, 3) do s = mutate(s, rng) end
+      files.spit(path, s)
+      local ok, err = pcall(tocha.onnx.read, path)
+      if ok then
+        read = read + 1
+        do -- the importer over what the reader let through
+          local loaded, lerr = pcall(tocha.onnx.load, path, { device = "sim" })
+          if loaded then
+            imported = imported + 1
+          elseif not clean_refusal(lerr, "onnx.load") and #bad < 10 then
+            bad[#bad + 1] = tostring(lerr)
+          end
+        end
+      elseif clean_refusal(err, "onnx.read") then
+        refused = refused + 1
+      elseif #bad < 10 then
+        bad[#bad + 1] = tostring(err)
+      end
+    end
+    process.remove_tree(dir)
+    print(("[onnx fuzz] seed %d: %d refused, %d read (%d imported)"):format(SEED, refused, read, imported))
+    assert.are.same({}, bad, "seed " .. SEED)
+    assert.are.equal(ONNX_CASES, refused + read)
   end)
 end)

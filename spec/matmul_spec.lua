@@ -144,7 +144,8 @@ describe("tocha.matmul", function()
         local seed = 300
         for _, c in ipairs({ { "bf16", { 2, 130, 32 }, { 32, 136 }, "gelu" }, { "f16", { 17, 24 }, { 24, 16 }, "silu" },
           { "f32", { 40, 64 }, { 64, 36 }, "tanh" }, { "f64", { 9, 13 }, { 13, 7 }, "sigmoid" },
-          { "f32", { 5, 0 }, { 0, 3 }, "sigmoid" } }) do
+          { "f32", { 5, 0 }, { 0, 3 }, "sigmoid" }, { "f32", { 12, 16 }, { 16, 20 }, "hardswish" },
+          { "f64", { 7, 5 }, { 5, 9 }, "hardsigmoid" } }) do
           local dt, sa, sb, act = c[1], c[2], c[3], c[4]
           seed = seed + 1
           local a = tocha.randn(sa, { dtype = dt, device = device, seed = seed })

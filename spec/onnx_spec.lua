@@ -175,6 +175,7 @@ describe("tocha.onnx.load", function()
       bad_unknown_input = 'node "lost" (Relu): input "nowhere" is made by no earlier node, initializer or graph input',
       bad_external = 'initializer "w" keeps its data in an external file',
       bad_short_raw = 'initializer "w" holds 140 bytes of raw data; its 36 elements take 144',
+      bad_tensorless = 'node "hollow" (Constant) attribute "value": of type TENSOR without a tensor',
     }) do
       local message = error_of(tocha.onnx.load, path(file .. ".onnx"))
       assert.truthy(message:find("tocha.onnx.", 1, true), message)

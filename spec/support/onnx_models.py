@@ -284,6 +284,9 @@ def bad():
     entry = ext.external_data.add()
     entry.key, entry.value = "location", "weights.bin"
     write("external", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], [ext])
+    tensorless = helper.make_node("Constant", [], ["y"], name="hollow", value=helper.make_tensor("v", TensorProto.FLOAT, [], [1.0]))
+    tensorless.attribute[0].ClearField("t")  # its type still says TENSOR
+    write("tensorless", [tensorless], [])
     short = init("w", rand(2, 2, 3, 3))
     short.raw_data = short.raw_data[:-4]
     write("short_raw", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], [short])

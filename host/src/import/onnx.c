@@ -283,6 +283,11 @@ static int attribute_of(tocha_onnx *m, const Onnx__NodeProto *node, const Onnx__
         if (a->strings[k].len) memcpy(strings[k], a->strings[k].data, a->strings[k].len);
     }
     out->strings = (const char *const *)strings;
+    out->tensor.name = empty;
+    if (out->type == TOCHA_ONNX_ATTR_TENSOR && !a->t)
+        return tocha_fail(TOCHA_E_ARGUMENT,
+                          "%s: node \"%s\" (%s) attribute \"%s\": of type TENSOR without a tensor",
+                          m->name, text(node->name), text(node->op_type), out->name);
     if (a->t) {
         char what[256];
         snprintf(what, sizeof what, "node \"%s\" (%s) attribute \"%s\"", text(node->name),
