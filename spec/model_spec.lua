@@ -359,7 +359,63 @@ describe("tocha.Model", function()
         assert.are.same({ 1, -1, 0.5 }, m:parameters()["scale.weight"]:to_table())
         os.remove(path)
         message = error_of(x.named, x, "a b")
-        assert.truthy(message:find('name: expected a name without spaces, not starting or ending with a dot or holding two together, got "a b"', 1, true), message)
+        assert.truthy(message:find('name: expected a name without spaces, not starting or ending with a dot or holding two '
+          .. 'together, got "a b"', 1, true), message)
+      end)
+
+      it("loads a state dict by PyTorch's module names, listing what is missing, unexpected or mis-shaped", function()
+        local x = Model.input({ -1, 3, 6, 6 })
+        local conv = tocha.Conv2d.new(3, 4, 3, { padding = 1 })(x):named("layer1.0.conv1")
+        local bn = tocha.BatchNorm2d.new(4)(conv):named("layer1.0.bn1")
+        local drop = tocha.Dropout.new(0.5)(bn):named("drop")
+        local flat = tocha.Flatten.new()(drop)
+        local fc = tocha.Linear.new(144, 5)(flat):named("fc")
+        local m = Model({ x }, { fc }):load(2, device)
+        local names = {}
+        for name in pairs(m:parameters()) do names[#names + 1] = name end
+        table.sort(names)
+        assert.are.same({ "drop.step", "fc.bias", "fc.weight", "layer1.0.bn1.bias", "layer1.0.bn1.running_mean",
+          "layer1.0.bn1.running_var", "layer1.0.bn1.weight", "layer1.0.conv1.bias", "layer1.0.conv1.weight" }, names)
+        -- a state dict as PyTorch writes it: f64 here (converted on load), BatchNorm's counter beside
+        local dict, seed = {}, 40
+        for _, name in ipairs(names) do
+          if name ~= "drop.step" then
+            seed = seed + 1
+            dict[name] = tocha.rand(m:parameters()[name]:shape(), { dtype = "f64", device = "sim", seed = seed, low = 0.5 })
+          end
+        end
+        dict["layer1.0.bn1.num_batches_tracked"] = tocha.tensor({ 7 }, { dtype = "i64", device = "sim" })
+        local path = os.tmpname()
+        tocha.save(path, dict)
+        local report = m:load_state_dict(path)
+        os.remove(path)
+        assert.are.same({ missing = {}, unexpected = {}, mismatched = {} }, report)
+        for name, t in pairs(dict) do
+          if not name:find("num_batches") then
+            local want = ref.values(t)
+            for i, v in ipairs(want) do want[i] = ref.convert(v, "f32") end
+            assert.are.same(want, ref.values(m:parameters()[name]), name)
+          end
+        end
+        -- missing, unexpected and mis-shaped: strict refuses all three and loads nothing
+        local before = ref.values(m:parameters()["fc.weight"])
+        local bad = {}
+        for name, t in pairs(dict) do bad[name] = t end
+        bad["fc.bias"], bad["fc.extra"] = nil, tocha.ones({ 2 }, { device = "sim" })
+        bad["layer1.0.conv1.weight"] = tocha.ones({ 4, 3, 1, 1 }, { device = "sim" })
+        bad["fc.weight"] = tocha.zeros({ 5, 144 }, { device = "sim" })
+        local message = error_of(m.load_state_dict, m, bad)
+        assert.truthy(message:find("state_dict does not fit the model (nothing loaded): missing: fc.bias; unexpected: "
+          .. "fc.extra; shapes that differ: layer1.0.conv1.weight: [4, 3, 1, 1] in the source, [4, 3, 3, 3] in the model", 1, true),
+          message)
+        assert.are.same(before, ref.values(m:parameters()["fc.weight"]))
+        -- not strict: what fits is loaded and the lists say the rest
+        report = m:load_state_dict(bad, { strict = false })
+        assert.are.same({ missing = { "fc.bias" }, unexpected = { "fc.extra" },
+          mismatched = { "layer1.0.conv1.weight: [4, 3, 1, 1] in the source, [4, 3, 3, 3] in the model" } }, report)
+        for _, v in ipairs(ref.values(m:parameters()["fc.weight"])) do assert.are.equal(0, v) end
+        assert.truthy(error_of(m.load_state_dict, m, 5):find("source: expected a safetensors file name or a table", 1, true))
+        assert.truthy(error_of(m.load_state_dict, m, bad, { strict = 1 }):find("strict: expected a boolean", 1, true))
       end)
 
       it("names what backward refuses: a foreign cache, wrong gradients, an op without a backward", function()

@@ -757,6 +757,79 @@ function Model:load_parameters(path)
   return self
 end
 
+-- m:load_state_dict(source [, {strict = true}]): parameters by name from a state dict, as
+-- PyTorch's module.load_state_dict takes one: source a safetensors file (what
+-- safetensors.torch.save_file(model.state_dict(), path) writes) or a table of name -> tensor.
+-- Names are the model's ("<node>.<param>": name the nodes as PyTorch's modules, "layer1.0.conv1").
+-- Returns {missing =, unexpected =, mismatched =}: the model's names the source lacks, the
+-- source's names the model lacks (PyTorch's BatchNorm counter "<bn>.num_batches_tracked", which
+-- tocha does not keep, aside) and "<name>: <source shape> in the source, <model shape> in the
+-- model" for each shape that differs, each list sorted. strict (the default) refuses a source
+-- with any of them, listing them all, and changes nothing; otherwise every parameter that fits
+-- is copied and the lists say what was not. A source tensor of another dtype or device is
+-- converted. A model's own buffers that PyTorch's modules lack (a Dropout's step) are not
+-- asked for.
+function Model:load_state_dict(source, opts)
+  loaded(self)
+  if opts ~= nil and type(opts) ~= "table" then raise("options: expected a table {strict =}, got " .. type(opts)) end
+  local strict = true
+  if opts and opts.strict ~= nil then
+    if type(opts.strict) ~= "boolean" then raise("strict: expected a boolean, got " .. errors.show(opts.strict)) end
+    strict = opts.strict
+  end
+  local dict, label
+  if type(source) == "string" then
+    dict, label = require("tocha.safetensors").load(source, { device = self.device.name }), source
+  elseif type(source) == "table" then
+    dict, label = source, "state_dict"
+  else
+    raise("source: expected a safetensors file name or a table of name = tensor, got " .. type(source))
+  end
+  local own = {}
+  for _, n in ipairs(self.order) do
+    for i, t in ipairs(self.params[n] or {}) do
+      if not (n.op.param_in_state_dict and n.op:param_in_state_dict(i) == false) then
+        own[n.name .. "." .. self.param_names_of[n][i]] = t
+      end
+    end
+  end
+  local missing, unexpected, mismatched, fits = {}, {}, {}, {}
+  for name, t in pairs(own) do
+    local f = dict[name]
+    if f == nil then
+      missing[#missing + 1] = name
+    elseif not tensor.is_tensor(f) or f.freed ~= 0 then
+      raise(("%s[%s]: expected a live tensor, got %s"):format(label, errors.show(name), errors.show(f)))
+    elseif shape_text(f:shape()) ~= shape_text(t:shape()) then
+      mismatched[#mismatched + 1] = ("%s: %s in the source, %s in the model"):format(name, shape_text(f:shape()),
+        shape_text(t:shape()))
+    else
+      fits[name] = f
+    end
+  end
+  for name in pairs(dict) do
+    if type(name) ~= "string" then raise(("%s: expected names as keys, got %s"):format(label, errors.show(name))) end
+    if not self.param_by_name[name] and not name:find("%.num_batches_tracked$") then unexpected[#unexpected + 1] = name end
+  end
+  table.sort(missing)
+  table.sort(unexpected)
+  table.sort(mismatched)
+  if strict and #missing + #unexpected + #mismatched > 0 then
+    local parts = {}
+    if #missing > 0 then parts[#parts + 1] = "missing: " .. table.concat(missing, ", ") end
+    if #unexpected > 0 then parts[#parts + 1] = "unexpected: " .. table.concat(unexpected, ", ") end
+    if #mismatched > 0 then parts[#parts + 1] = "shapes that differ: " .. table.concat(mismatched, "; ") end
+    raise(("%s does not fit the model (nothing loaded): %s"):format(label, table.concat(parts, "; ")))
+  end
+  for name, f in pairs(fits) do
+    local t = own[name]
+    if f.dev ~= t.dev then f = f:to(self.device.name) end
+    if f:dtype() ~= t:dtype() then f = f:cast(t:dtype()) end
+    t:copy(f)
+  end
+  return { missing = missing, unexpected = unexpected, mismatched = mismatched }
+end
+
 -- ---- captured forwards ----
 
 local Capture = {}

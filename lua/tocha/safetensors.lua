@@ -175,9 +175,9 @@ function M.load(path, opts)
         if not is_count(s) then fail(("%s: shape[%d]: expected a size, got %s"):format(what, i, show(s))) end
         numel = numel * s
       end
-      if #e.shape == 0 then
-        fail(("%s: shape []: tocha tensors have 1 to 8 dimensions (a scalar is shape [1])"):format(what))
-      end
+      -- a scalar (PyTorch's 0-dimensional tensors: a BatchNorm's num_batches_tracked) is read as
+      -- shape {1}, tocha's scalar
+      if #e.shape == 0 then e.shape = { 1 } end
       local o = e.data_offsets
       if not is_list(o, 2) or not is_count(o[1]) or not is_count(o[2]) or o[1] > o[2] then
         fail(what .. ": data_offsets: expected [begin, end], two byte offsets with begin <= end")

@@ -56,6 +56,8 @@ function Dropout:param_names() return { "step" } end
 function Dropout:param_shapes() return { { 1 } } end
 function Dropout:param_dtype() return "i64" end
 function Dropout:param_trainable() return false end
+-- (PyTorch's Dropout keeps no counter: a state dict does not hold it)
+function Dropout:param_in_state_dict() return false end
 
 function Dropout:compute_concrete_output_shape(input_shapes)
   local shape = op.one_input(input_shapes)
