@@ -146,15 +146,38 @@ describe("tocha.onnx.load", function()
         end)
       end
 
-      it("keeps the initializers' names as parameter names and loads them exactly", function()
-        local m = tocha.onnx.load(path("residual.onnx"), { batch_size = 2, device = dev.name })
+      it("keeps the initializers' names as parameter names and loads them exactly (fuse = false)", function()
+        local x = tocha.load_npy(path("residual_in1.npy"), { device = dev.name })
+        local m = tocha.onnx.load(path("residual.onnx"), { batch_size = 2, device = dev.name, fuse = false })
         local f = m.onnx
         local p = m:parameters()
-        for _, name in ipairs({ "conv1.weight", "conv1.bias", "conv2.weight", "bn1.weight", "bn1.running_var",
-          "bn2.running_mean", "fc.weight", "fc.bias" }) do
-          assert.truthy(p[name], name)
-          assert.are.same(f.initializers[name]:values(), ref.values(p[name]), name)
+        local names = {}
+        for name in pairs(p) do names[#names + 1] = name end
+        table.sort(names)
+        local want = {}
+        for _, name in ipairs(f.initializer_order) do want[#want + 1] = name end
+        table.sort(want)
+        assert.are.same(want, names)
+        for _, name in ipairs(names) do assert.are.same(f.initializers[name]:values(), ref.values(p[name]), name) end
+        close(m:forward({ x })[1], tocha.load_npy(path("residual_out1.npy")), 1e-4, "residual, unfused")
+      end)
+
+      it("fuses each Conv with the BatchNormalization, residual Add and activation after it", function()
+        local kinds = {}
+        for _, name in ipairs({ "residual", "mobile" }) do
+          local m = tocha.onnx.load(path(name .. ".onnx"), { batch_size = 2, device = dev.name })
+          for _, n in ipairs(m.order) do
+            if n.op and n.op.kind == "conv2d" then
+              kinds[#kinds + 1] = ("%s %s%s"):format(n.name, n.op.activation, n.op.residual and " +residual" or "")
+            end
+          end
+          if name == "residual" then
+            local p = m:parameters()
+            assert.is_nil(p["bn1.weight"]) -- folded into conv1's weight and bias
+            assert.truthy(p["conv1.weight"] and p["conv1.bias"] and p["conv2.bias"])
+          end
         end
+        assert.are.same({ "conv1 relu", "conv2 relu +residual", "dw hardswish", "pw silu", "se hardsigmoid" }, kinds)
       end)
 
       it("runs in f16 and bf16, the file's weights cast", function()

@@ -51,16 +51,20 @@ local Import = {}
 Import.__index = Import
 
 function Import:fail(n, message)
-  raise(("%s: node %s (%s): %s"):format(self.path, show(n.name), n.op_type, message))
+  -- (kept for load, which raises it again outside the pcall around each converter)
+  self.failure = ("%s: node %s (%s): %s"):format(self.path, show(n.name), n.op_type, message)
+  raise(self.failure)
 end
 
 -- The value of input i of node n (a record: runtime {node, shape} or constant {const = true,
 -- shape, values | init}), nil where the input is left out.
-function Import:input(n, i)
+-- lazy: a convolution still open to fusion is handed out as it is (else it is emitted now).
+function Import:input(n, i, lazy)
   local name = n.inputs[i]
   if name == nil or name == "" then return nil end
   local v = self.values[name]
   if not v then self:fail(n, ("input %s is made by no earlier node, initializer or graph input"):format(show(name))) end
+  if v.pending and not lazy then self:materialize(v) end
   return v
 end
 
@@ -98,11 +102,13 @@ function Import:values_of(n, v, what)
 end
 
 -- The tocha tensor of a constant, of the model's dtype, for a parameter.
-function Import:tensor_of(v)
-  if v.init and v.init:dtype() then return v.init:to_tensor({ device = self.device, dtype = self.dtype }) end
+function Import:tensor_of(v, dt)
+  dt = dt or self.dtype
+  if v.tensor then return v.tensor:cast(dt) end
+  if v.init and v.init:dtype() then return v.init:to_tensor({ device = self.device, dtype = dt }) end
   local shape = #v.shape > 0 and v.shape or { 1 }
   local flat = tensor.tensor(v.values, { dtype = "f64", device = "sim" })
-  return flat:view(shape):cast(self.dtype):to(self.device.name)
+  return flat:view(shape):cast(dt):to(self.device.name)
 end
 
 -- The kind of value each attribute the converters read must have (a file may give another).
@@ -163,6 +169,49 @@ function Import:emit(n, op, inputs, params, hint)
   local node = model.node(op, unpack(nodes)):named(self:unique(hint or (n.name ~= "" and n.name) or n.op_type))
   for pname, src in pairs(params or {}) do self.params[#self.params + 1] = { node = node, name = pname, src = src } end
   return { node = node, shape = shape }
+end
+
+-- ---- fusion: a convolution and what follows it, as one Conv2d ----
+--
+-- A Conv's output is held open (a record with `pending`, the convolution's plan) while the
+-- nodes after it can join its launch: a BatchNormalization (folded into the weight and bias by
+-- tocha.nn.fold_batch_norm), an Add of a computed tensor of its shape (the epilogue's residual)
+-- and an activation (the epilogue's F), each only where it is the value's one reader, so that
+-- no one reads what the fused launch no longer writes. Whatever else reads the value emits the
+-- convolution as planned so far. `stage` counts what joined: a record of an earlier stage is
+-- one its reader has absorbed, never emitted.
+
+-- Whether v is an open convolution that the value `name`, read `reads` times in all, lets a
+-- reader join (without an activation yet).
+function Import:open(v, name, reads)
+  return self.fuse and v and v.pending and not v.pending.node and v.stage == v.pending.stage and v.pending.act == "identity"
+    and (self.uses[name] or 0) == (reads or 1)
+end
+
+-- The record of an open convolution after one more node joined it.
+local function joined(v)
+  v.pending.stage = v.pending.stage + 1
+  return { pending = v.pending, stage = v.pending.stage, shape = v.shape }
+end
+
+-- Emits v's convolution (once) with everything that joined it.
+function Import:materialize(v)
+  local p = v.pending
+  if p.node then v.node = p.node return end
+  if v.stage ~= p.stage then error("tocha.onnx: a fused value was read after its reader absorbed it", 0) end
+  local weight, bias = p.w, p.b
+  if p.bn then
+    local function t(rec) return self:tensor_of(rec, "f32") end
+    local w2, b2 = require("tocha.fusion").fold_batch_norm(t(p.w), p.b and t(p.b) or nil, { weight = t(p.bn.scale),
+      bias = t(p.bn.bias), running_mean = t(p.bn.mean), running_var = t(p.bn.var), eps = p.bn.eps })
+    weight, bias = { const = true, shape = w2:shape(), tensor = w2 }, { const = true, shape = b2:shape(), tensor = b2 }
+  end
+  local opts = {}
+  for k, o in pairs(p.opts) do opts[k] = o end
+  opts.bias, opts.activation, opts.residual = bias ~= nil, p.act, p.residual ~= nil
+  local op = Conv2d.new(p.in_channels, p.out_channels, p.kernel, opts)
+  local r = self:emit(p.n, op, { p.x, p.residual }, { weight = weight, bias = bias }, p.name)
+  p.node, v.node = r.node, r.node
 end
 
 function Import:set(n, k, v) if n.outputs[k] and n.outputs[k] ~= "" then self.values[n.outputs[k]] = v end end
@@ -228,9 +277,14 @@ OPS.Conv = function(self, n)
   local k = { w.shape[3], w.shape[4] }
   local s, d = self:attr(n, "strides", { 1, 1 }), self:attr(n, "dilations", { 1, 1 })
   local groups = self:attr(n, "group", 1)
-  local op = Conv2d.new(x.shape[2], w.shape[1], k, { stride = s, dilation = d, groups = groups,
-    padding = window_pads(self, n, x, k, s, d), bias = b ~= nil, dtype = self.dtype })
-  self:set(n, 1, self:emit(n, op, { x }, { weight = w, bias = b }, self:layer_name(n, w)))
+  local opts = { stride = s, dilation = d, groups = groups, padding = window_pads(self, n, x, k, s, d), dtype = self.dtype }
+  local plain = Conv2d.new(x.shape[2], w.shape[1], k, opts)
+  local ok, shape = pcall(plain.compute_concrete_output_shape, plain, { x.shape })
+  if not ok then self:fail(n, tostring(shape):gsub("^.-: ", "", 1)) end
+  -- held open: what reads it may join its launch (Import:materialize emits it)
+  local p = { n = n, x = x, w = w, b = b, opts = opts, in_channels = x.shape[2], out_channels = w.shape[1], kernel = k,
+    act = "identity", stage = 0, name = self:layer_name(n, w) }
+  self:set(n, 1, { pending = p, stage = 0, shape = shape })
 end
 
 OPS.ConvTranspose = function(self, n)
@@ -249,13 +303,22 @@ OPS.ConvTranspose = function(self, n)
 end
 
 OPS.BatchNormalization = function(self, n)
+  local v = self:input(n, 1, true)
+  local consts = true
+  for i = 2, 5 do consts = consts and self:input(n, i) ~= nil and self:input(n, i).const end
+  if self:open(v, n.inputs[1]) and not v.pending.bn and not v.pending.residual and consts and #n.outputs == 1
+      and self:attr(n, "training_mode", 0) == 0 then
+    v.pending.bn = { scale = self:input(n, 2), bias = self:input(n, 3), mean = self:input(n, 4), var = self:input(n, 5),
+      eps = self:attr(n, "epsilon", 1e-5) }
+    return self:set(n, 1, joined(v))
+  end
   local x = self:runtime(n, 1)
   if self:attr(n, "training_mode", 0) ~= 0 then self:fail(n, "training_mode 1 is not supported (export in eval mode)") end
   if #n.outputs > 1 then self:fail(n, "the running statistics' outputs (training mode) are not supported") end
   local scale, bias = self:needed(n, 2, "scale"), self:needed(n, 3, "B")
   local mean, var = self:needed(n, 4, "input_mean"), self:needed(n, 5, "input_var")
-  for _, v in ipairs({ scale, bias, mean, var }) do
-    if not v.const then self:fail(n, "its statistics and affine must be initializers") end
+  for _, c in ipairs({ scale, bias, mean, var }) do
+    if not c.const then self:fail(n, "its statistics and affine must be initializers") end
   end
   local op = BatchNorm2d.new(x.shape[2], { eps = self:attr(n, "epsilon", 1e-5), dtype = self.dtype })
   op:train(false)
@@ -296,9 +359,34 @@ end
 
 local UNARY = { Relu = "relu", Sigmoid = "sigmoid", Tanh = "tanh", Exp = "exp", Log = "log", Sqrt = "sqrt", Neg = "neg",
   Abs = "abs", HardSwish = "hardswish" }
+-- The activations a convolution's epilogue applies (tocha.matmul.ACTIVATIONS).
+local EPILOGUE = require("tocha.matmul").ACTIVATIONS
+
+-- y = fn(input 1): joined to an open convolution where it can be, else an Elementwise.
+local function activation(self, n, fn)
+  local v = self:input(n, 1, true)
+  if EPILOGUE[fn] and self:open(v, n.inputs[1]) then
+    v.pending.act = fn
+    return self:set(n, 1, joined(v))
+  end
+  self:set(n, 1, self:emit(n, Elementwise.new(fn, self.dtype), { self:runtime(n, 1) }))
+end
+
+-- Whether Sigmoid node n is half of a SiLU: its one reader is Mul(x, Sigmoid(x)).
+function Import:silu_half(n)
+  local out = n.outputs[1]
+  if (self.uses[out] or 0) ~= 1 then return false end
+  local reader = self.readers[out]
+  return reader ~= nil and reader.op_type == "Mul" and #reader.inputs == 2
+    and ((reader.inputs[1] == out and reader.inputs[2] == n.inputs[1]) or (reader.inputs[2] == out and reader.inputs[1] == n.inputs[1]))
+end
+
 for op_type, fn in pairs(UNARY) do
   OPS[op_type] = function(self, n)
-    self:set(n, 1, self:emit(n, Elementwise.new(fn, self.dtype), { self:runtime(n, 1) }))
+    if op_type == "Sigmoid" and self:silu_half(n) then -- the Mul makes the SiLU
+      return self:set(n, 1, { silu_half = true, shape = self:input(n, 1, true).shape })
+    end
+    activation(self, n, fn)
   end
 end
 
@@ -307,12 +395,12 @@ OPS.HardSigmoid = function(self, n)
   if math.abs(alpha - 1 / 6) > 1e-6 or math.abs(beta - 0.5) > 1e-6 then
     self:fail(n, ("alpha %g and beta %g: tocha's hardsigmoid is PyTorch's (1/6, 0.5)"):format(alpha, beta))
   end
-  self:set(n, 1, self:emit(n, Elementwise.new("hardsigmoid", self.dtype), { self:runtime(n, 1) }))
+  activation(self, n, "hardsigmoid")
 end
 
 OPS.Gelu = function(self, n)
   if self:attr(n, "approximate", "none") ~= "none" then self:fail(n, "only the exact gelu (approximate \"none\")") end
-  self:set(n, 1, self:emit(n, Elementwise.new("gelu", self.dtype), { self:runtime(n, 1) }))
+  activation(self, n, "gelu")
 end
 
 local function alias(self, n)
@@ -359,6 +447,23 @@ local function binary(op_type, fn)
   end
 end
 binary("Add", "add")
+
+-- Add(conv, r), r computed and of conv's shape: r joins the convolution as its residual.
+local add = OPS.Add
+OPS.Add = function(self, n)
+  for k = 1, 2 do
+    local v, other = self:input(n, k, true), self:input(n, 3 - k, true)
+    if self:open(v, n.inputs[k]) and not v.pending.residual and other and not other.const and not other.silu_half
+        and n.inputs[1] ~= n.inputs[2] then
+      other = self:input(n, 3 - k)
+      if #other.shape == #v.shape and op_base.same_sizes(other.shape, v.shape) then
+        v.pending.residual = other
+        return self:set(n, 1, joined(v))
+      end
+    end
+  end
+  add(self, n)
+end
 binary("Sub", "sub")
 binary("Div", "div")
 binary("Mul", "mul")
@@ -369,6 +474,11 @@ OPS.Mul = function(self, n)
   for k = 1, 2 do
     local p = self.producer[n.inputs[k]]
     if p and p.op_type == "Sigmoid" and p.inputs[1] == n.inputs[3 - k] then
+      local v = self:input(n, 3 - k, true)
+      if self:open(v, n.inputs[3 - k], 2) then
+        v.pending.act = "silu"
+        return self:set(n, 1, joined(v))
+      end
       local x = self:runtime(n, 3 - k)
       return self:set(n, 1, self:emit(n, Elementwise.new("silu", self.dtype), { x }))
     end
@@ -667,22 +777,25 @@ table.sort(M.OPS)
 
 -- The parameter tensor of a constant record, of the parameter's shape (the file may add 1s:
 -- Gemm's C [1, out]), transposed and scaled where Gemm says so.
-local function parameter_value(self, rec, want)
+local function parameter_value(self, rec, want, want_dtype)
   local src = rec.from or rec
-  local t = self:tensor_of(src)
+  local t = self:tensor_of(src, want_dtype)
   if rec.transpose then t = t:t() end
   if rec.scale and rec.scale ~= 1 then t = t:mul(rec.scale) end
   if t:numel() ~= numel(want) then return nil end
   return t:contiguous():view(want)
 end
 
--- tocha.onnx.load(path [, {batch_size = 1, device, dtype = "f32", input_shapes = {name = shape}}]):
--- the network as a tocha.Model, loaded (m:load(batch_size, device)) in inference mode, its
--- parameters the file's. m.onnx is the file (tocha.onnx.read's). input_shapes gives the shape
--- of an input whose dimensions beyond the batch the file leaves open.
+-- tocha.onnx.load(path [, {batch_size = 1, device, dtype = "f32", input_shapes = {name = shape},
+-- fuse = true}]): the network as a tocha.Model, loaded (m:load(batch_size, device)) in inference
+-- mode, its parameters the file's. m.onnx is the file (tocha.onnx.read's). input_shapes gives
+-- the shape of an input whose dimensions beyond the batch the file leaves open. fuse: each Conv
+-- with the BatchNormalization, residual Add and activation after it as one Conv2d launch (false:
+-- a node for each of the file's).
 function M.load(path, opts)
   if type(path) ~= "string" then raise("path: expected a file name, got " .. show(path)) end
-  opts = op_base.options(opts, { batch_size = true, device = true, dtype = true, input_shapes = true }, "tocha.onnx.load")
+  opts = op_base.options(opts, { batch_size = true, device = true, dtype = true, input_shapes = true, fuse = "boolean" },
+    "tocha.onnx.load")
   local batch = opts.batch_size or 1
   if type(batch) ~= "number" or batch < 1 or batch ~= math.floor(batch) then
     raise("batch_size: expected a positive integer, got " .. show(batch))
@@ -696,7 +809,7 @@ function M.load(path, opts)
     end
   end
   local self = setmetatable({ path = path, file = f, dtype = dt, device = dev, values = {}, producer = {}, names = {},
-    params = {}, opset = f.opsets[""] or f.opsets["ai.onnx"] or 1 }, Import)
+    params = {}, opset = f.opsets[""] or f.opsets["ai.onnx"] or 1, fuse = opts.fuse ~= false }, Import)
   for name, init in pairs(f.initializers) do
     self.values[name] = { const = true, shape = init:shape(), init = init, onnx_type = init.data_type }
   end
@@ -721,9 +834,15 @@ function M.load(path, opts)
       self.values[v.name] = { node = node, shape = shape }
     end
   end
+  self.uses, self.readers = {}, {}
   for _, n in ipairs(f.nodes) do
     for _, o in ipairs(n.outputs) do self.producer[o] = n end
+    for _, i in ipairs(n.inputs) do
+      self.uses[i] = (self.uses[i] or 0) + 1
+      self.readers[i] = n
+    end
   end
+  for _, v in ipairs(f.outputs) do self.uses[v.name] = (self.uses[v.name] or 0) + 1 end
   for _, n in ipairs(f.nodes) do
     local convert = OPS[n.op_type]
     if not convert then
@@ -735,10 +854,11 @@ function M.load(path, opts)
     end
     -- An error of one of tocha's ops (a size it refuses) is named by the file and the node; a
     -- plain Lua error is a bug here and passes on as it is.
+    self.failure = nil
     local ok, err = pcall(convert, self, n)
     if not ok then
+      if self.failure then raise(self.failure) end
       local text = tostring(err)
-      if text:find("tocha.onnx.load: " .. path, 1, true) then error(err, 0) end
       local bare = text:match("^[^\n]-:%d+: tocha[%w_.:]*: (.*)$") or text:match("^tocha[%w_.:]*: (.*)$")
       if not bare then error(err, 0) end
       self:fail(n, bare)
@@ -749,6 +869,7 @@ function M.load(path, opts)
     local r = self.values[v.name]
     if not r then raise(("%s: output %s is made by no node"):format(path, show(v.name))) end
     if r.const then raise(("%s: output %s is a constant, not computed from the inputs"):format(path, show(v.name))) end
+    if r.pending then self:materialize(r) end
     if r.node.op and r.node.op.is_view then -- a model's outputs are tensors of their own
       r = self:emit({ name = v.name, op_type = "output" }, Elementwise.new("identity", dt), { r }, nil, "output_" .. i)
     end
@@ -763,7 +884,7 @@ function M.load(path, opts)
       local full = p.node.name .. "." .. p.name
       local t = by_name[full]
       if t then -- (a node no output reads is not in the model)
-        local v = parameter_value(self, p.src, t:shape())
+        local v = parameter_value(self, p.src, t:shape(), t:dtype())
         if not v then
           raise(("%s: %s: the file's tensor has %s elements, the parameter's shape is %s"):format(path, full,
             numel((p.src.from or p.src).shape), op_base.shape_text(t:shape())))
