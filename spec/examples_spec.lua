@@ -1,7 +1,7 @@
 -- The examples run to the end and pass their checks, on sim, each in a tocha process of its own
 -- started in a fresh folder, so that they find their data beside themselves and not in the
 -- current folder: examples/quickstart.lua (`make demo`), examples/neck.lua (`make neck`),
--- raw_kernel.lua, row_sums.lua, upsample_image.lua, make_pattern_image.lua and the module
+-- raw_kernel.lua, row_sums.lua, upsample_image.lua, make_pattern_image.lua, train_digits.lua and the module
 -- neck_model.lua.
 -- None writes into the checkout's examples/ or into the folder it runs in unless given an
 -- output path there; an image example without one writes to /tmp and names the file.
@@ -58,6 +58,31 @@ describe("the examples, each run from a fresh folder", function()
     assert.is_nil(out:find("MISMATCH", 1, true), out)
     local oks = select(2, out:gsub(" ok\n", ""))
     assert.are.equal(9, oks, out)
+  end)
+
+  it("train_digits.lua trains its CNN to >= 97% test accuracy and writes the run for PyTorch's replay", function()
+    run("train_digits.lua", { "--out", "run" }, function(out, cwd)
+      local acc = tonumber(out:match("\ntest accuracy ([%d.]+)%% after 330 steps %(360 images held out%)"))
+      assert.truthy(acc and acc >= 97, out)
+      assert.truthy(out:find("step  325/330  loss [%d.]+  [%d.]+ steps/s  %d+ s left"), out)
+      local csv = io.open(cwd .. "/run/loss.csv"):read("*a")
+      assert.are.equal(331, select(2, csv:gsub("\n", "")))
+      local first = tonumber(csv:match("\n1,([%d.]+)\n"))
+      assert.truthy(first > 2 and first < 2.6, "the first loss is about ln 10: " .. tostring(first))
+      local batches = tocha.load_npy(cwd .. "/run/batches.npy", { device = "sim" })
+      assert.are.same({ 330, 64 }, batches:shape())
+      local seen = {}
+      for i, k in ipairs(batches:to_table(true)) do
+        assert.truthy(k >= 0 and k < 1797 and k % 5 ~= 0, "batch row " .. i .. " is a training image: " .. k)
+        if i <= 22 * 64 then
+          assert.is_nil(seen[k], "an epoch holds each image once")
+          seen[k] = true
+        end
+      end
+      local initial = tocha.load(cwd .. "/run/initial.safetensors", { device = "sim" })
+      assert.are.same({ 16, 1, 3, 3 }, initial["conv1.weight"]:shape())
+      assert.are.same({ 10, 64 }, initial["fc2.weight"]:shape())
+    end)
   end)
 
   it("quickstart.lua runs to its end", function()

@@ -125,6 +125,33 @@ describe("tocha.optim", function()
         assert.are.equal(2, steps)
       end)
 
+      it("takes a new learning rate between steps: set_lr equals an optimizer made with it", function()
+        for _, kind in ipairs({ "AdamW", "SGD" }) do
+          local p1 = { w = randn({ 100 }) }
+          local p2 = { w = p1.w:clone() }
+          local a = tocha.optim[kind](p1, { lr = 0.05, momentum = kind == "SGD" and 0.9 or nil })
+          local b = tocha.optim[kind](p2, { lr = 0.05, momentum = kind == "SGD" and 0.9 or nil })
+          local g1, g2 = randn({ 100 }), randn({ 100 })
+          a:step({ w = g1 })
+          b:step({ w = g1 })
+          local before = p1.w:to_table(true)
+          assert.are.equal(a, a:set_lr(0.01))
+          assert.are.equal(0.01, a:lr())
+          a:step({ w = g2 })
+          b:step({ w = g2 })
+          -- both rules move a parameter by lr times what the state gives: a's move is b's / 5
+          local wa, wb = p1.w:to_table(true), p2.w:to_table(true)
+          for i = 1, #before do
+            local da, db = wa[i] - before[i], wb[i] - before[i]
+            assert.is_true(math.abs(da - db / 5) <= 1e-6 * math.abs(db) + 1e-7, ("%s [%d]: %g vs %g / 5"):format(kind, i, da, db))
+          end
+        end
+        local opt = tocha.optim.AdamW({ w = randn({ 4 }) })
+        local ok, message = pcall(opt.set_lr, opt, -1)
+        assert.is_false(ok)
+        assert.truthy(tostring(message):find("lr: expected a non-negative number, got -1", 1, true), message)
+      end)
+
       it("trains a model: forward_train, loss, backward, step lower the loss", function()
         local input = tocha.Model.input({ -1, 6 })
         local ln = tocha.LayerNorm.new({ 6 })

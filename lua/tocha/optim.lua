@@ -189,6 +189,17 @@ end
 
 -- opt:state(): the state tensors by name ("<param>.exp_avg", "<param>.exp_avg_sq",
 -- "<param>.momentum_buffer") and the step count.
+-- opt:set_lr(lr): the learning rate of the steps that follow (a schedule: PyTorch's
+-- param_group["lr"] = lr); returns opt. opt:lr() reads it.
+function Optimizer:set_lr(lr)
+  if type(lr) ~= "number" or lr ~= lr or lr < 0 or lr == math.huge then
+    raise("lr: expected a non-negative number, got " .. errors.show(lr))
+  end
+  self.opts.lr = lr
+  return self
+end
+function Optimizer:lr() return self.opts.lr end
+
 function Optimizer:state()
   local out = {}
   local labels = self.kind == "SGD" and { "momentum_buffer" } or { "exp_avg", "exp_avg_sq" }
