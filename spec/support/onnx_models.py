@@ -7,6 +7,7 @@ a reference written apart from tocha's kernels.
 Each network covers a family of the importer's op types; the weights and inputs are random
 (a fixed seed). Also writes files the importer must refuse (DIR/bad_<why>.onnx).
 """
+import math
 import sys
 
 import numpy as np
@@ -158,6 +159,62 @@ def residual():
         for suffix, a in zip(("weight", "bias", "running_mean", "running_var"), v):
             inits.append(init(f"{prefix}.{suffix}", a))
     save("residual", nodes, [("x", x)], [("logits", logits), ("probs", probs)], inits)
+
+
+# ---- ResNet-18's architecture (torchvision's names and layers) at a quarter of its width, on
+# 32x32 images: stride-2 stages with 1x1 downsample shortcuts, every residual join ----
+
+def resnet18(width=16, classes=10):
+    x = rand(2, 3, 32, 32)
+    nodes, inits = [], []
+    counter = [0]
+
+    def conv_bn(inp, prefix, bn_prefix, cin, cout, k, stride, pad, relu):
+        w = rand(cout, cin, k, k, low=-1, high=1) * np.float32(math.sqrt(3.0 / (cin * k * k)))
+        bn = [rand(cout, low=0.5, high=1.5), rand(cout, low=-0.2, high=0.2), rand(cout, low=-0.2, high=0.2),
+              rand(cout, low=0.5, high=1.5)]
+        counter[0] += 1
+        c, b = f"c{counter[0]}", f"b{counter[0]}"
+        nodes.append(helper.make_node("Conv", [inp[0], f"{prefix}.weight"], [c], name=f"/{prefix}/Conv", kernel_shape=[k, k],
+                                      strides=[stride, stride], pads=[pad] * 4))
+        names = [f"{bn_prefix}.{s}" for s in ("weight", "bias", "running_mean", "running_var")]
+        nodes.append(helper.make_node("BatchNormalization", [c] + names, [b], name=f"/{bn_prefix}/BatchNormalization"))
+        inits.append(init(f"{prefix}.weight", w))
+        for name, a in zip(names, bn):
+            inits.append(init(name, a))
+        y = batch_norm(conv2d(inp[1], w, stride=(stride, stride), pad=(pad, pad)), *bn, 1e-5)
+        if relu:
+            nodes.append(helper.make_node("Relu", [b], [b + "r"], name=f"/{prefix}/Relu"))
+            return b + "r", np.maximum(y, 0)
+        return b, y
+
+    h = conv_bn(("x", x.astype(np.float64)), "conv1", "bn1", 3, width, 7, 2, 3, True)
+    nodes.append(helper.make_node("MaxPool", [h[0]], ["pool"], name="/maxpool/MaxPool", kernel_shape=[3, 3], strides=[2, 2],
+                                  pads=[1, 1, 1, 1]))
+    h = ("pool", max_pool(h[1], 3, 2, 1))
+    cin = width
+    for stage in range(4):
+        cout = width * 2 ** stage
+        for block in range(2):
+            stride = 2 if stage > 0 and block == 0 else 1
+            p = f"layer{stage + 1}.{block}"
+            a = conv_bn(h, f"{p}.conv1", f"{p}.bn1", cin, cout, 3, stride, 1, True)
+            a = conv_bn(a, f"{p}.conv2", f"{p}.bn2", cout, cout, 3, 1, 1, False)
+            short = h
+            if stride != 1 or cin != cout:
+                short = conv_bn(h, f"{p}.downsample.0", f"{p}.downsample.1", cin, cout, 1, stride, 0, False)
+            out = f"{p}.out"
+            nodes.append(helper.make_node("Add", [a[0], short[0]], [out + "s"], name=f"/{p}/Add"))
+            nodes.append(helper.make_node("Relu", [out + "s"], [out], name=f"/{p}/Relu"))
+            h = (out, np.maximum(a[1] + short[1], 0))
+            cin = cout
+    fc_w, fc_b = rand(classes, cin), rand(classes)
+    nodes.append(helper.make_node("GlobalAveragePool", [h[0]], ["gap"], name="/avgpool/GlobalAveragePool"))
+    nodes.append(helper.make_node("Flatten", ["gap"], ["flat"], name="/Flatten"))
+    nodes.append(helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], name="/fc/Gemm", transB=1))
+    inits += [init("fc.weight", fc_w), init("fc.bias", fc_b)]
+    logits = h[1].mean(axis=(2, 3)) @ fc_w.astype(np.float64).T + fc_b
+    save("resnet18", nodes, [("x", x)], [("logits", logits)], inits)
 
 
 # ---- a mobile block: constant normalisation (Sub, Div), depthwise Conv, HardSwish, SiLU as
@@ -319,6 +376,7 @@ def typed():
 
 
 typed()
+resnet18()
 residual()
 mobile()
 neck()
