@@ -1,0 +1,51 @@
+-- Networks no one here wrote: torchvision's ResNet-18 and MobileNetV3-Small and timm's
+-- EfficientNet-B0, randomly initialised and exported to ONNX by PyTorch itself
+-- (spec/support/peer_onnx.py), imported with tocha.onnx.load and run on cuda: every logit
+-- within 1e-4 of the largest in f32 (PyTorch's, TF32 off), and within the stated tolerances in
+-- f16 (1e-2) and bf16 (5e-2). Tagged #gpu: it runs where PyTorch is, the GPU machine; pending
+-- where python3 lacks torch or torchvision.
+local tocha = require "tocha"
+local process = require "support.process"
+local peers = require "support.peers"
+local ref = require "support.reference"
+
+-- The largest difference from want, over want's largest magnitude.
+local function relative(got, want)
+  local g, w = ref.values(got), ref.values(want)
+  assert.are.equal(#w, #g)
+  local big, worst = 0, 0
+  for i = 1, #w do big = math.max(big, math.abs(w[i])) end
+  for i = 1, #w do
+    local d = math.abs(g[i] - w[i])
+    if d ~= d then return math.huge end
+    worst = math.max(worst, d)
+  end
+  return worst / big
+end
+
+describe("networks exported by PyTorch #gpu", function()
+  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, EfficientNet-B0", function()
+    if not peers.available("torch, torchvision, numpy") then
+      return pending("python3 with torch, torchvision and numpy is not installed here")
+    end
+    local dir = process.tempdir()
+    local ok, said = peers.run("peer_onnx.py", dir)
+    assert.is_true(ok, said)
+    local ran = 0
+    for _, name in ipairs({ "resnet18", "mobilenet_v3_small", "efficientnet_b0" }) do
+      if said:find(name .. ": exported", 1, true) then
+        local x = tocha.load_npy(("%s/%s_in.npy"):format(dir, name), { device = "cuda" })
+        local want = tocha.load_npy(("%s/%s_out.npy"):format(dir, name))
+        for dt, tol in pairs({ f32 = 1e-4, f16 = 1e-2, bf16 = 5e-2 }) do
+          local m = tocha.onnx.load(("%s/%s.onnx"):format(dir, name), { batch_size = 2, device = "cuda", dtype = dt })
+          local err = relative(m:forward({ x:cast(dt) })[1], want)
+          print(("[peer onnx] %s %s: largest difference %.3g of the largest logit"):format(name, dt, err))
+          assert.is_true(err <= tol, ("%s %s: %.3g > %g"):format(name, dt, err, tol))
+        end
+        ran = ran + 1
+      end
+    end
+    process.remove_tree(dir)
+    assert.is_true(ran >= 2, said)
+  end)
+end)
