@@ -1,8 +1,8 @@
 -- The examples run to the end and pass their checks, on sim, each in a tocha process of its own
 -- started in a fresh folder, so that they find their data beside themselves and not in the
 -- current folder: examples/quickstart.lua (`make demo`), examples/neck.lua (`make neck`),
--- raw_kernel.lua, row_sums.lua, upsample_image.lua, make_pattern_image.lua, train_digits.lua and the module
--- neck_model.lua.
+-- raw_kernel.lua, row_sums.lua, upsample_image.lua, make_pattern_image.lua, train_digits.lua, yolov8n.lua and the
+-- modules neck_model.lua and yolov8n_model.lua.
 -- None writes into the checkout's examples/ or into the folder it runs in unless given an
 -- output path there; an image example without one writes to /tmp and names the file.
 local tocha = require "tocha"
@@ -83,6 +83,54 @@ describe("the examples, each run from a fresh folder", function()
       assert.are.same({ 16, 1, 3, 3 }, initial["conv1.weight"]:shape())
       assert.are.same({ 10, 64 }, initial["fc2.weight"]:shape())
     end)
+  end)
+
+  it("yolov8n.lua builds YOLOv8n (Ultralytics' 3,157,200 parameters), runs it and replays it", function()
+    run("yolov8n.lua", { "--size", "64" }, function(out)
+      assert.truthy(out:find("YOLOv8n on sim: 3157200 parameters, %d+ nodes, images %[1, 3, 64, 64%], 84 anchors"), out)
+      assert.truthy(out:find("output [1, 84, 84]", 1, true), out)
+    end)
+  end)
+
+  it("yolov8n_model.lua decodes its head as Ultralytics' Detect does: DFL, dist2bbox, strides, sigmoid", function()
+    package.path = examples .. "/?.lua;" .. package.path
+    local yolo = require "yolov8n_model"
+    local size, batch = 64, 2
+    local m, facts = yolo.build { size = size, batch = batch, raw = true }
+    m:load(batch, "sim")
+    yolo.init(m, size)
+    local outs = m:forward({ tocha.rand({ batch, 3, size, size }, { seed = 3, device = "sim" }) })
+    local y, box, cls = outs[1]:to_table(), outs[2]:to_table(), outs[3]:to_table()
+    local points, strides = yolo.anchor_points(size)
+    local A = facts.anchors
+    assert.are.same({ 2 * A, A }, { #points, #strides })
+    for bi = 1, batch do
+      for a = 1, A do
+        -- each side: the expectation of the softmax of its 16 bins
+        local d = {}
+        for side = 1, 4 do
+          local big, sum, e = -math.huge, 0, 0
+          for k = 1, 16 do big = math.max(big, box[bi][(side - 1) * 16 + k][a]) end
+          for k = 1, 16 do
+            local w = math.exp(box[bi][(side - 1) * 16 + k][a] - big)
+            sum, e = sum + w, e + w * (k - 1)
+          end
+          d[side] = e / sum
+        end
+        local ax, ay, s = points[a], points[A + a], strides[a]
+        local x1, y1, x2, y2 = ax - d[1], ay - d[2], ax + d[3], ay + d[4]
+        local want = { (x1 + x2) / 2 * s, (y1 + y2) / 2 * s, (x2 - x1) * s, (y2 - y1) * s }
+        for k = 1, 4 do
+          assert.is_true(math.abs(y[bi][k][a] - want[k]) <= 1e-4 * math.max(1, math.abs(want[k])),
+            ("image %d anchor %d box %d: %.7g, want %.7g"):format(bi, a, k, y[bi][k][a], want[k]))
+        end
+        for k = 1, 80 do
+          local want_score = 1 / (1 + math.exp(-cls[bi][k][a]))
+          assert.is_true(math.abs(y[bi][4 + k][a] - want_score) <= 1e-6, ("image %d anchor %d class %d"):format(bi, a, k))
+        end
+      end
+    end
+    assert.are.equal(3157200, yolo.parameter_count(m))
   end)
 
   it("quickstart.lua runs to its end", function()

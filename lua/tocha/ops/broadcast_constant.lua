@@ -35,6 +35,8 @@ end
 function BroadcastConstant:param_names() return { "constant" } end
 function BroadcastConstant:param_shapes() return { self.constant_shape } end
 function BroadcastConstant:param_trainable() return false end
+-- (a constant of the network's, not a module's state: PyTorch's state dicts do not hold it)
+function BroadcastConstant:param_in_state_dict() return false end
 
 -- The inner op's two inputs in their order.
 function BroadcastConstant:operands(x, c)
