@@ -19,6 +19,7 @@ end
 local device = tocha.default_device()
 local m, facts = yolo.build { size = size, batch = batch }
 m:load(batch)
+m:train(false) -- inference: the BatchNorms use their running statistics
 yolo.init(m, size)
 local count = yolo.parameter_count(m)
 print(("YOLOv8n on %s: %d parameters, %d nodes, images [%d, 3, %d, %d], %d anchors"):format(device.name, count,

@@ -6,7 +6,8 @@
 --
 --   local yolo = require "yolov8n_model"
 --   local m = yolo.build { size = 640 }         -- images [B, 3, 640, 640]
---   m:load(1); yolo.init(m, 640)                 -- the DFL weights and the anchors
+--   m:load(1); m:train(false)                    -- inference (BatchNorm's running statistics)
+--   yolo.init(m, 640)                            -- the DFL weights and the anchors
 --   local y = m:forward({ x })[1]               -- [B, 84, 8400]: xywh boxes (pixels), 80 scores
 --
 -- The pieces, as Ultralytics writes them: Conv = conv (no bias) + BatchNorm2d (eps 1e-3) +

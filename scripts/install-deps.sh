@@ -3,7 +3,7 @@
 # apt-get; otherwise it prints the command to run. The CUDA toolkit (headers and NVRTC) is
 # not a Debian package: it is expected in /usr/local/cuda or $CUDA_HOME.
 set -eu
-packages="build-essential cmake ninja-build pkg-config luajit libluajit-5.1-dev lua-busted lua-dkjson luarocks libedit-dev libxxhash-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx libstb-dev clang libclang-rt-14-dev python3 gnuplot-nox"
+packages="build-essential cmake ninja-build pkg-config luajit libluajit-5.1-dev lua-busted lua-dkjson luarocks libedit-dev libxxhash-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx python3-torch python3-torchvision libstb-dev clang libclang-rt-14-dev python3 gnuplot-nox"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -6,25 +6,17 @@ local ref = require "support.reference"
 local files = require "support.files"
 local process = require "support.process"
 
--- A python3 that has onnx and numpy: the one on PATH, else Debian's.
-local function python()
-  for _, exe in ipairs({ "python3", "/usr/bin/python3" }) do
-    local r = os.execute(exe .. " -c 'import onnx, numpy' >/dev/null 2>&1")
-    if r == 0 or r == true then return exe end
-  end
-  error("onnx_spec needs python3 with onnx and numpy (Debian's python3-onnx; scripts/install-deps.sh installs it)")
-end
+local peers = require "support.peers"
 
 local dir
 local function path(name) return dir .. "/" .. name end
 
 setup(function()
-  dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. process.quote(dir)) == 0 or true)
-  local cmd = ("%s spec/support/onnx_models.py %s >/dev/null"):format(python(), process.quote(dir))
-  local r = os.execute(cmd)
-  assert(r == 0 or r == true, "onnx_models.py failed: " .. cmd)
+  assert(peers.available("onnx, numpy"),
+    "onnx_spec needs python3 with onnx and numpy (Debian's python3-onnx; scripts/install-deps.sh installs it)")
+  dir = process.tempdir()
+  local ok, said = peers.run("onnx_models.py", process.quote(dir))
+  assert(ok, "onnx_models.py failed: " .. said)
 end)
 
 teardown(function() if dir then os.execute("rm -rf " .. process.quote(dir)) end end)

@@ -29,7 +29,7 @@ describe("networks exported by PyTorch #gpu", function()
       return pending("python3 with torch, torchvision and numpy is not installed here")
     end
     local dir = process.tempdir()
-    local ok, said = peers.run("peer_onnx.py", dir)
+    local ok, said = peers.run("peer_onnx.py", process.quote(dir))
     assert.is_true(ok, said)
     local ran = 0
     for _, name in ipairs({ "resnet18", "mobilenet_v3_small", "efficientnet_b0" }) do

@@ -14,7 +14,7 @@ describe("training beside PyTorch #gpu", function()
     local out, err, status = process.run { args = { source .. "/examples/train_digits.lua", "--out", run },
       env = { TOCHA_DEVICE = "cuda" } }
     assert.are.equal(0, status, err .. out)
-    local ok, said = peers.run("peer_train.py", run, source .. "/examples/data", 50)
+    local ok, said = peers.run("peer_train.py", process.quote(run), process.quote(source .. "/examples/data"), 50)
     process.remove_tree(run)
     assert.is_true(ok, said)
     assert.truthy(said:find("worst relative difference over 50 steps", 1, true), said)

@@ -1,13 +1,15 @@
 """The Python side of spec/peer_onnx_spec.lua: networks no one here wrote, exported to ONNX by
 PyTorch itself, with PyTorch's outputs on the same random input.
 
-    python3 peer_onnx.py DIR
+    python3 peer_onnx.py DIR [SIZE [BATCH]]
 
-For torchvision's ResNet-18 and MobileNetV3-Small and timm's EfficientNet-B0 (each randomly
-initialised from seed 0, eval mode), writes DIR/<name>.onnx (torch.onnx.export, opset 17, the
-TorchScript exporter), DIR/<name>_in.npy (a [2, 3, 224, 224] f32 input from seed 1) and
-DIR/<name>_out.npy (PyTorch's logits on cuda in f32, TF32 off, as float64). Prints a line a
-network; a network whose package is missing is left out, saying so.
+For torchvision's ResNet-18 and MobileNetV3-Small and timm's EfficientNet-B0 (torchvision's
+where timm is not installed), each randomly initialised from seed 0 (its BatchNorms' statistics
+and affine too), in eval mode, writes
+DIR/<name>.onnx (torch.onnx.export, opset 17, the TorchScript exporter), DIR/<name>_in.npy (a
+[BATCH, 3, SIZE, SIZE] f32 input from seed 1; 2 and 224 by default) and DIR/<name>_out.npy
+(PyTorch's logits in f32, on cuda with TF32 off where there is a GPU, else on the CPU, as
+float64). Prints a line a network.
 """
 import sys
 
@@ -17,7 +19,9 @@ import torch
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 out = sys.argv[1]
-dev = torch.device("cuda")
+size = int(sys.argv[2]) if len(sys.argv) > 2 else 224
+batch = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # cpu: a check off the GPU machine
 
 
 def networks():
@@ -28,7 +32,8 @@ def networks():
         import timm
         yield "efficientnet_b0", lambda: timm.create_model("efficientnet_b0", pretrained=False)
     except ImportError:
-        print("efficientnet_b0: timm is not installed, left out")
+        print("efficientnet_b0: timm is not installed: torchvision's")
+        yield "efficientnet_b0", lambda: torchvision.models.efficientnet_b0(weights=None)
 
 
 def export(model, x, path):
@@ -39,10 +44,24 @@ def export(model, x, path):
         torch.onnx.export(model, (x,), path, **kwargs)
 
 
+def lively(model):
+    """BatchNorm statistics and affine drawn at random (a fresh network's are 0, 1, 1, 0, which
+    fold away and leave logits near 0 in the deeper networks)."""
+    g = torch.Generator().manual_seed(2)
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            c = m.num_features
+            m.weight.data = torch.rand(c, generator=g) + 0.5
+            m.bias.data = torch.rand(c, generator=g) * 0.4 - 0.2
+            m.running_mean = torch.randn(c, generator=g) * 0.1
+            m.running_var = torch.rand(c, generator=g) + 0.5
+    return model
+
+
 for name, make in networks():
     torch.manual_seed(0)
-    model = make().eval()
-    x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+    model = lively(make()).eval()
+    x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(1))
     export(model, x, f"{out}/{name}.onnx")
     with torch.no_grad():
         y = model.to(dev)(x.to(dev)).double().cpu().numpy()

@@ -23,7 +23,7 @@ run, data, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cudnn.deterministic = True
-dev = torch.device("cuda")
+dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # cpu: a check off the GPU machine
 
 
 class Net(nn.Module):

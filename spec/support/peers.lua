@@ -2,17 +2,28 @@
 -- Python scripts in spec/support.
 local M = {}
 
--- Whether `python3 -c 'import <modules>'` succeeds (modules: "torch, numpy").
+-- The interpreter the scripts run under: the first python3 that had the modules asked for
+-- (the one on PATH, else Debian's /usr/bin/python3, which has python3-torch and python3-onnx).
+local python = "python3"
+
+-- Whether a python3 can `import <modules>` (modules: "torch, numpy"); that one runs M.run's
+-- scripts.
 function M.available(modules)
-  local ok = os.execute(("python3 -c 'import %s' >/dev/null 2>&1"):format(modules))
-  return ok == 0 or ok == true
+  for _, exe in ipairs({ "python3", "/usr/bin/python3" }) do
+    local ok = os.execute(("%s -c 'import %s' >/dev/null 2>&1"):format(exe, modules))
+    if ok == 0 or ok == true then
+      python = exe
+      return true
+    end
+  end
+  return false
 end
 
 -- Runs spec/support/<script> with the arguments (each passed as it is) and returns whether it
 -- exited 0, and everything it printed (its exit code last, as "rc=N").
 function M.run(script, ...)
   local path = (os.getenv("TOCHA_SOURCE_DIR") or ".") .. "/spec/support/" .. script
-  local p = io.popen(("python3 %s %s 2>&1; echo rc=$?"):format(path, table.concat({ ... }, " ")))
+  local p = io.popen(("%s %s %s 2>&1; echo rc=$?"):format(python, path, table.concat({ ... }, " ")))
   local out = p:read("*a")
   p:close()
   return out:match("rc=0%s*$") ~= nil, out

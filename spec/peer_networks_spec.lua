@@ -1,0 +1,92 @@
+-- Real networks beside PyTorch, off the GPU: on sim, against PyTorch on the CPU (Debian's
+-- python3-torch and python3-torchvision, which scripts/install-deps.sh installs), at small
+-- sizes so that CI runs them:
+--   torchvision's ResNet-18, MobileNetV3-Small and EfficientNet-B0, randomly initialised and
+--   exported to ONNX by PyTorch itself (spec/support/peer_onnx.py), imported and fused by
+--   tocha.onnx.load: every logit within 1e-4 of the largest (f32, 64x64 images);
+--   YOLOv8n (examples/yolov8n_model.lua) beside the same architecture written as a PyTorch
+--   module after Ultralytics' (spec/support/peer_yolo.py), which loads tocha's parameters by
+--   name, strictly;
+--   examples/train_digits.lua's first 50 steps replayed by PyTorch from the same initial
+--   parameters, batches and learning rates (spec/support/peer_train.py): each loss within 1e-4.
+-- The #gpu peer specs run the same on cuda at full size (peer_onnx_spec, peer_yolo_spec,
+-- peer_train_spec). Pending where no python3 has torch and torchvision.
+local tocha = require "tocha"
+local process = require "support.process"
+local peers = require "support.peers"
+local ref = require "support.reference"
+
+local source = os.getenv("TOCHA_SOURCE_DIR") or "."
+
+local function relative(got, want)
+  local g, w = ref.values(got), ref.values(want)
+  assert.are.equal(#w, #g)
+  local big, worst = 0, 0
+  for i = 1, #w do big = math.max(big, math.abs(w[i])) end
+  for i = 1, #w do
+    local d = math.abs(g[i] - w[i])
+    if d ~= d then return math.huge end
+    worst = math.max(worst, d)
+  end
+  return worst / big
+end
+
+describe("networks and training beside PyTorch on the CPU", function()
+  local have
+  setup(function() have = peers.available("torch, torchvision, numpy") end)
+
+  it("runs torchvision's ResNet-18, MobileNetV3-Small and EfficientNet-B0 as exported by PyTorch", function()
+    if not have then return pending("no python3 with torch and torchvision here") end
+    local dir = process.tempdir()
+    local ok, said = peers.run("peer_onnx.py", process.quote(dir), 64, 2)
+    assert.is_true(ok, said)
+    for _, name in ipairs({ "resnet18", "mobilenet_v3_small", "efficientnet_b0" }) do
+      assert.truthy(said:find(name .. ": exported", 1, true), said)
+      local x = tocha.load_npy(("%s/%s_in.npy"):format(dir, name), { device = "sim" })
+      local m = tocha.onnx.load(("%s/%s.onnx"):format(dir, name), { batch_size = 2, device = "sim" })
+      local err = relative(m:forward({ x })[1], tocha.load_npy(("%s/%s_out.npy"):format(dir, name)))
+      assert.is_true(err <= 1e-4, ("%s: logits differ by %.3g of the largest"):format(name, err))
+    end
+    process.remove_tree(dir)
+  end)
+
+  it("runs YOLOv8n as the same architecture in PyTorch does, from the same parameters by name", function()
+    if not have then return pending("no python3 with torch and torchvision here") end
+    package.path = source .. "/examples/?.lua;" .. package.path
+    local yolo = require "yolov8n_model"
+    local m = yolo.build { size = 64, batch = 2 }
+    m:load(2, "sim")
+    m:train(false)
+    yolo.init(m, 64)
+    local dict, seed = {}, 100
+    for name, t in pairs(m:parameters()) do
+      seed = seed + 1
+      if name:find("running_mean$") then t:copy(tocha.randn(t:shape(), { seed = seed, std = 0.1, device = "sim" }))
+      elseif name:find("running_var$") or name:find("bn%.weight$") then
+        t:copy(tocha.rand(t:shape(), { seed = seed, low = 0.5, high = 1.5, device = "sim" }))
+      end
+      if not name:find("%.constant$") then dict[name] = t end
+    end
+    local dir = process.tempdir()
+    tocha.save(dir .. "/yolo.safetensors", dict)
+    local x = tocha.rand({ 2, 3, 64, 64 }, { seed = 7, device = "sim" })
+    tocha.save_npy(dir .. "/x.npy", x)
+    tocha.save_npy(dir .. "/y.npy", m:forward({ x })[1])
+    local ok, said = peers.run("peer_yolo.py", process.quote(dir))
+    process.remove_tree(dir)
+    assert.is_true(ok, said)
+    assert.truthy(said:find("parameters: 3157200", 1, true), said)
+  end)
+
+  it("trains as PyTorch does: train_digits.lua's first 50 losses", function()
+    if not have then return pending("no python3 with torch and torchvision here") end
+    local run = process.tempdir()
+    local out, err, status = process.run { args = { source .. "/examples/train_digits.lua", "--steps", "50", "--out", run },
+      env = { TOCHA_DEVICE = "sim" } }
+    assert.are.equal(0, status, err .. out)
+    local ok, said = peers.run("peer_train.py", process.quote(run), process.quote(source .. "/examples/data"), 50)
+    process.remove_tree(run)
+    assert.is_true(ok, said)
+    assert.truthy(said:find("worst relative difference over 50 steps", 1, true), said)
+  end)
+end)
