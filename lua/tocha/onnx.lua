@@ -228,8 +228,13 @@ local function copy(list)
   return out
 end
 
--- A 0-based ONNX axis (negative from the end) as a 1-based dimension of rank r.
-local function axis_of(a, r) return a < 0 and r + a + 1 or a + 1 end
+-- A 0-based ONNX axis (negative from the end) as a 1-based dimension of rank r; one outside
+-- [-r, r - 1] (or [-r, r] with past_end) is refused, naming what.
+function Import:axis(n, a, r, what, past_end)
+  local top = past_end and r or r - 1
+  if a < -r or a > top then self:fail(n, ("%s %d is outside [%d, %d] for %d dimensions"):format(what, a, -r, top, r)) end
+  return a < 0 and r + a + 1 or a + 1
+end
 
 local function const(shape, values, onnx_type) return { const = true, shape = shape, values = values, onnx_type = onnx_type } end
 
@@ -561,7 +566,7 @@ end
 
 OPS.Flatten = function(self, n)
   local x = self:needed(n, 1, "input")
-  local a = axis_of(self:attr(n, "axis", 1), #x.shape) - 1
+  local a = self:axis(n, self:attr(n, "axis", 1), #x.shape, "axis", true) - 1
   local outer = 1
   for i = 1, a do outer = outer * x.shape[i] end
   self:set(n, 1, reshaped(self, n, x, { outer, numel(x.shape) / outer }))
@@ -580,7 +585,11 @@ OPS.Unsqueeze = function(self, n)
   local ax = axes(self, n) or self:fail(n, "axes are missing")
   local rank = #x.shape + #ax
   local at = {}
-  for _, a in ipairs(ax) do at[axis_of(a, rank)] = true end
+  for _, a in ipairs(ax) do
+    local d = self:axis(n, a, rank, "axis")
+    if at[d] then self:fail(n, ("axis %d is given twice"):format(a)) end
+    at[d] = true
+  end
   local shape, k = {}, 1
   for i = 1, rank do
     if at[i] then shape[i] = 1 else shape[i] = x.shape[k] k = k + 1 end
@@ -593,7 +602,11 @@ OPS.Squeeze = function(self, n)
   local ax = axes(self, n)
   local drop = {}
   for i, s in ipairs(x.shape) do if not ax and s == 1 then drop[i] = true end end
-  for _, a in ipairs(ax or {}) do drop[axis_of(a, #x.shape)] = true end
+  for _, a in ipairs(ax or {}) do
+    local d = self:axis(n, a, #x.shape, "axis")
+    if x.shape[d] ~= 1 then self:fail(n, ("axis %d has size %d, not 1"):format(a, x.shape[d])) end
+    drop[d] = true
+  end
   local shape = {}
   for i, s in ipairs(x.shape) do if not drop[i] then shape[#shape + 1] = s end end
   self:set(n, 1, reshaped(self, n, x, shape))
@@ -602,8 +615,9 @@ end
 OPS.Shape = function(self, n)
   local x = self:needed(n, 1, "data")
   local r = #x.shape
-  local s, e = axis_of(self:attr(n, "start", 0), r), self:attr(n, "end")
-  e = e and math.min(axis_of(e, r) - 1, r) or r
+  -- start and end are clamped to [0, r], as ONNX says
+  local function clamp(v) return math.max(0, math.min(r, v < 0 and r + v or v)) end
+  local s, e = clamp(self:attr(n, "start", 0)) + 1, clamp(self:attr(n, "end", r))
   local out = {}
   for i = math.max(s, 1), e do out[#out + 1] = x.shape[i] end
   self:set(n, 1, const({ #out }, out, 7))
@@ -662,7 +676,7 @@ end
 OPS.Concat = function(self, n)
   local first = self:needed(n, 1, "inputs[1]")
   local rank = #first.shape
-  local a = axis_of(self:attr(n, "axis") or self:fail(n, "axis is missing"), rank)
+  local a = self:axis(n, self:attr(n, "axis") or self:fail(n, "axis is missing"), rank, "axis")
   local all_const = true
   for i = 1, #n.inputs do if not self:needed(n, i, "inputs").const then all_const = false end end
   if all_const then
@@ -681,7 +695,7 @@ end
 
 OPS.Split = function(self, n)
   local x = self:runtime(n, 1, "input")
-  local a = axis_of(self:attr(n, "axis", 0), #x.shape)
+  local a = self:axis(n, self:attr(n, "axis", 0), #x.shape, "axis")
   if a ~= 2 then self:fail(n, "tocha splits along the channels (axis 1)") end
   local parts = #n.outputs
   local sizes = self:attr(n, "split") or (self:input(n, 2) and (self:constant(n, 2, "split")))
@@ -699,10 +713,11 @@ local function soft(class)
     local x = self:runtime(n, 1, "input")
     local default = (self.opset >= 13) and -1 or 1
     local a = self:attr(n, "axis", default)
-    if self.opset < 13 and axis_of(a, #x.shape) ~= #x.shape then
+    a = self:axis(n, a, #x.shape, "axis")
+    if self.opset < 13 and a ~= #x.shape then
       self:fail(n, "before opset 13 softmax flattens from axis; tocha takes the last axis only")
     end
-    self:set(n, 1, self:emit(n, class.new(axis_of(a, #x.shape), self.dtype), { x }))
+    self:set(n, 1, self:emit(n, class.new(a, self.dtype), { x }))
   end
 end
 OPS.Softmax, OPS.LogSoftmax = soft(softmax.Softmax), soft(softmax.LogSoftmax)
@@ -717,7 +732,13 @@ OPS.ReduceMean = function(self, n)
   local keep = self:attr(n, "keepdims", 1) == 1
   local acc = x
   local dims = {}
-  for _, a in ipairs(ax) do dims[#dims + 1] = axis_of(a, #x.shape) end
+  local seen = {}
+  for _, a in ipairs(ax) do
+    local d = self:axis(n, a, #x.shape, "axis")
+    if seen[d] then self:fail(n, ("axis %d is given twice"):format(a)) end
+    seen[d] = true
+    dims[#dims + 1] = d
+  end
   table.sort(dims)
   for _, d in ipairs(dims) do acc = self:emit(n, Reduce.new("mean", d, self.dtype), { acc }) end
   if not keep then
@@ -733,7 +754,7 @@ end
 OPS.LayerNormalization = function(self, n)
   local x = self:runtime(n, 1)
   local scale, bias = self:needed(n, 2, "Scale"), self:input(n, 3)
-  local a = axis_of(self:attr(n, "axis", -1), #x.shape)
+  local a = self:axis(n, self:attr(n, "axis", -1), #x.shape, "axis")
   local normalized = {}
   for i = a, #x.shape do normalized[#normalized + 1] = x.shape[i] end
   if #n.outputs > 1 and (n.outputs[2] ~= "" or (n.outputs[3] and n.outputs[3] ~= "")) then

@@ -341,6 +341,8 @@ def bad():
     entry = ext.external_data.add()
     entry.key, entry.value = "location", "weights.bin"
     write("external", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], [ext])
+    scale = init("s", rand(4))
+    write("axis", [helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="wide", axis=-70368744177665)], [scale])
     tensorless = helper.make_node("Constant", [], ["y"], name="hollow", value=helper.make_tensor("v", TensorProto.FLOAT, [], [1.0]))
     tensorless.attribute[0].ClearField("t")  # its type still says TENSOR
     write("tensorless", [tensorless], [])
