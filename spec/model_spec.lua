@@ -418,6 +418,50 @@ describe("tocha.Model", function()
         assert.truthy(error_of(m.load_state_dict, m, bad, { strict = 1 }):find("strict: expected a boolean", 1, true))
       end)
 
+      it("swaps a node's op for another (replace) and times each node (profile)", function()
+        local x = Model.input({ -1, 4, 6, 6 }, { name = "x" })
+        local conv = tocha.Conv2d.new(4, 8, 3, { padding = 1 })(x):named("conv")
+        local act = tocha.Elementwise.new("relu")(conv):named("act")
+        local pool = tocha.MaxPool2d.new { kernel_size = 2 }(act):named("pool")
+        local m = Model({ x }, { pool }):load(2, device)
+        local xt = tocha.randn({ 2, 4, 6, 6 }, { device = device, seed = 8 })
+        local want = m:forward({ xt })[1]:to_table(true)
+        -- relu as a Lua op of one's own: y = max(x, 0) by x * (x > 0) in a kernel written here
+        local RELU = [[
+__device__ void my_relu(const float *x, float *y, long long n)
+{
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}]]
+        local kr = tocha.kernel { source = RELU, name = "my_relu", params = "f32* x, f32* y, i64 n" }
+        local mine = Model.op { name = "my_relu", kernel = kr, dtype = "f32", block = 128,
+          output_shape = function(s) return { unpack(s[1]) } end,
+          grid = function(o) return { math.ceil(numel(o) / 128), 1, 1 } end,
+          args = function(ins, out, _, o) return { ins[1], out, numel(o) } end }
+        local m2 = m:replace("act", mine)
+        assert.are_not.equal(m, m2)
+        assert.are.same(want, m2:forward({ xt })[1]:to_table(true)) -- the same bits, the conv's parameters shared
+        assert.are.same(ref.values(m:parameters()["conv.weight"]), ref.values(m2:parameters()["conv.weight"]))
+        assert.are.equal("my_relu", m2.order[3].op.kind)
+        assert.are.equal("relu", m.order[3].op.kind) -- the first model is as it was
+        assert.are.same(want, m:forward({ xt })[1]:to_table(true))
+        local rows = m2:profile({ xt }, { reps = 3 })
+        assert.are.same({ "conv", "act", "pool" }, { rows[1].name, rows[2].name, rows[3].name })
+        assert.are.same({ "conv2d", "my_relu", "maxpool2d" }, { rows[1].kind, rows[2].kind, rows[3].kind })
+        local sum, shares = 0, 0
+        for _, r in ipairs(rows) do
+          assert.is_true(r.ms >= 0 and r.launches == 1, r.name)
+          sum, shares = sum + r.ms, shares + r.share
+        end
+        assert.is_true(math.abs(sum - rows.total_ms) <= 1e-9 * (1 + sum) and math.abs(shares - 1) < 1e-9)
+        assert.is_true(rows.forward_ms > 0)
+        assert.truthy(tostring(rows):find("\nact +my_relu +1 "), tostring(rows))
+        assert.are.same(want, m2:forward({ xt })[1]:to_table(true)) -- profile leaves the outputs a forward gives
+        assert.truthy(error_of(m.replace, m, "nowhere", mine):find('the model has no node named "nowhere"', 1, true))
+        assert.truthy(error_of(m.replace, m, "act", 5):find("op: expected an op", 1, true))
+        assert.truthy(error_of(m.profile, m, { xt }, { reps = 0 }):find("reps: expected a positive integer", 1, true))
+      end)
+
       it("names what backward refuses: a foreign cache, wrong gradients, an op without a backward", function()
         local m = neck("f32")
         m:load(1, device)

@@ -8,7 +8,9 @@
 --   module after Ultralytics' (spec/support/peer_yolo.py), which loads tocha's parameters by
 --   name, strictly;
 --   examples/train_digits.lua's first 50 steps replayed by PyTorch from the same initial
---   parameters, batches and learning rates (spec/support/peer_train.py): each loss within 1e-4.
+--   parameters, batches and learning rates (spec/support/peer_train.py): each loss within 1e-4;
+--   examples/swap_op.lua on the exported ResNet-18: its max pool swapped for a kernel of one's
+--   own (m:replace), the same logits, and m:profile's table.
 -- The #gpu peer specs run the same on cuda at full size (peer_onnx_spec, peer_yolo_spec,
 -- peer_train_spec). Pending where no python3 has torch and torchvision.
 local tocha = require "tocha"
@@ -47,6 +49,12 @@ describe("networks and training beside PyTorch on the CPU", function()
       local err = relative(m:forward({ x })[1], tocha.load_npy(("%s/%s_out.npy"):format(dir, name)))
       assert.is_true(err <= 1e-4, ("%s: logits differ by %.3g of the largest"):format(name, err))
     end
+    -- the experiment of examples/swap_op.lua on it: the max pool swapped for a kernel of one's own
+    local out, err, status = process.run { args = { source .. "/examples/swap_op.lua", dir .. "/resnet18.onnx", "--size", "64",
+      "--batch", "2" }, env = { TOCHA_DEVICE = "sim" } }
+    assert.are.equal(0, status, err .. out)
+    assert.truthy(out:find("node /maxpool/MaxPool (maxpool2d) swapped for my_max_pool: outputs differ by at most 0", 1, true), out)
+    assert.truthy(out:find("\n/maxpool/MaxPool +my_max_pool +1 "), out)
     process.remove_tree(dir)
   end)
 

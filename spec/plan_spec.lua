@@ -51,6 +51,25 @@ describe("tocha.plan", function()
         end
       end)
 
+      it("runs a range of its launches alone, and refuses a range it does not have", function()
+        local p = plan.new(device, 2)
+        for j = 1, 3 do p:add(k, 1, 64, { plan.slot(1), plan.slot(2) + (j - 1) * 16 * 4, 16, j }) end
+        local x = random(16, 5)
+        local y = tocha.zeros({ 48 }, { device = device })
+        p:run({ x, y }, 2, 1) -- the second launch only: y[17..32] = 3 x + 2
+        local xs, got = x:to_table(), y:to_table()
+        for j = 1, 48 do
+          local want = (j > 16 and j <= 32) and ref.convert(3 * xs[j - 16] + 2, "f32") or 0
+          assert.is_true(math.abs(got[j] - want) <= 1e-5 * (1 + math.abs(want)), ("y[%d] = %s, expected %s"):format(j, got[j], want))
+        end
+        for _, bad in ipairs({ { 0, 1 }, { 3, 2 }, { 4, 1 }, { 1, -1 } }) do
+          local ok, message = pcall(p.run, p, { x, y }, bad[1], bad[2])
+          assert.is_false(ok)
+          assert.truthy(tostring(message):find("is not a range of the plan's 3", 1, true), message)
+        end
+        p:run({ x, y }, 4, 0) -- an empty range at the end
+      end)
+
       it("holds the blocks its fixed addresses name: a freed tensor's block reaches no new tensor", function()
         local x, y = tocha.ones({ 64 }, { device = device }), tocha.zeros({ 64 }, { device = device })
         local p = plan.new(device, 0)

@@ -581,6 +581,9 @@ TOCHA_API int tocha_plan_guard(tocha_plan *plan, const tocha_tensor *t, const ch
 /* Runs every launch in order on the device's current stream, slots[i] (n_slots of them, none 0)
 ** the addresses of the slots. */
 TOCHA_API int tocha_plan_run(tocha_plan *plan, const uint64_t *slots, int n_slots);
+/* Launches first .. first + count - 1 (0-based) alone, checked and patched as tocha_plan_run
+** does: a part of the plan, to time it (a model's profile, node by node). */
+TOCHA_API int tocha_plan_run_range(tocha_plan *plan, const uint64_t *slots, int n_slots, int first, int count);
 /* The launches added (0 for NULL). */
 TOCHA_API int tocha_plan_launch_count(const tocha_plan *plan);
 

@@ -330,9 +330,12 @@ local function build_plan(self)
   end
   self.slot = slot
   local p = plan.new(self.device, count)
+  self.launch_range = {} -- node -> {first, count}: its launches in the plan (m:profile)
   for _, n in ipairs(self.order) do
     if n.op then
+      local before = p:launches()
       plan_node(self, p, n)
+      self.launch_range[n] = { before + 1, p:launches() - before }
       for i, t in ipairs(self.params[n] or {}) do p:guard(t, n.name .. "." .. self.param_names_of[n][i]) end
     end
   end
@@ -554,6 +557,106 @@ function Model:forward(inputs)
   end
   self.launch_plan:run(slots)
   return results
+end
+
+-- m:replace(name, op) -> a new model: this one with node `name`'s op swapped for op (a user's
+-- kernel in its place, as a tocha.Model.op or a class of tocha.op): op takes the node's inputs
+-- and must give its output's shape and dtype. The nodes after it are made again over the new
+-- one (nodes are immutable); the rest are shared. When this model is loaded, the new one is
+-- loaded alike (batch, device, training mode) and takes this one's parameters by name where
+-- their shapes hold, the swapped node's too; op's own others start at their init values.
+function Model:replace(name, op)
+  if type(name) ~= "string" then raise("name: expected a node's name, got " .. errors.show(name)) end
+  if type(op) ~= "table" or type(op.compute_concrete_output_shape) ~= "function" then
+    raise("op: expected an op (RuntimeOp methods), got " .. errors.show(op))
+  end
+  local target
+  for _, n in ipairs(self.order) do if n.op and n.name == name then target = n end end
+  if not target then raise(("name: the model has no node named %s"):format(errors.show(name))) end
+  -- every node from the target on, made again over the new nodes
+  local made = {}
+  local function remake(n)
+    if made[n] then return made[n] end
+    local inputs, changed = {}, n == target
+    for i, input in ipairs(n.inputs) do
+      inputs[i] = remake(input)
+      changed = changed or inputs[i] ~= input
+    end
+    local out = n
+    if changed then
+      out = new_node { op = n == target and op or n.op, inputs = inputs }
+      out.name = n.name
+    end
+    made[n] = out
+    return out
+  end
+  local outputs = {}
+  for i, n in ipairs(self.outputs) do outputs[i] = remake(n) end
+  local m = M.new(self.inputs, outputs)
+  if self.shape then
+    if self.training ~= nil then m:train(self.training) end
+    m:load(self.batch, self.device.name)
+    local own = self:parameters()
+    for pname, t in pairs(m:parameters()) do
+      local from = own[pname]
+      if from and shape_text(from:shape()) == shape_text(t:shape()) and from:dtype() == t:dtype() then t:copy(from) end
+    end
+  end
+  return m
+end
+
+-- m:profile(inputs [, {reps = 10}]) -> rows: the forward's device time node by node: each node's
+-- launches run alone between two events, reps times after one run to warm up, the median kept.
+-- rows is a list in the forward's order of {name =, kind =, launches =, ms =, share =} (share
+-- of the sum), with rows.total_ms (the sum) and rows.forward_ms (the median of whole forwards,
+-- for the launch gaps the sum leaves out); print(tostring(rows)) gives them as a table. The
+-- outputs are the forward's, as after m:forward(inputs).
+function Model:profile(inputs, opts)
+  check_inputs(self, inputs)
+  if opts ~= nil and type(opts) ~= "table" then raise("options: expected a table {reps =}, got " .. type(opts)) end
+  local reps = opts and opts.reps or 10
+  if type(reps) ~= "number" or reps < 1 or reps ~= math.floor(reps) then
+    raise("reps: expected a positive integer, got " .. errors.show(reps))
+  end
+  local event = require "tocha.event"
+  local start, stop = event.new(self.device.name), event.new(self.device.name)
+  local function time(fn)
+    start:record()
+    fn()
+    stop:record()
+    return start:elapsed(stop)
+  end
+  self:forward(inputs) -- warm: kernels loaded, slots set
+  local function median(list)
+    table.sort(list)
+    return list[math.floor((#list + 1) / 2)]
+  end
+  local rows, total = {}, 0
+  for _, n in ipairs(self.order) do
+    local range = self.launch_range[n]
+    if range and range[2] > 0 then
+      local times = {}
+      for r = 1, reps do
+        times[r] = time(function() self.launch_plan:run(self.slots, range[1], range[2]) end)
+      end
+      local ms = median(times)
+      rows[#rows + 1] = { name = n.name, kind = op_kind(n.op), launches = range[2], ms = ms }
+      total = total + ms
+    end
+  end
+  local whole = {}
+  for r = 1, reps do whole[r] = time(function() self.launch_plan:run(self.slots) end) end
+  for _, row in ipairs(rows) do row.share = total > 0 and row.ms / total or 0 end
+  rows.total_ms, rows.forward_ms = total, median(whole)
+  return setmetatable(rows, { __tostring = function(t)
+    local lines = { ("%-40s %-24s %8s %10s %7s"):format("node", "op", "launches", "ms", "share") }
+    for _, row in ipairs(t) do
+      lines[#lines + 1] = ("%-40s %-24s %8d %10.4f %6.1f%%"):format(row.name:sub(1, 40), row.kind:sub(1, 24), row.launches,
+        row.ms, 100 * row.share)
+    end
+    lines[#lines + 1] = ("%-40s %-24s %8s %10.4f (a whole forward: %.4f ms)"):format("total", "", "", t.total_ms, t.forward_ms)
+    return table.concat(lines, "\n")
+  end })
 end
 
 -- m:forward_train(inputs) -> outputs, cache: the forward with every node's output kept in a

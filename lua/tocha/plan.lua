@@ -94,9 +94,10 @@ function Plan:guard(t, name)
   self.guarded[#self.guarded + 1] = t
 end
 
--- p:run(slots): the launches, slot i at slots[i]: a list of tensors or addresses (uint64_t),
--- or a uint64_t[?] array of at least n_slots (0-based: what a model passes, used as it is).
-function Plan:run(slots)
+-- p:run(slots [, first, count]): the launches (or launches first .. first + count - 1,
+-- 1-based), slot i at slots[i]: a list of tensors or addresses (uint64_t), or a uint64_t[?]
+-- array of at least n_slots (0-based: what a model passes, used as it is).
+function Plan:run(slots, first, count)
   if type(slots) == "table" then
     if #slots ~= self.n_slots then
       raise(("slots: expected %d tensors or addresses, got %d"):format(self.n_slots, #slots))
@@ -118,7 +119,11 @@ function Plan:run(slots)
   elseif ffi.sizeof(slots) < 8 * self.n_slots then
     raise(("slots: expected %d addresses, got an array of %d"):format(self.n_slots, ffi.sizeof(slots) / 8))
   end
-  check(C.tocha_plan_run(self.handle, slots, self.n_slots))
+  if first == nil then
+    check(C.tocha_plan_run(self.handle, slots, self.n_slots))
+  else
+    check(C.tocha_plan_run_range(self.handle, slots, self.n_slots, first - 1, count))
+  end
 end
 
 function Plan:launches() return C.tocha_plan_launch_count(self.handle) end

@@ -182,6 +182,15 @@ int tocha_plan_guard(tocha_plan *p, const tocha_tensor *t, const char *name)
 int tocha_plan_run(tocha_plan *p, const uint64_t *slots, int n_slots)
 {
     if (!p) return tocha_fail(TOCHA_E_ARGUMENT, "plan: expected a plan, got NULL");
+    return tocha_plan_run_range(p, slots, n_slots, 0, p->n_launches);
+}
+
+int tocha_plan_run_range(tocha_plan *p, const uint64_t *slots, int n_slots, int first, int count)
+{
+    if (!p) return tocha_fail(TOCHA_E_ARGUMENT, "plan: expected a plan, got NULL");
+    if (first < 0 || count < 0 || first > p->n_launches || count > p->n_launches - first)
+        return tocha_fail(TOCHA_E_ARGUMENT, "launches: [%d, %d + %d) is not a range of the plan's %d", first, first,
+                          count, p->n_launches);
     if (n_slots != p->n_slots)
         return tocha_fail(TOCHA_E_ARGUMENT, "slots: expected %d addresses, got %d", p->n_slots, n_slots);
     if (n_slots > 0 && !slots)
@@ -196,7 +205,7 @@ int tocha_plan_run(tocha_plan *p, const uint64_t *slots, int n_slots)
         const plan_patch *q = &p->patches[i];
         p->launches[q->launch].values[q->arg] = slots[q->slot] + q->offset;
     }
-    for (int i = 0; i < p->n_launches; i++) {
+    for (int i = first; i < first + count; i++) {
         plan_launch *l = &p->launches[i];
         void *args[TOCHA_MAX_PARAMS];
         for (int a = 0; a < l->nargs; a++) args[a] = &l->values[a];
