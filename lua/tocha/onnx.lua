@@ -35,6 +35,7 @@ local ChannelCat = require("tocha.ops.channel_cat").ChannelCat
 local ChannelChunk = require("tocha.ops.channel_chunk").ChannelChunk
 local Reduce = require("tocha.ops.reduction").Reduce
 local Upsample = require("tocha.ops.upsample").UpsampleNearest2dForward
+local strided = require "tocha.ops.strided"
 
 local M = {}
 M.read = onnx_file.read
@@ -117,7 +118,8 @@ local ATTRIBUTE_KINDS = {
   output_padding = "ints", training_mode = "int", epsilon = "float", transA = "int", transB = "int", alpha = "float",
   beta = "float", approximate = "string", kernel_shape = "ints", ceil_mode = "int", count_include_pad = "int",
   allowzero = "int", axis = "int", axes = "ints", start = "int", ["end"] = "int", to = "int", split = "ints",
-  keepdims = "int", mode = "string", coordinate_transformation_mode = "string", nearest_mode = "string",
+  keepdims = "int", mode = "string", coordinate_transformation_mode = "string", nearest_mode = "string", perm = "ints",
+  starts = "ints", ends = "ints",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -691,6 +693,51 @@ OPS.Concat = function(self, n)
     acc = self:emit(n, ChannelCat.new(self.dtype), { acc, self:runtime(n, i, ("inputs[%d]"):format(i)) })
   end
   self:set(n, 1, acc)
+end
+
+OPS.Transpose = function(self, n)
+  local x = self:runtime(n, 1, "data")
+  local r = #x.shape
+  local perm = self:attr(n, "perm")
+  if not perm then
+    perm = {}
+    for i = 1, r do perm[i] = r - i end -- ONNX's default: the dimensions reversed
+  end
+  if #perm ~= r then self:fail(n, ("perm has %d entries for %d dimensions"):format(#perm, r)) end
+  local dims = {}
+  for i, p in ipairs(perm) do dims[i] = self:axis(n, p, r, "perm entry") end
+  self:set(n, 1, self:emit(n, strided.Permute.new(dims, { dtype = self.dtype }), { x }))
+end
+
+-- Slice: starts, ends, axes and steps as inputs (opset 10 on) or attributes (before); a
+-- constant list is folded.
+OPS.Slice = function(self, n)
+  local x = self:needed(n, 1, "data")
+  local starts, ends, along, steps
+  if self.opset < 10 then
+    starts, ends, along = self:attr(n, "starts"), self:attr(n, "ends"), self:attr(n, "axes")
+    if not starts or not ends then self:fail(n, "starts and ends are missing") end
+  else
+    starts, ends = self:constant(n, 2, "starts"), self:constant(n, 3, "ends")
+    along = self:input(n, 4) and self:constant(n, 4, "axes") or nil
+    steps = self:input(n, 5) and self:constant(n, 5, "steps") or nil
+  end
+  local r = #x.shape
+  local dims = {}
+  for i = 1, #starts do dims[i] = along and self:axis(n, along[i], r, "axis") or i end
+  if #ends ~= #starts or (along and #along ~= #starts) or (steps and #steps ~= #starts) then
+    self:fail(n, "starts, ends, axes and steps must be as long as one another")
+  end
+  local op = strided.Slice.new(starts, ends, { axes = dims, steps = steps, dtype = self.dtype })
+  if x.const then -- a list of the file's (shape arithmetic): folded
+    if r ~= 1 then self:fail(n, "tocha folds a Slice of a list only") end
+    local values = self:values_of(n, x, "data")
+    local v = op:view(x.shape)
+    local out = {}
+    for k = 0, v.shape[1] - 1 do out[k + 1] = values[v.offset + k * v.strides[1] + 1] end
+    return self:set(n, 1, const({ #out }, out, x.onnx_type or (x.init and x.init.data_type)))
+  end
+  self:set(n, 1, self:emit(n, op, { x }))
 end
 
 OPS.Split = function(self, n)

@@ -321,6 +321,35 @@ def head():
     save("head", nodes, [("x", x)], [("out", out)], inits)
 
 
+# ---- views copied: Transpose (a permutation, then the default reversal), Slice (negative steps,
+# clamped ends), a Slice of a shape folded into a Reshape ----
+
+def views():
+    x = rand(2, 3, 4, 6)
+    t = x.transpose(0, 2, 3, 1)
+    s = t[:, 1:-1, 5:0:-2]
+    y = s.transpose(3, 2, 1, 0)
+    z = x.reshape(2, 3, 24)
+    i64 = TensorProto.INT64
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], name="nhwc", perm=[0, 2, 3, 1]),
+        helper.make_node("Constant", [], ["st"], name="st", value=helper.make_tensor("a", i64, [2], [1, 5])),
+        helper.make_node("Constant", [], ["en"], name="en", value=helper.make_tensor("b", i64, [2], [-1, -2 ** 63])),
+        helper.make_node("Constant", [], ["ax"], name="ax", value=helper.make_tensor("c", i64, [2], [1, -2])),
+        helper.make_node("Constant", [], ["sp"], name="sp", value=helper.make_tensor("d", i64, [2], [1, -2])),
+        helper.make_node("Slice", ["t", "st", "en", "ax", "sp"], ["s"], name="crop"),
+        helper.make_node("Transpose", ["s"], ["y"], name="reverse"),
+        helper.make_node("Shape", ["x"], ["shp"], name="shape"),
+        helper.make_node("Constant", [], ["z0"], name="z0", value=helper.make_tensor("e", i64, [1], [0])),
+        helper.make_node("Constant", [], ["z2"], name="z2", value=helper.make_tensor("f", i64, [1], [2])),
+        helper.make_node("Slice", ["shp", "z0", "z2"], ["lead"], name="lead"),
+        helper.make_node("Constant", [], ["rest"], name="rest", value=helper.make_tensor("g", i64, [1], [-1])),
+        helper.make_node("Concat", ["lead", "rest"], ["target"], name="target", axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["z"], name="flat"),
+    ]
+    save("views", nodes, [("x", x)], [("y", y), ("z", z)], [])
+
+
 # ---- files to refuse ----
 
 def bad():
@@ -378,6 +407,7 @@ def typed():
 
 
 typed()
+views()
 resnet18()
 residual()
 mobile()
