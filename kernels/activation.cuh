@@ -71,4 +71,14 @@ struct ew_fn_hardswish {
     ACT_DEV A value(A x) { return x != x ? x : x * ew_relu6(x + (A)3) / (A)6; }
     ACT_DEV A grad(A x, A dy) { return x < (A)-3 ? (A)0 : x <= (A)3 ? dy * (x / (A)3 + (A)0.5) : dy; }
 };
+// relu6 = min(max(x, 0), 6) (MobileNetV2's; ONNX's Clip(0, 6)), its gradient dy strictly inside
+// (0, 6) as PyTorch's hardtanh; erf, for networks that write GELU out with it.
+struct ew_fn_relu6 {
+    ACT_DEV A value(A x) { return x != x ? x : ew_relu6(x); }
+    ACT_DEV A grad(A x, A dy) { return x > (A)0 && x < (A)6 ? dy : (A)0; }
+};
+struct ew_fn_erf {
+    ACT_DEV A value(A x) { return ew_erf(x); }
+    ACT_DEV A grad(A x, A dy) { return dy * (A)1.12837916709551257390 * ew_exp(-x * x); }
+};
 #undef ACT_DEV

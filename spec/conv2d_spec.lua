@@ -327,7 +327,7 @@ describe("tocha.Conv2d", function()
       it("fuses an activation and a residual into the forward, and differentiates through them", function()
         local seed = 1500
         -- the direct kernels: every function, with and without a residual, both layouts
-        for i, act in ipairs({ "identity", "relu", "sigmoid", "tanh", "silu", "gelu", "hardsigmoid", "hardswish" }) do
+        for i, act in ipairs({ "identity", "relu", "sigmoid", "tanh", "silu", "gelu", "hardsigmoid", "hardswish", "relu6" }) do
           seed = seed + 10
           run_epilogue("f64", CASES[5], act, i % 2 == 1, false, seed, i % 3 == 0 and "nhwc" or "nchw")
         end

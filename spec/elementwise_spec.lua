@@ -16,7 +16,7 @@ local UNARY = {
   log = { math.log, function(x) return 1 / x end, positive = true },
   sqrt = { math.sqrt, function(x) return 0.5 / math.sqrt(x) end, positive = true },
   relu = act.relu, sigmoid = act.sigmoid, tanh = act.tanh, silu = act.silu, gelu = act.gelu,
-  identity = act.identity, hardsigmoid = act.hardsigmoid, hardswish = act.hardswish,
+  identity = act.identity, hardsigmoid = act.hardsigmoid, hardswish = act.hardswish, relu6 = act.relu6, erf = act.erf,
 }
 -- g(a, b) and its partial derivatives' products with dy.
 local function tie(dy) return dy / 2 end
@@ -189,8 +189,8 @@ describe("tocha.Elementwise", function()
         local add, relu = tocha.Elementwise.new("add"), tocha.Elementwise.new("relu")
         local a = tocha.ones({ 4 }, { device = device })
         for _, case in ipairs({
-          { 'tocha.Elementwise.new: fn: unknown function "tan" (expected identity, neg, abs, exp, log, sqrt, relu, sigmoid, '
-            .. "tanh, silu, gelu, hardsigmoid, hardswish, add, sub, mul, div, max or min)", tocha.Elementwise.new, "tan" },
+          { 'tocha.Elementwise.new: fn: unknown function "tan" (expected identity, neg, abs, exp, log, sqrt, erf, relu, relu6, '
+            .. "sigmoid, tanh, silu, gelu, hardsigmoid, hardswish, add, sub, mul, div, max or min)", tocha.Elementwise.new, "tan" },
           { "tocha.Elementwise.new: fn: expected a function name, got number", tocha.Elementwise.new, 3 },
           { "tocha.Elementwise.new: dtype: expected a float dtype (f32, f64, f16, bf16), got i32",
             tocha.Elementwise.new, "exp", "i32" },

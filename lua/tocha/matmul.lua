@@ -65,8 +65,8 @@ function M.tile_n(n, m, sms, batch)
 end
 
 -- The functions a product's epilogue applies after the bias (kernels/activation.cuh's).
-M.ACTIVATIONS = { identity = true, relu = true, sigmoid = true, tanh = true, silu = true, gelu = true, hardsigmoid = true,
-  hardswish = true }
+M.ACTIVATIONS = { identity = true, relu = true, relu6 = true, sigmoid = true, tanh = true, silu = true, gelu = true,
+  hardsigmoid = true, hardswish = true }
 
 -- The activation option of a product or a layer (nil: "identity"), checked; `what` names it.
 function M.activation(v, what)

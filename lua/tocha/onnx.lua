@@ -118,8 +118,8 @@ local ATTRIBUTE_KINDS = {
   output_padding = "ints", training_mode = "int", epsilon = "float", transA = "int", transB = "int", alpha = "float",
   beta = "float", approximate = "string", kernel_shape = "ints", ceil_mode = "int", count_include_pad = "int",
   allowzero = "int", axis = "int", axes = "ints", start = "int", ["end"] = "int", to = "int", split = "ints",
-  keepdims = "int", mode = "string", coordinate_transformation_mode = "string", nearest_mode = "string", perm = "ints",
-  starts = "ints", ends = "ints",
+  keepdims = "int", min = "float", max = "float", mode = "string", coordinate_transformation_mode = "string",
+  nearest_mode = "string", perm = "ints", starts = "ints", ends = "ints",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -365,7 +365,7 @@ OPS.MatMul = function(self, n)
 end
 
 local UNARY = { Relu = "relu", Sigmoid = "sigmoid", Tanh = "tanh", Exp = "exp", Log = "log", Sqrt = "sqrt", Neg = "neg",
-  Abs = "abs", HardSwish = "hardswish" }
+  Abs = "abs", HardSwish = "hardswish", Erf = "erf" }
 -- The activations a convolution's epilogue applies (tocha.matmul.ACTIVATIONS).
 local EPILOGUE = require("tocha.matmul").ACTIVATIONS
 
@@ -403,6 +403,28 @@ OPS.HardSigmoid = function(self, n)
     self:fail(n, ("alpha %g and beta %g: tocha's hardsigmoid is PyTorch's (1/6, 0.5)"):format(alpha, beta))
   end
   activation(self, n, "hardsigmoid")
+end
+
+-- Clip: relu6 where it is Clip(0, 6) (MobileNetV2's ReLU6: joins a convolution's epilogue),
+-- relu where it is Clip(0, none), else a max then a min against the bounds.
+OPS.Clip = function(self, n)
+  local low, high
+  if self.opset < 11 then
+    low, high = self:attr(n, "min", -math.huge), self:attr(n, "max", math.huge)
+  else
+    low = self:input(n, 2) and self:constant(n, 2, "min")[1] or -math.huge
+    high = self:input(n, 3) and self:constant(n, 3, "max")[1] or math.huge
+  end
+  if low == 0 and high == 6 then return activation(self, n, "relu6") end
+  if low == 0 and high == math.huge then return activation(self, n, "relu") end
+  local x = self:runtime(n, 1, "input")
+  for _, bound in ipairs({ { "max", low, -math.huge }, { "min", high, math.huge } }) do
+    if bound[2] ~= bound[3] then
+      local op = BroadcastConstant.new(bound[1], { 1 }, { dtype = self.dtype })
+      x = self:emit(n, op, { x }, { constant = const({ 1 }, { bound[2] }, 1) })
+    end
+  end
+  self:set(n, 1, x)
 end
 
 OPS.Gelu = function(self, n)
@@ -769,7 +791,7 @@ local function soft(class)
 end
 OPS.Softmax, OPS.LogSoftmax = soft(softmax.Softmax), soft(softmax.LogSoftmax)
 
-OPS.ReduceMean = function(self, n)
+local function reduction(mode) return function(self, n)
   local x = self:runtime(n, 1, "data")
   local ax = axes(self, n)
   if not ax then
@@ -787,7 +809,7 @@ OPS.ReduceMean = function(self, n)
     dims[#dims + 1] = d
   end
   table.sort(dims)
-  for _, d in ipairs(dims) do acc = self:emit(n, Reduce.new("mean", d, self.dtype), { acc }) end
+  for _, d in ipairs(dims) do acc = self:emit(n, Reduce.new(mode, d, self.dtype), { acc }) end
   if not keep then
     local shape, drop = {}, {}
     for _, d in ipairs(dims) do drop[d] = true end
@@ -796,7 +818,9 @@ OPS.ReduceMean = function(self, n)
     acc = reshaped(self, n, acc, shape)
   end
   self:set(n, 1, acc)
-end
+end end
+OPS.ReduceMean, OPS.ReduceSum = reduction("mean"), reduction("sum")
+OPS.ReduceMax, OPS.ReduceMin = reduction("max"), reduction("min")
 
 OPS.LayerNormalization = function(self, n)
   local x = self:runtime(n, 1)

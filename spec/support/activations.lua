@@ -21,6 +21,8 @@ return {
   tanh = { tanh, function(x) local t = tanh(x) return 1 - t * t end },
   silu = { function(x) return x * sigmoid(x) end, function(x) local s = sigmoid(x) return s * (1 + x * (1 - s)) end },
   gelu = { function(x) return x * cdf(x) end, function(x) return cdf(x) + x * pdf(x) end },
+  relu6 = { function(x) return math.min(math.max(x, 0), 6) end, function(x) return (x > 0 and x < 6) and 1 or 0 end },
+  erf = { function(x) return erf(x) end, function(x) return 2 / math.sqrt(math.pi) * math.exp(-x * x) end },
   -- PyTorch's: relu6(x + 3) / 6 and x relu6(x + 3) / 6
   hardsigmoid = { function(x) return math.min(math.max(x + 3, 0), 6) / 6 end,
     function(x) return (x > -3 and x < 3) and 1 / 6 or 0 end },

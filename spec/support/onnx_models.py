@@ -350,6 +350,27 @@ def views():
     save("views", nodes, [("x", x)], [("y", y), ("z", z)], [])
 
 
+# ---- Clip with other bounds than ReLU6's, ReduceSum (axes an input), ReduceMax and ReduceMin
+# (axes attributes), opset 13 ----
+
+def reductions():
+    x = rand(2, 3, 4, 5)
+    c = np.clip(x.astype(np.float64), -0.5, 0.7)
+    y = c.sum(axis=1, keepdims=True).max(axis=3)
+    z = x.astype(np.float64).min(axis=(2, 3))
+    f32 = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Constant", [], ["lo"], name="lo", value=helper.make_tensor("a", f32, [], [-0.5])),
+        helper.make_node("Constant", [], ["hi"], name="hi", value=helper.make_tensor("b", f32, [], [0.7])),
+        helper.make_node("Clip", ["x", "lo", "hi"], ["c"], name="clip"),
+        helper.make_node("Constant", [], ["ax"], name="ax", value=helper.make_tensor("d", TensorProto.INT64, [1], [1])),
+        helper.make_node("ReduceSum", ["c", "ax"], ["s"], name="sum", keepdims=1),
+        helper.make_node("ReduceMax", ["s"], ["y"], name="max", axes=[3], keepdims=0),
+        helper.make_node("ReduceMin", ["x"], ["z"], name="min", axes=[2, -1], keepdims=0),
+    ]
+    save("reductions", nodes, [("x", x)], [("y", y), ("z", z)], [], opset=13)
+
+
 # ---- files to refuse ----
 
 def bad():
@@ -408,6 +429,7 @@ def typed():
 
 typed()
 views()
+reductions()
 resnet18()
 residual()
 mobile()

@@ -3,8 +3,8 @@ PyTorch itself, with PyTorch's outputs on the same random input.
 
     python3 peer_onnx.py DIR [SIZE [BATCH]]
 
-For torchvision's ResNet-18 and MobileNetV3-Small and timm's EfficientNet-B0 (torchvision's
-where timm is not installed), each randomly initialised from seed 0 (its BatchNorms' statistics
+For torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2 and ConvNeXt-Tiny and timm's
+EfficientNet-B0 (torchvision's where timm is not installed), each randomly initialised from seed 0 (its BatchNorms' statistics
 and affine too), in eval mode, writes
 DIR/<name>.onnx (torch.onnx.export, opset 17, the TorchScript exporter), DIR/<name>_in.npy (a
 [BATCH, 3, SIZE, SIZE] f32 input from seed 1; 2 and 224 by default) and DIR/<name>_out.npy
@@ -28,6 +28,8 @@ def networks():
     import torchvision
     yield "resnet18", lambda: torchvision.models.resnet18(weights=None)
     yield "mobilenet_v3_small", lambda: torchvision.models.mobilenet_v3_small(weights=None)
+    yield "mobilenet_v2", lambda: torchvision.models.mobilenet_v2(weights=None)
+    yield "convnext_tiny", lambda: torchvision.models.convnext_tiny(weights=None)
     try:
         import timm
         yield "efficientnet_b0", lambda: timm.create_model("efficientnet_b0", pretrained=False)

@@ -26,8 +26,8 @@ M.DEFAULT_BLOCK = 256
 
 -- The functions and their arity, in the order messages list them; each is a struct ew_fn_<name>
 -- of kernels/elementwise.cu.
-M.UNARY = { "identity", "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "silu", "gelu", "hardsigmoid",
-  "hardswish" }
+M.UNARY = { "identity", "neg", "abs", "exp", "log", "sqrt", "erf", "relu", "relu6", "sigmoid", "tanh", "silu", "gelu",
+  "hardsigmoid", "hardswish" }
 M.BINARY = { "add", "sub", "mul", "div", "max", "min" }
 local arity_of = {}
 for _, name in ipairs(M.UNARY) do arity_of[name] = 1 end
