@@ -3,13 +3,16 @@
 local M = {}
 
 -- The interpreter the scripts run under: the first python3 that had the modules asked for
--- (the one on PATH, else Debian's /usr/bin/python3, which has python3-torch and python3-onnx).
-local python = "python3"
+-- (the one on PATH, else Debian's /usr/bin/python3, which has python3-torch and python3-onnx),
+-- without the sanitizer build's preloaded runtime (PyTorch aborts under it; the scripts are not
+-- what that build checks).
+local python = "env -u LD_PRELOAD python3"
 
 -- Whether a python3 can `import <modules>` (modules: "torch, numpy"); that one runs M.run's
 -- scripts.
 function M.available(modules)
   for _, exe in ipairs({ "python3", "/usr/bin/python3" }) do
+    exe = "env -u LD_PRELOAD " .. exe
     local ok = os.execute(("%s -c 'import %s' >/dev/null 2>&1"):format(exe, modules))
     if ok == 0 or ok == true then
       python = exe
