@@ -16,22 +16,9 @@
 local tocha = require "tocha"
 local process = require "support.process"
 local peers = require "support.peers"
-local ref = require "support.reference"
+local runs = require "support.peer_runs"
 
 local source = os.getenv("TOCHA_SOURCE_DIR") or "."
-
-local function relative(got, want)
-  local g, w = ref.values(got), ref.values(want)
-  assert.are.equal(#w, #g)
-  local big, worst = 0, 0
-  for i = 1, #w do big = math.max(big, math.abs(w[i])) end
-  for i = 1, #w do
-    local d = math.abs(g[i] - w[i])
-    if d ~= d then return math.huge end
-    worst = math.max(worst, d)
-  end
-  return worst / big
-end
 
 describe("networks and training beside PyTorch on the CPU", function()
   local have
@@ -46,7 +33,7 @@ describe("networks and training beside PyTorch on the CPU", function()
       assert.truthy(said:find(name .. ": exported", 1, true), said)
       local x = tocha.load_npy(("%s/%s_in.npy"):format(dir, name), { device = "sim" })
       local m = tocha.onnx.load(("%s/%s.onnx"):format(dir, name), { batch_size = 2, device = "sim" })
-      local err = relative(m:forward({ x })[1], tocha.load_npy(("%s/%s_out.npy"):format(dir, name)))
+      local err = runs.relative(m:forward({ x })[1], tocha.load_npy(("%s/%s_out.npy"):format(dir, name)))
       assert.is_true(err <= 1e-4, ("%s: logits differ by %.3g of the largest"):format(name, err))
     end
     -- the experiment of examples/swap_op.lua on it: the max pool swapped for a kernel of one's own
@@ -60,40 +47,14 @@ describe("networks and training beside PyTorch on the CPU", function()
 
   it("runs YOLOv8n as the same architecture in PyTorch does, from the same parameters by name", function()
     if not have then return pending("no python3 with torch and torchvision here") end
-    package.path = source .. "/examples/?.lua;" .. package.path
-    local yolo = require "yolov8n_model"
-    local m = yolo.build { size = 64, batch = 2 }
-    m:load(2, "sim")
-    m:train(false)
-    yolo.init(m, 64)
-    local dict, seed = {}, 100
-    for name, t in pairs(m:parameters()) do
-      seed = seed + 1
-      if name:find("running_mean$") then t:copy(tocha.randn(t:shape(), { seed = seed, std = 0.1, device = "sim" }))
-      elseif name:find("running_var$") or name:find("bn%.weight$") then
-        t:copy(tocha.rand(t:shape(), { seed = seed, low = 0.5, high = 1.5, device = "sim" }))
-      end
-      if not name:find("%.constant$") then dict[name] = t end
-    end
-    local dir = process.tempdir()
-    tocha.save(dir .. "/yolo.safetensors", dict)
-    local x = tocha.rand({ 2, 3, 64, 64 }, { seed = 7, device = "sim" })
-    tocha.save_npy(dir .. "/x.npy", x)
-    tocha.save_npy(dir .. "/y.npy", m:forward({ x })[1])
-    local ok, said = peers.run("peer_yolo.py", process.quote(dir))
-    process.remove_tree(dir)
+    local ok, said = runs.yolo("sim", 64)
     assert.is_true(ok, said)
     assert.truthy(said:find("parameters: 3157200", 1, true), said)
   end)
 
   it("trains as PyTorch does: train_digits.lua's first 50 losses", function()
     if not have then return pending("no python3 with torch and torchvision here") end
-    local run = process.tempdir()
-    local out, err, status = process.run { args = { source .. "/examples/train_digits.lua", "--steps", "50", "--out", run },
-      env = { TOCHA_DEVICE = "sim" } }
-    assert.are.equal(0, status, err .. out)
-    local ok, said = peers.run("peer_train.py", process.quote(run), process.quote(source .. "/examples/data"), 50)
-    process.remove_tree(run)
+    local ok, said = runs.train("sim")
     assert.is_true(ok, said)
     assert.truthy(said:find("worst relative difference over 50 steps", 1, true), said)
   end)

@@ -7,21 +7,7 @@
 local tocha = require "tocha"
 local process = require "support.process"
 local peers = require "support.peers"
-local ref = require "support.reference"
-
--- The largest difference from want, over want's largest magnitude.
-local function relative(got, want)
-  local g, w = ref.values(got), ref.values(want)
-  assert.are.equal(#w, #g)
-  local big, worst = 0, 0
-  for i = 1, #w do big = math.max(big, math.abs(w[i])) end
-  for i = 1, #w do
-    local d = math.abs(g[i] - w[i])
-    if d ~= d then return math.huge end
-    worst = math.max(worst, d)
-  end
-  return worst / big
-end
+local runs = require "support.peer_runs"
 
 describe("networks exported by PyTorch #gpu", function()
   it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, EfficientNet-B0", function()
@@ -38,7 +24,7 @@ describe("networks exported by PyTorch #gpu", function()
         local want = tocha.load_npy(("%s/%s_out.npy"):format(dir, name))
         for dt, tol in pairs({ f32 = 1e-4, f16 = 1e-2, bf16 = 5e-2 }) do
           local m = tocha.onnx.load(("%s/%s.onnx"):format(dir, name), { batch_size = 2, device = "cuda", dtype = dt })
-          local err = relative(m:forward({ x:cast(dt) })[1], want)
+          local err = runs.relative(m:forward({ x:cast(dt) })[1], want)
           print(("[peer onnx] %s %s: largest difference %.3g of the largest logit"):format(name, dt, err))
           assert.is_true(err <= tol, ("%s %s: %.3g > %g"):format(name, dt, err, tol))
         end

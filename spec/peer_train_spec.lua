@@ -3,19 +3,13 @@
 -- (spec/support/peer_train.py); each step's loss must agree within 1e-4 relative (f32, TF32
 -- off). Tagged #gpu: it runs where PyTorch is, the GPU machine; pending where python3 lacks
 -- torch or numpy.
-local process = require "support.process"
 local peers = require "support.peers"
+local runs = require "support.peer_runs"
 
 describe("training beside PyTorch #gpu", function()
   it("gives PyTorch's loss for the first 50 steps of train_digits.lua (f32)", function()
     if not peers.available("torch, numpy") then return pending("python3 with torch and numpy is not installed here") end
-    local source = os.getenv("TOCHA_SOURCE_DIR") or "."
-    local run = process.tempdir()
-    local out, err, status = process.run { args = { source .. "/examples/train_digits.lua", "--out", run },
-      env = { TOCHA_DEVICE = "cuda" } }
-    assert.are.equal(0, status, err .. out)
-    local ok, said = peers.run("peer_train.py", process.quote(run), process.quote(source .. "/examples/data"), 50)
-    process.remove_tree(run)
+    local ok, said = runs.train("cuda")
     assert.is_true(ok, said)
     assert.truthy(said:find("worst relative difference over 50 steps", 1, true), said)
   end)

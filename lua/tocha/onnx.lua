@@ -218,11 +218,7 @@ end
 
 function Import:set(n, k, v) if n.outputs[k] and n.outputs[k] ~= "" then self.values[n.outputs[k]] = v end end
 
-local function numel(shape)
-  local c = 1
-  for _, s in ipairs(shape) do c = c * s end
-  return c
-end
+local numel = op_base.numel
 
 local function copy(list)
   local out = {}

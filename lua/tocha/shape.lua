@@ -11,6 +11,13 @@ function M.numel(shape, first, last)
   return n
 end
 
+-- The row-major strides of shape, in elements (a size 0 counted as 1, C's rule).
+function M.dense_strides(shape)
+  local s, stride = {}, 1
+  for i = #shape, 1, -1 do s[i], stride = stride, stride * math.max(shape[i], 1) end
+  return s
+end
+
 -- A shape as messages show it: "[2, 3, 4]".
 function M.text(shape) return "[" .. table.concat(shape, ", ") .. "]" end
 

@@ -82,12 +82,7 @@ local function size_list(first, ...)
 end
 
 local numel = require("tocha.shape").numel
-
-local function dense_strides(d)
-  local s, stride = {}, 1
-  for i = #d, 1, -1 do s[i], stride = stride, stride * math.max(d[i], 1) end -- (C's rule for a size 0)
-  return s
-end
+local dense_strides = require("tocha.shape").dense_strides
 
 function M.install(methods, dense)
   -- t:stride([dim]): the strides in elements (a list), or one dimension's.

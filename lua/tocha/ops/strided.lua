@@ -28,15 +28,7 @@ local function copy_kernel(dt)
     params = "u8* src, u8* dst, i64 n, i32 ndim, " .. table.concat(sizes, ", ") }
 end
 
--- Row-major strides of shape, in elements.
-local function dense_strides(shape)
-  local s, acc = {}, 1
-  for i = #shape, 1, -1 do
-    s[i] = acc
-    acc = acc * shape[i]
-  end
-  return s
-end
+local dense_strides = require("tocha.shape").dense_strides
 
 -- The methods both classes share: self:view(x_shape) gives {shape, strides, offset} of the view
 -- of x (in elements) whose dense copy is the output.
