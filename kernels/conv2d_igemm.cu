@@ -7,22 +7,45 @@
 // straight from x, or zero-filled where the window falls in the padding. B [K, O] is the
 // weight relaid out once a call (tocha_conv2d_weight_rsck) to [KH, KW, C, O], read MN-major; a
 // 1 x 1 window's weight [O, C] is B as it lies (K-major), read without a relayout.
-// Needs C and O multiples of 8 (whole chunks) and x, the relaid weight, 16-byte aligned; the
-// host sends other convolutions to conv2d.cu's direct kernels. Window, stride, padding,
+// Needs C and O multiples of 8 (whole chunks) and x, the relaid weight, 16-byte aligned; a
+// forward whose C is not (a stem's 3 channels) runs on x and the weight padded with zero
+// channels to the next multiple (tocha_conv2d_pad_channels, tocha_conv2d_weight_rsck); the host
+// sends other convolutions to conv2d.cu's direct kernels. Window, stride, padding,
 // dilation and both channel counts are compile-time constants, so a chunk's window position
 // and channel come from a slice index by multiplications. Sums in f32 over the tensor cores'
 // order (not conv2d.cu's), rounded once to T.
 
-// The weight [O, C, KH, KW] (PyTorch's layout) as [KH, KW, C, O] (rsck): the implicit GEMM's B,
-// O contiguous. One thread an element, writes consecutive.
-template <typename T, int C, int O, int KH, int KW>
+// The weight [O, C, KH, KW] (PyTorch's layout) as [KH, KW, CP, O] (rsck): the implicit GEMM's B,
+// O contiguous, its channels C padded with zeros to CP (a multiple of 8: a stem's 3 channels
+// take 8, so that the GEMM reads whole 16-byte chunks). One thread an element, writes
+// consecutive.
+template <typename T, int C, int CP, int O, int KH, int KW>
 __device__ void tocha_conv2d_weight_rsck(const T *w, T *rsck)
 {
-    const long long total = (long long)KH * KW * C * O;
+    const long long total = (long long)KH * KW * CP * O;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
-        const long long o = e % O, k = e / O, c = k % C, rs = k / C;
-        rsck[e] = w[(o * C + c) * (KH * KW) + rs];
+        const long long o = e % O, k = e / O, c = k % CP, rs = k / CP;
+        rsck[e] = c < C ? w[(o * C + c) * (KH * KW) + rs] : tocha::from_compute<T>(0.0f);
+    }
+}
+
+// x [n, C, h, w] (NCHW) or [n, h, w, C] (NHWC) as NHWC with its channels padded with zeros to CP:
+// the implicit GEMM's input where C is not a multiple of 8 (a network's stem, 3 channels). One
+// thread a pixel (`pixels` = n h w in all, `plane` = h w), its reads of each channel coalesced
+// across the warp in NCHW, its CP writes consecutive.
+template <typename T, int C, int CP, int NCHW>
+__device__ void tocha_conv2d_pad_channels(const T *x, T *padded, long long pixels, long long plane)
+{
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < pixels; q += stride) {
+        const long long b = q / plane, p = q % plane;
+#pragma unroll
+        for (int c = 0; c < CP; ++c) {
+            T v = tocha::from_compute<T>(0.0f);
+            if (c < C) v = NCHW ? x[(b * C + c) * plane + p] : x[q * C + c];
+            padded[q * CP + c] = v;
+        }
     }
 }
 

@@ -89,6 +89,9 @@ local TC_CASES = {
   { { 1, 32, 6, 6 }, 264, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
 }
 
+-- a network's stem: 3 channels in, padded to 8 for the tensor cores' forward
+local STEM = { { 2, 3, 11, 10 }, 32, { k = { 7, 7 }, s = { 2, 2 }, p = { 3, 3 }, d = { 1, 1 }, g = 1 } }
+
 -- NCHW <-> NHWC, dense
 local function to_nhwc(t) return t:permute(1, 3, 4, 2):contiguous() end
 local function to_nchw(t) return t:permute(1, 4, 2, 3):contiguous() end
@@ -118,11 +121,18 @@ describe("tocha.Conv2d", function()
         assert.are.equal(0, k:info("sm_90")["local"], c[1] .. " " .. c[2])
       end
     end
-    -- what the direct kernels keep: f32, groups, channels not in 8s
+    -- what the direct kernels keep: f32, groups, out channels not in 8s
     for _, c in ipairs({ { 16, 16, { dtype = "f32", layout = "nhwc" } }, { 16, 16, { dtype = "f16", layout = "nhwc", groups = 2 } },
-      { 12, 16, { dtype = "f16", layout = "nhwc" } }, { 16, 12, { dtype = "bf16" } } }) do
+      { 16, 12, { dtype = "bf16" } } }) do
       assert.is_nil(tocha.Conv2d.new(c[1], c[2], 3, c[3]).igemm)
     end
+    -- in channels not in 8s: the forward on the tensor cores over channels padded to 8s, dx and
+    -- dweight direct
+    local stem = tocha.Conv2d.new(3, 64, 7, { stride = 2, padding = 3, dtype = "f16" })
+    assert.are.same({ true, 8, 7 * 7 * 8 }, { stem.igemm.padded, stem.igemm.channels, stem.igemm.k })
+    assert.is_nil(stem.igemm_dx)
+    assert.is_nil(stem.igemm_dw)
+    assert.are.equal(0, stem.igemm.pad_kernel:info("sm_90")["local"])
   end)
 
   for _, dev in ipairs(ref.devices()) do
@@ -218,6 +228,28 @@ describe("tocha.Conv2d", function()
             end
           end
         end)
+
+      -- In channels not in 8s (a stem's 3): the forward pads them with zeros to the next 8 in
+      -- x's NHWC copy and the relaid weight (1 x 1 windows relaid too); dx and dweight direct.
+      it("runs a forward whose in channels are not in 8s on the tensor cores, padded: exact, both layouts", function()
+        local cases = {
+          { { 2, 3, 17, 19 }, 64, { k = { 7, 7 }, s = { 2, 2 }, p = { 3, 3 }, d = { 1, 1 }, g = 1 } },
+          { { 1, 5, 9, 9 }, 16, { k = { 3, 3 }, s = { 1, 1 }, p = { 2, 2 }, d = { 2, 2 }, g = 1 } },
+          { { 2, 12, 6, 7 }, 24, { k = { 1, 1 }, s = { 1, 1 }, p = { 0, 0 }, d = { 1, 1 }, g = 1 } },
+          { { 1, 1, 8, 8 }, 8, { k = { 3, 3 }, s = { 2, 1 }, p = { 1, 0 }, d = { 1, 1 }, g = 1 } },
+        }
+        local seed = 1350
+        for _, layout in ipairs({ "nchw", "nhwc" }) do
+          for i, case in ipairs(cases) do
+            seed = seed + 10
+            local conv = run(i % 2 == 0 and "f16" or "bf16", case, i ~= 3, true, seed, layout)
+            assert.is_true(conv.igemm.padded, "padded forward")
+            assert.are.equal(math.ceil(case[1][2] / 8) * 8, conv.igemm.channels)
+            assert.is_nil(conv.igemm_dx)
+            assert.is_nil(conv.igemm_dw)
+          end
+        end
+      end)
 
       it("runs halves on the tensor cores within the dtype's rounding on normal inputs, both layouts", function()
         local seed = 1400
@@ -342,10 +374,12 @@ describe("tocha.Conv2d", function()
           { "bf16", 1, "relu", true, true, "nhwc" }, { "f16", 6, "silu", false, false, "nchw" },
           { "bf16", 6, "gelu", true, false, "nhwc" }, { "bf16", 3, "identity", true, true, "nchw" },
           { "f16", 3, "tanh", false, false, "nhwc" },
+          -- a stem's 3 channels, padded
+          { "f16", STEM, "silu", false, false, "nchw" }, { "bf16", STEM, "relu", true, true, "nhwc" },
         }
         for _, c in ipairs(tc) do
           seed = seed + 10
-          local conv = run_epilogue(c[1], TC_CASES[c[2]], c[3], c[4], c[5], seed, c[6])
+          local conv = run_epilogue(c[1], type(c[2]) == "table" and c[2] or TC_CASES[c[2]], c[3], c[4], c[5], seed, c[6])
           assert.is_truthy(conv.igemm, "the tensor cores' forward")
         end
       end)

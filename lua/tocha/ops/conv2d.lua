@@ -24,7 +24,8 @@
 -- tensor kept from the forward.
 --
 -- Kernels: the tensor cores' implicit GEMM (ops/conv2d_igemm.lua) for halves of groups 1 and
--- channel counts multiples of 8 where the default device has wgmma; depthwise convolutions
+-- channel counts multiples of 8 where the default device has wgmma (the forward also for in
+-- channels not in 8s, padded: a stem's 3); depthwise convolutions
 -- (groups = in = out) on ops/conv2d_depthwise.lua's (the forward and dx in layout nhwc, the
 -- weight gradient in both); the direct kernels of conv2d.cu otherwise (one thread an output
 -- element forward and for dx, one CTA a weight element for dw and one an output channel for
@@ -162,6 +163,10 @@ function Conv2d.new(in_channels, out_channels, kernel_size, opts)
     self.igemm = igemm.new(self)
     if igemm.eligible_dx(self) then self.igemm_dx = igemm.new(self, true) end
     self.igemm_dw = igemm.new_dw(self)
+  elseif igemm.eligible(dt, groups, in_channels, out_channels, true) then
+    -- in channels not in 8s (a stem's 3): the forward pads them; dx and the weight gradient,
+    -- whose GEMMs would read them in 16-byte chunks, stay on the direct kernels
+    self.igemm = igemm.new(self)
   elseif depthwise.eligible(self) then
     -- the forward and dx in layout nhwc, the weight gradient in both
     self.depthwise = depthwise.new(self)
@@ -346,7 +351,7 @@ end
 -- Whether the op's kernels read x, dy and the weight in 16-byte chunks (the tensor cores), or
 -- read and write the activations in 16-byte vectors (the depthwise kernels of layout nhwc,
 -- channels in 16-byte groups; their weight is relaid into the workspace first).
-local function chunked(self) return self.igemm ~= nil end
+local function chunked(self) return self.igemm ~= nil and not self.igemm.padded end
 local function vectors(self) return depthwise_fast(self) ~= nil and self.depthwise.v > 1 end
 
 -- The forward's addresses from a pack's inputs, parameters and output (the workspace after

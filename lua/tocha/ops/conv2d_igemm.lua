@@ -1,10 +1,14 @@
 -- tocha.ops.conv2d_igemm: Conv2d's forward on the tensor cores (kernels/conv2d_igemm.cu), which
--- halves of groups 1 with channel counts multiples of 8 take, in either layout, and its dx (the
--- same GEMM: dy, spread out by the stride, convolved with the flipped weight). The launches of
--- one pass, those not needed having empty grids:
+-- halves of groups 1 with out channels a multiple of 8 take, in either layout, and its dx (the
+-- same GEMM: dy, spread out by the stride, convolved with the flipped weight; in channels a
+-- multiple of 8 too). The forward pads in channels that are not a multiple of 8 (a network's
+-- stem: 3) with zeros to the next one, in x's copy and the relaid weight, so that the GEMM reads
+-- whole 16-byte chunks: 8 / 3 of the stem's products are spent on zeros, still many times
+-- faster than the direct kernel. The launches of one pass, those not needed having empty grids:
 --   1. the weight [out, in, kh, kw] relaid out to [kh, kw, in, out] (the GEMM's B; for dx
---      flipped, [kh, kw, out, in]), unless the window is 1 x 1 (the weight is B as it lies);
---   2. NCHW only: x transposed to NHWC;
+--      flipped, [kh, kw, out, in]; in padded), unless the window is 1 x 1 and in needs no
+--      padding (the weight is B as it lies);
+--   2. NCHW: x transposed to NHWC; padded channels: x (either layout) copied as NHWC with them;
 --   3. dx of a strided convolution only: dy spread out by the stride with zeros between, so that
 --      dx is a stride-1 convolution of it (S_h S_w times the tensor cores' work of the direct
 --      form, the zeros' products wasted, against a kernel that would skip them);
@@ -30,13 +34,18 @@ M.LAUNCHES = 6
 
 -- Whether a convolution of these settings runs here: on the default device where it has wgmma
 -- (the simulator, or compute capability 9.0; elsewhere the kernels' fallback loops are slow and
--- their shared memory more than some GPUs give a block, so the direct kernels serve).
-function M.eligible(dt, groups, in_channels, out_channels)
+-- their shared memory more than some GPUs give a block, so the direct kernels serve). With
+-- padded, the forward alone, whose in channels need not be a multiple of 8 (M.padded_channels).
+function M.eligible(dt, groups, in_channels, out_channels, padded)
   local dev = require("tocha.device").default()
   local cc = dev.compute_capability
   local wgmma = dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
-  return wgmma and (dt == "f16" or dt == "bf16") and groups == 1 and in_channels % 8 == 0 and out_channels % 8 == 0
+  return wgmma and (dt == "f16" or dt == "bf16") and groups == 1 and (padded or in_channels % 8 == 0)
+    and out_channels % 8 == 0
 end
+
+-- The forward GEMM's in channels: c rounded up to a multiple of 8.
+function M.padded_channels(c) return math.ceil(c / 8) * 8 end
 
 local function source()
   return require("tocha.matmul").source() .. "\n" .. op.source("conv2d_igemm.cu")
@@ -68,22 +77,30 @@ function M.new(conv, dx)
   end
   local bn = o <= 64 and 64 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128 or 256
   local text, ct = source(), dtype.ctype(dt)
+  local cp = dx and c or M.padded_channels(c)
   local window = k[1] * k[2] > 1
   -- forward: a 1 x 1 window's weight [o, c] is B K-major; dx: a 1 x 1 window's [c', o'] is B as
   -- the relaid weight lies
-  local g = { tile_n = bn, k = k[1] * k[2] * c, out = o, nchw = conv.layout == "nchw", size = dtype.size(dt),
-    relayout = window, sms = dev.kind == "cuda" and dev.multiprocessors or 132,
+  local g = { tile_n = bn, k = k[1] * k[2] * cp, out = o, nchw = conv.layout == "nchw", size = dtype.size(dt),
+    relayout = window or cp ~= c, channels = cp, padded = cp ~= c,
+    sms = dev.kind == "cuda" and dev.multiprocessors or 132,
     dilate = dx and (conv.stride[1] > 1 or conv.stride[2] > 1) and { conv.stride[1], conv.stride[2] } or nil }
-  local b_k_major = not dx and not window
+  local b_k_major = not dx and not g.relayout
   -- the epilogue's function, in the kernel that writes y last
   local act = "ew_fn_" .. (dx and "identity" or conv.activation)
   local gemm_act = g.nchw and "ew_fn_identity" or act
   g.fused = g.nchw and not dx and (conv.activation ~= "identity" or conv.residual == true)
   g.weight_kernel = kernel.new { source = text, name = dx and "tocha_conv2d_weight_flip" or "tocha_conv2d_weight_rsck",
-    template_args = ("%s, %d, %d, %d, %d"):format(ct, conv.in_channels, conv.out_channels, k[1], k[2]),
+    template_args = dx and ("%s, %d, %d, %d, %d"):format(ct, conv.in_channels, conv.out_channels, k[1], k[2])
+      or ("%s, %d, %d, %d, %d, %d"):format(ct, c, cp, o, k[1], k[2]),
     params = ("%s* w, %s* relaid"):format(dt, dt) }
+  if g.padded then
+    g.pad_kernel = kernel.new { source = text, name = "tocha_conv2d_pad_channels",
+      template_args = ("%s, %d, %d, %d"):format(ct, c, cp, g.nchw and 1 or 0),
+      params = ("%s* x, %s* padded, i64 pixels, i64 plane"):format(dt, dt) }
+  end
   g.kernel = kernel.new { source = text, name = "tocha_conv2d_igemm",
-    template_args = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %s"):format(ct, c, o, k[1], k[2], stride[1],
+    template_args = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %s"):format(ct, cp, o, k[1], k[2], stride[1],
       stride[2], padding[1], padding[2], dilation[1], dilation[2], bn, b_k_major and 1 or 0, gemm_act),
     params = ("%s* x, %s* weight, %s* bias, %s* y, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow, i32 has_bias, "
       .. "%s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt, dt, dt, dt),
@@ -128,9 +145,11 @@ function M.plan(g, n, c, h, w, oh, ow)
   end
   local p = { m = m, tiles = tiles, splits = splits, weight = 0 }
   local at = g.relayout and align(g.k * g.out * g.size) or 0
-  if g.nchw then
+  if g.nchw or g.padded then -- x as NHWC (its channels padded)
     p.x = at
-    at = p.x + align(n * h * w * c * g.size)
+    at = p.x + align(n * h * w * (g.padded and g.channels or c) * g.size)
+  end
+  if g.nchw then
     if not g.fused then p.y, at = at, at + align(m * g.out * g.size) end
   end
   if g.dilate then -- dx of a strided convolution: dy spread out with zeros between its pixels
@@ -156,7 +175,7 @@ M.transpose_grid = transpose_grid
 function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
   local n, c, h, w, oh, ow = unpack(sizes)
   local none = { 0, 0, 0 }
-  local x_nhwc = g.nchw and ws + p.x or x
+  local x_nhwc = (g.nchw or g.padded) and ws + p.x or x
   local y_nhwc = g.nchw and not g.fused and ws + p.y or y
   local gemm_x, gemm_h, gemm_w = x_nhwc, h, w
   -- the epilogue's tensors go to y's last writer (those absent: y, unread)
@@ -167,6 +186,9 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
   if i == 1 then
     if not g.relayout then return g.weight_kernel, none, {} end
     return g.weight_kernel, { math.max(1, math.min(math.ceil(g.k * g.out / 256), 2 ^ 31 - 1)), 1, 1 }, { weight, ws }
+  elseif i == 2 and g.padded then
+    if n == 0 then return g.pad_kernel, none, {} end
+    return g.pad_kernel, { math.max(1, math.min(math.ceil(n * h * w / 256), 2 ^ 31 - 1)), 1, 1 }, { x, x_nhwc, n * h * w, h * w }
   elseif i == 2 then
     if not g.nchw or n == 0 then return g.transpose_kernel, none, {} end
     return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w, n, x_nhwc, x_nhwc, 0 }
