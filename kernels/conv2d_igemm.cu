@@ -234,6 +234,127 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
 #endif
 }
 
+// f32's implicit GEMM, on matmul.cu's f32 tiles (tocha_matmul_f32: a CTA of 256 threads a 128
+// x 128 tile of y, 8 x 8 outputs a thread, slices of 8 of k through shared memory, sums in k
+// order, one fma a product): A's chunks (4 channels of one pixel at one window position, 16
+// bytes) gathered from x [n, h, w, C] as conv_patch_copy gathers the halves' (zeros in the
+// padding), B the relaid weight as tocha_conv2d_igemm reads it. No TF32: the same f32 sums as
+// a direct convolution, in another order. k splits over grid.y as tocha_conv2d_igemm's (in
+// slices of 64, none empty), into the same slabs. Needs C and O multiples of 4 and x, the
+// weight 16-byte aligned.
+template <int C, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW> struct conv_f32_patch {
+    const float *origin; // x[b, iy0, ix0, 0] (only read at positions inside x)
+    int iy0, ix0, k_in_slice;
+
+    // (a row past the last pixel starts its window far outside x: never read)
+    __device__ __forceinline__ conv_f32_patch(const float *x, long long n, int h, int w, int oh, int ow,
+                                              long long row0)
+    {
+        const int t = threadIdx.x;
+        const long long p = row0 + mm_f32_chunk<true>::row(t), plane = (long long)oh * ow;
+        k_in_slice = mm_f32_chunk<true>::k(t);
+        const long long b = p / plane, q = p % plane;
+        iy0 = p < n * plane ? (int)(q / ow) * SH - PH : -(1 << 30);
+        ix0 = (int)(q % ow) * SW - PW;
+        origin = x + ((b * h + iy0) * w + ix0) * C;
+    }
+
+    // The chunk of slice s (8 of k from 8 s; zeros past k or x's edge) in x of h x w.
+    __device__ __forceinline__ float4 load(int s, int k, int h, int w) const
+    {
+        const int kk = s * 8 + k_in_slice;
+        if (kk < k) {
+            const int rs = kk / C;
+            const int dy = rs / KW * DH, dx = rs % KW * DW;
+            if ((unsigned)(iy0 + dy) < (unsigned)h && (unsigned)(ix0 + dx) < (unsigned)w)
+                return *(const float4 *)(origin + ((long long)dy * w + dx) * C + kk % C);
+        }
+        return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+};
+
+template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
+          int BN, int B_K_MAJOR, typename F>
+__device__ void tocha_conv2d_f32(const float *x, const float *weight, const float *bias, float *y,
+                                 float *partial, long long n, int h, int w, int oh, int ow, int has_bias,
+                                 const float *residual, const float *grad, int epilogue)
+{
+    static_assert(C % 4 == 0 && O % 4 == 0, "tocha_conv2d_f32: channels in whole 16-byte chunks");
+    static_assert(BN == 128, "tocha_conv2d_f32: tiles of 128 x 128");
+    __shared__ __align__(16) float sa[2][8][128 + 4], sb[2][8][128 + 4];
+    if (blockDim.x != 256) __trap(); // 16 x 16 threads
+    const long long m = n * oh * ow;
+    const int k = KH * KW * C;
+    if (m <= 0) return;
+    long long row0, col0;
+    mm_tile_of(m, O, 128, &row0, &col0);
+    // this CTA's slices of 8: its split's slices of 64
+    const int per = ((k + 63) / 64 + (int)gridDim.y - 1) / (int)gridDim.y;
+    const int slices = (k + 7) / 8, first = (int)blockIdx.y * per * 8;
+    const int last = first + per * 8 < slices ? first + per * 8 : slices;
+    const conv_f32_patch<C, KH, KW, SH, SW, PH, PW, DH, DW> op_a(x, n, h, w, oh, ow, row0);
+    const mm_f32_operand<B_K_MAJOR != 0> op_b(weight, B_K_MAJOR ? k : O, O, col0);
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+    float4 na = op_a.load(first, k, h, w), nb = op_b.load(first, k);
+    mm_f32_store<true>(sa[0], na);
+    mm_f32_store<B_K_MAJOR != 0>(sb[0], nb);
+    __syncthreads();
+    for (int t = first; t < last; ++t) {
+        const int buf = (t - first) & 1;
+        if (t + 1 < last) {
+            na = op_a.load(t + 1, k, h, w);
+            nb = op_b.load(t + 1, k);
+        }
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+            float av[8], bv[8];
+            *(float4 *)&av[0] = *(const float4 *)&sa[buf][kk][4 * ty];
+            *(float4 *)&av[4] = *(const float4 *)&sa[buf][kk][64 + 4 * ty];
+            *(float4 *)&bv[0] = *(const float4 *)&sb[buf][kk][4 * tx];
+            *(float4 *)&bv[4] = *(const float4 *)&sb[buf][kk][64 + 4 * tx];
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+        if (t + 1 < last) { // the other buffer was last read before the previous barrier
+            mm_f32_store<true>(sa[buf ^ 1], na);
+            mm_f32_store<B_K_MAJOR != 0>(sb[buf ^ 1], nb);
+        }
+        __syncthreads();
+    }
+    const tocha_epilogue<float, F> epi =
+        tocha_epilogue_of<float, F>(bias, has_bias, residual, grad, epilogue, 0);
+    float *slab = gridDim.y > 1 || (epilogue & CONV_SLABS) ? partial + blockIdx.y * m * O : (float *)0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const long long r = row0 + (i < 4 ? 4 * ty + i : 64 + 4 * ty + i - 4);
+        if (r >= m) continue;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const long long col = col0 + 64 * hh + 4 * tx;
+            if (col >= O) continue; // O is a multiple of 4: a chunk is inside or past the edge
+            float v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                v[j] =
+                    slab ? acc[i][4 * hh + j] : epi.apply(acc[i][4 * hh + j], r * O + col + j, col + j);
+            float *to = (slab ? slab : y) + r * O + col;
+            if ((unsigned long long)to % 16 == 0) {
+                *(float4 *)to = make_float4(v[0], v[1], v[2], v[3]);
+            } else { // y a view at an odd offset
+#pragma unroll
+                for (int j = 0; j < 4; ++j) to[j] = v[j];
+            }
+        }
+    }
+}
+
 // y = the sum of the `splits` slabs of partial ([splits, count] f32, in slab order) through
 // the epilogue F (bias [column], y's rows `columns` long; residual and grad shaped as y, or
 // null), rounded once to T.
@@ -399,12 +520,12 @@ __device__ void tocha_conv2d_dw_sum(const float *partial, T *dw, int splits, con
 // dst [n, dh, dw, c] = src [n, h, w, c] spread out by the stride (SH, SW): dst[b, y, x] =
 // src[b, y / SH, x / SW] where SH divides y and SW divides x, else zeros; dh = (h - 1) SH + 1,
 // dw likewise. A strided convolution's dx is the stride-1 convolution of dy so spread. 16
-// bytes (8 channels; c is a multiple of 8) a thread a step.
+// bytes (8 channels of halves, 4 of f32; c holds whole chunks) a thread a step.
 template <typename T, int SH, int SW>
 __device__ void tocha_conv2d_spread(const T *src, T *dst, long long n, long long h, long long w,
                                     long long dh, long long dw, long long c)
 {
-    const long long chunks = c / 8, total = n * dh * dw * chunks;
+    const long long chunks = c * (long long)sizeof(T) / 16, total = n * dh * dw * chunks;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
         const long long q = e % chunks, t = e / chunks, x = t % dw, t2 = t / dw, y = t2 % dh,

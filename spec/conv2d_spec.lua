@@ -121,11 +121,19 @@ describe("tocha.Conv2d", function()
         assert.are.equal(0, k:info("sm_90")["local"], c[1] .. " " .. c[2])
       end
     end
-    -- what the direct kernels keep: f32, groups, out channels not in 8s
-    for _, c in ipairs({ { 16, 16, { dtype = "f32", layout = "nhwc" } }, { 16, 16, { dtype = "f16", layout = "nhwc", groups = 2 } },
-      { 16, 12, { dtype = "bf16" } } }) do
+    -- what the direct kernels keep: f64, groups, out channels not in 16-byte chunks
+    for _, c in ipairs({ { 16, 16, { dtype = "f64", layout = "nhwc" } }, { 16, 16, { dtype = "f16", layout = "nhwc", groups = 2 } },
+      { 16, 12, { dtype = "bf16" } }, { 16, 14, { dtype = "f32" } } }) do
       assert.is_nil(tocha.Conv2d.new(c[1], c[2], 3, c[3]).igemm)
     end
+    -- f32 in 4s: the f32 tiles' implicit GEMM, forward and dx, two CTAs an SM (at 128 registers a
+    -- thread, as matmul's f32 tiles; what spills is set up outside the loop over k)
+    local f32 = tocha.Conv2d.new(12, 20, 3, { padding = 1, dtype = "f32" })
+    assert.are.same({ 128, false }, { f32.igemm.tile_n, f32.igemm.padded })
+    for _, g in ipairs({ f32.igemm, f32.igemm_dx }) do
+      assert.is_true(g.kernel:info("sm_90").registers <= 128)
+    end
+    assert.is_nil(f32.igemm_dw)
     -- in channels not in 8s: the forward on the tensor cores over channels padded to 8s, dx and
     -- dweight direct
     local stem = tocha.Conv2d.new(3, 64, 7, { stride = 2, padding = 3, dtype = "f16" })
@@ -249,6 +257,28 @@ describe("tocha.Conv2d", function()
             assert.is_nil(conv.igemm_dw)
           end
         end
+      end)
+
+      -- f32 of channels in 4s: the same implicit GEMM on f32 tiles (tocha_conv2d_f32), forward and
+      -- dx, k split where the tiles are few; in channels not in 4s padded for the forward.
+      it("runs f32 in channels of 4s as an implicit GEMM on f32 tiles: exact on small integers, both layouts", function()
+        local cases = { TC_CASES[1], TC_CASES[2], TC_CASES[3], TC_CASES[6], TC_CASES[8], STEM,
+          { { 1, 12, 7, 9 }, 20, { k = { 3, 3 }, s = { 2, 1 }, p = { 1, 2 }, d = { 1, 2 }, g = 1 } } }
+        local seed = 1370
+        for _, layout in ipairs({ "nchw", "nhwc" }) do
+          for i, case in ipairs(cases) do
+            seed = seed + 10
+            local conv = run("f32", case, i ~= 3, true, seed, layout)
+            assert.is_truthy(conv.igemm, "the f32 tiles' forward")
+            assert.are.equal(case == STEM, conv.igemm.padded)
+            assert.are.equal(case ~= STEM and case ~= TC_CASES[8], conv.igemm_dx ~= nil, "dx")
+            if case == TC_CASES[6] then
+              assert.are.equal(4, select(2, conv:igemm_split(layout == "nhwc" and { 1, 8, 8, 24 } or { 1, 24, 8, 8 })), "k split")
+            end
+          end
+        end
+        seed = seed + 10
+        run("f32", TC_CASES[9], true, false, seed, "nchw") -- normal inputs: within f32's rounding
       end)
 
       it("runs halves on the tensor cores within the dtype's rounding on normal inputs, both layouts", function()

@@ -36,16 +36,21 @@ M.LAUNCHES = 6
 -- (the simulator, or compute capability 9.0; elsewhere the kernels' fallback loops are slow and
 -- their shared memory more than some GPUs give a block, so the direct kernels serve). With
 -- padded, the forward alone, whose in channels need not be a multiple of 8 (M.padded_channels).
+-- f32 runs on matmul.cu's f32 tiles instead (tocha_conv2d_f32, any device), its channels in 4s.
 function M.eligible(dt, groups, in_channels, out_channels, padded)
+  if groups ~= 1 then return false end
+  if dt == "f32" then return out_channels % 4 == 0 and (padded or in_channels % 4 == 0) end
   local dev = require("tocha.device").default()
   local cc = dev.compute_capability
   local wgmma = dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
-  return wgmma and (dt == "f16" or dt == "bf16") and groups == 1 and (padded or in_channels % 8 == 0)
-    and out_channels % 8 == 0
+  return wgmma and (dt == "f16" or dt == "bf16") and (padded or in_channels % 8 == 0) and out_channels % 8 == 0
 end
 
--- The forward GEMM's in channels: c rounded up to a multiple of 8.
-function M.padded_channels(c) return math.ceil(c / 8) * 8 end
+-- The forward GEMM's in channels: c rounded up to whole 16-byte chunks (8 halves, 4 f32).
+function M.padded_channels(c, dt)
+  local per = 16 / dtype.size(dt)
+  return math.ceil(c / per) * per
+end
 
 local function source()
   return require("tocha.matmul").source() .. "\n" .. op.source("conv2d_igemm.cu")
@@ -75,9 +80,10 @@ function M.new(conv, dx)
     c, o, stride = o, c, { 1, 1 }
     padding = { dilation[1] * (k[1] - 1) - padding[1], dilation[2] * (k[2] - 1) - padding[2] }
   end
-  local bn = o <= 64 and 64 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128 or 256
+  local f32 = dt == "f32"
+  local bn = f32 and 128 or o <= 64 and 64 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128 or 256
   local text, ct = source(), dtype.ctype(dt)
-  local cp = dx and c or M.padded_channels(c)
+  local cp = dx and c or M.padded_channels(c, dt)
   local window = k[1] * k[2] > 1
   -- forward: a 1 x 1 window's weight [o, c] is B K-major; dx: a 1 x 1 window's [c', o'] is B as
   -- the relaid weight lies
@@ -99,13 +105,14 @@ function M.new(conv, dx)
       template_args = ("%s, %d, %d, %d"):format(ct, c, cp, g.nchw and 1 or 0),
       params = ("%s* x, %s* padded, i64 pixels, i64 plane"):format(dt, dt) }
   end
-  g.kernel = kernel.new { source = text, name = "tocha_conv2d_igemm",
+  g.kernel = kernel.new { source = text, name = f32 and "tocha_conv2d_f32" or "tocha_conv2d_igemm",
     template_args = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %s"):format(ct, cp, o, k[1], k[2], stride[1],
       stride[2], padding[1], padding[2], dilation[1], dilation[2], bn, b_k_major and 1 or 0, gemm_act),
     params = ("%s* x, %s* weight, %s* bias, %s* y, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow, i32 has_bias, "
       .. "%s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt, dt, dt, dt),
-    -- tiles of 64 columns hold 32 sums a thread: two CTAs an SM
-    launch_bounds = { 256, bn == 64 and 2 or 1 }, shared = matmul.tensor_core_shared(bn) }
+    -- tiles of 64 columns hold 32 sums a thread: two CTAs an SM (f32's 64 sums a thread fit two
+    -- at 128 registers, as matmul's)
+    launch_bounds = { 256, (f32 or bn == 64) and 2 or 1 }, shared = not f32 and matmul.tensor_core_shared(bn) or nil }
   g.sum_kernel = kernel.new { source = text, name = "tocha_conv2d_split_sum", template_args = ct .. ", " .. gemm_act,
     params = ("f32* partial, %s* bias, %s* y, i64 count, i32 columns, i32 splits, i32 has_bias, %s* residual, %s* grad, "
       .. "i32 epilogue"):format(dt, dt, dt, dt) }
@@ -194,7 +201,7 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
     return g.transpose_kernel, transpose_grid(c, h * w, n), { x, x_nhwc, c, h * w, n, x_nhwc, x_nhwc, 0 }
   elseif i == 3 then
     if not g.dilate or n == 0 then return g.dilate_kernel, none, {} end
-    return g.dilate_kernel, { math.max(1, math.min(math.ceil(n * p.dh * p.dw * c / 8 / 256), 2 ^ 31 - 1)), 1, 1 },
+    return g.dilate_kernel, { math.max(1, math.min(math.ceil(n * p.dh * p.dw * c * g.size / 16 / 256), 2 ^ 31 - 1)), 1, 1 },
       { x_nhwc, gemm_x, n, h, w, p.dh, p.dw, c }
   elseif i == 4 then
     if p.m == 0 then return g.kernel, none, {} end

@@ -75,7 +75,8 @@ function ConvTranspose2d.new(in_channels, out_channels, kernel_size, opts)
   -- the convolution whose dx this op is: out_channels into in_channels, the same window
   local shadow = { dtype = dt, in_channels = out_channels, out_channels = in_channels, kernel_size = k, stride = stride,
     padding = padding, dilation = dilation, layout = self.layout, activation = "identity" }
-  if igemm.eligible(dt, groups, out_channels, in_channels) and igemm.eligible_dx(shadow) then
+  -- (halves: f32's direct kernels here)
+  if dt ~= "f32" and igemm.eligible(dt, groups, out_channels, in_channels) and igemm.eligible_dx(shadow) then
     self.igemm = igemm.new(shadow, true)
     self.igemm_dx = igemm.new(shadow)
     self.igemm_dw = igemm.new_dw(shadow)
