@@ -138,6 +138,59 @@ __device__ void tocha_pool2d(const T *x, T *y, long long planes, int H, int W, i
     }
 }
 
+// The forward of channels-last x [n, H, W, C] into y [n, OH, OW, C] (layout nhwc, forward only):
+// a thread an output element, channels fastest, so that a warp's reads of each window element
+// are consecutive. The same windows and picks as tocha_pool2d (the first largest in row-major
+// order, a NaN over any number; adaptive pooling to 1 x 1 a thread a channel's mean, walking
+// its H W pixels).
+template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
+__device__ void tocha_pool2d_nhwc(const T *x, T *y, long long n, int C, int H, int W, int OH, int OW)
+{
+    typedef typename tocha::compute<T>::type A;
+    const long long total = n * OH * OW * C, stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        const long long q = pool_div(e, C);
+        const int c = (int)(e - q * C);
+        long long b;
+        int oh, ow;
+        pool_place(q, OH, OW, &b, &oh, &ow);
+        const T *p = x + b * H * W * C + c; // the image's channel c: element (ih, iw) at (ih W + iw) C
+        int h0, h1, w0, w1;
+        A divisor = (A)1;
+        if (MODE == 0) {
+            h0 = oh * SH - PH, w0 = ow * SW - PW, h1 = h0 + (KH - 1) * DH + 1, w1 = w0 + (KW - 1) * DW + 1;
+        } else if (MODE == 2) {
+            h0 = pool_adaptive_start(oh, H, OH), h1 = pool_adaptive_end(oh, H, OH);
+            w0 = pool_adaptive_start(ow, W, OW), w1 = pool_adaptive_end(ow, W, OW);
+            divisor = (A)((h1 - h0) * (w1 - w0));
+        } else {
+            h0 = oh * SH - PH, w0 = ow * SW - PW;
+            h1 = h0 + KH < H + PH ? h0 + KH : H + PH, w1 = w0 + KW < W + PW ? w0 + KW : W + PW;
+            const int padded = (h1 - h0) * (w1 - w0);
+            h0 = h0 > 0 ? h0 : 0, w0 = w0 > 0 ? w0 : 0, h1 = h1 < H ? h1 : H, w1 = w1 < W ? w1 : W;
+            divisor = (A)(COUNT_PAD ? padded : (h1 - h0) * (w1 - w0));
+        }
+        if (MODE == 0) {
+            bool any = false;
+            A best = -tocha::infinity<A>();
+            for (int ih = h0; ih < h1; ih += DH) {
+                if (ih < 0 || ih >= H) continue;
+                for (int iw = w0; iw < w1; iw += DW) {
+                    if (iw < 0 || iw >= W) continue;
+                    const A v = tocha::to_compute(p[((long long)ih * W + iw) * C]);
+                    if (!any || v > best || pool_nan(v)) best = v, any = true;
+                }
+            }
+            y[e] = tocha::from_compute<T>(best);
+            continue;
+        }
+        A sum = (A)0;
+        for (int ih = h0; ih < h1; ++ih)
+            for (int iw = w0; iw < w1; ++iw) sum += tocha::to_compute(p[((long long)ih * W + iw) * C]);
+        y[e] = tocha::from_compute<T>(sum / divisor);
+    }
+}
+
 // ---- max pooling's backward by tiles ----
 
 // Windows a tile of the max backward covers (its width the host's plan, its height

@@ -172,6 +172,37 @@ describe("tocha.onnx.load", function()
         assert.are.same({ "conv1 relu", "conv2 relu +residual", "dw hardswish", "pw silu", "se hardsigmoid" }, kinds)
       end)
 
+      -- layout "nhwc" (the default) keeps the activations channels-last from the first Conv on:
+      -- what layout "nchw" gives (the convolutions' sums in the same order), a Permute where the
+      -- input comes in, the pools channels-last, and the logits a view (1 x 1 pixels).
+      it("keeps the convolutions' activations channels-last (layout nhwc), as nchw computes them", function()
+        for _, name in ipairs({ "residual", "resnet18", "mobile" }) do
+          local x = tocha.load_npy(path(name .. "_in1.npy"), { device = dev.name })
+          local got = {}
+          for _, layout in ipairs({ "nhwc", "nchw" }) do
+            local m = tocha.onnx.load(path(name .. ".onnx"), { batch_size = x:shape()[1], device = dev.name, layout = layout })
+            got[layout] = m:forward({ x })
+            local permutes, convs = 0, 0
+            for _, n in ipairs(m.order) do
+              if n.op and n.op.kind == "permute" then permutes = permutes + 1 end
+              if n.op and n.op.kind == "conv2d" then
+                convs = convs + 1
+                assert.are.equal(layout, n.op.layout, n.name)
+              end
+            end
+            if layout == "nchw" then assert.are.equal(0, permutes, name) end
+            if name == "residual" or name == "resnet18" then -- in once, pools channels-last, out as a view
+              assert.are.equal(layout == "nhwc" and 1 or 0, permutes, name .. " " .. layout)
+            end
+            assert.is_true(convs > 0)
+          end
+          -- (the global average pool sums in another order)
+          for i = 1, #got.nchw do close(got.nhwc[i], got.nchw[i], 1e-6, name .. " output " .. i) end
+        end
+        assert.truthy(error_of(tocha.onnx.load, path("residual.onnx"), { layout = "chw" }):find(
+          'layout: expected "nhwc" or "nchw", got "chw"', 1, true))
+      end)
+
       it("runs in f16 and bf16, the file's weights cast", function()
         local x = tocha.load_npy(path("residual_in1.npy"), { device = dev.name })
         local want = tocha.load_npy(path("residual_out1.npy"))

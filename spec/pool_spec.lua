@@ -164,6 +164,38 @@ describe("2-D pooling", function()
         end
       end)
 
+      -- layout nhwc (forward only): x permuted to [B, H, W, C], y permuted back, against the
+      -- reference, every case, with a NaN and ties among the max cases' elements
+      it("pools channels-last tensors (layout nhwc) forward as NCHW's, every option, f32 and bf16", function()
+        ref.rng("pool nhwc")
+        for i, case in ipairs(CASES) do
+          local mode, opts = case[1], case[2]
+          local dt = i % 2 == 0 and "bf16" or "f32"
+          local shape = { math.random(1, 2), math.random(1, 5), math.random(5, 13), math.random(5, 13) }
+          local o = { layout = "nhwc", dtype = dt }
+          for k, v in pairs(opts) do o[k] = v end
+          local op = CLASS[mode].new(o)
+          assert.is_false(op:has_backward())
+          local x = randn(shape, dt)
+          if mode == "max" then -- ties and a NaN
+            local v = x:to_table(true)
+            for j = 1, #v, 7 do v[j] = 0.5 end
+            v[math.floor(#v / 2)] = 0 / 0
+            x = tocha.tensor(v, { dtype = dt, device = device }):view(shape)
+          end
+          local y = op:forward(x:permute(1, 3, 4, 2):contiguous())
+          local function p2(v, d) v = v or d; return type(v) == "number" and { v, v } or v end
+          local r = { k = p2(opts.kernel_size, 1) }
+          r.s, r.p, r.d = p2(opts.stride, r.k), p2(opts.padding, 0), p2(opts.dilation, 1)
+          r.ceil, r.count_include_pad, r.output_size = opts.ceil_mode, opts.count_include_pad ~= false, p2(opts.output_size, 1)
+          local no_dy = setmetatable({}, { __index = function() return 0 end })
+          local wy, _, wshape = pool_ref(mode, r, x:to_table(true), shape, no_dy)
+          assert.are.same({ wshape[1], wshape[3], wshape[4], wshape[2] }, y:shape(), mode)
+          check(y:permute(1, 4, 2, 3):contiguous(), wy, dt, ("%s nhwc %s %s"):format(mode, dt, table.concat(shape, "x")), 1)
+        end
+        fails('layout: expected "nchw" or "nhwc", got "nchwc"', tocha.MaxPool2d.new, { kernel_size = 2, layout = "nchwc" })
+      end)
+
       it("runs in a model as in direct calls, backward included", function()
         local input = tocha.Model.input({ -1, 3, 12, 12 })
         local mp = tocha.MaxPool2d.new { kernel_size = 3, stride = 2, padding = 1 }

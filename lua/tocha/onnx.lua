@@ -57,27 +57,65 @@ function Import:fail(n, message)
   raise(self.failure)
 end
 
--- The value of input i of node n (a record: runtime {node, shape} or constant {const = true,
--- shape, values | init}), nil where the input is left out.
+-- The value of input i of node n (a record: runtime {node, shape [, layout]} or constant {const
+-- = true, shape, values | init}), nil where the input is left out. A runtime record's shape is
+-- always ONNX's; with layout "nhwc" its node holds a 4-D value channels-last ([N, H, W, C] for
+-- shape [N, C, H, W]): the layout the convolutions run fastest in, kept between the ops that
+-- take it (convolutions and what joins them, activations, elementwise arithmetic) and handed
+-- to every other op as NCHW (one Permute, made once a value), unless keep.
 -- lazy: a convolution still open to fusion is handed out as it is (else it is emitted now).
-function Import:input(n, i, lazy)
+function Import:input(n, i, lazy, keep)
   local name = n.inputs[i]
   if name == nil or name == "" then return nil end
   local v = self.values[name]
   if not v then self:fail(n, ("input %s is made by no earlier node, initializer or graph input"):format(show(name))) end
   if v.pending and not lazy then self:materialize(v) end
+  if v.layout and not keep then return self:in_layout(v, nil) end
   return v
 end
 
-function Import:needed(n, i, what)
-  local v = self:input(n, i)
+-- The record of runtime value v in layout ("nhwc", or nil for ONNX's own): v itself, or a
+-- Permute of it (made once a value and layout).
+function Import:in_layout(v, layout)
+  if v.const or v.layout == layout then return v end
+  local key = layout or "nchw"
+  v.as = v.as or {}
+  if not v.as[key] then
+    local s = v.shape
+    -- a value of one pixel or one channel lies the same in both layouts: a view
+    local same = s[2] == 1 or s[3] * s[4] == 1
+    local op = same and views.View.new(layout and { s[1], s[3], s[4], s[2] } or s, { dtype = self.dtype })
+      or strided.Permute.new(layout and { 1, 3, 4, 2 } or { 1, 4, 2, 3 }, { dtype = self.dtype })
+    local hint = (v.node.name or "x") .. "_" .. key
+    local r = self:emit({ name = hint, op_type = "Transpose" }, op, { v }, nil, hint)
+    v.as[key] = { node = r.node, shape = v.shape, layout = layout }
+  end
+  return v.as[key]
+end
+
+-- The shape a record's node holds: ONNX's, or channels-last.
+local function held_shape(v)
+  local s = v.shape
+  if v.layout == "nhwc" then return { s[1], s[3], s[4], s[2] } end
+  return s
+end
+
+-- The record of op's node over inputs (all in x's layout), an elementwise op: x's shape and
+-- layout.
+function Import:emit_like(n, op, inputs, x)
+  local r = self:emit(n, op, inputs)
+  return { node = r.node, shape = x.shape, layout = x.layout }
+end
+
+function Import:needed(n, i, what, keep)
+  local v = self:input(n, i, false, keep)
   if not v then self:fail(n, ("input %d (%s) is missing"):format(i, what)) end
   return v
 end
 
--- Input i as a tensor the network computes.
-function Import:runtime(n, i, what)
-  local v = self:needed(n, i, what or "x")
+-- Input i as a tensor the network computes (keep: in the layout it is held in).
+function Import:runtime(n, i, what, keep)
+  local v = self:needed(n, i, what or "x", keep)
   if v.const then
     self:fail(n, ("input %d (%s) is a constant where tocha's op takes a computed tensor"):format(i, what or "x"))
   end
@@ -165,7 +203,7 @@ end
 -- params: name -> constant record for the parameters to set after load.
 function Import:emit(n, op, inputs, params, hint)
   local nodes, shapes = {}, {}
-  for i, v in ipairs(inputs) do nodes[i], shapes[i] = v.node, v.shape end
+  for i, v in ipairs(inputs) do nodes[i], shapes[i] = v.node, held_shape(v) end
   local ok, shape = pcall(op.compute_concrete_output_shape, op, shapes)
   if not ok then self:fail(n, tostring(shape):gsub("^.-: ", "", 1)) end
   local node = model.node(op, unpack(nodes)):named(self:unique(hint or (n.name ~= "" and n.name) or n.op_type))
@@ -211,9 +249,11 @@ function Import:materialize(v)
   local opts = {}
   for k, o in pairs(p.opts) do opts[k] = o end
   opts.bias, opts.activation, opts.residual = bias ~= nil, p.act, p.residual ~= nil
+  opts.layout = self.layout
   local op = Conv2d.new(p.in_channels, p.out_channels, p.kernel, opts)
-  local r = self:emit(p.n, op, { p.x, p.residual }, { weight = weight, bias = bias }, p.name)
-  p.node, v.node = r.node, r.node
+  local x, residual = self:in_layout(p.x, self.nhwc), p.residual and self:in_layout(p.residual, self.nhwc)
+  local r = self:emit(p.n, op, { x, residual }, { weight = weight, bias = bias }, p.name)
+  p.node, v.node, v.layout = r.node, r.node, self.nhwc
 end
 
 function Import:set(n, k, v) if n.outputs[k] and n.outputs[k] ~= "" then self.values[n.outputs[k]] = v end end
@@ -273,7 +313,7 @@ local function spatial(self, n, x)
 end
 
 OPS.Conv = function(self, n)
-  local x = self:runtime(n, 1)
+  local x = self:runtime(n, 1, nil, true)
   spatial(self, n, x)
   local w, b = self:needed(n, 2, "W"), self:input(n, 3)
   if not w.const then self:fail(n, "W must be an initializer") end
@@ -281,7 +321,7 @@ OPS.Conv = function(self, n)
   local s, d = self:attr(n, "strides", { 1, 1 }), self:attr(n, "dilations", { 1, 1 })
   local groups = self:attr(n, "group", 1)
   local opts = { stride = s, dilation = d, groups = groups, padding = window_pads(self, n, x, k, s, d), dtype = self.dtype }
-  local plain = Conv2d.new(x.shape[2], w.shape[1], k, opts)
+  local plain = Conv2d.new(x.shape[2], w.shape[1], k, opts) -- (NCHW: the shape ONNX gives it)
   local ok, shape = pcall(plain.compute_concrete_output_shape, plain, { x.shape })
   if not ok then self:fail(n, tostring(shape):gsub("^.-: ", "", 1)) end
   -- held open: what reads it may join its launch (Import:materialize emits it)
@@ -372,7 +412,8 @@ local function activation(self, n, fn)
     v.pending.act = fn
     return self:set(n, 1, joined(v))
   end
-  self:set(n, 1, self:emit(n, Elementwise.new(fn, self.dtype), { self:runtime(n, 1) }))
+  local x = self:runtime(n, 1, nil, true)
+  self:set(n, 1, self:emit_like(n, Elementwise.new(fn, self.dtype), { x }, x))
 end
 
 -- Whether Sigmoid node n is half of a SiLU: its one reader is Mul(x, Sigmoid(x)).
@@ -460,8 +501,12 @@ end
 
 local function binary(op_type, fn)
   OPS[op_type] = function(self, n)
-    local a, b = self:needed(n, 1, "A"), self:needed(n, 2, "B")
+    local a, b = self:needed(n, 1, "A", true), self:needed(n, 2, "B", true)
     if a.const and b.const then return self:set(n, 1, fold_binary(self, n, FOLD[op_type])) end
+    if a.layout and a.layout == b.layout and op_base.same_sizes(a.shape, b.shape) then -- both held channels-last
+      return self:set(n, 1, self:emit_like(n, Elementwise.new(fn, self.dtype), { a, b }, a))
+    end
+    a, b = self:in_layout(a, nil), self:in_layout(b, nil)
     if a.const or b.const then
       local c, x = a.const and a or b, a.const and b or a
       local op = BroadcastConstant.new(fn, #c.shape > 0 and c.shape or { 1 }, { dtype = self.dtype, constant_first = a.const })
@@ -480,7 +525,7 @@ OPS.Add = function(self, n)
     local v, other = self:input(n, k, true), self:input(n, 3 - k, true)
     if self:open(v, n.inputs[k]) and not v.pending.residual and other and not other.const and not other.silu_half
         and n.inputs[1] ~= n.inputs[2] then
-      other = self:input(n, 3 - k)
+      other = self:input(n, 3 - k, false, true)
       if #other.shape == #v.shape and op_base.same_sizes(other.shape, v.shape) then
         v.pending.residual = other
         return self:set(n, 1, joined(v))
@@ -504,8 +549,8 @@ OPS.Mul = function(self, n)
         v.pending.act = "silu"
         return self:set(n, 1, joined(v))
       end
-      local x = self:runtime(n, 3 - k)
-      return self:set(n, 1, self:emit(n, Elementwise.new("silu", self.dtype), { x }))
+      local x = self:runtime(n, 3 - k, nil, true)
+      return self:set(n, 1, self:emit_like(n, Elementwise.new("silu", self.dtype), { x }, x))
     end
   end
   mul(self, n)
@@ -532,31 +577,39 @@ local function pool_options(self, n, x)
     dtype = self.dtype }, d
 end
 
+-- A pool over x in the layout x is held in (o: the pool's options, its layout set here).
+local function pooled(self, n, class, o, x)
+  o.layout = x.layout
+  local r = self:emit(n, class.new(o), { x })
+  if x.layout == "nhwc" then r.shape, r.layout = { r.shape[1], r.shape[4], r.shape[2], r.shape[3] }, "nhwc" end
+  self:set(n, 1, r)
+end
+
 OPS.MaxPool = function(self, n)
   if n.outputs[2] and n.outputs[2] ~= "" then self:fail(n, "the Indices output is not supported") end
-  local x = self:runtime(n, 1)
+  local x = self:runtime(n, 1, nil, true)
   local o, d = pool_options(self, n, x)
   o.dilation = d
-  self:set(n, 1, self:emit(n, pool.MaxPool2d.new(o), { x }))
+  pooled(self, n, pool.MaxPool2d, o, x)
 end
 
 OPS.AveragePool = function(self, n)
-  local x = self:runtime(n, 1)
+  local x = self:runtime(n, 1, nil, true)
   local o = pool_options(self, n, x)
   o.count_include_pad = self:attr(n, "count_include_pad", 0) == 1
-  self:set(n, 1, self:emit(n, pool.AvgPool2d.new(o), { x }))
+  pooled(self, n, pool.AvgPool2d, o, x)
 end
 
 OPS.GlobalAveragePool = function(self, n)
-  local x = self:runtime(n, 1)
+  local x = self:runtime(n, 1, nil, true)
   spatial(self, n, x)
-  self:set(n, 1, self:emit(n, pool.AdaptiveAvgPool2d.new { output_size = 1, dtype = self.dtype }, { x }))
+  pooled(self, n, pool.AdaptiveAvgPool2d, { output_size = 1, dtype = self.dtype }, x)
 end
 
 OPS.GlobalMaxPool = function(self, n)
-  local x = self:runtime(n, 1)
+  local x = self:runtime(n, 1, nil, true)
   spatial(self, n, x)
-  self:set(n, 1, self:emit(n, pool.MaxPool2d.new { kernel_size = { x.shape[3], x.shape[4] }, dtype = self.dtype }, { x }))
+  pooled(self, n, pool.MaxPool2d, { kernel_size = { x.shape[3], x.shape[4] }, dtype = self.dtype }, x)
 end
 
 -- ---- shapes ----
@@ -875,15 +928,19 @@ local function parameter_value(self, rec, want, want_dtype)
 end
 
 -- tocha.onnx.load(path [, {batch_size = 1, device, dtype = "f32", input_shapes = {name = shape},
--- fuse = true}]): the network as a tocha.Model, loaded (m:load(batch_size, device)) in inference
--- mode, its parameters the file's. m.onnx is the file (tocha.onnx.read's). input_shapes gives
--- the shape of an input whose dimensions beyond the batch the file leaves open. fuse: each Conv
--- with the BatchNormalization, residual Add and activation after it as one Conv2d launch (false:
--- a node for each of the file's).
+-- fuse = true, layout = "nhwc"}]): the network as a tocha.Model, loaded (m:load(batch_size,
+-- device)) in inference mode, its parameters the file's. m.onnx is the file (tocha.onnx.read's).
+-- input_shapes gives the shape of an input whose dimensions beyond the batch the file leaves
+-- open. fuse: each Conv with the BatchNormalization, residual Add and activation after it as one
+-- Conv2d launch (false: a node for each of the file's). layout: where the convolutions keep
+-- their activations, "nhwc" (channels-last: the layout their implicit GEMMs read, the default)
+-- or "nchw" (ONNX's); the model's inputs and outputs are as the file gives them either way.
 function M.load(path, opts)
   if type(path) ~= "string" then raise("path: expected a file name, got " .. show(path)) end
-  opts = op_base.options(opts, { batch_size = true, device = true, dtype = true, input_shapes = true, fuse = "boolean" },
-    "tocha.onnx.load")
+  opts = op_base.options(opts, { batch_size = true, device = true, dtype = true, input_shapes = true, fuse = "boolean",
+    layout = true }, "tocha.onnx.load")
+  local layout = opts.layout or "nhwc"
+  if layout ~= "nhwc" and layout ~= "nchw" then raise("layout: expected \"nhwc\" or \"nchw\", got " .. show(layout)) end
   local batch = opts.batch_size or 1
   if type(batch) ~= "number" or batch < 1 or batch ~= math.floor(batch) then
     raise("batch_size: expected a positive integer, got " .. show(batch))
@@ -897,7 +954,8 @@ function M.load(path, opts)
     end
   end
   local self = setmetatable({ path = path, file = f, dtype = dt, device = dev, values = {}, producer = {}, names = {},
-    params = {}, opset = f.opsets[""] or f.opsets["ai.onnx"] or 1, fuse = opts.fuse ~= false }, Import)
+    params = {}, opset = f.opsets[""] or f.opsets["ai.onnx"] or 1, fuse = opts.fuse ~= false, layout = layout,
+    nhwc = layout == "nhwc" and "nhwc" or nil }, Import)
   for name, init in pairs(f.initializers) do
     self.values[name] = { const = true, shape = init:shape(), init = init, onnx_type = init.data_type }
   end
@@ -958,6 +1016,7 @@ function M.load(path, opts)
     if not r then raise(("%s: output %s is made by no node"):format(path, show(v.name))) end
     if r.const then raise(("%s: output %s is a constant, not computed from the inputs"):format(path, show(v.name))) end
     if r.pending then self:materialize(r) end
+    r = self:in_layout(r, nil)
     if r.node.op and r.node.op.is_view then -- a model's outputs are tensors of their own
       r = self:emit({ name = v.name, op_type = "output" }, Elementwise.new("identity", dt), { r }, nil, "output_" .. i)
     end

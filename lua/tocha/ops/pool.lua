@@ -11,7 +11,9 @@
 -- Options as PyTorch's nn.MaxPool2d / AvgPool2d / AdaptiveAvgPool2d: sizes a number or {h, w};
 -- stride defaults to kernel_size; padding at most half the (dilated) kernel; ceil_mode rounds
 -- the output size up, a last window starting in the padding dropped as PyTorch does.
--- dtype (default f32) and block (threads a CTA, default 256) too.
+-- dtype (default f32) and block (threads a CTA, default 256) too. layout "nhwc" pools
+-- channels-last tensors ([B, H, W, C] -> [B, OH, OW, C], a thread an output element, channels
+-- fastest), forward only (an imported network's inference); "nchw" (the default) has both.
 --
 -- The host picks each launch's mapping from the shapes and passes it as the kernels' `plan`
 -- (kernels/pool2d.cu says what each does): adaptive pooling to 1 x 1 reads each plane with a
@@ -43,10 +45,11 @@ local function pair(v, what, default, zero_ok)
 end
 
 local KNOWN = {
-  max = { kernel_size = true, stride = true, padding = true, dilation = true, ceil_mode = "boolean", dtype = true, block = true },
+  max = { kernel_size = true, stride = true, padding = true, dilation = true, ceil_mode = "boolean", dtype = true, block = true,
+    layout = true },
   avg = { kernel_size = true, stride = true, padding = true, ceil_mode = "boolean", count_include_pad = "boolean", dtype = true,
-    block = true },
-  adaptive = { output_size = true, dtype = true, block = true },
+    block = true, layout = true },
+  adaptive = { output_size = true, dtype = true, block = true, layout = true },
 }
 
 local function make(class, mode, opts)
@@ -54,7 +57,9 @@ local function make(class, mode, opts)
   opts = op.options(opts, KNOWN[mode], "tocha." .. name)
   local dt = op.float_dtype(opts.dtype, "dtype")
   local block = op.flat_block(opts.block or 256)
-  local self = setmetatable({ kind = name:lower(), dtype = dt, block_size = block, mode = mode }, class)
+  local layout = opts.layout or "nchw"
+  if layout ~= "nchw" and layout ~= "nhwc" then raise(("layout: expected \"nchw\" or \"nhwc\", got %s"):format(errors.show(layout))) end
+  local self = setmetatable({ kind = name:lower(), dtype = dt, block_size = block, mode = mode, layout = layout }, class)
   local k, s, p, d = { 1, 1 }, { 1, 1 }, { 0, 0 }, { 1, 1 }
   if mode == "adaptive" then
     if opts.output_size == nil then raise("output_size: expected a number or {h, w}, got nil") end
@@ -77,8 +82,13 @@ local function make(class, mode, opts)
   self.kernel_size, self.stride, self.padding, self.dilation = k, s, p, d
   local targs = ("%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d"):format(dtype.ctype(dt), MODE[mode], k[1], k[2], s[1], s[2],
     p[1], p[2], d[1], d[2], (mode == "avg" and self.count_include_pad) and 1 or 0)
-  self.id = ("%s__%s__%s"):format(name:lower(), dt, targs:gsub("[^%d]+", "_"))
+  self.id = ("%s__%s__%s%s"):format(name:lower(), dt, targs:gsub("[^%d]+", "_"), layout == "nhwc" and "__nhwc" or "")
   local source = op.source("pool2d.cu")
+  if layout == "nhwc" then -- (no grad_kernel: no backward)
+    self.kernel = kernel.new { source = source, name = "tocha_pool2d_nhwc", template_args = targs,
+      params = ("%s* x, %s* y, i64 n, i32 C, i32 H, i32 W, i32 OH, i32 OW"):format(dt, dt) }
+    return self
+  end
   self.kernel = kernel.new { source = source, name = "tocha_pool2d", template_args = targs,
     params = ("%s* x, %s* y, i64 planes, i32 H, i32 W, i32 OH, i32 OW, i32 plan"):format(dt, dt) }
   self.grad_kernel = kernel.new { source = source, name = "tocha_pool2d_backward", template_args = targs,
@@ -97,12 +107,19 @@ end
 
 local Methods = {}
 
--- [B, C, H, W] -> [B, C, OH, OW].
+-- A shape in the op's layout as NCHW, and back.
+local function as_nchw(self, s) return self.layout == "nhwc" and { s[1], s[4], s[2], s[3] } or s end
+local function as_layout(self, s) return self.layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s end
+
+-- [B, C, H, W] -> [B, C, OH, OW] (layout nhwc: [B, H, W, C] -> [B, OH, OW, C]).
 function Methods:compute_concrete_output_shape(input_shapes)
   local shape = op.one_input(input_shapes)
   op.check_shape(shape, "inputs[1]")
-  if #shape ~= 4 then raise(("inputs[1]: expected an NCHW shape of 4 sizes, got %d"):format(#shape)) end
-  if self.mode == "adaptive" then return { shape[1], shape[2], self.output_size[1], self.output_size[2] } end
+  if #shape ~= 4 then
+    raise(("inputs[1]: expected an %s shape of 4 sizes, got %d"):format(self.layout:upper(), #shape))
+  end
+  shape = as_nchw(self, shape)
+  if self.mode == "adaptive" then return as_layout(self, { shape[1], shape[2], self.output_size[1], self.output_size[2] }) end
   local out = { shape[1], shape[2] }
   for i = 1, 2 do
     local n = shape[2 + i]
@@ -114,7 +131,7 @@ function Methods:compute_concrete_output_shape(input_shapes)
     out[2 + i] = o
   end
   if shape[3] > 2 ^ 31 - 1 or shape[4] > 2 ^ 31 - 1 then raise("inputs[1]: a plane of 2^31 or more rows or columns") end
-  return out
+  return as_layout(self, out)
 end
 
 local function grid_of(self, elements)
@@ -153,6 +170,7 @@ end
 
 function Methods:grid(output_shape)
   op.check_shape(output_shape, "output_shape")
+  if self.layout == "nhwc" then return grid_of(self, op.numel(output_shape)) end
   if self.mode == "adaptive" and output_shape[3] == 1 and output_shape[4] == 1 then
     return grid_of(self, output_shape[1] * output_shape[2] * PLANE_THREADS)
   end
@@ -167,6 +185,12 @@ local function sizes(self, inputs, output_shape)
 end
 
 function Methods:pack_args(inputs, _, output, output_shape)
+  if self.layout == "nhwc" then
+    local x, shape = op.input_of(inputs)
+    local out = self:compute_concrete_output_shape({ shape })
+    if output_shape then op.check_output_shape(output_shape, out, "the pool's output for its input") end
+    return { x, op.address(output, "output"), shape[1], shape[4], shape[2], shape[3], out[2], out[3] }
+  end
   local x, planes, H, W, OH, OW = sizes(self, inputs, output_shape)
   return { x, op.address(output, "output"), planes, H, W, OH, OW, forward_plan(self, H, W, OH, OW) }
 end
