@@ -18,7 +18,9 @@ while arg and arg[i] do
 end
 if not path then error("usage: tocha examples/swap_op.lua resnet18.onnx [--size 224] [--batch 1]", 0) end
 
-local m = tocha.onnx.load(path, { batch_size = batch, input_shapes = { x = { batch, 3, size, size } } })
+-- (layout "nchw": the kernel below indexes NCHW tensors; the default import holds the
+-- activations channels-last, [N, H, W, C])
+local m = tocha.onnx.load(path, { batch_size = batch, input_shapes = { x = { batch, 3, size, size } }, layout = "nchw" })
 local target
 for _, n in ipairs(m.order) do
   if n.op and n.op.kind == "maxpool2d" then target = n break end

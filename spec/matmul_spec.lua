@@ -292,3 +292,41 @@ describe("tocha.matmul", function()
     end)
   end
 end)
+
+-- tocha.MatMul: the product of two computed tensors as an op (a model's node: attention's q k^T
+-- and p v), batched, b a batch of its own or one matrix; exact on small integers through each
+-- kind of kernel (the tensor cores, the f32 tiles, the tiled kernel of odd sizes).
+describe("tocha.MatMul", function()
+  for _, dev in ipairs(ref.devices()) do
+    it("multiplies batches of computed matrices as tocha.matmul does, on " .. dev.name .. dev.tag, function()
+      local seed = 7000
+      for _, c in ipairs({ { "bf16", { 2, 3, 17, 16 }, { 2, 3, 16, 24 }, "tensor_cores" }, { "f32", { 3, 9, 12 }, { 12, 20 }, "f32_tiles" },
+        { "f16", { 4, 5, 7 }, { 4, 7, 6 }, false }, { "f64", { 2, 3, 4 }, { 2, 4, 5 }, false } }) do
+        local dt, sa, sb, kind = c[1], c[2], c[3], c[4]
+        seed = seed + 10
+        local mm = tocha.MatMul.new(sa[#sa], sb[#sb], { dtype = dt })
+        assert.are.equal(kind, mm.matrix_kind, dt)
+        local a, b = small_ints(sa, dt, dev.name, seed), small_ints(sb, dt, dev.name, seed + 1)
+        local y = mm:forward(a, b)
+        local m, k, n = sa[#sa - 1], sa[#sa], sb[#sb]
+        local batch_a, batch_b = ref.numel(sa) / (m * k), ref.numel(sb) / (k * n)
+        local want = product(values(a), values(b), nil, batch_a, batch_b, m, k, n)
+        local shape = {}
+        for i = 1, #sa - 1 do shape[i] = sa[i] end
+        shape[#shape + 1] = n
+        assert.are.same(shape, y:shape())
+        assert.are.same(want, values(y), dt)
+        -- in a model, as the import places it
+        local ia, ib = tocha.Model.input(sa, { name = "a", dtype = dt }), tocha.Model.input(sb, { name = "b", dtype = dt })
+        local model = tocha.Model({ ia, ib }, { mm(ia, ib) })
+        model:load(sa[1], dev.name)
+        assert.are.same(want, values(model:forward({ a, b })[1]), dt .. " in a model")
+      end
+      local mm = tocha.MatMul.new(4, 5)
+      fails("inputs[1]: expected 4 columns (k), got 3", mm.compute_concrete_output_shape, mm, { { 2, 3 }, { 4, 5 } })
+      fails("batch dimensions [3, 4, 5] do not match", mm.compute_concrete_output_shape, mm, { { 2, 6, 4 }, { 3, 4, 5 } })
+      fails("k, n: expected positive sizes", tocha.MatMul.new, 0, 5)
+      assert.is_false(mm:has_backward())
+    end)
+  end
+end)

@@ -1,9 +1,10 @@
 -- Real networks beside PyTorch, off the GPU: on sim, against PyTorch on the CPU (Debian's
 -- python3-torch and python3-torchvision, which scripts/install-deps.sh installs), at small
 -- sizes so that CI runs them:
---   torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny and EfficientNet-B0, randomly initialised and
---   exported to ONNX by PyTorch itself (spec/support/peer_onnx.py), imported and fused by
---   tocha.onnx.load: every logit within 1e-4 of the largest (f32, 64x64 images);
+--   torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny and EfficientNet-B0,
+--   and YOLOv8n (peer_yolo.py's module, its Detect head's decoding included), randomly
+--   initialised and exported to ONNX by PyTorch itself (spec/support/peer_onnx.py), imported
+--   and fused by tocha.onnx.load: every output within 1e-4 of the largest (f32, 64x64 images);
 --   YOLOv8n (examples/yolov8n_model.lua) beside the same architecture written as a PyTorch
 --   module after Ultralytics' (spec/support/peer_yolo.py), which loads tocha's parameters by
 --   name, strictly;
@@ -24,12 +25,13 @@ describe("networks and training beside PyTorch on the CPU", function()
   local have
   setup(function() have = peers.available("torch, torchvision, numpy") end)
 
-  it("runs torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny and EfficientNet-B0 as exported by PyTorch", function()
+  it("runs torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, EfficientNet-B0 and YOLOv8n as exported by PyTorch",
+    function()
     if not have then return pending("no python3 with torch and torchvision here") end
     local dir = process.tempdir()
     local ok, said = peers.run("peer_onnx.py", process.quote(dir), 64, 2)
     assert.is_true(ok, said)
-    for _, name in ipairs({ "resnet18", "mobilenet_v3_small", "mobilenet_v2", "convnext_tiny", "efficientnet_b0" }) do
+    for _, name in ipairs(runs.ONNX_NETWORKS) do
       assert.truthy(said:find(name .. ": exported", 1, true), said)
       local x = tocha.load_npy(("%s/%s_in.npy"):format(dir, name), { device = "sim" })
       local m = tocha.onnx.load(("%s/%s.onnx"):format(dir, name), { batch_size = 2, device = "sim" })

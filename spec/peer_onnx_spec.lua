@@ -1,5 +1,6 @@
 -- Networks no one here wrote: torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2 and
--- ConvNeXt-Tiny and timm's EfficientNet-B0, randomly initialised and exported to ONNX by PyTorch itself
+-- ConvNeXt-Tiny, timm's EfficientNet-B0 and YOLOv8n (spec/support/peer_yolo.py's module after
+-- Ultralytics'), randomly initialised and exported to ONNX by PyTorch itself
 -- (spec/support/peer_onnx.py), imported with tocha.onnx.load and run on cuda: every logit
 -- within 1e-4 of the largest in f32 (PyTorch's, TF32 off), and within the stated tolerances in
 -- f16 (1e-2) and bf16 (5e-2). Tagged #gpu: it runs where PyTorch is, the GPU machine; pending
@@ -10,7 +11,7 @@ local peers = require "support.peers"
 local runs = require "support.peer_runs"
 
 describe("networks exported by PyTorch #gpu", function()
-  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, EfficientNet-B0", function()
+  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, EfficientNet-B0, YOLOv8n", function()
     if not peers.available("torch, torchvision, numpy") then
       return pending("python3 with torch, torchvision and numpy is not installed here")
     end
@@ -18,7 +19,7 @@ describe("networks exported by PyTorch #gpu", function()
     local ok, said = peers.run("peer_onnx.py", process.quote(dir))
     assert.is_true(ok, said)
     local ran = 0
-    for _, name in ipairs({ "resnet18", "mobilenet_v3_small", "mobilenet_v2", "convnext_tiny", "efficientnet_b0" }) do
+    for _, name in ipairs(runs.ONNX_NETWORKS) do
       if said:find(name .. ": exported", 1, true) then
         local x = tocha.load_npy(("%s/%s_in.npy"):format(dir, name), { device = "cuda" })
         local want = tocha.load_npy(("%s/%s_out.npy"):format(dir, name))

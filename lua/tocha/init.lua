@@ -59,6 +59,7 @@ tocha.ChannelChunk = require("tocha.ops.channel_chunk").ChannelChunk
 tocha.Reduce = require("tocha.ops.reduction").Reduce
 tocha.ChannelBiasAdd = require("tocha.ops.channel_bias_add").ChannelBiasAdd
 tocha.Linear = require("tocha.ops.linear").Linear
+tocha.MatMul = require("tocha.ops.batch_matmul").MatMul
 tocha.Conv2d = require("tocha.ops.conv2d").Conv2d
 tocha.ConvTranspose2d = require("tocha.ops.conv_transpose2d").ConvTranspose2d
 local softmax = require "tocha.ops.softmax"

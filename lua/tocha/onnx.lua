@@ -26,6 +26,7 @@ local BroadcastConstant = require("tocha.ops.broadcast_constant").BroadcastConst
 local Conv2d = require("tocha.ops.conv2d").Conv2d
 local ConvTranspose2d = require("tocha.ops.conv_transpose2d").ConvTranspose2d
 local Linear = require("tocha.ops.linear").Linear
+local MatMul = require("tocha.ops.batch_matmul").MatMul
 local BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
 local LayerNorm = require("tocha.ops.norm").LayerNorm
 local pool = require "tocha.ops.pool"
@@ -394,10 +395,14 @@ OPS.Gemm = function(self, n)
     self:attr(n, "alpha", 1), self:attr(n, "beta", 1))
 end
 
+-- MatMul: with B an initializer, a Linear; of two computed tensors (attention's q k^T and p v),
+-- a MatMul over the batch dimensions (B's equal to A's, or one matrix).
 OPS.MatMul = function(self, n)
   local x, w = self:runtime(n, 1, "A"), self:needed(n, 2, "B")
-  if not w.const then self:fail(n, "a product of two computed tensors is not supported (B must be an initializer)") end
-  linear(self, n, x, w, false, nil, 1, 1)
+  if w.const then return linear(self, n, x, w, false, nil, 1, 1) end
+  if #x.shape < 2 or #w.shape < 2 then self:fail(n, "a product of vectors: tocha multiplies matrices (2 or more dimensions)") end
+  local op = MatMul.new(x.shape[#x.shape], w.shape[#w.shape], { dtype = self.dtype })
+  self:set(n, 1, self:emit(n, op, { x, w }))
 end
 
 local UNARY = { Relu = "relu", Sigmoid = "sigmoid", Tanh = "tanh", Exp = "exp", Log = "log", Sqrt = "sqrt", Neg = "neg",
@@ -709,6 +714,46 @@ OPS.Constant = function(self, n)
   self:fail(n, "a Constant needs value, value_float(s) or value_int(s)")
 end
 
+-- Expand of a constant (anchor grids, strides): folded, broadcast as NumPy does (the shape may
+-- also be smaller than the input's: ONNX's bidirectional rule). A computed input only where the
+-- shape leaves it as it is.
+OPS.Expand = function(self, n)
+  local v = self:needed(n, 1, "input")
+  local want = self:constant(n, 2, "shape")
+  local r = math.max(#v.shape, #want)
+  local out = {}
+  for i = 1, r do
+    local a, b = v.shape[i - (r - #v.shape)] or 1, want[i - (r - #want)] or 1
+    if a ~= b and a ~= 1 and b ~= 1 then
+      self:fail(n, ("shape %s does not broadcast with the input's %s"):format(table.concat(want, "x"),
+        table.concat(v.shape, "x")))
+    end
+    out[i] = a == 1 and b or a
+  end
+  if not v.const then
+    if #out == #v.shape and op_base.same_sizes(out, v.shape) then return self:set(n, 1, v) end
+    self:fail(n, "expanding a computed tensor is not supported (only constants fold)")
+  end
+  local count = numel(out)
+  if count > FOLD_LIMIT then self:fail(n, ("%d elements: tocha folds constants of at most %d"):format(count, FOLD_LIMIT)) end
+  local values = self:values_of(n, v, "input")
+  local res = {}
+  for e = 0, count - 1 do -- the input's element under output element e
+    local rest, src, stride = e, 0, 1
+    for d = r, 1, -1 do
+      local i = rest % out[d]
+      rest = (rest - i) / out[d]
+      local dim = d - (r - #v.shape)
+      if dim >= 1 then
+        if v.shape[dim] ~= 1 then src = src + i * stride end
+        stride = stride * v.shape[dim]
+      end
+    end
+    res[e + 1] = values[src + 1]
+  end
+  self:set(n, 1, const(out, res, v.onnx_type or (v.init and v.init.data_type)))
+end
+
 OPS.ConstantOfShape = function(self, n)
   local shape = self:constant(n, 1, "input")
   local count = numel(shape)
@@ -746,28 +791,87 @@ OPS.Cast = function(self, n)
   self:set(n, 1, const(copy(x.shape), out, to))
 end
 
+-- Along axis a of a shape: the product of the dimensions before it, and after it.
+local function around(shape, a)
+  local outer, inner = 1, 1
+  for i = 1, a - 1 do outer = outer * shape[i] end
+  for i = a + 1, #shape do inner = inner * shape[i] end
+  return outer, inner
+end
+
+-- The records of computed values to join or split along ONNX axis a (1-based), each as a view
+-- [outer, size along a, inner], in the layout they share: channels-last where all are held so
+-- and a is the channels (their last dimension then), else ONNX's. Gives the views, the axis
+-- in the held shape, and the layout.
+function Import:along(n, records, a)
+  local nhwc = a == 2
+  for _, v in ipairs(records) do nhwc = nhwc and v.layout == "nhwc" end
+  local layout = nhwc and "nhwc" or nil
+  local views_of, pa = {}, nhwc and 4 or a
+  for i, v in ipairs(records) do
+    local r = self:in_layout(v, layout)
+    local held = held_shape(r)
+    local outer, inner = around(held, pa)
+    views_of[i] = { node = self:emit(n, views.View.new({ outer, held[pa], inner }, { dtype = self.dtype }), { r }).node,
+      shape = { outer, held[pa], inner } }
+  end
+  return views_of, pa, layout
+end
+
+-- A record of view v3 ([outer, size, inner]) seen as ONNX shape `shape` held in layout.
+function Import:unview(n, v3, shape, layout)
+  local held = held_shape({ shape = shape, layout = layout })
+  local r = self:emit(n, views.View.new(held, { dtype = self.dtype }), { v3 })
+  return { node = r.node, shape = shape, layout = layout }
+end
+
+-- Concat: of constants, folded (any axis); of computed tensors, ChannelCat over each input
+-- viewed as [outer, size along the axis, inner] (any axis; channels-last kept for the channels).
 OPS.Concat = function(self, n)
-  local first = self:needed(n, 1, "inputs[1]")
+  local first = self:needed(n, 1, "inputs[1]", true)
   local rank = #first.shape
   local a = self:axis(n, self:attr(n, "axis") or self:fail(n, "axis is missing"), rank, "axis")
-  local all_const = true
-  for i = 1, #n.inputs do if not self:needed(n, i, "inputs").const then all_const = false end end
+  local records, all_const = {}, true
+  for i = 1, #n.inputs do
+    records[i] = self:needed(n, i, ("inputs[%d]"):format(i), true)
+    if #records[i].shape ~= rank then self:fail(n, ("inputs[%d] has %d dimensions, inputs[1] %d"):format(i, #records[i].shape, rank)) end
+    if not records[i].const then all_const = false end
+  end
+  local shape = copy(first.shape)
+  shape[a] = 0
+  for i, v in ipairs(records) do
+    for d = 1, rank do
+      if d ~= a and v.shape[d] ~= first.shape[d] then
+        self:fail(n, ("inputs[%d] is %s where inputs[1] is %s beside the axis"):format(i, table.concat(v.shape, "x"),
+          table.concat(first.shape, "x")))
+      end
+    end
+    shape[a] = shape[a] + v.shape[a]
+  end
   if all_const then
-    if rank ~= 1 then self:fail(n, "tocha folds Concat of lists only") end
+    local count = numel(shape)
+    if count > FOLD_LIMIT then self:fail(n, ("%d elements: tocha folds constants of at most %d"):format(count, FOLD_LIMIT)) end
+    local outer, inner = around(shape, a)
     local out = {}
-    for i = 1, #n.inputs do for _, v in ipairs((self:constant(n, i, "inputs"))) do out[#out + 1] = v end end
-    return self:set(n, 1, const({ #out }, out, first.onnx_type or (first.init and first.init.data_type)))
+    for o = 0, outer - 1 do
+      for i, v in ipairs(records) do
+        local values, run = self:values_of(n, v, ("inputs[%d]"):format(i)), v.shape[a] * inner
+        for e = 1, run do out[#out + 1] = values[o * run + e] end
+      end
+    end
+    return self:set(n, 1, const(shape, out, first.onnx_type or (first.init and first.init.data_type)))
   end
-  if a ~= 2 then self:fail(n, ("a join along dimension %d: tocha joins along the channels (axis 1)"):format(a - 1)) end
-  local acc = self:runtime(n, 1, "inputs[1]")
-  for i = 2, #n.inputs do
-    acc = self:emit(n, ChannelCat.new(self.dtype), { acc, self:runtime(n, i, ("inputs[%d]"):format(i)) })
+  for i, v in ipairs(records) do
+    if v.const then self:fail(n, ("inputs[%d] is a constant joined to computed tensors"):format(i)) end
   end
-  self:set(n, 1, acc)
+  local parts, _, layout = self:along(n, records, a)
+  local acc = parts[1]
+  for i = 2, #parts do acc = self:emit(n, ChannelCat.new(self.dtype), { acc, parts[i] }) end
+  self:set(n, 1, self:unview(n, acc, shape, layout))
 end
 
 OPS.Transpose = function(self, n)
-  local x = self:runtime(n, 1, "data")
+  local x = self:needed(n, 1, "data")
   local r = #x.shape
   local perm = self:attr(n, "perm")
   if not perm then
@@ -777,13 +881,33 @@ OPS.Transpose = function(self, n)
   if #perm ~= r then self:fail(n, ("perm has %d entries for %d dimensions"):format(#perm, r)) end
   local dims = {}
   for i, p in ipairs(perm) do dims[i] = self:axis(n, p, r, "perm entry") end
-  self:set(n, 1, self:emit(n, strided.Permute.new(dims, { dtype = self.dtype }), { x }))
+  local op = strided.Permute.new(dims, { dtype = self.dtype })
+  if x.const then -- (an anchor grid, say) folded
+    local values = self:values_of(n, x, "data")
+    if numel(x.shape) > FOLD_LIMIT then self:fail(n, "a constant too large to fold") end
+    local v = op:view(x.shape)
+    local out, count = {}, numel(v.shape)
+    for e = 0, count - 1 do
+      local rest, at = e, v.offset
+      for d = #v.shape, 1, -1 do
+        local i = rest % v.shape[d]
+        rest = (rest - i) / v.shape[d]
+        at = at + i * v.strides[d]
+      end
+      out[e + 1] = values[at + 1]
+    end
+    return self:set(n, 1, const(copy(v.shape), out, x.onnx_type or (x.init and x.init.data_type)))
+  end
+  self:set(n, 1, self:emit(n, op, { x }))
 end
 
 -- Slice: starts, ends, axes and steps as inputs (opset 10 on) or attributes (before); a
 -- constant list is folded.
+-- ONNX's dimension d of a 4-D value held channels-last: where it lies in the held shape.
+local NHWC_DIM = { 1, 4, 2, 3 }
+
 OPS.Slice = function(self, n)
-  local x = self:needed(n, 1, "data")
+  local x = self:needed(n, 1, "data", true)
   local starts, ends, along, steps
   if self.opset < 10 then
     starts, ends, along = self:attr(n, "starts"), self:attr(n, "ends"), self:attr(n, "axes")
@@ -808,20 +932,49 @@ OPS.Slice = function(self, n)
     for k = 0, v.shape[1] - 1 do out[k + 1] = values[v.offset + k * v.strides[1] + 1] end
     return self:set(n, 1, const({ #out }, out, x.onnx_type or (x.init and x.init.data_type)))
   end
+  if x.layout == "nhwc" then -- sliced where it lies, kept channels-last
+    local held = {}
+    for i, d in ipairs(dims) do held[i] = NHWC_DIM[d] end
+    local shape = op:view(x.shape).shape
+    op = strided.Slice.new(starts, ends, { axes = held, steps = steps, dtype = self.dtype })
+    return self:set(n, 1, { node = self:emit(n, op, { x }).node, shape = shape, layout = "nhwc" })
+  end
   self:set(n, 1, self:emit(n, op, { x }))
 end
 
+-- Split of a computed tensor along any axis into the given sizes (or equal parts): ChannelChunk
+-- over the input viewed as [outer, size along the axis, inner] where the parts are equal, a
+-- Slice of that view for each part otherwise (channels-last kept for the channels).
 OPS.Split = function(self, n)
-  local x = self:runtime(n, 1, "input")
+  local x = self:runtime(n, 1, "input", true)
   local a = self:axis(n, self:attr(n, "axis", 0), #x.shape, "axis")
-  if a ~= 2 then self:fail(n, "tocha splits along the channels (axis 1)") end
   local parts = #n.outputs
   local sizes = self:attr(n, "split") or (self:input(n, 2) and (self:constant(n, 2, "split")))
-  for _, s in ipairs(sizes or {}) do
-    if s * parts ~= x.shape[2] then self:fail(n, "tocha splits into equal parts") end
+  if sizes then
+    local total = 0
+    for _, s in ipairs(sizes) do total = total + s end
+    if #sizes ~= parts or total ~= x.shape[a] then
+      self:fail(n, ("split %s: %d parts of %d along the axis, for %d outputs of %d"):format(table.concat(sizes, ", "),
+        #sizes, total, parts, x.shape[a]))
+    end
+  else
+    if x.shape[a] % parts ~= 0 then self:fail(n, ("%d do not split into %d equal parts"):format(x.shape[a], parts)) end
+    sizes = {}
+    for k = 1, parts do sizes[k] = x.shape[a] / parts end
   end
-  if x.shape[2] % parts ~= 0 then self:fail(n, ("%d channels do not split into %d equal parts"):format(x.shape[2], parts)) end
-  for k = 1, parts do self:set(n, k, self:emit(n, ChannelChunk.new(parts, k, self.dtype), { x })) end
+  local equal = true
+  for k = 2, parts do equal = equal and sizes[k] == sizes[1] end
+  local v3, _, layout = self:along(n, { x }, a)
+  local from = 0
+  for k = 1, parts do
+    local op = equal and ChannelChunk.new(parts, k, self.dtype)
+      or strided.Slice.new({ from }, { from + sizes[k] }, { axes = { 2 }, dtype = self.dtype })
+    local part = self:emit(n, op, { v3[1] })
+    local shape = copy(x.shape)
+    shape[a] = sizes[k]
+    self:set(n, k, self:unview(n, part, shape, layout))
+    from = from + sizes[k]
+  end
 end
 
 -- ---- the rest ----
@@ -885,7 +1038,7 @@ OPS.LayerNormalization = function(self, n)
 end
 
 OPS.Resize = function(self, n)
-  local x = self:runtime(n, 1)
+  local x = self:runtime(n, 1, nil, true)
   spatial(self, n, x)
   if self:attr(n, "mode", "nearest") ~= "nearest" then self:fail(n, "tocha resizes by nearest neighbour only") end
   local ct = self:attr(n, "coordinate_transformation_mode", "half_pixel")
@@ -907,7 +1060,9 @@ OPS.Resize = function(self, n)
   for i = 3, 4 do
     if f[i] < 1 or f[i] ~= math.floor(f[i]) then self:fail(n, ("scale %g: tocha upsamples by whole factors"):format(f[i])) end
   end
-  self:set(n, 1, self:emit(n, Upsample.new(f[3], f[4], nil, self.dtype), { x }))
+  local up = Upsample.new(f[3], f[4], nil, self.dtype, { layout = x.layout or "nchw" })
+  local r = self:emit(n, up, { x })
+  self:set(n, 1, { node = r.node, shape = { x.shape[1], x.shape[2], x.shape[3] * f[3], x.shape[4] * f[4] }, layout = x.layout })
 end
 
 M.OPS = {}

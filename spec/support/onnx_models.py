@@ -371,6 +371,118 @@ def reductions():
     save("reductions", nodes, [("x", x)], [("y", y), ("z", z)], [], opset=13)
 
 
+# ---- joins and splits along every axis, and constants folded: what a detector's head does
+# (YOLOv8's Detect: its feature maps flattened and joined along the anchors, split unequally
+# into boxes and scores, an anchor grid built from constants); the channels-last import keeps a
+# convolution's output channels-last through a Slice and a Resize ----
+
+def joins():
+    x = rand(2, 4, 4, 6)
+    w = rand(8, 4, 1, 1)
+    c = conv2d(x, w)                                   # [2, 8, 4, 6]
+    sl = c[:, 2:7]                                     # channels 2..6, channels-last in tocha
+    up = sl.repeat(2, axis=2).repeat(2, axis=3)        # [2, 5, 8, 12]
+    flat = up.reshape(2, 5, 96)
+    x3 = x.astype(np.float64).reshape(2, 4, 24)
+    cat2 = np.concatenate([flat, np.repeat(x3[:, :1], 5, axis=1)], axis=2)  # [2, 5, 120]
+    a, b = cat2[:, :2], cat2[:, 2:]                    # unequal split along axis 1
+    grid = np.arange(6, dtype=np.float64).reshape(1, 6)
+    anchors = np.broadcast_to(np.concatenate([grid, grid + 0.5], axis=0).T, (6, 2)).T  # [2, 6] folded
+    ysum = a[:, :, :6] * anchors[None] + 1.0
+    tall = np.concatenate([x.astype(np.float64), c[:, :4]], axis=2)     # along H: [2, 4, 8, 6]
+    wide = np.concatenate([c[:, 4:], x.astype(np.float64)], axis=3)     # along W: [2, 4, 4, 12]
+    i64, f32 = TensorProto.INT64, TensorProto.FLOAT
+    cst = lambda n, t, dims, v: helper.make_node("Constant", [], [n], name=n, value=helper.make_tensor(n + "_v", t, dims, v))
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        cst("s0", i64, [1], [2]), cst("s1", i64, [1], [7]), cst("s_ax", i64, [1], [1]),
+        helper.make_node("Slice", ["c", "s0", "s1", "s_ax"], ["sl"], name="slice_channels"),
+        cst("scales", f32, [4], [1, 1, 2, 2]),
+        helper.make_node("Resize", ["sl", "", "scales"], ["up"], name="up", mode="nearest"),
+        cst("flat_shape", i64, [3], [2, 5, 96]),
+        helper.make_node("Reshape", ["up", "flat_shape"], ["flat"], name="flatten"),
+        cst("x3_shape", i64, [3], [2, 4, 24]),
+        helper.make_node("Reshape", ["x", "x3_shape"], ["x3"], name="x3"),
+        cst("one0", i64, [1], [0]), cst("one1", i64, [1], [1]), cst("ax1", i64, [1], [1]),
+        helper.make_node("Slice", ["x3", "one0", "one1", "ax1"], ["x1"], name="first_channel"),
+        helper.make_node("Concat", ["x1", "x1", "x1", "x1", "x1"], ["x5"], name="five", axis=1),
+        helper.make_node("Concat", ["flat", "x5"], ["cat2"], name="join_anchors", axis=2),
+        cst("sizes", i64, [2], [2, 3]),
+        helper.make_node("Split", ["cat2", "sizes"], ["a", "b"], name="split_unequal", axis=1),
+        cst("g", f32, [1, 6], list(range(6))),
+        cst("half", f32, [1, 6], [0.5] * 6),
+        helper.make_node("Add", ["g", "half"], ["g2"], name="grid_half"),
+        helper.make_node("Concat", ["g", "g2"], ["gg"], name="grid_rows", axis=0),
+        helper.make_node("Transpose", ["gg"], ["ggt"], name="grid_t", perm=[1, 0]),
+        cst("eshape", i64, [2], [6, 2]),
+        helper.make_node("Expand", ["ggt", "eshape"], ["gge"], name="grid_expand"),
+        helper.make_node("Transpose", ["gge"], ["anchors"], name="anchors", perm=[1, 0]),
+        cst("z0", i64, [1], [0]), cst("z6", i64, [1], [6]), cst("ax2", i64, [1], [2]),
+        helper.make_node("Slice", ["a", "z0", "z6", "ax2"], ["a6"], name="first_anchors"),
+        helper.make_node("Mul", ["a6", "anchors"], ["am"], name="scale_by_anchors"),
+        cst("one", f32, [], [1.0]),
+        helper.make_node("Add", ["am", "one"], ["ysum"], name="plus_one"),
+        helper.make_node("Slice", ["c", "one0", "s_four", "ax1"], ["c4"], name="c_first4"),
+        cst("s_four", i64, [1], [4]), cst("s_eight", i64, [1], [8]),
+        helper.make_node("Slice", ["c", "s_four", "s_eight", "ax1"], ["c8"], name="c_last4"),
+        helper.make_node("Concat", ["x", "c4"], ["tall"], name="join_rows", axis=2),
+        helper.make_node("Concat", ["c8", "x"], ["wide"], name="join_columns", axis=-1),
+    ]
+    # (s_four is made after its first reader above: ONNX wants producers first)
+    nodes.insert(nodes.index(next(n for n in nodes if n.name == "c_first4")), nodes.pop(nodes.index(next(
+        n for n in nodes if n.name == "s_four"))))
+    save("joins", nodes, [("x", x)], [("ysum", ysum), ("b", b), ("tall", tall), ("wide", wide)], [init("w", w)])
+
+
+# ---- a transformer block as exporters write one: LayerNorm, q, k and v by MatMul with
+# initializers, heads by Reshape and Transpose, q k^T and p v as products of computed tensors
+# (MatMul of two computed values), the scale a Div, Softmax over the keys, the heads joined
+# back, the projection and a residual Add ----
+
+def attention():
+    b, l, d, h = 2, 5, 8, 2
+    x = rand(b, l, d)
+    g, beta = rand(d, low=0.5, high=1.5), rand(d)
+    wq, wk, wv, wo = (rand(d, d) for _ in range(4))
+    x64 = x.astype(np.float64)
+    mu = x64.mean(-1, keepdims=True)
+    ln = (x64 - mu) / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * g + beta
+    heads = lambda t: t.reshape(b, l, h, d // h).transpose(0, 2, 1, 3)
+    q, k, v = heads(ln @ wq), heads(ln @ wk), heads(ln @ wv)
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d // h)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    o = (p @ v).transpose(0, 2, 1, 3).reshape(b, l, d)
+    y = o @ wo + x64
+    i64, f32 = TensorProto.INT64, TensorProto.FLOAT
+    cst = lambda n, t, dims, v: helper.make_node("Constant", [], [n], name=n, value=helper.make_tensor(n + "_v", t, dims, v))
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "ln.weight", "ln.bias"], ["ln"], name="ln", axis=-1, epsilon=1e-5),
+        cst("heads", i64, [4], [b, l, h, d // h]),
+        cst("joined", i64, [3], [b, l, d]),
+        cst("scale", f32, [], [float(np.sqrt(d // h))]),
+    ]
+    for name in ("q", "k", "v"):
+        nodes += [
+            helper.make_node("MatMul", ["ln", f"w{name}"], [f"{name}_flat"], name=f"{name}_proj"),
+            helper.make_node("Reshape", [f"{name}_flat", "heads"], [f"{name}_split"], name=f"{name}_heads"),
+            helper.make_node("Transpose", [f"{name}_split"], [name], name=f"{name}_t", perm=[0, 2, 1, 3]),
+        ]
+    nodes += [
+        helper.make_node("Transpose", ["k"], ["kt"], name="k_transposed", perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"], name="q_kt"),
+        helper.make_node("Div", ["scores", "scale"], ["scaled"], name="scaled"),
+        helper.make_node("Softmax", ["scaled"], ["p"], name="softmax", axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["o"], name="p_v"),
+        helper.make_node("Transpose", ["o"], ["o_t"], name="o_t", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["o_t", "joined"], ["o_flat"], name="o_join"),
+        helper.make_node("MatMul", ["o_flat", "wo"], ["proj"], name="out_proj"),
+        helper.make_node("Add", ["proj", "x"], ["y"], name="residual"),
+    ]
+    inits = [init("ln.weight", g), init("ln.bias", beta), init("wq", wq), init("wk", wk), init("wv", wv), init("wo", wo)]
+    save("attention", nodes, [("x", x)], [("y", y)], inits)
+
+
 # ---- files to refuse ----
 
 def bad():
@@ -430,6 +542,8 @@ def typed():
 typed()
 views()
 reductions()
+joins()
+attention()
 resnet18()
 residual()
 mobile()

@@ -3,9 +3,10 @@ PyTorch itself, with PyTorch's outputs on the same random input.
 
     python3 peer_onnx.py DIR [SIZE [BATCH]]
 
-For torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2 and ConvNeXt-Tiny and timm's
-EfficientNet-B0 (torchvision's where timm is not installed), each randomly initialised from seed 0 (its BatchNorms' statistics
-and affine too), in eval mode, writes
+For torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2 and ConvNeXt-Tiny, timm's
+EfficientNet-B0 (torchvision's where timm is not installed) and YOLOv8n (peer_yolo.py's module,
+its output the decoded boxes and class scores; SIZE a multiple of 32), each randomly
+initialised from seed 0 (its BatchNorms' statistics and affine too), in eval mode, writes
 DIR/<name>.onnx (torch.onnx.export, opset 17, the TorchScript exporter), DIR/<name>_in.npy (a
 [BATCH, 3, SIZE, SIZE] f32 input from seed 1; 2 and 224 by default) and DIR/<name>_out.npy
 (PyTorch's logits in f32, on cuda with TF32 off where there is a GPU, else on the CPU, as
@@ -36,6 +37,9 @@ def networks():
     except ImportError:
         print("efficientnet_b0: timm is not installed: torchvision's")
         yield "efficientnet_b0", lambda: torchvision.models.efficientnet_b0(weights=None)
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    from peer_yolo import YOLOv8n
+    yield "yolov8n", YOLOv8n
 
 
 def export(model, x, path):

@@ -4,6 +4,8 @@ list of yolov8.yaml at scale n), loads tocha's parameters by name and runs tocha
 
     python3 peer_yolo.py DIR   # DIR/yolo.safetensors, DIR/x.npy, DIR/y.npy (tocha's output)
 
+(peer_onnx.py imports its YOLOv8n to export it.)
+
 Prints the parameter count and the largest differences (boxes over the largest box value,
 scores absolute); exits 1 when the boxes differ by more than 1e-4 of the largest or a score by
 more than 1e-4.
@@ -136,18 +138,22 @@ class YOLOv8n(nn.Module):
         return m[22]([n15, n18, n21])
 
 
-folder = sys.argv[1]
-net = YOLOv8n()
-print(f"parameters: {sum(p.numel() for p in net.parameters())}")
-state, _ = read_safetensors(f"{folder}/yolo.safetensors")
-net.load_state_dict(state, strict=True)
-dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # cpu: a check off the GPU machine
-net = net.to(dev).eval()
-x = torch.tensor(np.load(f"{folder}/x.npy"), device=dev)
-theirs = np.load(f"{folder}/y.npy").astype(np.float64)
-with torch.no_grad():
-    mine = net(x).double().cpu().numpy()
-boxes = np.abs(mine[:, :4] - theirs[:, :4]).max() / np.abs(mine[:, :4]).max()
-scores = np.abs(mine[:, 4:] - theirs[:, 4:]).max()
-print(f"output {mine.shape}: boxes differ by {boxes:.3g} of the largest, scores by {scores:.3g}")
-sys.exit(0 if boxes <= 1e-4 and scores <= 1e-4 else 1)
+def main(folder):
+    net = YOLOv8n()
+    print(f"parameters: {sum(p.numel() for p in net.parameters())}")
+    state, _ = read_safetensors(f"{folder}/yolo.safetensors")
+    net.load_state_dict(state, strict=True)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # cpu: a check off the GPU machine
+    net = net.to(dev).eval()
+    x = torch.tensor(np.load(f"{folder}/x.npy"), device=dev)
+    theirs = np.load(f"{folder}/y.npy").astype(np.float64)
+    with torch.no_grad():
+        mine = net(x).double().cpu().numpy()
+    boxes = np.abs(mine[:, :4] - theirs[:, :4]).max() / np.abs(mine[:, :4]).max()
+    scores = np.abs(mine[:, 4:] - theirs[:, 4:]).max()
+    print(f"output {mine.shape}: boxes differ by {boxes:.3g} of the largest, scores by {scores:.3g}")
+    return 0 if boxes <= 1e-4 and scores <= 1e-4 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
