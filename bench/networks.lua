@@ -1,11 +1,14 @@
 -- bench/networks.lua: whole networks imported from ONNX files that PyTorch exported
--- (bench/networks_torch.py export DIR: torchvision's ResNet-18, randomly initialised), run by
--- tocha at batch 1 and 64 in f32, f16 and bf16: the forward as m:forward runs it (the launch
--- plan), its captured graph replayed, and the device memory the loaded model holds (buffers,
--- parameters and workspace: tocha.memory's peak over load and a forward). Each row is checked
--- first: its logits against PyTorch's (DIR/<net>_b<batch>_out.npy, f32) within the dtype's
--- tolerance. bench/networks_torch.py time DIR times PyTorch on the same rows (eager, CUDA
--- graph, channels_last) and writes the report.
+-- (bench/networks_torch.py export DIR: torchvision's ResNet-18 at 224 x 224 and YOLOv8n, its
+-- boxes decoded, at 640 x 640, randomly initialised), run by tocha at batch 1 and 64 in f32,
+-- f16 and bf16: the forward as m:forward runs it (the launch plan), its captured graph
+-- replayed, and the device memory an inference holds. Each row is checked first: its outputs
+-- against PyTorch's (DIR/<net>_b<batch>_out.npy, f32) within the dtype's tolerance.
+-- bench/networks_torch.py time DIR times PyTorch on the same rows (eager, CUDA graph,
+-- channels_last) and writes the report. Memory, both sides: the weights and what an
+-- inference forward holds beyond its input (tocha: the loaded model's parameters, buffers and
+-- workspace, and any more a forward's peak takes; PyTorch: its weights and the peak of an
+-- eager forward past them and x).
 --   tocha bench/networks.lua [--out DIR] [--launches N] [--only PATTERN]
 local tocha = require "tocha"
 local timing = require "bench.timing"
@@ -14,7 +17,7 @@ local opts = timing.arguments(arg, { out = "results/tmp-networks", launches = 20
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
 
-local NETWORKS = { "resnet18" }
+local NETWORKS = { "resnet18", "yolov8n" }
 local TOLERANCE = { f32 = 1e-4, f16 = 1e-2, bf16 = 5e-2 }
 
 local function relative(got, want)
@@ -32,15 +35,20 @@ for _, net in ipairs(NETWORKS) do
       local name = ("%s b%d %s"):format(net, batch, dt)
       if timing.selected(name, opts.only) then
         local file = ("%s/%s_b%d.onnx"):format(opts.out, net, batch)
+        local x = tocha.load_npy(("%s/%s_b%d_in.npy"):format(opts.out, net, batch)):to(device.name):cast(dt)
+        collectgarbage()
         tocha.memory.empty_cache()
-        tocha.memory.reset_peak()
         local before = tocha.memory.stats().allocated
         local m = tocha.onnx.load(file, { batch_size = batch, dtype = dt })
-        local x = tocha.load_npy(("%s/%s_b%d_in.npy"):format(opts.out, net, batch)):to(device.name):cast(dt)
+        collectgarbage() -- the load's temporaries (the file's f32 weights, BatchNorm folding)
+        -- what the loaded model holds (parameters, buffers, workspace), and what a forward
+        -- takes past it
+        local held = tocha.memory.stats().allocated - before
+        tocha.memory.reset_peak()
         local y = m:forward({ x })[1]
+        held = held + tocha.memory.stats().peak - tocha.memory.stats().allocated
         local err = relative(y, tocha.load_npy(("%s/%s_b%d_out.npy"):format(opts.out, net, batch)))
         if err > TOLERANCE[dt] then error(("%s: logits differ by %.3g of the largest (tolerance %g)"):format(name, err, TOLERANCE[dt])) end
-        local held = tocha.memory.stats().peak - before
         local forward_ms = timing.time_launches(device, function() m:forward({ x }) end, opts.launches)
         local c = m:capture()
         c:replay({ x })

@@ -3,9 +3,11 @@
     python3 bench/networks_torch.py export DIR   # the ONNX files and PyTorch's outputs
     python3 bench/networks_torch.py time DIR     # PyTorch timed; DIR/torch.csv, DIR/report.md
 
-export: torchvision's ResNet-18 (random weights from seed 0, its BatchNorms' statistics drawn
-too, eval mode) written by torch.onnx.export (opset 17) for batch 1 and 64
-(DIR/resnet18_b<batch>.onnx), an input from seed 1 and PyTorch's f32 logits (TF32 off).
+export: torchvision's ResNet-18 at 224 x 224 and YOLOv8n (spec/support/peer_yolo.py's module
+after Ultralytics', its Detect head decoding boxes and scores) at 640 x 640 (random weights from
+seed 0, their BatchNorms' statistics drawn too, eval mode) written by torch.onnx.export (opset
+17) for batch 1 and 64 (DIR/<network>_b<batch>.onnx), an input from seed 1 and PyTorch's f32
+outputs (TF32 off).
 time: for each of tocha's rows (DIR/tocha.csv), PyTorch's eager forward (torch.no_grad,
 NCHW), the same captured as a CUDA graph and replayed, and eager in channels_last (cuDNN's
 layout for halves), each the median of device-event times with the device held busy before
@@ -20,16 +22,17 @@ import torch
 import torchvision
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+sys.path.insert(0, __file__.rsplit("/", 1)[0] + "/../spec/support")
 from torch_timing import time_launches  # noqa: E402
+from peer_yolo import YOLOv8n  # noqa: E402
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
 
-def resnet18():
-    torch.manual_seed(0)
-    model = torchvision.models.resnet18(weights=None)
+def lively(model):
+    """BatchNorm statistics and affine drawn at random, so that folding them matters."""
     g = torch.Generator().manual_seed(2)
     for m in model.modules():
         if isinstance(m, torch.nn.BatchNorm2d):
@@ -41,21 +44,35 @@ def resnet18():
     return model.eval()
 
 
+def make(network):
+    torch.manual_seed(0)
+    return lively(torchvision.models.resnet18(weights=None) if network == "resnet18" else YOLOv8n())
+
+
+SIZES = {"resnet18": 224, "yolov8n": 640}
+
+
 def export(folder):
-    model = resnet18()
+    for network, size in SIZES.items():
+        export_one(folder, network, size)
+
+
+def export_one(folder, network, size):
+    model = make(network)
     for batch in (1, 64):
-        x = torch.randn(batch, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+        x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(1))
         kwargs = dict(input_names=["x"], output_names=["logits"], opset_version=17)
         try:
-            torch.onnx.export(model, (x,), f"{folder}/resnet18_b{batch}.onnx", dynamo=False, **kwargs)
+            torch.onnx.export(model, (x,), f"{folder}/{network}_b{batch}.onnx", dynamo=False, **kwargs)
         except TypeError:
-            torch.onnx.export(model, (x,), f"{folder}/resnet18_b{batch}.onnx", **kwargs)
+            torch.onnx.export(model, (x,), f"{folder}/{network}_b{batch}.onnx", **kwargs)
+        on = "cuda" if torch.cuda.is_available() else "cpu"  # (a CPU export serves a run on sim)
         with torch.no_grad():
-            y = model.cuda()(x.cuda()).double().cpu().numpy()
+            y = model.to(on)(x.to(on)).double().cpu().numpy()
         model.cpu()
-        np.save(f"{folder}/resnet18_b{batch}_in.npy", x.numpy())
-        np.save(f"{folder}/resnet18_b{batch}_out.npy", y)
-        print(f"resnet18 batch {batch}: exported")
+        np.save(f"{folder}/{network}_b{batch}_in.npy", x.numpy())
+        np.save(f"{folder}/{network}_b{batch}_out.npy", y)
+        print(f"{network} batch {batch}: exported")
 
 
 def time_rows(folder, launches=20):
@@ -63,8 +80,8 @@ def time_rows(folder, launches=20):
     out = []
     for r in rows:
         batch, dt = int(r["batch"]), DTYPES[r["dtype"]]
-        model = resnet18().cuda().to(dt)
-        x = torch.tensor(np.load(f"{folder}/resnet18_b{batch}_in.npy")).cuda().to(dt)
+        model = make(r["network"]).cuda().to(dt)
+        x = torch.tensor(np.load(f"{folder}/{r['network']}_b{batch}_in.npy")).cuda().to(dt)
         with torch.no_grad():
             eager = time_launches(lambda k: model(x), launches)
             static_x = x.clone()
