@@ -254,4 +254,26 @@ describe("tocha.BroadcastConstant", function()
     local message = error_of(op.forward, op, x, c)
     assert.truthy(message:find("constant", 1, true), message)
   end)
+
+  -- tocha.Constant: a node whose output is the tensor it holds (a class token joined to the
+  -- patches), placed in the graph by an input it never reads.
+  it("holds a constant as a node's output (Constant), its input never read", function()
+    local x = tocha.Model.input({ -1, 3, 4 }, { name = "x" })
+    local cls = tocha.Constant.new({ 2, 1, 4 })(x):named("cls")
+    local m = tocha.Model({ x }, { tocha.ChannelCat.new()(cls, x) })
+    m:load(2, "sim")
+    local token = tocha.randn({ 2, 1, 4 }, { seed = 21, device = "sim" })
+    m:parameters()["cls.constant"]:copy(token)
+    local xt = tocha.randn({ 2, 3, 4 }, { seed = 22, device = "sim" })
+    local y = m:forward({ xt })[1]
+    assert.are.same({ 2, 4, 4 }, y:shape())
+    local ys, ts, xs = ref.values(y), ref.values(token), ref.values(xt)
+    for b = 0, 1 do
+      for j = 1, 4 do assert.are.equal(ts[b * 4 + j], ys[b * 16 + j]) end
+      for j = 1, 12 do assert.are.equal(xs[b * 12 + j], ys[b * 16 + 4 + j]) end
+    end
+    assert.is_false(m:parameters()["cls.constant"] == nil)
+    assert.is_false(tocha.Constant.new({ 3 }):has_backward())
+    assert.truthy(error_of(tocha.Constant.new, { 0.5 }):find("shape", 1, true))
+  end)
 end)

@@ -2,7 +2,8 @@
 -- python3-torch and python3-torchvision, which scripts/install-deps.sh installs), at small
 -- sizes so that CI runs them:
 --   torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny and EfficientNet-B0,
---   and YOLOv8n (peer_yolo.py's module, its Detect head's decoding included), randomly
+--   YOLOv8n (peer_yolo.py's module, its Detect head's decoding included) and a small
+--   VisionTransformer (torchvision's: class token, attention, the token gathered), randomly
 --   initialised and exported to ONNX by PyTorch itself (spec/support/peer_onnx.py), imported
 --   and fused by tocha.onnx.load: every output within 1e-4 of the largest (f32, 64x64 images);
 --   YOLOv8n (examples/yolov8n_model.lua) beside the same architecture written as a PyTorch
@@ -25,7 +26,7 @@ describe("networks and training beside PyTorch on the CPU", function()
   local have
   setup(function() have = peers.available("torch, torchvision, numpy") end)
 
-  it("runs torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, EfficientNet-B0 and YOLOv8n as exported by PyTorch",
+  it("runs torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, EfficientNet-B0, YOLOv8n and a ViT as exported by PyTorch",
     function()
     if not have then return pending("no python3 with torch and torchvision here") end
     local dir = process.tempdir()

@@ -73,6 +73,7 @@ tocha.BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
 tocha.Dropout = require("tocha.ops.dropout").Dropout
 tocha.Broadcast = require("tocha.ops.broadcast").Broadcast
 tocha.BroadcastConstant = require("tocha.ops.broadcast_constant").BroadcastConstant
+tocha.Constant = require("tocha.ops.constant").Constant
 local strided = require "tocha.ops.strided"
 tocha.Permute, tocha.Slice = strided.Permute, strided.Slice
 local views = require "tocha.ops.view"

@@ -27,6 +27,7 @@ local Conv2d = require("tocha.ops.conv2d").Conv2d
 local ConvTranspose2d = require("tocha.ops.conv_transpose2d").ConvTranspose2d
 local Linear = require("tocha.ops.linear").Linear
 local MatMul = require("tocha.ops.batch_matmul").MatMul
+local Constant = require("tocha.ops.constant").Constant
 local BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
 local LayerNorm = require("tocha.ops.norm").LayerNorm
 local pool = require "tocha.ops.pool"
@@ -485,6 +486,7 @@ OPS.Identity, OPS.Dropout = alias, alias
 local FOLD = {
   Add = function(a, b) return a + b end, Sub = function(a, b) return a - b end,
   Mul = function(a, b) return a * b end, Div = function(a, b) return a / b end,
+  Equal = function(a, b) return a == b and 1 or 0 end,
 }
 
 -- Elementwise over two constants of equal lengths, or one of one element.
@@ -539,6 +541,33 @@ OPS.Add = function(self, n)
   end
   add(self, n)
 end
+-- Equal and Where: folded (the shape arithmetic an exporter writes for an Expand: Where(Equal(s,
+-- -1), ones, s)); of computed tensors, refused.
+OPS.Equal = function(self, n)
+  local r = fold_binary(self, n, FOLD.Equal)
+  r.onnx_type = 9
+  self:set(n, 1, r)
+end
+
+OPS.Where = function(self, n)
+  local lists, records, len = {}, {}, 1
+  for i, what in ipairs({ "condition", "X", "Y" }) do
+    lists[i], records[i] = self:constant(n, i, what)
+    len = math.max(len, #lists[i])
+  end
+  for i, l in ipairs(lists) do
+    if #l ~= len and #l ~= 1 then self:fail(n, ("input %d: %d values where the others have %d"):format(i, #l, len)) end
+  end
+  local out = {}
+  for e = 1, len do
+    local pick = lists[1][#lists[1] == 1 and 1 or e] ~= 0 and lists[2] or lists[3]
+    out[e] = pick[#pick == 1 and 1 or e]
+  end
+  local shape = #lists[1] == len and records[1].shape or #lists[2] == len and records[2].shape or records[3].shape
+  local x = records[2]
+  self:set(n, 1, const(copy(shape), out, x.onnx_type or (x.init and x.init.data_type)))
+end
+
 binary("Sub", "sub")
 binary("Div", "div")
 binary("Mul", "mul")
@@ -765,7 +794,23 @@ OPS.ConstantOfShape = function(self, n)
   self:set(n, 1, const(copy(shape), out, t))
 end
 
+-- Gather: of a list, folded; of a computed tensor with one constant index (a transformer's
+-- class token, x[:, 0]), a Slice of that index along the axis viewed without it.
 OPS.Gather = function(self, n)
+  local x = self:needed(n, 1, "data")
+  if not x.const then
+    local idx, iv = self:constant(n, 2, "indices")
+    local a = self:axis(n, self:attr(n, "axis", 0), #x.shape, "axis")
+    if #idx ~= 1 or #iv.shape > 1 then self:fail(n, "a Gather of a computed tensor takes one index") end
+    local k = idx[1] < 0 and idx[1] + x.shape[a] or idx[1]
+    if k < 0 or k >= x.shape[a] then self:fail(n, ("index %d out of range of %d"):format(idx[1], x.shape[a])) end
+    local part = self:emit(n, strided.Slice.new({ k }, { k + 1 }, { axes = { a }, dtype = self.dtype }), { x })
+    local shape = {}
+    for d = 1, #x.shape do
+      if d ~= a then shape[#shape + 1] = x.shape[d] elseif #iv.shape == 1 then shape[#shape + 1] = 1 end
+    end
+    return self:set(n, 1, reshaped(self, n, part, shape))
+  end
   local data, dv = self:constant(n, 1, "data")
   local idx, iv = self:constant(n, 2, "indices")
   if #dv.shape > 1 or self:attr(n, "axis", 0) ~= 0 then self:fail(n, "tocha folds Gather of a list (axis 0) only") end
@@ -861,8 +906,15 @@ OPS.Concat = function(self, n)
     end
     return self:set(n, 1, const(shape, out, first.onnx_type or (first.init and first.init.data_type)))
   end
+  -- a constant joined to computed tensors (a class token): a Constant node holding it, placed
+  -- after the first computed input
+  local anchor
+  for _, v in ipairs(records) do if not v.const and not anchor then anchor = v end end
   for i, v in ipairs(records) do
-    if v.const then self:fail(n, ("inputs[%d] is a constant joined to computed tensors"):format(i)) end
+    if v.const then
+      local held = Constant.new(v.shape, { dtype = self.dtype })
+      records[i] = self:emit(n, held, { anchor }, { constant = v }, (n.name ~= "" and n.name or "concat") .. "_constant")
+    end
   end
   local parts, _, layout = self:along(n, records, a)
   local acc = parts[1]

@@ -5,7 +5,8 @@ PyTorch itself, with PyTorch's outputs on the same random input.
 
 For torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2 and ConvNeXt-Tiny, timm's
 EfficientNet-B0 (torchvision's where timm is not installed) and YOLOv8n (peer_yolo.py's module,
-its output the decoded boxes and class scores; SIZE a multiple of 32), each randomly
+its output the decoded boxes and class scores; SIZE a multiple of 32) and a small torchvision
+VisionTransformer (vit: 2 layers, patches of 16), each randomly
 initialised from seed 0 (its BatchNorms' statistics and affine too), in eval mode, writes
 DIR/<name>.onnx (torch.onnx.export, opset 17, the TorchScript exporter), DIR/<name>_in.npy (a
 [BATCH, 3, SIZE, SIZE] f32 input from seed 1; 2 and 224 by default) and DIR/<name>_out.npy
@@ -40,6 +41,23 @@ def networks():
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from peer_yolo import YOLOv8n
     yield "yolov8n", YOLOv8n
+    yield "vit", vit
+
+
+def vit():
+    """torchvision's VisionTransformer, small (2 layers of 4 heads, width 64) at the input's size:
+    the class token joined to the patches, attention as exported (products of computed tensors),
+    the class token gathered for the head. Its zero-initialised parameters (the class token, the
+    head) drawn at random, so that they count."""
+    import torchvision
+    model = torchvision.models.VisionTransformer(image_size=size, patch_size=16, num_layers=2, num_heads=4, hidden_dim=64,
+                                                 mlp_dim=128, num_classes=10)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.abs().max() == 0:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    return model
 
 
 def export(model, x, path):
