@@ -474,6 +474,115 @@ __device__ void tocha_conv2d_igemm_dw(const T *x, const T *dy, float *partial, l
 #endif
 }
 
+// f32's weight gradient, on matmul.cu's f32 tiles as tocha_conv2d_f32 is: dw [O, K] = dy^T
+// [O, pixels] by the patches [pixels, K], A read from dy [pixels, O] 4 channels a chunk, B's
+// chunks (4 channels of one window position, 16 bytes) gathered from x for each output pixel of
+// a slice; the pixels split over grid.y in slices of 64 (the host's plan, as the halves'), each
+// split's sums into its slab of `partial` ([splits][O, K] f32) for tocha_conv2d_dw_sum. Needs C
+// and O multiples of 4, x and dy 16-byte aligned, fewer than 2^31 output pixels (the host's
+// check).
+template <int C, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
+struct conv_f32_patch_rows {
+    const float *x;
+    int dy0, dx0, c, k_in_slice, h, w, oh, ow;
+    bool column; // the chunk's k inside K
+
+    __device__ __forceinline__ conv_f32_patch_rows(const float *x_, int h_, int w_, int oh_, int ow_,
+                                                   long long col0)
+        : x(x_), h(h_), w(w_), oh(oh_), ow(ow_)
+    {
+        const int t = threadIdx.x;
+        const long long kk = col0 + mm_f32_chunk<false>::row(t);
+        k_in_slice = mm_f32_chunk<false>::k(t);
+        column = kk < (long long)KH * KW * C;
+        const int rs = (int)(kk / C);
+        c = (int)(kk % C);
+        dy0 = rs / KW * DH - PH;
+        dx0 = rs % KW * DW - PW;
+    }
+
+    // The chunk of slice s: output pixel 8 s + k_in_slice (zeros past the last or in the padding).
+    __device__ __forceinline__ float4 load(long long s, long long pixels) const
+    {
+        const unsigned p = (unsigned)(s * 8) + (unsigned)k_in_slice, plane = (unsigned)oh * ow;
+        if (column && p < pixels) {
+            const unsigned b = p / plane, q = p % plane;
+            const int iy = (int)(q / ow) * SH + dy0, ix = (int)(q % ow) * SW + dx0;
+            if ((unsigned)iy < (unsigned)h && (unsigned)ix < (unsigned)w)
+                return *(const float4 *)(x + (((long long)b * h + iy) * w + ix) * C + c);
+        }
+        return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+};
+
+template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
+          int BN>
+__device__ void tocha_conv2d_f32_dw(const float *x, const float *dy, float *partial, long long n, int h,
+                                    int w, int oh, int ow)
+{
+    static_assert(C % 4 == 0 && O % 4 == 0, "tocha_conv2d_f32_dw: channels in whole 16-byte chunks");
+    static_assert(BN == 128, "tocha_conv2d_f32_dw: tiles of 128 x 128");
+    __shared__ __align__(16) float sa[2][8][128 + 4], sb[2][8][128 + 4];
+    if (blockDim.x != 256) __trap();
+    const long long pixels = n * oh * ow;
+    const int kw = KH * KW * C;
+    long long row0, col0;
+    mm_tile_of(O, kw, 128, &row0, &col0);
+    float *slab = partial + blockIdx.y * (long long)O * kw;
+    // this CTA's slices of 8 pixels: its split's slices of 64
+    const long long per = ((pixels + 63) / 64 + gridDim.y - 1) / gridDim.y;
+    const long long slices = (pixels + 7) / 8, first = blockIdx.y * per * 8;
+    const long long last = first + per * 8 < slices ? first + per * 8 : slices;
+    const mm_f32_operand<false> op_a(dy, O, O, row0);
+    const conv_f32_patch_rows<C, KH, KW, SH, SW, PH, PW, DH, DW> op_b(x, h, w, oh, ow, col0);
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+    float4 na = op_a.load(first, pixels), nb = op_b.load(first, pixels);
+    mm_f32_store<false>(sa[0], na);
+    mm_f32_store<false>(sb[0], nb);
+    __syncthreads();
+    for (long long t = first; t < last; ++t) {
+        const int buf = (int)((t - first) & 1);
+        if (t + 1 < last) {
+            na = op_a.load(t + 1, pixels);
+            nb = op_b.load(t + 1, pixels);
+        }
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+            float av[8], bv[8];
+            *(float4 *)&av[0] = *(const float4 *)&sa[buf][kk][4 * ty];
+            *(float4 *)&av[4] = *(const float4 *)&sa[buf][kk][64 + 4 * ty];
+            *(float4 *)&bv[0] = *(const float4 *)&sb[buf][kk][4 * tx];
+            *(float4 *)&bv[4] = *(const float4 *)&sb[buf][kk][64 + 4 * tx];
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+        if (t + 1 < last) { // the other buffer was last read before the previous barrier
+            mm_f32_store<false>(sa[buf ^ 1], na);
+            mm_f32_store<false>(sb[buf ^ 1], nb);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const long long o = row0 + (i < 4 ? 4 * ty + i : 64 + 4 * ty + i - 4);
+        if (o >= O) continue;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const long long col = col0 + 64 * hh + 4 * tx;
+            if (col >= kw) continue; // K is a multiple of 4: a chunk is inside or past the edge
+            *(float4 *)(slab + o * kw + col) =
+                make_float4(acc[i][4 * hh], acc[i][4 * hh + 1], acc[i][4 * hh + 2], acc[i][4 * hh + 3]);
+        }
+    }
+}
+
 // The bias gradient's partial sums of dy [m, O] (NHWC) for tocha_conv2d_dw_sum: CTA (x, y) takes
 // channels 32 x .. 32 x + 31 over rows y, y + grid.y, ... (8 row phases of 32 lanes, the lanes
 // along consecutive channels so that a warp reads 64 contiguous bytes), its f32 partials to

@@ -126,14 +126,13 @@ describe("tocha.Conv2d", function()
       { 16, 12, { dtype = "bf16" } }, { 16, 14, { dtype = "f32" } } }) do
       assert.is_nil(tocha.Conv2d.new(c[1], c[2], 3, c[3]).igemm)
     end
-    -- f32 in 4s: the f32 tiles' implicit GEMM, forward and dx, two CTAs an SM (at 128 registers a
-    -- thread, as matmul's f32 tiles; what spills is set up outside the loop over k)
+    -- f32 in 4s: the f32 tiles' implicit GEMMs, forward, dx and dweight, two CTAs an SM (at 128
+    -- registers a thread, as matmul's f32 tiles; what spills is set up outside the loop over k)
     local f32 = tocha.Conv2d.new(12, 20, 3, { padding = 1, dtype = "f32" })
-    assert.are.same({ 128, false }, { f32.igemm.tile_n, f32.igemm.padded })
-    for _, g in ipairs({ f32.igemm, f32.igemm_dx }) do
+    assert.are.same({ 128, false, 128 }, { f32.igemm.tile_n, f32.igemm.padded, f32.igemm_dw.tile_n })
+    for _, g in ipairs({ f32.igemm, f32.igemm_dx, f32.igemm_dw }) do
       assert.is_true(g.kernel:info("sm_90").registers <= 128)
     end
-    assert.is_nil(f32.igemm_dw)
     -- in channels not in 8s: the forward on the tensor cores over channels padded to 8s, dx and
     -- dweight direct
     local stem = tocha.Conv2d.new(3, 64, 7, { stride = 2, padding = 3, dtype = "f16" })
@@ -259,8 +258,9 @@ describe("tocha.Conv2d", function()
         end
       end)
 
-      -- f32 of channels in 4s: the same implicit GEMM on f32 tiles (tocha_conv2d_f32), forward and
-      -- dx, k split where the tiles are few; in channels not in 4s padded for the forward.
+      -- f32 of channels in 4s: the same implicit GEMMs on f32 tiles (tocha_conv2d_f32,
+      -- tocha_conv2d_f32_dw), forward, dx and dweight, k split where the tiles are few; in channels
+      -- not in 4s padded for the forward.
       it("runs f32 in channels of 4s as an implicit GEMM on f32 tiles: exact on small integers, both layouts", function()
         local cases = { TC_CASES[1], TC_CASES[2], TC_CASES[3], TC_CASES[6], TC_CASES[8], STEM,
           { { 1, 12, 7, 9 }, 20, { k = { 3, 3 }, s = { 2, 1 }, p = { 1, 2 }, d = { 1, 2 }, g = 1 } } }
@@ -272,6 +272,7 @@ describe("tocha.Conv2d", function()
             assert.is_truthy(conv.igemm, "the f32 tiles' forward")
             assert.are.equal(case == STEM, conv.igemm.padded)
             assert.are.equal(case ~= STEM and case ~= TC_CASES[8], conv.igemm_dx ~= nil, "dx")
+            assert.are.equal(case ~= STEM, conv.igemm_dw ~= nil, "dweight")
             if case == TC_CASES[6] then
               assert.are.equal(4, select(2, conv:igemm_split(layout == "nhwc" and { 1, 8, 8, 24 } or { 1, 24, 8, 8 })), "k split")
             end

@@ -25,8 +25,8 @@
 --
 -- Kernels: the tensor cores' implicit GEMM (ops/conv2d_igemm.lua) for halves of groups 1 and
 -- channel counts multiples of 8 where the default device has wgmma, and the same GEMM on f32
--- tiles (no TF32) for f32 of groups 1 and channels in 4s, forward and dx (the forward also for
--- in channels not in whole 16-byte chunks, padded: a stem's 3); depthwise convolutions
+-- tiles (no TF32) for f32 of groups 1 and channels in 4s, forward, dx and dweight (the forward
+-- also for in channels not in whole 16-byte chunks, padded: a stem's 3); depthwise convolutions
 -- (groups = in = out) on ops/conv2d_depthwise.lua's (the forward and dx in layout nhwc, the
 -- weight gradient in both); the direct kernels of conv2d.cu otherwise (one thread an output
 -- element forward and for dx, one CTA a weight element for dw and one an output channel for
@@ -163,8 +163,7 @@ function Conv2d.new(in_channels, out_channels, kernel_size, opts)
   if igemm.eligible(dt, groups, in_channels, out_channels) then
     self.igemm = igemm.new(self)
     if igemm.eligible_dx(self) then self.igemm_dx = igemm.new(self, true) end
-    -- (f32's weight gradient: the direct kernel)
-    if dt ~= "f32" then self.igemm_dw = igemm.new_dw(self) end
+    self.igemm_dw = igemm.new_dw(self)
   elseif igemm.eligible(dt, groups, in_channels, out_channels, true) then
     -- in channels not in 8s (a stem's 3): the forward pads them; dx and the weight gradient,
     -- whose GEMMs would read them in 16-byte chunks, stay on the direct kernels

@@ -235,16 +235,17 @@ function M.new_dw(conv)
   local dev = require("tocha.device").default()
   local dt, c, o, k = conv.dtype, conv.in_channels, conv.out_channels, conv.kernel_size
   local kw = k[1] * k[2] * c
-  local bn = kw <= 64 and 64 or (kw <= 128 or (kw % 256 ~= 0 and kw % 128 == 0)) and 128 or 256
+  local f32 = dt == "f32"
+  local bn = f32 and 128 or kw <= 64 and 64 or (kw <= 128 or (kw % 256 ~= 0 and kw % 128 == 0)) and 128 or 256
   local text, ct = source(), dtype.ctype(dt)
   local g = { tile_n = bn, k = kw, out = o, sms = dev.kind == "cuda" and dev.multiprocessors or 132,
     nchw = conv.layout == "nchw", size = dtype.size(dt) }
   local shape = ("%d, %d, %d, %d"):format(c, o, k[1], k[2])
-  g.kernel = kernel.new { source = text, name = "tocha_conv2d_igemm_dw",
+  g.kernel = kernel.new { source = text, name = f32 and "tocha_conv2d_f32_dw" or "tocha_conv2d_igemm_dw",
     template_args = ("%s, %s, %d, %d, %d, %d, %d, %d, %d"):format(ct, shape, conv.stride[1], conv.stride[2],
       conv.padding[1], conv.padding[2], conv.dilation[1], conv.dilation[2], bn),
     params = ("%s* x, %s* dy, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow"):format(dt, dt),
-    launch_bounds = { 256, bn == 64 and 2 or 1 }, shared = matmul.tensor_core_shared(bn) }
+    launch_bounds = { 256, (f32 or bn == 64) and 2 or 1 }, shared = not f32 and matmul.tensor_core_shared(bn) or nil }
   g.sum_kernel = kernel.new { source = text, name = "tocha_conv2d_dw_sum", template_args = ct .. ", " .. shape,
     params = ("f32* partial, %s* dw, i32 splits, f32* bias_partial, %s* db, i32 bias_splits, i32 has_bias"):format(dt, dt) }
   g.bias_kernel = kernel.new { source = text, name = "tocha_conv2d_db_partial", template_args = ct,
