@@ -244,11 +244,12 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
 // weight 16-byte aligned.
 template <int C, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW> struct conv_f32_patch {
     const float *origin; // x[b, iy0, ix0, 0] (only read at positions inside x)
-    int iy0, ix0, k_in_slice;
+    int iy0, ix0, h, w, k_in_slice;
 
     // (a row past the last pixel starts its window far outside x: never read)
-    __device__ __forceinline__ conv_f32_patch(const float *x, long long n, int h, int w, int oh, int ow,
-                                              long long row0)
+    __device__ __forceinline__ conv_f32_patch(const float *x, long long n, int h_, int w_, int oh,
+                                              int ow, long long row0)
+        : h(h_), w(w_)
     {
         const int t = threadIdx.x;
         const long long p = row0 + mm_f32_chunk<true>::row(t), plane = (long long)oh * ow;
@@ -259,10 +260,10 @@ template <int C, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
         origin = x + ((b * h + iy0) * w + ix0) * C;
     }
 
-    // The chunk of slice s (8 of k from 8 s; zeros past k or x's edge) in x of h x w.
-    __device__ __forceinline__ float4 load(int s, int k, int h, int w) const
+    // The chunk of slice s (8 of k from 8 s; zeros past k or x's edge).
+    __device__ __forceinline__ float4 load(long long s, long long k) const
     {
-        const int kk = s * 8 + k_in_slice;
+        const int kk = (int)s * 8 + k_in_slice;
         if (kk < k) {
             const int rs = kk / C;
             const int dy = rs / KW * DH, dx = rs % KW * DW;
@@ -294,40 +295,9 @@ __device__ void tocha_conv2d_f32(const float *x, const float *weight, const floa
     const int last = first + per * 8 < slices ? first + per * 8 : slices;
     const conv_f32_patch<C, KH, KW, SH, SW, PH, PW, DH, DW> op_a(x, n, h, w, oh, ow, row0);
     const mm_f32_operand<B_K_MAJOR != 0> op_b(weight, B_K_MAJOR ? k : O, O, col0);
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     float acc[8][8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-    float4 na = op_a.load(first, k, h, w), nb = op_b.load(first, k);
-    mm_f32_store<true>(sa[0], na);
-    mm_f32_store<B_K_MAJOR != 0>(sb[0], nb);
-    __syncthreads();
-    for (int t = first; t < last; ++t) {
-        const int buf = (t - first) & 1;
-        if (t + 1 < last) {
-            na = op_a.load(t + 1, k, h, w);
-            nb = op_b.load(t + 1, k);
-        }
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-            float av[8], bv[8];
-            *(float4 *)&av[0] = *(const float4 *)&sa[buf][kk][4 * ty];
-            *(float4 *)&av[4] = *(const float4 *)&sa[buf][kk][64 + 4 * ty];
-            *(float4 *)&bv[0] = *(const float4 *)&sb[buf][kk][4 * tx];
-            *(float4 *)&bv[4] = *(const float4 *)&sb[buf][kk][64 + 4 * tx];
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-        }
-        if (t + 1 < last) { // the other buffer was last read before the previous barrier
-            mm_f32_store<true>(sa[buf ^ 1], na);
-            mm_f32_store<B_K_MAJOR != 0>(sb[buf ^ 1], nb);
-        }
-        __syncthreads();
-    }
+    mm_f32_run<true, B_K_MAJOR != 0>(op_a, op_b, first, last, k, sa, sb, acc);
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const tocha_epilogue<float, F> epi =
         tocha_epilogue_of<float, F>(bias, has_bias, residual, grad, epilogue, 0);
     float *slab = gridDim.y > 1 || (epilogue & CONV_SLABS) ? partial + blockIdx.y * m * O : (float *)0;
@@ -535,40 +505,9 @@ __device__ void tocha_conv2d_f32_dw(const float *x, const float *dy, float *part
     const long long last = first + per * 8 < slices ? first + per * 8 : slices;
     const mm_f32_operand<false> op_a(dy, O, O, row0);
     const conv_f32_patch_rows<C, KH, KW, SH, SW, PH, PW, DH, DW> op_b(x, h, w, oh, ow, col0);
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     float acc[8][8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-    float4 na = op_a.load(first, pixels), nb = op_b.load(first, pixels);
-    mm_f32_store<false>(sa[0], na);
-    mm_f32_store<false>(sb[0], nb);
-    __syncthreads();
-    for (long long t = first; t < last; ++t) {
-        const int buf = (int)((t - first) & 1);
-        if (t + 1 < last) {
-            na = op_a.load(t + 1, pixels);
-            nb = op_b.load(t + 1, pixels);
-        }
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-            float av[8], bv[8];
-            *(float4 *)&av[0] = *(const float4 *)&sa[buf][kk][4 * ty];
-            *(float4 *)&av[4] = *(const float4 *)&sa[buf][kk][64 + 4 * ty];
-            *(float4 *)&bv[0] = *(const float4 *)&sb[buf][kk][4 * tx];
-            *(float4 *)&bv[4] = *(const float4 *)&sb[buf][kk][64 + 4 * tx];
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-        }
-        if (t + 1 < last) { // the other buffer was last read before the previous barrier
-            mm_f32_store<false>(sa[buf ^ 1], na);
-            mm_f32_store<false>(sb[buf ^ 1], nb);
-        }
-        __syncthreads();
-    }
+    mm_f32_run<false, false>(op_a, op_b, first, last, pixels, sa, sb, acc);
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
         const long long o = row0 + (i < 4 ? 4 * ty + i : 64 + 4 * ty + i - 4);

@@ -501,6 +501,52 @@ template <bool K_ALONG> __device__ __forceinline__ void mm_f32_store(float (*s)[
     }
 }
 
+// The f32 tiles' main loop over slices [first, last) of 8 of k (k in all): each thread's chunk
+// of the next slice loaded into registers (op_a.load(s, k), op_b.load(s, k): float4 chunks, along
+// k where KA / KB) while this one is multiplied out of shared memory (sa, sb: two buffers), into
+// acc, its 8 x 8 outputs (rows 4 ty + i and 64 + 4 ty + i, columns 4 tx + j and 64 + 4 tx + j).
+// The operands' loaders are the caller's: a convolution's gathered patches and its weight or dy
+// (conv2d_igemm.cu).
+template <bool KA, bool KB, typename LA, typename LB>
+__device__ __forceinline__ void mm_f32_run(const LA &op_a, const LB &op_b, long long first,
+                                           long long last, long long k, float (*sa)[8][128 + 4],
+                                           float (*sb)[8][128 + 4], float (&acc)[8][8])
+{
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+    float4 na = op_a.load(first, k), nb = op_b.load(first, k);
+    mm_f32_store<KA>(sa[0], na);
+    mm_f32_store<KB>(sb[0], nb);
+    __syncthreads();
+    for (long long t = first; t < last; ++t) {
+        const int buf = (int)((t - first) & 1);
+        if (t + 1 < last) {
+            na = op_a.load(t + 1, k);
+            nb = op_b.load(t + 1, k);
+        }
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+            float av[8], bv[8];
+            *(float4 *)&av[0] = *(const float4 *)&sa[buf][kk][4 * ty];
+            *(float4 *)&av[4] = *(const float4 *)&sa[buf][kk][64 + 4 * ty];
+            *(float4 *)&bv[0] = *(const float4 *)&sb[buf][kk][4 * tx];
+            *(float4 *)&bv[4] = *(const float4 *)&sb[buf][kk][64 + 4 * tx];
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+        if (t + 1 < last) { // the other buffer was last read before the previous barrier
+            mm_f32_store<KA>(sa[buf ^ 1], na);
+            mm_f32_store<KB>(sb[buf ^ 1], nb);
+        }
+        __syncthreads();
+    }
+}
+
 template <typename T, int TA, int TB, typename F>
 __device__ void tocha_matmul_f32(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
                                  long long k, long long stride_a, long long stride_b, long long stride_c,
@@ -514,6 +560,7 @@ __device__ void tocha_matmul_f32(const T *a, const T *b, const T *bias, T *c, lo
     const tocha_epilogue<T, F> epi =
         tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, blockIdx.z * stride_c);
     a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
+    // (the loop is mm_f32_run's, written out: through it ptxas spills 8 bytes more here)
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const mm_f32_operand<!TA> op_a(a, TA ? m : k, m, row0);
     const mm_f32_operand<TB != 0> op_b(b, TB ? k : n, n, col0);

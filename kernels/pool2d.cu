@@ -74,6 +74,26 @@ __device__ __forceinline__ int pool_pick(const T *p, int H, int W, int oh, int o
     return at;
 }
 
+// The input rows [h0, h1) and columns [w0, w1) an average (MODE 1) or adaptive average (MODE 2)
+// window (oh, ow) sums, clipped to the plane, and its divisor (average: with COUNT_PAD the
+// window's size inside the padded plane, PyTorch's count_include_pad, else the elements summed).
+template <typename A, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int COUNT_PAD>
+__device__ __forceinline__ A pool_mean_window(int oh, int ow, int H, int W, int OH, int OW, int *h0, int *h1,
+                                              int *w0, int *w1)
+{
+    if (MODE == 2) {
+        *h0 = pool_adaptive_start(oh, H, OH), *h1 = pool_adaptive_end(oh, H, OH);
+        *w0 = pool_adaptive_start(ow, W, OW), *w1 = pool_adaptive_end(ow, W, OW);
+        return (A)((*h1 - *h0) * (*w1 - *w0));
+    }
+    int a0 = oh * SH - PH, b0 = ow * SW - PW;
+    int a1 = a0 + KH < H + PH ? a0 + KH : H + PH, b1 = b0 + KW < W + PW ? b0 + KW : W + PW;
+    const int padded = (a1 - a0) * (b1 - b0);
+    a0 = a0 > 0 ? a0 : 0, b0 = b0 > 0 ? b0 : 0, a1 = a1 < H ? a1 : H, b1 = b1 < W ? b1 : W;
+    *h0 = a0, *h1 = a1, *w0 = b0, *w1 = b1;
+    return (A)(COUNT_PAD ? padded : (a1 - a0) * (b1 - b0));
+}
+
 // Adaptive pooling to 1 x 1: a team of `team` lanes (a power of two up to 32) a plane of n
 // elements; y = the plane's mean. Each warp takes 32 / team neighbouring planes at a time and
 // strides over the rest, so that any grid covers the planes (the host sizes it from the output
@@ -119,18 +139,8 @@ __device__ void tocha_pool2d(const T *x, T *y, long long planes, int H, int W, i
             continue;
         }
         int h0, h1, w0, w1;
-        A divisor;
-        if (MODE == 2) {
-            h0 = pool_adaptive_start(oh, H, OH), h1 = pool_adaptive_end(oh, H, OH);
-            w0 = pool_adaptive_start(ow, W, OW), w1 = pool_adaptive_end(ow, W, OW);
-            divisor = (A)((h1 - h0) * (w1 - w0));
-        } else {
-            h0 = oh * SH - PH, w0 = ow * SW - PW;
-            h1 = h0 + KH < H + PH ? h0 + KH : H + PH, w1 = w0 + KW < W + PW ? w0 + KW : W + PW;
-            const int padded = (h1 - h0) * (w1 - w0);
-            h0 = h0 > 0 ? h0 : 0, w0 = w0 > 0 ? w0 : 0, h1 = h1 < H ? h1 : H, w1 = w1 < W ? w1 : W;
-            divisor = (A)(COUNT_PAD ? padded : (h1 - h0) * (w1 - w0));
-        }
+        const A divisor = pool_mean_window<A, MODE, KH, KW, SH, SW, PH, PW, COUNT_PAD>(oh, ow, H, W, OH, OW, &h0, &h1,
+                                                                                     &w0, &w1);
         A sum = (A)0;
         for (int ih = h0; ih < h1; ++ih)
             for (int iw = w0; iw < w1; ++iw) sum += tocha::to_compute(p[(long long)ih * W + iw]);
@@ -155,27 +165,13 @@ __device__ void tocha_pool2d_nhwc(const T *x, T *y, long long n, int C, int H, i
         int oh, ow;
         pool_place(q, OH, OW, &b, &oh, &ow);
         const T *p = x + b * H * W * C + c; // the image's channel c: element (ih, iw) at (ih W + iw) C
-        int h0, h1, w0, w1;
-        A divisor = (A)1;
         if (MODE == 0) {
-            h0 = oh * SH - PH, w0 = ow * SW - PW, h1 = h0 + (KH - 1) * DH + 1, w1 = w0 + (KW - 1) * DW + 1;
-        } else if (MODE == 2) {
-            h0 = pool_adaptive_start(oh, H, OH), h1 = pool_adaptive_end(oh, H, OH);
-            w0 = pool_adaptive_start(ow, W, OW), w1 = pool_adaptive_end(ow, W, OW);
-            divisor = (A)((h1 - h0) * (w1 - w0));
-        } else {
-            h0 = oh * SH - PH, w0 = ow * SW - PW;
-            h1 = h0 + KH < H + PH ? h0 + KH : H + PH, w1 = w0 + KW < W + PW ? w0 + KW : W + PW;
-            const int padded = (h1 - h0) * (w1 - w0);
-            h0 = h0 > 0 ? h0 : 0, w0 = w0 > 0 ? w0 : 0, h1 = h1 < H ? h1 : H, w1 = w1 < W ? w1 : W;
-            divisor = (A)(COUNT_PAD ? padded : (h1 - h0) * (w1 - w0));
-        }
-        if (MODE == 0) {
+            const int h0 = oh * SH - PH, w0 = ow * SW - PW;
             bool any = false;
             A best = -tocha::infinity<A>();
-            for (int ih = h0; ih < h1; ih += DH) {
+            for (int ih = h0; ih < h0 + (KH - 1) * DH + 1; ih += DH) {
                 if (ih < 0 || ih >= H) continue;
-                for (int iw = w0; iw < w1; iw += DW) {
+                for (int iw = w0; iw < w0 + (KW - 1) * DW + 1; iw += DW) {
                     if (iw < 0 || iw >= W) continue;
                     const A v = tocha::to_compute(p[((long long)ih * W + iw) * C]);
                     if (!any || v > best || pool_nan(v)) best = v, any = true;
@@ -184,6 +180,9 @@ __device__ void tocha_pool2d_nhwc(const T *x, T *y, long long n, int C, int H, i
             y[e] = tocha::from_compute<T>(best);
             continue;
         }
+        int h0, h1, w0, w1;
+        const A divisor = pool_mean_window<A, MODE, KH, KW, SH, SW, PH, PW, COUNT_PAD>(oh, ow, H, W, OH, OW, &h0, &h1,
+                                                                                     &w0, &w1);
         A sum = (A)0;
         for (int ih = h0; ih < h1; ++ih)
             for (int iw = w0; iw < w1; ++iw) sum += tocha::to_compute(p[((long long)ih * W + iw) * C]);
