@@ -51,9 +51,10 @@ __device__ __forceinline__ void pool_place(long long e, int h, int w, long long 
 }
 
 // The place (kh * KW + kw) in window (oh, ow) of plane p of its pick (max pooling); -1 for a
-// window of padding alone (never, as the host sizes the output).
+// window of padding alone (never, as the host sizes the output). The plane's elements are C
+// apart (1 for NCHW; the channels for one channel of an NHWC image).
 template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
-__device__ __forceinline__ int pool_pick(const T *p, int H, int W, int oh, int ow)
+__device__ __forceinline__ int pool_pick(const T *p, int H, int W, int oh, int ow, int C = 1)
 {
     typedef typename tocha::compute<T>::type A;
     int at = -1;
@@ -62,12 +63,12 @@ __device__ __forceinline__ int pool_pick(const T *p, int H, int W, int oh, int o
     for (int kh = 0; kh < KH; ++kh) {
         const int ih = oh * SH - PH + kh * DH;
         if (ih < 0 || ih >= H) continue;
-        const T *row = p + (long long)ih * W;
+        const T *row = p + (long long)ih * W * C;
 #pragma unroll
         for (int kw = 0; kw < KW; ++kw) {
             const int iw = ow * SW - PW + kw * DW;
             if (iw < 0 || iw >= W) continue;
-            const A v = tocha::to_compute(row[iw]);
+            const A v = tocha::to_compute(row[(long long)iw * C]);
             if (at < 0 || v > best || pool_nan(v)) best = v, at = kh * KW + kw;
         }
     }
@@ -188,6 +189,55 @@ __device__ void tocha_pool2d_nhwc(const T *x, T *y, long long n, int C, int H, i
             for (int iw = w0; iw < w1; ++iw) sum += tocha::to_compute(p[((long long)ih * W + iw) * C]);
         y[e] = tocha::from_compute<T>(sum / divisor);
     }
+}
+
+// dx of input element (ih, iw): the sum of dy over the windows that hold it (max: those whose
+// pick it is), one division a window (average: by its divisor, adaptive: by its size). p and g
+// are the first x and dy elements of its plane (NCHW, C = 1) or of its channel of one image
+// (NHWC: elements C apart).
+template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
+__device__ __forceinline__ typename tocha::compute<T>::type pool_gather(const T *p, const T *g, int H, int W, int OH,
+                                                                        int OW, int ih, int iw, int C)
+{
+    typedef typename tocha::compute<T>::type A;
+    A sum = (A)0;
+    if (MODE == 2) {
+        // The windows holding row ih start at or before it and end after it.
+        for (int oh = (int)pool_div((long long)ih * OH, H); oh < OH && pool_adaptive_start(oh, H, OH) <= ih; ++oh) {
+            if (pool_adaptive_end(oh, H, OH) <= ih) continue;
+            const int hn = pool_adaptive_end(oh, H, OH) - pool_adaptive_start(oh, H, OH);
+            for (int ow = (int)pool_div((long long)iw * OW, W); ow < OW && pool_adaptive_start(ow, W, OW) <= iw; ++ow) {
+                if (pool_adaptive_end(ow, W, OW) <= iw) continue;
+                const int wn = pool_adaptive_end(ow, W, OW) - pool_adaptive_start(ow, W, OW);
+                sum += tocha::to_compute(g[((long long)oh * OW + ow) * C]) / (A)(hn * wn);
+            }
+        }
+        return sum;
+    }
+    // Window oh holds row ih when ih = oh * SH - PH + kh * DH for a kh in [0, KH).
+    const int eff_h = (KH - 1) * DH, eff_w = (KW - 1) * DW;
+    int oh_lo = ih + PH - eff_h, ow_lo = iw + PW - eff_w;
+    oh_lo = oh_lo <= 0 ? 0 : (oh_lo + SH - 1) / SH;
+    ow_lo = ow_lo <= 0 ? 0 : (ow_lo + SW - 1) / SW;
+    int oh_hi = (ih + PH) / SH, ow_hi = (iw + PW) / SW;
+    oh_hi = oh_hi < OH - 1 ? oh_hi : OH - 1;
+    ow_hi = ow_hi < OW - 1 ? ow_hi : OW - 1;
+    for (int oh = oh_lo; oh <= oh_hi; ++oh) {
+        if ((ih + PH - oh * SH) % DH != 0) continue;
+        for (int ow = ow_lo; ow <= ow_hi; ++ow) {
+            if ((iw + PW - ow * SW) % DW != 0) continue;
+            const A dy = tocha::to_compute(g[((long long)oh * OW + ow) * C]);
+            if (MODE == 0) {
+                const int dh = (ih + PH - oh * SH) / DH, dw = (iw + PW - ow * SW) / DW;
+                if (pool_pick<T, KH, KW, SH, SW, PH, PW, DH, DW>(p, H, W, oh, ow, C) == dh * KW + dw) sum += dy;
+            } else {
+                int h0, h1, w0, w1;
+                sum += dy / pool_mean_window<A, 1, KH, KW, SH, SW, PH, PW, COUNT_PAD>(oh, ow, H, W, OH, OW, &h0, &h1, &w0,
+                                                                                     &w1);
+            }
+        }
+    }
+    return sum;
 }
 
 // ---- max pooling's backward by tiles ----
@@ -388,48 +438,25 @@ __device__ void tocha_pool2d_backward(const T *x, const T *dy, T *dx, long long 
         long long plane;
         int ih, iw;
         pool_place(e, H, W, &plane, &ih, &iw);
-        const T *p = x + plane * H * W;
-        const T *g = dy + plane * OH * OW;
-        A sum = (A)0;
-        if (MODE == 2) {
-            // The windows holding row ih start at or before it and end after it.
-            for (int oh = (int)pool_div((long long)ih * OH, H); oh < OH && pool_adaptive_start(oh, H, OH) <= ih; ++oh) {
-                if (pool_adaptive_end(oh, H, OH) <= ih) continue;
-                const int hn = pool_adaptive_end(oh, H, OH) - pool_adaptive_start(oh, H, OH);
-                for (int ow = (int)pool_div((long long)iw * OW, W); ow < OW && pool_adaptive_start(ow, W, OW) <= iw; ++ow) {
-                    if (pool_adaptive_end(ow, W, OW) <= iw) continue;
-                    const int wn = pool_adaptive_end(ow, W, OW) - pool_adaptive_start(ow, W, OW);
-                    sum += tocha::to_compute(g[oh * OW + ow]) / (A)(hn * wn);
-                }
-            }
-            dx[e] = tocha::from_compute<T>(sum);
-            continue;
-        }
-        // Window oh holds row ih when ih = oh * SH - PH + kh * DH for a kh in [0, KH).
-        const int eff_h = (KH - 1) * DH, eff_w = (KW - 1) * DW;
-        int oh_lo = ih + PH - eff_h, ow_lo = iw + PW - eff_w;
-        oh_lo = oh_lo <= 0 ? 0 : (oh_lo + SH - 1) / SH;
-        ow_lo = ow_lo <= 0 ? 0 : (ow_lo + SW - 1) / SW;
-        int oh_hi = (ih + PH) / SH, ow_hi = (iw + PW) / SW;
-        oh_hi = oh_hi < OH - 1 ? oh_hi : OH - 1;
-        ow_hi = ow_hi < OW - 1 ? ow_hi : OW - 1;
-        for (int oh = oh_lo; oh <= oh_hi; ++oh) {
-            if ((ih + PH - oh * SH) % DH != 0) continue;
-            for (int ow = ow_lo; ow <= ow_hi; ++ow) {
-                if ((iw + PW - ow * SW) % DW != 0) continue;
-                if (MODE == 0) {
-                    const int dh = (ih + PH - oh * SH) / DH, dw = (iw + PW - ow * SW) / DW;
-                    if (pool_pick<T, KH, KW, SH, SW, PH, PW, DH, DW>(p, H, W, oh, ow) == dh * KW + dw)
-                        sum += tocha::to_compute(g[oh * OW + ow]);
-                } else {
-                    int h0 = oh * SH - PH, w0 = ow * SW - PW;
-                    int h1 = h0 + KH < H + PH ? h0 + KH : H + PH, w1 = w0 + KW < W + PW ? w0 + KW : W + PW;
-                    const int padded = (h1 - h0) * (w1 - w0);
-                    h0 = h0 > 0 ? h0 : 0, w0 = w0 > 0 ? w0 : 0, h1 = h1 < H ? h1 : H, w1 = w1 < W ? w1 : W;
-                    sum += tocha::to_compute(g[oh * OW + ow]) / (A)(COUNT_PAD ? padded : (h1 - h0) * (w1 - w0));
-                }
-            }
-        }
-        dx[e] = tocha::from_compute<T>(sum);
+        dx[e] = tocha::from_compute<T>(pool_gather<T, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(
+            x + plane * H * W, dy + plane * OH * OW, H, W, OH, OW, ih, iw, 1));
+    }
+}
+
+// The backward of tocha_pool2d_nhwc: a thread a dx element of x [n, H, W, C], channels fastest
+// (a warp's reads of each window's dy are consecutive), gathering as the NCHW walk does.
+template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
+__device__ void tocha_pool2d_nhwc_backward(const T *x, const T *dy, T *dx, long long n, int C, int H, int W, int OH,
+                                           int OW)
+{
+    const long long total = n * H * W * C, stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        const long long q = pool_div(e, C);
+        const int c = (int)(e - q * C);
+        long long b;
+        int ih, iw;
+        pool_place(q, H, W, &b, &ih, &iw);
+        dx[e] = tocha::from_compute<T>(pool_gather<T, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(
+            x + b * H * W * C + c, dy + b * OH * OW * C + c, H, W, OH, OW, ih, iw, C));
     }
 }

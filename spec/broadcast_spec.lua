@@ -1,7 +1,9 @@
 -- tocha.Broadcast: every function on random broadcasting shapes (either operand repeated,
 -- leading dimensions missing), forward against the eager tensor math and backward against
 -- the gradients summed here in f64 over the output elements that read each operand element;
--- the squeeze-and-excitation scale in a model; bad shapes. On sim and, tagged #gpu, on cuda.
+-- the squeeze-and-excitation scale in a model; bad shapes; tocha.BroadcastConstant's forward and
+-- backward (x's gradient as Broadcast's, the constant on either side, of x's shape too). On sim
+-- and, tagged #gpu, on cuda.
 local tocha = require "tocha"
 local ref = require "support.reference"
 
@@ -123,6 +125,33 @@ describe("tocha.Broadcast", function()
         local dx, dz = op:backward(xt, zt, dy)
         assert.is_true(tocha.allclose(grads[1], dx, 0, 0))
         assert.is_true(tocha.allclose(grads[2], dz, 0, 0))
+      end)
+
+      it("gives BroadcastConstant's x the gradient Broadcast gives its operand, on either side", function()
+        for _, c in ipairs({ { "mul", { 3, 1, 1 }, false }, { "sub", { 1 }, true }, { "div", { 5 }, true },
+          { "div", { 2, 3, 4, 5 }, false }, { "sub", { 2, 3, 4, 5 }, true }, { "max", { 4, 1 }, false } }) do
+          local fn, cshape, first = c[1], c[2], c[3]
+          local op = tocha.BroadcastConstant.new(fn, cshape, { constant_first = first })
+          local plain = tocha.Broadcast.new(fn)
+          local x, k = randn({ 2, 3, 4, 5 }, "f32", true), randn(cshape, "f32", true)
+          local y = op:forward(x, k)
+          local a, b = x, k
+          if first then a, b = k, x end
+          assert.is_true(tocha.allclose(y, plain:forward(a, b), 0, 0), fn)
+          local dy = randn(y:shape(), "f32")
+          local dx, dk = op:backward(x, k, dy)
+          local da, db = plain:backward(a, b, dy)
+          assert.is_true(tocha.allclose(dx, first and db or da, 0, 0), fn .. " dx")
+          assert.are.equal(0, dk:abs():max():item(), fn .. ": the constant gets no gradient")
+          -- in a model: the node's parameter holds the constant
+          local input = tocha.Model.input({ -1, 3, 4, 5 })
+          local m = tocha.Model({ input }, { op(input) })
+          m:load(2, device)
+          for _, t in pairs(m:parameters()) do t:copy(k) end
+          local out, cache = m:forward_train({ x })
+          assert.is_true(tocha.allclose(out[1], y, 0, 0), fn .. " in a model")
+          assert.is_true(tocha.allclose(m:backward({ dy }, cache)[1], dx, 0, 0), fn .. " dx in a model")
+        end
       end)
 
       it("refuses shapes that do not broadcast", function()

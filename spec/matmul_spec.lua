@@ -295,7 +295,8 @@ end)
 
 -- tocha.MatMul: the product of two computed tensors as an op (a model's node: attention's q k^T
 -- and p v), batched, b a batch of its own or one matrix; exact on small integers through each
--- kind of kernel (the tensor cores, the f32 tiles, the tiled kernel of odd sizes).
+-- kind of kernel (the tensor cores, the f32 tiles, the tiled kernel of odd sizes), forward and
+-- backward (da = dy b^T, db = a^T dy summed over a's batch where b is one matrix).
 describe("tocha.MatMul", function()
   for _, dev in ipairs(ref.devices()) do
     it("multiplies batches of computed matrices as tocha.matmul does, on " .. dev.name .. dev.tag, function()
@@ -321,12 +322,39 @@ describe("tocha.MatMul", function()
         local model = tocha.Model({ ia, ib }, { mm(ia, ib) })
         model:load(sa[1], dev.name)
         assert.are.same(want, values(model:forward({ a, b })[1]), dt .. " in a model")
+        -- backward, against sums written out (every element: da and db poisoned first)
+        local dy = small_ints(shape, dt, dev.name, seed + 2)
+        local av, bv, dyv = values(a), values(b), values(dy)
+        local wda, wdb = {}, {}
+        for e = 1, #bv do wdb[e] = 0 end
+        for z = 0, batch_a - 1 do
+          local ob = (batch_b > 1 and z or 0) * k * n
+          for i = 0, m - 1 do
+            for p = 0, k - 1 do
+              local s = 0
+              for j = 0, n - 1 do
+                local g = dyv[z * m * n + i * n + j + 1]
+                s = s + g * bv[ob + p * n + j + 1]
+                wdb[ob + p * n + j + 1] = wdb[ob + p * n + j + 1] + av[z * m * k + i * k + p + 1] * g
+              end
+              wda[z * m * k + i * k + p + 1] = s
+            end
+          end
+        end
+        local da, db = tocha.full(sa, 99, { dtype = dt, device = dev.name }), tocha.full(sb, 99, { dtype = dt, device = dev.name })
+        mm:backward(a, b, dy, da, db)
+        assert.are.same(wda, values(da), dt .. " da")
+        assert.are.same(wdb, values(db), dt .. " db")
+        local _, cache = model:forward_train({ a, b })
+        local grads = model:backward({ dy }, cache)
+        assert.are.same(wda, values(grads[1]), dt .. " da in a model")
+        assert.are.same(wdb, values(grads[2]), dt .. " db in a model")
       end
       local mm = tocha.MatMul.new(4, 5)
       fails("inputs[1]: expected 4 columns (k), got 3", mm.compute_concrete_output_shape, mm, { { 2, 3 }, { 4, 5 } })
       fails("batch dimensions [3, 4, 5] do not match", mm.compute_concrete_output_shape, mm, { { 2, 6, 4 }, { 3, 4, 5 } })
       fails("k, n: expected positive sizes", tocha.MatMul.new, 0, 5)
-      assert.is_false(mm:has_backward())
+      assert.is_true(mm:has_backward())
     end)
   end
 end)

@@ -164,9 +164,9 @@ describe("2-D pooling", function()
         end
       end)
 
-      -- layout nhwc (forward only): x permuted to [B, H, W, C], y permuted back, against the
+      -- layout nhwc: x and dy permuted to [B, H, W, C], y and dx permuted back, against the
       -- reference, every case, with a NaN and ties among the max cases' elements
-      it("pools channels-last tensors (layout nhwc) forward as NCHW's, every option, f32 and bf16", function()
+      it("pools channels-last tensors (layout nhwc) forward and backward as NCHW's, every option, f32 and bf16", function()
         ref.rng("pool nhwc")
         for i, case in ipairs(CASES) do
           local mode, opts = case[1], case[2]
@@ -175,7 +175,7 @@ describe("2-D pooling", function()
           local o = { layout = "nhwc", dtype = dt }
           for k, v in pairs(opts) do o[k] = v end
           local op = CLASS[mode].new(o)
-          assert.is_false(op:has_backward())
+          assert.is_true(op:has_backward())
           local x = randn(shape, dt)
           if mode == "max" then -- ties and a NaN
             local v = x:to_table(true)
@@ -188,10 +188,13 @@ describe("2-D pooling", function()
           local r = { k = p2(opts.kernel_size, 1) }
           r.s, r.p, r.d = p2(opts.stride, r.k), p2(opts.padding, 0), p2(opts.dilation, 1)
           r.ceil, r.count_include_pad, r.output_size = opts.ceil_mode, opts.count_include_pad ~= false, p2(opts.output_size, 1)
-          local no_dy = setmetatable({}, { __index = function() return 0 end })
-          local wy, _, wshape = pool_ref(mode, r, x:to_table(true), shape, no_dy)
+          local dy = randn({ y:shape()[1], y:shape()[4], y:shape()[2], y:shape()[3] }, dt)
+          local wy, wdx, wshape = pool_ref(mode, r, x:to_table(true), shape, dy:to_table(true))
           assert.are.same({ wshape[1], wshape[3], wshape[4], wshape[2] }, y:shape(), mode)
-          check(y:permute(1, 4, 2, 3):contiguous(), wy, dt, ("%s nhwc %s %s"):format(mode, dt, table.concat(shape, "x")), 1)
+          local what = ("%s nhwc %s %s"):format(mode, dt, table.concat(shape, "x"))
+          check(y:permute(1, 4, 2, 3):contiguous(), wy, dt, what, 1)
+          local dx = op:backward(x:permute(1, 3, 4, 2):contiguous(), dy:permute(1, 3, 4, 2):contiguous())
+          check(dx:permute(1, 4, 2, 3):contiguous(), wdx, dt, what .. " dx")
         end
         fails('layout: expected "nchw" or "nhwc", got "nchwc"', tocha.MaxPool2d.new, { kernel_size = 2, layout = "nchwc" })
       end)

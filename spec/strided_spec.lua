@@ -1,6 +1,8 @@
 -- tocha.Permute and tocha.Slice: a view of x copied dense, against Lua's indexing of the same
 -- elements, every output element checked (the output poisoned first), dtypes of every width,
--- random shapes, permutations and slices (negative steps, clamped and negative bounds).
+-- random shapes, permutations and slices (negative steps, clamped and negative bounds); the
+-- backward likewise (dx poisoned first: Permute's dy taken back, Slice's dy in its places and
+-- zeros elsewhere), and both in a model's backward.
 local tocha = require "tocha"
 local ref = require "support.reference"
 
@@ -63,6 +65,16 @@ describe("tocha.Permute and tocha.Slice", function()
             assert(got == want, ("%s %s dims %s: y[%s] = %s, want %s"):format(dt, table.concat(shape, "x"), table.concat(dims, ","),
               table.concat(pos, ","), tostring(got), tostring(want)))
           end)
+          -- backward: dx[x's position] = dy at the position the permutation took it to
+          local dy = tocha.rand(out_shape, { dtype = dt, device = device, seed = 50 + case, high = 100 })
+          local dx = tocha.full(shape, 77, { dtype = dt, device = device })
+          op:backward(x, dy, dx)
+          local dys, dxs = dy:to_table(true), dx:to_table(true)
+          each(out_shape, function(pos)
+            local src = {}
+            for i, d in ipairs(dims) do src[d] = pos[i] end
+            assert.are.equal(dys[flat(out_shape, pos) + 1], dxs[flat(shape, src) + 1])
+          end)
         end
       end)
 
@@ -110,8 +122,36 @@ describe("tocha.Permute and tocha.Slice", function()
               for i = 1, #shape do src[i] = picks[i][pos[i]] end
               assert.are.equal(xs[flat(shape, src) + 1], ys[flat(out_shape, pos) + 1])
             end)
+            -- backward: dy at the sliced places, zeros at every other (dx poisoned first)
+            local dy = tocha.rand(out_shape, { dtype = dt, device = device, seed = 200 + case, low = 1, high = 50 })
+            local dx = tocha.full(shape, 77, { dtype = dt, device = device })
+            op:backward(x, dy, dx)
+            local want = {}
+            for i = 1, ref.numel(shape) do want[i] = 0 end
+            local dys = dy:to_table(true)
+            each(out_shape, function(pos)
+              local src = {}
+              for i = 1, #shape do src[i] = picks[i][pos[i]] end
+              want[flat(shape, src) + 1] = dys[flat(out_shape, pos) + 1]
+            end)
+            assert.are.same(want, dx:to_table(true))
           end
         end
+      end)
+
+      it("run in a model's backward as their direct calls do", function()
+        local input = tocha.Model.input({ -1, 4, 6 })
+        local permute = tocha.Permute.new({ 1, 3, 2 })                         -- [B, 6, 4]
+        local slice = tocha.Slice.new({ 1 }, { 6 }, { axes = { 2 }, steps = { 2 } }) -- [B, 3, 4]
+        local m = tocha.Model({ input }, { slice(permute(input)) })
+        m:load(3, device)
+        local x = tocha.randn({ 3, 4, 6 }, { seed = 9, device = device })
+        local ys, cache = m:forward_train({ x })
+        local p = permute:forward(x)
+        assert.is_true(tocha.allclose(ys[1], slice:forward(p), 0, 0))
+        local dy = tocha.randn(ys[1]:shape(), { seed = 10, device = device })
+        local grads = m:backward({ dy }, cache)
+        assert.is_true(tocha.allclose(grads[1], permute:backward(x, slice:backward(p, dy)), 0, 0))
       end)
 
       it("refuse bad arguments by name", function()

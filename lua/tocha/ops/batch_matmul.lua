@@ -4,7 +4,9 @@
 -- MatMul of two computed tensors). kernels/matmul.cu's products, as tocha.matmul picks them
 -- (the tensor cores for halves, the f32 tiles for f32, where k and n are whole 16-byte chunks;
 -- the tiled kernel otherwise), with k and n baked in at construction as Linear's features are.
--- Forward only: a model's backward through it is refused by name.
+-- Backward: da = dy b^T and db = a^T dy (summed over a's batch where b is one matrix, as a
+-- single product over a's rows), each one launch of the same kernels reading the transposes
+-- in place (column-major operands).
 --
 --   local mm = tocha.MatMul.new(64, 197, { dtype = "bf16" })   -- k = 64, n = 197
 --   local scores = mm:forward(q, kt)                             -- [B, H, 197, 64] x [B, H, 64, 197]
@@ -30,6 +32,10 @@ function MatMul.new(k, n, opts)
   -- the kernel depends on k and n alone (the consecutive dimensions of row-major a and b)
   local kernel, _, _, kind = matmul.launch_of(dt, 1, k, n, 1, "row", "row")
   self.kernel, self.matrix_kind = kernel, kind
+  -- dy [m, n] by b^T [n, k] (b read column-major); a^T [k, m] (a read column-major) by dy [m, n]
+  self.grad_a_kernel, _, _, self.grad_a_kind = matmul.launch_of(dt, 1, n, k, 1, "row", "col")
+  self.grad_b_kernel, _, _, self.grad_b_kind = matmul.launch_of(dt, k, 1, n, 1, "col", "row")
+  self.grad_kernel = self.grad_a_kernel
   return self
 end
 
@@ -85,6 +91,42 @@ function MatMul:pack_args(inputs, _, output)
   return { at[1], at[2], c, c, m, self.n, self.k, batch > 1 and m * self.k or 0, batch_b > 1 and self.k * self.n or 0,
     m * self.n, 0, c, c, 0 }
 end
+
+-- ---- the backward: launch 1 da, launch 2 db ----
+
+function MatMul:n_backward_launches() return 2 end
+
+function MatMul:backward_kernel_for_launch(i)
+  op.launch_index(i, 2)
+  return i == 1 and self.grad_a_kernel or self.grad_b_kernel
+end
+
+function MatMul:backward_grid_for_launch(i, input_shapes)
+  op.launch_index(i, 2)
+  local shapes = op.input_shapes(input_shapes, 2)
+  local m, batch, batch_b = sizes(self, shapes[1], shapes[2])
+  if i == 1 then return matmul.grid_of(self.grad_a_kind, m, self.k, batch, "a", self.grad_a_kernel.tile_n) end
+  return matmul.grid_of(self.grad_b_kind, self.k, self.n, batch_b > 1 and batch or 1, "b", self.grad_b_kernel.tile_n)
+end
+function MatMul:backward_grid(input_shapes) return self:backward_grid_for_launch(1, input_shapes) end
+
+function MatMul:pack_backward_args_for_launch(i, inputs, _, _, _, grad_output, _, grad_inputs)
+  op.launch_index(i, 2)
+  local at, shapes = op.inputs_of(inputs, 2)
+  local m, batch, batch_b = sizes(self, shapes[1], shapes[2])
+  grad_inputs = op.list(grad_inputs, "grad_inputs")
+  local dy = op.address(grad_output, "grad_output")
+  local k, n = self.k, self.n
+  if i == 1 then
+    local da = op.address(grad_inputs[1], "grad_inputs[1]")
+    return { dy, at[2], da, da, m, k, n, batch > 1 and m * n or 0, batch_b > 1 and k * n or 0, m * k, 0, da, da, 0 }
+  end
+  local db = op.address(grad_inputs[2], "grad_inputs[2]")
+  if batch_b > 1 then return { at[1], dy, db, db, k, n, m, m * k, m * n, k * n, 0, db, db, 0 } end
+  -- one b for every matrix of a: a's rows of the whole batch as one product's k
+  return { at[1], dy, db, db, k, n, m * batch, 0, 0, 0, 0, db, db, 0 }
+end
+function MatMul:pack_backward_args(...) return self:pack_backward_args_for_launch(1, ...) end
 
 op.finish(MatMul)
 

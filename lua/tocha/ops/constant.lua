@@ -3,10 +3,13 @@
 -- tensors (a transformer's class token before its patches). One launch copies it into the
 -- node's output (Elementwise identity's kernel), so that what reads it reads a buffer of the
 -- model's as from any node. Its one input places it in the graph (a model's nodes are made from
--- others) and is never read: the node it is joined to serves. No backward.
+-- others) and is never read: the node it is joined to serves. Its backward gives that input a
+-- zero gradient (the constant is not trained).
 --
 --   local cls = tocha.Constant.new({ 2, 1, 768 })                 -- parameter "constant"
 --   local tokens = tocha.ChannelCat.new()(cls(patches), patches)  -- in a model
+local dtype = require "tocha.dtype"
+local kernel = require "tocha.kernel"
 local op = require "tocha.op"
 local Elementwise = require("tocha.ops.elementwise").Elementwise
 
@@ -22,9 +25,13 @@ function Constant.new(shape, opts)
   local copy = Elementwise.new("identity", opts.dtype)
   local s = {}
   for i, v in ipairs(shape) do s[i] = v end
-  return setmetatable({ kind = "constant", dtype = copy.dtype, shape = s, kernel = copy.kernel,
+  local self = setmetatable({ kind = "constant", dtype = copy.dtype, shape = s, kernel = copy.kernel,
     block_size = copy.block_size, id = ("constant__%s__%s"):format(op.shape_text(s):gsub("[^%d]+", "_"), copy.dtype) },
     Constant)
+  self.grad_kernel = kernel.new { source = op.source("fill.cu"), name = "tocha_fill", template_args = dtype.ctype(self.dtype),
+    params = ("%s* y, i64 n, f64 value"):format(self.dtype) }
+  self.backward_kernel = self.grad_kernel
+  return self
 end
 
 function Constant:param_names() return { "constant" } end
@@ -45,6 +52,19 @@ Constant.grid = op.flat_grid
 function Constant:pack_args(_, params, output)
   params = op.list(params, "params")
   return { op.address(params[1], "params[1]"), op.address(output, "output"), op.numel(self.shape) }
+end
+
+-- The backward: zeros for the input that placed the node (of any shape).
+function Constant:backward_grid(input_shapes)
+  local x = op.one_input(input_shapes)
+  op.check_shape(x, "inputs[1]")
+  return op.flat_grid(self, x)
+end
+
+function Constant:pack_backward_args(inputs, _, _, _, _, _, grad_inputs)
+  local _, shape = op.input_of(inputs)
+  grad_inputs = op.list(grad_inputs, "grad_inputs")
+  return { op.address(grad_inputs[1], "grad_inputs[1]"), op.numel(shape), 0 }
 end
 
 op.finish(Constant)

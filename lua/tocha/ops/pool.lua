@@ -12,8 +12,8 @@
 -- stride defaults to kernel_size; padding at most half the (dilated) kernel; ceil_mode rounds
 -- the output size up, a last window starting in the padding dropped as PyTorch does.
 -- dtype (default f32) and block (threads a CTA, default 256) too. layout "nhwc" pools
--- channels-last tensors ([B, H, W, C] -> [B, OH, OW, C], a thread an output element, channels
--- fastest), forward only (an imported network's inference); "nchw" (the default) has both.
+-- channels-last tensors ([B, H, W, C] -> [B, OH, OW, C]; forward a thread an output element,
+-- backward a thread an input element, channels fastest), "nchw" (the default) NCHW ones.
 --
 -- The host picks each launch's mapping from the shapes and passes it as the kernels' `plan`
 -- (kernels/pool2d.cu says what each does): adaptive pooling to 1 x 1 reads each plane with a
@@ -84,9 +84,12 @@ local function make(class, mode, opts)
     p[1], p[2], d[1], d[2], (mode == "avg" and self.count_include_pad) and 1 or 0)
   self.id = ("%s__%s__%s%s"):format(name:lower(), dt, targs:gsub("[^%d]+", "_"), layout == "nhwc" and "__nhwc" or "")
   local source = op.source("pool2d.cu")
-  if layout == "nhwc" then -- (no grad_kernel: no backward)
+  if layout == "nhwc" then
     self.kernel = kernel.new { source = source, name = "tocha_pool2d_nhwc", template_args = targs,
       params = ("%s* x, %s* y, i64 n, i32 C, i32 H, i32 W, i32 OH, i32 OW"):format(dt, dt) }
+    self.grad_kernel = kernel.new { source = source, name = "tocha_pool2d_nhwc_backward", template_args = targs,
+      params = ("%s* x, %s* dy, %s* dx, i64 n, i32 C, i32 H, i32 W, i32 OH, i32 OW"):format(dt, dt, dt) }
+    self.backward_kernel = self.grad_kernel
     return self
   end
   self.kernel = kernel.new { source = source, name = "tocha_pool2d", template_args = targs,
@@ -209,6 +212,7 @@ function Methods:backward_grid(input_shapes)
   local shape = op.one_input(input_shapes)
   op.check_shape(shape, "inputs[1]")
   local out = self:compute_concrete_output_shape({ shape })
+  if self.layout == "nhwc" then return grid_of(self, op.numel(shape)) end
   local plan = backward_plan(self, shape[3], shape[4], out[3], out[4])
   if plan == 0 then return grid_of(self, op.numel(shape)) end
   if self.mode == "max" then
@@ -222,8 +226,15 @@ function Methods:backward_grid(input_shapes)
 end
 
 function Methods:pack_backward_args(inputs, _, _, output_shape, grad_output, _, grad_inputs)
-  local x, planes, H, W, OH, OW = sizes(self, inputs, output_shape)
   grad_inputs = op.list(grad_inputs, "grad_inputs")
+  if self.layout == "nhwc" then
+    local x, shape = op.input_of(inputs)
+    local out = self:compute_concrete_output_shape({ shape })
+    if output_shape then op.check_output_shape(output_shape, out, "the pool's output for its input") end
+    return { x, op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "grad_inputs[1]"), shape[1], shape[4],
+      shape[2], shape[3], out[2], out[3] }
+  end
+  local x, planes, H, W, OH, OW = sizes(self, inputs, output_shape)
   return { x, op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "grad_inputs[1]"), planes, H, W, OH, OW,
     backward_plan(self, H, W, OH, OW) }
 end

@@ -8,7 +8,9 @@
 --   local s = tocha.Slice.new({ 1 }, { -1 }, { axes = { 3 }, steps = { 2 } })  -- x[:, :, 1:-1:2]
 --   local y = p:forward(x)                               -- or p(node) in a model
 --
--- Forward only: a model's backward through them is refused by name.
+-- Backward: Permute's dx is dy copied back through the inverse permutation (one launch);
+-- Slice's dx is zeros with dy copied into the sliced places (a fill, then the copy with dx's
+-- view as the destination), so that an imported network trains through both.
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -58,6 +60,46 @@ function Methods:pack_args(inputs, _, output, output_shape)
   return args
 end
 
+-- The copy kernel's arguments from src to dst over `shape`, with src strides s and dst strides
+-- t (in elements; dst already at its offset).
+local function copy_args(src, dst, shape, s, t)
+  local args = { src, dst, op.numel(shape), #shape }
+  for _, list in ipairs({ shape, s, t }) do
+    for i = 1, 8 do args[#args + 1] = list[i] or (list == shape and 1 or 0) end
+  end
+  return args
+end
+
+-- The backward's plan for x's shape: {launches = count, shape, s, t, offset} (M.Permute and
+-- M.Slice define it).
+function Methods:has_backward() return true end
+function Methods:backward_block() return { BLOCK, 1, 1 } end
+function Methods:n_backward_launches() return self.zero_first and 2 or 1 end
+
+function Methods:backward_kernel_for_launch(i)
+  op.launch_index(i, self:n_backward_launches())
+  return (self.zero_first and i == 1) and self.fill_kernel or self.grad_kernel
+end
+
+function Methods:backward_grid_for_launch(i, input_shapes)
+  op.launch_index(i, self:n_backward_launches())
+  local x = op.one_input(input_shapes)
+  op.check_shape(x, "inputs[1]")
+  local n = op.numel(self.zero_first and i == 2 and self:view(x).shape or x)
+  return { math.max(1, math.min(math.ceil(n / (BLOCK * 4)), 2 ^ 31 - 1)), 1, 1 }
+end
+function Methods:backward_grid(input_shapes) return self:backward_grid_for_launch(1, input_shapes) end
+
+function Methods:pack_backward_args_for_launch(i, inputs, _, _, _, grad_output, _, grad_inputs)
+  op.launch_index(i, self:n_backward_launches())
+  local _, shape = op.input_of(inputs)
+  grad_inputs = op.list(grad_inputs, "grad_inputs")
+  local dx, dy = op.address(grad_inputs[1], "grad_inputs[1]"), op.address(grad_output, "grad_output")
+  if self.zero_first and i == 1 then return { dx, op.numel(shape), 0 } end
+  return self:backward_copy(shape, dy, dx)
+end
+function Methods:pack_backward_args(...) return self:pack_backward_args_for_launch(1, ...) end
+
 local function strided_class(name)
   local class = op.class(name)
   for k, fn in pairs(Methods) do class[k] = fn end
@@ -85,6 +127,7 @@ function M.Permute.new(dims, opts)
   local self = setmetatable({ kind = "permute", dims = { unpack(dims) }, dtype = dt, block_size = BLOCK,
     id = ("permute__%s__%s"):format(table.concat(dims, "_"), dt) }, M.Permute)
   self.kernel = copy_kernel(dt)
+  self.grad_kernel = self.kernel
   return self
 end
 
@@ -95,6 +138,15 @@ function M.Permute:view(x)
   local strides, shape, s = dense_strides(x), {}, {}
   for i, d in ipairs(self.dims) do shape[i], s[i] = x[d], strides[d] end
   return { shape = shape, strides = s, offset = 0 }
+end
+
+-- dx[x's index] = dy at the place the permutation put it: over x's shape, dy's strides taken
+-- back through the inverse permutation.
+function M.Permute:backward_copy(x, dy, dx)
+  local v = self:view(x)
+  local dy_strides, s = dense_strides(v.shape), {}
+  for i, d in ipairs(self.dims) do s[d] = dy_strides[i] end
+  return copy_args(dy, dx, x, s, dense_strides(x))
 end
 
 op.finish(M.Permute)
@@ -142,9 +194,12 @@ function M.Slice.new(starts, ends, opts)
   dtype.id(dt)
   local function text(list) return table.concat(list, "_") end
   local self = setmetatable({ kind = "slice", starts = { unpack(starts) }, ends = { unpack(ends) }, axes = { unpack(axes) },
-    steps = { unpack(steps) }, dtype = dt, block_size = BLOCK,
+    steps = { unpack(steps) }, dtype = dt, block_size = BLOCK, zero_first = true,
     id = ("slice__%s__%s__%s__%s__%s"):format(text(starts), text(ends), text(axes), text(steps), dt) }, M.Slice)
   self.kernel = copy_kernel(dt)
+  self.grad_kernel = self.kernel
+  self.fill_kernel = kernel.new { source = op.source("fill.cu"), name = "tocha_fill", template_args = dtype.ctype(dt),
+    params = ("%s* y, i64 n, f64 value"):format(dt) }
   return self
 end
 
@@ -175,6 +230,13 @@ function M.Slice:view(x)
     offset = offset + first * strides[d]
   end
   return { shape = shape, strides = s, offset = offset }
+end
+
+-- After dx is zeroed: dy (dense, the view's shape) copied into dx's places of the view.
+function M.Slice:backward_copy(x, dy, dx)
+  local v = self:view(x)
+  return copy_args(dy, ffi.cast("uint64_t", dx) + v.offset * dtype.size(self.dtype), v.shape, dense_strides(v.shape),
+    v.strides)
 end
 
 op.finish(M.Slice)
