@@ -213,7 +213,7 @@ function Import:emit(n, op, inputs, params, hint)
   return { node = node, shape = shape }
 end
 
--- ---- fusion: a convolution and what follows it, as one Conv2d ----
+-- ---- fusion: a convolution or a linear layer and what follows it, as one launch ----
 --
 -- A Conv's output is held open (a record with `pending`, the convolution's plan) while the
 -- nodes after it can join its launch: a BatchNormalization (folded into the weight and bias by
@@ -221,7 +221,8 @@ end
 -- and an activation (the epilogue's F), each only where it is the value's one reader, so that
 -- no one reads what the fused launch no longer writes. Whatever else reads the value emits the
 -- convolution as planned so far. `stage` counts what joined: a record of an earlier stage is
--- one its reader has absorbed, never emitted.
+-- one its reader has absorbed, never emitted. A Gemm's or MatMul's Linear is held open the same
+-- way for an activation alone (`pending.linear`: a transformer's fc + GELU, a head's fc + ReLU).
 
 -- Whether v is an open convolution that the value `name`, read `reads` times in all, lets a
 -- reader join (without an activation yet).
@@ -241,6 +242,12 @@ function Import:materialize(v)
   local p = v.pending
   if p.node then v.node = p.node return end
   if v.stage ~= p.stage then error("tocha.onnx: a fused value was read after its reader absorbed it", 0) end
+  if p.linear then
+    local op = Linear.new(p.in_features, p.out_features, { bias = p.b ~= nil, dtype = self.dtype, activation = p.act })
+    local r = self:emit(p.n, op, { p.x }, { weight = p.w, bias = p.b }, p.name)
+    p.node, v.node = r.node, r.node
+    return
+  end
   local weight, bias = p.w, p.b
   if p.bn then
     local function t(rec) return self:tensor_of(rec, "f32") end
@@ -351,7 +358,8 @@ OPS.BatchNormalization = function(self, n)
   local v = self:input(n, 1, true)
   local consts = true
   for i = 2, 5 do consts = consts and self:input(n, i) ~= nil and self:input(n, i).const end
-  if self:open(v, n.inputs[1]) and not v.pending.bn and not v.pending.residual and consts and #n.outputs == 1
+  if self:open(v, n.inputs[1]) and not v.pending.linear and not v.pending.bn and not v.pending.residual and consts
+      and #n.outputs == 1
       and self:attr(n, "training_mode", 0) == 0 then
     v.pending.bn = { scale = self:input(n, 2), bias = self:input(n, 3), mean = self:input(n, 4), var = self:input(n, 5),
       eps = self:attr(n, "epsilon", 1e-5) }
@@ -382,10 +390,15 @@ local function linear(self, n, x, w, transposed, bias, alpha, beta)
   if bias and numel(bias.shape) ~= out_f then
     self:fail(n, ("C has %d elements, not one an output (%d)"):format(numel(bias.shape), out_f))
   end
-  local op = Linear.new(in_f, out_f, { bias = bias ~= nil, dtype = self.dtype })
   local weight = { const = true, shape = { out_f, in_f }, from = w, transpose = not transposed, scale = alpha }
   local b = bias and { const = true, shape = { out_f }, from = bias, scale = beta } or nil
-  self:set(n, 1, self:emit(n, op, { x }, { weight = weight, bias = b }, self:layer_name(n, w)))
+  local plain = Linear.new(in_f, out_f, { bias = bias ~= nil, dtype = self.dtype })
+  local ok, shape = pcall(plain.compute_concrete_output_shape, plain, { x.shape })
+  if not ok then self:fail(n, tostring(shape):gsub("^.-: ", "", 1)) end
+  -- held open: an activation after it may join its epilogue (Import:materialize emits it)
+  local p = { linear = true, n = n, x = x, w = weight, b = b, in_features = in_f, out_features = out_f,
+    name = self:layer_name(n, w), act = "identity", stage = 0 }
+  self:set(n, 1, { pending = p, stage = 0, shape = shape })
 end
 
 OPS.Gemm = function(self, n)
@@ -411,10 +424,12 @@ local UNARY = { Relu = "relu", Sigmoid = "sigmoid", Tanh = "tanh", Exp = "exp", 
 -- The activations a convolution's epilogue applies (tocha.matmul.ACTIVATIONS).
 local EPILOGUE = require("tocha.matmul").ACTIVATIONS
 
--- y = fn(input 1): joined to an open convolution where it can be, else an Elementwise.
-local function activation(self, n, fn)
+-- y = fn(input 1): joined to an open convolution or linear layer where it can be (its value read
+-- `reads` times in all: 1, or the chain's reads where a pattern of several nodes makes fn), else
+-- an Elementwise.
+local function activation(self, n, fn, reads)
   local v = self:input(n, 1, true)
-  if EPILOGUE[fn] and self:open(v, n.inputs[1]) then
+  if EPILOGUE[fn] and self:open(v, n.inputs[1], reads) then
     v.pending.act = fn
     return self:set(n, 1, joined(v))
   end
@@ -475,6 +490,78 @@ OPS.Gelu = function(self, n)
   activation(self, n, "gelu")
 end
 
+-- The number a scalar constant holds (an initializer, or a Constant node's value, converted
+-- here if its turn has not come), or nil.
+function Import:scalar(name)
+  local v = self.values[name]
+  local p = self.producer[name]
+  if not v and p and p.op_type == "Constant" then
+    OPS.Constant(self, p)
+    v = self.values[name]
+  end
+  if not v or not v.const or numel(v.shape) ~= 1 then return nil end
+  local ok, values = pcall(self.values_of, self, p or { name = name, op_type = "?" }, v, name)
+  return ok and values[1] or nil
+end
+
+-- The one reader of value `name` when it is of op type `op_type` and reads it once, else nil.
+function Import:sole_reader(name, op_type)
+  local r = self.readers[name]
+  if (self.uses[name] or 0) ~= 1 or not r or r.op_type ~= op_type then return nil end
+  return r
+end
+
+-- The other input of binary node r than `name` (nil where both are it).
+local function other_input(r, name)
+  if r.inputs[1] == name and r.inputs[2] ~= name then return r.inputs[2] end
+  if r.inputs[2] == name and r.inputs[1] ~= name then return r.inputs[1] end
+  return nil
+end
+
+local function near(v, want) return v ~= nil and math.abs(v - want) <= 1e-5 * math.abs(want) end
+
+-- The exact GELU as exporters write it before opset 20's Gelu: x * (1 + erf(x / sqrt 2)) * 0.5
+-- (PyTorch's nn.GELU), or (x * 0.5) * (1 + erf(...)), the division also a Mul by 1 / sqrt 2. From
+-- the chain's first node n (its x the input `at`): the nodes it holds after n and the last one,
+-- or nil where n does not start one (each value in it read once, by the next).
+function Import:gelu_chain(n)
+  local x
+  for k = 1, 2 do
+    local c = self:scalar(n.inputs[3 - k])
+    if n.op_type == "Div" and k == 1 and near(c, math.sqrt(2)) then x = n.inputs[1] end
+    if n.op_type == "Mul" and near(c, 1 / math.sqrt(2)) then x = n.inputs[k] end
+  end
+  if not x or (self.uses[x] or 0) ~= 2 then return nil end
+  local erf = self:sole_reader(n.outputs[1], "Erf")
+  local plus = erf and self:sole_reader(erf.outputs[1], "Add")
+  if not plus or not near(self:scalar(other_input(plus, erf.outputs[1]) or ""), 1) then return nil end
+  local times = self:sole_reader(plus.outputs[1], "Mul")
+  local other = times and other_input(times, plus.outputs[1])
+  if not other then return nil end
+  if other == x then -- (x * (1 + erf)) * 0.5
+    local half = self:sole_reader(times.outputs[1], "Mul")
+    if half and near(self:scalar(other_input(half, times.outputs[1]) or ""), 0.5) then return x, { erf, plus, times, half }, half end
+    return nil
+  end
+  local h = self.producer[other] -- (x * 0.5) * (1 + erf), x * 0.5 read by times alone
+  if h and h.op_type == "Mul" and (self.uses[other] or 0) == 1 and other_input(h, x) and near(self:scalar(other_input(h, x)), 0.5) then
+    return x, { erf, plus, times, h }, times
+  end
+  return nil
+end
+
+-- Div or Mul starting an exact GELU's chain: one gelu of x (joined to an open convolution or
+-- linear layer where it can be), the chain's other nodes skipped; else the arithmetic.
+local function gelu_or(arith)
+  return function(self, n)
+    local x, rest, last = self:gelu_chain(n)
+    if not x then return arith(self, n) end
+    for _, r in ipairs(rest) do self.done[r] = true end
+    local node = { name = last.name, op_type = "Gelu", inputs = { x }, outputs = last.outputs, attributes = {}, index = last.index }
+    activation(self, node, "gelu", 2)
+  end
+end
+
 local function alias(self, n)
   if n.outputs[2] and n.outputs[2] ~= "" then self:fail(n, "its second output (a mask) is not supported") end
   self:set(n, 1, self:needed(n, 1, "input"))
@@ -526,11 +613,23 @@ end
 binary("Add", "add")
 
 -- Add(conv, r), r computed and of conv's shape: r joins the convolution as its residual.
+-- Add(linear, c), c a constant of one value an output feature: c joins a Linear without a bias
+-- as its bias (PyTorch exports nn.Linear on tokens as MatMul, then Add).
 local add = OPS.Add
 OPS.Add = function(self, n)
   for k = 1, 2 do
+    local v, c = self:input(n, k, true), self:input(n, 3 - k, true)
+    local p = v and v.pending
+    if self:open(v, n.inputs[k]) and p.linear and not p.b and c and c.const and #c.shape <= #v.shape
+        and numel(c.shape) == p.out_features and c.shape[#c.shape] == p.out_features then
+      p.b = { const = true, shape = { p.out_features }, from = c }
+      return self:set(n, 1, joined(v))
+    end
+  end
+  for k = 1, 2 do
     local v, other = self:input(n, k, true), self:input(n, 3 - k, true)
-    if self:open(v, n.inputs[k]) and not v.pending.residual and other and not other.const and not other.silu_half
+    if self:open(v, n.inputs[k]) and not v.pending.linear and not v.pending.residual and other and not other.const
+        and not other.silu_half
         and n.inputs[1] ~= n.inputs[2] then
       other = self:input(n, 3 - k, false, true)
       if #other.shape == #v.shape and op_base.same_sizes(other.shape, v.shape) then
@@ -589,6 +688,9 @@ OPS.Mul = function(self, n)
   end
   mul(self, n)
 end
+
+OPS.Div = gelu_or(OPS.Div)
+OPS.Mul = gelu_or(OPS.Mul)
 
 OPS.Pow = function(self, n)
   local x = self:runtime(n, 1)
@@ -1160,7 +1262,7 @@ function M.load(path, opts)
       raise(("%s: node %s (%s) is of domain %s, not ONNX's"):format(path, show(n.name), n.op_type, show(n.domain)))
     end
   end
-  local self = setmetatable({ path = path, file = f, dtype = dt, device = dev, values = {}, producer = {}, names = {},
+  local self = setmetatable({ path = path, file = f, dtype = dt, device = dev, values = {}, producer = {}, names = {}, done = {},
     params = {}, opset = f.opsets[""] or f.opsets["ai.onnx"] or 1, fuse = opts.fuse ~= false, layout = layout,
     nhwc = layout == "nhwc" and "nhwc" or nil }, Import)
   for name, init in pairs(f.initializers) do
@@ -1197,8 +1299,8 @@ function M.load(path, opts)
   end
   for _, v in ipairs(f.outputs) do self.uses[v.name] = (self.uses[v.name] or 0) + 1 end
   for _, n in ipairs(f.nodes) do
-    local convert = OPS[n.op_type]
-    if not convert then
+    local convert = not self.done[n] and OPS[n.op_type] or function() end
+    if not OPS[n.op_type] then
       raise(("%s: node %s: op type %s is not one tocha imports (tocha.onnx.OPS lists them)"):format(path, show(n.name),
         show(n.op_type)))
     end

@@ -479,8 +479,34 @@ def attention():
         helper.make_node("MatMul", ["o_flat", "wo"], ["proj"], name="out_proj"),
         helper.make_node("Add", ["proj", "x"], ["y"], name="residual"),
     ]
-    inits = [init("ln.weight", g), init("ln.bias", beta), init("wq", wq), init("wk", wk), init("wv", wv), init("wo", wo)]
-    save("attention", nodes, [("x", x)], [("y", y)], inits)
+    # the MLP as PyTorch exports nn.Linear on tokens (MatMul, then Add of the bias) and nn.GELU
+    # before opset 20 (x * (1 + erf(x / sqrt 2)) * 0.5, its constants Constant nodes); then a
+    # classifier on the mean token: Gemm (transB) and Relu
+    w1, b1, w2, b2 = rand(d, 2 * d), rand(2 * d), rand(2 * d, d), rand(d)
+    wc, bc = rand(3, d), rand(3)
+    erf = np.vectorize(math.erf)
+    u = y @ w1 + b1
+    y2 = (u * (1 + erf(u / math.sqrt(2))) * 0.5) @ w2 + b2 + y
+    cls = np.maximum(y2.mean(1) @ wc.T.astype(np.float64) + bc, 0)
+    nodes += [
+        cst("sqrt2", f32, [], [math.sqrt(2)]), cst("one", f32, [], [1.0]), cst("half", f32, [], [0.5]),
+        helper.make_node("MatMul", ["y", "w1"], ["fc1_mm"], name="fc1_mm"),
+        helper.make_node("Add", ["fc1_mm", "b1"], ["u"], name="fc1_bias"),
+        helper.make_node("Div", ["u", "sqrt2"], ["u_scaled"], name="gelu_div"),
+        helper.make_node("Erf", ["u_scaled"], ["u_erf"], name="gelu_erf"),
+        helper.make_node("Add", ["u_erf", "one"], ["u_plus"], name="gelu_add"),
+        helper.make_node("Mul", ["u", "u_plus"], ["u_times"], name="gelu_mul"),
+        helper.make_node("Mul", ["u_times", "half"], ["act"], name="gelu_half"),
+        helper.make_node("MatMul", ["act", "w2"], ["fc2_mm"], name="fc2_mm"),
+        helper.make_node("Add", ["fc2_mm", "b2"], ["fc2"], name="fc2_bias"),
+        helper.make_node("Add", ["fc2", "y"], ["y2"], name="mlp_residual"),
+        helper.make_node("ReduceMean", ["y2"], ["pooled"], name="pool", axes=[1], keepdims=0),
+        helper.make_node("Gemm", ["pooled", "wc", "bc"], ["logits"], name="classifier", transB=1),
+        helper.make_node("Relu", ["logits"], ["cls"], name="classifier_relu"),
+    ]
+    inits = [init("ln.weight", g), init("ln.bias", beta), init("wq", wq), init("wk", wk), init("wv", wv), init("wo", wo),
+             init("w1", w1), init("b1", b1), init("w2", w2), init("b2", b2), init("wc", wc), init("bc", bc)]
+    save("attention", nodes, [("x", x)], [("y2", y2), ("cls", cls)], inits)
 
 
 # ---- files to refuse ----
