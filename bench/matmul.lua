@@ -17,14 +17,15 @@ print(("benchmark on %s (%s), %d launches each"):format(device.name, device.prod
 -- dtypes}. Shapes: square products, a transformer's linear layers over 8192 tokens (768 ->
 -- 3072 -> 768, and 4096 x 4096), attention's batched products (32 heads' 512 x 64 by 64 x
 -- 512), a classifier's head (8192 x 2048 -> 1000), a size not a multiple of the tiles.
-local HALVES, ALL = { "f16", "bf16" }, { "f16", "bf16", "f32" }
+-- ("tf32": f32 tensors multiplied with tf32 = true, PyTorch's allow_tf32 on that row alone)
+local HALVES, ALL = { "f16", "bf16" }, { "f16", "bf16", "f32", "tf32" }
 local CASES = {
   { "square 1024", { 1024, 1024 }, { 1024, 1024 }, false, ALL },
   { "square 2048", { 2048, 2048 }, { 2048, 2048 }, false, ALL },
-  { "square 4096", { 4096, 4096 }, { 4096, 4096 }, false, HALVES },
+  { "square 4096", { 4096, 4096 }, { 4096, 4096 }, false, { "f16", "bf16", "tf32" } },
   { "square 8192", { 8192, 8192 }, { 8192, 8192 }, false, HALVES },
   { "linear 768->3072", { 8192, 768 }, { 3072, 768 }, true, ALL },
-  { "linear 3072->768", { 8192, 3072 }, { 768, 3072 }, true, HALVES },
+  { "linear 3072->768", { 8192, 3072 }, { 768, 3072 }, true, { "f16", "bf16", "tf32" } },
   { "linear 4096->4096", { 4096, 4096 }, { 4096, 4096 }, true, HALVES },
   { "attention scores", { 32, 512, 64 }, { 32, 64, 512 }, false, HALVES },
   { "classifier 2048->1000", { 8192, 2048 }, { 1000, 2048 }, true, HALVES },
@@ -45,18 +46,19 @@ local rows = {}
 for _, case in ipairs(CASES) do
   local name, sa, sb, transposed, dtypes = case[1], case[2], case[3], case[4], case[5]
   if not timing.selected(name, opts.only) then goto next_case end
-  for _, dt in ipairs(dtypes) do
+  for _, label in ipairs(dtypes) do
+    local dt, mm_opts = label == "tf32" and "f32" or label, { tf32 = label == "tf32" }
     -- checked against sim on the shape cut to at most 40 a side
     local small_a, small_b = {}, {}
     for i, s in ipairs(sa) do small_a[i] = math.min(s, 40) end
     for i, s in ipairs(sb) do small_b[i] = math.min(s, 40) end
     local a0 = tocha.randn(small_a, { dtype = dt, device = "sim", seed = 1 })
     local b0 = tocha.randn(small_b, { dtype = dt, device = "sim", seed = 2 })
-    local want = tocha.matmul(a0, transposed and b0:t() or b0)
+    local want = tocha.matmul(a0, transposed and b0:t() or b0, mm_opts)
     local a1, b1 = a0:to(device.name), b0:to(device.name)
-    local got = tocha.matmul(a1, transposed and b1:t() or b1)
+    local got = tocha.matmul(a1, transposed and b1:t() or b1, mm_opts)
     local r = tocha.compare(got:to("sim"):cast("f64"), want:cast("f64"), { rtol = 2e-2, atol = 2e-2 })
-    if not r.ok then error(("%s %s: %d elements differ from sim's"):format(name, dt, r.mismatched)) end
+    if not r.ok then error(("%s %s: %d elements differ from sim's"):format(name, label, r.mismatched)) end
 
     local sets = {}
     for s = 1, 2 do
@@ -68,14 +70,14 @@ for _, case in ipairs(CASES) do
     local batch = #sa == 3 and sa[1] or 1
     local ms = timing.time_launches(device, function(i)
       local s = sets[i % 2 + 1]
-      local c = tocha.matmul(s.a, s.bv)
+      local c = tocha.matmul(s.a, s.bv, mm_opts)
       c:free()
     end, opts.launches)
     local tflops = 2 * batch * m * n * k / (ms * 1e9)
-    local row = { name = name, dtype = dt, a = shape_text(sa), b = shape_text(sb), transposed = transposed and 1 or 0,
+    local row = { name = name, dtype = label, a = shape_text(sa), b = shape_text(sb), transposed = transposed and 1 or 0,
       flops = 2 * batch * m * n * k, ms = ms, tflops = tflops }
     rows[#rows + 1] = row
-    print(("%-22s %-5s %-14s %-14s%s %9.4f ms %8.1f TFLOP/s"):format(name, dt, row.a, row.b, transposed and " (b^T)" or "",
+    print(("%-22s %-5s %-14s %-14s%s %9.4f ms %8.1f TFLOP/s"):format(name, label, row.a, row.b, transposed and " (b^T)" or "",
       ms, tflops))
     for s = 1, 2 do sets[s].a:free() sets[s].b:free() end
   end

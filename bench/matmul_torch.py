@@ -5,7 +5,8 @@
 Reads DIR/tocha.csv (each case's shapes and dtype; b stored as given and read transposed where
 `transposed` is 1, as a Linear's weight), writes DIR/torch.csv and DIR/report.md: time and
 TFLOP/s of both, side by side. TF32 stays off (torch.backends.cuda.matmul.allow_tf32 = False,
-PyTorch's default), as tocha's f32 products use none. Each timed call allocates its result."""
+PyTorch's default) for the f32 rows, as tocha's f32 products use none; the tf32 rows (f32
+tensors, tocha's tf32 = true) turn it on for that call alone. Each timed call allocates its result."""
 import csv
 import sys
 
@@ -13,7 +14,7 @@ import torch
 
 from torch_timing import time_launches
 
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
 def shape(text):
@@ -28,7 +29,11 @@ def case_ms(r, launches):
         a = torch.randn(shape(r["a"]), generator=g, device="cuda").to(dt)
         b = torch.randn(shape(r["b"]), generator=g, device="cuda").to(dt)
         sets.append((a, b.transpose(-2, -1) if r["transposed"] == "1" else b))
-    return time_launches(lambda k: torch.matmul(*sets[k % 2]), launches)
+    torch.backends.cuda.matmul.allow_tf32 = r["dtype"] == "tf32"
+    try:
+        return time_launches(lambda k: torch.matmul(*sets[k % 2]), launches)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
 
 
 def main():

@@ -6,7 +6,7 @@
 // residual [m, n] where the flags `epilogue` name it, then F, or with EPILOGUE_GRAD the
 // backward's grad F'(z) (grad [m, n], a fused activation's dz), rounded once to T.
 // Every kernel takes CTAs of 256 threads but tocha_matmul_ws, 384 (launch bounds; any other
-// block traps). Four kernels:
+// block traps). Five kernels:
 // - tocha_matmul_tc (f16, bf16): the tensor cores, f32 accumulators rounded once to T. A CTA
 //   computes a 128 x BN tile of C (BN 128 or 256); the tiles are numbered along grid.x in
 //   groups of 8 rows of tiles, column by column within a group, so that the CTAs running
@@ -28,6 +28,10 @@
 //     dynamic shared memory, so that both loops ask MM_SHARED(BN) bytes), read
 //     through ldmatrix (transposed where the stored layout is the fragment's transpose), rows
 //     padded by 16 bytes so that the eight rows an ldmatrix phase reads fall on distinct banks.
+// - tocha_matmul_tf32 (f32 read as tf32, the opt-in; sm_90 and the simulator): tocha_matmul_tc's
+//   wgmma loop on 128 x 128 tiles, slices of 32 f32 (128 bytes, as the halves' 64), both
+//   operands K-major in the stages as tf32's wgmma needs: an MN-major one is transposed on its
+//   way there through registers (mm_operand_transpose).
 // - tocha_matmul_ws (f16, bf16; sm_90 and the simulator): tocha_matmul_tc's tiles and stages on
 //   a warp-specialized loop (mm_ws_tile): a copying warpgroup and two multiplying ones, handing
 //   stages over on mbarriers (mbarrier.cuh). The host takes it where B is row-major.
@@ -71,11 +75,16 @@ __device__ __forceinline__ void mm_store_pair(T *c, const tocha_epilogue<T, F> &
     v0 = epi.apply(v0, r * n + col, col);
     if (col + 1 < n) v1 = epi.apply(v1, r * n + col + 1, col + 1);
     const T pair[2] = {tocha::from_compute<T>(v0), tocha::from_compute<T>(v1)};
-    // one 4-byte store where r * n + col is even and C 4-byte aligned (a view may start anywhere)
-    if (col + 1 < n && n % 2 == 0 && (unsigned long long)c % 4 == 0) {
-        unsigned bits;
-        memcpy(&bits, pair, 4);
-        *(unsigned *)(c + r * n + col) = bits;
+    // one store of the pair where r * n + col is even and C aligned to it (a view may start
+    // anywhere)
+    if (col + 1 < n && n % 2 == 0 && (unsigned long long)c % (2 * sizeof(T)) == 0) {
+        if constexpr (sizeof(T) == 2) {
+            unsigned bits;
+            memcpy(&bits, pair, 4);
+            *(unsigned *)(c + r * n + col) = bits;
+        } else {
+            *(float2 *)(c + r * n + col) = make_float2(v0, v1);
+        }
     } else {
         c[r * n + col] = pair[0];
         if (col + 1 < n) c[r * n + col + 1] = pair[1];
@@ -91,6 +100,9 @@ __device__ __forceinline__ void mm_store_pair(T *c, const tocha_epilogue<T, F> &
 // of it. MN-major (stored along m or n): 64 rows of k, each EXTENT / 8 chunks, in blocks of 64
 // (of m or n) x 64 rows 8 KiB apart.
 template <typename T, bool K_MAJOR, int EXTENT, int THREADS = 256> struct mm_operand_copy {
+    static const int E = 16 / sizeof(T); // elements a chunk
+    static const int SLICE = 8 * E;      // k a slice: 128 bytes of it (64 halves, 32 f32)
+    static_assert(K_MAJOR || sizeof(T) == 2, "mm_operand_copy: f32 operands K-major (tf32 reads no other)");
     static const int CHUNKS = EXTENT * 8 / THREADS;
     static const int PER_ROW = K_MAJOR ? 8 : EXTENT / 8; // chunks a row of the stage
     static const int ROW_STEP = THREADS / PER_ROW;       // rows from one chunk of a thread to the next
@@ -109,9 +121,9 @@ template <typename T, bool K_MAJOR, int EXTENT, int THREADS = 256> struct mm_ope
         const int r = thread / PER_ROW, c = thread % PER_ROW;
         inside = 0;
         if (K_MAJOR) {
-            src = base + (origin + r) * ld + c * 8;
+            src = base + (origin + r) * ld + c * E;
             dst = tocha::swizzle128(r, c);
-            k_row = c * 8;
+            k_row = c * E;
 #pragma unroll
             for (int i = 0; i < CHUNKS; ++i)
                 inside |= (origin + r + ROW_STEP * i < extent ? 1u : 0u) << i;
@@ -123,14 +135,14 @@ template <typename T, bool K_MAJOR, int EXTENT, int THREADS = 256> struct mm_ope
         }
     }
 
-    // Starts the copies of slice s (k from 64 s) into the operand's part of a stage; chunks past
-    // k or the matrix's edge are zero-filled (their source, base, is not read).
+    // Starts the copies of slice s (k from SLICE s) into the operand's part of a stage; chunks
+    // past k or the matrix's edge are zero-filled (their source, base, is not read).
     __device__ __forceinline__ void start(unsigned char *stage, long long s, long long k,
                                           const T *base) const
     {
-        const T *p = src + s * (K_MAJOR ? 64 : 64 * ld);
+        const T *p = src + s * (K_MAJOR ? SLICE : SLICE * ld);
         const long long step = ROW_STEP * ld;
-        const long long k0 = s * 64 + k_row;
+        const long long k0 = s * SLICE + k_row;
 #pragma unroll
         for (int i = 0; i < CHUNKS; ++i) {
             const bool in = (inside >> i & 1u) && (K_MAJOR ? k0 : k0 + ROW_STEP * i) < k;
@@ -139,6 +151,67 @@ template <typename T, bool K_MAJOR, int EXTENT, int THREADS = 256> struct mm_ope
             const int flip = ROW_STEP % 8 == 4 && (i & 1) ? 64 : 0;
             tocha::cp_async16(stage + (dst ^ flip) + i * ROW_STEP * 128, in ? p + i * step : base,
                               in ? 16 : 0);
+        }
+    }
+};
+
+// A if C, else B.
+template <bool C, typename A, typename B> struct mm_pick {
+    typedef A type;
+};
+template <typename A, typename B> struct mm_pick<false, A, B> {
+    typedef B type;
+};
+
+// An f32 operand stored MN-major (along m of A or n of B: a transposed A, a row-major B) copied
+// into the K-major swizzled layout tf32's wgmma reads: EXTENT rows (of m or n) of a stage, each
+// 128 bytes of k (32 f32). The global reads stay 16-byte chunks along m or n; each chunk's four
+// elements go to four rows of the stage through registers (cp.async cannot transpose). A warp
+// covers 8 rows of k by 4 chunks (16 of m or n) a step, so that its stores of one element a
+// thread spread over the banks (the swizzle moves each row's chunk). Every chunk of a slice is
+// loaded before any is stored: CHUNKS loads in flight a thread.
+template <int EXTENT, int THREADS = 256> struct mm_operand_transpose {
+    static const int WARPS = THREADS / 32;
+    static const int CHUNKS = EXTENT / (4 * WARPS); // 16-byte chunks a thread a slice
+    static_assert(WARPS % 4 == 0 && CHUNKS >= 1, "mm_operand_transpose: 4 or 8 warps a copy");
+    const float *src;           // the thread's first chunk at k = 0
+    long long ld, extent;       // elements between stored rows (of k); m or n
+    int k_row, row;             // its row of k in a slice; its first stage row
+
+    // base: the operand, ld: its stored row length, extent: its m or n (a multiple of 4, as the
+    // host asks), origin: the tile's first row or column.
+    __device__ __forceinline__ mm_operand_transpose(const float *base, long long ld_, long long extent_,
+                                                    long long origin, int thread = threadIdx.x)
+        : ld(ld_), extent(extent_ - origin)
+    {
+        const int lane = thread % 32, warp = thread / 32;
+        // a warp's first unit: rows of k 8 (warp % 4) .. + 7, stage rows 16 (warp / 4) .. + 15;
+        // step i moves on 4 WARPS stage rows
+        k_row = 8 * (warp % 4) + lane % 8;
+        row = 16 * (warp / 4) + 4 * (lane / 8);
+        src = base + (long long)k_row * ld + origin + row;
+    }
+
+    // Copies slice s (k from 32 s) into the operand's part of a stage; what lies past k or the
+    // matrix's edge is stored as zeros.
+    __device__ __forceinline__ void start(unsigned char *stage, long long s, long long k, const float *) const
+    {
+        float4 v[CHUNKS];
+        const bool k_in = s * 32 + k_row < k;
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) {
+            const int r = row + 4 * WARPS * i;
+            v[i] = k_in && r < extent ? *(const float4 *)(src + s * 32 * ld + 4 * WARPS * i)
+                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        unsigned char *col = stage + (k_row % 4) * 4;
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) {
+            const int r = row + 4 * WARPS * i, c = k_row / 4;
+            *(float *)(col + tocha::swizzle128(r, c)) = v[i].x;
+            *(float *)(col + tocha::swizzle128(r + 1, c)) = v[i].y;
+            *(float *)(col + tocha::swizzle128(r + 2, c)) = v[i].z;
+            *(float *)(col + tocha::swizzle128(r + 3, c)) = v[i].w;
         }
     }
 };
@@ -219,11 +292,20 @@ __device__ __forceinline__ void mm_wg_tile(const T *a, const T *b, const tocha_e
                                            long long m, long long n, long long k, long long row0,
                                            long long col0)
 {
-    // A's 128 rows (16 KiB of a stage), then B's BN columns
-    const mm_operand_copy<T, !TA, 128> copy_a(a, TA ? m : k, m, row0);
-    const mm_operand_copy<T, TB != 0, BN> copy_b(b, TB ? k : n, n, col0);
-    mm_wg_run<T, TA, TB, BN>(copy_a, copy_b, a, b, epi, c, m, n, k, 0, (k + 63) / 64, row0, col0,
-                             (float *)0);
+    if constexpr (sizeof(T) == 4) {
+        // tf32: both operands K-major in the stages, an MN-major one transposed on the way
+        typedef typename mm_pick<TA != 0, mm_operand_transpose<128>, mm_operand_copy<T, true, 128>>::type CopyA;
+        typedef typename mm_pick<TB != 0, mm_operand_copy<T, true, BN>, mm_operand_transpose<BN>>::type CopyB;
+        const CopyA copy_a(a, TA ? m : k, m, row0);
+        const CopyB copy_b(b, TB ? k : n, n, col0);
+        mm_wg_run<T, 0, 1, BN>(copy_a, copy_b, a, b, epi, c, m, n, k, 0, (k + 31) / 32, row0, col0, (float *)0);
+    } else {
+        // A's 128 rows (16 KiB of a stage), then B's BN columns
+        const mm_operand_copy<T, !TA, 128> copy_a(a, TA ? m : k, m, row0);
+        const mm_operand_copy<T, TB != 0, BN> copy_b(b, TB ? k : n, n, col0);
+        mm_wg_run<T, TA, TB, BN>(copy_a, copy_b, a, b, epi, c, m, n, k, 0, (k + 63) / 64, row0, col0,
+                                 (float *)0);
+    }
 }
 
 // The warp-specialized main loop: 384 threads, warpgroup 0 copies (cp.async, each stage's
@@ -444,6 +526,43 @@ __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, lon
     mm_wg_tile<T, TA, TB, BN>(a, b, epi, c, m, n, k, row0, col0);
 #else
     for (int h = 0; h < BN; h += 128) mm_sync_tile<T, TA, TB>(a, b, epi, c, m, n, k, row0, col0 + h);
+#endif
+}
+
+// tocha_matmul_tc's tiles for f32 operands read as tf32 (the opt-in of PyTorch's allow_tf32):
+// wgmma m64nNk8 on sm_90 and the simulator, slices of 32 of k, an MN-major operand transposed
+// into the K-major stages (mm_operand_transpose); f32 accumulators, rounded once to f32. Each
+// operand's consecutive dimension a multiple of 4 and 16-byte aligned, as tocha_matmul_f32's.
+// Where wgmma is not, the tile's outputs are summed in f32 by a plain loop (correct, slow: the
+// host asks for tf32 only where the device has wgmma).
+template <typename T, int TA, int TB, int BN, typename F>
+__device__ void tocha_matmul_tf32(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
+                                  long long k, long long stride_a, long long stride_b, long long stride_c,
+                                  int has_bias, const T *residual, const T *grad, int epilogue)
+{
+    static_assert(sizeof(T) == 4 && BN == 128, "tocha_matmul_tf32: f32, tiles of 128 columns");
+#ifdef MATMUL_SHARED
+    static_assert(MM_SHARED(BN) <= MATMUL_SHARED, "tocha_matmul_tf32: the launches give too little shared memory");
+#endif
+    if (blockDim.x != 256) __trap();
+    if (m <= 0 || n <= 0) return;
+    long long row0, col0;
+    mm_tile_of(m, n, BN, &row0, &col0);
+    const tocha_epilogue<T, F> epi =
+        tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, blockIdx.z * stride_c);
+    a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
+#ifdef TOCHA_MATMUL_WGMMA
+    mm_wg_tile<T, TA, TB, BN>(a, b, epi, c, m, n, k, row0, col0);
+#else
+    for (int e = threadIdx.x; e < 128 * BN / 2; e += 256) {
+        const long long r = row0 + e / (BN / 2), col = col0 + 2 * (e % (BN / 2));
+        float v[2] = {0.0f, 0.0f};
+        for (int h = 0; h < 2; ++h)
+            if (r < m && col + h < n)
+                for (long long p = 0; p < k; ++p)
+                    v[h] += (float)a[TA ? p * m + r : r * k + p] * (float)b[TB ? (col + h) * k + p : p * n + col + h];
+        mm_store_pair(c, epi, m, n, r, col, v[0], v[1]);
+    }
 #endif
 }
 

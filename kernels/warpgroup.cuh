@@ -1,5 +1,6 @@
 // warpgroup.cuh: the warpgroup-level tensor-core instruction of sm_90, wgmma.mma_async (m64nNk16,
-// f16 or bf16 operands from shared memory, f32 accumulators in registers), with its fences, behind
+// f16 or bf16 operands from shared memory; m64nNk8, f32 operands read as tf32, both K-major, as
+// the instruction takes them; f32 accumulators in registers), with its fences, behind
 // functions that run the same on the simulator. A kernel that uses them is built with
 // tensor_core.cuh (shared_address) and this file before its own source; on the GPU they need the
 // sm_90a target, which tocha's NVRTC builds for sm_90 devices use (elsewhere they trap).
@@ -174,28 +175,65 @@ template <int N> struct wgmma_issue;
 TOCHA_WG_ISSUE(64)
 TOCHA_WG_ISSUE(128)
 TOCHA_WG_ISSUE(256)
+
+// tf32: no transpose operands (K-major only).
+#define TOCHA_WG_TF32_OPERANDS_64 "}, %32, %33, p, 1, 1;}"
+#define TOCHA_WG_TF32_OPERANDS_128 "}, %64, %65, p, 1, 1;}"
+#define TOCHA_WG_TF32_OPERANDS_256 "}, %128, %129, p, 1, 1;}"
+#define TOCHA_WG_TF32_ISSUE(N)                                                                          \
+    template <> struct wgmma_tf32_issue<N> {                                                            \
+        static __device__ __forceinline__ void run(float (&d)[N / 2], unsigned long long da,            \
+                                                   unsigned long long db)                               \
+        {                                                                                               \
+            asm volatile("{.reg .pred p; setp.ne.b32 p, " TOCHA_WG_ONE_##N                               \
+                         ", 0; wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32"                  \
+                         " {" TOCHA_WG_REGS_##N TOCHA_WG_TF32_OPERANDS_##N                               \
+                         : TOCHA_WG_ACC_##N                                                             \
+                         : "l"(da), "l"(db), "r"(1));                                                   \
+        }                                                                                               \
+    };
+template <int N> struct wgmma_tf32_issue;
+TOCHA_WG_TF32_ISSUE(64)
+TOCHA_WG_TF32_ISSUE(128)
+TOCHA_WG_TF32_ISSUE(256)
 #endif
 
 // d (64 x N, f32, the layout above) += a (64 x 16) x b (16 x N), T __half or __nv_bfloat16, N 64,
 // 128 or 256; a and b in shared memory as described above, K-major or, with TA / TB, MN-major,
-// with their lead and stride byte offsets (multiples of 16). Asynchronous on the GPU: see the
-// ordering above.
+// with their lead and stride byte offsets (multiples of 16). T float: a (64 x 8) x b (8 x N), the
+// f32 operands read as tf32 (their 13 low mantissa bits dropped), both K-major (TA = TB = 0),
+// their 8 k elements the 32 bytes at the start's column: a step of k moves the start 32 bytes,
+// as the halves' does. Asynchronous on the GPU: see the ordering above.
 template <typename T, int N, int TA, int TB>
 __device__ __forceinline__ void wgmma(float (&d)[N / 2], const void *a, unsigned a_lead,
                                       unsigned a_stride, const void *b, unsigned b_lead,
                                       unsigned b_stride)
 {
     static_assert(N == 64 || N == 128 || N == 256, "wgmma: N is 64, 128 or 256");
+    if constexpr (sizeof(T) == 4) {
+        static_assert(!TA && !TB, "wgmma: tf32 operands are K-major");
 #ifdef TOCHA_SIM
-    tocha_sim::wgmma_m64k16(d, N, a, a_lead, a_stride, TA != 0, b, b_lead, b_stride, TB != 0,
-                            mma_kind<T>::bf16);
+        (void)a_lead, (void)b_lead;
+        tocha_sim::wgmma_m64k8_tf32(d, N, a, a_stride, b, b_stride);
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    wgmma_issue<N>::template run<mma_kind<T>::bf16, TA, TB>(d, wg_descriptor(a, a_lead, a_stride),
-                                                            wg_descriptor(b, b_lead, b_stride));
+        (void)a_lead, (void)b_lead;
+        wgmma_tf32_issue<N>::run(d, wg_descriptor(a, 0, a_stride), wg_descriptor(b, 0, b_stride));
 #else
-    (void)d, (void)a, (void)a_lead, (void)a_stride, (void)b, (void)b_lead, (void)b_stride;
-    __trap();
+        (void)d, (void)a, (void)a_lead, (void)a_stride, (void)b, (void)b_lead, (void)b_stride;
+        __trap();
 #endif
+    } else {
+#ifdef TOCHA_SIM
+        tocha_sim::wgmma_m64k16(d, N, a, a_lead, a_stride, TA != 0, b, b_lead, b_stride, TB != 0,
+                                mma_kind<T>::bf16);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        wgmma_issue<N>::template run<mma_kind<T>::bf16, TA, TB>(d, wg_descriptor(a, a_lead, a_stride),
+                                                                wg_descriptor(b, b_lead, b_stride));
+#else
+        (void)d, (void)a, (void)a_lead, (void)a_stride, (void)b, (void)b_lead, (void)b_stride;
+        __trap();
+#endif
+    }
 }
 
 } // namespace tocha

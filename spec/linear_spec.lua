@@ -58,11 +58,12 @@ describe("tocha.Linear", function()
     describe("on " .. dev.name .. dev.tag, function()
       local device = dev.name
 
-      local function run(dt, case, bias, ints, seed)
+      local function run(dt, case, bias, ints, seed, tf32)
         local shape, n_in, n_out = case[1], case[2], case[3]
         local rows = ref.numel(shape) / n_in
         local make = ints and small_ints or function(s, d, dv, sd) return tocha.randn(s, { dtype = d, device = dv, seed = sd }) end
-        local fc = tocha.Linear.new(n_in, n_out, { dtype = dt, bias = bias })
+        local fc = tocha.Linear.new(n_in, n_out, { dtype = dt, bias = bias, tf32 = tf32 })
+        if tf32 then assert.are.equal("tf32", fc.matrix_kind) end
         local x, w = make(shape, dt, device, seed), make({ n_out, n_in }, dt, device, seed + 1)
         local b = bias and make({ n_out }, dt, device, seed + 2) or nil
         local out_shape = {}
@@ -74,7 +75,8 @@ describe("tocha.Linear", function()
         local dx, dw, db
         if b then dx, dw, db = fc:backward(x, w, b, dy) else dx, dw = fc:backward(x, w, dy) end
         local want = reference(values(x), values(w), b and values(b), values(dy), rows, n_in, n_out)
-        local tol = ints and 0 or TOL[dt]
+        -- (tf32: each operand's 13 low mantissa bits dropped, a product within 2^-9 of its size)
+        local tol = ints and 0 or tf32 and 2 ^ -9 or TOL[dt]
         local label = ("%s %s in %d out %d%s"):format(dt, table.concat(shape, "x"), n_in, n_out, bias and "" or " no bias")
         compare(y, want.y, tol, label .. " y")
         compare(dx, want.dx, tol, label .. " dx")
@@ -100,6 +102,22 @@ describe("tocha.Linear", function()
             run(dt, case, true, false, seed)
           end
         end
+      end)
+
+      -- tf32 (the opt-in, or tocha.set_float32_matmul_precision("high") when the op is made):
+      -- its three products on the tensor cores, exact on small integers, within tf32's rounding
+      -- on normal inputs
+      it("runs its products on tf32 where asked", function()
+        run("f32", { { 130, 68 }, 68, 200 }, true, true, 40, true)
+        run("f32", { { 3, 20, 36 }, 36, 12 }, false, true, 50, true)
+        run("f32", { { 130, 68 }, 68, 200 }, true, false, 60, true)
+        local old = tocha.set_float32_matmul_precision("high")
+        local made = tocha.Linear.new(16, 8)
+        tocha.set_float32_matmul_precision(old)
+        assert.is_true(made.tf32)
+        assert.is_false(tocha.Linear.new(16, 8).tf32)
+        assert.is_false(tocha.Linear.new(16, 8, { dtype = "bf16", tf32 = true }).tf32) -- (halves: their own tensor cores)
+        fails("tf32: expected a boolean", tocha.Linear.new, 16, 8, { tf32 = "yes" })
       end)
 
       -- y = F(x w^T + b) in the product's epilogue, and the backward through dz = dy F'(z),

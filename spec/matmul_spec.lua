@@ -88,9 +88,74 @@ describe("tocha.matmul", function()
     end
   end)
 
+  -- tf32 (the opt-in): tiles of 128 x 128 on wgmma m64n128k8 in every layout (an MN-major
+  -- operand transposed into the stages through registers), without local memory.
+  it("builds the tf32 kernel for sm_90 in every layout on wgmma's tf32 form, without local memory", function()
+    for _, l in ipairs({ { "row", "row" }, { "row", "col" }, { "col", "row" }, { "col", "col" } }) do
+      local k, grid, block, kind = matmul.launch_of("f32", 256, 256, 256, 1, l[1], l[2], { tf32 = true, wgmma = true })
+      local what = table.concat(l, " ")
+      assert.are.equal("tf32", kind, what)
+      assert.are.same({ 4, 1, 1 }, grid, what)
+      assert.are.equal(256, block[1], what)
+      local info = k:info("sm_90")
+      assert.are.equal(0, info["local"], what)
+      assert.is_true(info.registers <= 255, what)
+      assert.truthy(k:ptx("sm_90"):find("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", 1, true), what)
+      local sass = k:sass("sm_90")
+      if sass then assert.truthy(sass:find("HGMMA", 1, true), what) end
+    end
+    -- where the device is known to lack wgmma, the f32 tiles
+    assert.are.equal("f32_tiles", select(4, matmul.launch_of("f32", 256, 256, 256, 1, "row", "row", { tf32 = true, wgmma = false })))
+    -- f32 operands whose consecutive dimension is not whole 16-byte chunks: the tiled kernel
+    assert.is_false(select(4, matmul.launch_of("f32", 256, 254, 256, 1, "row", "row", { tf32 = true, wgmma = true })))
+  end)
+
   for _, dev in ipairs(ref.devices()) do
     describe("on " .. dev.name .. dev.tag, function()
       local device = dev.name
+
+      -- tf32: exact on small integers (tf32 holds them) in every layout, with edges of m, n and
+      -- k (a last slice of k in part); on normal inputs within tf32's rounding (each operand's
+      -- 13 low mantissa bits dropped: a product within 2^-9 of its size) and not f32's result
+      -- (the tensor cores did read tf32); the switch, PyTorch's set_float32_matmul_precision.
+      it("reads f32 as tf32 where asked, every layout", function()
+        local seed = 900
+        for _, c in ipairs({ { 130, 68, 200, "row", "row" }, { 64, 36, 132, "col", "row" }, { 100, 260, 40, "row", "col" },
+          { 12, 8, 20, "col", "col" }, { 2, 132, 4, "row", "row" } }) do
+          local m, k, n, la, lb = c[1], c[2], c[3], c[4], c[5]
+          seed = seed + 3
+          local function operand(rows, cols, layout, s, ints)
+            local shape = layout == "row" and { rows, cols } or { cols, rows }
+            local t = ints and small_ints(shape, "f32", device, s) or tocha.randn(shape, { device = device, seed = s })
+            return layout == "row" and t or t:t()
+          end
+          local what = ("%dx%dx%d %s %s"):format(m, k, n, la, lb)
+          local a, b = operand(m, k, la, seed, true), operand(k, n, lb, seed + 1, true)
+          local bias = small_ints({ n }, "f32", device, seed + 2)
+          local want = product(values(a:contiguous()), values(b:contiguous()), values(bias), 1, 1, m, k, n)
+          assert.are.same(want, values(tocha.matmul(a, b, { bias = bias, tf32 = true })), what)
+          a, b = operand(m, k, la, seed, false), operand(k, n, lb, seed + 1, false)
+          local got, f32 = values(a:mm(b, { tf32 = true })), values(a:mm(b, { tf32 = false }))
+          local near, scale = product(values(a:contiguous()), values(b:contiguous()), nil, 1, 1, m, k, n)
+          local differs = false
+          for e = 1, #near do
+            assert(math.abs(got[e] - near[e]) <= 2 ^ -9 * scale[e], ("%s: element %d is %.9g, expected %.9g"):format(what, e,
+              got[e], near[e]))
+            differs = differs or got[e] ~= f32[e]
+          end
+          assert.is_true(differs, what .. ": tf32 gave f32's result")
+        end
+        assert.are.equal("highest", tocha.get_float32_matmul_precision())
+        local a, b = tocha.randn({ 16, 32 }, { device = device, seed = 1 }), tocha.randn({ 32, 8 }, { device = device, seed = 2 })
+        local old = tocha.set_float32_matmul_precision("high")
+        local ok, high = pcall(tocha.matmul, a, b)
+        tocha.set_float32_matmul_precision(old)
+        assert.is_true(ok, tostring(high))
+        assert.are.same(values(tocha.matmul(a, b, { tf32 = true })), values(high))
+        assert.are.same(values(tocha.matmul(a, b, { tf32 = false })), values(tocha.matmul(a, b)))
+        fails('precision: expected "highest" or "high" (tf32), got "medium"', tocha.set_float32_matmul_precision, "medium")
+        fails("opts.tf32: expected a boolean, got 1", tocha.matmul, a, b, { tf32 = 1 })
+      end)
 
       it("multiplies matrices and batches of them exactly on small integers, every float dtype", function()
         local seed = 0
@@ -302,10 +367,11 @@ describe("tocha.MatMul", function()
     it("multiplies batches of computed matrices as tocha.matmul does, on " .. dev.name .. dev.tag, function()
       local seed = 7000
       for _, c in ipairs({ { "bf16", { 2, 3, 17, 16 }, { 2, 3, 16, 24 }, "tensor_cores" }, { "f32", { 3, 9, 12 }, { 12, 20 }, "f32_tiles" },
-        { "f16", { 4, 5, 7 }, { 4, 7, 6 }, false }, { "f64", { 2, 3, 4 }, { 2, 4, 5 }, false } }) do
+        { "f16", { 4, 5, 7 }, { 4, 7, 6 }, false }, { "f64", { 2, 3, 4 }, { 2, 4, 5 }, false },
+        { "f32", { 2, 6, 12 }, { 2, 12, 8 }, "tf32", true } }) do
         local dt, sa, sb, kind = c[1], c[2], c[3], c[4]
         seed = seed + 10
-        local mm = tocha.MatMul.new(sa[#sa], sb[#sb], { dtype = dt })
+        local mm = tocha.MatMul.new(sa[#sa], sb[#sb], { dtype = dt, tf32 = c[5] })
         assert.are.equal(kind, mm.matrix_kind, dt)
         local a, b = small_ints(sa, dt, dev.name, seed), small_ints(sb, dt, dev.name, seed + 1)
         local y = mm:forward(a, b)

@@ -31,6 +31,11 @@ tocha.Tensor = tensor.methods
 tocha.where = errors.name(require("tocha.tensor_math").where, "where")
 -- tocha.matmul(a, b [, {bias =}]): the matrix product, batched over a first dimension.
 tocha.matmul = errors.name(require("tocha.matmul").matmul, "matmul")
+-- tocha.set_float32_matmul_precision("high" | "highest"): f32 products on tf32 (the tensor
+-- cores) or not, PyTorch's; tocha.get_float32_matmul_precision() reads it.
+tocha.set_float32_matmul_precision = errors.name(require("tocha.matmul").set_float32_matmul_precision,
+  "set_float32_matmul_precision")
+tocha.get_float32_matmul_precision = require("tocha.matmul").get_float32_matmul_precision
 -- tocha.scaled_dot_product_attention(q, k, v [, {causal, scale, lse}]): attention without the
 -- L x L scores in memory (tocha.attention).
 tocha.scaled_dot_product_attention = errors.name(require("tocha.attention").scaled_dot_product_attention,

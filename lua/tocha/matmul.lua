@@ -84,8 +84,38 @@ function M.source()
     .. op.source("activation.cuh") .. "\n" .. op.source("epilogue.cuh") .. "\n" .. op.source("matmul.cu")
 end
 
+-- ---- tf32: PyTorch's float32 matmul precision ----
+--
+-- "highest" (the default, as PyTorch's): f32 products sum f32 products of f32 operands (the f32
+-- tiles). "high": they may read their operands as tf32 (10 bits of mantissa, the tensor cores:
+-- tocha_matmul_tf32), PyTorch's torch.set_float32_matmul_precision("high") or
+-- torch.backends.cuda.matmul.allow_tf32 = True. Read where a product's kernel is chosen: at each
+-- tocha.matmul call, and when a Linear or MatMul op is made (its kernels are baked in then).
+local precision = "highest"
+
+-- tocha.set_float32_matmul_precision(p): "highest" or "high" (tf32); returns the previous one.
+function M.set_float32_matmul_precision(p)
+  if p ~= "highest" and p ~= "high" then
+    raise(("precision: expected \"highest\" or \"high\" (tf32), got %s"):format(errors.show(p)))
+  end
+  local old = precision
+  precision = p
+  return old
+end
+
+-- tocha.get_float32_matmul_precision() -> "highest" or "high".
+function M.get_float32_matmul_precision() return precision end
+
+-- Whether a product made now reads f32 as tf32: opt (a call's or an op's tf32 option, a
+-- boolean or nil) over the precision set; `what` names the option.
+function M.tf32(opt, what)
+  if opt == nil then return precision == "high" end
+  if type(opt) ~= "boolean" then raise(("%s: expected a boolean, got %s"):format(what, errors.show(opt))) end
+  return opt
+end
+
 local kernels = {}
--- The kernel `name` (tocha_matmul_tc, tocha_matmul_f32 or tocha_matmul_simt) for dtype dt and
+-- The kernel `name` (tocha_matmul_tc, tocha_matmul_tf32, tocha_matmul_f32 or tocha_matmul_simt) for dtype dt and
 -- the operands' layouts ("row" or "col"); for tocha_matmul_tc, bn its tile width, and mma_sync
 -- builds its mma.sync main loop where the device has wgmma too (its specs run both); act, the
 -- epilogue's activation. Its parameters: a, b, bias, c, m, n, k, stride_a, stride_b, stride_c,
@@ -95,7 +125,7 @@ local function kernel_of(name, dt, layout_a, layout_b, bn, mma_sync, act)
   modules()
   local ta, tb = layout_a == "col" and 1 or 0, layout_b == "col" and 1 or 0
   local ws = name == "tocha_matmul_ws"
-  local tc = name == "tocha_matmul_tc" or ws
+  local tc = name == "tocha_matmul_tc" or ws or name == "tocha_matmul_tf32"
   local targs = ("%s, %d, %d"):format(dtype.ctype(dt), ta, tb) .. (tc and (", %d"):format(bn) or "")
     .. ", ew_fn_" .. (act or "identity")
   local key = ("%s|%s|%s"):format(name, targs, mma_sync and "sync" or "")
@@ -172,13 +202,15 @@ end
 local function text(d) return "[" .. table.concat(d, ", ") .. "]" end
 
 -- Which kernel takes a product of dtype dt and these sizes and layouts when its operands are
--- 16-byte aligned: "tensor_cores" for halves and "f32_tiles" for f32 where each operand's
--- consecutive dimension is whole 16-byte chunks, else false (the tiled kernel of any shape).
-local function kind_of(dt, m, k, n, layout_a, layout_b)
+-- 16-byte aligned: "tensor_cores" for halves and "f32_tiles" for f32 ("tf32" where tf32 is asked
+-- for) where each operand's consecutive dimension is whole 16-byte chunks, else false (the tiled
+-- kernel of any shape).
+local function kind_of(dt, m, k, n, layout_a, layout_b, tf32)
   local per_chunk = (dt == "f16" or dt == "bf16") and 8 or dt == "f32" and 4
   if not per_chunk then return false end
   if (layout_a == "row" and k or m) % per_chunk ~= 0 or (layout_b == "row" and n or k) % per_chunk ~= 0 then return false end
-  return per_chunk == 8 and "tensor_cores" or "f32_tiles"
+  if per_chunk == 8 then return "tensor_cores" end
+  return tf32 and "tf32" or "f32_tiles"
 end
 
 -- The grid of an m x n result (a batch of `batch`) for a kernel of `kind` (kind_of): the
@@ -199,7 +231,7 @@ function M.grid_of(kind, m, n, batch, rows, tile_n)
   return { math.max(1, math.ceil(n / 64)), math.max(1, tiles_m), math.max(1, batch) }
 end
 
-local KERNEL_NAME = { tensor_cores = "tocha_matmul_tc", f32_tiles = "tocha_matmul_f32" }
+local KERNEL_NAME = { tensor_cores = "tocha_matmul_tc", f32_tiles = "tocha_matmul_f32", tf32 = "tocha_matmul_tf32" }
 
 -- The kernel, grid and block of an m x k by k x n product (a batch of `batch`) of dtype dt
 -- with these layouts, and its kind ("tensor_cores", "f32_tiles": both need 16-byte aligned
@@ -211,8 +243,9 @@ local KERNEL_NAME = { tensor_cores = "tocha_matmul_tc", f32_tiles = "tocha_matmu
 -- 8192^3 on the H200; with B column-major it loses, 320 against 353 at 8192 x 768 x 3072);
 -- for specs and benchmarks, tile_n (128 or 256), mma_sync (the tensor cores' mma.sync main
 -- loop even where wgmma is) and warp_specialized (true or false: that loop or not, where wgmma
--- is); activation, the epilogue's function (M.ACTIVATIONS; default "identity"). Raises past the
--- grid's limits.
+-- is); activation, the epilogue's function (M.ACTIVATIONS; default "identity"); tf32, f32 read as
+-- tf32 (tocha_matmul_tf32, kind "tf32": tiles of 128 x 128 on wgmma; false where wgmma is known
+-- to be missing, how.wgmma == false). Raises past the grid's limits.
 function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, how)
   how = how or {}
   if type(how) ~= "table" then
@@ -221,8 +254,8 @@ function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, how)
   if how.tile_n ~= nil and how.tile_n ~= 128 and how.tile_n ~= 256 then
     raise("how.tile_n: expected 128 or 256, got " .. errors.show(how.tile_n))
   end
-  local kind = how.aligned ~= false and kind_of(dt, m, k, n, layout_a, layout_b)
-  local bn = how.tile_n or M.tile_n(n, how.sms and m, how.sms, batch)
+  local kind = how.aligned ~= false and kind_of(dt, m, k, n, layout_a, layout_b, how.tf32 and how.wgmma ~= false)
+  local bn = kind == "tf32" and 128 or how.tile_n or M.tile_n(n, how.sms and m, how.sms, batch)
   local ws = how.warp_specialized
   if ws == nil then ws = how.wgmma and layout_b == "row" end
   ws = ws and kind == "tensor_cores" and not how.mma_sync
@@ -245,11 +278,12 @@ function M.matmul(a, b, opts)
   if opts ~= nil and type(opts) ~= "table" then raise("opts: expected a table, got " .. type(opts)) end
   opts = opts or {}
   for key in pairs(opts) do
-    if key ~= "bias" and key ~= "activation" then
-      raise(("opts: unknown option %s (expected bias or activation)"):format(errors.show(key)))
+    if key ~= "bias" and key ~= "activation" and key ~= "tf32" then
+      raise(("opts: unknown option %s (expected bias, activation or tf32)"):format(errors.show(key)))
     end
   end
   local act = M.activation(opts.activation, "opts.activation")
+  local tf32 = M.tf32(opts.tf32, "opts.tf32")
   if a.dev ~= b.dev then
     raise(("b: on %s, but a is on %s (move one with :to())"):format(device.wrap(b.dev).name, device.wrap(a.dev).name))
   end
@@ -313,7 +347,7 @@ function M.matmul(a, b, opts)
   end
   local aligned = tonumber(a.data) % 16 == 0 and tonumber(b.data) % 16 == 0
   local k_, grid, block = M.launch_of(dt, m, k, n, batch, layout_a, layout_b,
-    { aligned = aligned, sms = dev.multiprocessors, wgmma = has_wgmma(dev), activation = act })
+    { aligned = aligned, sms = dev.multiprocessors, wgmma = has_wgmma(dev), activation = act, tf32 = tf32 })
   op.launch_packed(k_, dev, grid, block, { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k,
     batch_a > 1 and m * k or 0, batch_b > 1 and k * n or 0, m * n, bias and 1 or 0, c.data, c.data, 0 })
   return c

@@ -21,20 +21,23 @@ local MatMul = op.class("MatMul")
 M.MatMul = MatMul
 MatMul.input_names = { "a", "b" }
 
--- MatMul.new(k, n [, {dtype = "f32"}]): a's columns and b's rows k, b's columns n.
+-- MatMul.new(k, n [, {dtype = "f32", tf32}]): a's columns and b's rows k, b's columns n; tf32 as
+-- tocha.Linear's (f32 read as tf32; default from tocha.get_float32_matmul_precision()).
 function MatMul.new(k, n, opts)
   k, n = op.integer(k, "k"), op.integer(n, "n")
   if k < 1 or n < 1 then raise(("k, n: expected positive sizes, got %d and %d"):format(k, n)) end
-  opts = op.options(opts, { dtype = true }, "MatMul")
+  opts = op.options(opts, { dtype = true, tf32 = "boolean" }, "MatMul")
   local dt = op.float_dtype(opts.dtype, "dtype")
-  local self = setmetatable({ kind = "matmul", k = k, n = n, dtype = dt, block_size = 256,
-    id = ("matmul__%d__%d__%s"):format(k, n, dt) }, MatMul)
+  local tf32 = dt == "f32" and matmul.tf32(opts.tf32, "tf32")
+  local self = setmetatable({ kind = "matmul", k = k, n = n, dtype = dt, block_size = 256, tf32 = tf32,
+    id = ("matmul__%d__%d__%s%s"):format(k, n, dt, tf32 and "__tf32" or "") }, MatMul)
   -- the kernel depends on k and n alone (the consecutive dimensions of row-major a and b)
-  local kernel, _, _, kind = matmul.launch_of(dt, 1, k, n, 1, "row", "row")
+  local how = { tf32 = tf32 }
+  local kernel, _, _, kind = matmul.launch_of(dt, 1, k, n, 1, "row", "row", how)
   self.kernel, self.matrix_kind = kernel, kind
   -- dy [m, n] by b^T [n, k] (b read column-major); a^T [k, m] (a read column-major) by dy [m, n]
-  self.grad_a_kernel, _, _, self.grad_a_kind = matmul.launch_of(dt, 1, n, k, 1, "row", "col")
-  self.grad_b_kernel, _, _, self.grad_b_kind = matmul.launch_of(dt, k, 1, n, 1, "col", "row")
+  self.grad_a_kernel, _, _, self.grad_a_kind = matmul.launch_of(dt, 1, n, k, 1, "row", "col", how)
+  self.grad_b_kernel, _, _, self.grad_b_kind = matmul.launch_of(dt, k, 1, n, 1, "col", "row", how)
   self.grad_kernel = self.grad_a_kernel
   return self
 end

@@ -46,25 +46,28 @@ local function positive(v, what)
   return v
 end
 
--- Linear.new(in_features, out_features [, {bias = true, dtype = "f32", activation = "identity"}])
+-- Linear.new(in_features, out_features [, {bias = true, dtype = "f32", activation = "identity",
+-- tf32}]): tf32 (f32 only; default: tocha.get_float32_matmul_precision() == "high" when the op
+-- is made) runs its three products on tf32 (tocha_matmul_tf32).
 function Linear.new(in_features, out_features, opts)
   in_features, out_features = positive(in_features, "in_features"), positive(out_features, "out_features")
-  opts = op.options(opts, { bias = "boolean", dtype = true, activation = true }, "Linear")
+  opts = op.options(opts, { bias = "boolean", dtype = true, activation = true, tf32 = "boolean" }, "Linear")
   local dt = op.float_dtype(opts.dtype, "dtype")
   local bias = opts.bias ~= false
   local act = matmul.activation(opts.activation, "activation")
+  local tf32 = dt == "f32" and matmul.tf32(opts.tf32, "tf32")
   local self = setmetatable({ kind = "linear", in_features = in_features, out_features = out_features, dtype = dt,
-    has_bias = bias, block_size = 256, activation = act,
+    has_bias = bias, block_size = 256, activation = act, tf32 = tf32,
     id = ("linear__%d__%d__%s__%s"):format(in_features, out_features, dt, bias and "bias" or "nobias")
-      .. (act ~= "identity" and "__" .. act or "") }, Linear)
+      .. (act ~= "identity" and "__" .. act or "") .. (tf32 and "__tf32" or "") }, Linear)
   -- The kernels and whether they take the tensor cores depend on the features alone (the rows
   -- are never a consecutive dimension of an operand).
   local forward, _, _, forward_kind = matmul.launch_of(dt, 1, in_features, out_features, 1, "row", "col",
-    { activation = act })
-  local dx, _, _, backward_kind = matmul.launch_of(dt, 1, out_features, in_features, 1, "row", "row")
+    { activation = act, tf32 = tf32 })
+  local dx, _, _, backward_kind = matmul.launch_of(dt, 1, out_features, in_features, 1, "row", "row", { tf32 = tf32 })
   self.kernel, self.matrix_kind = forward, forward_kind
   self.dx_kernel, self.backward_matrix_kind = dx, backward_kind
-  self.dw_kernel = matmul.launch_of(dt, out_features, 1, in_features, 1, "col", "row")
+  self.dw_kernel = matmul.launch_of(dt, out_features, 1, in_features, 1, "col", "row", { tf32 = tf32 })
   self.grad_kernel = kernel.new { source = op.source("reduction.cu"), name = "tocha_reduce",
     template_args = dtype.ctype(dt) .. ", 0",
     params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows")
