@@ -120,6 +120,66 @@ describe("tocha.Linear", function()
         fails("tf32: expected a boolean", tocha.Linear.new, 16, 8, { tf32 = "yes" })
       end)
 
+      -- residual: y = F(x w^T + b + r), r a second input (a transformer's proj + x): exact on
+      -- small integers without an activation (d residual = dy, the rest as without it), and
+      -- against central differences in f64 with one, for x, the residual and the weight; in a
+      -- model as in direct calls.
+      it("adds a residual in the epilogue, forward and backward, with and without an activation", function()
+        local n_in, n_out, shape = 24, 40, { 3, 5, 24 }
+        local out_shape = { 3, 5, 40 }
+        for _, dt in ipairs({ "f32", "bf16", "f64" }) do
+          local fc = tocha.Linear.new(n_in, n_out, { dtype = dt, residual = true })
+          local x, w = small_ints(shape, dt, device, 71), small_ints({ n_out, n_in }, dt, device, 72)
+          local b, r = small_ints({ n_out }, dt, device, 73), small_ints(out_shape, dt, device, 74)
+          local dy = small_ints(out_shape, dt, device, 75)
+          local want = reference(values(x), values(w), values(b), values(dy), 15, n_in, n_out)
+          local rv = values(r)
+          for e = 1, #rv do want.y[1][e] = want.y[1][e] + rv[e] end
+          compare(fc:forward(x, r, w, b), want.y, 0, dt .. " y")
+          local dx, dr, dw, db = fc:backward(x, r, w, b, dy)
+          compare(dx, want.dx, 0, dt .. " dx")
+          compare(dw, want.dw, 0, dt .. " dw")
+          compare(db, want.db, 0, dt .. " db")
+          assert.are.same(values(dy), values(dr), dt .. " d residual")
+        end
+        local fc = tocha.Linear.new(n_in, n_out, { dtype = "f64", residual = true, activation = "gelu" })
+        local x = tocha.randn(shape, { dtype = "f64", device = device, seed = 81 })
+        local w = tocha.randn({ n_out, n_in }, { dtype = "f64", device = device, seed = 82 }) * 0.2
+        local b = tocha.randn({ n_out }, { dtype = "f64", device = device, seed = 83 })
+        local r = tocha.randn(out_shape, { dtype = "f64", device = device, seed = 84 })
+        for k, wrt in ipairs({ "x", "residual", "weight" }) do
+          local probe = {
+            forward = function(_, v)
+              local a = { x, r, w }
+              a[k] = v
+              return fc:forward(a[1], a[2], a[3], b)
+            end,
+            backward = function(_, v, dy)
+              local a = { x, r, w }
+              a[k] = v
+              return select(k, fc:backward(a[1], a[2], a[3], b, dy))
+            end }
+          local ok, report = tocha.gradcheck(probe, ({ x, r, w })[k], { max_checks = 30 })
+          assert.is_true(ok, wrt .. ": " .. tostring(report))
+        end
+        local input, res = tocha.Model.input({ -1, 5, 24 }, { dtype = "f64" }), tocha.Model.input({ -1, 5, 40 }, { dtype = "f64" })
+        local m = tocha.Model({ input, res }, { fc(input, res) })
+        m:load(3, device)
+        local p = m:parameters()
+        for name, t in pairs(p) do t:copy(name:match("weight$") and w or b) end
+        local ys, cache = m:forward_train({ x, r })
+        assert.is_true(tocha.allclose(ys[1], fc:forward(x, r, w, b), 0, 0))
+        local dy = tocha.randn(out_shape, { dtype = "f64", device = device, seed = 85 })
+        local grads, pgrads = m:backward({ dy }, cache)
+        local dx, dr, dw = fc:backward(x, r, w, b, dy)
+        assert.is_true(tocha.allclose(grads[1], dx, 0, 0))
+        assert.is_true(tocha.allclose(grads[2], dr, 0, 0))
+        for name, g in pairs(pgrads) do
+          if name:match("weight$") then assert.is_true(tocha.allclose(g, dw, 0, 0)) end
+        end
+        fails("residual: expected the output's shape [3, 5, 40] (the residual), got [3, 5, 24]", fc.forward, fc, x, x, w, b)
+      end)
+
       -- y = F(x w^T + b) in the product's epilogue, and the backward through dz = dy F'(z),
       -- against F of the reference's sums; bounds scaled by what an error in z moves (|F'| and
       -- |F''| below 1.2 here).

@@ -222,7 +222,8 @@ end
 -- no one reads what the fused launch no longer writes. Whatever else reads the value emits the
 -- convolution as planned so far. `stage` counts what joined: a record of an earlier stage is
 -- one its reader has absorbed, never emitted. A Gemm's or MatMul's Linear is held open the same
--- way for an activation alone (`pending.linear`: a transformer's fc + GELU, a head's fc + ReLU).
+-- way (`pending.linear`) for its bias (an Add of a constant), a residual and an activation (a
+-- transformer's fc + GELU and proj + x, a head's fc + ReLU).
 
 -- Whether v is an open convolution that the value `name`, read `reads` times in all, lets a
 -- reader join (without an activation yet).
@@ -243,8 +244,9 @@ function Import:materialize(v)
   if p.node then v.node = p.node return end
   if v.stage ~= p.stage then error("tocha.onnx: a fused value was read after its reader absorbed it", 0) end
   if p.linear then
-    local op = Linear.new(p.in_features, p.out_features, { bias = p.b ~= nil, dtype = self.dtype, activation = p.act })
-    local r = self:emit(p.n, op, { p.x }, { weight = p.w, bias = p.b }, p.name)
+    local op = Linear.new(p.in_features, p.out_features, { bias = p.b ~= nil, dtype = self.dtype, activation = p.act,
+      residual = p.residual ~= nil })
+    local r = self:emit(p.n, op, { p.x, p.residual }, { weight = p.w, bias = p.b }, p.name)
     p.node, v.node = r.node, r.node
     return
   end
@@ -628,10 +630,9 @@ OPS.Add = function(self, n)
   end
   for k = 1, 2 do
     local v, other = self:input(n, k, true), self:input(n, 3 - k, true)
-    if self:open(v, n.inputs[k]) and not v.pending.linear and not v.pending.residual and other and not other.const
-        and not other.silu_half
+    if self:open(v, n.inputs[k]) and not v.pending.residual and other and not other.const and not other.silu_half
         and n.inputs[1] ~= n.inputs[2] then
-      other = self:input(n, 3 - k, false, true)
+      other = self:input(n, 3 - k, false, not v.pending.linear) -- (a convolution's in its layout)
       if #other.shape == #v.shape and op_base.same_sizes(other.shape, v.shape) then
         v.pending.residual = other
         return self:set(n, 1, joined(v))

@@ -23,12 +23,15 @@
 -- is applied to x w^T + b in the product's epilogue, before the one rounding to the dtype. Its
 -- backward first recomputes z with the forward's kernel, writing dz = dy F'(z) to the start of
 -- the workspace (one launch more, and no tensor kept from the forward), then runs the four
--- launches above over dz.
+-- launches above over dz. residual (true: a second input "residual" shaped as y) is added in
+-- the epilogue before F (a transformer block's x + proj(...)); the backward's first launch then
+-- writes dz into d residual (dy copied there without an activation), and the rest read it.
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
 local matmul = require "tocha.matmul"
+local Elementwise = require("tocha.ops.elementwise").Elementwise
 local reduction = require "tocha.ops.reduction"
 local raise = errors.raise
 
@@ -38,7 +41,7 @@ local Linear = op.class("Linear")
 M.Linear = Linear
 Linear.input_names = { "x" }
 
-local address, input_of, one_input, launch_index = op.address, op.input_of, op.one_input, op.launch_index
+local address, launch_index = op.address, op.launch_index
 
 local function positive(v, what)
   v = op.integer(v, what)
@@ -47,19 +50,26 @@ local function positive(v, what)
 end
 
 -- Linear.new(in_features, out_features [, {bias = true, dtype = "f32", activation = "identity",
--- tf32}]): tf32 (f32 only; default: tocha.get_float32_matmul_precision() == "high" when the op
--- is made) runs its three products on tf32 (tocha_matmul_tf32).
+-- residual = false, tf32}]): tf32 (f32 only; default: tocha.get_float32_matmul_precision() ==
+-- "high" when the op is made) runs its three products on tf32 (tocha_matmul_tf32).
 function Linear.new(in_features, out_features, opts)
   in_features, out_features = positive(in_features, "in_features"), positive(out_features, "out_features")
-  opts = op.options(opts, { bias = "boolean", dtype = true, activation = true, tf32 = "boolean" }, "Linear")
+  opts = op.options(opts, { bias = "boolean", dtype = true, activation = true, residual = "boolean", tf32 = "boolean" },
+    "Linear")
   local dt = op.float_dtype(opts.dtype, "dtype")
   local bias = opts.bias ~= false
   local act = matmul.activation(opts.activation, "activation")
   local tf32 = dt == "f32" and matmul.tf32(opts.tf32, "tf32")
   local self = setmetatable({ kind = "linear", in_features = in_features, out_features = out_features, dtype = dt,
-    has_bias = bias, block_size = 256, activation = act, tf32 = tf32,
+    has_bias = bias, block_size = 256, activation = act, tf32 = tf32, residual = opts.residual == true,
     id = ("linear__%d__%d__%s__%s"):format(in_features, out_features, dt, bias and "bias" or "nobias")
-      .. (act ~= "identity" and "__" .. act or "") .. (tf32 and "__tf32" or "") }, Linear)
+      .. (act ~= "identity" and "__" .. act or "") .. (tf32 and "__tf32" or "") .. (opts.residual and "__residual" or "") },
+    Linear)
+  if self.residual then
+    self.input_names = { "x", "residual" }
+    -- the backward's d residual = dy, without an activation
+    if act == "identity" then self.copy_kernel = Elementwise.new("identity", dt).kernel end
+  end
   -- The kernels and whether they take the tensor cores depend on the features alone (the rows
   -- are never a consecutive dimension of an operand).
   local forward, _, _, forward_kind = matmul.launch_of(dt, 1, in_features, out_features, 1, "row", "col",
@@ -87,6 +97,12 @@ end
 
 -- ---- the RuntimeOp (tocha.op's defaults for the rest) ----
 
+-- With a residual the op has two inputs: x, then the residual, shaped as y.
+function Linear:n_activation_inputs() return self.residual and 2 or 1 end
+
+-- x's shape among input_shapes.
+local function x_shape(self, input_shapes) return op.input_shapes(input_shapes, self:n_activation_inputs())[1] end
+
 function Linear:param_names() return self.has_bias and { "weight", "bias" } or { "weight" } end
 function Linear:param_shapes()
   local w = { self.out_features, self.in_features }
@@ -98,12 +114,28 @@ end
 function Linear:param_init_bound() return 1 / math.sqrt(self.in_features) end
 
 function Linear:compute_concrete_output_shape(input_shapes)
-  local shape = one_input(input_shapes)
+  local shapes = op.input_shapes(input_shapes, self:n_activation_inputs())
+  local shape = shapes[1]
   self:rows_of(shape, "inputs[1]")
   local out = {}
   for i, s in ipairs(shape) do out[i] = s end
   out[#out] = self.out_features
+  if self.residual then
+    op.check_shape(shapes[2], "inputs[2]")
+    if not op.same_sizes(shapes[2], out) then
+      raise(("inputs[2]: expected the output's shape %s (the residual), got %s"):format(op.shape_text(out),
+        op.shape_text(shapes[2])))
+    end
+  end
   return out
+end
+
+-- A pack's inputs: x's address and shape, and the residual's address (nil for none), its shape
+-- checked.
+local function inputs_of(self, inputs)
+  local addresses, shapes = op.inputs_of(inputs, self:n_activation_inputs())
+  if self.residual then self:compute_concrete_output_shape(shapes) end
+  return addresses[1], shapes[1], addresses[2]
 end
 
 -- The grid of kernel k (of `kind`) over an m x n result, numbering the tiles k is built for.
@@ -125,22 +157,25 @@ local function check_aligned(list)
 end
 
 function Linear:pack_args(inputs, params, output)
-  local x, shape = input_of(inputs)
+  local x, shape, residual = inputs_of(self, inputs)
   local rows = self:rows_of(shape, "inputs[1]")
   params = op.list(params, "params")
   local w, y = address(params[1], "params[1]"), address(output, "output")
   local b = self.has_bias and address(params[2], "params[2]") or y
   if self.matrix_kind then check_aligned({ { address(x, "inputs[1]"), "x" }, { w, "weight" } }) end
-  return { x, w, b, y, rows, self.out_features, self.in_features, 0, 0, 0, self.has_bias and 1 or 0, y, y, 0 }
+  return { x, w, b, y, rows, self.out_features, self.in_features, 0, 0, 0, self.has_bias and 1 or 0, residual or y, y,
+    residual and 1 or 0 }
 end
 
--- The bytes of dz = dy F'(z) at the workspace's start (0 without an activation: dz is dy).
+-- The bytes of dz = dy F'(z) at the workspace's start (0 without an activation: dz is dy; or
+-- with a residual: dz is d residual).
 local function dz_bytes(self, rows)
-  if self.activation == "identity" then return 0 end
+  if self.activation == "identity" or self.residual then return 0 end
   return math.ceil(rows * self.out_features * dtype.size(self.dtype) / 256) * 256
 end
--- The backward's launches before dx's: dz's recompute where there is an activation.
-local function pre(self) return self.activation == "identity" and 0 or 1 end
+-- The backward's launches before dx's: dz's recompute where there is an activation, d residual's
+-- copy of dy where there is a residual alone.
+local function pre(self) return (self.activation == "identity" and not self.residual) and 0 or 1 end
 
 -- The bias gradient's reduction passes over dy [rows, out_features].
 function Linear:bias_passes(rows)
@@ -148,7 +183,7 @@ function Linear:bias_passes(rows)
 end
 
 function Linear:workspace_bytes(input_shapes)
-  local rows = self:rows_of(one_input(input_shapes), "inputs[1]")
+  local rows = self:rows_of(x_shape(self, input_shapes), "inputs[1]")
   local bytes = dz_bytes(self, rows)
   if not self.has_bias then return bytes end
   return bytes + reduction.partial_bytes(self:bias_passes(rows), self.dtype)
@@ -158,7 +193,7 @@ function Linear:n_backward_launches() return 4 + pre(self) end
 
 function Linear:backward_kernel_for_launch(i)
   launch_index(i, self:n_backward_launches())
-  if i <= pre(self) then return self.kernel end
+  if i <= pre(self) then return self.copy_kernel or self.kernel end
   i = i - pre(self)
   if i == 1 then return self.dx_kernel end
   if i == 2 then return self.dw_kernel end
@@ -167,8 +202,11 @@ end
 
 function Linear:backward_grid_for_launch(i, input_shapes)
   launch_index(i, self:n_backward_launches())
-  local rows = self:rows_of(one_input(input_shapes), "inputs[1]")
-  if i <= pre(self) then return tile_grid(self.matrix_kind, self.kernel, rows, self.out_features) end
+  local rows = self:rows_of(x_shape(self, input_shapes), "inputs[1]")
+  if i <= pre(self) then
+    if self.copy_kernel then return op.vector_grid(rows * self.out_features, self.dtype, self.block_size) end
+    return tile_grid(self.matrix_kind, self.kernel, rows, self.out_features)
+  end
   i = i - pre(self)
   if i == 1 then return tile_grid(self.backward_matrix_kind, self.dx_kernel, rows, self.in_features) end
   if i == 2 then return tile_grid(self.backward_matrix_kind, self.dw_kernel, self.out_features, self.in_features) end
@@ -182,7 +220,7 @@ Linear.pack_backward_args = function(self, ...) return self:pack_backward_args_f
 
 function Linear:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
   launch_index(i, self:n_backward_launches())
-  local x, shape = input_of(inputs)
+  local x, shape, residual = inputs_of(self, inputs)
   local rows = self:rows_of(shape, "inputs[1]")
   params, grad_inputs, grad_params = op.list(params, "params"), op.list(grad_inputs, "grad_inputs"),
     op.list(grad_params, "grad_params")
@@ -191,7 +229,17 @@ function Linear:pack_backward_args_for_launch(i, inputs, params, _, _, grad_outp
   local n_in, n_out = self.in_features, self.out_features
   local at = self.has_bias and 3 or 2
   local ws, skip = address(params[at] or 0, ("params[%d]"):format(at)), dz_bytes(self, rows)
-  if skip > 0 then
+  if self.residual then
+    local d_residual = address(grad_inputs[2], "grad_inputs[2]")
+    if i == 1 then
+      if self.copy_kernel then return { dy, d_residual, rows * n_out } end
+      -- dz = dy F'(x w^T + b + residual) into d residual, by the forward's kernel
+      if self.matrix_kind then check_aligned({ { x, "x" }, { w, "weight" } }) end
+      local b = self.has_bias and address(params[2], "params[2]") or d_residual
+      return { x, w, b, d_residual, rows, n_out, n_in, 0, 0, 0, self.has_bias and 1 or 0, residual, dy, 3 }
+    end
+    i, dy = i - 1, d_residual
+  elseif skip > 0 then
     if ws == 0 then raise("params: the backward needs its workspace (op:workspace_bytes) after the parameters") end
     if i == 1 then -- dz = dy F'(x w^T + b), by the forward's kernel
       if self.matrix_kind then check_aligned({ { x, "x" }, { w, "weight" } }) end
