@@ -108,6 +108,8 @@ local function surface(pool)
       end
     end
   end
+  add("tocha.set_float32_matmul_precision", tocha.set_float32_matmul_precision)
+  add("tocha.matmul", tocha.matmul)
   add("memory.stats", tocha.memory.stats)
   add("memory.empty_cache", tocha.memory.empty_cache)
   add("memory.reset_peak", tocha.memory.reset_peak)
