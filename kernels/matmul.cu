@@ -6,16 +6,16 @@
 // residual [m, n] where the flags `epilogue` name it, then F, or with EPILOGUE_GRAD the
 // backward's grad F'(z) (grad [m, n], a fused activation's dz), rounded once to T.
 // Every kernel takes CTAs of 256 threads but tocha_matmul_ws, 384 (launch bounds; any other
-// block traps). Five kernels:
-// - tocha_matmul_tc (f16, bf16): the tensor cores, f32 accumulators rounded once to T. A CTA
-//   computes a 128 x BN tile of C (BN 128 or 256); the tiles are numbered along grid.x in
-//   groups of 8 rows of tiles, column by column within a group, so that the CTAs running
-//   together share their A rows and B columns in L2. Each operand's slices of k go to shared
-//   memory by cp.async in 16-byte chunks along its consecutive elements. Needs each operand's
-//   consecutive dimension a multiple of 8 and A, B 16-byte aligned (each chunk wholly inside
-//   the matrix or wholly out: chunks past an edge are zero-filled); the host sends other shapes
-//   to tocha_matmul_simt. C is written in pairs of elements where it is 4-byte aligned, else
-//   one by one. Two main loops:
+// block traps). Four kernels:
+// - tocha_matmul_tc (f16, bf16; f32 as tf32, below): the tensor cores, f32 accumulators rounded
+//   once to T. A CTA computes a 128 x BN tile of C (BN 128 or 256); the tiles are numbered
+//   along grid.x in groups of 8 rows of tiles, column by column within a group, so that the
+//   CTAs running together share their A rows and B columns in L2. Each operand's slices of k go
+//   to shared memory by cp.async in 16-byte chunks along its consecutive elements. Needs each
+//   operand's consecutive dimension a multiple of 8 and A, B 16-byte aligned (each chunk wholly
+//   inside the matrix or wholly out: chunks past an edge are zero-filled); the host sends other
+//   shapes to tocha_matmul_simt. C is written in pairs of elements where it is 4-byte aligned,
+//   else one by one. Two main loops:
 //   - on sm_90 (and the simulator), wgmma (warpgroup.cuh): two warpgroups, each the tile's 64
 //     rows by BN columns in BN / 2 registers a thread; MM_STAGES slices in dynamic shared
 //     memory (the kernel's launches give MM_SHARED(BN) bytes), 128-byte swizzled as wgmma reads
@@ -28,10 +28,10 @@
 //     dynamic shared memory, so that both loops ask MM_SHARED(BN) bytes), read
 //     through ldmatrix (transposed where the stored layout is the fragment's transpose), rows
 //     padded by 16 bytes so that the eight rows an ldmatrix phase reads fall on distinct banks.
-// - tocha_matmul_tf32 (f32 read as tf32, the opt-in; sm_90 and the simulator): tocha_matmul_tc's
-//   wgmma loop on 128 x 128 tiles, slices of 32 f32 (128 bytes, as the halves' 64), both
-//   operands K-major in the stages as tf32's wgmma needs: an MN-major one is transposed on its
-//   way there through registers (mm_operand_transpose).
+// - tocha_matmul_tc on f32 is tf32 (the opt-in; sm_90 and the simulator): the same wgmma loop
+//   on 128 x 128 tiles, slices of 32 f32 (128 bytes, as the halves' 64), both operands K-major
+//   in the stages as tf32's wgmma needs: an MN-major one is transposed on its way there through
+//   registers (mm_operand_transpose).
 // - tocha_matmul_ws (f16, bf16; sm_90 and the simulator): tocha_matmul_tc's tiles and stages on
 //   a warp-specialized loop (mm_ws_tile): a copying warpgroup and two multiplying ones, handing
 //   stages over on mbarriers (mbarrier.cuh). The host takes it where B is row-major.
@@ -511,6 +511,7 @@ __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, lon
                                 int has_bias, const T *residual, const T *grad, int epilogue)
 {
     static_assert(BN == 128 || BN == 256, "tocha_matmul_tc: tiles of 128 or 256 columns");
+    static_assert(sizeof(T) == 2 || BN == 128, "tocha_matmul_tc: tf32 tiles of 128 columns");
 #ifdef MATMUL_SHARED // the bytes the host's launches give (matmul.lua)
     static_assert(MM_SHARED(BN) <= MATMUL_SHARED,
                   "tocha_matmul_tc: the launches give too little shared memory");
@@ -525,43 +526,20 @@ __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, lon
 #ifdef TOCHA_MATMUL_WGMMA
     mm_wg_tile<T, TA, TB, BN>(a, b, epi, c, m, n, k, row0, col0);
 #else
-    for (int h = 0; h < BN; h += 128) mm_sync_tile<T, TA, TB>(a, b, epi, c, m, n, k, row0, col0 + h);
-#endif
-}
-
-// tocha_matmul_tc's tiles for f32 operands read as tf32 (the opt-in of PyTorch's allow_tf32):
-// wgmma m64nNk8 on sm_90 and the simulator, slices of 32 of k, an MN-major operand transposed
-// into the K-major stages (mm_operand_transpose); f32 accumulators, rounded once to f32. Each
-// operand's consecutive dimension a multiple of 4 and 16-byte aligned, as tocha_matmul_f32's.
-// Where wgmma is not, the tile's outputs are summed in f32 by a plain loop (correct, slow: the
-// host asks for tf32 only where the device has wgmma).
-template <typename T, int TA, int TB, int BN, typename F>
-__device__ void tocha_matmul_tf32(const T *a, const T *b, const T *bias, T *c, long long m, long long n,
-                                  long long k, long long stride_a, long long stride_b, long long stride_c,
-                                  int has_bias, const T *residual, const T *grad, int epilogue)
-{
-    static_assert(sizeof(T) == 4 && BN == 128, "tocha_matmul_tf32: f32, tiles of 128 columns");
-#ifdef MATMUL_SHARED
-    static_assert(MM_SHARED(BN) <= MATMUL_SHARED, "tocha_matmul_tf32: the launches give too little shared memory");
-#endif
-    if (blockDim.x != 256) __trap();
-    if (m <= 0 || n <= 0) return;
-    long long row0, col0;
-    mm_tile_of(m, n, BN, &row0, &col0);
-    const tocha_epilogue<T, F> epi =
-        tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, blockIdx.z * stride_c);
-    a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
-#ifdef TOCHA_MATMUL_WGMMA
-    mm_wg_tile<T, TA, TB, BN>(a, b, epi, c, m, n, k, row0, col0);
-#else
-    for (int e = threadIdx.x; e < 128 * BN / 2; e += 256) {
-        const long long r = row0 + e / (BN / 2), col = col0 + 2 * (e % (BN / 2));
-        float v[2] = {0.0f, 0.0f};
-        for (int h = 0; h < 2; ++h)
-            if (r < m && col + h < n)
-                for (long long p = 0; p < k; ++p)
-                    v[h] += (float)a[TA ? p * m + r : r * k + p] * (float)b[TB ? (col + h) * k + p : p * n + col + h];
-        mm_store_pair(c, epi, m, n, r, col, v[0], v[1]);
+    if constexpr (sizeof(T) == 4) {
+        // tf32 without wgmma: the tile's outputs summed in f32 by a plain loop (correct, slow:
+        // the host asks for tf32 only where the device has wgmma)
+        for (int e = threadIdx.x; e < 128 * BN / 2; e += 256) {
+            const long long r = row0 + e / (BN / 2), col = col0 + 2 * (e % (BN / 2));
+            float v[2] = {0.0f, 0.0f};
+            for (int h = 0; h < 2; ++h)
+                if (r < m && col + h < n)
+                    for (long long p = 0; p < k; ++p)
+                        v[h] += a[TA ? p * m + r : r * k + p] * b[TB ? (col + h) * k + p : p * n + col + h];
+            mm_store_pair(c, epi, m, n, r, col, v[0], v[1]);
+        }
+    } else {
+        for (int h = 0; h < BN; h += 128) mm_sync_tile<T, TA, TB>(a, b, epi, c, m, n, k, row0, col0 + h);
     }
 #endif
 }

@@ -50,6 +50,15 @@ __device__ __forceinline__ void pool_place(long long e, int h, int w, long long 
     *row = (int)(r - *plane * h);
 }
 
+// Element e of images of h x w pixels of C channels (NHWC): its image, row, column and channel.
+__device__ __forceinline__ void pool_place_nhwc(long long e, int C, int h, int w, long long *image, int *row, int *col,
+                                                int *channel)
+{
+    const long long q = pool_div(e, C);
+    *channel = (int)(e - q * C);
+    pool_place(q, h, w, image, row, col);
+}
+
 // The place (kh * KW + kw) in window (oh, ow) of plane p of its pick (max pooling); -1 for a
 // window of padding alone (never, as the host sizes the output). The plane's elements are C
 // apart (1 for NCHW; the channels for one channel of an NHWC image).
@@ -160,11 +169,9 @@ __device__ void tocha_pool2d_nhwc(const T *x, T *y, long long n, int C, int H, i
     typedef typename tocha::compute<T>::type A;
     const long long total = n * OH * OW * C, stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        const long long q = pool_div(e, C);
-        const int c = (int)(e - q * C);
         long long b;
-        int oh, ow;
-        pool_place(q, OH, OW, &b, &oh, &ow);
+        int oh, ow, c;
+        pool_place_nhwc(e, C, OH, OW, &b, &oh, &ow, &c);
         const T *p = x + b * H * W * C + c; // the image's channel c: element (ih, iw) at (ih W + iw) C
         if (MODE == 0) {
             const int h0 = oh * SH - PH, w0 = ow * SW - PW;
@@ -451,11 +458,9 @@ __device__ void tocha_pool2d_nhwc_backward(const T *x, const T *dy, T *dx, long 
 {
     const long long total = n * H * W * C, stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        const long long q = pool_div(e, C);
-        const int c = (int)(e - q * C);
         long long b;
-        int ih, iw;
-        pool_place(q, H, W, &b, &ih, &iw);
+        int ih, iw, c;
+        pool_place_nhwc(e, C, H, W, &b, &ih, &iw, &c);
         dx[e] = tocha::from_compute<T>(pool_gather<T, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(
             x + b * H * W * C + c, dy + b * OH * OW * C + c, H, W, OH, OW, ih, iw, C));
     }

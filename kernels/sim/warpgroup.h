@@ -17,17 +17,23 @@ static inline double swizzled_element(const void *start, size_t offset, int bf16
     return half_of(bits, 0, bf16);
 }
 
+// Traps unless the operands' starts are as the descriptors need: 16-byte aligned, and in the
+// first 128-byte row of a 1 KiB swizzle atom (the descriptors' base offset is 0; K-major starts
+// step by 32 bytes within that row), or the GPU would read other rows.
+static inline void wgmma_check_operands(const void *a, const void *b)
+{
+    if (((uintptr_t)a & 15u) || ((uintptr_t)b & 15u))
+        trap("wgmma: operand addresses %p and %p must be 16-byte aligned", a, b);
+    if ((((uintptr_t)a >> 7) & 7u) || (((uintptr_t)b >> 7) & 7u))
+        trap("wgmma: operand addresses %p and %p must lie in the first 128 bytes of a 1 KiB-aligned atom", a, b);
+}
+
 // d (this thread's n / 2 accumulators) += a x b, as tocha::wgmma (warpgroup.cuh) defines it.
 static inline void wgmma_m64k16(float *d, int n, const void *a, unsigned a_lead, unsigned a_stride,
                                 bool ta, const void *b, unsigned b_lead, unsigned b_stride, bool tb,
                                 int bf16)
 {
-    if (((uintptr_t)a & 15u) || ((uintptr_t)b & 15u))
-        trap("wgmma: operand addresses %p and %p must be 16-byte aligned", a, b);
-    // The descriptors' base offset is 0: each start lies in the first 128-byte row of a 1 KiB
-    // swizzle atom (K-major starts step by 32 bytes within it), or the GPU reads other rows.
-    if ((((uintptr_t)a >> 7) & 7u) || (((uintptr_t)b >> 7) & 7u))
-        trap("wgmma: operand addresses %p and %p must lie in the first 128 bytes of a 1 KiB-aligned atom", a, b);
+    wgmma_check_operands(a, b);
     const int t = (int)(team.current % 128), warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
     double A[2][16]; // this thread's two rows of a
     for (int h = 0; h < 2; ++h) {
@@ -76,10 +82,7 @@ static inline double swizzled_tf32(const void *start, size_t offset)
 static inline void wgmma_m64k8_tf32(float *d, int n, const void *a, unsigned a_stride, const void *b,
                                     unsigned b_stride)
 {
-    if (((uintptr_t)a & 15u) || ((uintptr_t)b & 15u))
-        trap("wgmma: operand addresses %p and %p must be 16-byte aligned", a, b);
-    if ((((uintptr_t)a >> 7) & 7u) || (((uintptr_t)b >> 7) & 7u))
-        trap("wgmma: operand addresses %p and %p must lie in the first 128 bytes of a 1 KiB-aligned atom", a, b);
+    wgmma_check_operands(a, b);
     const int t = (int)(team.current % 128), warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
     double A[2][8];
     for (int h = 0; h < 2; ++h) {

@@ -88,7 +88,7 @@ end
 --
 -- "highest" (the default, as PyTorch's): f32 products sum f32 products of f32 operands (the f32
 -- tiles). "high": they may read their operands as tf32 (10 bits of mantissa, the tensor cores:
--- tocha_matmul_tf32), PyTorch's torch.set_float32_matmul_precision("high") or
+-- tocha_matmul_tc on f32), PyTorch's torch.set_float32_matmul_precision("high") or
 -- torch.backends.cuda.matmul.allow_tf32 = True. Read where a product's kernel is chosen: at each
 -- tocha.matmul call, and when a Linear or MatMul op is made (its kernels are baked in then).
 local precision = "highest"
@@ -115,7 +115,7 @@ function M.tf32(opt, what)
 end
 
 local kernels = {}
--- The kernel `name` (tocha_matmul_tc, tocha_matmul_tf32, tocha_matmul_f32 or tocha_matmul_simt) for dtype dt and
+-- The kernel `name` (tocha_matmul_tc, tocha_matmul_f32 or tocha_matmul_simt) for dtype dt and
 -- the operands' layouts ("row" or "col"); for tocha_matmul_tc, bn its tile width, and mma_sync
 -- builds its mma.sync main loop where the device has wgmma too (its specs run both); act, the
 -- epilogue's activation. Its parameters: a, b, bias, c, m, n, k, stride_a, stride_b, stride_c,
@@ -125,7 +125,7 @@ local function kernel_of(name, dt, layout_a, layout_b, bn, mma_sync, act)
   modules()
   local ta, tb = layout_a == "col" and 1 or 0, layout_b == "col" and 1 or 0
   local ws = name == "tocha_matmul_ws"
-  local tc = name == "tocha_matmul_tc" or ws or name == "tocha_matmul_tf32"
+  local tc = name == "tocha_matmul_tc" or ws
   local targs = ("%s, %d, %d"):format(dtype.ctype(dt), ta, tb) .. (tc and (", %d"):format(bn) or "")
     .. ", ew_fn_" .. (act or "identity")
   local key = ("%s|%s|%s"):format(name, targs, mma_sync and "sync" or "")
@@ -231,7 +231,7 @@ function M.grid_of(kind, m, n, batch, rows, tile_n)
   return { math.max(1, math.ceil(n / 64)), math.max(1, tiles_m), math.max(1, batch) }
 end
 
-local KERNEL_NAME = { tensor_cores = "tocha_matmul_tc", f32_tiles = "tocha_matmul_f32", tf32 = "tocha_matmul_tf32" }
+local KERNEL_NAME = { tensor_cores = "tocha_matmul_tc", f32_tiles = "tocha_matmul_f32", tf32 = "tocha_matmul_tc" }
 
 -- The kernel, grid and block of an m x k by k x n product (a batch of `batch`) of dtype dt
 -- with these layouts, and its kind ("tensor_cores", "f32_tiles": both need 16-byte aligned
@@ -244,7 +244,7 @@ local KERNEL_NAME = { tensor_cores = "tocha_matmul_tc", f32_tiles = "tocha_matmu
 -- for specs and benchmarks, tile_n (128 or 256), mma_sync (the tensor cores' mma.sync main
 -- loop even where wgmma is) and warp_specialized (true or false: that loop or not, where wgmma
 -- is); activation, the epilogue's function (M.ACTIVATIONS; default "identity"); tf32, f32 read as
--- tf32 (tocha_matmul_tf32, kind "tf32": tiles of 128 x 128 on wgmma; false where wgmma is known
+-- tf32 (tocha_matmul_tc on f32, kind "tf32": tiles of 128 x 128 on wgmma; false where wgmma is known
 -- to be missing, how.wgmma == false). Raises past the grid's limits.
 function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, how)
   how = how or {}

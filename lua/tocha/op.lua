@@ -327,6 +327,16 @@ function M.on_stream(opts, like, fn, ...)
   return a, b
 end
 
+-- Raises unless a residual input (inputs[i]) has the output's shape `out`: an epilogue reads it
+-- at the output's offsets.
+function M.check_residual(shape, out, i)
+  local what = ("inputs[%d]"):format(i or 2)
+  M.check_shape(shape, what)
+  if not M.same_sizes(shape, out) then
+    raise(("%s: expected the output's shape %s (the residual), got %s"):format(what, M.shape_text(out), M.shape_text(shape)))
+  end
+end
+
 -- ---- the interface's defaults ----
 
 local Defaults = {}

@@ -215,13 +215,7 @@ function Conv2d:compute_concrete_output_shape(input_shapes)
   local shapes = op.input_shapes(input_shapes, self:n_activation_inputs())
   local n, _, _, _, oh, ow = self:sizes_of(shapes[1], "inputs[1]")
   local out = M.image_shape(n, self.out_channels, oh, ow, self.layout)
-  if self.residual then
-    op.check_shape(shapes[2], "inputs[2]")
-    if not op.same_sizes(shapes[2], out) then
-      raise(("inputs[2]: expected the output's shape %s (the residual), got %s"):format(op.shape_text(out),
-        op.shape_text(shapes[2])))
-    end
-  end
+  if self.residual then op.check_residual(shapes[2], out) end
   return out
 end
 

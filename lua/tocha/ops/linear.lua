@@ -51,7 +51,7 @@ end
 
 -- Linear.new(in_features, out_features [, {bias = true, dtype = "f32", activation = "identity",
 -- residual = false, tf32}]): tf32 (f32 only; default: tocha.get_float32_matmul_precision() ==
--- "high" when the op is made) runs its three products on tf32 (tocha_matmul_tf32).
+-- "high" when the op is made) runs its three products on tf32 (tocha_matmul_tc on f32).
 function Linear.new(in_features, out_features, opts)
   in_features, out_features = positive(in_features, "in_features"), positive(out_features, "out_features")
   opts = op.options(opts, { bias = "boolean", dtype = true, activation = true, residual = "boolean", tf32 = "boolean" },
@@ -120,13 +120,7 @@ function Linear:compute_concrete_output_shape(input_shapes)
   local out = {}
   for i, s in ipairs(shape) do out[i] = s end
   out[#out] = self.out_features
-  if self.residual then
-    op.check_shape(shapes[2], "inputs[2]")
-    if not op.same_sizes(shapes[2], out) then
-      raise(("inputs[2]: expected the output's shape %s (the residual), got %s"):format(op.shape_text(out),
-        op.shape_text(shapes[2])))
-    end
-  end
+  if self.residual then op.check_residual(shapes[2], out) end
   return out
 end
 

@@ -70,10 +70,8 @@ local function copy_args(src, dst, shape, s, t)
   return args
 end
 
--- The backward's plan for x's shape: {launches = count, shape, s, t, offset} (M.Permute and
--- M.Slice define it).
+-- The backward: Slice's (zero_first) a fill of dx, then each class's backward_copy.
 function Methods:has_backward() return true end
-function Methods:backward_block() return { BLOCK, 1, 1 } end
 function Methods:n_backward_launches() return self.zero_first and 2 or 1 end
 
 function Methods:backward_kernel_for_launch(i)
@@ -85,8 +83,8 @@ function Methods:backward_grid_for_launch(i, input_shapes)
   op.launch_index(i, self:n_backward_launches())
   local x = op.one_input(input_shapes)
   op.check_shape(x, "inputs[1]")
-  local n = op.numel(self.zero_first and i == 2 and self:view(x).shape or x)
-  return { math.max(1, math.min(math.ceil(n / (BLOCK * 4)), 2 ^ 31 - 1)), 1, 1 }
+  -- (the grid-stride copy and fill: dx's elements, or the slice's dy ones)
+  return self:grid(self.zero_first and i == 2 and self:view(x).shape or x)
 end
 function Methods:backward_grid(input_shapes) return self:backward_grid_for_launch(1, input_shapes) end
 
