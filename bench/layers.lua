@@ -120,12 +120,16 @@ local function broadcast_backward(op, s) return { op:backward(s.a, s.b, s.dy, s.
 
 local BN_SHAPES = { { { 32, 64, 112, 112 }, false, { 3, 6, 5, 7 }, false }, { { 32, 256, 56, 56 }, false, { 2, 5, 7, 6 }, false },
   { { 32, 1024, 14, 14 }, false, { 2, 9, 4, 4 }, false }, { { 16, 256, 80, 80 }, false, { 3, 4, 6, 5 }, false } }
+-- The same, channels-last ([N, H, W, C]; the small ones with whole and partial column tiles).
+local BN_NHWC_SHAPES = { { { 32, 112, 112, 64 }, false, { 3, 6, 5, 64 }, false }, { { 32, 56, 56, 256 }, false, { 2, 5, 7, 160 }, false },
+  { { 32, 14, 14, 1024 }, false, { 2, 4, 4, 264 }, false }, { { 16, 80, 80, 256 }, false, { 3, 6, 5, 24 }, false } }
 local ROW_SHAPES = { { { 8192, 768 }, false, { 3, 768 }, false }, { { 4096, 4096 }, false, { 2, 4096 }, false } }
 local LOGIT_SHAPES = { { { 8192, 1000 }, false, { 5, 1000 }, false }, { { 65536, 80 }, false, { 9, 80 }, false },
   { { 4096, 32000 }, false, { 2, 32000 }, false } }
 local UNET = { { 8, 128, 128, 128 }, false, { 2, 3, 12, 10 }, false }
 
--- Bytes rules, functions of (x, y, size, op): n = x's elements, C its channels (dimension 2),
+-- Bytes rules, functions of (x, y, size, op): n = x's elements, C its channels (dimension 2;
+-- the last channels-last),
 -- H the normalized size (x's last dimension), nout the pool's output elements.
 local function times(k) return function(x, _, sz) return k * numel(x) * sz end end
 local function nout(op, x) return numel(op:compute_concrete_output_shape({ x })) end
@@ -144,6 +148,15 @@ local FAMILIES = {
     setup = norm_setup, forward = norm_forward, shapes = BN_SHAPES,
     -- x, w, b, rm, rv read, y written: 2n + 4C
     bytes = { forward = function(x, _, sz) return (2 * numel(x) + 4 * x[2]) * sz end } },
+  { name = "BatchNorm2d train nhwc", torch = "F.batch_norm(x, rm, rv, w, b, training=True), x channels_last",
+    make = function(dt, x) return tocha.BatchNorm2d.new(x[4], { dtype = dt, layout = "nhwc" }) end,
+    setup = norm_setup, forward = norm_forward, backward = norm_backward, shapes = BN_NHWC_SHAPES,
+    bytes = { forward = function(x, _, sz) return (2 * numel(x) + 6 * x[4]) * sz end,
+      backward = function(x, _, sz) return (3 * numel(x) + 3 * x[4]) * sz end } },
+  { name = "BatchNorm2d eval nhwc", torch = "F.batch_norm(x, rm, rv, w, b, training=False), x channels_last",
+    make = function(dt, x) return tocha.BatchNorm2d.new(x[4], { dtype = dt, layout = "nhwc" }):train(false) end,
+    setup = norm_setup, forward = norm_forward, shapes = BN_NHWC_SHAPES,
+    bytes = { forward = function(x, _, sz) return (2 * numel(x) + 4 * x[4]) * sz end } },
   { name = "GroupNorm 32", torch = "F.group_norm(x, 32, w, b)",
     make = function(dt, x) return tocha.GroupNorm.new(32, x[2], { dtype = dt }) end,
     setup = norm_setup, forward = norm_forward, backward = norm_backward,

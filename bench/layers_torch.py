@@ -58,6 +58,13 @@ def bn_inputs(x, _, dt, g):
     return [randn(x, dt, g), rand([c], dt, g), randn([c], dt, g), randn([c], dt, g), rand([c], dt, g)]
 
 
+def bn_nhwc_inputs(x, _, dt, g):
+    """bn_inputs for x given channels-last ([N, H, W, C]): an NCHW tensor of channels_last strides."""
+    c = x[3]
+    return [randn(x, dt, g).permute(0, 3, 1, 2), rand([c], dt, g), randn([c], dt, g), randn([c], dt, g),
+            rand([c], dt, g)]
+
+
 def affine_inputs(params):
     """x, then `params` parameters of x's channels (4-D) or last size (rows): weight, bias."""
     def inputs(x, _, dt, g):
@@ -84,6 +91,12 @@ CASES = {
                               (0, 1, 2), "forward 2n + 6C; backward 3n + 3C"),
     "BatchNorm2d eval": Case(FWD, bn_inputs, lambda x, w, b, rm, rv: F.batch_norm(x, rm, rv, w, b, training=False),
                              (), "forward 2n + 4C"),
+    "BatchNorm2d train nhwc": Case(BWD, bn_nhwc_inputs,
+                                   lambda x, w, b, rm, rv: F.batch_norm(x, rm, rv, w, b, training=True), (0, 1, 2),
+                                   "forward 2n + 6C; backward 3n + 3C (C the last dimension)"),
+    "BatchNorm2d eval nhwc": Case(FWD, bn_nhwc_inputs,
+                                  lambda x, w, b, rm, rv: F.batch_norm(x, rm, rv, w, b, training=False), (),
+                                  "forward 2n + 4C (C the last dimension)"),
     "GroupNorm 32": Case(BWD, affine_inputs(2), lambda x, w, b: F.group_norm(x, 32, w, b), (0, 1, 2),
                          "forward 2n + 2C; backward 3n + 3C"),
     "LayerNorm": Case(BWD, affine_inputs(2), lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b), (0, 1, 2),
@@ -146,6 +159,8 @@ def launch_of(r, s):
         return lambda: torch.autograd.grad(case.forward(*args), wrt)
     y = case.forward(*args)
     dy = torch.randn(y.shape, generator=g, device="cuda").to(dt)
+    if y.dim() == 4 and not y.is_contiguous() and y.is_contiguous(memory_format=torch.channels_last):
+        dy = dy.contiguous(memory_format=torch.channels_last)  # dy laid out as y is, as tocha's case has it
     return lambda: torch.autograd.grad(y, wrt, dy, retain_graph=True)
 
 

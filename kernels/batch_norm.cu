@@ -32,6 +32,8 @@
 // 16-byte units a thread has in flight (batch_norm.lua sizes the grids by the same number): four
 // of x, or two of x and two of dy.
 #define BN_UNITS 4
+// The CTA size batch_norm.lua launches (the channels-last statistics' shared memory is sized by it).
+#define BN_BLOCK 256
 
 // Units: 16 bytes where the plane is whole 16-byte groups and the tensors are aligned to them;
 // else 8 bytes where the plane is whole 8-byte groups (a 14x14 plane of halves: 392 bytes), so
@@ -123,36 +125,41 @@ template <typename T, int V, typename A> __device__ __forceinline__ void bn_stor
     tocha::store_words<V * sizeof(T)>(p, out);
 }
 
-// The moments of J units (J x V elements) of x and, with DY, of dy, merged into acc. One pass
-// over the elements, shifted by K: the thread's running mean (or the batch's first element at
-// the start), so that sum((x - K)^2) - sum(x - K)^2 / B loses at most about log2(B) bits to
-// cancellation (K lies within the data) and, once the mean has settled, next to none.
-template <int J, int V, bool DY, typename T, typename A>
-__device__ __forceinline__ bn_moments<A> bn_batch(bn_moments<A> acc, const bn_unit<T, V> *xs,
-                                                  const bn_unit<T, V> *ds)
+// The moments of N values (N a power of two) of x, xv(i), and with DY of dy, dv(i), merged into
+// acc. One pass over the values, shifted by K: the thread's running mean (or the batch's first
+// value at the start), so that sum((x - K)^2) - sum(x - K)^2 / B loses at most about log2(B)
+// bits to cancellation (K lies within the data) and, once the mean has settled, next to none.
+template <int N, bool DY, typename A, typename X, typename D>
+__device__ __forceinline__ bn_moments<A> bn_batch_of(bn_moments<A> acc, X xv, D dv)
 {
-    const A K = acc.n ? acc.mean : xs[0].at(0),
-            inv = (A)(1.0 / (J * V)); // J x V is a power of two: exact
+    const A K = acc.n ? acc.mean : xv(0), inv = (A)(1.0 / N); // N is a power of two: exact
     A s = (A)0, q = (A)0, g = (A)0, h = (A)0;
 #pragma unroll
-    for (int j = 0; j < J; ++j)
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-            const A d = xs[j].at(e) - K;
-            s += d, q += d * d;
-            if (DY) {
-                const A dv = ds[j].at(e);
-                g += dv, h += dv * d;
-            }
+    for (int i = 0; i < N; ++i) {
+        const A d = xv(i) - K;
+        s += d, q += d * d;
+        if (DY) {
+            const A dvi = dv(i);
+            g += dvi, h += dvi * d;
         }
+    }
     bn_moments<A> b;
-    b.n = J * V;
+    b.n = N;
     b.mean = K + s * inv;
     b.m2 = q - s * s * inv;
     if (b.m2 < (A)0) b.m2 = (A)0; // rounding: a variance is never negative
     b.g = g;
     b.h = h - s * inv * g; // sum(dy (x - K)) moved to the batch's mean
     return bn_merge(acc, b);
+}
+
+// The moments of J units (J x V elements) of x and, with DY, of dy, merged into acc.
+template <int J, int V, bool DY, typename T, typename A>
+__device__ __forceinline__ bn_moments<A> bn_batch(bn_moments<A> acc, const bn_unit<T, V> *xs,
+                                                  const bn_unit<T, V> *ds)
+{
+    return bn_batch_of<J * V, DY>(
+        acc, [&](int i) -> A { return xs[i / V].at(i % V); }, [&](int i) -> A { return ds[i / V].at(i % V); });
 }
 
 // Channel c's units [lo, hi) (a unit: V elements of one plane; the channel's planes are N
@@ -250,6 +257,74 @@ __device__ __forceinline__ void bn_partials(const T *x, const T *dy, A *ws, long
     }
 }
 
+// The column tile of the channels-last statistics: a CTA's columns (channels), 32 16-byte units
+// of them at most, all of C where fewer (batch_norm.lua's M.tile computes the same).
+template <typename T> __device__ __forceinline__ long long bn_tile(long long C)
+{
+    return tocha::min_ll(C, 32 * tocha::vec16<T>::n);
+}
+
+// Phase 0 channels-last, x [R, C]: a CTA a (column tile g, row split s), the partial of each of
+// the tile's channels c into ws[(c splits + s) 4 ...]. A thread reads units of V channels of one
+// row (TC threads across the tile, RT row teams down it, U rows in flight), keeping V running
+// moments; the row teams' moments of each channel are then merged through shared memory in
+// team order.
+template <bool DY, int V, typename T, typename A>
+__device__ __forceinline__ void bn_partials_nhwc(const T *x, const T *dy, A *ws, long long R, long long C,
+                                                 long long splits)
+{
+    const int U = bn_flight<T, V, DY ? BN_UNITS / 2 : BN_UNITS>::value;
+    const long long CT = bn_tile<T>(C), g = blockIdx.x / splits, s = blockIdx.x - g * splits;
+    const unsigned TC = (unsigned)(CT / V), RT = blockDim.x / TC, tc = threadIdx.x % TC, rt = threadIdx.x / TC;
+    const long long c0 = g * CT + tc * V;
+    long long lo, hi;
+    bn_split(R, splits, s, &lo, &hi);
+    bn_moments<A> acc[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = bn_empty<A>();
+    if (rt < RT && c0 < C) {
+        for (long long r = lo + rt; r < hi; r += (long long)U * RT) {
+            bn_unit<T, V> xs[U], ds[U];
+            int got = 0;
+#pragma unroll
+            for (int j = 0; j < U; ++j)
+                if (r + (long long)j * RT < hi) {
+                    const long long at = (r + (long long)j * RT) * C + c0;
+                    xs[j].load(x + at);
+                    if (DY) ds[j].load(dy + at);
+                    ++got;
+                }
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                if (got == U) {
+                    acc[e] = bn_batch_of<U, DY>(
+                        acc[e], [&](int j) -> A { return xs[j].at(e); }, [&](int j) -> A { return ds[j].at(e); });
+                } else {
+#pragma unroll
+                    for (int j = 0; j < U - 1; ++j)
+                        if (j < got)
+                            acc[e] = bn_batch_of<1, DY>(
+                                acc[e], [&](int) -> A { return xs[j].at(e); }, [&](int) -> A { return ds[j].at(e); });
+                }
+            }
+        }
+    }
+    __shared__ bn_moments<A> teams[BN_BLOCK];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+        teams[threadIdx.x] = acc[e];
+        __syncthreads();
+        const long long c = g * CT + (long long)threadIdx.x * V + e;
+        if (threadIdx.x < TC && c < C) {
+            bn_moments<A> m = bn_empty<A>();
+            for (unsigned k = 0; k < RT; ++k) m = bn_merge(m, teams[k * TC + threadIdx.x]);
+            A *p = ws + 4 * (c * splits + s);
+            p[0] = m.mean, p[1] = m.m2, p[2] = m.g, p[3] = m.h;
+        }
+        __syncthreads();
+    }
+}
+
 // Partial `item` (split s of a run cut into `splits` of `units` units of V elements) as moments,
 // its count recomputed from the plan.
 template <typename A>
@@ -307,9 +382,28 @@ __device__ __forceinline__ void bn_each_unit(long long N, long long C, long long
     }
 }
 
-// Phase 2 of the forward in units of V: y = (x - mean) scale + shift, the channel's coefficients
-// read once a unit: the batch's from phase 1 (training), or from the running statistics.
-template <int V, int AFFINE, typename T, typename A>
+// Channel c's coefficients of the forward: the batch's from phase 1 (training), or from the
+// running statistics.
+template <int AFFINE, typename T, typename A>
+__device__ __forceinline__ void bn_forward_coef(const T *w, const T *b, const T *running_mean, const T *running_var,
+                                                const A *coef, long long c, A eps, int training, A *mean, A *scale,
+                                                A *shift)
+{
+    if (training) {
+        *mean = coef[4 * c], *scale = coef[4 * c + 1], *shift = coef[4 * c + 2];
+        return;
+    }
+    const A rstd = bn_rsqrt(tocha::to_compute(running_var[c]) + eps);
+    *mean = tocha::to_compute(running_mean[c]);
+    *scale = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
+    *shift = AFFINE ? tocha::to_compute(b[c]) : (A)0;
+}
+
+// Phase 2 of the forward in units of V: y = (x - mean) scale + shift. NCHW (x [N, C, plane]): a
+// unit lies in one channel, its coefficients read once. Channels-last (NHWC, x [N, C] with C
+// the channels): a unit is V channels of one row, each element's coefficients its own (the
+// units walked as N rows of C / V "channels" of one unit each).
+template <int V, int AFFINE, bool NHWC = false, typename T, typename A>
 __device__ __forceinline__ void bn_normalise(const T *x, const T *w, const T *b, const T *running_mean,
                                              const T *running_var, T *y, const A *coef, long long N,
                                              long long C, long long plane, A eps, int training)
@@ -319,28 +413,40 @@ __device__ __forceinline__ void bn_normalise(const T *x, const T *w, const T *b,
     const int U = BN_UNITS;
     bn_unit<T, V> xs[U];
     bn_each_unit<U, V>(
-        N, C, plane, [&](int j, long long at) { xs[j].load(x + at); },
+        N, NHWC ? C / V : C, NHWC ? V : plane, [&](int j, long long at) { xs[j].load(x + at); },
         [&](int j, long long at, long long c) {
             A mean, scale, shift, out[V];
-            if (training) {
-                mean = coef[4 * c], scale = coef[4 * c + 1], shift = coef[4 * c + 2];
-            } else {
-                const A rstd = bn_rsqrt(tocha::to_compute(running_var[c]) + eps);
-                mean = tocha::to_compute(running_mean[c]);
-                scale = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
-                shift = AFFINE ? tocha::to_compute(b[c]) : (A)0;
-            }
+            if (!NHWC) bn_forward_coef<AFFINE>(w, b, running_mean, running_var, coef, c, eps, training, &mean, &scale, &shift);
 #pragma unroll
-            for (int e = 0; e < V; ++e) out[e] = (xs[j].at(e) - mean) * scale + shift;
+            for (int e = 0; e < V; ++e) {
+                if (NHWC)
+                    bn_forward_coef<AFFINE>(w, b, running_mean, running_var, coef, c * V + e, eps, training, &mean,
+                                            &scale, &shift);
+                out[e] = (xs[j].at(e) - mean) * scale + shift;
+            }
             bn_store<T, V>(y + at, out);
         });
 }
 
-// Phase 2 of the backward in units of V: dx = a dy - gm - (x - mean) k, the channel's
-// coefficients read once a unit: training's from phase 1 (norm.cu's group norm writes the same
-// four a (sample, channel) plane); inference's a = w rstd from the running variance, gm = k = 0
-// (x unread).
-template <int V, int AFFINE, typename T, typename A>
+// Channel c's coefficients of the backward, dx = a dy - gm - (x - mean) k: training's from phase
+// 1 (norm.cu's group norm writes the same four a (sample, channel) plane); inference's a = w
+// rstd from the running variance, gm = k = 0.
+template <int AFFINE, typename T, typename A>
+__device__ __forceinline__ void bn_backward_coef(const T *w, const T *running_var, const A *coef, long long c, A eps,
+                                                 int training, A *mean, A *a, A *gm, A *k)
+{
+    if (training) {
+        *mean = coef[4 * c], *a = coef[4 * c + 1], *gm = coef[4 * c + 2], *k = coef[4 * c + 3];
+        return;
+    }
+    const A rstd = bn_rsqrt(tocha::to_compute(running_var[c]) + eps);
+    *mean = *gm = *k = (A)0;
+    *a = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
+}
+
+// Phase 2 of the backward in units of V: dx = a dy - gm - (x - mean) k, the coefficients read as
+// the forward's are (NCHW once a unit, NHWC once an element); x unread in inference.
+template <int V, int AFFINE, bool NHWC = false, typename T, typename A>
 __device__ __forceinline__ void bn_gradient(const T *x, const T *w, const T *running_var, const T *dy,
                                             T *dx, const A *coef, long long N, long long C,
                                             long long plane, A eps, int training)
@@ -348,44 +454,45 @@ __device__ __forceinline__ void bn_gradient(const T *x, const T *w, const T *run
     const int U = bn_flight<T, V, BN_UNITS / 2>::value;
     bn_unit<T, V> xs[U], gs[U];
     bn_each_unit<U, V>(
-        N, C, plane,
+        N, NHWC ? C / V : C, NHWC ? V : plane,
         [&](int j, long long at) {
             if (training) xs[j].load(x + at);
             gs[j].load(dy + at);
         },
         [&](int j, long long at, long long c) {
-            A out[V];
-            if (training) {
-                const A mean = coef[4 * c], a = coef[4 * c + 1], gm = coef[4 * c + 2],
-                        k = coef[4 * c + 3];
+            A out[V], mean, a, gm, k;
+            if (!NHWC) bn_backward_coef<AFFINE>(w, running_var, coef, c, eps, training, &mean, &a, &gm, &k);
 #pragma unroll
-                for (int e = 0; e < V; ++e) out[e] = a * gs[j].at(e) - gm - (xs[j].at(e) - mean) * k;
-            } else {
-                const A rstd = bn_rsqrt(tocha::to_compute(running_var[c]) + eps),
-                        a = AFFINE ? tocha::to_compute(w[c]) * rstd : rstd;
-#pragma unroll
-                for (int e = 0; e < V; ++e) out[e] = a * gs[j].at(e);
+            for (int e = 0; e < V; ++e) {
+                if (NHWC) bn_backward_coef<AFFINE>(w, running_var, coef, c * V + e, eps, training, &mean, &a, &gm, &k);
+                out[e] = training ? a * gs[j].at(e) - gm - (xs[j].at(e) - mean) * k : a * gs[j].at(e);
             }
             bn_store<T, V>(dx + at, out);
         });
 }
 
-template <typename T, int AFFINE, int RUNNING>
+// x [N, C, plane] (NHWC 0) or channels-last [N, C] with N the rows and plane 1 (NHWC 1).
+template <typename T, int AFFINE, int RUNNING, int NHWC>
 __device__ void tocha_batch_norm(const T *x, const T *w, const T *b, T *running_mean, T *running_var,
                                  T *y, unsigned char *ws, long long N, long long C, long long plane,
                                  long long splits, double eps, double momentum, int training, int phase)
 {
     typedef typename tocha::compute<T>::type A;
     A *part = (A *)ws, *coef = part + 4 * C * splits;
-    const int V = bn_width<T>(plane, x, y, x);
+    const int V = bn_width<T>(NHWC ? C : plane, x, y, x);
     if (phase == 0) {
-        bn_partials<false>(x, x, part, N, C, plane, splits, V);
+#define BN_PARTIALS_NHWC(W) bn_partials_nhwc<false, W>(x, x, part, N, C, splits)
+        if (NHWC)
+            BN_EACH_WIDTH(T, V, BN_PARTIALS_NHWC);
+        else
+            bn_partials<false>(x, x, part, N, C, plane, splits, V);
+#undef BN_PARTIALS_NHWC
         return;
     }
     if (phase == 1) {
         long long c;
         bn_moments<A> m;
-        if (!bn_channel(part, N, C, plane, splits, V, &c, &m) || threadIdx.x % 32 != 0) return;
+        if (!bn_channel(part, N, C, plane, splits, NHWC ? 1 : V, &c, &m) || threadIdx.x % 32 != 0) return;
         const long long M = N * plane;
         const A var = m.m2 / (A)M, rstd = bn_rsqrt(var + (A)eps);
         coef[4 * c] = m.mean;
@@ -400,12 +507,12 @@ __device__ void tocha_batch_norm(const T *x, const T *w, const T *b, T *running_
         }
         return;
     }
-#define BN_NORMALISE(W) bn_normalise<W, AFFINE>(x, w, b, running_mean, running_var, y, coef, N, C, plane, (A)eps, training)
+#define BN_NORMALISE(W) bn_normalise<W, AFFINE, NHWC != 0>(x, w, b, running_mean, running_var, y, coef, N, C, plane, (A)eps, training)
     BN_EACH_WIDTH(T, V, BN_NORMALISE);
 #undef BN_NORMALISE
 }
 
-template <typename T, int AFFINE, int RUNNING>
+template <typename T, int AFFINE, int RUNNING, int NHWC>
 __device__ void tocha_batch_norm_backward(const T *x, const T *w, const T *running_mean,
                                           const T *running_var, const T *dy, T *dx, T *dw, T *db,
                                           unsigned char *ws, long long N, long long C, long long plane,
@@ -413,15 +520,20 @@ __device__ void tocha_batch_norm_backward(const T *x, const T *w, const T *runni
 {
     typedef typename tocha::compute<T>::type A;
     A *part = (A *)ws, *coef = part + 4 * C * splits;
-    const int V = bn_width<T>(plane, x, dy, dx);
+    const int V = bn_width<T>(NHWC ? C : plane, x, dy, dx);
     if (phase == 0) {
-        bn_partials<true>(x, dy, part, N, C, plane, splits, V);
+#define BN_PARTIALS_NHWC(W) bn_partials_nhwc<true, W>(x, dy, part, N, C, splits)
+        if (NHWC)
+            BN_EACH_WIDTH(T, V, BN_PARTIALS_NHWC);
+        else
+            bn_partials<true>(x, dy, part, N, C, plane, splits, V);
+#undef BN_PARTIALS_NHWC
         return;
     }
     if (phase == 1) {
         long long c;
         bn_moments<A> m;
-        if (!bn_channel(part, N, C, plane, splits, V, &c, &m) || threadIdx.x % 32 != 0) return;
+        if (!bn_channel(part, N, C, plane, splits, NHWC ? 1 : V, &c, &m) || threadIdx.x % 32 != 0) return;
         const long long M = N * plane;
         A mean = m.mean, rstd, h = m.h;
         if (training) {
@@ -441,7 +553,7 @@ __device__ void tocha_batch_norm_backward(const T *x, const T *w, const T *runni
         if (AFFINE) dw[c] = tocha::from_compute<T>(sgx), db[c] = tocha::from_compute<T>(m.g);
         return;
     }
-#define BN_GRADIENT(W) bn_gradient<W, AFFINE>(x, w, running_var, dy, dx, coef, N, C, plane, (A)eps, training)
+#define BN_GRADIENT(W) bn_gradient<W, AFFINE, NHWC != 0>(x, w, running_var, dy, dx, coef, N, C, plane, (A)eps, training)
     BN_EACH_WIDTH(T, V, BN_GRADIENT);
 #undef BN_GRADIENT
 }

@@ -98,10 +98,24 @@ describe("tocha.BatchNorm2d", function()
         end
       end)
 
+      -- x (NCHW) channels-last, dense, optionally 4 bytes past an aligned address.
+      local function channels_last(x, offset)
+        local n = x:numel()
+        local block = tocha.zeros({ n + 1 }, { dtype = x:dtype(), device = device })
+        local s = x:shape()
+        local out = block:narrow(1, offset and 2 or 1, n):view(s[1], s[3], s[4], s[2])
+        out:copy(x:permute(1, 3, 4, 2))
+        return out
+      end
+      -- t channels-last back to NCHW.
+      local function channels_first(t) return t:permute(1, 4, 2, 3):contiguous() end
+
       -- Training and inference, forward and backward, of one shape against the reference: x off
-      -- zero (so that the merges' shifts matter), optionally 4 bytes past an aligned address.
-      local function check_case(dt, shape, tol, offset)
+      -- zero (so that the merges' shifts matter), optionally 4 bytes past an aligned address;
+      -- layout "nhwc": x, dy, y and dx channels-last, the reference's NCHW permuted.
+      local function check_case(dt, shape, tol, offset, layout)
         local N, C, plane = shape[1], shape[2], shape[3] * shape[4]
+        local nhwc = layout == "nhwc"
         for _, training in ipairs({ true, false }) do
           local x = randn({ N * C * plane + 1 }, dt, 2)
           x = (offset and x:narrow(1, 2, N * C * plane) or x:narrow(1, 1, N * C * plane)):view(N, C, shape[3], shape[4])
@@ -111,14 +125,17 @@ describe("tocha.BatchNorm2d", function()
           local rv = tocha.rand({ C }, { dtype = dt, device = device, seed = 78, low = 0.5, high = 2 })
           local wy, wdx, wdw, wdb, nrm, nrv = bn_ref(x:to_table(true), dy:to_table(true), w:to_table(true), b:to_table(true),
             rm:to_table(true), rv:to_table(true), N, C, plane, 1e-5, 0.1, training)
-          local bn = tocha.BatchNorm2d.new(C, { dtype = dt }):train(training)
-          local label = ("%s %s %s"):format(dt, table.concat(shape, "x"), training and "training" or "inference")
-          check(bn:forward(x, w, b, rm, rv), wy, tol, label .. " y")
+          local bn = tocha.BatchNorm2d.new(C, { dtype = dt, layout = layout }):train(training)
+          local label = ("%s %s %s %s"):format(dt, table.concat(shape, "x"), layout or "nchw", training and "training" or "inference")
+          local xin, dyin = x, dy
+          if nhwc then xin, dyin = channels_last(x, offset), channels_last(dy) end
+          local y = bn:forward(xin, w, b, rm, rv)
+          check(nhwc and channels_first(y) or y, wy, tol, label .. " y")
           check(rm, nrm, tol, label .. " running_mean")
           check(rv, nrv, tol, label .. " running_var")
           -- the backward reads the running statistics as the forward left them (inference)
-          local grads = { bn:backward(x, w, b, rm, rv, dy) }
-          check(grads[1], wdx, tol * 4, label .. " dx")
+          local grads = { bn:backward(xin, w, b, rm, rv, dyin) }
+          check(nhwc and channels_first(grads[1]) or grads[1], wdx, tol * 4, label .. " dx")
           check(grads[2], wdw, tol * 4 * math.sqrt(N * plane), label .. " dweight")
           check(grads[3], wdb, tol * 4 * math.sqrt(N * plane), label .. " dbias")
         end
@@ -159,6 +176,36 @@ describe("tocha.BatchNorm2d", function()
             check_case(dt, shape, tols[dt])
           end
         end
+      end)
+
+      -- Channels-last (layout "nhwc"): the statistics by column tiles (one tile of all the
+      -- channels, several with a partial last one), rows split among CTAs, units of 16 or 8 bytes
+      -- of channels or one channel at a time (C not a multiple of the width, or x misaligned).
+      it("normalises channels-last tensors (layout nhwc) as NCHW's, every width and dtype, in both modes", function()
+        local bn = require "tocha.ops.batch_norm"
+        local cases = {
+          { "f32", { 4, 64, 20, 20 }, 2e-5 },    -- 16-byte units, one tile, rows split
+          { "f32", { 2, 160, 6, 5 }, 2e-5 },     -- two tiles, the second of 32 channels
+          { "f32", { 3, 6, 7, 5 }, 2e-5 },       -- 8-byte units
+          { "f32", { 3, 3, 9, 8 }, 2e-5 },       -- one channel at a time
+          { "f32", { 2, 8, 6, 6 }, 2e-5, true }, -- x 4 bytes past an aligned address
+          { "f64", { 2, 5, 6, 7 }, 1e-12 },
+          { "f64", { 2, 72, 4, 3 }, 1e-12 },     -- two tiles of 64 and 8
+          { "f16", { 2, 264, 3, 4 }, 4e-3 },     -- a tile of 256 and one of 8
+          { "f16", { 3, 12, 5, 5 }, 4e-3 },      -- 8-byte units
+          { "bf16", { 2, 16, 9, 9 }, 3e-2 },
+        }
+        for _, case in ipairs(cases) do
+          local dt, shape = case[1], case[2]
+          if case[2][2] == 64 then
+            assert.is_true(bn.splits_nhwc(shape[1] * shape[3] * shape[4], shape[2], dt) >= 2, "the case splits its rows")
+          end
+          check_case(dt, shape, case[3], case[4], "nhwc")
+        end
+        fails('layout: expected "nchw" or "nhwc", got "nchwc"', tocha.BatchNorm2d.new, 3, { layout = "nchwc" })
+        local op = tocha.BatchNorm2d.new(3, { layout = "nhwc", track_running_stats = false })
+        fails("x: expected 3 channels (dimension 4), got 2", op.forward, op, randn({ 2, 4, 3, 2 }, "f32"),
+          tocha.ones({ 3 }, { device = device }), tocha.zeros({ 3 }, { device = device }))
       end)
 
       it("gives the gradients central differences give in training, f64", function()

@@ -174,7 +174,8 @@ describe("tocha.onnx.load", function()
 
       -- layout "nhwc" (the default) keeps the activations channels-last from the first Conv on:
       -- what layout "nchw" gives (the convolutions' sums in the same order), a Permute where the
-      -- input comes in, the pools channels-last, and the logits a view (1 x 1 pixels).
+      -- input comes in, the pools channels-last, and the logits a view (1 x 1 pixels); unfused,
+      -- the batch norms channels-last as well.
       it("keeps the convolutions' activations channels-last (layout nhwc), as nchw computes them", function()
         for _, name in ipairs({ "residual", "resnet18", "mobile" }) do
           local x = tocha.load_npy(path(name .. "_in1.npy"), { device = dev.name })
@@ -196,8 +197,26 @@ describe("tocha.onnx.load", function()
             end
             assert.is_true(convs > 0)
           end
+          -- unfused, the batch norms stay channels-last too: no Permute beside the input's
+          local m = tocha.onnx.load(path(name .. ".onnx"), { batch_size = x:shape()[1], device = dev.name, fuse = false })
+          local permutes, norms = 0, 0
+          for _, n in ipairs(m.order) do
+            if n.op and n.op.kind == "permute" then permutes = permutes + 1 end
+            if n.op and n.op.kind == "batch_norm" then
+              norms = norms + 1
+              assert.is_true(n.op.nhwc, n.name)
+            end
+          end
+          if name == "residual" or name == "resnet18" then
+            assert.are.equal(1, permutes, name .. " unfused")
+            assert.is_true(norms > 0, name .. " unfused has batch norms")
+          end
+          local unfused = m:forward({ x })
           -- (the global average pool sums in another order)
-          for i = 1, #got.nchw do close(got.nhwc[i], got.nchw[i], 1e-6, name .. " output " .. i) end
+          for i = 1, #got.nchw do
+            close(got.nhwc[i], got.nchw[i], 1e-6, name .. " output " .. i)
+            close(unfused[i], got.nchw[i], 1e-5, name .. " unfused output " .. i)
+          end
         end
         assert.truthy(error_of(tocha.onnx.load, path("residual.onnx"), { layout = "chw" }):find(
           'layout: expected "nhwc" or "nchw", got "chw"', 1, true))

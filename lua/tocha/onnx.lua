@@ -367,7 +367,7 @@ OPS.BatchNormalization = function(self, n)
       eps = self:attr(n, "epsilon", 1e-5) }
     return self:set(n, 1, joined(v))
   end
-  local x = self:runtime(n, 1)
+  local x = self:runtime(n, 1, nil, true) -- channels-last stays so: the op takes either layout
   if self:attr(n, "training_mode", 0) ~= 0 then self:fail(n, "training_mode 1 is not supported (export in eval mode)") end
   if #n.outputs > 1 then self:fail(n, "the running statistics' outputs (training mode) are not supported") end
   local scale, bias = self:needed(n, 2, "scale"), self:needed(n, 3, "B")
@@ -375,10 +375,11 @@ OPS.BatchNormalization = function(self, n)
   for _, c in ipairs({ scale, bias, mean, var }) do
     if not c.const then self:fail(n, "its statistics and affine must be initializers") end
   end
-  local op = BatchNorm2d.new(x.shape[2], { eps = self:attr(n, "epsilon", 1e-5), dtype = self.dtype })
+  local op = BatchNorm2d.new(x.shape[2], { eps = self:attr(n, "epsilon", 1e-5), dtype = self.dtype, layout = x.layout })
   op:train(false)
-  self:set(n, 1, self:emit(n, op, { x }, { weight = scale, bias = bias, running_mean = mean, running_var = var },
-    self:layer_name(n, scale)))
+  local r = self:emit(n, op, { x }, { weight = scale, bias = bias, running_mean = mean, running_var = var },
+    self:layer_name(n, scale))
+  self:set(n, 1, { node = r.node, shape = x.shape, layout = x.layout })
 end
 
 -- Gemm and MatMul with a constant right operand: tocha.Linear (weight [out, in]).

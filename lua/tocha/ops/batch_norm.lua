@@ -7,6 +7,7 @@
 --   local y = bn:forward(x, weight, bias, running_mean, running_var)
 --   local dx, dweight, dbias = bn:backward(x, weight, bias, running_mean, running_var, dy)
 --   bn:train(false)                                        -- inference: the running statistics
+--   tocha.BatchNorm2d.new(64, { layout = "nhwc" })         -- x channels-last: [N, H, W, C]
 --
 -- Its parameters, in order: weight and bias (affine), running_mean and running_var
 -- (track_running_stats; buffers: a model keeps and saves them, starts them at 0 and 1, and
@@ -20,6 +21,9 @@
 -- With the running statistics (inference) the forward is the elementwise pass alone and the
 -- backward runs the first two only for the weight's and bias's gradients. The splits are planned
 -- from the shape alone (M.splits), so a result is the same on every run and device.
+-- Channels-last (layout "nhwc", x [..., C] with the channels the last dimension): the statistics
+-- are a column reduction, a CTA a tile of up to 32 16-byte units of channels (M.tile) and a
+-- share of the rows (M.splits_nhwc), and the elementwise pass reads each element's channel.
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -41,6 +45,19 @@ function M.splits(N, C, plane, dt)
   return math.max(1, math.min(math.floor(WAVE / C), math.floor(units / (UNITS * BLOCK))))
 end
 
+-- The channels-last statistics' column tile for C channels of dtype dt (the kernel's bn_tile).
+function M.tile(C, dt)
+  return math.min(C, 32 * (16 / dtype.size(dt)))
+end
+
+-- The channels-last statistics pass's splits of the R rows of x [R, C]: enough CTAs (column
+-- tiles x splits) to fill the GPU about once, each thread with at least UNITS 16-byte units.
+function M.splits_nhwc(R, C, dt)
+  local tile = M.tile(C, dt)
+  local units = math.ceil(R * tile / (16 / dtype.size(dt)))
+  return math.max(1, math.min(math.floor(WAVE / math.ceil(C / tile)), math.floor(units / (UNITS * BLOCK))))
+end
+
 -- The kernels' launch bounds: 64 registers a thread (four CTAs of BLOCK an SM, WAVE's count),
 -- which the compiler's report for sm_90 shows spills nothing; f64 is left free (62-66).
 local function bounds(dt)
@@ -52,12 +69,16 @@ local BatchNorm2d = op.class("BatchNorm2d")
 M.BatchNorm2d = BatchNorm2d
 
 -- BatchNorm2d.new(num_features [, {eps = 1e-5, momentum = 0.1, affine = true,
--- track_running_stats = true, dtype}])
+-- track_running_stats = true, dtype, layout = "nchw"}]): layout "nhwc" takes x channels-last.
 function BatchNorm2d.new(channels, opts)
   channels = op.integer(channels, "num_features")
   if channels < 1 then raise("num_features: expected a positive integer, got " .. channels) end
-  opts = op.options(opts, { eps = true, momentum = true, affine = "boolean", track_running_stats = "boolean", dtype = true },
-    "tocha.BatchNorm2d")
+  opts = op.options(opts, { eps = true, momentum = true, affine = "boolean", track_running_stats = "boolean", dtype = true,
+    layout = true }, "tocha.BatchNorm2d")
+  local layout = opts.layout or "nchw"
+  if layout ~= "nchw" and layout ~= "nhwc" then
+    raise(("layout: expected \"nchw\" or \"nhwc\", got %s"):format(errors.show(opts.layout)))
+  end
   local eps, momentum = opts.eps or 1e-5, opts.momentum or 0.1
   if type(eps) ~= "number" or not (eps >= 0) or eps == math.huge then -- not (>=): NaN too
     raise("eps: expected a non-negative number, got " .. errors.show(eps))
@@ -68,11 +89,12 @@ function BatchNorm2d.new(channels, opts)
   local dt = op.float_dtype(opts.dtype, "dtype")
   local affine, running = opts.affine ~= false, opts.track_running_stats ~= false
   local self = setmetatable({ kind = "batch_norm", channels = channels, eps = eps, momentum = momentum, dtype = dt,
-    affine = affine, running = running, training = true, block_size = BLOCK,
-    id = ("batch_norm__%d__%s__%g__%g__%d%d"):format(channels, dt, eps, momentum, affine and 1 or 0, running and 1 or 0) },
+    affine = affine, running = running, training = true, block_size = BLOCK, nhwc = layout == "nhwc",
+    id = ("batch_norm__%d__%s__%g__%g__%d%d%s"):format(channels, dt, eps, momentum, affine and 1 or 0, running and 1 or 0,
+      layout == "nhwc" and "__nhwc" or "") },
     BatchNorm2d)
   local source = op.source("batch_norm.cu")
-  local targs = ("%s, %d, %d"):format(dtype.ctype(dt), affine and 1 or 0, running and 1 or 0)
+  local targs = ("%s, %d, %d, %d"):format(dtype.ctype(dt), affine and 1 or 0, running and 1 or 0, layout == "nhwc" and 1 or 0)
   self.kernel = kernel.new { source = source, name = "tocha_batch_norm", template_args = targs, launch_bounds = bounds(dt),
     params = ("%s* x, %s* w, %s* b, %s* running_mean, %s* running_var, %s* y, u8* ws, i64 N, i64 C, "
       .. "i64 plane, i64 splits, f64 eps, f64 momentum, i32 training, i32 phase")
@@ -114,13 +136,25 @@ function BatchNorm2d:param_trainable(i)
   return name == "weight" or name == "bias"
 end
 
+-- x's shape as the kernel's [N, C, plane]: NCHW's [N, C, ...] as it is, channels-last's
+-- [..., C] as [rows, C, 1].
 function BatchNorm2d:view(shape, what)
   op.check_shape(shape, what)
-  if #shape < 2 then raise(("%s: expected [N, C, ...], got %d dimensions"):format(what, #shape)) end
-  if shape[2] ~= self.channels then
-    raise(("%s: expected %d channels (dimension 2), got %d"):format(what, self.channels, shape[2]))
+  if #shape < 2 then
+    raise(("%s: expected %s, got %d dimensions"):format(what, self.nhwc and "[N, ..., C]" or "[N, C, ...]", #shape))
   end
+  local at = self.nhwc and #shape or 2
+  if shape[at] ~= self.channels then
+    raise(("%s: expected %d channels (dimension %d), got %d"):format(what, self.channels, at, shape[at]))
+  end
+  if self.nhwc then return op.numel(shape) / shape[at], shape[at], 1 end
   return shape[1], shape[2], op.numel(shape, 3)
+end
+
+-- The statistics pass's splits for x viewed as [N, C, plane].
+function BatchNorm2d:splits(N, C, plane)
+  if self.nhwc then return M.splits_nhwc(N, C, self.dtype) end
+  return M.splits(N, C, plane, self.dtype)
 end
 
 function BatchNorm2d:compute_concrete_output_shape(input_shapes)
@@ -138,7 +172,7 @@ function BatchNorm2d:n_backward_launches() return 3 end
 -- channel.
 function BatchNorm2d:workspace_bytes(input_shapes)
   local N, C, plane = self:view(op.one_input(input_shapes), "inputs[1]")
-  return 4 * C * (M.splits(N, C, plane, self.dtype) + 1) * (self.dtype == "f64" and 8 or 4)
+  return 4 * C * (self:splits(N, C, plane) + 1) * (self.dtype == "f64" and 8 or 4)
 end
 
 -- Launch i's grid: 1, a CTA a (channel, split); 2, a warp a channel; 3, the elementwise pass,
@@ -147,7 +181,8 @@ end
 local function grid(self, i, input_shapes, stats, per)
   local N, C, plane = self:view(op.one_input(input_shapes), "inputs[1]")
   if i < 3 and not stats then return { 0, 0, 0 } end
-  if i == 1 then return { C * M.splits(N, C, plane, self.dtype), 1, 1 } end
+  if i == 1 and self.nhwc then return { math.ceil(C / M.tile(C, self.dtype)) * self:splits(N, C, plane), 1, 1 } end
+  if i == 1 then return { C * self:splits(N, C, plane), 1, 1 } end
   if i == 2 then return { math.ceil(C * 32 / BLOCK), 1, 1 } end
   local units = math.ceil(N * C * plane / (16 / dtype.size(self.dtype)))
   return { math.max(1, math.min(math.ceil(units / (per * BLOCK)), 2 ^ 31 - 1)), 1, 1 }
@@ -186,7 +221,7 @@ function BatchNorm2d:pack_args_for_launch(i, inputs, params, output, output_shap
   local N, C, plane = self:view(shape, "inputs[1]")
   local at = addresses(self, x, params)
   return { x, at.weight, at.bias, at.running_mean, at.running_var, op.address(output, "output"), at.ws, N, C, plane,
-    M.splits(N, C, plane, self.dtype), self.eps, self.momentum, batch_stats(self) and 1 or 0, i - 1 }
+    self:splits(N, C, plane), self.eps, self.momentum, batch_stats(self) and 1 or 0, i - 1 }
 end
 
 function BatchNorm2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs, grad_params)
@@ -200,7 +235,7 @@ function BatchNorm2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad
   local dw = self.affine and op.address(grad_params[1], "grad_params[1]") or dx
   local db = self.affine and op.address(grad_params[2], "grad_params[2]") or dx
   return { x, at.weight, at.running_mean, at.running_var, op.address(grad_output, "grad_output"), dx, dw, db, at.ws,
-    N, C, plane, M.splits(N, C, plane, self.dtype), self.eps, batch_stats(self) and 1 or 0, i - 1 }
+    N, C, plane, self:splits(N, C, plane), self.eps, batch_stats(self) and 1 or 0, i - 1 }
 end
 
 op.finish(BatchNorm2d)
