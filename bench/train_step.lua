@@ -1,11 +1,12 @@
 -- bench/train_step.lua: one training step of torchvision's ResNet-18 at 224 x 224 (the file
--- bench/networks_torch.py export DIR writes, DIR/resnet18_b64.onnx), imported unfused in NCHW
--- (tocha.onnx.load with fuse = false, layout = "nchw": every BatchNorm a layer of its own, in
--- training mode) and trained: the forward keeping what the backward needs, cross entropy on
--- random labels, the backward through every layer, an AdamW step over the 11.7 M parameters;
--- batch 64 in f32 and bf16 (the whole network and its optimizer in one dtype, as PyTorch's
--- model.to(dtype); not f16, whose range AdamW's steps leave without loss scaling). The median
--- device time of a step over N steps, after 5 that warm up (kernels built, buffers allocated).
+-- bench/networks_torch.py export DIR writes, DIR/resnet18_b64.onnx), imported unfused
+-- (tocha.onnx.load with fuse = false: every BatchNorm a layer of its own, in training mode) in
+-- both layouts (channels-last "nhwc", the import's default, and ONNX's "nchw") and trained: the
+-- forward keeping what the backward needs, cross entropy on random labels, the backward
+-- through every layer, an AdamW step over the 11.7 M parameters; batch 64 in f32 and bf16 (the
+-- whole network and its optimizer in one dtype, as PyTorch's model.to(dtype); not f16, whose
+-- range AdamW's steps leave without loss scaling). The median device time of a step over N
+-- steps, after 5 that warm up (kernels built, buffers allocated).
 -- bench/train_step_torch.py DIR times PyTorch's step on the same network (eager, NCHW and
 -- channels_last) and writes the report.
 -- --file and --size take another exported ResNet (the script's own check on sim: a small one).
@@ -19,10 +20,11 @@ print(("training-step benchmark on %s (%s), %d steps each"):format(device.name, 
 
 local file = opts.file ~= "" and opts.file or ("%s/resnet18_b%d.onnx"):format(opts.out, opts.batch)
 local rows = {}
-for _, dt in ipairs({ "f32", "bf16" }) do
-  local name = ("resnet18 train b%d %s"):format(opts.batch, dt)
+for _, case in ipairs({ { "f32", "nhwc" }, { "f32", "nchw" }, { "bf16", "nhwc" }, { "bf16", "nchw" } }) do
+  local dt, layout = case[1], case[2]
+  local name = ("resnet18 train b%d %s %s"):format(opts.batch, dt, layout)
   if timing.selected(name, opts.only) then
-    local m = tocha.onnx.load(file, { batch_size = opts.batch, dtype = dt, fuse = false, layout = "nchw" })
+    local m = tocha.onnx.load(file, { batch_size = opts.batch, dtype = dt, fuse = false, layout = layout })
     m:train(true)
     local opt = tocha.optim.AdamW(m:trainable_parameters(), { lr = 1e-3, weight_decay = 1e-2 })
     local x = tocha.randn({ opts.batch, 3, opts.size, opts.size }, { seed = 1, device = device.name }):cast(dt)
@@ -41,14 +43,16 @@ for _, dt in ipairs({ "f32", "bf16" }) do
     local ms = timing.time_launches(device, step, opts.steps)
     local value = loss:cast("f64"):item()
     if value ~= value then error(name .. ": the loss is NaN") end
-    rows[#rows + 1] = { network = "resnet18", batch = opts.batch, dtype = dt, step_ms = ms, loss = value }
-    print(("%-28s step %9.4f ms  (%.1f images/s)  loss %.4f"):format(name, ms, opts.batch / ms * 1000, value))
+    rows[#rows + 1] = { network = "resnet18", batch = opts.batch, dtype = dt, layout = layout, step_ms = ms, loss = value }
+    print(("%-33s step %9.4f ms  (%.1f images/s)  loss %.4f"):format(name, ms, opts.batch / ms * 1000, value))
     m, opt = nil, nil
     collectgarbage()
   end
 end
 local f = assert(io.open(opts.out .. "/train_tocha.csv", "w"))
-f:write("network,batch,dtype,step_ms,loss\n")
-for _, r in ipairs(rows) do f:write(("%s,%d,%s,%.6f,%.6g\n"):format(r.network, r.batch, r.dtype, r.step_ms, r.loss)) end
+f:write("network,batch,dtype,layout,step_ms,loss\n")
+for _, r in ipairs(rows) do
+  f:write(("%s,%d,%s,%s,%.6f,%.6g\n"):format(r.network, r.batch, r.dtype, r.layout, r.step_ms, r.loss))
+end
 f:close()
 print("wrote " .. opts.out .. "/train_tocha.csv")
