@@ -14,6 +14,10 @@
 // dilation and both channel counts are compile-time constants, so a chunk's window position
 // and channel come from a slice index by multiplications. Sums in f32 over the tensor cores'
 // order (not conv2d.cu's), rounded once to T.
+// On f32 (T float) the same kernel is TF32 (the opt-in, as matmul.cu's tocha_matmul_tc on f32):
+// chunks of 4 channels, slices of 32 of k (128 bytes, as the halves' 64), tiles of 128 x 128,
+// and B always K-major ([O, KH, KW, C]: tocha_conv2d_weight_orsc; for dx
+// tocha_conv2d_weight_flip_kmajor), the only form tf32's wgmma reads.
 
 // The weight [O, C, KH, KW] (PyTorch's layout) as [KH, KW, CP, O] (rsck): the implicit GEMM's B,
 // O contiguous, its channels C padded with zeros to CP (a multiple of 8: a stem's 3 channels
@@ -64,15 +68,45 @@ __device__ void tocha_conv2d_weight_flip(const T *w, T *flipped)
     }
 }
 
+// The weight [O, C, KH, KW] as the K-major B of tf32 ([O, KH, KW, CP]: each output channel's
+// window positions in (ky, kx, channel) order, channels padded with zeros to CP). One thread an
+// element, writes consecutive.
+template <typename T, int C, int CP, int O, int KH, int KW>
+__device__ void tocha_conv2d_weight_orsc(const T *w, T *orsc)
+{
+    const long long total = (long long)O * KH * KW * CP;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
+        const long long c = e % CP, t = e / CP, rs = t % (KH * KW), o = t / (KH * KW);
+        orsc[e] = c < C ? w[(o * C + c) * (KH * KW) + rs] : tocha::from_compute<T>(0.0f);
+    }
+}
+
+// The flipped weight of dx (tocha_conv2d_weight_flip) as the K-major B of tf32: [C, KH, KW, O],
+// B at (c, ky, kx, o) = w[o, c, KH - 1 - ky, KW - 1 - kx]. One thread an element, writes
+// consecutive.
+template <typename T, int C, int O, int KH, int KW>
+__device__ void tocha_conv2d_weight_flip_kmajor(const T *w, T *flipped)
+{
+    const long long total = (long long)C * KH * KW * O;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
+        const long long o = e % O, t = e / O, rs = t % (KH * KW), c = t / (KH * KW);
+        const int ky = (int)(rs / KW), kx = (int)(rs % KW);
+        flipped[e] = w[((o * C + c) * KH + (KH - 1 - ky)) * KW + (KW - 1 - kx)];
+    }
+}
+
 #ifdef TOCHA_MATMUL_WGMMA
 // A's part of a thread in a slice's copies (mm_operand_copy's K-major layout: 128 rows of 128
-// bytes, 128-byte swizzled): the thread's chunk column c8 (channels 8 c8 .. of the slice's 64 of
-// k) in rows r, r + 32, r + 64, r + 96 (r = thread / 8), each row an output pixel. A row keeps
+// bytes, 128-byte swizzled): the thread's chunk column c8 (E channels from E c8 of the slice's
+// SLICE of k: 8 of 64 for halves, 4 of 32 for f32) in rows r, r + 32, r + 64, r + 96 (r =
+// thread / 8), each row an output pixel. A row keeps
 // where its window starts in x (iy0, ix0 and that pixel's offset, which may lie outside x: it is
 // only used for positions inside); a slice adds its window position, the same for the four.
 template <typename T, int C, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
 struct conv_patch_copy {
-    static const int ROWS = 4;
+    static const int ROWS = 4, E = 16 / sizeof(T), SLICE = 8 * E;
     long long pixel[ROWS]; // offset of x[b, iy0, ix0, 0]
     int iy0[ROWS], ix0[ROWS];
     int h, w, c8, dst;
@@ -98,11 +132,11 @@ struct conv_patch_copy {
         }
     }
 
-    // Starts slice s's copies (k from 64 s; K = KH KW C in all) into A's part of a stage.
+    // Starts slice s's copies (k from SLICE s; K = KH KW C in all) into A's part of a stage.
     __device__ __forceinline__ void start(unsigned char *stage, long long s, long long k,
                                           const T *x) const
     {
-        const int kk = (int)s * 64 + c8 * 8; // this thread's first k of the slice
+        const int kk = (int)s * SLICE + c8 * E; // this thread's first k of the slice
         const int c = kk % C, rs = kk / C;
         const int dy = rs / KW * DH, dx = rs % KW * DW;
         const long long step = ((long long)dy * w + dx) * C + c;
@@ -180,8 +214,10 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
                                    long long n, int h, int w, int oh, int ow, int has_bias,
                                    const T *residual, const T *grad, int epilogue)
 {
-    static_assert(C % 8 == 0 && O % 8 == 0, "tocha_conv2d_igemm: channels in whole 16-byte chunks");
+    constexpr int E = 16 / sizeof(T); // elements a chunk
+    static_assert(C % E == 0 && O % E == 0, "tocha_conv2d_igemm: channels in whole 16-byte chunks");
     static_assert(BN == 64 || BN == 128 || BN == 256, "tocha_conv2d_igemm: tiles of 64, 128 or 256");
+    static_assert(sizeof(T) == 2 || (BN == 128 && B_K_MAJOR), "tocha_conv2d_igemm: tf32 reads a K-major B by 128");
     if (blockDim.x != 256) __trap();
     const long long m = n * oh * ow, k = (long long)KH * KW * C;
     if (m <= 0) return;
@@ -190,11 +226,12 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
     const tocha_epilogue<T, F> epi =
         tocha_epilogue_of<T, F>(bias, has_bias, residual, grad, epilogue, 0);
 #ifdef TOCHA_MATMUL_WGMMA
-    const long long slices = (k + 63) / 64, per = (slices + gridDim.y - 1) / gridDim.y;
+    const int SLICE = 8 * E; // k a slice: 128 bytes
+    const long long slices = (k + SLICE - 1) / SLICE, per = (slices + gridDim.y - 1) / gridDim.y;
     const long long first = blockIdx.y * per, count = slices - first < per ? slices - first : per;
     const conv_patch_copy<T, C, KH, KW, SH, SW, PH, PW, DH, DW> copy_a(n, h, w, oh, ow, row0);
     float *slab = gridDim.y > 1 || (epilogue & CONV_SLABS) ? partial + blockIdx.y * m * O : (float *)0;
-    if (B_K_MAJOR) {
+    if constexpr (B_K_MAJOR != 0) {
         const mm_operand_copy<T, true, BN> copy_b(weight, k, O, col0);
         mm_wg_run<T, 0, 1, BN>(copy_a, copy_b, x, weight, epi, y, m, O, k, first, count, row0, col0,
                                slab);

@@ -67,8 +67,8 @@ local CASES = {
   { { 2, 2, 11, 9 }, 3, { k = { 5, 5 }, s = { 3, 2 }, p = { 2, 1 }, d = { 1, 1 }, g = 1 } },
 }
 
-local function opts_of(o, dt, bias, layout)
-  return { stride = o.s, padding = o.p, dilation = o.d, groups = o.g, dtype = dt, bias = bias, layout = layout }
+local function opts_of(o, dt, bias, layout, tf32)
+  return { stride = o.s, padding = o.p, dilation = o.d, groups = o.g, dtype = dt, bias = bias, layout = layout, tf32 = tf32 }
 end
 
 -- Convolutions the tensor cores take in layout nhwc (halves, groups 1, channels multiples of
@@ -133,6 +133,12 @@ describe("tocha.Conv2d", function()
     for _, g in ipairs({ f32.igemm, f32.igemm_dx, f32.igemm_dw }) do
       assert.is_true(g.kernel:info("sm_90").registers <= 128)
     end
+    -- tf32: the tensor cores' implicit GEMM on f32 (wgmma's tf32 form), forward and dx
+    local t = tocha.Conv2d.new(12, 20, 3, { padding = 1, tf32 = true })
+    for _, g in ipairs({ t.igemm, t.igemm_dx }) do
+      assert.are.equal(0, g.kernel:info("sm_90")["local"])
+      assert.truthy(g.kernel:ptx("sm_90"):find("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", 1, true))
+    end
     -- in channels not in 8s: the forward on the tensor cores over channels padded to 8s, dx and
     -- dweight direct
     local stem = tocha.Conv2d.new(3, 64, 7, { stride = 2, padding = 3, dtype = "f16" })
@@ -148,9 +154,11 @@ describe("tocha.Conv2d", function()
 
       -- layout nhwc: the op runs on x and dy permuted to [N, H, W, C], its y and dx are
       -- permuted back for the reference
-      local function run(dt, case, bias, ints, seed, layout)
+      -- tf32: the op made with tf32 = true, normal inputs checked within tf32's rounding (each
+      -- operand's 13 low mantissa bits dropped: a product within 2^-9 of its size) in y and dx
+      local function run(dt, case, bias, ints, seed, layout, tf32)
         local s, co, o = case[1], case[2], case[3]
-        local conv = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, dt, bias, layout))
+        local conv = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, dt, bias, layout, tf32))
         local nhwc = layout == "nhwc"
         local make = ints and small_ints or function(sh, d, dv, sd) return tocha.randn(sh, { dtype = d, device = dv, seed = sd }) end
         local x = make(s, dt, device, seed)
@@ -174,8 +182,9 @@ describe("tocha.Conv2d", function()
         end
         local label = ("%s%s %s k %dx%d s %d,%d p %d,%d d %d,%d g %d"):format(dt, nhwc and " nhwc" or "", table.concat(s, "x"), o.k[1], o.k[2], o.s[1],
           o.s[2], o.p[1], o.p[2], o.d[1], o.d[2], o.g)
-        compare(y, want.y, tol, label .. " y")
-        compare(dx, want.dx, tol, label .. " dx")
+        local tf32_tol = tf32 and not ints and 2 ^ -9 or tol
+        compare(y, want.y, tf32_tol, label .. " y")
+        compare(dx, want.dx, tf32_tol, label .. " dx")
         compare(dw, want.dw, tol, label .. " dweight")
         if b then compare(db, want.db, tol, label .. " dbias") else assert.is_nil(db) end
         return conv
@@ -280,6 +289,50 @@ describe("tocha.Conv2d", function()
         end
         seed = seed + 10
         run("f32", TC_CASES[9], true, false, seed, "nchw") -- normal inputs: within f32's rounding
+      end)
+
+      -- tf32 (the opt-in): f32 on the tensor cores' implicit GEMM, the forward and dx (the weight
+      -- relaid K-major, 1 x 1 windows' forward weight read as it lies), the stem padded to 4
+      -- channels, k split, dx of a strided convolution; exact on small integers (tf32 holds
+      -- them), within tf32's rounding on normal inputs and not f32's result there; the weight
+      -- gradient f32's. PyTorch's switch (tocha.set_float32_matmul_precision) sets the default.
+      it("reads f32 as tf32 on the tensor cores where asked, forward and dx, both layouts", function()
+        local cases = { TC_CASES[1], TC_CASES[2], TC_CASES[3], TC_CASES[5], TC_CASES[6], STEM,
+          { { 1, 12, 7, 9 }, 20, { k = { 3, 3 }, s = { 2, 1 }, p = { 1, 2 }, d = { 1, 2 }, g = 1 } } }
+        local seed = 1600
+        for _, layout in ipairs({ "nhwc", "nchw" }) do
+          for i, case in ipairs(cases) do
+            seed = seed + 10
+            local conv = run("f32", case, i ~= 3, true, seed, layout, true)
+            assert.is_true(conv.tf32 and conv.igemm.tf32, "tf32 forward")
+            assert.are.equal("tocha_conv2d_igemm", conv.igemm.kernel.name)
+            assert.are.equal(case == STEM, conv.igemm.padded)
+            if conv.igemm_dx then assert.is_true(conv.igemm_dx.tf32, "tf32 dx") end
+            if case == TC_CASES[6] then -- 37 slices of 32 (f32's 128 bytes) over 3 tiles, 8 ways
+              assert.are.equal(8, select(2, conv:igemm_split(layout == "nhwc" and { 1, 8, 8, 24 } or { 1, 24, 8, 8 })), "k split")
+            end
+          end
+        end
+        for i, case in ipairs({ TC_CASES[2], TC_CASES[3], cases[7] }) do
+          seed = seed + 10
+          local layout = i == 2 and "nchw" or "nhwc"
+          run("f32", case, true, false, seed, layout, true)
+          -- not f32's result: the tensor cores read tf32
+          local s, co, o = case[1], case[2], case[3]
+          local x = tocha.randn(layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s, { device = device, seed = seed })
+          local w = tocha.randn({ co, s[2], o.k[1], o.k[2] }, { device = device, seed = seed + 1 })
+          local a = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, "f32", false, layout, true)):forward(x, w)
+          local b = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, "f32", false, layout, false)):forward(x, w)
+          assert.is_false(tocha.allclose(a, b, 0, 0), "tf32 gave f32's result")
+        end
+        local old = tocha.set_float32_matmul_precision("high")
+        local ok, conv = pcall(tocha.Conv2d.new, 8, 8, 3)
+        tocha.set_float32_matmul_precision(old)
+        assert.is_true(ok, tostring(conv))
+        assert.is_true(conv.tf32)
+        assert.is_false(tocha.Conv2d.new(8, 8, 3).tf32)
+        assert.is_false(tocha.Conv2d.new(8, 8, 3, { dtype = "bf16", tf32 = true }).tf32, "halves are not tf32")
+        fails("tf32: expected a boolean, got number", tocha.Conv2d.new, 8, 8, 3, { tf32 = 1 })
       end)
 
       it("runs halves on the tensor cores within the dtype's rounding on normal inputs, both layouts", function()

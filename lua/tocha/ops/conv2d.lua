@@ -23,9 +23,13 @@
 -- and dbias over dz: one forward's time more than a backward without the epilogue, and no
 -- tensor kept from the forward.
 --
+-- tf32 (f32 only; default: tocha.get_float32_matmul_precision() == "high" when the op is made;
+-- PyTorch's cudnn.allow_tf32): the forward and dx read f32 as tf32 on the tensor cores where the
+-- default device has wgmma (the weight gradient stays f32; elsewhere all of it is f32).
+--
 -- Kernels: the tensor cores' implicit GEMM (ops/conv2d_igemm.lua) for halves of groups 1 and
--- channel counts multiples of 8 where the default device has wgmma, and the same GEMM on f32
--- tiles (no TF32) for f32 of groups 1 and channels in 4s, forward, dx and dweight (the forward
+-- channel counts multiples of 8 where the default device has wgmma (and for tf32), and the same
+-- GEMM on f32 tiles for f32 of groups 1 and channels in 4s, forward, dx and dweight (the forward
 -- also for in channels not in whole 16-byte chunks, padded: a stem's 3); depthwise convolutions
 -- (groups = in = out) on ops/conv2d_depthwise.lua's (the forward and dx in layout nhwc, the
 -- weight gradient in both); the direct kernels of conv2d.cu otherwise (one thread an output
@@ -128,13 +132,14 @@ function M.kernel_args(dt, k, stride, padding, dilation, groups, layout)
 end
 
 -- Conv2d.new(in_channels, out_channels, kernel_size [, {stride, padding, dilation, groups, bias, dtype, layout,
--- activation, residual}])
+-- activation, residual, tf32}])
 function Conv2d.new(in_channels, out_channels, kernel_size, opts)
   in_channels, out_channels = M.channels(in_channels, out_channels)
   local k = pair(kernel_size, "kernel_size", 1)
   opts = op.options(opts, { stride = true, padding = true, dilation = true, groups = true, bias = "boolean", dtype = true,
-    layout = true, activation = true, residual = "boolean" }, "Conv2d")
-  local activation = require("tocha.matmul").activation(opts.activation, "activation")
+    layout = true, activation = true, residual = "boolean", tf32 = "boolean" }, "Conv2d")
+  local matmul = require "tocha.matmul"
+  local activation = matmul.activation(opts.activation, "activation")
   local stride, padding, dilation = pair(opts.stride or 1, "stride", 1), pair(opts.padding or 0, "padding", 0),
     pair(opts.dilation or 1, "dilation", 1)
   local groups = M.groups(opts.groups, in_channels, out_channels)
@@ -142,12 +147,15 @@ function Conv2d.new(in_channels, out_channels, kernel_size, opts)
   local self = setmetatable({ kind = "conv2d", in_channels = in_channels, out_channels = out_channels, kernel_size = k,
     stride = stride, padding = padding, dilation = dilation, groups = groups, has_bias = opts.bias ~= false, dtype = dt,
     layout = M.layout(opts.layout), block_size = 256, activation = activation, residual = opts.residual == true }, Conv2d)
+  local tf32 = matmul.tf32(opts.tf32, "tf32") -- (checked whatever the dtype)
+  self.tf32 = dt == "f32" and tf32 and igemm.eligible(dt, groups, in_channels, out_channels, true) and igemm.has_wgmma()
   if self.residual then self.input_names = { "x", "residual" } end
   local targs, consts, sizes = M.kernel_args(dt, k, stride, padding, dilation, groups, self.layout)
   self.id = ("conv2d__%d__%d__%s__%s__%s"):format(in_channels, out_channels, consts:gsub(", ", "_"),
     self.has_bias and "bias" or "nobias", dt)
   if activation ~= "identity" then self.id = self.id .. "__" .. activation end
   if self.residual then self.id = self.id .. "__residual" end
+  if self.tf32 then self.id = self.id .. "__tf32" end
   local source = M.source()
   self.kernel = kernel.new { source = source, name = "tocha_conv2d_forward", template_args = targs .. ", ew_fn_" .. activation,
     params = ("%s* x, %s* weight, %s* bias, %s* y, %s, i32 has_bias, %s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt, dt, sizes,

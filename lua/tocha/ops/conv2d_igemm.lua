@@ -36,14 +36,19 @@ M.LAUNCHES = 6
 -- (the simulator, or compute capability 9.0; elsewhere the kernels' fallback loops are slow and
 -- their shared memory more than some GPUs give a block, so the direct kernels serve). With
 -- padded, the forward alone, whose in channels need not be a multiple of 8 (M.padded_channels).
--- f32 runs on matmul.cu's f32 tiles instead (tocha_conv2d_f32, any device), its channels in 4s.
+-- f32 runs on matmul.cu's f32 tiles instead (tocha_conv2d_f32, any device), its channels in 4s,
+-- or as tf32 (the opt-in) on the tensor cores where the device has wgmma.
 function M.eligible(dt, groups, in_channels, out_channels, padded)
   if groups ~= 1 then return false end
   if dt == "f32" then return out_channels % 4 == 0 and (padded or in_channels % 4 == 0) end
+  return M.has_wgmma() and (dt == "f16" or dt == "bf16") and (padded or in_channels % 8 == 0) and out_channels % 8 == 0
+end
+
+-- Whether the default device has wgmma (the simulator, or compute capability 9.0).
+function M.has_wgmma()
   local dev = require("tocha.device").default()
   local cc = dev.compute_capability
-  local wgmma = dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
-  return wgmma and (dt == "f16" or dt == "bf16") and (padded or in_channels % 8 == 0) and out_channels % 8 == 0
+  return dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
 end
 
 -- The forward GEMM's in channels: c rounded up to whole 16-byte chunks (8 halves, 4 f32).
@@ -66,11 +71,13 @@ function M.eligible_dx(conv)
 end
 
 -- The kernels for conv's forward (a Conv2d: its dtype, channels, window, stride, padding,
--- dilation) or, with dx, for its dx (the stride-1 convolution of dy, channels swapped, by the
--- flipped weight, padding dilation (k - 1) - padding, no epilogue), with the tile width: 64, 128 or 256
--- output channels (the least that holds them up to 128, then 256 unless the channels fill
--- tiles of 128 better). The multiprocessors to fill with CTAs are the default device's (132, an
--- H200's, where that is the simulator).
+-- dilation, tf32) or, with dx, for its dx (the stride-1 convolution of dy, channels swapped, by
+-- the flipped weight, padding dilation (k - 1) - padding, no epilogue), with the tile width:
+-- 64, 128 or 256 output channels (the least that holds them up to 128, then 256 unless the
+-- channels fill tiles of 128 better; 128 for f32). The multiprocessors to fill with CTAs are the
+-- default device's (132, an H200's, where that is the simulator). f32 with conv.tf32 runs the
+-- tensor cores' kernel on f32 (tf32), its weight always relaid K-major (the forward's [out, kh,
+-- kw, in] unless the window is 1 x 1 and in needs no padding; dx's flipped [in, kh, kw, out]).
 function M.new(conv, dx)
   local matmul = require "tocha.matmul"
   local dev = require("tocha.device").default()
@@ -80,23 +87,26 @@ function M.new(conv, dx)
     c, o, stride = o, c, { 1, 1 }
     padding = { dilation[1] * (k[1] - 1) - padding[1], dilation[2] * (k[2] - 1) - padding[2] }
   end
-  local f32 = dt == "f32"
-  local bn = f32 and 128 or o <= 64 and 64 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128 or 256
+  local tf32 = dt == "f32" and conv.tf32 == true
+  local f32 = dt == "f32" and not tf32 -- the f32 tiles
+  local bn = dt == "f32" and 128 or o <= 64 and 64 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128 or 256
   local text, ct = source(), dtype.ctype(dt)
   local cp = dx and c or M.padded_channels(c, dt)
   local window = k[1] * k[2] > 1
   -- forward: a 1 x 1 window's weight [o, c] is B K-major; dx: a 1 x 1 window's [c', o'] is B as
-  -- the relaid weight lies
+  -- the relaid weight lies (MN-major), but for tf32, which reads B K-major only
   local g = { tile_n = bn, k = k[1] * k[2] * cp, out = o, nchw = conv.layout == "nchw", size = dtype.size(dt),
-    relayout = window or cp ~= c, channels = cp, padded = cp ~= c,
-    sms = dev.kind == "cuda" and dev.multiprocessors or 132,
+    relayout = window or cp ~= c or (tf32 and dx), channels = cp, padded = cp ~= c, tf32 = tf32,
+    sms = dev.kind == "cuda" and dev.multiprocessors or 132, slice = tf32 and 32 or 64,
     dilate = dx and (conv.stride[1] > 1 or conv.stride[2] > 1) and { conv.stride[1], conv.stride[2] } or nil }
-  local b_k_major = not dx and not g.relayout
+  local b_k_major = tf32 or not dx and not g.relayout
+  local relayout_name = dx and (tf32 and "tocha_conv2d_weight_flip_kmajor" or "tocha_conv2d_weight_flip")
+    or (tf32 and "tocha_conv2d_weight_orsc" or "tocha_conv2d_weight_rsck")
   -- the epilogue's function, in the kernel that writes y last
   local act = "ew_fn_" .. (dx and "identity" or conv.activation)
   local gemm_act = g.nchw and "ew_fn_identity" or act
   g.fused = g.nchw and not dx and (conv.activation ~= "identity" or conv.residual == true)
-  g.weight_kernel = kernel.new { source = text, name = dx and "tocha_conv2d_weight_flip" or "tocha_conv2d_weight_rsck",
+  g.weight_kernel = kernel.new { source = text, name = relayout_name,
     template_args = dx and ("%s, %d, %d, %d, %d"):format(ct, conv.in_channels, conv.out_channels, k[1], k[2])
       or ("%s, %d, %d, %d, %d, %d"):format(ct, c, cp, o, k[1], k[2]),
     params = ("%s* w, %s* relaid"):format(dt, dt) }
@@ -139,12 +149,13 @@ local function align(bytes) return math.ceil(bytes / 256) * 256 end
 
 -- The plan of a forward over n images of h x w (c channels) into oh x ow: the GEMM's rows m,
 -- its tiles, the splits of k (1: none; k is split where the tiles fill less than half the
--- multiprocessors and each split keeps at least 4 slices of 64 to pipeline, into as many as
--- make about one CTA a multiprocessor) and the workspace's regions (byte offsets) and size.
+-- multiprocessors and each split keeps at least 4 slices (of 64; tf32's of 32) to pipeline, into
+-- as many as make about one CTA a multiprocessor) and the workspace's regions (byte offsets)
+-- and size.
 function M.plan(g, n, c, h, w, oh, ow)
   local m = n * oh * ow
   local tiles = math.ceil(m / 128) * math.ceil(g.out / g.tile_n)
-  local slices = math.ceil(g.k / 64)
+  local slices = math.ceil(g.k / g.slice)
   local splits = 1
   if tiles > 0 and tiles * 2 <= g.sms then
     splits = math.max(1, math.min(math.floor(g.sms / tiles), math.floor(slices / 4)))
