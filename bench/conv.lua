@@ -1,4 +1,5 @@
--- bench/conv.lua: convolutions of real networks, halves, NHWC and NCHW, batch 1, 16 and 64:
+-- bench/conv.lua: convolutions of real networks, halves (and f32 read as tf32, dtype "tf32":
+-- Conv2d's tf32 option, the implicit GEMM's cases only), NHWC and NCHW, batch 1, 16 and 64:
 -- median device time over N calls (each call relays the weight out and allocates y, as a
 -- direct call does), TFLOP/s (2 n oh ow out in kh kw / groups) and bytes moved (x, y and the
 -- weight read or written once: the floor of a memory-bound case). Families (column op):
@@ -15,11 +16,11 @@
 -- Each case's forward is checked first against the direct kernels in f32 (NCHW) on one image.
 -- bench/conv_torch.py times PyTorch's peer of each row (cuDNN, its best algorithm, in its best
 -- layout for the case) and writes the report.
---   tocha bench/conv.lua [--out DIR] [--launches N] [--only PATTERN]
+--   tocha bench/conv.lua [--out DIR] [--launches N] [--only PATTERN] [--dtypes bf16,f16,tf32]
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
-local opts = timing.arguments(arg, { out = "results/tmp-conv", launches = 20, only = "" })
+local opts = timing.arguments(arg, { out = "results/tmp-conv", launches = 20, only = "", dtypes = "bf16,f16,tf32" })
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
@@ -74,11 +75,18 @@ for _, c in ipairs({
   c.op = "depthwise"
   CASES[#CASES + 1] = c
 end
-local BATCHES, DTYPES = { 1, 16, 64 }, { "bf16", "f16" }
+local BATCHES, DTYPES = { 1, 16, 64 }, {}
+for dt in opts.dtypes:gmatch("[^,]+") do
+  if dt ~= "bf16" and dt ~= "f16" and dt ~= "tf32" then error("--dtypes: expected bf16, f16 or tf32, got " .. dt) end
+  DTYPES[#DTYPES + 1] = dt
+end
 if device.kind == "sim" then -- a run there checks the script; its times mean nothing
-  BATCHES, DTYPES = { 1 }, { "bf16" }
+  BATCHES = { 1 }
   for _, c in ipairs(CASES) do c[7] = math.min(c[7], 8) end
 end
+
+-- A row's dtype as the tensors hold it ("tf32": f32).
+local function stored(dt) return dt == "tf32" and "f32" or dt end
 
 -- The op of a case in dtype dt and layout, and its reference: the same op in f32, NCHW (the
 -- direct kernels).
@@ -92,7 +100,8 @@ local function ops_of(c, dt, layout)
   end
   local o = { stride = s, padding = p, dtype = "f32", groups = c.op == "depthwise" and cin or 1 }
   local ref = tocha.Conv2d.new(cin, cout, k, o)
-  o.layout, o.dtype, o.activation = layout, dt, c.op == "conv+silu" and "silu" or nil
+  o.layout, o.dtype, o.activation = layout, stored(dt), c.op == "conv+silu" and "silu" or nil
+  o.tf32 = dt == "tf32"
   return tocha.Conv2d.new(cin, cout, k, o), ref
 end
 
@@ -106,22 +115,23 @@ local function run_case(c, dt, layout)
   assert(depthwise or op.igemm, name .. ": not on the tensor cores")
   local wshape = c.op == "deconv" and { cin, cout, k, k } or { cout, depthwise and 1 or cin, k, k }
   local fan = depthwise and k * k or cin * k * k
-  local w = tocha.randn(wshape, { dtype = dt, device = device.name, seed = 3 }):mul(1 / math.sqrt(fan))
-  local b = tocha.randn({ cout }, { dtype = dt, device = device.name, seed = 4 })
+  if dt == "tf32" then assert(op.tf32, name .. ": not on tf32") end
+  local w = tocha.randn(wshape, { dtype = stored(dt), device = device.name, seed = 3 }):mul(1 / math.sqrt(fan))
+  local b = tocha.randn({ cout }, { dtype = stored(dt), device = device.name, seed = 4 })
   -- one image against the direct kernels in f32, NCHW
-  local x1 = tocha.randn({ 1, cin, size, size }, { dtype = dt, device = device.name, seed = 5 })
+  local x1 = tocha.randn({ 1, cin, size, size }, { dtype = stored(dt), device = device.name, seed = 5 })
   local want = direct:forward(x1:cast("f32"), w:cast("f32"), b:cast("f32"))
   if c.op == "conv+silu" then want = want:silu() end
   local got = nhwc and op:forward(x1:permute(1, 3, 4, 2):contiguous(), w, b):permute(1, 4, 2, 3):contiguous() or
     op:forward(x1, w, b)
   local r = tocha.compare(got:cast("f32"), want:cast("f32"), { rtol = 2e-2, atol = 2e-2 })
   if not r.ok then error(("%s %s %s: %d elements differ from the direct kernels'"):format(name, dt, layout, r.mismatched)) end
-  local size_of = require("tocha.dtype").size(dt)
+  local size_of = require("tocha.dtype").size(stored(dt))
   for _, n in ipairs(BATCHES) do
     local xs = {}
     for i = 1, 2 do
       xs[i] = tocha.randn(nhwc and { n, size, size, cin } or { n, cin, size, size },
-        { dtype = dt, device = device.name, seed = 10 + i })
+        { dtype = stored(dt), device = device.name, seed = 10 + i })
     end
     local y0 = op:forward(xs[1], w, b)
     local ys = y0:shape()
@@ -147,7 +157,7 @@ local function run_case(c, dt, layout)
     row("forward", flops, ms, depthwise and "none" or "all", bytes)
     if c.op ~= "conv+silu" then -- the backward: dx and dweight (2 x the forward's work) and dbias
       local y = op:forward(xs[1], w, b)
-      local dy = tocha.randn(y:shape(), { dtype = dt, device = device.name, seed = 20 })
+      local dy = tocha.randn(y:shape(), { dtype = stored(dt), device = device.name, seed = 20 })
       y:free()
       local bms = timing.time_launches(device, function(i)
         local dx, dw, db = op:backward(xs[i % 2 + 1], w, b, dy)
@@ -165,7 +175,10 @@ end
 for _, case in ipairs(CASES) do
   if timing.selected(case[1], opts.only) then
     for _, dt in ipairs(DTYPES) do
-      for _, layout in ipairs({ "nhwc", "nchw" }) do run_case(case, dt, layout) end
+      -- tf32: the implicit GEMM's convolutions (Conv2d of groups 1)
+      if dt ~= "tf32" or case.op == "conv" or case.op == "conv+silu" then
+        for _, layout in ipairs({ "nhwc", "nchw" }) do run_case(case, dt, layout) end
+      end
     end
   end
 end

@@ -8,7 +8,9 @@ NCHW, and the faster counts: the target is a share of cuDNN in its best layout. 
 allocates its result, as tocha's does. The peers by op: conv, F.conv2d and its backward
 (aten.convolution_backward); conv+silu, F.silu(F.conv2d(...)) (PyTorch eager does not fuse
 them); deconv, F.conv_transpose2d and its backward; depthwise, F.conv2d with groups = channels.
-The report adds GB/s and % of the copy bandwidth for the memory-bound depthwise rows."""
+The report adds GB/s and % of the copy bandwidth for the memory-bound depthwise rows. Rows of
+dtype tf32 (f32 tensors, tocha's tf32 = true) run with cudnn.allow_tf32 on, the others with it
+off."""
 import csv
 import sys
 
@@ -17,11 +19,12 @@ import torch.nn.functional as F
 
 from torch_timing import copy_bandwidth, time_launches
 
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
 def case_ms(r, launches):
     dt = DTYPES[r["dtype"]]
+    torch.backends.cudnn.allow_tf32 = r["dtype"] == "tf32"  # f32 rows as tocha's f32: no TF32
     op = r.get("op", "conv")
     n, cin, cout, k, size = (int(r[key]) for key in ("n", "cin", "cout", "k", "size"))
     stride, padding = int(r["stride"]), int(r["padding"])
