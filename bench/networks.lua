@@ -1,7 +1,8 @@
 -- bench/networks.lua: whole networks imported from ONNX files that PyTorch exported
 -- (bench/networks_torch.py export DIR: torchvision's ResNet-18 at 224 x 224 and YOLOv8n, its
 -- boxes decoded, at 640 x 640, randomly initialised), run by tocha at batch 1 and 64 in f32,
--- f16 and bf16: the forward as m:forward runs it (the launch plan), its captured graph
+-- tf32 (f32 imported under tocha.set_float32_matmul_precision("high"): its convolutions and
+-- products on tf32), f16 and bf16: the forward as m:forward runs it (the launch plan), its captured graph
 -- replayed, and the device memory an inference holds. Each row is checked first: its outputs
 -- against PyTorch's (DIR/<net>_b<batch>_out.npy, f32) within the dtype's tolerance.
 -- bench/networks_torch.py time DIR times PyTorch on the same rows (eager, CUDA graph,
@@ -18,7 +19,7 @@ local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
 
 local NETWORKS = { "resnet18", "yolov8n" }
-local TOLERANCE = { f32 = 1e-4, f16 = 1e-2, bf16 = 5e-2 }
+local TOLERANCE = { f32 = 1e-4, tf32 = 1e-2, f16 = 1e-2, bf16 = 5e-2 }
 
 local function relative(got, want)
   local g, w = got:cast("f64"):to_table(true), want:to_table(true)
@@ -31,15 +32,19 @@ end
 local rows = {}
 for _, net in ipairs(NETWORKS) do
   for _, batch in ipairs({ 1, 64 }) do
-    for _, dt in ipairs({ "f32", "f16", "bf16" }) do
+    for _, dt in ipairs({ "f32", "tf32", "f16", "bf16" }) do
       local name = ("%s b%d %s"):format(net, batch, dt)
       if timing.selected(name, opts.only) then
         local file = ("%s/%s_b%d.onnx"):format(opts.out, net, batch)
-        local x = tocha.load_npy(("%s/%s_b%d_in.npy"):format(opts.out, net, batch)):to(device.name):cast(dt)
+        local stored = dt == "tf32" and "f32" or dt
+        local x = tocha.load_npy(("%s/%s_b%d_in.npy"):format(opts.out, net, batch)):to(device.name):cast(stored)
         collectgarbage()
         tocha.memory.empty_cache()
         local before = tocha.memory.stats().allocated
-        local m = tocha.onnx.load(file, { batch_size = batch, dtype = dt })
+        local precision = tocha.set_float32_matmul_precision(dt == "tf32" and "high" or "highest")
+        local ok, m = pcall(tocha.onnx.load, file, { batch_size = batch, dtype = stored })
+        tocha.set_float32_matmul_precision(precision)
+        if not ok then error(m, 0) end
         collectgarbage() -- the load's temporaries (the file's f32 weights, BatchNorm folding)
         -- what the loaded model holds (parameters, buffers, workspace), and what a forward
         -- takes past it

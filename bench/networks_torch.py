@@ -26,9 +26,9 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0] + "/../spec/support")
 from torch_timing import time_launches  # noqa: E402
 from peer_yolo import YOLOv8n  # noqa: E402
 
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False  # f32 rows as tocha's f32; tf32 rows turn both on (time_rows)
 
 
 def lively(model):
@@ -80,6 +80,7 @@ def time_rows(folder, launches=20):
     out = []
     for r in rows:
         batch, dt = int(r["batch"]), DTYPES[r["dtype"]]
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = r["dtype"] == "tf32"
         model = make(r["network"]).cuda().to(dt)
         x = torch.tensor(np.load(f"{folder}/{r['network']}_b{batch}_in.npy")).cuda().to(dt)
         with torch.no_grad():
