@@ -73,6 +73,12 @@ describe("tocha.autotune", function()
     assert.truthy(how.dropped[2].reason:find("^wrong result: argument 2 differs from configuration 1's by up to 1"),
       how.dropped[2].reason)
     assert.are.equal(3, #how.times)
+    -- read back from its record, the choice keeps the dropped ones and their reasons
+    tuned:forget()
+    local again, read = tuned:choice(x, y, n)
+    assert.are.equal("disk", read.source)
+    assert.are.equal(cfg, again)
+    assert.are.same(how.dropped, read.dropped)
   end)
 
   it("puts the outputs back, so that a call does what one launch does", function()

@@ -157,6 +157,42 @@ describe("tocha.matmul", function()
         fails("opts.tf32: expected a boolean, got 1", tocha.matmul, a, b, { tf32 = 1 })
       end)
 
+      -- autotune (tocha.set_autotune, or a call's option): the tensor cores' configuration timed
+      -- per shape (tile width, plain or warp-specialized loop), each giving the heuristic's
+      -- bits; the choice kept per key; f32 and other kinds untouched.
+      it("times the tensor cores' configurations where asked, giving the same bits", function()
+        assert.is_false(tocha.get_autotune())
+        local on = tocha.device(device)
+        for i, c in ipairs({ { 130, 64, 296, "row", "row", "relu" }, { 70, 40, 136, "row", "col", "identity" },
+          { 24, 24, 264, "col", "row", "identity" } }) do
+          local m, k, n, la, lb, act = c[1], c[2], c[3], c[4], c[5], c[6]
+          assert.are.equal("tensor_cores", select(4, matmul.launch_of("bf16", m, k, n, 2, la, lb)))
+          local a = tocha.randn(la == "row" and { 2, m, k } or { 2, k, m }, { device = device, seed = 40 + i }):cast("bf16")
+          local b = tocha.randn(lb == "row" and { k, n } or { n, k }, { device = device, seed = 50 + i }):cast("bf16")
+          if la == "col" then a = a:transpose(2, 3) end
+          if lb == "col" then b = b:t() end
+          local bias = tocha.randn({ n }, { device = device, seed = 60 + i }):cast("bf16")
+          local want = tocha.matmul(a, b, { bias = bias, activation = act })
+          local old = tocha.set_autotune(true)
+          local ok, got = pcall(tocha.matmul, a, b, { bias = bias, activation = act })
+          tocha.set_autotune(old)
+          assert.is_true(ok, tostring(got))
+          local what = table.concat(c, " ")
+          assert.is_true(tocha.allclose(got, want, 0, 0), what)
+          assert.is_true(tocha.allclose(tocha.matmul(a, b, { bias = bias, activation = act, autotune = true }), want, 0, 0), what)
+          local tuner = matmul.tuner("bf16", la, lb, act, on)
+          local cfg, how = tuner:choice(a, b, bias, got, m, n, k, m * k, 0, 1, 2)
+          assert.are.equal("memory", how.source, what)
+          assert.truthy(cfg.tile_n == 128 or cfg.tile_n == 256, what)
+          assert.are.equal(0, #how.dropped, what .. ": every configuration built, ran and agreed")
+        end
+        -- f32 (no tensor-core configurations to choose from) as without it
+        local a, b = tocha.randn({ 20, 12 }, { device = device, seed = 1 }), tocha.randn({ 12, 8 }, { device = device, seed = 2 })
+        assert.is_true(tocha.allclose(tocha.matmul(a, b, { autotune = true }), tocha.matmul(a, b), 0, 0))
+        fails("opts.autotune: expected a boolean, got 1", tocha.matmul, a, b, { autotune = 1 })
+        fails("flag: expected a boolean, got nil", tocha.set_autotune)
+      end)
+
       it("multiplies matrices and batches of them exactly on small integers, every float dtype", function()
         local seed = 0
         for _, dt in ipairs(ref.float_dtypes) do

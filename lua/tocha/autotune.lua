@@ -109,17 +109,22 @@ local function read_record(self, path, key_text)
   if not f then return nil end
   local text = f:read("*a")
   f:close()
-  local fields = {}
+  local fields, dropped = {}, {}
   for line in text:gmatch("[^\n]+") do
     local k, v = line:match("^(%S+) (.*)$")
-    if k then fields[k] = v end
+    if k == "dropped" then
+      local index, reason = v:match("^(%d+) (.*)$")
+      if index then dropped[#dropped + 1] = { index = tonumber(index), reason = reason } end
+    elseif k then
+      fields[k] = v
+    end
   end
   if not text:find("^" .. RECORD_VERSION .. "\n") or fields.key ~= key_text or fields.configs ~= self.configs_text then
     return nil
   end
   local index, ms = tonumber(fields.choice), tonumber(fields.median_ms)
   if not index or index ~= math.floor(index) or index < 1 or index > #self.configs or not ms then return nil end
-  return { index = index, median_ms = ms, source = "disk" }
+  return { index = index, median_ms = ms, source = "disk", dropped = dropped }
 end
 
 local function write_record(self, folder, path, key_text, choice)

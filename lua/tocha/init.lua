@@ -36,6 +36,10 @@ tocha.matmul = errors.name(require("tocha.matmul").matmul, "matmul")
 tocha.set_float32_matmul_precision = errors.name(require("tocha.matmul").set_float32_matmul_precision,
   "set_float32_matmul_precision")
 tocha.get_float32_matmul_precision = require("tocha.matmul").get_float32_matmul_precision
+-- tocha.set_autotune(flag): tensor-core products choose their configuration by timing, per
+-- shape (PyTorch's torch.backends.cudnn.benchmark); tocha.get_autotune() reads it.
+tocha.set_autotune = errors.name(require("tocha.matmul").set_autotune, "set_autotune")
+tocha.get_autotune = require("tocha.matmul").get_autotune
 -- tocha.scaled_dot_product_attention(q, k, v [, {causal, scale, lse}]): attention without the
 -- L x L scores in memory (tocha.attention).
 tocha.scaled_dot_product_attention = errors.name(require("tocha.attention").scaled_dot_product_attention,

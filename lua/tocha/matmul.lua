@@ -114,6 +114,29 @@ function M.tf32(opt, what)
   return opt
 end
 
+-- ---- autotune: the tensor cores' configuration timed per shape ----
+--
+-- Off by default (the tile width and main loop come from M.tile_n and the operands' layouts:
+-- deterministic, no first-call cost). On (tocha.set_autotune(true), PyTorch's
+-- torch.backends.cudnn.benchmark; or a call's autotune option), a tensor-core product's first
+-- call for a shape times each of its configurations (tile width 128 or 256; where the device
+-- has wgmma, the plain or the warp-specialized loop) through tocha.autotune and keeps the
+-- fastest, in memory and on disk under the kernel cache. The configurations sum every output
+-- in the same order (wgmma's k steps in k order), so the choice changes the time, never the
+-- result.
+local autotune_on = false
+
+-- tocha.set_autotune(flag) -> the previous setting.
+function M.set_autotune(flag)
+  if type(flag) ~= "boolean" then raise("flag: expected a boolean, got " .. errors.show(flag)) end
+  local old = autotune_on
+  autotune_on = flag
+  return old
+end
+
+-- tocha.get_autotune() -> whether products choose their configuration by timing.
+function M.get_autotune() return autotune_on end
+
 local kernels = {}
 -- The kernel `name` (tocha_matmul_tc, tocha_matmul_f32 or tocha_matmul_simt) for dtype dt and
 -- the operands' layouts ("row" or "col"); for tocha_matmul_tc, bn its tile width, and mma_sync
@@ -270,6 +293,42 @@ local function has_wgmma(dev)
   return dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
 end
 
+-- The tuner of the tensor cores' products of dtype dt, layouts and activation act (one a
+-- combination; its key, each call's sizes, batch strides and bias, and the device): its
+-- launch takes (a, b, bias or c, c, m, n, k, stride_a, stride_b, has_bias, batch) and writes c.
+local tuners = {}
+local function tuner_of(dt, layout_a, layout_b, act, dev)
+  local name = ("matmul-%s-%s%s-%s"):format(dt, layout_a, layout_b, act)
+  local wgmma = has_wgmma(dev)
+  local id = name .. (wgmma and "-wgmma" or "")
+  if tuners[id] then return tuners[id] end
+  local configs = { { tile_n = 128 }, { tile_n = 256 } }
+  if wgmma then
+    configs[3], configs[4] = { tile_n = 128, warp_specialized = true }, { tile_n = 256, warp_specialized = true }
+  end
+  local sim = dev.kind == "sim"
+  tuners[id] = require("tocha.autotune").new {
+    name = name, configs = configs, outputs = { 4 },
+    -- (sim's times say nothing of a GPU's: one run each there, enough to check the mechanism)
+    reps = sim and 1 or 10, min_ms = sim and 0 or 2,
+    build = function(cfg)
+      return kernel_of(cfg.warp_specialized and "tocha_matmul_ws" or "tocha_matmul_tc", dt, layout_a, layout_b,
+        cfg.tile_n, false, act)
+    end,
+    launch = function(k_, cfg, a, b, bias, c, m, n, k, stride_a, stride_b, has_bias, batch)
+      op.launch_packed(k_, device.wrap(c.dev), M.grid_of("tensor_cores", m, n, batch, nil, cfg.tile_n),
+        { cfg.warp_specialized and 384 or 256, 1, 1 }, { a.data, b.data, bias.data, c.data, m, n, k, stride_a, stride_b,
+          m * n, has_bias, c.data, c.data, 0 })
+    end,
+    -- what decides the time: the sizes, the batch and its strides (not the operands' values)
+    key = function(_, _, _, _, m, n, k, stride_a, stride_b, has_bias, batch)
+      return { m, n, k, stride_a, stride_b, has_bias, batch }
+    end,
+  }
+  return tuners[id]
+end
+M.tuner = tuner_of
+
 -- a x b (+ opts.bias), a new tensor; names the operands a and b in errors.
 function M.matmul(a, b, opts)
   modules()
@@ -278,12 +337,15 @@ function M.matmul(a, b, opts)
   if opts ~= nil and type(opts) ~= "table" then raise("opts: expected a table, got " .. type(opts)) end
   opts = opts or {}
   for key in pairs(opts) do
-    if key ~= "bias" and key ~= "activation" and key ~= "tf32" then
-      raise(("opts: unknown option %s (expected bias, activation or tf32)"):format(errors.show(key)))
+    if key ~= "bias" and key ~= "activation" and key ~= "tf32" and key ~= "autotune" then
+      raise(("opts: unknown option %s (expected bias, activation, tf32 or autotune)"):format(errors.show(key)))
     end
   end
   local act = M.activation(opts.activation, "opts.activation")
   local tf32 = M.tf32(opts.tf32, "opts.tf32")
+  local tuned = opts.autotune
+  if tuned == nil then tuned = autotune_on end
+  if type(tuned) ~= "boolean" then raise("opts.autotune: expected a boolean, got " .. errors.show(tuned)) end
   if a.dev ~= b.dev then
     raise(("b: on %s, but a is on %s (move one with :to())"):format(device.wrap(b.dev).name, device.wrap(a.dev).name))
   end
@@ -346,8 +408,13 @@ function M.matmul(a, b, opts)
     return c
   end
   local aligned = tonumber(a.data) % 16 == 0 and tonumber(b.data) % 16 == 0
-  local k_, grid, block = M.launch_of(dt, m, k, n, batch, layout_a, layout_b,
+  local k_, grid, block, kind = M.launch_of(dt, m, k, n, batch, layout_a, layout_b,
     { aligned = aligned, sms = dev.multiprocessors, wgmma = has_wgmma(dev), activation = act, tf32 = tf32 })
+  if tuned and kind == "tensor_cores" then
+    tuner_of(dt, layout_a, layout_b, act, dev)(a, b, bias or c, c, m, n, k, batch_a > 1 and m * k or 0,
+      batch_b > 1 and k * n or 0, bias and 1 or 0, batch)
+    return c
+  end
   op.launch_packed(k_, dev, grid, block, { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k,
     batch_a > 1 and m * k or 0, batch_b > 1 and k * n or 0, m * n, bias and 1 or 0, c.data, c.data, 0 })
   return c
