@@ -109,6 +109,13 @@ local function surface(pool)
     end
   end
   add("tocha.set_float32_matmul_precision", tocha.set_float32_matmul_precision)
+  -- (put back at once: a session left tuning every product would time each new shape)
+  add("tocha.set_autotune", function(...)
+    local old = tocha.set_autotune(...)
+    tocha.set_autotune(old)
+  end)
+  add("BatchNorm2d.new", tocha.BatchNorm2d.new)
+  add("Conv2d.new", tocha.Conv2d.new)
   add("tocha.matmul", tocha.matmul)
   add("memory.stats", tocha.memory.stats)
   add("memory.empty_cache", tocha.memory.empty_cache)
