@@ -158,44 +158,93 @@ __device__ void tocha_pool2d(const T *x, T *y, long long planes, int H, int W, i
     }
 }
 
-// The forward of channels-last x [n, H, W, C] into y [n, OH, OW, C] (layout nhwc, forward only):
-// a thread an output element, channels fastest, so that a warp's reads of each window element
-// are consecutive. The same windows and picks as tocha_pool2d (the first largest in row-major
-// order, a NaN over any number; adaptive pooling to 1 x 1 a thread a channel's mean, walking
-// its H W pixels).
-template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
-__device__ void tocha_pool2d_nhwc(const T *x, T *y, long long n, int C, int H, int W, int OH, int OW)
+// The forward of channels-last x [n, H, W, C] into y [n, OH, OW, C] (layout nhwc) in units of
+// V channels of one output pixel (a 16-byte vector where C is whole vectors and x, y are
+// aligned to them, else one channel), a thread a unit, channels fastest, so that a warp's reads
+// of each window element are consecutive 16-byte loads. The same windows and picks as
+// tocha_pool2d (the first largest in row-major order, a NaN over any number), each channel of a
+// unit its own; adaptive pooling to 1 x 1 walks the H W pixels of the unit's channels.
+template <typename T, int V> struct pool_unit {
+    unsigned w[4];
+    __device__ __forceinline__ void load(const T *p) { tocha::load_words<V * sizeof(T)>(p, w); }
+    __device__ __forceinline__ typename tocha::compute<T>::type at(int e) const
+    {
+        return tocha::to_compute(tocha::element_of<T>(w, e));
+    }
+};
+template <typename T> struct pool_unit<T, 1> {
+    T v;
+    __device__ __forceinline__ void load(const T *p) { v = *p; }
+    __device__ __forceinline__ typename tocha::compute<T>::type at(int) const { return tocha::to_compute(v); }
+};
+
+template <typename T, int V, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
+__device__ __forceinline__ void pool_nhwc_units(const T *x, T *y, long long n, int C, int H, int W, int OH, int OW)
 {
     typedef typename tocha::compute<T>::type A;
-    const long long total = n * OH * OW * C, stride = (long long)blockDim.x * gridDim.x;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int CV = C / V;
+    const long long total = n * OH * OW * CV, stride = (long long)blockDim.x * gridDim.x;
+    for (long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x; u < total; u += stride) {
         long long b;
-        int oh, ow, c;
-        pool_place_nhwc(e, C, OH, OW, &b, &oh, &ow, &c);
-        const T *p = x + b * H * W * C + c; // the image's channel c: element (ih, iw) at (ih W + iw) C
+        int oh, ow, cv;
+        pool_place_nhwc(u, CV, OH, OW, &b, &oh, &ow, &cv);
+        const T *p = x + b * H * W * C + cv * V; // the unit's channels: pixel (ih, iw) at (ih W + iw) C
+        A out[V];
         if (MODE == 0) {
             const int h0 = oh * SH - PH, w0 = ow * SW - PW;
             bool any = false;
-            A best = -tocha::infinity<A>();
+#pragma unroll
+            for (int e = 0; e < V; ++e) out[e] = -tocha::infinity<A>();
             for (int ih = h0; ih < h0 + (KH - 1) * DH + 1; ih += DH) {
                 if (ih < 0 || ih >= H) continue;
                 for (int iw = w0; iw < w0 + (KW - 1) * DW + 1; iw += DW) {
                     if (iw < 0 || iw >= W) continue;
-                    const A v = tocha::to_compute(p[((long long)ih * W + iw) * C]);
-                    if (!any || v > best || pool_nan(v)) best = v, any = true;
+                    pool_unit<T, V> v;
+                    v.load(p + ((long long)ih * W + iw) * C);
+#pragma unroll
+                    for (int e = 0; e < V; ++e) {
+                        const A a = v.at(e);
+                        if (!any || a > out[e] || pool_nan(a)) out[e] = a;
+                    }
+                    any = true;
                 }
             }
-            y[e] = tocha::from_compute<T>(best);
-            continue;
+        } else {
+            int h0, h1, w0, w1;
+            const A divisor = pool_mean_window<A, MODE, KH, KW, SH, SW, PH, PW, COUNT_PAD>(oh, ow, H, W, OH, OW, &h0,
+                                                                                         &h1, &w0, &w1);
+#pragma unroll
+            for (int e = 0; e < V; ++e) out[e] = (A)0;
+            for (int ih = h0; ih < h1; ++ih)
+                for (int iw = w0; iw < w1; ++iw) {
+                    pool_unit<T, V> v;
+                    v.load(p + ((long long)ih * W + iw) * C);
+#pragma unroll
+                    for (int e = 0; e < V; ++e) out[e] += v.at(e);
+                }
+#pragma unroll
+            for (int e = 0; e < V; ++e) out[e] = out[e] / divisor;
         }
-        int h0, h1, w0, w1;
-        const A divisor = pool_mean_window<A, MODE, KH, KW, SH, SW, PH, PW, COUNT_PAD>(oh, ow, H, W, OH, OW, &h0, &h1,
-                                                                                     &w0, &w1);
-        A sum = (A)0;
-        for (int ih = h0; ih < h1; ++ih)
-            for (int iw = w0; iw < w1; ++iw) sum += tocha::to_compute(p[((long long)ih * W + iw) * C]);
-        y[e] = tocha::from_compute<T>(sum / divisor);
+        T *to = y + u * V;
+        if constexpr (V == 1) {
+            to[0] = tocha::from_compute<T>(out[0]);
+        } else {
+            tocha::pack16<T> pk;
+#pragma unroll
+            for (int e = 0; e < V; ++e) pk.set(e, tocha::from_compute<T>(out[e]));
+            tocha::store_words<V * sizeof(T)>(to, pk);
+        }
     }
+}
+
+template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
+__device__ void tocha_pool2d_nhwc(const T *x, T *y, long long n, int C, int H, int W, int OH, int OW)
+{
+    const int V = tocha::vec16<T>::n;
+    if (V > 1 && C % V == 0 && (((unsigned long long)x | (unsigned long long)y) & 15u) == 0)
+        pool_nhwc_units<T, V, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(x, y, n, C, H, W, OH, OW);
+    else
+        pool_nhwc_units<T, 1, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(x, y, n, C, H, W, OH, OW);
 }
 
 // dx of input element (ih, iw): the sum of dy over the windows that hold it (max: those whose

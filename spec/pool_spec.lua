@@ -97,6 +97,16 @@ local function check(got, want, dt, label, ulps, scale)
 end
 
 describe("2-D pooling", function()
+  -- Without a GPU, NVRTC and ptxas still build the kernels for the H200.
+  it("builds its channels-last kernels for sm_90 without local memory", function()
+    for _, dt in ipairs({ "f32", "bf16", "f64" }) do
+      for _, class in ipairs({ tocha.MaxPool2d, tocha.AvgPool2d }) do
+        local op = class.new { kernel_size = 3, stride = 2, padding = 1, layout = "nhwc", dtype = dt }
+        for _, k in ipairs({ op.kernel, op.grad_kernel }) do assert.are.equal(0, k:info("sm_90")["local"], dt) end
+      end
+    end
+  end)
+
   for _, dev in ipairs(ref.devices()) do
     describe("on " .. dev.name .. dev.tag, function()
       local device = dev.name
@@ -179,7 +189,9 @@ describe("2-D pooling", function()
         for i, case in ipairs(CASES) do
           local mode, opts = case[1], case[2]
           local dt = i % 2 == 0 and "bf16" or "f32"
-          local shape = { math.random(1, 2), math.random(1, 5), math.random(5, 13), math.random(5, 13) }
+          -- channels in whole 16-byte units (a thread 4 f32 or 8 bf16 of them) or not
+          local channels = { 1, 3, 4, 5, 8, 12, 16, 24 }
+          local shape = { math.random(1, 2), channels[math.random(#channels)], math.random(5, 13), math.random(5, 13) }
           local o = { layout = "nhwc", dtype = dt }
           for k, v in pairs(opts) do o[k] = v end
           local op = CLASS[mode].new(o)
@@ -205,6 +217,25 @@ describe("2-D pooling", function()
           check(dx:permute(1, 4, 2, 3):contiguous(), wdx, dt, what .. " dx", 8, wscale)
         end
         fails('layout: expected "nchw" or "nhwc", got "nchwc"', tocha.MaxPool2d.new, { kernel_size = 2, layout = "nchwc" })
+      end)
+
+      -- channels-last x and y off 16-byte alignment: a channel a thread instead of 16-byte units,
+      -- the same values
+      it("pools channels-last tensors at an odd offset as aligned ones", function()
+        for _, dt in ipairs({ "f32", "bf16" }) do
+          local op = tocha.MaxPool2d.new { kernel_size = 3, stride = 2, padding = 1, layout = "nhwc", dtype = dt }
+          local x = randn({ 2, 9, 8, 16 }, dt)
+          local want = op:forward(x)
+          local n = ref.numel(x:shape())
+          local block = tocha.zeros({ n + 1 }, { dtype = dt, device = device })
+          local shifted = block:narrow(1, 2, n):view(x:shape())
+          shifted:copy(x)
+          local out = tocha.zeros({ ref.numel(want:shape()) + 1 }, { dtype = dt, device = device })
+          local y = out:narrow(1, 2, ref.numel(want:shape())):view(want:shape())
+          op:forward(shifted, y)
+          assert.is_true(tocha.allclose(y, want, 0, 0), dt)
+          assert.are.equal(0, out:to_table()[1], "the element before y is left alone")
+        end
       end)
 
       it("runs in a model as in direct calls, backward included", function()

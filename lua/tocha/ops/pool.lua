@@ -173,7 +173,10 @@ end
 
 function Methods:grid(output_shape)
   op.check_shape(output_shape, "output_shape")
-  if self.layout == "nhwc" then return grid_of(self, op.numel(output_shape)) end
+  if self.layout == "nhwc" then -- a thread a 16-byte unit of channels where they are whole units
+    local V = 16 / dtype.size(self.dtype)
+    return grid_of(self, output_shape[4] % V == 0 and op.numel(output_shape) / V or op.numel(output_shape))
+  end
   if self.mode == "adaptive" and output_shape[3] == 1 and output_shape[4] == 1 then
     return grid_of(self, output_shape[1] * output_shape[2] * PLANE_THREADS)
   end
