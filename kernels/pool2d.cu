@@ -27,6 +27,22 @@
 // - Otherwise a thread an input element, walking the windows that hold it.
 template <typename A> __device__ __forceinline__ bool pool_nan(A v) { return v != v; }
 
+// V channels of one pixel (channels-last): a 16-byte vector (kept as raw words until used) or,
+// V = 1, one element.
+template <typename T, int V> struct pool_unit {
+    unsigned w[4];
+    __device__ __forceinline__ void load(const T *p) { tocha::load_words<V * sizeof(T)>(p, w); }
+    __device__ __forceinline__ typename tocha::compute<T>::type at(int e) const
+    {
+        return tocha::to_compute(tocha::element_of<T>(w, e));
+    }
+};
+template <typename T> struct pool_unit<T, 1> {
+    T v;
+    __device__ __forceinline__ void load(const T *p) { v = *p; }
+    __device__ __forceinline__ typename tocha::compute<T>::type at(int) const { return tocha::to_compute(v); }
+};
+
 // a / b for a >= 0, b > 0: a 32-bit division where a fits (a 64-bit one is several times
 // longer, and these run a few times an element).
 __device__ __forceinline__ long long pool_div(long long a, long long b)
@@ -82,6 +98,35 @@ __device__ __forceinline__ int pool_pick(const T *p, int H, int W, int oh, int o
         }
     }
     return at;
+}
+
+// pool_pick for V channels of one pixel at once (channels-last, p at the first): each channel's
+// pick into at[e].
+template <typename T, int V, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
+__device__ __forceinline__ void pool_pick_units(const T *p, int H, int W, int oh, int ow, int C, int at[V])
+{
+    typedef typename tocha::compute<T>::type A;
+    A best[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) at[e] = -1, best[e] = (A)0;
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = oh * SH - PH + kh * DH;
+        if (ih < 0 || ih >= H) continue;
+        const T *row = p + (long long)ih * W * C;
+#pragma unroll
+        for (int kw = 0; kw < KW; ++kw) {
+            const int iw = ow * SW - PW + kw * DW;
+            if (iw < 0 || iw >= W) continue;
+            pool_unit<T, V> u;
+            u.load(row + (long long)iw * C);
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const A v = u.at(e);
+                if (at[e] < 0 || v > best[e] || pool_nan(v)) best[e] = v, at[e] = kh * KW + kw;
+            }
+        }
+    }
 }
 
 // The input rows [h0, h1) and columns [w0, w1) an average (MODE 1) or adaptive average (MODE 2)
@@ -164,20 +209,6 @@ __device__ void tocha_pool2d(const T *x, T *y, long long planes, int H, int W, i
 // of each window element are consecutive 16-byte loads. The same windows and picks as
 // tocha_pool2d (the first largest in row-major order, a NaN over any number), each channel of a
 // unit its own; adaptive pooling to 1 x 1 walks the H W pixels of the unit's channels.
-template <typename T, int V> struct pool_unit {
-    unsigned w[4];
-    __device__ __forceinline__ void load(const T *p) { tocha::load_words<V * sizeof(T)>(p, w); }
-    __device__ __forceinline__ typename tocha::compute<T>::type at(int e) const
-    {
-        return tocha::to_compute(tocha::element_of<T>(w, e));
-    }
-};
-template <typename T> struct pool_unit<T, 1> {
-    T v;
-    __device__ __forceinline__ void load(const T *p) { v = *p; }
-    __device__ __forceinline__ typename tocha::compute<T>::type at(int) const { return tocha::to_compute(v); }
-};
-
 template <typename T, int V, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
 __device__ __forceinline__ void pool_nhwc_units(const T *x, T *y, long long n, int C, int H, int W, int OH, int OW)
 {
@@ -247,16 +278,17 @@ __device__ void tocha_pool2d_nhwc(const T *x, T *y, long long n, int C, int H, i
         pool_nhwc_units<T, 1, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(x, y, n, C, H, W, OH, OW);
 }
 
-// dx of input element (ih, iw): the sum of dy over the windows that hold it (max: those whose
-// pick it is), one division a window (average: by its divisor, adaptive: by its size). p and g
-// are the first x and dy elements of its plane (NCHW, C = 1) or of its channel of one image
-// (NHWC: elements C apart).
-template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
-__device__ __forceinline__ typename tocha::compute<T>::type pool_gather(const T *p, const T *g, int H, int W, int OH,
-                                                                        int OW, int ih, int iw, int C)
+// dx of input element (ih, iw) for V channels at once: the sum of dy over the windows that hold
+// it (max: those whose pick it is, each channel's own), one division a window (average: by its
+// divisor, adaptive: by its size), into sum[e]. p and g are the first x and dy elements of its
+// plane (NCHW: C = 1, V = 1) or of its V channels of one image (NHWC: pixels C apart).
+template <typename T, int V, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
+__device__ __forceinline__ void pool_gather_units(const T *p, const T *g, int H, int W, int OH, int OW, int ih, int iw,
+                                                  int C, typename tocha::compute<T>::type sum[V])
 {
     typedef typename tocha::compute<T>::type A;
-    A sum = (A)0;
+#pragma unroll
+    for (int e = 0; e < V; ++e) sum[e] = (A)0;
     if (MODE == 2) {
         // The windows holding row ih start at or before it and end after it.
         for (int oh = (int)pool_div((long long)ih * OH, H); oh < OH && pool_adaptive_start(oh, H, OH) <= ih; ++oh) {
@@ -265,10 +297,13 @@ __device__ __forceinline__ typename tocha::compute<T>::type pool_gather(const T 
             for (int ow = (int)pool_div((long long)iw * OW, W); ow < OW && pool_adaptive_start(ow, W, OW) <= iw; ++ow) {
                 if (pool_adaptive_end(ow, W, OW) <= iw) continue;
                 const int wn = pool_adaptive_end(ow, W, OW) - pool_adaptive_start(ow, W, OW);
-                sum += tocha::to_compute(g[((long long)oh * OW + ow) * C]) / (A)(hn * wn);
+                pool_unit<T, V> dy;
+                dy.load(g + ((long long)oh * OW + ow) * C);
+#pragma unroll
+                for (int e = 0; e < V; ++e) sum[e] += dy.at(e) / (A)(hn * wn);
             }
         }
-        return sum;
+        return;
     }
     // Window oh holds row ih when ih = oh * SH - PH + kh * DH for a kh in [0, KH).
     const int eff_h = (KH - 1) * DH, eff_w = (KW - 1) * DW;
@@ -282,18 +317,34 @@ __device__ __forceinline__ typename tocha::compute<T>::type pool_gather(const T 
         if ((ih + PH - oh * SH) % DH != 0) continue;
         for (int ow = ow_lo; ow <= ow_hi; ++ow) {
             if ((iw + PW - ow * SW) % DW != 0) continue;
-            const A dy = tocha::to_compute(g[((long long)oh * OW + ow) * C]);
+            pool_unit<T, V> dy;
+            dy.load(g + ((long long)oh * OW + ow) * C);
             if (MODE == 0) {
                 const int dh = (ih + PH - oh * SH) / DH, dw = (iw + PW - ow * SW) / DW;
-                if (pool_pick<T, KH, KW, SH, SW, PH, PW, DH, DW>(p, H, W, oh, ow, C) == dh * KW + dw) sum += dy;
+                int at[V];
+                pool_pick_units<T, V, KH, KW, SH, SW, PH, PW, DH, DW>(p, H, W, oh, ow, C, at);
+#pragma unroll
+                for (int e = 0; e < V; ++e)
+                    if (at[e] == dh * KW + dw) sum[e] += dy.at(e);
             } else {
                 int h0, h1, w0, w1;
-                sum += dy / pool_mean_window<A, 1, KH, KW, SH, SW, PH, PW, COUNT_PAD>(oh, ow, H, W, OH, OW, &h0, &h1, &w0,
-                                                                                     &w1);
+                const A divisor =
+                    pool_mean_window<A, 1, KH, KW, SH, SW, PH, PW, COUNT_PAD>(oh, ow, H, W, OH, OW, &h0, &h1, &w0, &w1);
+#pragma unroll
+                for (int e = 0; e < V; ++e) sum[e] += dy.at(e) / divisor;
             }
         }
     }
-    return sum;
+}
+
+// pool_gather_units for one element.
+template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
+__device__ __forceinline__ typename tocha::compute<T>::type pool_gather(const T *p, const T *g, int H, int W, int OH,
+                                                                        int OW, int ih, int iw, int C)
+{
+    typename tocha::compute<T>::type sum[1];
+    pool_gather_units<T, 1, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(p, g, H, W, OH, OW, ih, iw, C, sum);
+    return sum[0];
 }
 
 // ---- max pooling's backward by tiles ----
@@ -499,18 +550,44 @@ __device__ void tocha_pool2d_backward(const T *x, const T *dy, T *dx, long long 
     }
 }
 
-// The backward of tocha_pool2d_nhwc: a thread a dx element of x [n, H, W, C], channels fastest
-// (a warp's reads of each window's dy are consecutive), gathering as the NCHW walk does.
+// The backward of tocha_pool2d_nhwc: a thread a unit of V channels of a dx pixel of x [n, H, W,
+// C] (16-byte vectors where C is whole vectors and x, dy, dx are aligned to them, else one
+// channel), channels fastest (a warp's reads of each window's dy are consecutive), gathering as
+// the NCHW walk does.
+template <typename T, int V, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
+__device__ __forceinline__ void pool_nhwc_backward_units(const T *x, const T *dy, T *dx, long long n, int C, int H,
+                                                         int W, int OH, int OW)
+{
+    typedef typename tocha::compute<T>::type A;
+    const int CV = C / V;
+    const long long total = n * H * W * CV, stride = (long long)blockDim.x * gridDim.x;
+    for (long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x; u < total; u += stride) {
+        long long b;
+        int ih, iw, cv;
+        pool_place_nhwc(u, CV, H, W, &b, &ih, &iw, &cv);
+        A sum[V];
+        pool_gather_units<T, V, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(
+            x + b * H * W * C + cv * V, dy + b * OH * OW * C + cv * V, H, W, OH, OW, ih, iw, C, sum);
+        T *to = dx + u * V;
+        if constexpr (V == 1) {
+            to[0] = tocha::from_compute<T>(sum[0]);
+        } else {
+            tocha::pack16<T> pk;
+#pragma unroll
+            for (int e = 0; e < V; ++e) pk.set(e, tocha::from_compute<T>(sum[e]));
+            tocha::store_words<V * sizeof(T)>(to, pk);
+        }
+    }
+}
+
 template <typename T, int MODE, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int COUNT_PAD>
 __device__ void tocha_pool2d_nhwc_backward(const T *x, const T *dy, T *dx, long long n, int C, int H, int W, int OH,
                                            int OW)
 {
-    const long long total = n * H * W * C, stride = (long long)blockDim.x * gridDim.x;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        long long b;
-        int ih, iw, c;
-        pool_place_nhwc(e, C, H, W, &b, &ih, &iw, &c);
-        dx[e] = tocha::from_compute<T>(pool_gather<T, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(
-            x + b * H * W * C + c, dy + b * OH * OW * C + c, H, W, OH, OW, ih, iw, C));
-    }
+    const int V = tocha::vec16<T>::n;
+    const unsigned long long at = (unsigned long long)x | (unsigned long long)dy | (unsigned long long)dx;
+    if (V > 1 && C % V == 0 && (at & 15u) == 0)
+        pool_nhwc_backward_units<T, V, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(x, dy, dx, n, C, H, W, OH, OW);
+    else
+        pool_nhwc_backward_units<T, 1, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(x, dy, dx, n, C, H, W, OH, OW);
 }

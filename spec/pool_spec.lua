@@ -220,7 +220,7 @@ describe("2-D pooling", function()
       end)
 
       -- channels-last x and y off 16-byte alignment: a channel a thread instead of 16-byte units,
-      -- the same values
+      -- the same values, forward and backward
       it("pools channels-last tensors at an odd offset as aligned ones", function()
         for _, dt in ipairs({ "f32", "bf16" }) do
           local op = tocha.MaxPool2d.new { kernel_size = 3, stride = 2, padding = 1, layout = "nhwc", dtype = dt }
@@ -235,6 +235,8 @@ describe("2-D pooling", function()
           op:forward(shifted, y)
           assert.is_true(tocha.allclose(y, want, 0, 0), dt)
           assert.are.equal(0, out:to_table()[1], "the element before y is left alone")
+          local dy = randn(want:shape(), dt)
+          assert.is_true(tocha.allclose(op:backward(shifted, dy), op:backward(x, dy), 0, 0), dt .. " dx")
         end
       end)
 

@@ -215,7 +215,10 @@ function Methods:backward_grid(input_shapes)
   local shape = op.one_input(input_shapes)
   op.check_shape(shape, "inputs[1]")
   local out = self:compute_concrete_output_shape({ shape })
-  if self.layout == "nhwc" then return grid_of(self, op.numel(shape)) end
+  if self.layout == "nhwc" then -- a thread a 16-byte unit of channels where they are whole units
+    local V = 16 / dtype.size(self.dtype)
+    return grid_of(self, shape[4] % V == 0 and op.numel(shape) / V or op.numel(shape))
+  end
   local plan = backward_plan(self, shape[3], shape[4], out[3], out[4])
   if plan == 0 then return grid_of(self, op.numel(shape)) end
   if self.mode == "max" then
