@@ -195,6 +195,67 @@ struct conv_patch_rows_copy {
     }
 };
 
+#ifdef TOCHA_MATMUL_WGMMA
+// tf32's weight gradient B (the patches [m, K] of x, m along k of the GEMM) copied into the
+// K-major stages tf32's wgmma reads, as mm_operand_transpose copies a plain MN-major f32
+// operand: a slice is 32 output pixels (128 bytes of each stage row), the stage's rows the
+// tile's 128 columns of K. A thread's pixel (its row of k, k_row) is one per slice; its four
+// chunks (4 channels of one window position, 16 bytes, gathered from x with zeros in the
+// padding) are columns row + 32 i of the tile, whose window positions are fixed for the whole
+// kernel; each chunk's four elements go to four stage rows through registers.
+template <int C, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
+struct conv_f32_patch_transpose {
+    static const int CHUNKS = 4; // 128 columns / (4 elements x 8 warps)
+    int k_row, row, h, w, oh, ow;
+    int dy0[CHUNKS], dx0[CHUNKS], c[CHUNKS];
+    unsigned column; // bit i: chunk i's columns inside K
+
+    __device__ __forceinline__ conv_f32_patch_transpose(int h_, int w_, int oh_, int ow_, long long col0)
+        : h(h_), w(w_), oh(oh_), ow(ow_)
+    {
+        const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+        k_row = 8 * (warp % 4) + lane % 8;
+        row = 16 * (warp / 4) + 4 * (lane / 8);
+        column = 0;
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) {
+            const long long kk = col0 + row + 32 * i;
+            column |= (kk < (long long)KH * KW * C ? 1u : 0u) << i;
+            const int rs = (int)(kk / C);
+            c[i] = (int)(kk % C);
+            dy0[i] = rs / KW * DH - PH;
+            dx0[i] = rs % KW * DW - PW;
+        }
+    }
+
+    // Slice s: output pixels [32 s, 32 s + 32) of the `pixels` (zeros past the last).
+    __device__ __forceinline__ void start(unsigned char *stage, long long s, long long pixels, const float *x) const
+    {
+        float4 v[CHUNKS];
+        const unsigned p = (unsigned)(s * 32) + (unsigned)k_row, plane = (unsigned)oh * ow;
+        const bool in_k = p < pixels;
+        const unsigned b = in_k ? p / plane : 0u, q = in_k ? p % plane : 0u;
+        const int oy = (int)(q / ow) * SH, ox = (int)(q % ow) * SW;
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) {
+            const int iy = oy + dy0[i], ix = ox + dx0[i];
+            const bool in = in_k && (column >> i & 1u) && (unsigned)iy < (unsigned)h && (unsigned)ix < (unsigned)w;
+            v[i] = in ? *(const float4 *)(x + (((long long)b * h + iy) * w + ix) * C + c[i])
+                      : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        unsigned char *col = stage + (k_row % 4) * 4;
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) {
+            const int r = row + 32 * i, cc = k_row / 4;
+            *(float *)(col + tocha::swizzle128(r, cc)) = v[i].x;
+            *(float *)(col + tocha::swizzle128(r + 1, cc)) = v[i].y;
+            *(float *)(col + tocha::swizzle128(r + 2, cc)) = v[i].z;
+            *(float *)(col + tocha::swizzle128(r + 3, cc)) = v[i].w;
+        }
+    }
+};
+#endif
+
 // The convolution: CTAs of 256 threads, a 128 x BN tile of y each (BN 64, 128 or 256), numbered
 // as matmul's (mm_tile_of) along grid.x; the launch gives MM_SHARED(BN) bytes of dynamic shared
 // memory. Where the tiles are too few to fill the GPU, k is split over grid.y: CTA y sums
@@ -447,21 +508,32 @@ template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int 
 __device__ void tocha_conv2d_igemm_dw(const T *x, const T *dy, float *partial, long long n, int h, int w,
                                       int oh, int ow)
 {
-    static_assert(C % 8 == 0 && O % 8 == 0, "tocha_conv2d_igemm_dw: channels in whole 16-byte chunks");
+    constexpr int E = 16 / sizeof(T); // elements a chunk
+    static_assert(C % E == 0 && O % E == 0, "tocha_conv2d_igemm_dw: channels in whole 16-byte chunks");
+    static_assert(sizeof(T) == 2 || BN == 128, "tocha_conv2d_igemm_dw: tf32 tiles of 128");
     if (blockDim.x != 256) __trap();
     const long long pixels = n * oh * ow, kw = (long long)KH * KW * C;
     long long row0, col0;
     mm_tile_of(O, kw, BN, &row0, &col0);
     float *slab = partial + blockIdx.y * O * kw;
 #ifdef TOCHA_MATMUL_WGMMA
-    const long long slices = (pixels + 63) / 64, per = (slices + gridDim.y - 1) / gridDim.y;
+    const int SLICE = 8 * E; // pixels a slice: 64 (halves), 32 (tf32)
+    const long long slices = (pixels + SLICE - 1) / SLICE, per = (slices + gridDim.y - 1) / gridDim.y;
     const long long first = blockIdx.y * per;
     const long long count = slices - first < per ? (slices > first ? slices - first : 0) : per;
-    const mm_operand_copy<T, false, 128> copy_a(dy, O, O, row0);
-    const conv_patch_rows_copy<T, C, KH, KW, SH, SW, PH, PW, DH, DW, BN> copy_b(h, w, oh, ow, col0);
     const tocha_epilogue<T, ew_fn_identity> none = {(const T *)0, (const T *)0, (const T *)0};
-    mm_wg_run<T, 1, 0, BN>(copy_a, copy_b, dy, x, none, (T *)0, O, kw, pixels, first, count, row0, col0,
-                           slab);
+    if constexpr (sizeof(T) == 4) {
+        // tf32: both operands MN-major as stored (dy along the channels, the patches along
+        // theirs), each transposed into the K-major stages through registers
+        const mm_operand_transpose<128> copy_a(dy, O, O, row0);
+        const conv_f32_patch_transpose<C, KH, KW, SH, SW, PH, PW, DH, DW> copy_b(h, w, oh, ow, col0);
+        mm_wg_run<T, 0, 1, BN>(copy_a, copy_b, dy, x, none, (T *)0, O, kw, pixels, first, count, row0, col0, slab);
+    } else {
+        const mm_operand_copy<T, false, 128> copy_a(dy, O, O, row0);
+        const conv_patch_rows_copy<T, C, KH, KW, SH, SW, PH, PW, DH, DW, BN> copy_b(h, w, oh, ow, col0);
+        mm_wg_run<T, 1, 0, BN>(copy_a, copy_b, dy, x, none, (T *)0, O, kw, pixels, first, count, row0, col0,
+                               slab);
+    }
 #else
     for (int e = threadIdx.x; e < 128 * BN; e += 256) {
         const long long o = row0 + e / BN, kk = col0 + e % BN;

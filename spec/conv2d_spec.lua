@@ -133,9 +133,9 @@ describe("tocha.Conv2d", function()
     for _, g in ipairs({ f32.igemm, f32.igemm_dx, f32.igemm_dw }) do
       assert.is_true(g.kernel:info("sm_90").registers <= 128)
     end
-    -- tf32: the tensor cores' implicit GEMM on f32 (wgmma's tf32 form), forward and dx
+    -- tf32: the tensor cores' implicit GEMMs on f32 (wgmma's tf32 form), forward, dx, dweight
     local t = tocha.Conv2d.new(12, 20, 3, { padding = 1, tf32 = true })
-    for _, g in ipairs({ t.igemm, t.igemm_dx }) do
+    for _, g in ipairs({ t.igemm, t.igemm_dx, t.igemm_dw }) do
       assert.are.equal(0, g.kernel:info("sm_90")["local"])
       assert.truthy(g.kernel:ptx("sm_90"):find("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", 1, true))
     end
@@ -155,7 +155,8 @@ describe("tocha.Conv2d", function()
       -- layout nhwc: the op runs on x and dy permuted to [N, H, W, C], its y and dx are
       -- permuted back for the reference
       -- tf32: the op made with tf32 = true, normal inputs checked within tf32's rounding (each
-      -- operand's 13 low mantissa bits dropped: a product within 2^-9 of its size) in y and dx
+      -- operand's 13 low mantissa bits dropped: a product within 2^-9 of its size) in y, dx and
+      -- dweight
       local function run(dt, case, bias, ints, seed, layout, tf32)
         local s, co, o = case[1], case[2], case[3]
         local conv = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, dt, bias, layout, tf32))
@@ -185,7 +186,7 @@ describe("tocha.Conv2d", function()
         local tf32_tol = tf32 and not ints and 2 ^ -9 or tol
         compare(y, want.y, tf32_tol, label .. " y")
         compare(dx, want.dx, tf32_tol, label .. " dx")
-        compare(dw, want.dw, tol, label .. " dweight")
+        compare(dw, want.dw, tf32_tol, label .. " dweight")
         if b then compare(db, want.db, tol, label .. " dbias") else assert.is_nil(db) end
         return conv
       end
@@ -291,12 +292,13 @@ describe("tocha.Conv2d", function()
         run("f32", TC_CASES[9], true, false, seed, "nchw") -- normal inputs: within f32's rounding
       end)
 
-      -- tf32 (the opt-in): f32 on the tensor cores' implicit GEMM, the forward and dx (the weight
-      -- relaid K-major, 1 x 1 windows' forward weight read as it lies), the stem padded to 4
-      -- channels, k split, dx of a strided convolution; exact on small integers (tf32 holds
-      -- them), within tf32's rounding on normal inputs and not f32's result there; the weight
-      -- gradient f32's. PyTorch's switch (tocha.set_float32_matmul_precision) sets the default.
-      it("reads f32 as tf32 on the tensor cores where asked, forward and dx, both layouts", function()
+      -- tf32 (the opt-in): f32 on the tensor cores' implicit GEMMs, the forward and dx (the weight
+      -- relaid K-major, 1 x 1 windows' forward weight read as it lies) and dweight (dy and the
+      -- patches transposed into the stages), the stem padded to 4 channels, k split, dx of a
+      -- strided convolution; exact on small integers (tf32 holds them), within tf32's rounding
+      -- on normal inputs and not f32's result there. PyTorch's switch
+      -- (tocha.set_float32_matmul_precision) sets the default.
+      it("reads f32 as tf32 on the tensor cores where asked, forward, dx and dweight, both layouts", function()
         local cases = { TC_CASES[1], TC_CASES[2], TC_CASES[3], TC_CASES[5], TC_CASES[6], STEM,
           { { 1, 12, 7, 9 }, 20, { k = { 3, 3 }, s = { 2, 1 }, p = { 1, 2 }, d = { 1, 2 }, g = 1 } } }
         local seed = 1600
@@ -308,6 +310,10 @@ describe("tocha.Conv2d", function()
             assert.are.equal("tocha_conv2d_igemm", conv.igemm.kernel.name)
             assert.are.equal(case == STEM, conv.igemm.padded)
             if conv.igemm_dx then assert.is_true(conv.igemm_dx.tf32, "tf32 dx") end
+            if conv.igemm_dw then
+              assert.is_true(conv.igemm_dw.tf32, "tf32 dweight")
+              assert.are.equal("tocha_conv2d_igemm_dw", conv.igemm_dw.kernel.name)
+            end
             if case == TC_CASES[6] then -- 37 slices of 32 (f32's 128 bytes) over 3 tiles, 8 ways
               assert.are.equal(8, select(2, conv:igemm_split(layout == "nhwc" and { 1, 8, 8, 24 } or { 1, 24, 8, 8 })), "k split")
             end
@@ -321,9 +327,13 @@ describe("tocha.Conv2d", function()
           local s, co, o = case[1], case[2], case[3]
           local x = tocha.randn(layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s, { device = device, seed = seed })
           local w = tocha.randn({ co, s[2], o.k[1], o.k[2] }, { device = device, seed = seed + 1 })
-          local a = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, "f32", false, layout, true)):forward(x, w)
-          local b = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, "f32", false, layout, false)):forward(x, w)
+          local tf = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, "f32", false, layout, true))
+          local plain = tocha.Conv2d.new(s[2], co, o.k, opts_of(o, "f32", false, layout, false))
+          local a, b = tf:forward(x, w), plain:forward(x, w)
           assert.is_false(tocha.allclose(a, b, 0, 0), "tf32 gave f32's result")
+          local dy = tocha.randn(a:shape(), { device = device, seed = seed + 2 })
+          local ta, tb = { tf:backward(x, w, dy) }, { plain:backward(x, w, dy) }
+          assert.is_false(tocha.allclose(ta[2], tb[2], 0, 0), "tf32's dweight is f32's")
         end
         local old = tocha.set_float32_matmul_precision("high")
         local ok, conv = pcall(tocha.Conv2d.new, 8, 8, 3)

@@ -24,8 +24,8 @@
 -- tensor kept from the forward.
 --
 -- tf32 (f32 only; default: tocha.get_float32_matmul_precision() == "high" when the op is made;
--- PyTorch's cudnn.allow_tf32): the forward and dx read f32 as tf32 on the tensor cores where the
--- default device has wgmma (the weight gradient stays f32; elsewhere all of it is f32).
+-- PyTorch's cudnn.allow_tf32): the forward, dx and dweight read f32 as tf32 on the tensor cores
+-- where the default device has wgmma (elsewhere all of it is f32).
 --
 -- Kernels: the tensor cores' implicit GEMM (ops/conv2d_igemm.lua) for halves of groups 1 and
 -- channel counts multiples of 8 where the default device has wgmma (and for tf32), and the same

@@ -236,7 +236,7 @@ end
 -- dweight as a GEMM over the output pixels (kernels/conv2d_igemm.cu, tocha_conv2d_igemm_dw):
 --   1, 2. NCHW only: x and dy transposed to NHWC in the workspace;
 --   3. dy^T x patches into f32 slabs [out, kh kw in] of the workspace, the pixels split over
---      about one CTA a multiprocessor (each split at least 4 slices of 64 pixels);
+--      about one CTA a multiprocessor (each split at least 4 slices of 64 pixels; tf32's of 32);
 --   4. with a bias, dbias's partial sums of dy a channel over splits of the pixels;
 --   5. the slabs' sum into dweight in PyTorch's layout, and the partials' into dbias.
 M.DW_LAUNCHES = 5
@@ -246,11 +246,12 @@ function M.new_dw(conv)
   local dev = require("tocha.device").default()
   local dt, c, o, k = conv.dtype, conv.in_channels, conv.out_channels, conv.kernel_size
   local kw = k[1] * k[2] * c
-  local f32 = dt == "f32"
-  local bn = f32 and 128 or kw <= 64 and 64 or (kw <= 128 or (kw % 256 ~= 0 and kw % 128 == 0)) and 128 or 256
+  local tf32 = dt == "f32" and conv.tf32 == true
+  local f32 = dt == "f32" and not tf32 -- the f32 tiles
+  local bn = dt == "f32" and 128 or kw <= 64 and 64 or (kw <= 128 or (kw % 256 ~= 0 and kw % 128 == 0)) and 128 or 256
   local text, ct = source(), dtype.ctype(dt)
   local g = { tile_n = bn, k = kw, out = o, sms = dev.kind == "cuda" and dev.multiprocessors or 132,
-    nchw = conv.layout == "nchw", size = dtype.size(dt) }
+    nchw = conv.layout == "nchw", size = dtype.size(dt), tf32 = tf32, slice = tf32 and 32 or 64 }
   local shape = ("%d, %d, %d, %d"):format(c, o, k[1], k[2])
   g.kernel = kernel.new { source = text, name = f32 and "tocha_conv2d_f32_dw" or "tocha_conv2d_igemm_dw",
     template_args = ("%s, %s, %d, %d, %d, %d, %d, %d, %d"):format(ct, shape, conv.stride[1], conv.stride[2],
@@ -270,7 +271,7 @@ end
 function M.plan_dw(g, n, c, h, w, oh, ow)
   local m = n * oh * ow
   local tiles = math.ceil(g.out / 128) * math.ceil(g.k / g.tile_n)
-  local slices = math.ceil(m / 64)
+  local slices = math.ceil(m / g.slice)
   local splits = math.max(1, math.min(math.floor(g.sms / tiles + 0.5), math.floor(slices / 4)))
   splits = math.ceil(slices / math.ceil(slices / splits)) -- none empty
   -- dbias: CTAs of 32 channels by splits of the pixels, about two CTAs a multiprocessor
