@@ -98,7 +98,17 @@ describe("layers, losses and optimizers beside PyTorch's #gpu", function()
     local rm, rv = randn({ 6 }), tocha.rand({ 6 }, { dtype = "f64", device = device, seed = 500, low = 0.5, high = 2 })
     cases.bn_start = "none"
     tensors["bn_start.p1"], tensors["bn_start.p2"] = rm:clone(), rv:clone()
+    local rm_nhwc, rv_nhwc = rm:clone(), rv:clone() -- the same start for the channels-last case
     layer("l_batchnorm", bn, "batch_norm:0.3:1e-05", { img }, { randn({ 6 }, 1), randn({ 6 }), rm, rv })
+    -- channels-last: the statistics as a column reduction, each element's channel its own; the
+    -- pools in units of channels (two f64 a 16-byte unit)
+    local img_nhwc = img:permute(1, 3, 4, 2):contiguous()
+    layer("l_batchnorm_nhwc", tocha.BatchNorm2d.new(6, { dtype = "f64", momentum = 0.3, layout = "nhwc" }),
+      "batch_norm:0.3:1e-05:nhwc", { img_nhwc }, { randn({ 6 }, 1), randn({ 6 }), rm_nhwc, rv_nhwc })
+    layer("l_maxpool_nhwc", tocha.MaxPool2d.new { kernel_size = 3, stride = 2, padding = 1, dtype = "f64", layout = "nhwc" },
+      "maxpool:3:2:1:1:0:nhwc", { img_nhwc })
+    layer("l_avgpool_nhwc", tocha.AvgPool2d.new { kernel_size = 3, stride = 2, padding = 1, ceil_mode = true,
+      count_include_pad = false, dtype = "f64", layout = "nhwc" }, "avgpool:3:2:1:1:0:nhwc", { img_nhwc })
 
     -- losses: the loss and the gradient of the input (upstream 1)
     local logits = randn({ 8, 5 })

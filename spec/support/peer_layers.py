@@ -88,11 +88,15 @@ def layer_forward(op, ins, params, start):
         return F.conv_transpose2d(x, params[0], params[1], stride=s, padding=p, output_padding=op_, groups=g, dilation=d)
     if name == "linear":
         return ACTIVATIONS[args[0]](F.linear(x, params[0], params[1]))
-    if name in ("maxpool", "avgpool"):
-        k, s, p, d, ceil = (int(v) for v in args)
+    if name in ("maxpool", "avgpool"):  # kernel:stride:padding:dilation:ceil[:nhwc]
+        k, s, p, d, ceil = (int(v) for v in args[:5])
+        nhwc = args[5:] == ["nhwc"]
+        x = x.permute(0, 3, 1, 2) if nhwc else x
         if name == "maxpool":
-            return F.max_pool2d(x, k, s, p, d, ceil_mode=bool(ceil))
-        return F.avg_pool2d(x, k, s, p, ceil_mode=True, count_include_pad=False)
+            y = F.max_pool2d(x, k, s, p, d, ceil_mode=bool(ceil))
+        else:
+            y = F.avg_pool2d(x, k, s, p, ceil_mode=True, count_include_pad=False)
+        return y.permute(0, 2, 3, 1) if nhwc else y
     if name == "broadcast":
         return {"mul": torch.mul, "div": torch.div, "max": torch.maximum}[args[0]](x, ins[1])
     if name == "adaptive":
@@ -108,10 +112,12 @@ def layer_forward(op, ins, params, start):
         return F.rms_norm(x, [int(args[0])], params[0], float(args[1]))
     if name == "group_norm":
         return F.group_norm(x, int(args[0]), params[0], params[1], float(args[2]))
-    if name == "batch_norm":
+    if name == "batch_norm":  # momentum:eps[:nhwc]
         rm, rv = start[0].clone(), start[1].clone()
+        nhwc = args[2:] == ["nhwc"]
+        x = x.permute(0, 3, 1, 2) if nhwc else x
         y = F.batch_norm(x, rm, rv, params[0], params[1], training=True, momentum=float(args[0]), eps=float(args[1]))
-        return y, (rm, rv)
+        return (y.permute(0, 2, 3, 1) if nhwc else y), (rm, rv)
     raise ValueError(op)
 
 
