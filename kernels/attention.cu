@@ -6,7 +6,10 @@
 //
 // A CTA of 4 warps takes 64 query rows of one head (16 a warp, its q fragments in registers)
 // and walks the keys 64 at a time: k and v tiles by cp.async into shared memory (rows padded by
-// 16 bytes, so that ldmatrix's 8 rows fall on distinct banks), s = q k^T by mma.sync m16n8k16
+// 16 bytes, so that ldmatrix's 8 rows fall on distinct banks), two buffers of each, so that the
+// next block's tiles are in flight while this block's are multiplied, and v's wait comes only
+// after q k^T and the softmax (q's tile, read into registers first, lies in the second
+// buffer until its first refill), s = q k^T by mma.sync m16n8k16
 // into f32 registers, then the running (online) softmax: each row's maximum m and sum l kept
 // in registers, the output accumulators rescaled by exp(m_old - m_new) whenever the maximum
 // grows, and o += p v with p rounded to T (the C fragments of two 8-key tiles are the A
@@ -18,7 +21,7 @@
 // dynamic shared memory; its grid numbers the heads along x and the query tiles along y.
 
 #define ATTENTION_ROW(D) ((D) + 8)
-#define ATTENTION_SHARED(D) (3 * 64 * ATTENTION_ROW(D) * 2)
+#define ATTENTION_SHARED(D) (4 * 64 * ATTENTION_ROW(D) * 2)
 
 // Two f32 values as the 32-bit register of an A fragment: a in the low half.
 template <typename T> __device__ __forceinline__ unsigned attention_pack(float a, float b)
@@ -51,17 +54,24 @@ __device__ void tocha_attention_forward(const T *q, const T *k, const T *v, T *o
     static_assert(D % 16 == 0 && D <= 128,
                   "tocha_attention_forward: head size a multiple of 16, at most 128");
     extern __shared__ __align__(16) unsigned char attention_shared[];
-    T(*sq)[ATTENTION_ROW(D)] = reinterpret_cast<T(*)[ATTENTION_ROW(D)]>(attention_shared);
-    T(*sk)[ATTENTION_ROW(D)] = sq + 64;
-    T(*sv)[ATTENTION_ROW(D)] = sk + 64;
+    // buffers b = 0, 1: k's tile at 128 b, v's at 128 b + 64 (rows); q's tile in buffer 1's k
+    T(*tiles)[ATTENTION_ROW(D)] = reinterpret_cast<T(*)[ATTENTION_ROW(D)]>(attention_shared);
+    T(*sq)[ATTENTION_ROW(D)] = tiles + 128;
     if (blockDim.x != 128) __trap();
     const long long bh = blockIdx.x;
     const int q0 = blockIdx.y * 64;
     if (bh >= heads || q0 >= lq) return;
     q += bh * lq * D, k += bh * lk * D, v += bh * lk * D, o += bh * lq * D;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int kend = CAUSAL ? (lk < q0 + 64 ? lk : q0 + 64) : lk, blocks = (kend + 63) / 64;
     attention_load<T, D>(sq, q, q0, lq);
-    tocha::cp_async_wait<0>();
+    if (blocks > 0) { // the first block's k and v, in flight behind q
+        attention_load<T, D>(tiles, k, 0, lk);
+        attention_load<T, D>(tiles + 64, v, 0, lk);
+        tocha::cp_async_wait<2>();
+    } else {
+        tocha::cp_async_wait<0>();
+    }
     __syncthreads();
     unsigned qa[D / 16][4];
 #pragma unroll
@@ -74,12 +84,22 @@ __device__ void tocha_attention_forward(const T *q, const T *k, const T *v, T *o
     for (int j = 0; j < D / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     float m[2] = {neg_inf, neg_inf}, l[2] = {0.0f, 0.0f}; // rows g and g + 8: max, this thread's sum
     const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    const int kend = CAUSAL ? (lk < q0 + 64 ? lk : q0 + 64) : lk;
-    for (int k0 = 0; k0 < kend; k0 += 64) {
-        __syncthreads(); // every warp is done with the previous tiles
-        attention_load<T, D>(sk, k, k0, lk);
-        attention_load<T, D>(sv, v, k0, lk);
-        tocha::cp_async_wait<0>();
+    for (int i = 0; i < blocks; ++i) {
+        const int k0 = i * 64;
+        T(*sk)[ATTENTION_ROW(D)] = tiles + 128 * (i & 1);
+        T(*sv)[ATTENTION_ROW(D)] = sk + 64;
+        const bool next = i + 1 < blocks;
+        // every warp is done with the other buffer (the last block's tiles, or q at the first):
+        // refill it with the next block's while this one's are used
+        __syncthreads();
+        if (next) {
+            T(*nk)[ATTENTION_ROW(D)] = tiles + 128 * ((i + 1) & 1);
+            attention_load<T, D>(nk, k, k0 + 64, lk);
+            attention_load<T, D>(nk + 64, v, k0 + 64, lk);
+            tocha::cp_async_wait<3>(); // this block's k landed (its v and the next block's may not)
+        } else {
+            tocha::cp_async_wait<1>();
+        }
         __syncthreads();
         float s[8][4];
 #pragma unroll
@@ -132,8 +152,14 @@ __device__ void tocha_attention_forward(const T *q, const T *k, const T *v, T *o
                 s[j][e] = p;
                 l[e >> 1] += p;
             }
-            // o += p v: p's C fragments of key tiles 2 kk and 2 kk + 1 are the A fragment of keys
-            // 16 kk .. 16 kk + 15; v [key][d] is B row-major, read transposed
+        // this block's v landed (the next block's tiles may still be in flight)
+        if (next)
+            tocha::cp_async_wait<2>();
+        else
+            tocha::cp_async_wait<0>();
+        __syncthreads();
+        // o += p v: p's C fragments of key tiles 2 kk and 2 kk + 1 are the A fragment of keys
+        // 16 kk .. 16 kk + 15; v [key][d] is B row-major, read transposed
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
             const unsigned pa[4] = {attention_pack<T>(s[2 * kk][0], s[2 * kk][1]),

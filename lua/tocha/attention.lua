@@ -23,7 +23,9 @@ local tensor = require "tocha.tensor"
 
 local M = {}
 
-local function shared_bytes(d) return 3 * 64 * (d + 8) * 2 end
+-- The forward's dynamic shared memory: two buffers of a k and a v tile (kernels/attention.cu's
+-- ATTENTION_SHARED).
+local function shared_bytes(d) return 4 * 64 * (d + 8) * 2 end
 
 local kernels = {}
 local function build(name, dt, d, causal, params, shared)
