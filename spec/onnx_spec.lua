@@ -230,6 +230,29 @@ describe("tocha.onnx.load", function()
           close(m:forward({ x:cast(dt) })[1], want, tol, "residual logits " .. dt)
         end
       end)
+
+      -- imported under tocha.set_float32_matmul_precision("high"), the convolutions and the
+      -- classifier read f32 as tf32: within tf32's rounding of the f32 logits, and not them
+      it("runs f32 on tf32 where the precision switch says so at import", function()
+        local x = tocha.load_npy(path("resnet18_in1.npy"), { device = dev.name })
+        local want = tocha.load_npy(path("resnet18_out1.npy"))
+        local old = tocha.set_float32_matmul_precision("high")
+        local ok, m = pcall(tocha.onnx.load, path("resnet18.onnx"), { batch_size = x:shape()[1], device = dev.name })
+        tocha.set_float32_matmul_precision(old)
+        assert.is_true(ok, tostring(m))
+        local convs = 0
+        for _, n in ipairs(m.order) do
+          if n.op and n.op.kind == "conv2d" and n.op.igemm then
+            assert.is_true(n.op.tf32, n.name)
+            convs = convs + 1
+          end
+        end
+        assert.is_true(convs > 0)
+        local got = m:forward({ x })[1]
+        close(got, want, 1e-2, "resnet18 logits tf32")
+        local f32 = tocha.onnx.load(path("resnet18.onnx"), { batch_size = x:shape()[1], device = dev.name })
+        assert.is_false(tocha.allclose(got, f32:forward({ x })[1], 0, 0), "tf32 gave f32's logits")
+      end)
     end)
   end
 
