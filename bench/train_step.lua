@@ -15,6 +15,7 @@ local tocha = require "tocha"
 local timing = require "bench.timing"
 
 local opts = timing.arguments(arg, { out = "results/tmp-networks", steps = 20, batch = 64, only = "", file = "", size = 224 })
+os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("training-step benchmark on %s (%s), %d steps each"):format(device.name, device.product, opts.steps))
 
