@@ -117,7 +117,8 @@ describe("tocha.matmul", function()
       -- tf32: exact on small integers (tf32 holds them) in every layout, with edges of m, n and
       -- k (a last slice of k in part); on normal inputs within tf32's rounding (each operand's
       -- 13 low mantissa bits dropped: a product within 2^-9 of its size) and not f32's result
-      -- (the tensor cores did read tf32); the switch, PyTorch's set_float32_matmul_precision.
+      -- (the tensor cores did read tf32), the bits of the same product of K-major operands (an
+      -- MN-major one is copied K-major first); the switch, PyTorch's set_float32_matmul_precision.
       it("reads f32 as tf32 where asked, every layout", function()
         local seed = 900
         for _, c in ipairs({ { 130, 68, 200, "row", "row" }, { 64, 36, 132, "col", "row" }, { 100, 260, 40, "row", "col" },
@@ -144,6 +145,9 @@ describe("tocha.matmul", function()
             differs = differs or got[e] ~= f32[e]
           end
           assert.is_true(differs, what .. ": tf32 gave f32's result")
+          -- an MN-major operand is copied K-major first: the same bits as a K-major one
+          local ak, bk = a:contiguous(), b:t():contiguous():t()
+          assert.are.same(got, values(ak:mm(bk, { tf32 = true })), what .. ": as K-major operands")
         end
         assert.are.equal("highest", tocha.get_float32_matmul_precision())
         local a, b = tocha.randn({ 16, 32 }, { device = device, seed = 1 }), tocha.randn({ 32, 8 }, { device = device, seed = 2 })

@@ -407,6 +407,25 @@ function M.matmul(a, b, opts)
     if act ~= "identity" then c:copy(c[act](c)) end
     return c
   end
+  -- tf32 reads K-major operands by cp.async and MN-major ones (a row-major b, a transposed a)
+  -- through registers at about half the speed (results/matmul): an MN-major operand is copied
+  -- K-major first where the copy stays tf32's (k in 4s), a pass over it against a product's
+  -- k passes. (Ops, whose operands are fixed in a plan, keep the transposing copy.)
+  local copies = {}
+  if tf32 and dt == "f32" and has_wgmma(dev) and k % 4 == 0 and kind_of(dt, m, k, n, layout_a, layout_b, true) == "tf32" then
+    if layout_b == "row" then
+      local r = b.ndim
+      local view = b:transpose(r - 1, r)
+      local dense = view:contiguous()
+      if dense ~= view then copies[#copies + 1] = dense end
+      b, layout_b = dense:transpose(r - 1, r), "col"
+    end
+    if layout_a == "col" then
+      local dense = a:contiguous()
+      if dense ~= a then copies[#copies + 1] = dense end
+      a, layout_a = dense, "row"
+    end
+  end
   local aligned = tonumber(a.data) % 16 == 0 and tonumber(b.data) % 16 == 0
   local k_, grid, block, kind = M.launch_of(dt, m, k, n, batch, layout_a, layout_b,
     { aligned = aligned, sms = dev.multiprocessors, wgmma = has_wgmma(dev), activation = act, tf32 = tf32 })
@@ -417,6 +436,8 @@ function M.matmul(a, b, opts)
   end
   op.launch_packed(k_, dev, grid, block, { a.data, b.data, bias and bias.data or c.data, c.data, m, n, k,
     batch_a > 1 and m * k or 0, batch_b > 1 and k * n or 0, m * n, bias and 1 or 0, c.data, c.data, 0 })
+  -- (the pool is stream-ordered: the copies' blocks are reused only after the product)
+  for _, t in ipairs(copies) do t:free() end
   return c
 end
 
