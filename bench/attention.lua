@@ -7,11 +7,14 @@
 -- that a backward (PyTorch's and flash-attention's convention). Each case is checked first
 -- against the f32 matmul + softmax composition on one head. bench/attention_torch.py times
 -- PyTorch's F.scaled_dot_product_attention (its flash kernels) and writes the report.
---   tocha bench/attention.lua [--out DIR] [--launches N] [--only PATTERN]
+--   tocha bench/attention.lua [--out DIR] [--launches N] [--only PATTERN] [--forward wgmma|mma_sync]
+-- (--forward mma_sync: the mma.sync forward for head sizes 64 and 128 too, for an A/B run)
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
-local opts = timing.arguments(arg, { out = "results/tmp-attention", launches = 20, only = "" })
+local opts = timing.arguments(arg, { out = "results/tmp-attention", launches = 20, only = "", forward = "wgmma" })
+if opts.forward ~= "wgmma" and opts.forward ~= "mma_sync" then error("--forward: expected wgmma or mma_sync, got " .. opts.forward) end
+require("tocha.attention").prefer_mma_sync = opts.forward == "mma_sync"
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))

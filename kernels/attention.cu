@@ -197,6 +197,183 @@ __device__ void tocha_attention_forward(const T *q, const T *k, const T *v, T *o
     }
 }
 
+// ---- the forward on wgmma (sm_90 and the simulator), head sizes 64 and 128 ----
+//
+// The same scheme as tocha_attention_forward, the products on the warpgroup's wgmma: the CTA's
+// four warps are one warpgroup, s = q k^T is one m64n64 product a block of 64 keys (q and k
+// K-major in 128-byte swizzled tiles: warpgroup.cuh), its f32 accumulators laid out as
+// mma.sync's (so the online softmax is the same code), p is stored as T to a swizzled tile of
+// 64 x 64 and o += p v is one m64nD product (v MN-major: its rows are the keys). The k and v
+// tiles are double-buffered as in tocha_attention_forward. The launch gives
+// ATTENTION_WG_SHARED(D) bytes: q's tile, two k and two v tiles (each D / 64 blocks of 64 rows
+// x 128 bytes), p's tile, and 1 KiB to align them (wgmma's swizzle follows address bits).
+#if defined(TOCHA_SIM) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TOCHA_ATTENTION_WGMMA 1
+#endif
+#define ATTENTION_WG_TILE(D) ((D) / 64 * 8192)
+#define ATTENTION_WG_SHARED(D) (5 * ATTENTION_WG_TILE(D) + 8192 + 1024)
+
+#ifdef TOCHA_ATTENTION_WGMMA
+// 64 rows of D elements from src (rows row0 .. row0 + 63 of `rows`, zero past them) into a
+// swizzled tile: chunk c of row r at block c / 8, chunk c % 8 of row r (warpgroup.cuh's layout,
+// K-major for q and k; for v, whose rows are k of the product, MN-major), 16 bytes a cp.async.
+template <typename T, int D>
+__device__ __forceinline__ void attention_wg_load(unsigned char *tile, const T *src, long long row0, long long rows)
+{
+    const int chunks = D / 8;
+    for (int e = threadIdx.x; e < 64 * chunks; e += 128) {
+        const int r = e / chunks, c = e % chunks;
+        const bool in = row0 + r < rows;
+        tocha::cp_async16(tile + (c / 8) * 8192 + tocha::swizzle128(r, c % 8), in ? src + (row0 + r) * D + c * 8 : src,
+                          in ? 16 : 0);
+    }
+    tocha::cp_async_commit();
+}
+#endif
+
+template <typename T, int D, int CAUSAL>
+__device__ void tocha_attention_forward_wg(const T *q, const T *k, const T *v, T *o, float *lse, long long heads,
+                                           int lq, int lk, float scale)
+{
+    static_assert(D == 64 || D == 128, "tocha_attention_forward_wg: head size 64 or 128");
+#ifdef TOCHA_ATTENTION_WGMMA
+    extern __shared__ __align__(1024) unsigned char attention_shared[];
+#ifdef TOCHA_SIM
+    const unsigned base = (unsigned)((unsigned long long)attention_shared % 1024);
+#else
+    const unsigned base = tocha::shared_address(attention_shared) % 1024;
+#endif
+    unsigned char *sq = attention_shared + (1024 - base) % 1024;
+    const int TILE = ATTENTION_WG_TILE(D);
+    unsigned char *sp = sq + 5 * TILE; // k tiles at sq + TILE (1 + b), v tiles at sq + TILE (3 + b)
+    if (blockDim.x != 128) __trap();
+    const long long bh = blockIdx.x;
+    const int q0 = blockIdx.y * 64;
+    if (bh >= heads || q0 >= lq) return;
+    q += bh * lq * D, k += bh * lk * D, v += bh * lk * D, o += bh * lq * D;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int kend = CAUSAL ? (lk < q0 + 64 ? lk : q0 + 64) : lk, blocks = (kend + 63) / 64;
+    attention_wg_load<T, D>(sq, q, q0, lq);
+    if (blocks > 0) {
+        attention_wg_load<T, D>(sq + TILE, k, 0, lk);
+        attention_wg_load<T, D>(sq + 3 * TILE, v, 0, lk);
+    }
+    const float scale2 = scale * 1.4426950408889634f; // scores in base 2
+    const float neg_inf = -tocha::infinity<float>();
+    float acc[D / 2]; // o's accumulators: rows g and g + 8 of the warp's 16, columns 8 j + 2 t (+1)
+#pragma unroll
+    for (int j = 0; j < D / 2; ++j) acc[j] = 0.0f;
+    float m[2] = {neg_inf, neg_inf}, l[2] = {0.0f, 0.0f};
+    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    for (int i = 0; i < blocks; ++i) {
+        const int k0 = i * 64;
+        const unsigned char *sk = sq + TILE * (1 + (i & 1)), *sv = sq + TILE * (3 + (i & 1));
+        const bool next = i + 1 < blocks;
+        // every warp is done with the other buffers and with p (the last block's products were
+        // waited for): refill them with the next block's tiles while this block's are used
+        __syncthreads();
+        if (next) {
+            attention_wg_load<T, D>(sq + TILE * (1 + ((i + 1) & 1)), k, k0 + 64, lk);
+            attention_wg_load<T, D>(sq + TILE * (3 + ((i + 1) & 1)), v, k0 + 64, lk);
+            tocha::cp_async_wait<3>(); // q and this block's k landed
+        } else {
+            tocha::cp_async_wait<1>();
+        }
+        tocha::fence_async_shared();
+        __syncthreads();
+        float s[32]; // s[4 j + e]: row g + 8 (e >> 1), key 8 j + 2 t + (e & 1)
+#pragma unroll
+        for (int j = 0; j < 32; ++j) s[j] = 0.0f;
+        tocha::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            tocha::wgmma<T, 64, 0, 0>(s, sq + (kk / 4) * 8192 + 32 * (kk % 4), 8192, 1024,
+                                      sk + (kk / 4) * 8192 + 32 * (kk % 4), 8192, 1024);
+        tocha::wgmma_commit();
+        tocha::wgmma_wait<0>();
+        // scale, mask, and each row's new maximum (over the quad of threads that hold the row)
+        float top[2] = {m[0], m[1]};
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = k0 + j * 8 + 2 * t + (e & 1);
+                const bool masked = col >= lk || (CAUSAL && col > row[e >> 1]);
+                s[4 * j + e] = masked ? neg_inf : s[4 * j + e] * scale2;
+                top[e >> 1] = fmaxf(top[e >> 1], s[4 * j + e]);
+            }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
+            top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
+        }
+        float alpha[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            alpha[h] = top[h] == neg_inf ? 1.0f : exp2f(m[h] - top[h]);
+            m[h] = top[h];
+            l[h] *= alpha[h];
+        }
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[4 * j + e] *= alpha[e >> 1];
+        // p, rounded to T, into its tile (K-major: rows the queries, 128 bytes of keys)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float p2[2];
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const int e = 2 * h + c;
+                    const float p = m[h] == neg_inf ? 0.0f : exp2f(s[4 * j + e] - m[h]);
+                    l[h] += p;
+                    p2[c] = p;
+                }
+                *(unsigned *)(sp + tocha::swizzle128(warp * 16 + g + 8 * h, j) + 4 * t) =
+                    attention_pack<T>(p2[0], p2[1]);
+            }
+        tocha::fence_async_shared();
+        // this block's v landed (the next block's tiles may still be in flight)
+        if (next)
+            tocha::cp_async_wait<2>();
+        else
+            tocha::cp_async_wait<0>();
+        tocha::fence_async_shared();
+        __syncthreads();
+        tocha::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            tocha::wgmma<T, D, 0, 1>(acc, sp + 32 * kk, 8192, 1024, sv + 2048 * kk, 8192, 1024);
+        tocha::wgmma_commit();
+        tocha::wgmma_wait<0>();
+    }
+    if (blocks == 0) tocha::cp_async_wait<0>();
+    // each row's sum over its quad; o = acc / l, rounded once
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (row[h] >= lq) continue;
+        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            const unsigned bits = attention_pack<T>(acc[4 * j + 2 * h] * inv, acc[4 * j + 2 * h + 1] * inv);
+            *(unsigned *)(o + (long long)row[h] * D + j * 8 + 2 * t) = bits;
+        }
+        if (t == 0)
+            lse[bh * lq + row[h]] = l[h] > 0.0f ? (m[h] + log2f(l[h])) * 0.6931471805599453f : neg_inf;
+    }
+#else
+    (void)q, (void)k, (void)v, (void)o, (void)lse, (void)heads, (void)lq, (void)lk, (void)scale;
+    __trap(); // the host takes it only where wgmma is
+#endif
+}
+
 // ---- the backward ----
 //
 // From q, k, v, the forward's o and lse, and do: dq, dk, dv. First delta [BH, LQ] = the sum over

@@ -110,11 +110,21 @@ describe("tocha.scaled_dot_product_attention", function()
   -- Without a GPU, NVRTC and ptxas still build the kernels for the H200: the largest head size's
   -- f32 accumulators (o; the backward's dk, dv and a tile's dq), fragments and scores fit in
   -- registers.
+  -- Head sizes 64 and 128 take the wgmma forward (sim and sm_90 have it), others and, where
+  -- asked (prefer_mma_sync), those too the mma.sync one.
   it("builds its kernels for sm_90 without local memory, every head size", function()
+    local attention = require "tocha.attention"
     for _, d in ipairs({ 16, 64, 128 }) do
       for _, causal in ipairs({ false, true }) do
-        local attention = require "tocha.attention"
         local kernels = { attention.forward_kernel("bf16", d, causal), attention.backward_kernels("bf16", d, causal) }
+        assert.are.equal(d == 16 and "tocha_attention_forward" or "tocha_attention_forward_wg", kernels[1].name)
+        if d > 16 then
+          assert.truthy(kernels[1]:ptx("sm_90"):find("wgmma.mma_async", 1, true), d)
+          attention.prefer_mma_sync = true
+          kernels[#kernels + 1] = attention.forward_kernel("bf16", d, causal)
+          attention.prefer_mma_sync = false
+          assert.are.equal("tocha_attention_forward", kernels[#kernels].name)
+        end
         for _, k in ipairs(kernels) do
           local info = k:info("sm_90")
           assert.are.equal(0, info["local"], d)
@@ -153,6 +163,33 @@ describe("tocha.scaled_dot_product_attention", function()
           for e = 1, #want_lse do
             assert(math.abs(got_lse[e] - want_lse[e]) <= 1e-4 * (math.abs(want_lse[e]) + 1),
               ("%s lse %d: %.9g, expected %.9g"):format(label, e, got_lse[e], want_lse[e]))
+          end
+        end
+      end)
+
+      -- the wgmma forward (head sizes 64, 128) and the mma.sync one on the same inputs: both
+      -- within the dtype's rounding of the reference; on sim, whose tensor cores sum each k step
+      -- alike for both instructions, bit for bit
+      it("runs head sizes 64 and 128 on wgmma as the mma.sync kernel does", function()
+        local attention = require "tocha.attention"
+        local seed = 300
+        for _, c in ipairs({ { 64, false, 70, 150, "bf16" }, { 128, true, 130, 130, "f16" }, { 64, true, 1, 65, "f16" },
+          { 128, false, 64, 3, "bf16" } }) do
+          seed = seed + 10
+          local d, causal, lq, lk, dt = c[1], c[2], c[3], c[4], c[5]
+          local q, k, v = randn({ 2, lq, d }, dt, seed), randn({ 2, lk, d }, dt, seed + 1), randn({ 2, lk, d }, dt, seed + 2)
+          local wg, wg_lse = tocha.scaled_dot_product_attention(q, k, v, { causal = causal, lse = true })
+          attention.prefer_mma_sync = true
+          local ok, mma, mma_lse = pcall(tocha.scaled_dot_product_attention, q, k, v, { causal = causal, lse = true })
+          attention.prefer_mma_sync = false
+          assert.is_true(ok, tostring(mma))
+          local label = ("%s d %d %dx%d%s"):format(dt, d, lq, lk, causal and " causal" or "")
+          local want, sums = reference(values(q), values(k), values(v), 2, lq, lk, d, 1 / math.sqrt(d), causal)
+          ref.compare_terms(wg, { want, sums }, ref.product_tol[dt], label .. " wgmma")
+          ref.compare_terms(mma, { want, sums }, ref.product_tol[dt], label .. " mma.sync")
+          if device == "sim" then
+            assert.is_true(tocha.allclose(wg, mma, 0, 0), label)
+            assert.is_true(tocha.allclose(wg_lse, mma_lse, 0, 0), label .. " lse")
           end
         end
       end)

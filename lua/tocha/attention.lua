@@ -27,22 +27,41 @@ local M = {}
 -- ATTENTION_SHARED).
 local function shared_bytes(d) return 4 * 64 * (d + 8) * 2 end
 
+-- The wgmma forward's: q's tile, two k and two v tiles, p's tile, 1 KiB to align them
+-- (ATTENTION_WG_SHARED).
+local function wg_shared_bytes(d) return 5 * (d / 64 * 8192) + 8192 + 1024 end
+
 local kernels = {}
 local function build(name, dt, d, causal, params, shared)
   local key = ("%s|%s|%s|%s"):format(name, dt, tostring(d), tostring(causal))
   if not kernels[key] then
     local targs = dtype.ctype(dt) .. (d and (", %d"):format(d) or "") .. (causal ~= nil and (", %d"):format(causal and 1 or 0) or "")
-    kernels[key] = kernel.new { source = op.source("tensor_core.cuh") .. "\n" .. op.source("attention.cu"), name = name,
+    kernels[key] = kernel.new { source = op.source("tensor_core.cuh") .. "\n" .. op.source("warpgroup.cuh") .. "\n"
+      .. op.source("attention.cu"), name = name,
       template_args = targs, params = params:gsub("T%*", dt .. "*"), launch_bounds = shared and { 128 } or nil,
       shared = shared or 0 }
   end
   return kernels[key]
 end
 
--- The forward kernel for dtype dt, head size d and the causal mask (specs build it alone).
+-- Whether the forward runs on wgmma: head sizes 64 and 128 where the default device has it
+-- (sim, compute capability 9.0), unless M.prefer_mma_sync (specs and benchmarks set it to run
+-- the mma.sync kernel, the one other devices and head sizes take).
+M.prefer_mma_sync = false
+function M.forward_on_wgmma(d)
+  local dev = device.default()
+  local cc = dev.compute_capability
+  local wgmma = dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
+  return wgmma and (d == 64 or d == 128) and not M.prefer_mma_sync
+end
+
+-- The forward kernel for dtype dt, head size d and the causal mask (specs build it alone): the
+-- wgmma one where M.forward_on_wgmma(d), else the mma.sync one; both take the same arguments,
+-- grid (heads, query tiles of 64) and 128 threads.
 function M.forward_kernel(dt, d, causal)
-  return build("tocha_attention_forward", dt, d, causal,
-    "T* q, T* k, T* v, T* o, f32* lse, i64 heads, i32 lq, i32 lk, f32 scale", shared_bytes(d))
+  local params = "T* q, T* k, T* v, T* o, f32* lse, i64 heads, i32 lq, i32 lk, f32 scale"
+  if M.forward_on_wgmma(d) then return build("tocha_attention_forward_wg", dt, d, causal, params, wg_shared_bytes(d)) end
+  return build("tocha_attention_forward", dt, d, causal, params, shared_bytes(d))
 end
 
 -- The backward's kernels (kernels/attention.cu): delta, the main pass, dq's rounding.
