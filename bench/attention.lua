@@ -8,7 +8,8 @@
 -- against the f32 matmul + softmax composition on one head. bench/attention_torch.py times
 -- PyTorch's F.scaled_dot_product_attention (its flash kernels) and writes the report.
 --   tocha bench/attention.lua [--out DIR] [--launches N] [--only PATTERN] [--forward wgmma|mma_sync]
--- (--forward mma_sync: the mma.sync forward for head sizes 64 and 128 too, for an A/B run)
+-- (--forward mma_sync: the mma.sync kernels, forward and backward, for head sizes 64 and 128
+-- too, for an A/B run)
 local tocha = require "tocha"
 local timing = require "bench.timing"
 

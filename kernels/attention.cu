@@ -563,6 +563,138 @@ __device__ void tocha_attention_backward(const T *q, const T *k, const T *v, con
     }
 }
 
+// The backward's main pass on wgmma (sm_90 and the simulator), head sizes 64 and 128: the same
+// scheme as tocha_attention_backward, each product a warpgroup's from swizzled tiles. s^T = k
+// q^T and dp^T = v do^T are m64n64 products (k, v, q and do K-major); p^T and ds^T, rounded to
+// T, go to swizzled tiles (rows the keys, 128 bytes of queries), from which dv += p^T do and dk
+// += ds^T q (do and q MN-major) and dq = ds k (ds^T read as an MN-major A, k MN-major) are
+// m64nD products; dq is added to the f32 accumulator atomically as before. The launch gives
+// ATTENTION_WG_BACKWARD_SHARED(D) bytes: k, v, q, do, p^T's and ds^T's tiles, the query
+// tile's lse and delta, and 1 KiB to align the tiles.
+#define ATTENTION_WG_BACKWARD_SHARED(D) (4 * ATTENTION_WG_TILE(D) + 2 * 8192 + 2 * 64 * 4 + 1024)
+
+template <typename T, int D, int CAUSAL>
+__device__ void tocha_attention_backward_wg(const T *q, const T *k, const T *v, const T *dout, const float *lse,
+                                            const float *delta, float *dq_acc, T *dk, T *dv, long long heads,
+                                            int lq, int lk, float scale)
+{
+    static_assert(D == 64 || D == 128, "tocha_attention_backward_wg: head size 64 or 128");
+#ifdef TOCHA_ATTENTION_WGMMA
+    extern __shared__ __align__(1024) unsigned char attention_shared[];
+#ifdef TOCHA_SIM
+    const unsigned base = (unsigned)((unsigned long long)attention_shared % 1024);
+#else
+    const unsigned base = tocha::shared_address(attention_shared) % 1024;
+#endif
+    unsigned char *sk = attention_shared + (1024 - base) % 1024;
+    const int TILE = ATTENTION_WG_TILE(D);
+    unsigned char *sv = sk + TILE, *sq = sv + TILE, *sdo = sq + TILE, *spt = sdo + TILE, *sdst = spt + 8192;
+    float *slse = reinterpret_cast<float *>(sdst + 8192), *sdelta = slse + 64;
+    if (blockDim.x != 128) __trap();
+    const long long bh = blockIdx.x;
+    const int k0 = blockIdx.y * 64;
+    if (bh >= heads || k0 >= lk) return;
+    q += bh * lq * D, k += bh * lk * D, v += bh * lk * D, dout += bh * lq * D;
+    lse += bh * lq, delta += bh * lq, dq_acc += bh * lq * D, dk += bh * lk * D, dv += bh * lk * D;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    attention_wg_load<T, D>(sk, k, k0, lk);
+    attention_wg_load<T, D>(sv, v, k0, lk);
+    const float scale2 = scale * 1.4426950408889634f, log2e = 1.4426950408889634f;
+    const float inf = tocha::infinity<float>();
+    float gk[D / 2], gv[D / 2]; // dk and dv of the warp's 16 keys: rows g and g + 8, columns 8 j + 2 t (+1)
+#pragma unroll
+    for (int j = 0; j < D / 2; ++j) gk[j] = gv[j] = 0.0f;
+    const int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+    for (int q0 = CAUSAL ? k0 / 64 * 64 : 0; q0 < lq; q0 += 64) {
+        __syncthreads(); // the previous tiles are read (every product of them waited for)
+        attention_wg_load<T, D>(sq, q, q0, lq);
+        attention_wg_load<T, D>(sdo, dout, q0, lq);
+        for (int r = threadIdx.x; r < 64; r += 128) {
+            // rows past lq: lse +inf, so that their probabilities are 0
+            slse[r] = q0 + r < lq ? lse[q0 + r] * log2e : inf;
+            sdelta[r] = q0 + r < lq ? delta[q0 + r] : 0.0f;
+        }
+        tocha::cp_async_wait<0>();
+        tocha::fence_async_shared();
+        __syncthreads();
+        // s^T = k q^T and dp^T = v do^T: 64 keys by 64 queries, s[4 j + e] at key row
+        // 16 w + g + 8 (e >> 1), query 8 j + 2 t + (e & 1)
+        float s[32], dp[32];
+#pragma unroll
+        for (int j = 0; j < 32; ++j) s[j] = dp[j] = 0.0f;
+        tocha::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const int at = (kk / 4) * 8192 + 32 * (kk % 4);
+            tocha::wgmma<T, 64, 0, 0>(s, sk + at, 8192, 1024, sq + at, 8192, 1024);
+            tocha::wgmma<T, 64, 0, 0>(dp, sv + at, 8192, 1024, sdo + at, 8192, 1024);
+        }
+        tocha::wgmma_commit();
+        tocha::wgmma_wait<0>();
+        // p^T = exp2(scale2 s^T - lse2), 0 where masked; ds^T = p^T (dp^T - delta); both to
+        // their tiles as T
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float pv[2], dv2[2];
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const int e = 4 * j + 2 * h + c, col = j * 8 + 2 * t + c, query = q0 + col, kr = key[h];
+                    const bool masked = kr >= lk || (CAUSAL && kr > query);
+                    const float p = masked ? 0.0f : exp2f(s[e] * scale2 - slse[col]);
+                    pv[c] = p;
+                    dv2[c] = p * (dp[e] - sdelta[col]);
+                }
+                const int at = tocha::swizzle128(warp * 16 + g + 8 * h, j) + 4 * t;
+                *(unsigned *)(spt + at) = attention_pack<T>(pv[0], pv[1]);
+                *(unsigned *)(sdst + at) = attention_pack<T>(dv2[0], dv2[1]);
+            }
+        tocha::fence_async_shared();
+        __syncthreads();
+        // dv += p^T do, dk += ds^T q, dq = ds k (ds^T read as an MN-major A)
+        float gq[D / 2];
+#pragma unroll
+        for (int j = 0; j < D / 2; ++j) gq[j] = 0.0f;
+        tocha::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            tocha::wgmma<T, D, 0, 1>(gv, spt + 32 * kk, 8192, 1024, sdo + 2048 * kk, 8192, 1024);
+            tocha::wgmma<T, D, 0, 1>(gk, sdst + 32 * kk, 8192, 1024, sq + 2048 * kk, 8192, 1024);
+            tocha::wgmma<T, D, 1, 1>(gq, sdst + 2048 * kk, 8192, 1024, sk + 2048 * kk, 8192, 1024);
+        }
+        tocha::wgmma_commit();
+        tocha::wgmma_wait<0>();
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int query = q0 + warp * 16 + g + 8 * h;
+            if (query >= lq) continue;
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j) {
+                atomicAdd(&dq_acc[(long long)query * D + j * 8 + 2 * t], gq[4 * j + 2 * h] * scale);
+                atomicAdd(&dq_acc[(long long)query * D + j * 8 + 2 * t + 1], gq[4 * j + 2 * h + 1] * scale);
+            }
+        }
+    }
+    tocha::cp_async_wait<0>(); // k and v's copies, where no query tile was walked
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (key[h] >= lk) continue;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            *(unsigned *)(dk + (long long)key[h] * D + j * 8 + 2 * t) =
+                attention_pack<T>(gk[4 * j + 2 * h] * scale, gk[4 * j + 2 * h + 1] * scale);
+            *(unsigned *)(dv + (long long)key[h] * D + j * 8 + 2 * t) =
+                attention_pack<T>(gv[4 * j + 2 * h], gv[4 * j + 2 * h + 1]);
+        }
+    }
+#else
+    (void)q, (void)k, (void)v, (void)dout, (void)lse, (void)delta, (void)dq_acc, (void)dk, (void)dv, (void)heads;
+    (void)lq, (void)lk, (void)scale;
+    __trap(); // the host takes it only where wgmma is
+#endif
+}
+
 // dq = the f32 accumulator rounded to T, count elements.
 template <typename T>
 __device__ void tocha_attention_backward_dq(const float *dq_acc, T *dq, long long count)

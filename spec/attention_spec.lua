@@ -117,13 +117,19 @@ describe("tocha.scaled_dot_product_attention", function()
     for _, d in ipairs({ 16, 64, 128 }) do
       for _, causal in ipairs({ false, true }) do
         local kernels = { attention.forward_kernel("bf16", d, causal), attention.backward_kernels("bf16", d, causal) }
+        local main = select(2, attention.backward_kernels("bf16", d, causal))
         assert.are.equal(d == 16 and "tocha_attention_forward" or "tocha_attention_forward_wg", kernels[1].name)
+        assert.are.equal(d == 16 and "tocha_attention_backward" or "tocha_attention_backward_wg", main.name)
+        kernels[#kernels + 1] = main
         if d > 16 then
           assert.truthy(kernels[1]:ptx("sm_90"):find("wgmma.mma_async", 1, true), d)
+          assert.truthy(main:ptx("sm_90"):find("wgmma.mma_async", 1, true), d)
           attention.prefer_mma_sync = true
           kernels[#kernels + 1] = attention.forward_kernel("bf16", d, causal)
+          kernels[#kernels + 1] = select(2, attention.backward_kernels("bf16", d, causal))
           attention.prefer_mma_sync = false
-          assert.are.equal("tocha_attention_forward", kernels[#kernels].name)
+          assert.are.equal("tocha_attention_forward", kernels[#kernels - 1].name)
+          assert.are.equal("tocha_attention_backward", kernels[#kernels].name)
         end
         for _, k in ipairs(kernels) do
           local info = k:info("sm_90")
@@ -169,8 +175,8 @@ describe("tocha.scaled_dot_product_attention", function()
 
       -- the wgmma forward (head sizes 64, 128) and the mma.sync one on the same inputs: both
       -- within the dtype's rounding of the reference; on sim, whose tensor cores sum each k step
-      -- alike for both instructions, bit for bit
-      it("runs head sizes 64 and 128 on wgmma as the mma.sync kernel does", function()
+      -- alike for both instructions, bit for bit, and so are the two backwards' gradients
+      it("runs head sizes 64 and 128 on wgmma as the mma.sync kernels do, forward and backward", function()
         local attention = require "tocha.attention"
         local seed = 300
         for _, c in ipairs({ { 64, false, 70, 150, "bf16" }, { 128, true, 130, 130, "f16" }, { 64, true, 1, 65, "f16" },
@@ -190,6 +196,16 @@ describe("tocha.scaled_dot_product_attention", function()
           if device == "sim" then
             assert.is_true(tocha.allclose(wg, mma, 0, 0), label)
             assert.is_true(tocha.allclose(wg_lse, mma_lse, 0, 0), label .. " lse")
+            local dy = randn({ 2, lq, d }, dt, seed + 3)
+            local wg_grads = { tocha.Attention.new(d, { causal = causal, dtype = dt }):backward(q, k, v, dy) }
+            attention.prefer_mma_sync = true
+            local mma_op = tocha.Attention.new(d, { causal = causal, dtype = dt })
+            attention.prefer_mma_sync = false
+            assert.are.equal("tocha_attention_backward", mma_op.main_kernel.name)
+            local mma_grads = { mma_op:backward(q, k, v, dy) }
+            for i, what in ipairs({ "dq", "dk", "dv" }) do
+              assert.is_true(tocha.allclose(wg_grads[i], mma_grads[i], 0, 0), label .. " " .. what)
+            end
           end
         end
       end)

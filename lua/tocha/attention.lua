@@ -44,7 +44,8 @@ local function build(name, dt, d, causal, params, shared)
   return kernels[key]
 end
 
--- Whether the forward runs on wgmma: head sizes 64 and 128 where the default device has it
+-- Whether the forward and the backward's main pass run on wgmma: head sizes 64 and 128 where
+-- the default device has it
 -- (sim, compute capability 9.0), unless M.prefer_mma_sync (specs and benchmarks set it to run
 -- the mma.sync kernel, the one other devices and head sizes take).
 M.prefer_mma_sync = false
@@ -64,11 +65,16 @@ function M.forward_kernel(dt, d, causal)
   return build("tocha_attention_forward", dt, d, causal, params, shared_bytes(d))
 end
 
--- The backward's kernels (kernels/attention.cu): delta, the main pass, dq's rounding.
+-- The backward's kernels (kernels/attention.cu): delta, the main pass (on wgmma where
+-- M.forward_on_wgmma(d), with the same arguments), dq's rounding.
 function M.backward_kernels(dt, d, causal)
-  return build("tocha_attention_backward_delta", dt, d, nil, "T* o, T* dout, f32* delta, f32* dq_acc, i64 rows"),
-    build("tocha_attention_backward", dt, d, causal, "T* q, T* k, T* v, T* dout, f32* lse, f32* delta, f32* dq_acc, "
-      .. "T* dk, T* dv, i64 heads, i32 lq, i32 lk, f32 scale", 4 * 64 * (d + 8) * 2 + 64 * 72 * 2 + 2 * 64 * 4),
+  local params = "T* q, T* k, T* v, T* dout, f32* lse, f32* delta, f32* dq_acc, T* dk, T* dv, i64 heads, i32 lq, i32 lk, "
+    .. "f32 scale"
+  local main = M.forward_on_wgmma(d)
+    -- k, v, q, do, p^T's and ds^T's tiles, lse and delta, 1 KiB to align (ATTENTION_WG_BACKWARD_SHARED)
+    and build("tocha_attention_backward_wg", dt, d, causal, params, 4 * (d / 64 * 8192) + 2 * 8192 + 2 * 64 * 4 + 1024)
+    or build("tocha_attention_backward", dt, d, causal, params, 4 * 64 * (d + 8) * 2 + 64 * 72 * 2 + 2 * 64 * 4)
+  return build("tocha_attention_backward_delta", dt, d, nil, "T* o, T* dout, f32* delta, f32* dq_acc, i64 rows"), main,
     build("tocha_attention_backward_dq", dt, nil, nil, "f32* dq_acc, T* dq, i64 count")
 end
 
