@@ -47,6 +47,72 @@ __device__ __forceinline__ void attention_load(T (*tile)[ATTENTION_ROW(D)], cons
     tocha::cp_async_commit();
 }
 
+// One block of 64 keys' online-softmax step for a thread's two rows row[h] (its warp's rows g
+// and g + 8): the scores S(j, e) (row row[e >> 1], key k0 + 8 j + 2 t + (e & 1), j < 8, e < 4:
+// the mma.sync and wgmma accumulator layout) scaled to base 2 and masked (keys past lk; CAUSAL,
+// keys after the row), each row's new maximum m over the quad that holds it, l scaled by
+// alpha = exp2(m_old - m_new), and the scores replaced by p = exp2(s - m), added to l. A row
+// with no key yet (all masked) keeps m = -inf: alpha 1, p 0. The caller scales its output
+// accumulators by alpha[h].
+template <int CAUSAL, typename S>
+__device__ __forceinline__ void attention_softmax_block(S score, int k0, int lk, const int row[2], int t, float scale2,
+                                                        float m[2], float l[2], float alpha[2])
+{
+    const float neg_inf = -tocha::infinity<float>();
+    float top[2] = {m[0], m[1]};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int col = k0 + j * 8 + 2 * t + (e & 1);
+            const bool masked = col >= lk || (CAUSAL && col > row[e >> 1]);
+            float &v = score(j, e);
+            v = masked ? neg_inf : v * scale2;
+            top[e >> 1] = fmaxf(top[e >> 1], v);
+        }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
+        top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
+        alpha[h] = top[h] == neg_inf ? 1.0f : exp2f(m[h] - top[h]);
+        m[h] = top[h];
+        l[h] *= alpha[h];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float &v = score(j, e);
+            v = m[e >> 1] == neg_inf ? 0.0f : exp2f(v - m[e >> 1]);
+            l[e >> 1] += v;
+        }
+}
+
+// The forward's end for a thread's two rows: each row's sum l over its quad, o = acc / l (ACC(j,
+// c + 2 h): row row[h], column 8 j + 2 t + c) rounded once to T, and lse (natural log) from the
+// base-2 maximum and sum; rows past lq are not written.
+template <typename T, int D, typename ACC>
+__device__ __forceinline__ void attention_finish(ACC acc, float l[2], const float m[2], const int row[2], int lq, int t,
+                                                 T *o, float *lse)
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (row[h] >= lq) continue;
+        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            const unsigned bits = attention_pack<T>(acc(j, 2 * h) * inv, acc(j, 2 * h + 1) * inv);
+            *(unsigned *)(o + (long long)row[h] * D + j * 8 + 2 * t) = bits;
+        }
+        if (t == 0) lse[row[h]] = l[h] > 0.0f ? (m[h] + log2f(l[h])) * 0.6931471805599453f : -tocha::infinity<float>();
+    }
+}
+
 template <typename T, int D, int CAUSAL>
 __device__ void tocha_attention_forward(const T *q, const T *k, const T *v, T *o, float *lse,
                                         long long heads, int lq, int lk, float scale)
@@ -116,42 +182,13 @@ __device__ void tocha_attention_forward(const T *q, const T *k, const T *v, T *o
                 tocha::mma_16816<T>(s[j], qa[kk], b0, s[j]);
                 tocha::mma_16816<T>(s[j + 1], qa[kk], b1, s[j + 1]);
             }
-        // scale, mask, and each row's new maximum (over the quad of threads that hold the row)
-        float top[2] = {m[0], m[1]};
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int col = k0 + j * 8 + 2 * t + (e & 1);
-                const bool masked = col >= lk || (CAUSAL && col > row[e >> 1]);
-                s[j][e] = masked ? neg_inf : s[j][e] * scale2;
-                top[e >> 1] = fmaxf(top[e >> 1], s[j][e]);
-            }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
-            top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
-        }
         float alpha[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            // a row with no key yet (all masked) keeps m = -inf: nothing to rescale, p = 0
-            alpha[h] = top[h] == neg_inf ? 1.0f : exp2f(m[h] - top[h]);
-            m[h] = top[h];
-            l[h] *= alpha[h];
-        }
+        attention_softmax_block<CAUSAL>([&](int j, int e) -> float & { return s[j][e]; }, k0, lk, row, t, scale2, m, l,
+                                        alpha);
 #pragma unroll
         for (int j = 0; j < D / 8; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[j][e] *= alpha[e >> 1];
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float p = m[e >> 1] == neg_inf ? 0.0f : exp2f(s[j][e] - m[e >> 1]);
-                s[j][e] = p;
-                l[e >> 1] += p;
-            }
         // this block's v landed (the next block's tiles may still be in flight)
         if (next)
             tocha::cp_async_wait<2>();
@@ -177,24 +214,7 @@ __device__ void tocha_attention_forward(const T *q, const T *k, const T *v, T *o
             }
         }
     }
-    // each row's sum over its quad; o = acc / l, rounded once
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if (row[h] >= lq) continue;
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-            const unsigned bits = attention_pack<T>(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
-            *(unsigned *)(o + (long long)row[h] * D + j * 8 + 2 * t) = bits;
-        }
-        if (t == 0)
-            lse[bh * lq + row[h]] = l[h] > 0.0f ? (m[h] + log2f(l[h])) * 0.6931471805599453f : neg_inf;
-    }
+    attention_finish<T, D>([&](int j, int c) { return acc[j][c]; }, l, m, row, lq, t, o, lse + bh * lq);
 }
 
 // ---- the forward on wgmma (sm_90 and the simulator), head sizes 64 and 128 ----
@@ -238,12 +258,7 @@ __device__ void tocha_attention_forward_wg(const T *q, const T *k, const T *v, T
     static_assert(D == 64 || D == 128, "tocha_attention_forward_wg: head size 64 or 128");
 #ifdef TOCHA_ATTENTION_WGMMA
     extern __shared__ __align__(1024) unsigned char attention_shared[];
-#ifdef TOCHA_SIM
-    const unsigned base = (unsigned)((unsigned long long)attention_shared % 1024);
-#else
-    const unsigned base = tocha::shared_address(attention_shared) % 1024;
-#endif
-    unsigned char *sq = attention_shared + (1024 - base) % 1024;
+    unsigned char *sq = tocha::align_1024(attention_shared);
     const int TILE = ATTENTION_WG_TILE(D);
     unsigned char *sp = sq + 5 * TILE; // k tiles at sq + TILE (1 + b), v tiles at sq + TILE (3 + b)
     if (blockDim.x != 128) __trap();
@@ -291,29 +306,9 @@ __device__ void tocha_attention_forward_wg(const T *q, const T *k, const T *v, T
                                       sk + (kk / 4) * 8192 + 32 * (kk % 4), 8192, 1024);
         tocha::wgmma_commit();
         tocha::wgmma_wait<0>();
-        // scale, mask, and each row's new maximum (over the quad of threads that hold the row)
-        float top[2] = {m[0], m[1]};
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int col = k0 + j * 8 + 2 * t + (e & 1);
-                const bool masked = col >= lk || (CAUSAL && col > row[e >> 1]);
-                s[4 * j + e] = masked ? neg_inf : s[4 * j + e] * scale2;
-                top[e >> 1] = fmaxf(top[e >> 1], s[4 * j + e]);
-            }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
-            top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
-        }
         float alpha[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            alpha[h] = top[h] == neg_inf ? 1.0f : exp2f(m[h] - top[h]);
-            m[h] = top[h];
-            l[h] *= alpha[h];
-        }
+        attention_softmax_block<CAUSAL>([&](int j, int e) -> float & { return s[4 * j + e]; }, k0, lk, row, t, scale2, m,
+                                        l, alpha);
 #pragma unroll
         for (int j = 0; j < D / 8; ++j)
 #pragma unroll
@@ -322,18 +317,9 @@ __device__ void tocha_attention_forward_wg(const T *q, const T *k, const T *v, T
 #pragma unroll
         for (int j = 0; j < 8; ++j)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                float p2[2];
-#pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                    const int e = 2 * h + c;
-                    const float p = m[h] == neg_inf ? 0.0f : exp2f(s[4 * j + e] - m[h]);
-                    l[h] += p;
-                    p2[c] = p;
-                }
+            for (int h = 0; h < 2; ++h)
                 *(unsigned *)(sp + tocha::swizzle128(warp * 16 + g + 8 * h, j) + 4 * t) =
-                    attention_pack<T>(p2[0], p2[1]);
-            }
+                    attention_pack<T>(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
         tocha::fence_async_shared();
         // this block's v landed (the next block's tiles may still be in flight)
         if (next)
@@ -350,24 +336,7 @@ __device__ void tocha_attention_forward_wg(const T *q, const T *k, const T *v, T
         tocha::wgmma_wait<0>();
     }
     if (blocks == 0) tocha::cp_async_wait<0>();
-    // each row's sum over its quad; o = acc / l, rounded once
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if (row[h] >= lq) continue;
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-            const unsigned bits = attention_pack<T>(acc[4 * j + 2 * h] * inv, acc[4 * j + 2 * h + 1] * inv);
-            *(unsigned *)(o + (long long)row[h] * D + j * 8 + 2 * t) = bits;
-        }
-        if (t == 0)
-            lse[bh * lq + row[h]] = l[h] > 0.0f ? (m[h] + log2f(l[h])) * 0.6931471805599453f : neg_inf;
-    }
+    attention_finish<T, D>([&](int j, int c) { return acc[4 * j + c]; }, l, m, row, lq, t, o, lse + bh * lq);
 #else
     (void)q, (void)k, (void)v, (void)o, (void)lse, (void)heads, (void)lq, (void)lk, (void)scale;
     __trap(); // the host takes it only where wgmma is
@@ -401,6 +370,54 @@ __device__ void tocha_attention_backward_delta(const T *o, const T *dout, float 
     }
 }
 
+// The query tile's lse (to base 2) and delta into shared memory; rows past lq get lse +inf, so
+// that their probabilities are 0.
+__device__ __forceinline__ void attention_stage_rows(float *slse, float *sdelta, const float *lse, const float *delta,
+                                                     int q0, int lq)
+{
+    for (int r = threadIdx.x; r < 64; r += 128) {
+        slse[r] = q0 + r < lq ? lse[q0 + r] * 1.4426950408889634f : tocha::infinity<float>();
+        sdelta[r] = q0 + r < lq ? delta[q0 + r] : 0.0f;
+    }
+}
+
+// p^T = exp2(scale2 s^T - lse2), 0 where masked, into S(j, e); ds^T = p^T (dp^T - delta) into
+// DP(j, e): key key[e >> 1], query q0 + 8 j + 2 t + (e & 1) (the accumulator layout of both
+// kernels).
+template <int CAUSAL, typename S, typename DP>
+__device__ __forceinline__ void attention_probabilities(S s, DP dp, const int key[2], int q0, int lk, int t, float scale2,
+                                                        const float *slse, const float *sdelta)
+{
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int col = j * 8 + 2 * t + (e & 1), query = q0 + col, kr = key[e >> 1];
+            const bool masked = kr >= lk || (CAUSAL && kr > query);
+            const float p = masked ? 0.0f : exp2f(s(j, e) * scale2 - slse[col]);
+            s(j, e) = p;
+            dp(j, e) = p * (dp(j, e) - sdelta[col]);
+        }
+}
+
+// dk = scale GK and dv = GV for the thread's two keys (GK(j, c + 2 h): key key[h], column 8 j +
+// 2 t + c), rounded to T; keys past lk are not written.
+template <typename T, int D, typename GK, typename GV>
+__device__ __forceinline__ void attention_store_keys(GK gk, GV gv, const int key[2], int lk, int t, float scale, T *dk,
+                                                     T *dv)
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (key[h] >= lk) continue;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            *(unsigned *)(dk + (long long)key[h] * D + j * 8 + 2 * t) =
+                attention_pack<T>(gk(j, 2 * h) * scale, gk(j, 2 * h + 1) * scale);
+            *(unsigned *)(dv + (long long)key[h] * D + j * 8 + 2 * t) = attention_pack<T>(gv(j, 2 * h), gv(j, 2 * h + 1));
+        }
+    }
+}
+
 #define ATTENTION_BACKWARD_SHARED(D) (4 * 64 * ATTENTION_ROW(D) * 2 + 64 * 72 * 2 + 2 * 64 * 4)
 
 // The CTA of a head (grid.x) and 64 keys (grid.y); 4 warps, warp w the keys 16 w .. 16 w + 15
@@ -428,8 +445,7 @@ __device__ void tocha_attention_backward(const T *q, const T *k, const T *v, con
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     attention_load<T, D>(sk, k, k0, lk);
     attention_load<T, D>(sv, v, k0, lk);
-    const float scale2 = scale * 1.4426950408889634f, log2e = 1.4426950408889634f;
-    const float inf = tocha::infinity<float>();
+    const float scale2 = scale * 1.4426950408889634f;
     float gk[D / 8][4], gv[D / 8][4]; // dk and dv of the warp's 16 keys
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
@@ -440,11 +456,7 @@ __device__ void tocha_attention_backward(const T *q, const T *k, const T *v, con
         __syncthreads(); // the previous tiles are read
         attention_load<T, D>(sq, q, q0, lq);
         attention_load<T, D>(sdo, dout, q0, lq);
-        for (int r = threadIdx.x; r < 64; r += 128) {
-            // rows past lq: lse +inf, so that their probabilities are 0
-            slse[r] = q0 + r < lq ? lse[q0 + r] * log2e : inf;
-            sdelta[r] = q0 + r < lq ? delta[q0 + r] : 0.0f;
-        }
+        attention_stage_rows(slse, sdelta, lse, delta, q0, lq);
         tocha::cp_async_wait<0>();
         __syncthreads();
         // s^T = k q^T and dp^T = v do^T: the warp's 16 keys by 64 queries
@@ -473,17 +485,9 @@ __device__ void tocha_attention_backward(const T *q, const T *k, const T *v, con
                 tocha::mma_16816<T>(dp[j + 1], va, c1, dp[j + 1]);
             }
         }
-        // p^T = exp2(scale2 s^T - lse2), 0 where masked; ds^T = p^T (dp^T - delta)
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int col = j * 8 + 2 * t + (e & 1), query = q0 + col, kr = key[e >> 1];
-                const bool masked = kr >= lk || (CAUSAL && kr > query);
-                const float p = masked ? 0.0f : exp2f(s[j][e] * scale2 - slse[col]);
-                s[j][e] = p;
-                dp[j][e] = p * (dp[j][e] - sdelta[col]);
-            }
+        attention_probabilities<CAUSAL>([&](int j, int e) -> float & { return s[j][e]; },
+                                        [&](int j, int e) -> float & { return dp[j][e]; }, key, q0, lk, t, scale2, slse,
+                                        sdelta);
             // dv += p^T do, dk += ds^T q: the C fragments of query tiles 2 kk, 2 kk + 1 are the A
             // fragment of queries 16 kk .. 16 kk + 15; do and q [query][d] are B row-major
 #pragma unroll
@@ -550,17 +554,8 @@ __device__ void tocha_attention_backward(const T *q, const T *k, const T *v, con
         }
     }
     tocha::cp_async_wait<0>(); // k and v's copies, where no query tile was walked
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if (key[h] >= lk) continue;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-            *(unsigned *)(dk + (long long)key[h] * D + j * 8 + 2 * t) =
-                attention_pack<T>(gk[j][2 * h] * scale, gk[j][2 * h + 1] * scale);
-            *(unsigned *)(dv + (long long)key[h] * D + j * 8 + 2 * t) =
-                attention_pack<T>(gv[j][2 * h], gv[j][2 * h + 1]);
-        }
-    }
+    attention_store_keys<T, D>([&](int j, int c) { return gk[j][c]; }, [&](int j, int c) { return gv[j][c]; }, key, lk, t,
+                               scale, dk, dv);
 }
 
 // The backward's main pass on wgmma (sm_90 and the simulator), head sizes 64 and 128: the same
@@ -581,12 +576,7 @@ __device__ void tocha_attention_backward_wg(const T *q, const T *k, const T *v, 
     static_assert(D == 64 || D == 128, "tocha_attention_backward_wg: head size 64 or 128");
 #ifdef TOCHA_ATTENTION_WGMMA
     extern __shared__ __align__(1024) unsigned char attention_shared[];
-#ifdef TOCHA_SIM
-    const unsigned base = (unsigned)((unsigned long long)attention_shared % 1024);
-#else
-    const unsigned base = tocha::shared_address(attention_shared) % 1024;
-#endif
-    unsigned char *sk = attention_shared + (1024 - base) % 1024;
+    unsigned char *sk = tocha::align_1024(attention_shared);
     const int TILE = ATTENTION_WG_TILE(D);
     unsigned char *sv = sk + TILE, *sq = sv + TILE, *sdo = sq + TILE, *spt = sdo + TILE, *sdst = spt + 8192;
     float *slse = reinterpret_cast<float *>(sdst + 8192), *sdelta = slse + 64;
@@ -599,8 +589,7 @@ __device__ void tocha_attention_backward_wg(const T *q, const T *k, const T *v, 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     attention_wg_load<T, D>(sk, k, k0, lk);
     attention_wg_load<T, D>(sv, v, k0, lk);
-    const float scale2 = scale * 1.4426950408889634f, log2e = 1.4426950408889634f;
-    const float inf = tocha::infinity<float>();
+    const float scale2 = scale * 1.4426950408889634f;
     float gk[D / 2], gv[D / 2]; // dk and dv of the warp's 16 keys: rows g and g + 8, columns 8 j + 2 t (+1)
 #pragma unroll
     for (int j = 0; j < D / 2; ++j) gk[j] = gv[j] = 0.0f;
@@ -609,11 +598,7 @@ __device__ void tocha_attention_backward_wg(const T *q, const T *k, const T *v, 
         __syncthreads(); // the previous tiles are read (every product of them waited for)
         attention_wg_load<T, D>(sq, q, q0, lq);
         attention_wg_load<T, D>(sdo, dout, q0, lq);
-        for (int r = threadIdx.x; r < 64; r += 128) {
-            // rows past lq: lse +inf, so that their probabilities are 0
-            slse[r] = q0 + r < lq ? lse[q0 + r] * log2e : inf;
-            sdelta[r] = q0 + r < lq ? delta[q0 + r] : 0.0f;
-        }
+        attention_stage_rows(slse, sdelta, lse, delta, q0, lq);
         tocha::cp_async_wait<0>();
         tocha::fence_async_shared();
         __syncthreads();
@@ -631,24 +616,17 @@ __device__ void tocha_attention_backward_wg(const T *q, const T *k, const T *v, 
         }
         tocha::wgmma_commit();
         tocha::wgmma_wait<0>();
-        // p^T = exp2(scale2 s^T - lse2), 0 where masked; ds^T = p^T (dp^T - delta); both to
-        // their tiles as T
+        attention_probabilities<CAUSAL>([&](int j, int e) -> float & { return s[4 * j + e]; },
+                                        [&](int j, int e) -> float & { return dp[4 * j + e]; }, key, q0, lk, t, scale2,
+                                        slse, sdelta);
+        // p^T and ds^T to their tiles as T
 #pragma unroll
         for (int j = 0; j < 8; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                float pv[2], dv2[2];
-#pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                    const int e = 4 * j + 2 * h + c, col = j * 8 + 2 * t + c, query = q0 + col, kr = key[h];
-                    const bool masked = kr >= lk || (CAUSAL && kr > query);
-                    const float p = masked ? 0.0f : exp2f(s[e] * scale2 - slse[col]);
-                    pv[c] = p;
-                    dv2[c] = p * (dp[e] - sdelta[col]);
-                }
                 const int at = tocha::swizzle128(warp * 16 + g + 8 * h, j) + 4 * t;
-                *(unsigned *)(spt + at) = attention_pack<T>(pv[0], pv[1]);
-                *(unsigned *)(sdst + at) = attention_pack<T>(dv2[0], dv2[1]);
+                *(unsigned *)(spt + at) = attention_pack<T>(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
+                *(unsigned *)(sdst + at) = attention_pack<T>(dp[4 * j + 2 * h], dp[4 * j + 2 * h + 1]);
             }
         tocha::fence_async_shared();
         __syncthreads();
@@ -677,17 +655,8 @@ __device__ void tocha_attention_backward_wg(const T *q, const T *k, const T *v, 
         }
     }
     tocha::cp_async_wait<0>(); // k and v's copies, where no query tile was walked
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if (key[h] >= lk) continue;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-            *(unsigned *)(dk + (long long)key[h] * D + j * 8 + 2 * t) =
-                attention_pack<T>(gk[4 * j + 2 * h] * scale, gk[4 * j + 2 * h + 1] * scale);
-            *(unsigned *)(dv + (long long)key[h] * D + j * 8 + 2 * t) =
-                attention_pack<T>(gv[4 * j + 2 * h], gv[4 * j + 2 * h + 1]);
-        }
-    }
+    attention_store_keys<T, D>([&](int j, int c) { return gk[4 * j + c]; }, [&](int j, int c) { return gv[4 * j + c]; },
+                               key, lk, t, scale, dk, dv);
 #else
     (void)q, (void)k, (void)v, (void)dout, (void)lse, (void)delta, (void)dq_acc, (void)dk, (void)dv, (void)heads;
     (void)lq, (void)lk, (void)scale;

@@ -94,23 +94,8 @@ template <typename A> __device__ __forceinline__ bn_moments<A> bn_merge(bn_momen
     return r;
 }
 
-// One unit of T: V elements (a 16- or 8-byte group, kept as raw words until used) or one element.
-template <typename T, int V> struct bn_unit {
-    unsigned w[4];
-    __device__ __forceinline__ void load(const T *p) { tocha::load_words<V * sizeof(T)>(p, w); }
-    __device__ __forceinline__ typename tocha::compute<T>::type at(int e) const
-    {
-        return tocha::to_compute(tocha::element_of<T>(w, e));
-    }
-};
-template <typename T> struct bn_unit<T, 1> {
-    T v;
-    __device__ __forceinline__ void load(const T *p) { v = tocha::load_element(p); }
-    __device__ __forceinline__ typename tocha::compute<T>::type at(int) const
-    {
-        return tocha::to_compute(v);
-    }
-};
+// One unit of T: V elements (a 16- or 8-byte group) or one element (tocha.cuh's unit).
+template <typename T, int V> using bn_unit = tocha::unit<T, V>;
 
 // V values of A stored at p as T (aligned to their V x sizeof(T) bytes when V > 1).
 template <typename T, int V, typename A> __device__ __forceinline__ void bn_store(T *p, const A *v)
@@ -325,6 +310,20 @@ __device__ __forceinline__ void bn_partials_nhwc(const T *x, const T *dy, A *ws,
     }
 }
 
+// Phase 0 of either layout: x [N, C, plane] (bn_partials) or, NHWC, channels-last x [N, C] (N
+// the rows, bn_partials_nhwc), in units of V (bn_width's).
+template <bool DY, int NHWC, typename T, typename A>
+__device__ __forceinline__ void bn_phase0(const T *x, const T *dy, A *part, long long N, long long C, long long plane,
+                                          long long splits, int V)
+{
+#define BN_PARTIALS_NHWC(W) bn_partials_nhwc<DY, W>(x, dy, part, N, C, splits)
+    if (NHWC)
+        BN_EACH_WIDTH(T, V, BN_PARTIALS_NHWC);
+    else
+        bn_partials<DY>(x, dy, part, N, C, plane, splits, V);
+#undef BN_PARTIALS_NHWC
+}
+
 // Partial `item` (split s of a run cut into `splits` of `units` units of V elements) as moments,
 // its count recomputed from the plan.
 template <typename A>
@@ -481,12 +480,7 @@ __device__ void tocha_batch_norm(const T *x, const T *w, const T *b, T *running_
     A *part = (A *)ws, *coef = part + 4 * C * splits;
     const int V = bn_width<T>(NHWC ? C : plane, x, y, x);
     if (phase == 0) {
-#define BN_PARTIALS_NHWC(W) bn_partials_nhwc<false, W>(x, x, part, N, C, splits)
-        if (NHWC)
-            BN_EACH_WIDTH(T, V, BN_PARTIALS_NHWC);
-        else
-            bn_partials<false>(x, x, part, N, C, plane, splits, V);
-#undef BN_PARTIALS_NHWC
+        bn_phase0<false, NHWC>(x, x, part, N, C, plane, splits, V);
         return;
     }
     if (phase == 1) {
@@ -522,12 +516,7 @@ __device__ void tocha_batch_norm_backward(const T *x, const T *w, const T *runni
     A *part = (A *)ws, *coef = part + 4 * C * splits;
     const int V = bn_width<T>(NHWC ? C : plane, x, dy, dx);
     if (phase == 0) {
-#define BN_PARTIALS_NHWC(W) bn_partials_nhwc<true, W>(x, dy, part, N, C, splits)
-        if (NHWC)
-            BN_EACH_WIDTH(T, V, BN_PARTIALS_NHWC);
-        else
-            bn_partials<true>(x, dy, part, N, C, plane, splits, V);
-#undef BN_PARTIALS_NHWC
+        bn_phase0<true, NHWC>(x, dy, part, N, C, plane, splits, V);
         return;
     }
     if (phase == 1) {

@@ -228,13 +228,7 @@ __device__ __forceinline__ void mm_wg_run(const CopyA &copy_a, const CopyB &copy
                                           long long row0, long long col0, float *partial)
 {
     extern __shared__ __align__(1024) unsigned char mm_shared[];
-    // wgmma's swizzle follows shared-memory address bits: the stages start on a 1 KiB boundary
-#ifdef TOCHA_SIM
-    const unsigned base = (unsigned)((unsigned long long)mm_shared % 1024);
-#else
-    const unsigned base = tocha::shared_address(mm_shared) % 1024;
-#endif
-    unsigned char *stages = mm_shared + (1024 - base) % 1024;
+    unsigned char *stages = tocha::align_1024(mm_shared); // (wgmma's swizzle follows address bits)
     const int wg = threadIdx.x / 128;
     float acc[BN / 2];
 #pragma unroll
@@ -320,12 +314,7 @@ __device__ __forceinline__ void mm_ws_tile(const T *a, const T *b, const tocha_e
                                            long long col0)
 {
     extern __shared__ __align__(1024) unsigned char mm_shared[];
-#ifdef TOCHA_SIM
-    const unsigned base = (unsigned)((unsigned long long)mm_shared % 1024);
-#else
-    const unsigned base = tocha::shared_address(mm_shared) % 1024;
-#endif
-    unsigned char *stages = mm_shared + (1024 - base) % 1024;
+    unsigned char *stages = tocha::align_1024(mm_shared);
     unsigned long long *full = (unsigned long long *)(stages + MM_WS_STAGES * MM_STAGE_BYTES(BN)),
                        *empty = full + MM_WS_STAGES;
     if (threadIdx.x == 0)

@@ -27,21 +27,9 @@
 // - Otherwise a thread an input element, walking the windows that hold it.
 template <typename A> __device__ __forceinline__ bool pool_nan(A v) { return v != v; }
 
-// V channels of one pixel (channels-last): a 16-byte vector (kept as raw words until used) or,
-// V = 1, one element.
-template <typename T, int V> struct pool_unit {
-    unsigned w[4];
-    __device__ __forceinline__ void load(const T *p) { tocha::load_words<V * sizeof(T)>(p, w); }
-    __device__ __forceinline__ typename tocha::compute<T>::type at(int e) const
-    {
-        return tocha::to_compute(tocha::element_of<T>(w, e));
-    }
-};
-template <typename T> struct pool_unit<T, 1> {
-    T v;
-    __device__ __forceinline__ void load(const T *p) { v = *p; }
-    __device__ __forceinline__ typename tocha::compute<T>::type at(int) const { return tocha::to_compute(v); }
-};
+// V channels of one pixel (channels-last): a 16-byte vector or, V = 1, one element (tocha.cuh's
+// unit).
+template <typename T, int V> using pool_unit = tocha::unit<T, V>;
 
 // a / b for a >= 0, b > 0: a 32-bit division where a fits (a 64-bit one is several times
 // longer, and these run a few times an element).
@@ -75,33 +63,10 @@ __device__ __forceinline__ void pool_place_nhwc(long long e, int C, int h, int w
     pool_place(q, h, w, image, row, col);
 }
 
-// The place (kh * KW + kw) in window (oh, ow) of plane p of its pick (max pooling); -1 for a
-// window of padding alone (never, as the host sizes the output). The plane's elements are C
-// apart (1 for NCHW; the channels for one channel of an NHWC image).
-template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
-__device__ __forceinline__ int pool_pick(const T *p, int H, int W, int oh, int ow, int C = 1)
-{
-    typedef typename tocha::compute<T>::type A;
-    int at = -1;
-    A best = (A)0;
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh) {
-        const int ih = oh * SH - PH + kh * DH;
-        if (ih < 0 || ih >= H) continue;
-        const T *row = p + (long long)ih * W * C;
-#pragma unroll
-        for (int kw = 0; kw < KW; ++kw) {
-            const int iw = ow * SW - PW + kw * DW;
-            if (iw < 0 || iw >= W) continue;
-            const A v = tocha::to_compute(row[(long long)iw * C]);
-            if (at < 0 || v > best || pool_nan(v)) best = v, at = kh * KW + kw;
-        }
-    }
-    return at;
-}
-
-// pool_pick for V channels of one pixel at once (channels-last, p at the first): each channel's
-// pick into at[e].
+// The place (kh * KW + kw) in window (oh, ow) of its pick (max pooling), for each of V channels
+// at p (at[e]; V > 1: consecutive channels of an NHWC image); -1 for a window of padding alone
+// (never, as the host sizes the output). Pixels are C elements apart (1 for an NCHW plane; the
+// channels for an NHWC image).
 template <typename T, int V, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
 __device__ __forceinline__ void pool_pick_units(const T *p, int H, int W, int oh, int ow, int C, int at[V])
 {
@@ -127,6 +92,15 @@ __device__ __forceinline__ void pool_pick_units(const T *p, int H, int W, int oh
             }
         }
     }
+}
+
+// pool_pick_units for one channel.
+template <typename T, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW>
+__device__ __forceinline__ int pool_pick(const T *p, int H, int W, int oh, int ow, int C = 1)
+{
+    int at[1];
+    pool_pick_units<T, 1, KH, KW, SH, SW, PH, PW, DH, DW>(p, H, W, oh, ow, C, at);
+    return at[0];
 }
 
 // The input rows [h0, h1) and columns [w0, w1) an average (MODE 1) or adaptive average (MODE 2)

@@ -316,6 +316,19 @@ template <typename D> __device__ __forceinline__ D element_of(const unsigned w[4
     return v;
 }
 
+// V consecutive elements of T read as one load (a 16- or 8-byte group, kept as raw words until
+// used, aligned to its size) or, V = 1, one element; at(e) gives element e in the compute type.
+template <typename T, int V> struct unit {
+    unsigned w[4];
+    __device__ __forceinline__ void load(const T *p) { load_words<V * sizeof(T)>(p, w); }
+    __device__ __forceinline__ typename compute<T>::type at(int e) const { return to_compute(element_of<T>(w, e)); }
+};
+template <typename T> struct unit<T, 1> {
+    T v;
+    __device__ __forceinline__ void load(const T *p) { v = load_element(p); }
+    __device__ __forceinline__ typename compute<T>::type at(int) const { return to_compute(v); }
+};
+
 // Stores elements lo to hi - 1 of a pack to p[lo] .. p[hi - 1], one by one.
 template <typename D> __device__ __forceinline__ void store_elements(D *p, const pack16<D> &x, int lo, int hi)
 {

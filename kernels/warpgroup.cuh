@@ -39,6 +39,18 @@ __device__ __forceinline__ int swizzle128(int row, int chunk)
     return row * 128 + ((chunk ^ (row & 7)) << 4);
 }
 
+// The first 1024-byte boundary at or after p in shared memory: where swizzled tiles start (their
+// swizzle follows address bits 7-9), the dynamic shared memory asked with 1 KiB to spare.
+__device__ __forceinline__ unsigned char *align_1024(unsigned char *p)
+{
+#ifdef TOCHA_SIM
+    const unsigned base = (unsigned)((unsigned long long)p % 1024);
+#else
+    const unsigned base = shared_address(p) % 1024;
+#endif
+    return p + (1024 - base) % 1024;
+}
+
 #ifdef TOCHA_SIM
 __device__ __forceinline__ void wgmma_fence() {}
 __device__ __forceinline__ void wgmma_commit() {}
