@@ -50,10 +50,7 @@ end
 -- the mma.sync kernel, the one other devices and head sizes take).
 M.prefer_mma_sync = false
 function M.forward_on_wgmma(d)
-  local dev = device.default()
-  local cc = dev.compute_capability
-  local wgmma = dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
-  return wgmma and (d == 64 or d == 128) and not M.prefer_mma_sync
+  return require("tocha.matmul").has_wgmma() and (d == 64 or d == 128) and not M.prefer_mma_sync
 end
 
 -- The forward kernel for dtype dt, head size d and the causal mask (specs build it alone): the

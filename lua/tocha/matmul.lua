@@ -287,11 +287,14 @@ function M.launch_of(dt, m, k, n, batch, layout_a, layout_b, how)
     bn, kind == "tensor_cores" and how.mma_sync, act), M.grid_of(kind, m, n, batch, nil, bn), { ws and 384 or 256, 1, 1 }, kind
 end
 
--- Whether dev runs wgmma (sim, or compute capability 9.0: the H100 and H200).
+-- Whether dev (default: the default device) runs wgmma (sim, or compute capability 9.0: the
+-- H100 and H200); the convolutions and attention ask it too.
 local function has_wgmma(dev)
+  dev = dev or require("tocha.device").default()
   local cc = dev.compute_capability
   return dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
 end
+M.has_wgmma = has_wgmma
 
 -- The tuner of the tensor cores' products of dtype dt, layouts and activation act (one a
 -- combination; its key, each call's sizes, batch strides and bias, and the device): its

@@ -44,12 +44,8 @@ function M.eligible(dt, groups, in_channels, out_channels, padded)
   return M.has_wgmma() and (dt == "f16" or dt == "bf16") and (padded or in_channels % 8 == 0) and out_channels % 8 == 0
 end
 
--- Whether the default device has wgmma (the simulator, or compute capability 9.0).
-function M.has_wgmma()
-  local dev = require("tocha.device").default()
-  local cc = dev.compute_capability
-  return dev.kind == "sim" or cc ~= nil and cc[1] == 9 and cc[2] == 0
-end
+-- Whether the default device has wgmma (tocha.matmul's rule).
+function M.has_wgmma() return require("tocha.matmul").has_wgmma() end
 
 -- The forward GEMM's in channels: c rounded up to whole 16-byte chunks (8 halves, 4 f32).
 function M.padded_channels(c, dt)
