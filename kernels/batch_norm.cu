@@ -97,19 +97,6 @@ template <typename A> __device__ __forceinline__ bn_moments<A> bn_merge(bn_momen
 // One unit of T: V elements (a 16- or 8-byte group) or one element (tocha.cuh's unit).
 template <typename T, int V> using bn_unit = tocha::unit<T, V>;
 
-// V values of A stored at p as T (aligned to their V x sizeof(T) bytes when V > 1).
-template <typename T, int V, typename A> __device__ __forceinline__ void bn_store(T *p, const A *v)
-{
-    if (V == 1) {
-        p[0] = tocha::from_compute<T>(v[0]);
-        return;
-    }
-    tocha::pack16<T> out;
-#pragma unroll
-    for (int e = 0; e < V; ++e) out.set(e, tocha::from_compute<T>(v[e]));
-    tocha::store_words<V * sizeof(T)>(p, out);
-}
-
 // The moments of N values (N a power of two) of x, xv(i), and with DY of dy, dv(i), merged into
 // acc. One pass over the values, shifted by K: the thread's running mean (or the batch's first
 // value at the start), so that sum((x - K)^2) - sum(x - K)^2 / B loses at most about log2(B)
@@ -423,7 +410,7 @@ __device__ __forceinline__ void bn_normalise(const T *x, const T *w, const T *b,
                                             &scale, &shift);
                 out[e] = (xs[j].at(e) - mean) * scale + shift;
             }
-            bn_store<T, V>(y + at, out);
+            tocha::store_unit<T, V>(y + at, out);
         });
 }
 
@@ -466,7 +453,7 @@ __device__ __forceinline__ void bn_gradient(const T *x, const T *w, const T *run
                 if (NHWC) bn_backward_coef<AFFINE>(w, running_var, coef, c * V + e, eps, training, &mean, &a, &gm, &k);
                 out[e] = training ? a * gs[j].at(e) - gm - (xs[j].at(e) - mean) * k : a * gs[j].at(e);
             }
-            bn_store<T, V>(dx + at, out);
+            tocha::store_unit<T, V>(dx + at, out);
         });
 }
 

@@ -231,14 +231,7 @@ __device__ __forceinline__ void pool_nhwc_units(const T *x, T *y, long long n, i
             for (int e = 0; e < V; ++e) out[e] = out[e] / divisor;
         }
         T *to = y + u * V;
-        if constexpr (V == 1) {
-            to[0] = tocha::from_compute<T>(out[0]);
-        } else {
-            tocha::pack16<T> pk;
-#pragma unroll
-            for (int e = 0; e < V; ++e) pk.set(e, tocha::from_compute<T>(out[e]));
-            tocha::store_words<V * sizeof(T)>(to, pk);
-        }
+        tocha::store_unit<T, V>(to, out);
     }
 }
 
@@ -543,14 +536,7 @@ __device__ __forceinline__ void pool_nhwc_backward_units(const T *x, const T *dy
         pool_gather_units<T, V, MODE, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_PAD>(
             x + b * H * W * C + cv * V, dy + b * OH * OW * C + cv * V, H, W, OH, OW, ih, iw, C, sum);
         T *to = dx + u * V;
-        if constexpr (V == 1) {
-            to[0] = tocha::from_compute<T>(sum[0]);
-        } else {
-            tocha::pack16<T> pk;
-#pragma unroll
-            for (int e = 0; e < V; ++e) pk.set(e, tocha::from_compute<T>(sum[e]));
-            tocha::store_words<V * sizeof(T)>(to, pk);
-        }
+        tocha::store_unit<T, V>(to, sum);
     }
 }
 

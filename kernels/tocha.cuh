@@ -329,6 +329,20 @@ template <typename T> struct unit<T, 1> {
     __device__ __forceinline__ typename compute<T>::type at(int) const { return to_compute(v); }
 };
 
+// Stores V values of the compute type A to p as T: one element (V = 1) or one 16- or 8-byte group
+// (p aligned to its size), the store that matches unit's load.
+template <typename T, int V, typename A> __device__ __forceinline__ void store_unit(T *p, const A *v)
+{
+    if (V == 1) {
+        p[0] = from_compute<T>(v[0]);
+        return;
+    }
+    pack16<T> out;
+#pragma unroll
+    for (int e = 0; e < V; ++e) out.set(e, from_compute<T>(v[e]));
+    store_words<V * sizeof(T)>(p, out);
+}
+
 // Stores elements lo to hi - 1 of a pack to p[lo] .. p[hi - 1], one by one.
 template <typename D> __device__ __forceinline__ void store_elements(D *p, const pack16<D> &x, int lo, int hi)
 {
