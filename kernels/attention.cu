@@ -422,6 +422,21 @@ __device__ __forceinline__ void attention_store_keys(GK gk, GV gv, const int key
 
 // The CTA of a head (grid.x) and 64 keys (grid.y); 4 warps, warp w the keys 16 w .. 16 w + 15
 // of the tile for dk and dv, and the queries 16 w .. of each query tile for dq. The launch gives
+// The backward's CTA (128 threads, head blockIdx.x, keys from 64 blockIdx.y): moves the
+// pointers to its head's rows; false for a CTA past the heads or the keys.
+template <int D, typename T>
+__device__ __forceinline__ bool attention_backward_head(const T *&q, const T *&k, const T *&v, const T *&dout,
+                                                        const float *&lse, const float *&delta, float *&dq_acc,
+                                                        T *&dk, T *&dv, long long heads, int lq, int lk)
+{
+    if (blockDim.x != 128) __trap();
+    const long long bh = blockIdx.x;
+    if (bh >= heads || (long long)blockIdx.y * 64 >= lk) return false;
+    q += bh * lq * D, k += bh * lk * D, v += bh * lk * D, dout += bh * lq * D;
+    lse += bh * lq, delta += bh * lq, dq_acc += bh * lq * D, dk += bh * lk * D, dv += bh * lk * D;
+    return true;
+}
+
 // ATTENTION_BACKWARD_SHARED(D) bytes of dynamic shared memory: k, v, q, do tiles, ds^T [64
 // keys][64 queries], and the query tile's lse (base 2) and delta.
 template <typename T, int D, int CAUSAL>
@@ -436,12 +451,8 @@ __device__ void tocha_attention_backward(const T *q, const T *k, const T *v, con
     T(*sdo)[ATTENTION_ROW(D)] = sq + 64;
     T(*sds)[72] = reinterpret_cast<T(*)[72]>(sdo + 64);
     float *slse = reinterpret_cast<float *>(sds + 64), *sdelta = slse + 64;
-    if (blockDim.x != 128) __trap();
-    const long long bh = blockIdx.x;
     const int k0 = blockIdx.y * 64;
-    if (bh >= heads || k0 >= lk) return;
-    q += bh * lq * D, k += bh * lk * D, v += bh * lk * D, dout += bh * lq * D;
-    lse += bh * lq, delta += bh * lq, dq_acc += bh * lq * D, dk += bh * lk * D, dv += bh * lk * D;
+    if (!attention_backward_head<D>(q, k, v, dout, lse, delta, dq_acc, dk, dv, heads, lq, lk)) return;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     attention_load<T, D>(sk, k, k0, lk);
     attention_load<T, D>(sv, v, k0, lk);
@@ -580,12 +591,8 @@ __device__ void tocha_attention_backward_wg(const T *q, const T *k, const T *v, 
     const int TILE = ATTENTION_WG_TILE(D);
     unsigned char *sv = sk + TILE, *sq = sv + TILE, *sdo = sq + TILE, *spt = sdo + TILE, *sdst = spt + 8192;
     float *slse = reinterpret_cast<float *>(sdst + 8192), *sdelta = slse + 64;
-    if (blockDim.x != 128) __trap();
-    const long long bh = blockIdx.x;
     const int k0 = blockIdx.y * 64;
-    if (bh >= heads || k0 >= lk) return;
-    q += bh * lq * D, k += bh * lk * D, v += bh * lk * D, dout += bh * lq * D;
-    lse += bh * lq, delta += bh * lq, dq_acc += bh * lq * D, dk += bh * lk * D, dv += bh * lk * D;
+    if (!attention_backward_head<D>(q, k, v, dout, lse, delta, dq_acc, dk, dv, heads, lq, lk)) return;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     attention_wg_load<T, D>(sk, k, k0, lk);
     attention_wg_load<T, D>(sv, v, k0, lk);
