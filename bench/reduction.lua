@@ -4,11 +4,13 @@
 -- launches (two tensor sets in turn), GB/s of the bytes read plus written, % of the device's copy
 -- bandwidth. Each op's output is checked against the same op on sim before it is timed.
 -- bench/reduction_torch.py times PyTorch's same ops on the cases this writes.
---   tocha bench/reduction.lua [--out DIR] [--launches N]
+--   tocha bench/reduction.lua [--out DIR] [--launches N] [--column_teams K]
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
-local opts = timing.arguments(arg, { out = "results/tmp-reduction", launches = 50 })
+local opts = timing.arguments(arg, { out = "results/tmp-reduction", launches = 50, column_teams = 8 })
+-- --column_teams K: the most row teams of the team columns kernel (1: never planned), for A/B runs
+require("tocha.ops.reduction").column_teams = opts.column_teams
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))

@@ -4,12 +4,14 @@
 -- written, % of the device's copy bandwidth. Each case's result is checked against the same
 -- expression on sim first. bench/tensor_math_torch.py times PyTorch's expression of each case
 -- (the `torch` column) on the same shapes and writes the report beside this one's.
---   tocha bench/tensor_math.lua [--out DIR] [--launches N] [--only PATTERN]
+--   tocha bench/tensor_math.lua [--out DIR] [--launches N] [--only PATTERN] [--column_teams K]
 -- (--only: the cases whose name matches one of the comma-separated Lua patterns)
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
-local opts = timing.arguments(arg, { out = "results/tmp-tensor_math", launches = 30, only = "" })
+local opts = timing.arguments(arg, { out = "results/tmp-tensor_math", launches = 30, only = "", column_teams = 8 })
+-- --column_teams K: the most row teams of the team columns kernel (1: never planned), for A/B runs
+require("tocha.ops.reduction").column_teams = opts.column_teams
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))

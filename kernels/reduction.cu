@@ -6,7 +6,7 @@
 //
 // The host plans the passes from the shape alone (never from the device), so that a result is
 // the same on every device and on the simulator, bit for bit. Each pass takes one of two paths,
-// on kernels of their own (tocha_reduce_rows; tocha_reduce_columns and tocha_reduce_short_columns:
+// on kernels of their own (tocha_reduce_rows; tocha_reduce_columns, _short_columns, _team_columns:
 // each its own registers), and tocha_reduce takes either, as `rows` says (the one kernel a
 // RuntimeOp's launches share):
 // - the rows path (inner == 1): a team, one CTA per (row, split) for long rows or 1 to 32 lanes
@@ -19,7 +19,9 @@
 //   walking its part of n with stride inner, four rows in flight, combined in row order: no
 //   shared memory, no barrier, few registers (its kernel holds five to six CTAs of 256 an SM);
 //   tocha_reduce_short_columns, for rows of inner under 32 groups (too few threads without a
-//   split), the same with eight rows in flight.
+//   split), the same with eight rows in flight; tocha_reduce_team_columns, for columns too few
+//   to fill the device, splits each column's rows among K teams of a CTA, combined through
+//   shared memory in team order.
 // splits > 1 divides n among CTAs or threads when there are too few outputs to fill the device;
 // the pass then writes its partials (in A) to a workspace, and a second pass over that workspace
 // viewed as [outer, splits, inner] finishes. Pointers are untyped (u8*): a pass reads T or A and
@@ -159,6 +161,29 @@ __device__ __forceinline__ long long red_div(long long a, long long b)
     return ((unsigned long long)(a | b) >> 31) == 0 ? (long long)((unsigned)a / (unsigned)b) : a / b;
 }
 
+// acc[e] combined, in row order, with element e of the units of m rows from in, `step` elements
+// apart: R loads in flight, then at most R - 1 left issued together. COPY: each unit read is also
+// stored gap elements on.
+template <int MODE, int U, int R, bool COPY, typename TI, typename A>
+__device__ __forceinline__ void red_column_walk(const TI *in, long long gap, long long m, long long step, A *acc)
+{
+#pragma unroll 1
+    for (; m >= R; m -= R, in += R * step) {
+        red_unit<U, TI> w[R];
+#pragma unroll
+        for (int j = 0; j < R; ++j) red_unit_load(in + j * step, w[j]);
+#pragma unroll
+        for (int j = 0; j < R; ++j) red_unit_take<MODE>(acc, w[j], COPY ? (TI *)in + gap + j * step : (TI *)0);
+    }
+    red_unit<U, TI> w[R - 1];
+#pragma unroll
+    for (int j = 0; j < R - 1; ++j)
+        if (j < m) red_unit_load(in + j * step, w[j]);
+#pragma unroll
+    for (int j = 0; j < R - 1; ++j)
+        if (j < m) red_unit_take<MODE>(acc, w[j], COPY ? (TI *)in + gap + j * step : (TI *)0);
+}
+
 // The columns path over [outer, n, inner] with U elements a column unit (U = V, a 16-byte
 // group, where inner is whole groups and x and copy are 16-byte aligned; else 1): one thread a
 // column (outer o, split s, unit c), threads striding over the columns. Consecutive threads take
@@ -178,31 +203,58 @@ __device__ __forceinline__ void red_columns_units(const TI *x, TO *y, TI *copy, 
         const long long r = red_div(t, cols), c = t - r * cols;
         const long long o = red_div(r, splits), s = r - o * splits;
         const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
-        const TI *in = x + (o * n + lo) * inner + c * U;
         A acc[U];
 #pragma unroll
         for (int e = 0; e < U; ++e) acc[e] = red_identity<MODE, A>();
-        long long m = hi - lo;
-#pragma unroll 1
-        for (; m >= R; m -= R, in += R * inner) {
-            red_unit<U, TI> w[R];
-#pragma unroll
-            for (int j = 0; j < R; ++j) red_unit_load(in + j * inner, w[j]);
-#pragma unroll
-            for (int j = 0; j < R; ++j) red_unit_take<MODE>(acc, w[j], COPY ? (TI *)in + gap + j * inner : (TI *)0);
-        }
-        // At most R - 1 rows are left: their loads issued together.
-        {
-            red_unit<U, TI> w[R - 1];
-#pragma unroll
-            for (int j = 0; j < R - 1; ++j)
-                if (j < m) red_unit_load(in + j * inner, w[j]);
-#pragma unroll
-            for (int j = 0; j < R - 1; ++j)
-                if (j < m) red_unit_take<MODE>(acc, w[j], COPY ? (TI *)in + gap + j * inner : (TI *)0);
-        }
+        red_column_walk<MODE, U, R, COPY>(x + (o * n + lo) * inner + c * U, gap, hi - lo, inner, acc);
 #pragma unroll
         for (int e = 0; e < U; ++e) red_store<MODE>(y, r * inner + c * U + e, acc[e], divisor);
+    }
+}
+
+// The team columns path: the threads of a CTA (at most RED_TEAM_BLOCK) as K teams of W =
+// blockDim.x / K (a multiple of 32): thread i of team w takes column (outer o, split s, unit c)
+// base + i of the CTA's W and the rows w, w + K, w + 2K, ... of its split, R loads in flight; the
+// teams' values go through shared memory (parts, U x blockDim.x of A) and team 0 combines them in
+// team order (a fixed order: the result depends on the shape and K alone). For columns too few
+// to fill the device, whose rows are many: K times the threads without a second pass.
+#define RED_TEAM_BLOCK 256
+template <int MODE, int U, int R, bool COPY, typename TI, typename TO>
+__device__ __forceinline__ void red_team_columns_units(const TI *x, TO *y, TI *copy, long long outer, long long n,
+                                                       long long inner, long long splits, double divisor, int K,
+                                                       typename tocha::compute<TI>::type *parts)
+{
+    typedef typename tocha::compute<TI>::type A;
+    const int W = blockDim.x / K, w = threadIdx.x / W, i = threadIdx.x - w * W;
+    const long long cols = inner / U, columns = outer * splits * cols;
+    const long long part = (n + splits - 1) / splits;
+    const long long gap = COPY ? copy - x : 0;
+    for (long long base = blockIdx.x * (long long)W; base < columns; base += (long long)gridDim.x * W) {
+        const long long t = base + i;
+        long long at = 0; // the column's first output
+        A acc[U];
+#pragma unroll
+        for (int e = 0; e < U; ++e) acc[e] = red_identity<MODE, A>();
+        if (t < columns) {
+            const long long r = red_div(t, cols), c = t - r * cols;
+            const long long o = red_div(r, splits), s = r - o * splits;
+            at = r * inner + c * U;
+            const long long lo = s * part < n ? s * part : n, hi = lo + part < n ? lo + part : n;
+            const long long m = hi - lo > w ? red_div(hi - lo - w + K - 1, K) : 0;
+            red_column_walk<MODE, U, R, COPY>(x + (o * n + lo + w) * inner + c * U, gap, m, K * inner, acc);
+        }
+        if (w > 0)
+#pragma unroll
+            for (int e = 0; e < U; ++e) parts[e * blockDim.x + threadIdx.x - W] = acc[e];
+        __syncthreads();
+        if (w == 0 && t < columns) {
+            for (int v = 1; v < K; ++v)
+#pragma unroll
+                for (int e = 0; e < U; ++e) acc[e] = red_combine<MODE>(acc[e], parts[e * blockDim.x + (v - 1) * W + i]);
+#pragma unroll
+            for (int e = 0; e < U; ++e) red_store<MODE>(y, at + e, acc[e], divisor);
+        }
+        __syncthreads(); // parts are read before the next tile writes them
     }
 }
 
@@ -229,6 +281,22 @@ __device__ void red_columns(const TI *x, TO *y, TI *copy, long long outer, long 
                      (!copy || ((unsigned long long)copy & 15u) == 0);
     if (vec) red_columns_copy<MODE, tocha::vec16<TI>::n, R>(x, y, copy, outer, n, inner, splits, divisor);
     else red_columns_copy<MODE, 1, 4>(x, y, copy, outer, n, inner, splits, divisor);
+}
+
+// The team columns path (tocha_reduce_team_columns) with K teams: 16-byte units as red_columns
+// takes them, else one element a unit, four rows in flight a thread. No copy (the host plans
+// teams only for passes without one).
+template <int MODE, typename TI, typename TO>
+__device__ void red_team_columns(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner,
+                                 long long splits, double divisor, int K)
+{
+    typedef typename tocha::compute<TI>::type A;
+    const int V = tocha::vec16<TI>::n;
+    __shared__ A parts[RED_TEAM_BLOCK * V];
+    if (copy || blockDim.x > RED_TEAM_BLOCK || K < 1 || blockDim.x % K != 0 || blockDim.x / K % 32 != 0) __trap();
+    const bool vec = V > 1 && inner % V == 0 && ((unsigned long long)x & 15u) == 0;
+    if (vec) red_team_columns_units<MODE, V, 4, false>(x, y, copy, outer, n, inner, splits, divisor, K, parts);
+    else red_team_columns_units<MODE, 1, 4, false>(x, y, copy, outer, n, inner, splits, divisor, K, parts);
 }
 
 // The rows path (inner == 1): rows -1 a CTA a (row, split), 1 to 32 (a power of two) that many
@@ -259,12 +327,13 @@ __device__ void red_rows(const TI *x, TO *y, TI *copy, long long outer, long lon
 }
 
 // PATH: 0 either (rows != 0 the rows path, else the columns path), 1 rows only, 2 columns only,
-// 3 columns only with eight 16-byte units in flight a thread.
+// 3 columns only with eight 16-byte units in flight a thread, 4 team columns (rows: the teams).
 template <int PATH, int MODE, typename TI, typename TO>
 __device__ __forceinline__ void red_pass(const TI *x, TO *y, TI *copy, long long outer, long long n, long long inner,
                                          long long splits, double divisor, int rows)
 {
-    if (PATH < 2 && (PATH == 1 || rows)) red_rows<MODE>(x, y, copy, outer, n, splits, divisor, rows);
+    if (PATH == 4) red_team_columns<MODE>(x, y, copy, outer, n, inner, splits, divisor, rows);
+    else if (PATH < 2 && (PATH == 1 || rows)) red_rows<MODE>(x, y, copy, outer, n, splits, divisor, rows);
     else red_columns<MODE, PATH == 3 ? 8 : 4>(x, y, copy, outer, n, inner, splits, divisor);
 }
 
@@ -320,6 +389,16 @@ __device__ void tocha_reduce_short_columns(const unsigned char *x, int x_acc, un
                                            double divisor, int rows)
 {
     red_entry<3, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
+}
+
+// tocha_reduce for columns passes split among K = rows teams of each CTA (red_team_columns;
+// blockDim.x at most RED_TEAM_BLOCK, a multiple of 32 K): its own registers and shared memory.
+template <typename T, int MODE>
+__device__ void tocha_reduce_team_columns(const unsigned char *x, int x_acc, unsigned char *y, int y_acc, T *copy,
+                                          long long outer, long long n, long long inner, long long splits,
+                                          double divisor, int rows)
+{
+    red_entry<4, T, MODE>(x, x_acc, y, y_acc, copy, outer, n, inner, splits, divisor, rows);
 }
 
 template <typename T, int MODE>

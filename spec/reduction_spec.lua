@@ -26,11 +26,17 @@ local function reference(xs, outer, n, inner, mode)
   local want, scale = {}, {}
   for o = 0, outer - 1 do
     for i = 0, inner - 1 do
-      local acc, abs = mode == "max" and -math.huge or 0, 0
+      local acc, abs = mode == "max" and -math.huge or mode == "min" and math.huge or 0, 0
       for k = 0, n - 1 do
         local v = xs[(o * n + k) * inner + i + 1]
         abs = abs + math.abs(v)
-        if mode == "max" then acc = (v > acc or v ~= v) and v or acc else acc = acc + v end
+        if mode == "max" then
+          acc = (v > acc or v ~= v) and v or acc
+        elseif mode == "min" then
+          acc = (v < acc or v ~= v) and v or acc
+        else
+          acc = acc + v
+        end
       end
       if mode == "mean" then acc, abs = acc / n, abs / n end
       want[o * inner + i + 1], scale[o * inner + i + 1] = acc, abs + 1e-30
@@ -190,6 +196,55 @@ describe("tocha.Reduce", function()
                     mode, dt, table.concat(s, "x"), e, got[e], want[e]))
                 end
               end
+            end
+          end
+        end
+      end)
+
+      -- Columns too few to fill the device, with many rows: the op and the methods (which plan
+      -- teams; the fused callers' plans do not) split each column's rows among 2 to 8 teams of a
+      -- CTA (tocha_reduce_team_columns), one pass or also split across passes; 16-byte units and
+      -- elements (inner not whole groups, or x one element past a 16-byte boundary). Each
+      -- against the reference, the op's result and the method's equal bit for bit.
+      it("splits the rows of few columns among a CTA's teams, whole groups or elements", function()
+        local reduction = require "tocha.ops.reduction"
+        local cases = { -- shape [outer, n, inner], dtype, teams, passes, x one element off its boundary
+          { { 3, 70, 72 }, "f32", 8, 1 }, { { 2, 20, 72 }, "bf16", 2, 1 }, { { 2, 40, 72 }, "bf16", 4, 1 },
+          { { 1, 37, 4096 }, "f16", 4, 1 },
+          { { 1, 3000, 8 }, "f32", 8, 2 }, { { 2, 301, 5 }, "f64", 8, 2 }, { { 3, 70, 72 }, "f32", 8, 1, true },
+          { { 5, 129, 16 }, "bf16", 8, 1, true },
+        }
+        assert.is_nil(reduction.plan(3, 70, 72, 256, "f32")[1].teams, "no teams unless asked")
+        assert.is_nil(reduction.plan(3, 70, 72, 512, "f32", true)[1].teams, "no teams past 256 threads")
+        assert.is_nil(reduction.plan(3, 15, 72, 256, "f32", true)[1].teams, "no teams under 16 rows")
+        assert.is_nil(reduction.plan(256, 64, 4096, 256, "f32", true)[1].teams, "no teams where the columns fill the device")
+        for i, case in ipairs(cases) do
+          local s, dt = case[1], case[2]
+          local outer, n, inner = s[1], s[2], s[3]
+          local passes = reduction.plan(outer, n, inner, 256, dt, true)
+          assert.are.equal(case[3], passes[1].teams, ("case %d: teams"):format(i))
+          assert.are.equal(case[4], #passes, ("case %d: passes"):format(i))
+          local count = outer * n * inner
+          local x
+          if case[5] then
+            x = tocha.randn({ count + 1 }, { dtype = dt, device = device, seed = 650 + i }):narrow(1, 2, count):view(s)
+          else
+            x = tocha.randn(s, { dtype = dt, device = device, seed = 650 + i })
+          end
+          local xs = x:cast("f64"):to_table(true)
+          for _, mode in ipairs({ "sum", "mean", "max", "min" }) do
+            local want, scale = reference(xs, outer, n, inner, mode)
+            local y = tocha.full({ outer, 1, inner }, 12345, { dtype = dt, device = device })
+            tocha.Reduce.new(mode, 2, dt):forward(x, y)
+            local method = (mode == "max" or mode == "min") and "a" .. mode or mode
+            local m = x[method](x, 2, true)
+            assert.are.same(y:to_table(true), m:to_table(true), ("case %d %s: op and method"):format(i, mode))
+            local got = y:cast("f64"):to_table(true)
+            for e = 1, #want do
+              local err = math.abs(got[e] - want[e]) / scale[e]
+              if mode == "max" or mode == "min" then err = got[e] == ref.convert(want[e], dt) and 0 or 1 end
+              assert(err <= TOL[dt], ("%s %s %s: output %d is %.17g, expected %.17g"):format(
+                mode, dt, table.concat(s, "x"), e, got[e], want[e]))
             end
           end
         end

@@ -107,7 +107,7 @@ local function reduce_run(x, mode, a, b)
   local r = reduce_op(mode, dt)
   local dev = device.wrap(x.dev)
   local y = tensor.alloc(out, dt, dev)
-  local passes = reduction.plan(outer, n, inner, r.block_size, dt)
+  local passes = reduction.plan(outer, n, inner, r.block_size, dt, true)
   local divisor = mode == "mean" and n or 1
   reduction.run_launches(function(i) return reduction.pass_kernel(r, passes[i]) end, dev, r.block_size, #passes,
     reduction.partial_bytes(passes, dt),

@@ -82,18 +82,37 @@ local function column_threads(outer, inner, splits, size)
   return outer * splits * (inner % group == 0 and inner / group or inner)
 end
 
+-- The most row teams a CTA of the team columns kernel takes (a power of two; 1: that kernel is
+-- never planned), and the widest CTA it takes (kernels/reduction.cu's RED_TEAM_BLOCK).
+M.column_teams = 8
+local TEAM_BLOCK = 256
+
+-- The row teams of a first columns pass over [outer, n, inner] (elements of `size` bytes) on
+-- the team columns kernel: doubled while the columns' threads do not fill the device, each team
+-- keeping at least 8 rows a thread and a warp's width of columns; 1 for none.
+local function column_teams(outer, n, inner, block, size)
+  local threads, k = column_threads(outer, inner, 1, size), 1
+  if block > TEAM_BLOCK then return 1 end
+  while 2 * k <= M.column_teams and threads * k < COLUMN_THREADS and n >= 16 * k and block / (2 * k) >= 32 do
+    k = 2 * k
+  end
+  return k
+end
+
 -- The passes that reduce [outer, n, inner] of dtype dt over n, for CTAs of `block` threads: one
 -- or two {outer, n, inner, splits, rows, acc} (rows: the kernel's mapping; acc: the pass reads
 -- partials, f32 or f64 for f64, rather than dt; short: a columns pass for the short columns
--- kernel). A first pass splits n when there are too few outputs for the GPU: CTA rows of more
--- than 16 groups a thread up to ROW_CTAS CTAs (each split at least 16 elements a thread);
--- columns up to COLUMN_THREADS threads, each split at least 16 rows, at most 128 splits so that
--- the second pass stays short. A little past one wave costs a second, nearly empty one: hence
--- floor, not ceil.
-function M.plan(outer, n, inner, block, dt)
+-- kernel; teams: a columns pass for the team columns kernel, with that many row teams a CTA,
+-- planned only where `teams` is true: the caller launches M.pass_kernel's kernels). A first pass
+-- splits n when there are too few outputs for the GPU: CTA rows of more than 16 groups a thread
+-- up to ROW_CTAS CTAs (each split at least 16 elements a thread); columns up to COLUMN_THREADS
+-- threads (row teams first where planned), each split at least 16 rows a thread, at most 128
+-- splits so that the second pass stays short. A little past one wave costs a second, nearly
+-- empty one: hence floor, not ceil.
+function M.plan(outer, n, inner, block, dt, teams)
   local size = dtype.size(dt)
   local rows = mapping(n, inner, block, size, outer)
-  local splits = 1
+  local splits, k = 1, 1
   if rows == -1 then
     -- a row of up to 16 groups a thread (64 KB at 256 threads) is one CTA's: a split would
     -- cost a second launch for less than a launch's worth of reading
@@ -101,12 +120,13 @@ function M.plan(outer, n, inner, block, dt)
       splits = math.min(math.floor(ROW_CTAS / outer), math.ceil(n / (16 * block)))
     end
   elseif rows == 0 then
-    local threads = short_columns(inner, size) and COLUMN_THREADS / 2 or COLUMN_THREADS
-    splits = math.min(math.floor(threads / column_threads(outer, inner, 1, size)), math.floor(n / 16), 128)
+    k = teams and column_teams(outer, n, inner, block, size) or 1
+    local threads = (k == 1 and short_columns(inner, size)) and COLUMN_THREADS / 2 or COLUMN_THREADS
+    splits = math.min(math.floor(threads / (k * column_threads(outer, inner, 1, size))), math.floor(n / (16 * k)), 128)
   end
   splits = math.max(1, splits)
   local first = { outer = outer, n = n, inner = inner, splits = splits, rows = rows,
-    short = rows == 0 and short_columns(inner, size) or nil }
+    short = rows == 0 and k == 1 and short_columns(inner, size) or nil, teams = k > 1 and k or nil }
   if splits == 1 then return { first } end
   return { first, { outer = outer, n = splits, inner = inner, splits = 1, acc = true,
     rows = mapping(splits, inner, block, acc_size(dt)),
@@ -122,13 +142,14 @@ local function grid_of(ctas, p, items)
 end
 
 -- A pass's grid: one CTA a (row, split), block / team teams a CTA for smaller teams, or a thread
--- a column (the kernel strides over whatever a grid does not cover). dt: the op's dtype.
+-- a column (teams threads a column on the team columns kernel; the kernels stride over whatever
+-- a grid does not cover). dt: the op's dtype.
 function M.pass_grid(p, block, dt)
   local items = p.outer * p.splits
   if p.rows == -1 then return grid_of(items, p, items) end
   if p.rows > 0 then return grid_of(math.ceil(items * p.rows / block), p, items) end
   local size = p.acc and acc_size(dt) or dtype.size(dt)
-  return grid_of(math.ceil(column_threads(p.outer, p.inner, p.splits, size) / block), p, items)
+  return grid_of(math.ceil(column_threads(p.outer, p.inner, p.splits, size) * (p.teams or 1) / block), p, items)
 end
 
 -- The workspace of a plan's partials, in bytes (0 for one pass), for dtype dt.
@@ -158,11 +179,13 @@ function Reduce.new(mode, dim, dtype_name, block)
     id = ("reduce__%s__%s__%s__%d"):format(mode, dim and tostring(dim) or "all", dt, block) }, Reduce)
   local params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows")
     :format(dt)
-  -- either path (a model's launches share one kernel), and each path alone (M.pass_kernel)
+  -- either path (the default kernel), and each path alone (M.pass_kernel, the launches' own)
   self.kernel = kernel.new { source = source, name = "tocha_reduce", template_args = targs, params = params }
   self.rows_kernel = kernel.new { source = source, name = "tocha_reduce_rows", template_args = targs, params = params }
   self.columns_kernel = kernel.new { source = source, name = "tocha_reduce_columns", template_args = targs, params = params }
   self.short_columns_kernel = kernel.new { source = source, name = "tocha_reduce_short_columns", template_args = targs,
+    params = params }
+  self.team_columns_kernel = kernel.new { source = source, name = "tocha_reduce_team_columns", template_args = targs,
     params = params }
   self.grad_kernel = kernel.new { source = source, name = "tocha_reduce_grad", template_args = targs,
     params = ("%s* x, %s* y, %s* dy, %s* dx, i64 outer, i64 n, i64 inner, f64 divisor"):format(dt, dt, dt, dt) }
@@ -203,7 +226,13 @@ end
 
 function Reduce:passes(shape)
   local outer, n, inner = self:view(shape, "inputs[1]")
-  return M.plan(outer, n, inner, self.block_size, self.dtype), n
+  return M.plan(outer, n, inner, self.block_size, self.dtype, true), n
+end
+
+-- Each pass on its path's kernel (M.pass_kernel).
+function Reduce:kernel_for_launch(i, input_shapes)
+  local p = self:passes(one_input(input_shapes))[launch_index(i, 2)]
+  return p and M.pass_kernel(self, p) or self.kernel
 end
 
 function Reduce:workspace_bytes(input_shapes)
@@ -217,7 +246,7 @@ function Reduce:grid_for_launch(i, input_shapes)
   return M.pass_grid(p, self.block_size, self.dtype)
 end
 
--- The tocha_reduce arguments of pass p: from src (its elements in the accumulator type when
+-- The tocha_reduce arguments of pass p (the last, rows, is the teams of a team columns pass): from src (its elements in the accumulator type when
 -- src_acc is 1, else the dtype) to dst likewise; copy (or 0) gets the elements a first pass reads;
 -- the totals are divided by divisor.
 -- (The kernel takes copy == src for no copy: a launch's pointers may not be null.)
@@ -225,7 +254,7 @@ function M.args(p, src, src_acc, dst, dst_acc, copy, divisor)
   local c = address(copy or 0)
   if c == 0 then c = address(src) end
   return { address(src), src_acc, address(dst), dst_acc, c, p.outer, p.n, p.inner, p.splits,
-    divisor, p.rows }
+    divisor, p.teams or p.rows }
 end
 
 -- Pass i of a reduction's passes from x to y through the workspace ws.
@@ -275,6 +304,7 @@ local on_stream, check_tensor, same_shape = op.on_stream, op.check_tensor, op.sa
 -- The kernel of a Reduce op (r) for pass p: the one of p's path.
 function M.pass_kernel(r, p)
   if p.rows ~= 0 then return r.rows_kernel end
+  if p.teams then return r.team_columns_kernel end
   return p.short and r.short_columns_kernel or r.columns_kernel
 end
 
