@@ -121,7 +121,8 @@ describe("tocha.onnx.read", function()
 end)
 
 describe("tocha.onnx.load", function()
-  local NETWORKS = { residual = 2, mobile = 1, neck = 2, head = 1, resnet18 = 1, views = 2, reductions = 2, joins = 4, attention = 2 }
+  local NETWORKS = { residual = 2, mobile = 1, neck = 2, head = 1, resnet18 = 1, views = 2, reductions = 2, joins = 4, attention = 2,
+    resize_pad = 6 }
   for _, dev in ipairs(ref.devices()) do
     describe("on " .. dev.name .. dev.tag, function()
       for name, outputs in pairs(NETWORKS) do
@@ -303,6 +304,8 @@ describe("tocha.onnx.load", function()
       bad_short_raw = 'initializer "w" holds 140 bytes of raw data; its 36 elements take 144',
       bad_tensorless = 'node "hollow" (Constant) attribute "value": of type TENSOR without a tensor',
       bad_axis = 'node "wide" (LayerNormalization): axis -70368744177665 is outside [-4, 3] for 4 dimensions',
+      bad_pad_reflect = 'node "mirror" (Pad): mode reflect, pads 0, 0, 1, 1, 0, 0, 1, 1: tocha folds only a constant pad',
+      bad_resize_cubic = 'node "smooth" (Resize): mode cubic: tocha resizes by nearest neighbour or linearly',
     }) do
       local message = error_of(tocha.onnx.load, path(file .. ".onnx"))
       assert.truthy(message:find(("tocha.onnx.load: %s: %s"):format(path(file .. ".onnx"), want), 1, true), message)

@@ -61,6 +61,7 @@ tocha.kernel = kernel.new
 local upsample = require "tocha.ops.upsample"
 tocha.UpsampleNearest2dForward = upsample.UpsampleNearest2dForward
 tocha.UpsampleNearest2dBackward = upsample.UpsampleNearest2dBackward
+tocha.UpsampleBilinear2d = require("tocha.ops.upsample_bilinear").UpsampleBilinear2d
 tocha.launch_packed = require("tocha.op").launch_packed
 tocha.Elementwise = require("tocha.ops.elementwise").Elementwise
 tocha.ChannelCat = require("tocha.ops.channel_cat").ChannelCat

@@ -37,6 +37,7 @@ local ChannelCat = require("tocha.ops.channel_cat").ChannelCat
 local ChannelChunk = require("tocha.ops.channel_chunk").ChannelChunk
 local Reduce = require("tocha.ops.reduction").Reduce
 local Upsample = require("tocha.ops.upsample").UpsampleNearest2dForward
+local UpsampleBilinear2d = require("tocha.ops.upsample_bilinear").UpsampleBilinear2d
 local strided = require "tocha.ops.strided"
 
 local M = {}
@@ -159,7 +160,7 @@ local ATTRIBUTE_KINDS = {
   beta = "float", approximate = "string", kernel_shape = "ints", ceil_mode = "int", count_include_pad = "int",
   allowzero = "int", axis = "int", axes = "ints", start = "int", ["end"] = "int", to = "int", split = "ints",
   keepdims = "int", min = "float", max = "float", mode = "string", coordinate_transformation_mode = "string",
-  nearest_mode = "string", perm = "ints", starts = "ints", ends = "ints",
+  nearest_mode = "string", antialias = "int", exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -331,7 +332,9 @@ OPS.Conv = function(self, n)
   local k = { w.shape[3], w.shape[4] }
   local s, d = self:attr(n, "strides", { 1, 1 }), self:attr(n, "dilations", { 1, 1 })
   local groups = self:attr(n, "group", 1)
-  local opts = { stride = s, dilation = d, groups = groups, padding = window_pads(self, n, x, k, s, d), dtype = self.dtype }
+  local padding
+  x, padding = self:unpadded(n, x, window_pads(self, n, x, k, s, d))
+  local opts = { stride = s, dilation = d, groups = groups, padding = padding, dtype = self.dtype }
   local plain = Conv2d.new(x.shape[2], w.shape[1], k, opts) -- (NCHW: the shape ONNX gives it)
   local ok, shape = pcall(plain.compute_concrete_output_shape, plain, { x.shape })
   if not ok then self:fail(n, tostring(shape):gsub("^.-: ", "", 1)) end
@@ -571,6 +574,46 @@ local function alias(self, n)
 end
 OPS.Identity, OPS.Dropout = alias, alias
 
+-- Pad: all zeros, the identity. A constant pad of zeros on the spatial dimensions whose one
+-- reader is a Conv or an AveragePool (PyTorch's export of AvgPool2d(count_include_pad=True,
+-- padding=p) is this pair) folds into that reader's padding, which must come out the same on
+-- both sides (Import:unpadded); tocha has no general pad op.
+local PAD_READERS = { Conv = true, AveragePool = true }
+OPS.Pad = function(self, n)
+  local x = self:runtime(n, 1, nil, true)
+  local mode = self:attr(n, "mode", "constant")
+  local pads = self:input(n, 2) and self:constant(n, 2, "pads") or self:attr(n, "pads")
+  if not pads then self:fail(n, "pads are missing") end
+  if self:input(n, 4) then self:fail(n, "the axes input is not supported (give pads for every dimension)") end
+  local rank = #x.shape
+  if #pads ~= 2 * rank then self:fail(n, ("%d pads for %d dimensions"):format(#pads, rank)) end
+  local zero = true
+  for _, v in ipairs(pads) do zero = zero and v == 0 end
+  if zero then return self:set(n, 1, x) end
+  local value = self:input(n, 3) and self:constant(n, 3, "constant_value")[1] or n.attributes.value or 0 -- (opset < 11: value)
+  local reader = self.readers[n.outputs[1]]
+  local spatial_only = rank == 4 and pads[1] == 0 and pads[2] == 0 and pads[5] == 0 and pads[6] == 0
+  for _, v in ipairs(pads) do spatial_only = spatial_only and v >= 0 end
+  if mode ~= "constant" or value ~= 0 or not spatial_only or (self.uses[n.outputs[1]] or 0) ~= 1 or not reader
+    or not PAD_READERS[reader.op_type] then
+    self:fail(n, ("mode %s, pads %s: tocha folds only a constant pad of zeros on H and W into the one Conv or AveragePool "
+      .. "that reads it"):format(mode, table.concat(pads, ", ")))
+  end
+  local shape = { x.shape[1], x.shape[2], x.shape[3] + pads[3] + pads[7], x.shape[4] + pads[4] + pads[8] }
+  self:set(n, 1, { node = x.node, shape = shape, layout = x.layout, unpadded = x, pre_pads = { pads[3], pads[4], pads[7], pads[8] } })
+end
+
+-- x and padding p ({h, w}, from the reader's own attributes) with a folded Pad taken back: the
+-- Pad's input and p plus the Pad's sides, which must be equal (tocha pads both sides alike).
+function Import:unpadded(n, x, p)
+  if not x.unpadded then return x, p end
+  local q = x.pre_pads
+  if q[1] ~= q[3] or q[2] ~= q[4] then
+    self:fail(n, ("its input's Pad pads one side more than the other (%s), which tocha does not"):format(table.concat(q, ", ")))
+  end
+  return x.unpadded, { p[1] + q[1], p[2] + q[2] }
+end
+
 -- ---- arithmetic: computed tensors, constants, or one of each ----
 
 local FOLD = {
@@ -735,6 +778,19 @@ OPS.AveragePool = function(self, n)
   local x = self:runtime(n, 1, nil, true)
   local o = pool_options(self, n, x)
   o.count_include_pad = self:attr(n, "count_include_pad", 0) == 1
+  if x.unpadded then
+    -- the Pad's zeros count in every window: its own padding must count too
+    if not o.count_include_pad and (o.padding[1] ~= 0 or o.padding[2] ~= 0) then
+      self:fail(n, "a folded Pad with padding that does not count (count_include_pad 0)")
+    end
+    x, o.padding = self:unpadded(n, x, o.padding)
+    o.count_include_pad = true
+    for i = 1, 2 do
+      if 2 * o.padding[i] > o.kernel_size[i] then
+        self:fail(n, ("a folded Pad of %d is more than half the kernel %d"):format(o.padding[i], o.kernel_size[i]))
+      end
+    end
+  end
   pooled(self, n, pool.AvgPool2d, o, x)
 end
 
@@ -1193,10 +1249,37 @@ OPS.LayerNormalization = function(self, n)
   self:set(n, 1, self:emit(n, op, { x }, { weight = scale, bias = bias }, self:layer_name(n, scale)))
 end
 
+-- Resize(mode="linear") over the spatial dimensions: tocha.UpsampleBilinear2d, in x's layout,
+-- to the sizes given or by the scales given (the source coordinate o / scale, as ONNX says).
+local function resize_linear(self, n, x)
+  local ct = self:attr(n, "coordinate_transformation_mode", "half_pixel")
+  if ct ~= "half_pixel" and ct ~= "pytorch_half_pixel" and ct ~= "align_corners" and ct ~= "asymmetric" then
+    self:fail(n, ("coordinate_transformation_mode %s: tocha's linear resize takes half_pixel, pytorch_half_pixel, "
+      .. "align_corners or asymmetric"):format(ct))
+  end
+  if self:attr(n, "antialias", 0) ~= 0 then self:fail(n, "antialias: tocha's linear resize does not filter") end
+  local scales = self:input(n, 3) and self:constant(n, 3, "scales") or {}
+  local sizes = self:input(n, 4) and self:constant(n, 4, "sizes")
+  if sizes and #sizes ~= 4 or not sizes and #scales ~= 4 then self:fail(n, "expected 4 scales or 4 sizes (N, C, H, W)") end
+  if sizes and (sizes[1] ~= x.shape[1] or sizes[2] ~= x.shape[2]) or not sizes and (scales[1] ~= 1 or scales[2] ~= 1) then
+    self:fail(n, "only the spatial dimensions may be resized")
+  end
+  local opts = { coordinates = ct, dtype = self.dtype, layout = x.layout or "nchw" }
+  if sizes then opts.size = { sizes[3], sizes[4] } else opts.scale = { scales[3], scales[4] } end
+  local up = UpsampleBilinear2d.new(opts)
+  local r = self:emit(n, up, { x })
+  local s = x.shape
+  local out = up:compute_concrete_output_shape({ x.layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s })
+  if x.layout == "nhwc" then out = { out[1], out[4], out[2], out[3] } end
+  self:set(n, 1, { node = r.node, shape = out, layout = x.layout })
+end
+
 OPS.Resize = function(self, n)
   local x = self:runtime(n, 1, nil, true)
   spatial(self, n, x)
-  if self:attr(n, "mode", "nearest") ~= "nearest" then self:fail(n, "tocha resizes by nearest neighbour only") end
+  local mode = self:attr(n, "mode", "nearest")
+  if mode == "linear" then return resize_linear(self, n, x) end
+  if mode ~= "nearest" then self:fail(n, ("mode %s: tocha resizes by nearest neighbour or linearly"):format(mode)) end
   local ct = self:attr(n, "coordinate_transformation_mode", "half_pixel")
   local nm = self:attr(n, "nearest_mode", "round_prefer_floor")
   local floor_like = (ct == "asymmetric" and nm == "floor") or ((ct == "half_pixel" or ct == "pytorch_half_pixel")

@@ -97,7 +97,7 @@ local function surface(pool)
   add("ChannelChunk.new", tocha.ChannelChunk.new)
   local ops = { relu = tocha.Elementwise.new("relu"), mul = tocha.Elementwise.new("mul"),
     cat = tocha.ChannelCat.new(), chunk = tocha.ChannelChunk.new(2, 1), reduce = tocha.Reduce.new("max", 2),
-    bias = tocha.ChannelBiasAdd.new() }
+    bias = tocha.ChannelBiasAdd.new(), bilinear = tocha.UpsampleBilinear2d.new { scale = 1.5 } }
   for kind, op in pairs(ops) do
     for _, name in ipairs({ "forward", "backward", "grid", "block", "pack_args", "pack_backward_args",
       "compute_concrete_output_shape", "backward_grid", "grid_for_launch", "pack_args_for_launch",
@@ -115,6 +115,7 @@ local function surface(pool)
     tocha.set_autotune(old)
   end)
   add("BatchNorm2d.new", tocha.BatchNorm2d.new)
+  add("UpsampleBilinear2d.new", tocha.UpsampleBilinear2d.new)
   add("Conv2d.new", tocha.Conv2d.new)
   add("tocha.matmul", tocha.matmul)
   add("memory.stats", tocha.memory.stats)

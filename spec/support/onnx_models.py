@@ -434,6 +434,92 @@ def joins():
     save("joins", nodes, [("x", x)], [("ysum", ysum), ("b", b), ("tall", tall), ("wide", wide)], [init("w", w)])
 
 
+# ---- resizing and padding as segmentation networks and PyTorch's exports write them: Resize
+# linear by sizes and by scales in each coordinate mode (of a convolution's output, which tocha
+# holds channels-last, and of the input), a Pad of zeros before an AveragePool (PyTorch's
+# AvgPool2d(count_include_pad=True)) and before a Conv, and a Pad of nothing ----
+
+def resize_linear(a, size, mode, scales=None):
+    """ONNX's Resize(mode="linear") over H and W, one axis at a time (bilinear is separable):
+    source coordinate by the coordinate transformation mode, clamped to [0, in - 1], its two
+    neighbours weighted linearly."""
+    a = a.astype(np.float64)
+    for axis, n_out in ((2, size[0]), (3, size[1])):
+        n_in = a.shape[axis]
+        s = scales[axis] if scales is not None else n_out / n_in
+        o = np.arange(n_out, dtype=np.float64)
+        if mode == "align_corners":
+            src = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
+        elif mode == "asymmetric":
+            src = o / s
+        elif mode == "pytorch_half_pixel" and n_out == 1:
+            src = np.zeros(1)
+        else:
+            src = (o + 0.5) / s - 0.5
+        src = np.clip(src, 0, n_in - 1)
+        i0 = np.floor(src).astype(np.int64)
+        i1 = np.minimum(i0 + 1, n_in - 1)
+        shape = [1, 1, 1, 1]
+        shape[axis] = n_out
+        lam = (src - i0).reshape(shape)
+        a = np.take(a, i0, axis=axis) * (1 - lam) + np.take(a, i1, axis=axis) * lam
+    return a
+
+
+def avg_pool_include_pad(x, k, pad):
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    n, c, h, w = xp.shape
+    y = np.zeros((n, c, h - k + 1, w - k + 1))
+    for i in range(k):
+        for j in range(k):
+            y += xp[:, :, i:i + h - k + 1, j:j + w - k + 1]
+    return y / (k * k)
+
+
+def resize_pad():
+    x = rand(2, 3, 5, 7)
+    w = rand(6, 3, 1, 1)
+    w2 = rand(4, 3, 3, 3)
+    c = conv2d(x, w)                                                    # [2, 6, 5, 7]
+    up = resize_linear(c, (9, 11), "half_pixel")
+    pooled = avg_pool_include_pad(up, 3, 1)
+    padded_conv = conv2d(x, w2, pad=(1, 1))
+    scaled = resize_linear(x, (7, 4), "asymmetric", scales=[1, 1, 1.5, 0.6])
+    corners = resize_linear(c, (8, 3), "align_corners")
+    single = resize_linear(x, (1, 4), "pytorch_half_pixel")
+    plain = np.maximum(x.astype(np.float64), 0)
+    i64, f32 = TensorProto.INT64, TensorProto.FLOAT
+    cst = lambda n, t, dims, v: helper.make_node("Constant", [], [n], name=n, value=helper.make_tensor(n + "_v", t, dims, v))
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        cst("size_up", i64, [4], [2, 6, 9, 11]),
+        helper.make_node("Resize", ["c", "", "", "size_up"], ["up"], name="up", mode="linear",
+                         coordinate_transformation_mode="half_pixel"),
+        cst("pads1", i64, [8], [0, 0, 1, 1, 0, 0, 1, 1]),
+        helper.make_node("Pad", ["up", "pads1"], ["up_padded"], name="pool_pad", mode="constant"),
+        helper.make_node("AveragePool", ["up_padded"], ["pooled"], name="pool", kernel_shape=[3, 3]),
+        cst("pads2", i64, [8], [0, 0, 1, 1, 0, 0, 1, 1]),
+        cst("zero", f32, [], [0.0]),
+        helper.make_node("Pad", ["x", "pads2", "zero"], ["x_padded"], name="conv_pad"),
+        helper.make_node("Conv", ["x_padded", "w2"], ["padded_conv"], name="conv2"),
+        cst("scales", f32, [4], [1, 1, 1.5, 0.6]),
+        helper.make_node("Resize", ["x", "", "scales"], ["scaled"], name="scaled", mode="linear",
+                         coordinate_transformation_mode="asymmetric"),
+        cst("size_corners", i64, [4], [2, 6, 8, 3]),
+        helper.make_node("Resize", ["c", "", "", "size_corners"], ["corners"], name="corners", mode="linear",
+                         coordinate_transformation_mode="align_corners"),
+        cst("size_single", i64, [4], [2, 3, 1, 4]),
+        helper.make_node("Resize", ["x", "", "", "size_single"], ["single"], name="single", mode="linear",
+                         coordinate_transformation_mode="pytorch_half_pixel"),
+        cst("pads0", i64, [8], [0] * 8),
+        helper.make_node("Pad", ["x", "pads0"], ["x_same"], name="no_pad"),
+        helper.make_node("Relu", ["x_same"], ["plain"], name="relu"),
+    ]
+    save("resize_pad", nodes, [("x", x)], [("pooled", pooled), ("padded_conv", padded_conv), ("scaled", scaled),
+                                           ("corners", corners), ("single", single), ("plain", plain)],
+         [init("w", w), init("w2", w2)])
+
+
 # ---- a transformer block as exporters write one: LayerNorm, q, k and v by MatMul with
 # initializers, heads by Reshape and Transpose, q k^T and p v as products of computed tensors
 # (MatMul of two computed values), the scale a Div, Softmax over the keys, the heads joined
@@ -537,6 +623,12 @@ def bad():
     short = init("w", rand(2, 2, 3, 3))
     short.raw_data = short.raw_data[:-4]
     write("short_raw", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], [short])
+    pads = helper.make_node("Constant", [], ["pads"], name="pads",
+                            value=helper.make_tensor("pads_v", TensorProto.INT64, [8], [0, 0, 1, 1, 0, 0, 1, 1]))
+    write("pad_reflect", [pads, helper.make_node("Pad", ["x", "pads"], ["y"], name="mirror", mode="reflect")], [])
+    write("resize_cubic", [helper.make_node("Constant", [], ["sc"], name="sc", value=helper.make_tensor(
+        "sc_v", TensorProto.FLOAT, [4], [1, 1, 2, 2])), helper.make_node("Resize", ["x", "", "sc"], ["y"], name="smooth",
+                                                                          mode="cubic")], [])
 
 
 # ---- typed data: initializers in the typed fields (not raw_data), each narrowed or widened as
@@ -569,6 +661,7 @@ typed()
 views()
 reductions()
 joins()
+resize_pad()
 attention()
 resnet18()
 residual()

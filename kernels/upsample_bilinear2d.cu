@@ -1,0 +1,143 @@
+// upsample_bilinear2d.cu: 2-D bilinear resizing of NCHW (NHWC = 0) or channels-last (NHWC = 1)
+// tensors to any output size, forward and backward, as PyTorch's interpolate(mode="bilinear")
+// and ONNX's Resize(mode="linear") compute it. The dtype T and the layout are compile-time
+// constants; halves compute in f32, f64 in f64 (A), as PyTorch's kernels do.
+//
+// Each axis maps output index o to the source coordinate src = ratio (o + half) - half, clamped
+// to [0, in - 1]: half 0.5 for half-pixel centres (align_corners false), 0 for corner-aligned
+// and asymmetric mappings; ratio from the host (in / out, 1 / scale, or (in - 1) / (out - 1)).
+// The two neighbours are i0 = floor(src) and i1 = min(i0 + 1, in - 1), weighted 1 - l and l,
+// l = src - i0.
+//
+// Backward: gathered, never scattered (no atomics: one summation order on every device). The
+// outputs that read input row ih are those whose i0 <= ih <= i1, a run of consecutive rows
+// (src never decreases along an axis), found by two binary searches over the same mapping the
+// forward computes; a thread a dx element sums w_h w_w dy over the runs of both axes, rows then
+// columns in increasing order.
+
+template <typename A> struct bilinear_axis {
+    A ratio, half;
+    int in;
+    // The neighbours of output index o and the weight of the second.
+    __device__ __forceinline__ void at(int o, int *i0, int *i1, A *l) const
+    {
+        A src = ratio * ((A)o + half) - half;
+        if (src < (A)0) src = (A)0;
+        if (src > (A)(in - 1)) src = (A)(in - 1);
+        const int f = (int)src;
+        *i0 = f;
+        *i1 = f < in - 1 ? f + 1 : f;
+        *l = src - (A)f;
+    }
+    // The weight input index i has in output o (0 when o does not read it).
+    __device__ __forceinline__ A weight(int o, int i) const
+    {
+        int i0, i1;
+        A l;
+        at(o, &i0, &i1, &l);
+        return (i0 == i ? (A)1 - l : (A)0) + (i1 == i ? l : (A)0);
+    }
+    // The first output whose i1 >= i and the last whose i0 <= i, over `out` outputs (first > last
+    // where none reads i).
+    __device__ __forceinline__ void readers(int i, int out, int *first, int *last) const
+    {
+        int lo = 0, hi = out; // first o with i1(o) >= i
+        while (lo < hi) {
+            const int mid = lo + (hi - lo) / 2;
+            int a, b;
+            A l;
+            at(mid, &a, &b, &l);
+            if (b >= i) hi = mid;
+            else lo = mid + 1;
+        }
+        *first = lo;
+        lo = 0, hi = out; // first o with i0(o) > i
+        while (lo < hi) {
+            const int mid = lo + (hi - lo) / 2;
+            int a, b;
+            A l;
+            at(mid, &a, &b, &l);
+            if (a > i) hi = mid;
+            else lo = mid + 1;
+        }
+        *last = lo - 1;
+    }
+};
+
+// Element e of [planes, h, w] (NHWC 0) or [images, h, w, C] (NHWC 1): its plane (NCHW) or image
+// and channel, row and column.
+template <int NHWC>
+__device__ __forceinline__ void bilinear_place(long long e, int C, int h, int w, long long *plane, int *channel, int *row,
+                                               int *col)
+{
+    if (NHWC) {
+        *channel = (int)(e % C);
+        e /= C;
+    } else {
+        *channel = 0;
+    }
+    *col = (int)(e % w);
+    e /= w;
+    *row = (int)(e % h);
+    *plane = e / h;
+}
+
+// Element (plane, row, col, channel) of a tensor of h x w pixels, C channels (C 1 for NCHW planes).
+__device__ __forceinline__ long long bilinear_at(long long plane, int row, int col, int channel, int C, int h, int w)
+{
+    return ((plane * h + row) * (long long)w + col) * C + channel;
+}
+
+// y [planes, OH, OW] from x [planes, H, W] (NHWC: [images, OH, OW, C] from [images, H, W, C]):
+// a thread an output element.
+template <typename T, int NHWC>
+__device__ void tocha_upsample_bilinear2d(const T *x, T *y, long long total, int C, int H, int W, int OH, int OW,
+                                          double ratio_h, double ratio_w, double half)
+{
+    typedef typename tocha::compute<T>::type A;
+    const bilinear_axis<A> ah = {(A)ratio_h, (A)half, H}, aw = {(A)ratio_w, (A)half, W};
+    const int c_ = NHWC ? C : 1;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+         e += (long long)blockDim.x * gridDim.x) {
+        long long plane;
+        int c, oh, ow, h0, h1, w0, w1;
+        bilinear_place<NHWC>(e, c_, OH, OW, &plane, &c, &oh, &ow);
+        A lh, lw;
+        ah.at(oh, &h0, &h1, &lh);
+        aw.at(ow, &w0, &w1, &lw);
+        const A x00 = tocha::to_compute(x[bilinear_at(plane, h0, w0, c, c_, H, W)]);
+        const A x01 = tocha::to_compute(x[bilinear_at(plane, h0, w1, c, c_, H, W)]);
+        const A x10 = tocha::to_compute(x[bilinear_at(plane, h1, w0, c, c_, H, W)]);
+        const A x11 = tocha::to_compute(x[bilinear_at(plane, h1, w1, c, c_, H, W)]);
+        const A v = ((A)1 - lh) * (((A)1 - lw) * x00 + lw * x01) + lh * (((A)1 - lw) * x10 + lw * x11);
+        y[e] = tocha::from_compute<T>(v);
+    }
+}
+
+// dx [planes, H, W] (or [images, H, W, C]) from dy: a thread a dx element, summing over the
+// outputs that read it (bilinear_axis::readers), rows then columns in increasing order.
+template <typename T, int NHWC>
+__device__ void tocha_upsample_bilinear2d_backward(const T *dy, T *dx, long long total, int C, int H, int W, int OH,
+                                                   int OW, double ratio_h, double ratio_w, double half)
+{
+    typedef typename tocha::compute<T>::type A;
+    const bilinear_axis<A> ah = {(A)ratio_h, (A)half, H}, aw = {(A)ratio_w, (A)half, W};
+    const int c_ = NHWC ? C : 1;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+         e += (long long)blockDim.x * gridDim.x) {
+        long long plane;
+        int c, ih, iw, oh0, oh1, ow0, ow1;
+        bilinear_place<NHWC>(e, c_, H, W, &plane, &c, &ih, &iw);
+        ah.readers(ih, OH, &oh0, &oh1);
+        aw.readers(iw, OW, &ow0, &ow1);
+        A sum = (A)0;
+        for (int oh = oh0; oh <= oh1; ++oh) {
+            const A wh = ah.weight(oh, ih);
+            A row = (A)0;
+            for (int ow = ow0; ow <= ow1; ++ow)
+                row += aw.weight(ow, iw) * tocha::to_compute(dy[bilinear_at(plane, oh, ow, c, c_, OH, OW)]);
+            sum += wh * row;
+        }
+        dx[e] = tocha::from_compute<T>(sum);
+    }
+}
