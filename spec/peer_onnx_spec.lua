@@ -1,5 +1,5 @@
--- Networks no one here wrote: torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2 and
--- ConvNeXt-Tiny, timm's EfficientNet-B0, YOLOv8n (spec/support/peer_yolo.py's module after
+-- Networks no one here wrote: torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2,
+-- ConvNeXt-Tiny, DenseNet-121 and LR-ASPP (segmentation), timm's EfficientNet-B0, YOLOv8n (spec/support/peer_yolo.py's module after
 -- Ultralytics') and a small torchvision VisionTransformer, randomly initialised and exported to
 -- ONNX by PyTorch itself
 -- (spec/support/peer_onnx.py), imported with tocha.onnx.load and run on cuda: every logit
@@ -12,7 +12,7 @@ local peers = require "support.peers"
 local runs = require "support.peer_runs"
 
 describe("networks exported by PyTorch #gpu", function()
-  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, EfficientNet-B0, YOLOv8n, ViT", function()
+  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, EfficientNet-B0, YOLOv8n, ViT", function()
     if not peers.available("torch, torchvision, numpy") then
       return pending("python3 with torch, torchvision and numpy is not installed here")
     end

@@ -81,6 +81,7 @@ tocha.loss = require "tocha.loss"
 tocha.optim = require "tocha.optim"
 tocha.BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
 tocha.Dropout = require("tocha.ops.dropout").Dropout
+tocha.Pad = require("tocha.ops.pad").Pad
 tocha.Broadcast = require("tocha.ops.broadcast").Broadcast
 tocha.BroadcastConstant = require("tocha.ops.broadcast_constant").BroadcastConstant
 tocha.Constant = require("tocha.ops.constant").Constant

@@ -38,6 +38,7 @@ local ChannelChunk = require("tocha.ops.channel_chunk").ChannelChunk
 local Reduce = require("tocha.ops.reduction").Reduce
 local Upsample = require("tocha.ops.upsample").UpsampleNearest2dForward
 local UpsampleBilinear2d = require("tocha.ops.upsample_bilinear").UpsampleBilinear2d
+local Pad = require("tocha.ops.pad").Pad
 local strided = require "tocha.ops.strided"
 
 local M = {}
@@ -304,20 +305,57 @@ local function pair_pads(self, n, pads, rank)
   return p
 end
 
--- Pads of a windowed op: explicit, or from auto_pad (SAME_* split evenly; odd totals refused).
-local function window_pads(self, n, x, k, s, d)
+-- The pads of a windowed 2-D op before ({top, left}) and after ({bottom, right}) H and W:
+-- explicit, or from auto_pad (SAME_UPPER puts an odd total's extra pixel after, SAME_LOWER
+-- before).
+local function window_sides(self, n, x, k, s, d)
   local auto = self:attr(n, "auto_pad", "NOTSET")
-  if auto == "NOTSET" then return pair_pads(self, n, self:attr(n, "pads"), #x.shape) end
-  if auto == "VALID" then return { 0, 0 } end
+  if auto == "NOTSET" then
+    local pads = self:attr(n, "pads") or {}
+    if #pads ~= 0 and #pads ~= 4 then self:fail(n, ("pads: expected 4 values, got %d"):format(#pads)) end
+    return { pads[1] or 0, pads[2] or 0 }, { pads[3] or 0, pads[4] or 0 }
+  end
+  if auto == "VALID" then return { 0, 0 }, { 0, 0 } end
   if auto ~= "SAME_UPPER" and auto ~= "SAME_LOWER" then self:fail(n, "auto_pad " .. show(auto) .. " is not ONNX's") end
-  local p = {}
+  local before, after = {}, {}
   for i = 1, 2 do
     local size = x.shape[i + 2]
     local total = math.max((math.ceil(size / s[i]) - 1) * s[i] + (k[i] - 1) * d[i] + 1 - size, 0)
-    if total % 2 ~= 0 then self:fail(n, auto .. " would pad one side more than the other, which tocha does not") end
-    p[i] = total / 2
+    local small = math.floor(total / 2)
+    before[i], after[i] = auto == "SAME_UPPER" and small or total - small, auto == "SAME_UPPER" and total - small or small
   end
-  return p
+  return before, after
+end
+
+-- x and the padding {h, w} a windowed op takes for its sides (window_sides, plus those of a Pad
+-- folded into it): the op's own padding where the sides are equal and within limit (a pool's:
+-- half its kernel; nil for none), else x padded by a Pad op of `fill` first (the part one side
+-- has over the other, or, past the limit, all of it). fill nil: such padding is refused.
+function Import:window_padding(n, x, before, after, fill, limit)
+  if x.unpadded then
+    local q = x.pre_pads
+    before, after = { before[1] + q[1], before[2] + q[2] }, { after[1] + q[3], after[2] + q[4] }
+    x = x.unpadded
+  end
+  local p, extra, any = {}, { {}, {} }, false
+  for i = 1, 2 do
+    p[i] = math.min(before[i], after[i])
+    if limit and p[i] > limit[i] then p[i] = 0 end
+    extra[1][i], extra[2][i] = before[i] - p[i], after[i] - p[i]
+    any = any or extra[1][i] ~= 0 or extra[2][i] ~= 0
+  end
+  if not any then return x, p end
+  if fill == nil then
+    self:fail(n, ("padding %d, %d before and %d, %d after H and W: tocha pads both sides alike here"):format(before[1],
+      before[2], after[1], after[2]))
+  end
+  local t, l, b, r = extra[1][1], extra[1][2], extra[2][1], extra[2][2]
+  local list = x.layout == "nhwc" and { 0, 0, l, r, t, b } or { l, r, t, b }
+  local op = Pad.new(list, { value = fill, dtype = self.dtype })
+  local hint = { name = (n.name or "x") .. "_pad", op_type = "Pad" }
+  local rec = self:emit(hint, op, { x }, nil, hint.name)
+  local s = x.shape
+  return { node = rec.node, shape = { s[1], s[2], s[3] + t + b, s[4] + l + r }, layout = x.layout }, p
 end
 
 local function spatial(self, n, x)
@@ -332,8 +370,9 @@ OPS.Conv = function(self, n)
   local k = { w.shape[3], w.shape[4] }
   local s, d = self:attr(n, "strides", { 1, 1 }), self:attr(n, "dilations", { 1, 1 })
   local groups = self:attr(n, "group", 1)
+  local before, after = window_sides(self, n, x, k, s, d)
   local padding
-  x, padding = self:unpadded(n, x, window_pads(self, n, x, k, s, d))
+  x, padding = self:window_padding(n, x, before, after, 0)
   local opts = { stride = s, dilation = d, groups = groups, padding = padding, dtype = self.dtype }
   local plain = Conv2d.new(x.shape[2], w.shape[1], k, opts) -- (NCHW: the shape ONNX gives it)
   local ok, shape = pcall(plain.compute_concrete_output_shape, plain, { x.shape })
@@ -574,14 +613,17 @@ local function alias(self, n)
 end
 OPS.Identity, OPS.Dropout = alias, alias
 
--- Pad: all zeros, the identity. A constant pad of zeros on the spatial dimensions whose one
--- reader is a Conv or an AveragePool (PyTorch's export of AvgPool2d(count_include_pad=True,
--- padding=p) is this pair) folds into that reader's padding, which must come out the same on
--- both sides (Import:unpadded); tocha has no general pad op.
+-- Pad: all zeros, the identity. A constant pad of zeros on H and W whose one reader is a Conv
+-- or an AveragePool folds into that reader's padding (PyTorch exports AvgPool2d(
+-- count_include_pad=True, padding=p) as such a pair; Import:window_padding takes it back). Any
+-- other is a tocha.Pad in the layout x is held in (modes constant, reflect, edge as replicate,
+-- wrap as circular).
 local PAD_READERS = { Conv = true, AveragePool = true }
+local PAD_MODES = { constant = "constant", reflect = "reflect", edge = "replicate", wrap = "circular" }
 OPS.Pad = function(self, n)
   local x = self:runtime(n, 1, nil, true)
   local mode = self:attr(n, "mode", "constant")
+  if not PAD_MODES[mode] then self:fail(n, ("mode %s is not ONNX's"):format(show(mode))) end
   local pads = self:input(n, 2) and self:constant(n, 2, "pads") or self:attr(n, "pads")
   if not pads then self:fail(n, "pads are missing") end
   if self:input(n, 4) then self:fail(n, "the axes input is not supported (give pads for every dimension)") end
@@ -591,27 +633,29 @@ OPS.Pad = function(self, n)
   for _, v in ipairs(pads) do zero = zero and v == 0 end
   if zero then return self:set(n, 1, x) end
   local value = self:input(n, 3) and self:constant(n, 3, "constant_value")[1] or n.attributes.value or 0 -- (opset < 11: value)
+  if type(value) ~= "number" then self:fail(n, "constant_value: expected a number") end
+  local shape = {}
+  for d = 1, rank do shape[d] = x.shape[d] + pads[d] + pads[rank + d] end
   local reader = self.readers[n.outputs[1]]
-  local spatial_only = rank == 4 and pads[1] == 0 and pads[2] == 0 and pads[5] == 0 and pads[6] == 0
-  for _, v in ipairs(pads) do spatial_only = spatial_only and v >= 0 end
-  if mode ~= "constant" or value ~= 0 or not spatial_only or (self.uses[n.outputs[1]] or 0) ~= 1 or not reader
-    or not PAD_READERS[reader.op_type] then
-    self:fail(n, ("mode %s, pads %s: tocha folds only a constant pad of zeros on H and W into the one Conv or AveragePool "
-      .. "that reads it"):format(mode, table.concat(pads, ", ")))
+  local foldable = mode == "constant" and value == 0 and rank == 4 and pads[1] == 0 and pads[2] == 0 and pads[5] == 0
+    and pads[6] == 0 and (self.uses[n.outputs[1]] or 0) == 1 and reader and PAD_READERS[reader.op_type]
+  for _, v in ipairs(pads) do foldable = foldable and v >= 0 end
+  if foldable then
+    return self:set(n, 1, { node = x.node, shape = shape, layout = x.layout, unpadded = x,
+      pre_pads = { pads[3], pads[4], pads[7], pads[8] } })
   end
-  local shape = { x.shape[1], x.shape[2], x.shape[3] + pads[3] + pads[7], x.shape[4] + pads[4] + pads[8] }
-  self:set(n, 1, { node = x.node, shape = shape, layout = x.layout, unpadded = x, pre_pads = { pads[3], pads[4], pads[7], pads[8] } })
-end
-
--- x and padding p ({h, w}, from the reader's own attributes) with a folded Pad taken back: the
--- Pad's input and p plus the Pad's sides, which must be equal (tocha pads both sides alike).
-function Import:unpadded(n, x, p)
-  if not x.unpadded then return x, p end
-  local q = x.pre_pads
-  if q[1] ~= q[3] or q[2] ~= q[4] then
-    self:fail(n, ("its input's Pad pads one side more than the other (%s), which tocha does not"):format(table.concat(q, ", ")))
+  -- PyTorch's order: pairs from the last dimension held back
+  local held = x.layout == "nhwc" and { 1, 3, 4, 2 } or {}
+  local list = {}
+  for k = rank, 1, -1 do
+    local d = held[k] or k
+    list[#list + 1], list[#list + 2] = pads[d], pads[rank + d]
   end
-  return x.unpadded, { p[1] + q[1], p[2] + q[2] }
+  local ok, op = pcall(Pad.new, list, { mode = PAD_MODES[mode], value = mode == "constant" and value or nil,
+    dtype = self.dtype })
+  if not ok then self:fail(n, tostring(op):gsub("^.-: ", "", 1)) end
+  local r = self:emit(n, op, { x })
+  self:set(n, 1, { node = r.node, shape = shape, layout = x.layout })
 end
 
 -- ---- arithmetic: computed tensors, constants, or one of each ----
@@ -749,13 +793,22 @@ end
 
 -- ---- pooling ----
 
-local function pool_options(self, n, x)
+-- A pool's options and the x it reads: its padding as pool2d takes it (equal sides, at most half
+-- the dilated kernel), the rest a Pad of `fill` before it (nil: refused).
+local function pool_options(self, n, x, fill)
   spatial(self, n, x)
   local k = self:attr(n, "kernel_shape")
   if not k or #k ~= 2 then self:fail(n, "kernel_shape must give 2 sizes") end
   local s, d = self:attr(n, "strides", { 1, 1 }), self:attr(n, "dilations", { 1, 1 })
-  return { kernel_size = k, stride = s, padding = window_pads(self, n, x, k, s, d), ceil_mode = self:attr(n, "ceil_mode", 0) == 1,
-    dtype = self.dtype }, d
+  local ceil = self:attr(n, "ceil_mode", 0) == 1
+  local before, after = window_sides(self, n, x, k, s, d)
+  if ceil and (x.unpadded or before[1] ~= after[1] or before[2] ~= after[2]) then
+    self:fail(n, "ceil_mode with padding unequal on its sides or a Pad before it")
+  end
+  local limit = { math.floor(((k[1] - 1) * d[1] + 1) / 2), math.floor(((k[2] - 1) * d[2] + 1) / 2) }
+  local padding
+  x, padding = self:window_padding(n, x, before, after, fill, limit)
+  return { kernel_size = k, stride = s, padding = padding, ceil_mode = ceil, dtype = self.dtype }, d, x
 end
 
 -- A pool over x in the layout x is held in (o: the pool's options, its layout set here).
@@ -768,29 +821,27 @@ end
 
 OPS.MaxPool = function(self, n)
   if n.outputs[2] and n.outputs[2] ~= "" then self:fail(n, "the Indices output is not supported") end
-  local x = self:runtime(n, 1, nil, true)
-  local o, d = pool_options(self, n, x)
+  local o, d, x = pool_options(self, n, self:runtime(n, 1, nil, true), -math.huge)
   o.dilation = d
   pooled(self, n, pool.MaxPool2d, o, x)
 end
 
 OPS.AveragePool = function(self, n)
   local x = self:runtime(n, 1, nil, true)
-  local o = pool_options(self, n, x)
-  o.count_include_pad = self:attr(n, "count_include_pad", 0) == 1
-  if x.unpadded then
-    -- the Pad's zeros count in every window: its own padding must count too
-    if not o.count_include_pad and (o.padding[1] ~= 0 or o.padding[2] ~= 0) then
-      self:fail(n, "a folded Pad with padding that does not count (count_include_pad 0)")
+  -- padding that counts in the divisor is zeros, which a Pad before the pool may take; a Pad of
+  -- zeros folded into the pool counts, so the pool's own padding must count too
+  local counts = self:attr(n, "count_include_pad", 0) == 1
+  if x.unpadded and not counts then
+    local pads = self:attr(n, "pads") or {}
+    for _, v in ipairs(pads) do
+      if v ~= 0 then self:fail(n, "a folded Pad with padding that does not count (count_include_pad 0)") end
     end
-    x, o.padding = self:unpadded(n, x, o.padding)
-    o.count_include_pad = true
-    for i = 1, 2 do
-      if 2 * o.padding[i] > o.kernel_size[i] then
-        self:fail(n, ("a folded Pad of %d is more than half the kernel %d"):format(o.padding[i], o.kernel_size[i]))
-      end
-    end
+    if self:attr(n, "auto_pad", "NOTSET") ~= "NOTSET" then self:fail(n, "a folded Pad with auto_pad") end
+    counts = true
   end
+  local o
+  o, _, x = pool_options(self, n, x, counts and 0 or nil)
+  o.count_include_pad = counts
   pooled(self, n, pool.AvgPool2d, o, x)
 end
 

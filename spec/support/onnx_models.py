@@ -434,10 +434,12 @@ def joins():
     save("joins", nodes, [("x", x)], [("ysum", ysum), ("b", b), ("tall", tall), ("wide", wide)], [init("w", w)])
 
 
-# ---- resizing and padding as segmentation networks and PyTorch's exports write them: Resize
-# linear by sizes and by scales in each coordinate mode (of a convolution's output, which tocha
-# holds channels-last, and of the input), a Pad of zeros before an AveragePool (PyTorch's
-# AvgPool2d(count_include_pad=True)) and before a Conv, and a Pad of nothing ----
+# ---- resizing and padding as segmentation networks and exporters write them: Resize linear by
+# sizes and by scales in each coordinate mode (of a convolution's output, which tocha holds
+# channels-last, and of the input), a Pad of zeros before an AveragePool (PyTorch's
+# AvgPool2d(count_include_pad=True)) and before a Conv, a Pad of nothing, a Conv and a MaxPool
+# padded more on one side (TensorFlow's SAME), Pads in every mode (reflect of the channels-last
+# conv output, edge and wrap over several dimensions, a crop with a fill value) ----
 
 def resize_linear(a, size, mode, scales=None):
     """ONNX's Resize(mode="linear") over H and W, one axis at a time (bilinear is separable):
@@ -488,6 +490,16 @@ def resize_pad():
     corners = resize_linear(c, (8, 3), "align_corners")
     single = resize_linear(x, (1, 4), "pytorch_half_pixel")
     plain = np.maximum(x.astype(np.float64), 0)
+    x64 = x.astype(np.float64)
+    lopsided = conv2d(np.pad(x64, ((0, 0), (0, 0), (0, 1), (0, 2))), w2)       # Conv pads [0, 0, 1, 2]
+    # MaxPool 3x3 stride 2, auto_pad SAME_UPPER on 5 x 7: totals 2 and 2... and 3 x 3 on W 7 -> 1 before, 1 after;
+    # kernel 2 x 2 stride 2: H 5 -> total 1 (after), W 7 -> total 1 (after)
+    mp_in = np.pad(c, ((0, 0), (0, 0), (0, 1), (0, 1)), constant_values=-np.inf)
+    same_max = mp_in.reshape(2, 6, 3, 2, 4, 2).max(axis=(3, 5))
+    mirror = np.pad(c, ((0, 0), (0, 0), (2, 1), (3, 0)), mode="reflect")      # of the channels-last conv output
+    edge = np.pad(x64, ((0, 0), (1, 0), (0, 2), (1, 1)), mode="edge")
+    wrap = np.pad(x64, ((0, 0), (0, 0), (2, 2), (3, 1)), mode="wrap")
+    cropped = np.pad(x64[:, :, 1:, :-2], ((0, 1), (0, 0), (0, 0), (0, 0)), constant_values=1.5)  # pads -1 and -2 crop
     i64, f32 = TensorProto.INT64, TensorProto.FLOAT
     cst = lambda n, t, dims, v: helper.make_node("Constant", [], [n], name=n, value=helper.make_tensor(n + "_v", t, dims, v))
     nodes = [
@@ -514,10 +526,24 @@ def resize_pad():
         cst("pads0", i64, [8], [0] * 8),
         helper.make_node("Pad", ["x", "pads0"], ["x_same"], name="no_pad"),
         helper.make_node("Relu", ["x_same"], ["plain"], name="relu"),
+        helper.make_node("Conv", ["x", "w2"], ["lopsided"], name="lopsided", pads=[0, 0, 1, 2]),
+        helper.make_node("MaxPool", ["c"], ["same_max"], name="same_max", kernel_shape=[2, 2], strides=[2, 2],
+                         auto_pad="SAME_UPPER"),
+        cst("pads_mirror", i64, [8], [0, 0, 2, 3, 0, 0, 1, 0]),
+        helper.make_node("Pad", ["c", "pads_mirror"], ["mirror"], name="mirror", mode="reflect"),
+        cst("pads_edge", i64, [8], [0, 1, 0, 1, 0, 0, 2, 1]),
+        helper.make_node("Pad", ["x", "pads_edge"], ["edge"], name="edge", mode="edge"),
+        cst("pads_wrap", i64, [8], [0, 0, 2, 3, 0, 0, 2, 1]),
+        helper.make_node("Pad", ["x", "pads_wrap"], ["wrap"], name="wrap", mode="wrap"),
+        cst("pads_crop", i64, [8], [0, 0, -1, 0, 1, 0, 0, -2]),
+        cst("fill", f32, [], [1.5]),
+        helper.make_node("Pad", ["x", "pads_crop", "fill"], ["cropped"], name="crop"),
     ]
     save("resize_pad", nodes, [("x", x)], [("pooled", pooled), ("padded_conv", padded_conv), ("scaled", scaled),
-                                           ("corners", corners), ("single", single), ("plain", plain)],
-         [init("w", w), init("w2", w2)])
+                                           ("corners", corners), ("single", single), ("plain", plain),
+                                           ("lopsided", lopsided), ("same_max", same_max), ("mirror", mirror),
+                                           ("edge", edge), ("wrap", wrap), ("cropped", cropped)],
+         [init("w", w), init("w2", w2)], opset=19)
 
 
 # ---- a transformer block as exporters write one: LayerNorm, q, k and v by MatMul with
@@ -607,7 +633,7 @@ def bad():
         onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), f"{OUT}/bad_{name}.onnx")
 
     write("op", [helper.make_node("Einsum", ["x", "x"], ["y"], name="mystery", equation="ij,jk->ik")], [])
-    write("pads", [helper.make_node("Conv", ["x", "w"], ["y"], name="lopsided", pads=[0, 0, 1, 1])], [w])
+    write("pads", [helper.make_node("AveragePool", ["x"], ["y"], name="lopsided", kernel_shape=[3, 3], pads=[0, 0, 1, 1])], [])
     write("unknown_input", [helper.make_node("Relu", ["nowhere"], ["y"], name="lost")], [])
     ext = init("w", rand(2, 2, 3, 3))
     ext.ClearField("raw_data")
@@ -624,8 +650,8 @@ def bad():
     short.raw_data = short.raw_data[:-4]
     write("short_raw", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], [short])
     pads = helper.make_node("Constant", [], ["pads"], name="pads",
-                            value=helper.make_tensor("pads_v", TensorProto.INT64, [8], [0, 0, 1, 1, 0, 0, 1, 1]))
-    write("pad_reflect", [pads, helper.make_node("Pad", ["x", "pads"], ["y"], name="mirror", mode="reflect")], [])
+                            value=helper.make_tensor("pads_v", TensorProto.INT64, [8], [0, 0, 5, 0, 0, 0, 0, 0]))
+    write("pad_wrap", [pads, helper.make_node("Pad", ["x", "pads"], ["y"], name="wrap_twice", mode="wrap")], [])
     write("resize_cubic", [helper.make_node("Constant", [], ["sc"], name="sc", value=helper.make_tensor(
         "sc_v", TensorProto.FLOAT, [4], [1, 1, 2, 2])), helper.make_node("Resize", ["x", "", "sc"], ["y"], name="smooth",
                                                                           mode="cubic")], [])

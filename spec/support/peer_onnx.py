@@ -3,8 +3,9 @@ PyTorch itself, with PyTorch's outputs on the same random input.
 
     python3 peer_onnx.py DIR [SIZE [BATCH]]
 
-For torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2 and ConvNeXt-Tiny, timm's
-EfficientNet-B0 (torchvision's where timm is not installed) and YOLOv8n (peer_yolo.py's module,
+For torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121 (its
+average pools exported as a Pad and an AveragePool) and LR-ASPP (a segmentation network: bilinear
+Resize), timm's EfficientNet-B0 (torchvision's where timm is not installed) and YOLOv8n (peer_yolo.py's module,
 its output the decoded boxes and class scores; SIZE a multiple of 32) and a small torchvision
 VisionTransformer (vit: 2 layers, patches of 16), each randomly
 initialised from seed 0 (its BatchNorms' statistics and affine too), in eval mode, writes
@@ -38,6 +39,8 @@ def networks():
     except ImportError:
         print("efficientnet_b0: timm is not installed: torchvision's")
         yield "efficientnet_b0", lambda: torchvision.models.efficientnet_b0(weights=None)
+    yield "densenet121", lambda: torchvision.models.densenet121(weights=None)
+    yield "lraspp", lraspp
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from peer_yolo import YOLOv8n
     yield "yolov8n", YOLOv8n
@@ -58,6 +61,21 @@ def vit():
             if p.abs().max() == 0:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.5)
     return model
+
+
+def lraspp():
+    """torchvision's LR-ASPP segmentation network (MobileNetV3-Large), its per-pixel class scores
+    (the "out" of its dictionary) resized bilinearly to the input's size."""
+    import torchvision
+
+    class Scores(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None)
+
+        def forward(self, x):
+            return self.net(x)["out"]
+    return Scores()
 
 
 def export(model, x, path):
