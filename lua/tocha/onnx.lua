@@ -161,7 +161,7 @@ local ATTRIBUTE_KINDS = {
   beta = "float", approximate = "string", kernel_shape = "ints", ceil_mode = "int", count_include_pad = "int",
   allowzero = "int", axis = "int", axes = "ints", start = "int", ["end"] = "int", to = "int", split = "ints",
   keepdims = "int", min = "float", max = "float", mode = "string", coordinate_transformation_mode = "string",
-  nearest_mode = "string", antialias = "int", exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints",
+  nearest_mode = "string", fmod = "int", antialias = "int", exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -664,6 +664,7 @@ local FOLD = {
   Add = function(a, b) return a + b end, Sub = function(a, b) return a - b end,
   Mul = function(a, b) return a * b end, Div = function(a, b) return a / b end,
   Equal = function(a, b) return a == b and 1 or 0 end,
+  Mod = function(a, b) return a - math.floor(a / b) * b end, -- (fmod 0: the divisor's sign, integers)
 }
 
 -- Elementwise over two constants of equal lengths, or one of one element.
@@ -735,6 +736,31 @@ OPS.Equal = function(self, n)
   local r = fold_binary(self, n, FOLD.Equal)
   r.onnx_type = 9
   self:set(n, 1, r)
+end
+
+-- Mod (fmod 0), Not and Range: folded, as the shape arithmetic of windowed attention writes them.
+OPS.Mod = function(self, n)
+  if self:attr(n, "fmod", 0) ~= 0 then self:fail(n, "fmod 1 is not supported") end
+  self:set(n, 1, fold_binary(self, n, FOLD.Mod))
+end
+
+OPS.Not = function(self, n)
+  local v, rec = self:constant(n, 1, "X")
+  local out = {}
+  for i, e in ipairs(v) do out[i] = e == 0 and 1 or 0 end
+  self:set(n, 1, const(copy(rec.shape), out, 9))
+end
+
+OPS.Range = function(self, n)
+  local start, rec = self:constant(n, 1, "start")
+  local limit, delta = self:constant(n, 2, "limit")[1], self:constant(n, 3, "delta")[1]
+  start = start[1]
+  if delta == 0 then self:fail(n, "delta 0") end
+  local count = math.max(math.ceil((limit - start) / delta), 0)
+  if count > FOLD_LIMIT then self:fail(n, ("%d values where tocha folds small constants"):format(count)) end
+  local out = {}
+  for i = 1, count do out[i] = start + (i - 1) * delta end
+  self:set(n, 1, const({ count }, out, rec.onnx_type or (rec.init and rec.init.data_type)))
 end
 
 OPS.Where = function(self, n)

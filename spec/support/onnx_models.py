@@ -346,8 +346,21 @@ def views():
         helper.make_node("Constant", [], ["rest"], name="rest", value=helper.make_tensor("g", i64, [1], [-1])),
         helper.make_node("Concat", ["lead", "rest"], ["target"], name="target", axis=0),
         helper.make_node("Reshape", ["x", "target"], ["z"], name="flat"),
+        # [2, -1, 4] as Where(Not(Equal(Mod(Range(0, 3, 1), 2), 1)), shape[0:3], -1) folds it
+        helper.make_node("Constant", [], ["r0"], name="r0", value=helper.make_tensor("h", i64, [], [0])),
+        helper.make_node("Constant", [], ["r3"], name="r3", value=helper.make_tensor("i", i64, [], [3])),
+        helper.make_node("Constant", [], ["r1"], name="r1", value=helper.make_tensor("j", i64, [], [1])),
+        helper.make_node("Range", ["r0", "r3", "r1"], ["idx"], name="range"),
+        helper.make_node("Constant", [], ["two"], name="two", value=helper.make_tensor("k", i64, [], [2])),
+        helper.make_node("Mod", ["idx", "two"], ["odd"], name="mod"),
+        helper.make_node("Equal", ["odd", "r1"], ["is_odd"], name="is_odd"),
+        helper.make_node("Not", ["is_odd"], ["even"], name="even"),
+        helper.make_node("Constant", [], ["z3"], name="z3", value=helper.make_tensor("l", i64, [1], [3])),
+        helper.make_node("Slice", ["shp", "z0", "z3"], ["lead3"], name="lead3"),
+        helper.make_node("Where", ["even", "lead3", "rest"], ["target2"], name="target2"),
+        helper.make_node("Reshape", ["x", "target2"], ["z2"], name="fold"),
     ]
-    save("views", nodes, [("x", x)], [("y", y), ("z", z)], [])
+    save("views", nodes, [("x", x)], [("y", y), ("z", z), ("z2", x.reshape(2, 18, 4))], [])
 
 
 # ---- Clip with other bounds than ReLU6's, ReduceSum (axes an input), ReduceMax and ReduceMin
