@@ -18,6 +18,7 @@ local device = require "tocha.device"
 local errors = require "tocha.errors"
 local op_base = require "tocha.op"
 local onnx_file = require "tocha.onnx_file"
+local fold = require "tocha.onnx_fold"
 local raise, show = errors.raise, errors.show
 
 local Elementwise = require("tocha.ops.elementwise").Elementwise
@@ -46,9 +47,9 @@ M.read = onnx_file.read
 
 local INT_TYPES = { [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [9] = true, [12] = true,
   [13] = true }
--- Constants past this many elements stay tensors (weights); below it they may be read as Lua
--- values (shapes, axes, scales).
-local FOLD_LIMIT = 65536
+-- Constants past this many elements stay tensors (weights); below it they may be read and
+-- folded as Lua values (shapes, axes, scales, a windowed attention's masks and bias tables).
+local FOLD_LIMIT = 2 ^ 20
 
 -- ---- the import's state ----
 
@@ -161,7 +162,7 @@ local ATTRIBUTE_KINDS = {
   beta = "float", approximate = "string", kernel_shape = "ints", ceil_mode = "int", count_include_pad = "int",
   allowzero = "int", axis = "int", axes = "ints", start = "int", ["end"] = "int", to = "int", split = "ints",
   keepdims = "int", min = "float", max = "float", mode = "string", coordinate_transformation_mode = "string",
-  nearest_mode = "string", fmod = "int", antialias = "int", exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints",
+  nearest_mode = "string", fmod = "int", reduction = "string", antialias = "int", exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -608,7 +609,9 @@ local function gelu_or(arith)
 end
 
 local function alias(self, n)
-  if n.outputs[2] and n.outputs[2] ~= "" then self:fail(n, "its second output (a mask) is not supported") end
+  if n.outputs[2] and n.outputs[2] ~= "" and (self.uses[n.outputs[2]] or 0) > 0 then
+    self:fail(n, "its second output (a mask) is read, which tocha does not support")
+  end
   self:set(n, 1, self:needed(n, 1, "input"))
 end
 OPS.Identity, OPS.Dropout = alias, alias
@@ -667,21 +670,22 @@ local FOLD = {
   Mod = function(a, b) return a - math.floor(a / b) * b end, -- (fmod 0: the divisor's sign, integers)
 }
 
--- Elementwise over two constants of equal lengths, or one of one element.
+-- Elementwise over two constants, broadcast as NumPy does (integer Div truncates).
 local function fold_binary(self, n, fn)
   local a, va = self:constant(n, 1, "A")
   local b, vb = self:constant(n, 2, "B")
-  local len = math.max(#a, #b)
-  if #a ~= len and #a ~= 1 or #b ~= len and #b ~= 1 then self:fail(n, "constants of lengths that do not broadcast") end
-  local out, ints = {}, INT_TYPES[va.onnx_type or (va.init and va.init.data_type)]
-  for i = 1, len do
-    local r = fn(a[#a == 1 and 1 or i], b[#b == 1 and 1 or i])
-    if ints and n.op_type == "Div" then r = r < 0 and math.ceil(r) or math.floor(r) end
-    out[i] = r
+  local ints = INT_TYPES[va.onnx_type or (va.init and va.init.data_type)]
+  local g = fn
+  if ints and n.op_type == "Div" then
+    g = function(x, y)
+      local r = fn(x, y)
+      return r < 0 and math.ceil(r) or math.floor(r)
+    end
   end
-  local shape = #va.shape >= #vb.shape and va.shape or vb.shape
-  if numel(shape) ~= len then shape = { len } end
-  return const(copy(shape), out, va.onnx_type or (va.init and va.init.data_type))
+  local out, shape = fold.map(g, { { a, va.shape }, { b, vb.shape } })
+  if not out then self:fail(n, shape) end
+  if numel(shape) > FOLD_LIMIT then self:fail(n, ("%d elements: tocha folds constants of at most %d"):format(numel(shape), FOLD_LIMIT)) end
+  return const(shape, out, va.onnx_type or (va.init and va.init.data_type))
 end
 
 local function binary(op_type, fn)
@@ -764,22 +768,26 @@ OPS.Range = function(self, n)
 end
 
 OPS.Where = function(self, n)
-  local lists, records, len = {}, {}, 1
+  local operands, records = {}, {}
   for i, what in ipairs({ "condition", "X", "Y" }) do
-    lists[i], records[i] = self:constant(n, i, what)
-    len = math.max(len, #lists[i])
+    local values, rec = self:constant(n, i, what)
+    operands[i], records[i] = { values, rec.shape }, rec
   end
-  for i, l in ipairs(lists) do
-    if #l ~= len and #l ~= 1 then self:fail(n, ("input %d: %d values where the others have %d"):format(i, #l, len)) end
-  end
-  local out = {}
-  for e = 1, len do
-    local pick = lists[1][#lists[1] == 1 and 1 or e] ~= 0 and lists[2] or lists[3]
-    out[e] = pick[#pick == 1 and 1 or e]
-  end
-  local shape = #lists[1] == len and records[1].shape or #lists[2] == len and records[2].shape or records[3].shape
+  local out, shape = fold.map(function(c, x, y) return c ~= 0 and x or y end, operands)
+  if not out then self:fail(n, shape) end
   local x = records[2]
-  self:set(n, 1, const(copy(shape), out, x.onnx_type or (x.init and x.init.data_type)))
+  self:set(n, 1, const(shape, out, x.onnx_type or (x.init and x.init.data_type)))
+end
+
+-- ScatterND of constants (reduction none): folded (a windowed attention's mask).
+OPS.ScatterND = function(self, n)
+  if self:attr(n, "reduction", "none") ~= "none" then self:fail(n, "only reduction none is supported") end
+  local data, dv = self:constant(n, 1, "data")
+  local idx, iv = self:constant(n, 2, "indices")
+  local upd = self:constant(n, 3, "updates")
+  local out, shape = fold.scatter_nd(data, dv.shape, idx, iv.shape, upd)
+  if not out then self:fail(n, shape) end
+  self:set(n, 1, const(copy(shape), out, dv.onnx_type or (dv.init and dv.init.data_type)))
 end
 
 binary("Sub", "sub")
@@ -808,6 +816,8 @@ OPS.Div = gelu_or(OPS.Div)
 OPS.Mul = gelu_or(OPS.Mul)
 
 OPS.Pow = function(self, n)
+  local base = self:needed(n, 1, "X")
+  if base.const then return self:set(n, 1, fold_binary(self, n, function(a, b) return a ^ b end)) end
   local x = self:runtime(n, 1)
   local e = self:constant(n, 2, "Y")
   if #e ~= 1 then self:fail(n, "the exponent must be one number") end
@@ -1050,14 +1060,11 @@ OPS.Gather = function(self, n)
   end
   local data, dv = self:constant(n, 1, "data")
   local idx, iv = self:constant(n, 2, "indices")
-  if #dv.shape > 1 or self:attr(n, "axis", 0) ~= 0 then self:fail(n, "tocha folds Gather of a list (axis 0) only") end
-  local out = {}
-  for i, k in ipairs(idx) do
-    if k < 0 then k = k + #data end
-    if k < 0 or k >= #data then self:fail(n, ("index %d out of range of %d"):format(idx[i], #data)) end
-    out[i] = data[k + 1]
-  end
-  self:set(n, 1, const(copy(iv.shape), out, dv.onnx_type or (dv.init and dv.init.data_type)))
+  local shape = #dv.shape > 0 and dv.shape or { #data }
+  local out, out_shape = fold.gather(data, shape, self:axis(n, self:attr(n, "axis", 0), #shape, "axis"), idx, iv.shape)
+  if not out then self:fail(n, out_shape) end
+  if #out > FOLD_LIMIT then self:fail(n, ("%d elements: tocha folds constants of at most %d"):format(#out, FOLD_LIMIT)) end
+  self:set(n, 1, const(out_shape, out, dv.onnx_type or (dv.init and dv.init.data_type)))
 end
 
 OPS.Cast = function(self, n)
@@ -1174,18 +1181,8 @@ OPS.Transpose = function(self, n)
   if x.const then -- (an anchor grid, say) folded
     local values = self:values_of(n, x, "data")
     if numel(x.shape) > FOLD_LIMIT then self:fail(n, "a constant too large to fold") end
-    local v = op:view(x.shape)
-    local out, count = {}, numel(v.shape)
-    for e = 0, count - 1 do
-      local rest, at = e, v.offset
-      for d = #v.shape, 1, -1 do
-        local i = rest % v.shape[d]
-        rest = (rest - i) / v.shape[d]
-        at = at + i * v.strides[d]
-      end
-      out[e + 1] = values[at + 1]
-    end
-    return self:set(n, 1, const(copy(v.shape), out, x.onnx_type or (x.init and x.init.data_type)))
+    local out, shape = fold.view(values, op:view(x.shape))
+    return self:set(n, 1, const(copy(shape), out, x.onnx_type or (x.init and x.init.data_type)))
   end
   self:set(n, 1, self:emit(n, op, { x }))
 end
@@ -1213,13 +1210,9 @@ OPS.Slice = function(self, n)
     self:fail(n, "starts, ends, axes and steps must be as long as one another")
   end
   local op = strided.Slice.new(starts, ends, { axes = dims, steps = steps, dtype = self.dtype })
-  if x.const then -- a list of the file's (shape arithmetic): folded
-    if r ~= 1 then self:fail(n, "tocha folds a Slice of a list only") end
-    local values = self:values_of(n, x, "data")
-    local v = op:view(x.shape)
-    local out = {}
-    for k = 0, v.shape[1] - 1 do out[k + 1] = values[v.offset + k * v.strides[1] + 1] end
-    return self:set(n, 1, const({ #out }, out, x.onnx_type or (x.init and x.init.data_type)))
+  if x.const then -- the file's constants (shape arithmetic, index tables): folded
+    local out, shape = fold.view(self:values_of(n, x, "data"), op:view(x.shape, true))
+    return self:set(n, 1, const(copy(shape), out, x.onnx_type or (x.init and x.init.data_type)))
   end
   if x.layout == "nhwc" then -- sliced where it lies, kept channels-last
     local held = {}

@@ -559,6 +559,62 @@ def resize_pad():
          [init("w", w), init("w2", w2)], opset=19)
 
 
+# ---- windowed attention's constants as PyTorch exports Swin's: a relative position bias
+# gathered from an initializer by a constant index table of two dimensions and transposed, a
+# mask built by ScatterND into ConstantOfShape, sliced backwards, differenced by broadcasting,
+# compared and selected by Where, all folded at import and added to computed tensors; Pow of
+# constants; shape arithmetic through an empty slice; a Dropout whose mask nobody reads ----
+
+def windows():
+    x = rand(2, 4, 4, 4)
+    table = rand(9, 4)
+    idx = rng.integers(0, 9, size=(4, 4))
+    bias = table[idx].transpose(2, 0, 1).astype(np.float64)            # [4, 4, 4]
+    m = np.zeros((4, 4))
+    m[0, 1], m[2, 3] = 1.0, 2.0
+    m = m[::-1]
+    diff = m[None, :, :] - m[:, None, :]                                # [4, 4, 4]
+    mask = np.where(diff == 0, 0.0, -100.0)
+    x64 = x.astype(np.float64)
+    y = (x64 + bias) * 2.0 ** 3 + mask
+    flat = x64.reshape(2, 64)
+    i64, f32 = TensorProto.INT64, TensorProto.FLOAT
+    cst = lambda n, t, dims, v: helper.make_node("Constant", [], [n], name=n, value=helper.make_tensor(n + "_v", t, dims, v))
+    nodes = [
+        cst("idx", i64, [4, 4], idx.flatten().tolist()),
+        helper.make_node("Gather", ["table", "idx"], ["rel"], name="gather_bias", axis=0),
+        helper.make_node("Transpose", ["rel"], ["bias"], name="bias_heads", perm=[2, 0, 1]),
+        helper.make_node("Add", ["x", "bias"], ["xb"], name="add_bias"),
+        cst("two", f32, [], [2.0]), cst("three", f32, [1], [3.0]),
+        helper.make_node("Pow", ["two", "three"], ["eight"], name="pow_const"),
+        helper.make_node("Mul", ["xb", "eight"], ["x8"], name="scale"),
+        cst("mshape", i64, [2], [4, 4]),
+        helper.make_node("ConstantOfShape", ["mshape"], ["zeros"], name="zeros",
+                         value=helper.make_tensor("zv", f32, [1], [0.0])),
+        cst("where_idx", i64, [2, 2], [0, 1, 2, 3]), cst("upd", f32, [2], [1.0, 2.0]),
+        helper.make_node("ScatterND", ["zeros", "where_idx", "upd"], ["marked"], name="scatter"),
+        cst("s_start", i64, [1], [-1]), cst("s_end", i64, [1], [-2 ** 63]), cst("s_axis", i64, [1], [0]),
+        cst("s_step", i64, [1], [-1]),
+        helper.make_node("Slice", ["marked", "s_start", "s_end", "s_axis", "s_step"], ["flipped"], name="flip"),
+        cst("ax0", i64, [1], [0]), cst("ax1", i64, [1], [1]),
+        helper.make_node("Unsqueeze", ["flipped", "ax0"], ["m_row"], name="m_row"),
+        helper.make_node("Unsqueeze", ["flipped", "ax1"], ["m_col"], name="m_col"),
+        helper.make_node("Sub", ["m_row", "m_col"], ["diff"], name="diff"),
+        cst("zero", f32, [], [0.0]), cst("minus", f32, [], [-100.0]),
+        helper.make_node("Equal", ["diff", "zero"], ["same"], name="same"),
+        helper.make_node("Where", ["same", "zero", "minus"], ["mask"], name="mask"),
+        helper.make_node("Add", ["x8", "mask"], ["y"], name="masked"),
+        helper.make_node("Shape", ["x"], ["shp"], name="shape"),
+        cst("e_start", i64, [1], [4]), cst("e_end", i64, [1], [2 ** 63 - 1]),
+        helper.make_node("Slice", ["shp", "e_start", "e_end"], ["nothing"], name="empty_slice"),
+        cst("flat_shape", i64, [2], [2, 64]),
+        helper.make_node("Concat", ["flat_shape", "nothing"], ["target"], name="target", axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["flat_r"], name="flat"),
+        helper.make_node("Dropout", ["flat_r"], ["flat", "unread_mask"], name="drop"),
+    ]
+    save("windows", nodes, [("x", x)], [("y", y), ("flat", flat)], [init("table", table)])
+
+
 # ---- a transformer block as exporters write one: LayerNorm, q, k and v by MatMul with
 # initializers, heads by Reshape and Transpose, q k^T and p v as products of computed tensors
 # (MatMul of two computed values), the scale a Div, Softmax over the keys, the heads joined
@@ -701,6 +757,7 @@ views()
 reductions()
 joins()
 resize_pad()
+windows()
 attention()
 resnet18()
 residual()

@@ -4,8 +4,9 @@ PyTorch itself, with PyTorch's outputs on the same random input.
     python3 peer_onnx.py DIR [SIZE [BATCH]]
 
 For torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121 (its
-average pools exported as a Pad and an AveragePool) and LR-ASPP (a segmentation network: bilinear
-Resize), timm's EfficientNet-B0 (torchvision's where timm is not installed) and YOLOv8n (peer_yolo.py's module,
+average pools exported as a Pad and an AveragePool), LR-ASPP (a segmentation network: bilinear
+Resize) and Swin-T (windowed attention: shifted windows by Slice and Concat, its masks and
+relative position bias as constant arithmetic), timm's EfficientNet-B0 (torchvision's where timm is not installed) and YOLOv8n (peer_yolo.py's module,
 its output the decoded boxes and class scores; SIZE a multiple of 32) and a small torchvision
 VisionTransformer (vit: 2 layers, patches of 16), each randomly
 initialised from seed 0 (its BatchNorms' statistics and affine too), in eval mode, writes
@@ -41,6 +42,7 @@ def networks():
         yield "efficientnet_b0", lambda: torchvision.models.efficientnet_b0(weights=None)
     yield "densenet121", lambda: torchvision.models.densenet121(weights=None)
     yield "lraspp", lraspp
+    yield "swin_t", lambda: torchvision.models.swin_t(weights=None)
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from peer_yolo import YOLOv8n
     yield "yolov8n", YOLOv8n

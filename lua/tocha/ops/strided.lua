@@ -201,7 +201,9 @@ function M.Slice.new(starts, ends, opts)
   return self
 end
 
-function M.Slice:view(x)
+-- slice:view(x_shape [, empty_ok]): the strided view {shape, strides, offset} (elements) of x
+-- it copies; an empty slice raises unless empty_ok (a constant's fold may be empty).
+function M.Slice:view(x, empty_ok)
   local strides, shape, s = dense_strides(x), {}, {}
   for i, v in ipairs(x) do shape[i], s[i] = v, strides[i] end
   local offset, done = 0, {}
@@ -223,7 +225,9 @@ function M.Slice:view(x)
       first, last = index(self.starts[i], -1, size - 1), index(self.ends[i], -1, size - 1)
     end
     local count = step > 0 and math.max(0, math.ceil((last - first) / step)) or math.max(0, math.ceil((first - last) / -step))
-    if count == 0 then raise(("inputs[1]: the slice of dimension %d is empty (tocha's tensors here have no size 0)"):format(d)) end
+    if count == 0 and not empty_ok then
+      raise(("inputs[1]: the slice of dimension %d is empty (tocha's tensors here have no size 0)"):format(d))
+    end
     shape[d], s[d] = count, strides[d] * step
     offset = offset + first * strides[d]
   end

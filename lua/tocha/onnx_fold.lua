@@ -1,0 +1,124 @@
+-- tocha.onnx_fold: the ONNX importer's arithmetic on constants (an exporter's shape arithmetic,
+-- masks and index tables that the file fixes at import): values as flat Lua lists, row-major,
+-- with their shapes, NumPy's broadcasting between them. Each function returns the result's
+-- values and shape, or nil and a message (the importer names the node).
+local M = {}
+
+local function numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+M.numel = numel
+
+-- The shape shapes broadcast to, or nil and why.
+function M.broadcast_shape(shapes)
+  local r = 0
+  for _, s in ipairs(shapes) do r = math.max(r, #s) end
+  local out = {}
+  for i = 1, r do
+    local size = 1
+    for _, s in ipairs(shapes) do
+      local v = s[i - (r - #s)] or 1
+      if v ~= 1 then
+        if size ~= 1 and size ~= v then
+          local shown = {}
+          for k, t in ipairs(shapes) do shown[k] = "[" .. table.concat(t, ", ") .. "]" end
+          return nil, ("shapes %s do not broadcast"):format(table.concat(shown, " and "))
+        end
+        size = v
+      end
+    end
+    out[i] = size
+  end
+  return out
+end
+
+-- The flat index (from 0) into a value of `shape` that element e of `out` (its broadcast shape)
+-- reads.
+local function source(e, out, shape)
+  local rest, at, stride = e, 0, 1
+  for d = #out, 1, -1 do
+    local i = rest % out[d]
+    rest = (rest - i) / out[d]
+    local k = d - (#out - #shape)
+    if k >= 1 then
+      if shape[k] ~= 1 then at = at + i * stride end
+      stride = stride * shape[k]
+    end
+  end
+  return at
+end
+
+-- fn over the elements of values broadcast together ({values, shape} each).
+function M.map(fn, operands)
+  local shapes = {}
+  for i, o in ipairs(operands) do shapes[i] = o[2] end
+  local out, why = M.broadcast_shape(shapes)
+  if not out then return nil, why end
+  local res, args = {}, {}
+  for e = 0, numel(out) - 1 do
+    for i, o in ipairs(operands) do args[i] = o[1][source(e, out, o[2]) + 1] end
+    res[e + 1] = fn(unpack(args, 1, #operands))
+  end
+  return res, out
+end
+
+-- The elements of a strided view {shape, strides, offset} (in elements) of values.
+function M.view(values, v)
+  local out = {}
+  for e = 0, numel(v.shape) - 1 do
+    local rest, at = e, v.offset
+    for d = #v.shape, 1, -1 do
+      local i = rest % v.shape[d]
+      rest = (rest - i) / v.shape[d]
+      at = at + i * v.strides[d]
+    end
+    out[e + 1] = values[at + 1]
+  end
+  return out, v.shape
+end
+
+-- Gather along axis a (1-based) of data by indices (negative from the end).
+function M.gather(data, shape, a, indices, index_shape)
+  local before, size, after = numel({ unpack(shape, 1, a - 1) }), shape[a], numel({ unpack(shape, a + 1) })
+  local out_shape = {}
+  for d = 1, a - 1 do out_shape[#out_shape + 1] = shape[d] end
+  for _, s in ipairs(index_shape) do out_shape[#out_shape + 1] = s end
+  for d = a + 1, #shape do out_shape[#out_shape + 1] = shape[d] end
+  local out = {}
+  for o = 0, before - 1 do
+    for i, k in ipairs(indices) do
+      if k < 0 then k = k + size end
+      if k < 0 or k >= size then return nil, ("index %d out of range of %d"):format(indices[i], size) end
+      for j = 0, after - 1 do
+        out[(o * #indices + i - 1) * after + j + 1] = data[(o * size + k) * after + j + 1]
+      end
+    end
+  end
+  return out, out_shape
+end
+
+-- ScatterND (reduction none): data with the slices indices name replaced by updates.
+function M.scatter_nd(data, shape, indices, index_shape, updates)
+  local k = index_shape[#index_shape]
+  if k > #shape then return nil, ("indices of %d coordinates for data of %d dimensions"):format(k, #shape) end
+  local slice = numel({ unpack(shape, k + 1) })
+  local count = numel(index_shape) / k
+  if #updates ~= count * slice then return nil, ("%d updates where the indices name %d"):format(#updates, count * slice) end
+  local out = {}
+  for i, v in ipairs(data) do out[i] = v end
+  for q = 0, count - 1 do
+    local at = 0
+    for d = 1, k do
+      local c = indices[q * k + d]
+      if c < 0 then c = c + shape[d] end
+      if c < 0 or c >= shape[d] then return nil, ("index %d out of range of %d"):format(indices[q * k + d], shape[d]) end
+      at = at * shape[d] + c
+    end
+    for j = 1, slice do out[at * slice + j] = updates[q * slice + j] end
+  end
+  return out, shape
+end
+
+return M
