@@ -122,7 +122,7 @@ end)
 
 describe("tocha.onnx.load", function()
   local NETWORKS = { residual = 2, mobile = 1, neck = 2, head = 1, resnet18 = 1, views = 3, reductions = 2, joins = 4, attention = 2,
-    resize_pad = 12, windows = 2 }
+    resize_pad = 12, windows = 2, einsum = 3 }
   for _, dev in ipairs(ref.devices()) do
     describe("on " .. dev.name .. dev.tag, function()
       for name, outputs in pairs(NETWORKS) do
@@ -297,7 +297,9 @@ describe("tocha.onnx.load", function()
 
   it("refuses a node it cannot import, naming the file, the node and why", function()
     for file, want in pairs({
-      bad_op = 'node "mystery": op type "Einsum" is not one tocha imports',
+      bad_op = 'node "mystery": op type "Det" is not one tocha imports',
+      bad_einsum = 'node "contract" (Einsum): equation "ij,jk->ik" names 2 dimensions an operand; A has 4, B 4',
+      bad_einsum_diagonal = 'node "diagonal" (Einsum): equation "bcii,bcij->bcij": tocha takes batched matrix products',
       bad_pads = 'node "lopsided" (AveragePool): padding 0, 0 before and 1, 1 after H and W: tocha pads both sides alike here',
       bad_unknown_input = 'node "lost" (Relu): input "nowhere" is made by no earlier node, initializer or graph input',
       bad_external = 'initializer "w" keeps its data in an external file',

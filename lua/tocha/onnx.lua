@@ -162,7 +162,7 @@ local ATTRIBUTE_KINDS = {
   beta = "float", approximate = "string", kernel_shape = "ints", ceil_mode = "int", count_include_pad = "int",
   allowzero = "int", axis = "int", axes = "ints", start = "int", ["end"] = "int", to = "int", split = "ints",
   keepdims = "int", min = "float", max = "float", mode = "string", coordinate_transformation_mode = "string",
-  nearest_mode = "string", fmod = "int", reduction = "string", antialias = "int", exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints",
+  nearest_mode = "string", equation = "string", fmod = "int", reduction = "string", antialias = "int", exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -457,6 +457,44 @@ end
 
 -- MatMul: with B an initializer, a Linear; of two computed tensors (attention's q k^T and p v),
 -- a MatMul over the batch dimensions (B's equal to A's, or one matrix).
+-- Einsum of two computed tensors that is a batched matrix product: the same batch letters
+-- leading both operands and the output, then the product's letters in any placement (A [..., i,
+-- k] or [..., k, i], B [..., k, j] or [..., j, k], out [..., i, j]; attention's "bhid,bhjd->bhij"
+-- and "bhij,bhjd->bhid"): a MatMul, an operand's last two dimensions swapped by a Permute first
+-- where it lies the other way.
+OPS.Einsum = function(self, n)
+  local eq = (self:attr(n, "equation") or ""):gsub("%s", "")
+  local a, b, out = eq:match("^(%a+),(%a+)%->(%a+)$")
+  local r = a and #a or 0
+  if not a or #b ~= r or #out ~= r or r < 2 or a:sub(1, r - 2) ~= b:sub(1, r - 2) or a:sub(1, r - 2) ~= out:sub(1, r - 2) then
+    self:fail(n, ("equation %s: tocha takes batched matrix products (\"bhik,bhkj->bhij\" and its transposes)"):format(show(eq)))
+  end
+  local i, j = out:sub(r - 1, r - 1), out:sub(r, r)
+  local ta, tb = a:sub(r - 1), b:sub(r - 1)
+  local k = ta:sub(1, 1) == i and ta:sub(2, 2) or ta:sub(1, 1)
+  local ok = i ~= j and k ~= i and k ~= j and (ta == i .. k or ta == k .. i) and (tb == k .. j or tb == j .. k)
+  if not ok then
+    self:fail(n, ("equation %s: tocha takes batched matrix products (\"bhik,bhkj->bhij\" and its transposes)"):format(show(eq)))
+  end
+  local x, y = self:runtime(n, 1, "A"), self:runtime(n, 2, "B")
+  if #x.shape ~= r or #y.shape ~= r then
+    self:fail(n, ("equation %s names %d dimensions an operand; A has %d, B %d"):format(show(eq), r, #x.shape, #y.shape))
+  end
+  -- x or y with its last two dimensions swapped (a Permute node)
+  local function swapped(v, what)
+    local dims, shape = {}, {}
+    for d = 1, r do dims[d], shape[d] = d, v.shape[d] end
+    dims[r - 1], dims[r] = r, r - 1
+    shape[r - 1], shape[r] = v.shape[r], v.shape[r - 1]
+    local hint = { name = (n.name or "einsum") .. "_" .. what, op_type = "Transpose" }
+    return { node = self:emit(hint, strided.Permute.new(dims, { dtype = self.dtype }), { v }, nil, hint.name).node, shape = shape }
+  end
+  if ta == k .. i then x = swapped(x, "a_t") end
+  if tb == j .. k then y = swapped(y, "b_t") end
+  local op = MatMul.new(x.shape[r], y.shape[r], { dtype = self.dtype })
+  self:set(n, 1, self:emit(n, op, { x, y }))
+end
+
 OPS.MatMul = function(self, n)
   local x, w = self:runtime(n, 1, "A"), self:needed(n, 2, "B")
   if w.const then return linear(self, n, x, w, false, nil, 1, 1) end

@@ -615,6 +615,25 @@ def windows():
     save("windows", nodes, [("x", x)], [("y", y), ("flat", flat)], [init("table", table)])
 
 
+# ---- Einsum as attention's exporters write it (MaxViT's): "bhid,bhjd->bhij", "bhij,bhjd->bhid"
+# and a product of transposes, spaces in the equation ----
+
+def einsum():
+    x = rand(2, 3, 4, 5)
+    x64 = x.astype(np.float64)
+    y = x64 * x64
+    e1 = np.einsum("bhid,bhjd->bhij", x64, y)
+    e2 = np.einsum("bhij,bhjd->bhid", e1, x64)
+    e3 = np.einsum("bhdi,bhdj->bhij", x64, y)
+    nodes = [
+        helper.make_node("Mul", ["x", "x"], ["y"], name="square"),
+        helper.make_node("Einsum", ["x", "y"], ["e1"], name="scores", equation="bhid,bhjd->bhij"),
+        helper.make_node("Einsum", ["e1", "x"], ["e2"], name="mix", equation="bhij,bhjd->bhid"),
+        helper.make_node("Einsum", ["x", "y"], ["e3"], name="gram", equation="b h d i , b h d j -> b h i j"),
+    ]
+    save("einsum", nodes, [("x", x)], [("e1", e1), ("e2", e2), ("e3", e3)], [])
+
+
 # ---- a transformer block as exporters write one: LayerNorm, q, k and v by MatMul with
 # initializers, heads by Reshape and Transpose, q k^T and p v as products of computed tensors
 # (MatMul of two computed values), the scale a Div, Softmax over the keys, the heads joined
@@ -701,7 +720,9 @@ def bad():
         graph = helper.make_graph(nodes, name, [x], [y], inits)
         onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), f"{OUT}/bad_{name}.onnx")
 
-    write("op", [helper.make_node("Einsum", ["x", "x"], ["y"], name="mystery", equation="ij,jk->ik")], [])
+    write("op", [helper.make_node("Det", ["x"], ["y"], name="mystery")], [])
+    write("einsum", [helper.make_node("Einsum", ["x", "x"], ["y"], name="contract", equation="ij,jk->ik")], [])
+    write("einsum_diagonal", [helper.make_node("Einsum", ["x", "x"], ["y"], name="diagonal", equation="bcii,bcij->bcij")], [])
     write("pads", [helper.make_node("AveragePool", ["x"], ["y"], name="lopsided", kernel_shape=[3, 3], pads=[0, 0, 1, 1])], [])
     write("unknown_input", [helper.make_node("Relu", ["nowhere"], ["y"], name="lost")], [])
     ext = init("w", rand(2, 2, 3, 3))
@@ -758,6 +779,7 @@ reductions()
 joins()
 resize_pad()
 windows()
+einsum()
 attention()
 resnet18()
 residual()
