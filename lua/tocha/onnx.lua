@@ -1357,17 +1357,36 @@ OPS.LayerNormalization = function(self, n)
   self:set(n, 1, self:emit(n, op, { x }, { weight = scale, bias = bias }, self:layer_name(n, scale)))
 end
 
+-- A Resize's (or the older Upsample's) scales or sizes and its coordinate mapping: Resize from
+-- opset 11 as its inputs and attributes say; Resize of opset 10 and Upsample (scales its second
+-- input, or before opset 9 an attribute) map asymmetrically, nearest rounding down.
+local function resize_args(self, n)
+  if n.op_type == "Resize" and self.opset >= 11 then
+    local scales = self:input(n, 3) and self:constant(n, 3, "scales") or nil
+    local sizes = self:input(n, 4) and self:constant(n, 4, "sizes") or nil
+    return scales, sizes, self:attr(n, "coordinate_transformation_mode", "half_pixel"),
+      self:attr(n, "nearest_mode", "round_prefer_floor")
+  end
+  local scales
+  if n.op_type == "Upsample" and self.opset < 9 then
+    scales = n.attributes.scales
+    if type(scales) ~= "table" then self:fail(n, "attribute scales: expected a list of numbers") end
+    for _, v in ipairs(scales) do if type(v) ~= "number" then self:fail(n, "attribute scales: expected a list of numbers") end end
+  else
+    scales = self:constant(n, 2, "scales")
+  end
+  return scales, nil, "asymmetric", "floor"
+end
+
 -- Resize(mode="linear") over the spatial dimensions: tocha.UpsampleBilinear2d, in x's layout,
 -- to the sizes given or by the scales given (the source coordinate o / scale, as ONNX says).
-local function resize_linear(self, n, x)
-  local ct = self:attr(n, "coordinate_transformation_mode", "half_pixel")
+local function resize_linear(self, n, x, scales, sizes, ct)
   if ct ~= "half_pixel" and ct ~= "pytorch_half_pixel" and ct ~= "align_corners" and ct ~= "asymmetric" then
     self:fail(n, ("coordinate_transformation_mode %s: tocha's linear resize takes half_pixel, pytorch_half_pixel, "
       .. "align_corners or asymmetric"):format(ct))
   end
   if self:attr(n, "antialias", 0) ~= 0 then self:fail(n, "antialias: tocha's linear resize does not filter") end
-  local scales = self:input(n, 3) and self:constant(n, 3, "scales") or {}
-  local sizes = self:input(n, 4) and self:constant(n, 4, "sizes")
+  scales = scales or {}
   if sizes and #sizes ~= 4 or not sizes and #scales ~= 4 then self:fail(n, "expected 4 scales or 4 sizes (N, C, H, W)") end
   if sizes and (sizes[1] ~= x.shape[1] or sizes[2] ~= x.shape[2]) or not sizes and (scales[1] ~= 1 or scales[2] ~= 1) then
     self:fail(n, "only the spatial dimensions may be resized")
@@ -1386,17 +1405,15 @@ OPS.Resize = function(self, n)
   local x = self:runtime(n, 1, nil, true)
   spatial(self, n, x)
   local mode = self:attr(n, "mode", "nearest")
-  if mode == "linear" then return resize_linear(self, n, x) end
+  local scales, sizes, ct, nm = resize_args(self, n)
+  if mode == "linear" or mode == "bilinear" then return resize_linear(self, n, x, scales, sizes, ct) end
   if mode ~= "nearest" then self:fail(n, ("mode %s: tocha resizes by nearest neighbour or linearly"):format(mode)) end
-  local ct = self:attr(n, "coordinate_transformation_mode", "half_pixel")
-  local nm = self:attr(n, "nearest_mode", "round_prefer_floor")
   local floor_like = (ct == "asymmetric" and nm == "floor") or ((ct == "half_pixel" or ct == "pytorch_half_pixel")
     and (nm == "round_prefer_floor" or nm == "round_prefer_ceil"))
   if not floor_like then
     self:fail(n, ("coordinate_transformation_mode %s with nearest_mode %s is not nearest upsampling by whole factors"):format(ct, nm))
   end
-  local scales = self:input(n, 3) and self:constant(n, 3, "scales") or {}
-  local sizes = self:input(n, 4) and self:constant(n, 4, "sizes")
+  scales = scales or {}
   local f = {}
   for i = 1, 4 do
     local r = sizes and sizes[i] / x.shape[i] or scales[i]
@@ -1411,6 +1428,7 @@ OPS.Resize = function(self, n)
   local r = self:emit(n, up, { x })
   self:set(n, 1, { node = r.node, shape = { x.shape[1], x.shape[2], x.shape[3] * f[3], x.shape[4] * f[4] }, layout = x.layout })
 end
+OPS.Upsample = OPS.Resize -- (opsets 7 to 9: scales as an attribute, then an input; modes nearest and linear)
 
 M.OPS = {}
 for name in pairs(OPS) do M.OPS[#M.OPS + 1] = name end

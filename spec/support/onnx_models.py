@@ -447,6 +447,24 @@ def joins():
     save("joins", nodes, [("x", x)], [("ysum", ysum), ("b", b), ("tall", tall), ("wide", wide)], [init("w", w)])
 
 
+# ---- older files' resizing: Upsample of opset 9 (scales an input) and Resize of opset 10 (X,
+# scales), both asymmetric, nearest rounding down ----
+
+def legacy_resize():
+    x = rand(2, 3, 4, 6)
+    x64 = x.astype(np.float64)
+    near = x64.repeat(2, axis=2).repeat(2, axis=3)
+    lin = resize_linear(x, (8, 9), "asymmetric", scales=[1, 1, 2, 1.5])
+    for opset, op in ((9, "Upsample"), (10, "Resize")):
+        cst = lambda n, v: helper.make_node("Constant", [], [n], name=n, value=helper.make_tensor(n + "_v", TensorProto.FLOAT, [4], v))
+        nodes = [
+            cst("s_near", [1, 1, 2, 2]), cst("s_lin", [1, 1, 2, 1.5]),
+            helper.make_node(op, ["x", "s_near"], ["near"], name="near", mode="nearest"),
+            helper.make_node(op, ["x", "s_lin"], ["lin"], name="lin", mode="linear"),
+        ]
+        save(f"{op.lower()}{opset}", nodes, [("x", x)], [("near", near), ("lin", lin)], [], opset=opset)
+
+
 # ---- resizing and padding as segmentation networks and exporters write them: Resize linear by
 # sizes and by scales in each coordinate mode (of a convolution's output, which tocha holds
 # channels-last, and of the input), a Pad of zeros before an AveragePool (PyTorch's
@@ -777,6 +795,7 @@ typed()
 views()
 reductions()
 joins()
+legacy_resize()
 resize_pad()
 windows()
 einsum()
