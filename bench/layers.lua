@@ -1,6 +1,7 @@
 -- bench/layers.lua: the memory-bound layers on the shapes real networks run: BatchNorm2d
 -- (training forward and backward, inference forward), GroupNorm, LayerNorm and RMSNorm,
--- MaxPool2d, AvgPool2d and AdaptiveAvgPool2d, Softmax and LogSoftmax, Dropout, a residual add
+-- MaxPool2d, AvgPool2d and AdaptiveAvgPool2d, bilinear upsampling, padding (reflect and
+-- zeros), Softmax and LogSoftmax, Dropout, a residual add
 -- and a squeeze-and-excitation channel scale (tocha.Broadcast), and the losses cross_entropy
 -- and mse with their gradients; forward and, where the op has one, backward; f32 and bf16.
 -- Each op is called directly as a user calls it (docs/api.md), its outputs preallocated
@@ -197,6 +198,29 @@ local FAMILIES = {
     make = function(dt) return tocha.AdaptiveAvgPool2d.new { output_size = 1, dtype = dt } end,
     setup = pool_setup, forward = pool_forward, backward = pool_backward,
     shapes = { { { 32, 2048, 7, 7 }, false, { 2, 5, 7, 7 }, false }, { { 32, 512, 7, 7 }, false, { 3, 4, 7, 7 }, false } },
+    bytes = { forward = pool_bytes, backward = pool_bytes } },
+  { name = "UpsampleBilinear2d 2x", torch = "F.interpolate(x, scale_factor=2, mode='bilinear')",
+    make = function(dt) return tocha.UpsampleBilinear2d.new { scale = 2, dtype = dt } end,
+    setup = pool_setup, forward = pool_forward, backward = pool_backward,
+    -- a U-Net decoder's and an FPN's upsampling: forward n + nout, backward nout + n
+    shapes = { { { 16, 256, 64, 64 }, false, { 2, 3, 7, 9 }, false }, { { 8, 64, 128, 128 }, false, { 2, 2, 5, 6 }, false } },
+    bytes = { forward = pool_bytes, backward = pool_bytes } },
+  { name = "UpsampleBilinear2d to 512", torch = "F.interpolate(x, size=(512, 512), mode='bilinear')",
+    make = function(dt) return tocha.UpsampleBilinear2d.new { size = 512, dtype = dt } end,
+    setup = pool_setup, forward = pool_forward, backward = pool_backward,
+    -- a segmentation head's scores to the image's size
+    shapes = { { { 8, 21, 64, 64 }, false, { 1, 2, 8, 8 }, false } },
+    bytes = { forward = pool_bytes, backward = pool_bytes } },
+  { name = "Pad reflect 1", torch = "F.pad(x, (1, 1, 1, 1), mode='reflect')",
+    make = function(dt) return tocha.Pad.new({ 1, 1, 1, 1 }, { mode = "reflect", dtype = dt }) end,
+    setup = pool_setup, forward = pool_forward, backward = pool_backward,
+    -- a generator's residual block: forward n + nout, backward nout + n
+    shapes = { { { 8, 256, 64, 64 }, false, { 2, 3, 5, 6 }, false } },
+    bytes = { forward = pool_bytes, backward = pool_bytes } },
+  { name = "Pad zeros 1", torch = "F.pad(x, (1, 1, 1, 1))",
+    make = function(dt) return tocha.Pad.new({ 1, 1, 1, 1 }, { dtype = dt }) end,
+    setup = pool_setup, forward = pool_forward, backward = pool_backward,
+    shapes = { { { 32, 64, 112, 112 }, false, { 2, 3, 7, 6 }, false } },
     bytes = { forward = pool_bytes, backward = pool_bytes } },
   { name = "Softmax", torch = "torch.softmax(x, -1)",
     make = function(dt) return tocha.Softmax.new(-1, dt) end,

@@ -208,6 +208,12 @@ function M.vector_grid(elements, dt, block)
   return { math.max(1, math.min(ctas, 2 ^ 31 - 1)), 1, 1 }
 end
 
+-- The grid of a kernel a thread an element over `elements`, `block` threads a CTA: at least 1
+-- CTA and at most 2^31 - 1 (the kernel strides beyond).
+function M.element_grid(elements, block)
+  return { math.max(1, math.min(math.ceil(elements / block), 2 ^ 31 - 1)), 1, 1 }
+end
+
 -- The grid method of a flat op (a thread a 16-byte vector of the output, op.block_size threads
 -- a CTA): class.grid = op.flat_grid.
 function M.flat_grid(self, output_shape)

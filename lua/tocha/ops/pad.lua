@@ -100,7 +100,7 @@ function Pad:compute_concrete_output_shape(input_shapes)
   return out_shape(self, op.one_input(input_shapes), "inputs[1]")
 end
 
-local function grid_of(elements) return { math.max(1, math.min(math.ceil(elements / BLOCK), 2 ^ 31 - 1)), 1, 1 } end
+local function grid_of(elements) return op.element_grid(elements, BLOCK) end
 
 function Pad:grid(output_shape)
   op.check_shape(output_shape, "output_shape")

@@ -111,7 +111,7 @@ function UpsampleBilinear2d:compute_concrete_output_shape(input_shapes)
   return as_layout(self, out)
 end
 
-local function grid_of(elements) return { math.max(1, math.min(math.ceil(elements / BLOCK), 2 ^ 31 - 1)), 1, 1 } end
+local function grid_of(elements) return op.element_grid(elements, BLOCK) end
 
 function UpsampleBilinear2d:grid(output_shape)
   op.check_shape(output_shape, "output_shape")
