@@ -720,9 +720,8 @@ local function fold_binary(self, n, fn)
       return r < 0 and math.ceil(r) or math.floor(r)
     end
   end
-  local out, shape = fold.map(g, { { a, va.shape }, { b, vb.shape } })
+  local out, shape = fold.map(g, { { a, va.shape }, { b, vb.shape } }, FOLD_LIMIT)
   if not out then self:fail(n, shape) end
-  if numel(shape) > FOLD_LIMIT then self:fail(n, ("%d elements: tocha folds constants of at most %d"):format(numel(shape), FOLD_LIMIT)) end
   return const(shape, out, va.onnx_type or (va.init and va.init.data_type))
 end
 
@@ -811,7 +810,7 @@ OPS.Where = function(self, n)
     local values, rec = self:constant(n, i, what)
     operands[i], records[i] = { values, rec.shape }, rec
   end
-  local out, shape = fold.map(function(c, x, y) return c ~= 0 and x or y end, operands)
+  local out, shape = fold.map(function(c, x, y) return c ~= 0 and x or y end, operands, FOLD_LIMIT)
   if not out then self:fail(n, shape) end
   local x = records[2]
   self:set(n, 1, const(shape, out, x.onnx_type or (x.init and x.init.data_type)))
@@ -1099,9 +1098,9 @@ OPS.Gather = function(self, n)
   local data, dv = self:constant(n, 1, "data")
   local idx, iv = self:constant(n, 2, "indices")
   local shape = #dv.shape > 0 and dv.shape or { #data }
-  local out, out_shape = fold.gather(data, shape, self:axis(n, self:attr(n, "axis", 0), #shape, "axis"), idx, iv.shape)
+  local out, out_shape = fold.gather(data, shape, self:axis(n, self:attr(n, "axis", 0), #shape, "axis"), idx, iv.shape,
+    FOLD_LIMIT)
   if not out then self:fail(n, out_shape) end
-  if #out > FOLD_LIMIT then self:fail(n, ("%d elements: tocha folds constants of at most %d"):format(#out, FOLD_LIMIT)) end
   self:set(n, 1, const(out_shape, out, dv.onnx_type or (dv.init and dv.init.data_type)))
 end
 

@@ -50,12 +50,14 @@ local function source(e, out, shape)
   return at
 end
 
--- fn over the elements of values broadcast together ({values, shape} each).
-function M.map(fn, operands)
+-- fn over the elements of values broadcast together ({values, shape} each), a result of at most
+-- `limit` elements.
+function M.map(fn, operands, limit)
   local shapes = {}
   for i, o in ipairs(operands) do shapes[i] = o[2] end
   local out, why = M.broadcast_shape(shapes)
   if not out then return nil, why end
+  if numel(out) > limit then return nil, ("%d elements: tocha folds constants of at most %d"):format(numel(out), limit) end
   local res, args = {}, {}
   for e = 0, numel(out) - 1 do
     for i, o in ipairs(operands) do args[i] = o[1][source(e, out, o[2]) + 1] end
@@ -79,9 +81,13 @@ function M.view(values, v)
   return out, v.shape
 end
 
--- Gather along axis a (1-based) of data by indices (negative from the end).
-function M.gather(data, shape, a, indices, index_shape)
+-- Gather along axis a (1-based) of data by indices (negative from the end), a result of at most
+-- `limit` elements.
+function M.gather(data, shape, a, indices, index_shape, limit)
   local before, size, after = numel({ unpack(shape, 1, a - 1) }), shape[a], numel({ unpack(shape, a + 1) })
+  if before * #indices * after > limit then
+    return nil, ("%d elements: tocha folds constants of at most %d"):format(before * #indices * after, limit)
+  end
   local out_shape = {}
   for d = 1, a - 1 do out_shape[#out_shape + 1] = shape[d] end
   for _, s in ipairs(index_shape) do out_shape[#out_shape + 1] = s end
@@ -102,6 +108,7 @@ end
 -- ScatterND (reduction none): data with the slices indices name replaced by updates.
 function M.scatter_nd(data, shape, indices, index_shape, updates)
   local k = index_shape[#index_shape]
+  if not k or k < 1 then return nil, "indices without coordinates" end
   if k > #shape then return nil, ("indices of %d coordinates for data of %d dimensions"):format(k, #shape) end
   local slice = numel({ unpack(shape, k + 1) })
   local count = numel(index_shape) / k
