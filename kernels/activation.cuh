@@ -81,4 +81,18 @@ struct ew_fn_erf {
     ACT_DEV A value(A x) { return ew_erf(x); }
     ACT_DEV A grad(A x, A dy) { return dy * (A)1.12837916709551257390 * ew_exp(-x * x); }
 };
+// leaky_relu with its negative slope baked in as the bits of a double (a floating-point value
+// cannot be a template argument): x for x > 0, else slope x, as PyTorch's (its gradient
+// likewise, the slope at 0).
+template <long long SLOPE_BITS> struct ew_fn_leaky_relu {
+    template <typename A> static __device__ __forceinline__ A slope()
+    {
+        const long long bits = SLOPE_BITS;
+        double v;
+        memcpy(&v, &bits, sizeof v);
+        return (A)v;
+    }
+    ACT_DEV A value(A x) { return x > (A)0 ? x : x * slope<A>(); }
+    ACT_DEV A grad(A x, A dy) { return x > (A)0 ? dy : dy * slope<A>(); }
+};
 #undef ACT_DEV

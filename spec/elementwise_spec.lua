@@ -17,6 +17,7 @@ local UNARY = {
   sqrt = { math.sqrt, function(x) return 0.5 / math.sqrt(x) end, positive = true },
   relu = act.relu, sigmoid = act.sigmoid, tanh = act.tanh, silu = act.silu, gelu = act.gelu,
   identity = act.identity, hardsigmoid = act.hardsigmoid, hardswish = act.hardswish, relu6 = act.relu6, erf = act.erf,
+  leaky_relu = { function(x) return x > 0 and x or 0.01 * x end, function(x) return x > 0 and 1 or 0.01 end },
 }
 -- g(a, b) and its partial derivatives' products with dy.
 local function tie(dy) return dy / 2 end
@@ -85,6 +86,26 @@ describe("tocha.Elementwise", function()
             end
           end
         end
+      end)
+
+      it("bakes leaky_relu's negative slope into its kernels, the slope's gradient at 0", function()
+        for i, slope in ipairs({ 0.2, -0.5, 0 }) do
+          for _, dt in ipairs(ref.float_dtypes) do
+            local op = tocha.Elementwise.new("leaky_relu", dt, nil, { negative_slope = slope })
+            local x = tocha.tensor({ -3, -0.25, 0, 0.5, 2, -1e-3 }, { dtype = dt, device = device })
+            local dy = input({ 6 }, dt, device, 40 + i)
+            local xs, gs = x:to_table(true), dy:to_table(true)
+            local ys, dxs = op:forward(x):to_table(true), op:backward(x, dy):to_table(true)
+            local s = ref.convert(slope, dt == "f64" and "f64" or "f32")
+            for k = 1, #xs do
+              local label = ("leaky_relu %g %s x=%.9g"):format(slope, dt, xs[k])
+              close(ys[k], xs[k] > 0 and xs[k] or s * xs[k], dt, label)
+              close(dxs[k], xs[k] > 0 and gs[k] or s * gs[k], dt, label .. " dx")
+            end
+          end
+        end
+        assert.are_not.equal(tocha.Elementwise.new("leaky_relu", nil, nil, { negative_slope = 0.2 }).id,
+          tocha.Elementwise.new("leaky_relu").id)
       end)
 
       it("computes every binary function and both gradients in every float dtype, ties split", function()
@@ -190,7 +211,12 @@ describe("tocha.Elementwise", function()
         local a = tocha.ones({ 4 }, { device = device })
         for _, case in ipairs({
           { 'tocha.Elementwise.new: fn: unknown function "tan" (expected identity, neg, abs, exp, log, sqrt, erf, relu, relu6, '
-            .. "sigmoid, tanh, silu, gelu, hardsigmoid, hardswish, add, sub, mul, div, max or min)", tocha.Elementwise.new, "tan" },
+            .. "sigmoid, tanh, silu, gelu, hardsigmoid, hardswish, leaky_relu, add, sub, mul, div, max or min)", tocha.Elementwise.new,
+            "tan" },
+          { "tocha.Elementwise.new: negative_slope: leaky_relu's option, not relu's", tocha.Elementwise.new, "relu", "f32", 256,
+            { negative_slope = 0.1 } },
+          { "tocha.Elementwise.new: negative_slope: expected a finite number, got nan", tocha.Elementwise.new, "leaky_relu",
+            "f32", 256, { negative_slope = 0 / 0 } },
           { "tocha.Elementwise.new: fn: expected a function name, got number", tocha.Elementwise.new, 3 },
           { "tocha.Elementwise.new: dtype: expected a float dtype (f32, f64, f16, bf16), got i32",
             tocha.Elementwise.new, "exp", "i32" },

@@ -547,6 +547,14 @@ OPS.HardSigmoid = function(self, n)
   activation(self, n, "hardsigmoid")
 end
 
+-- LeakyRelu(alpha): Elementwise leaky_relu with alpha as its negative slope (the float the file
+-- holds, widened), in x's layout.
+OPS.LeakyRelu = function(self, n)
+  local x = self:runtime(n, 1, nil, true)
+  local op = Elementwise.new("leaky_relu", self.dtype, nil, { negative_slope = self:attr(n, "alpha", 0.01) })
+  self:set(n, 1, self:emit_like(n, op, { x }, x))
+end
+
 -- Clip: relu6 where it is Clip(0, 6) (MobileNetV2's ReLU6: joins a convolution's epilogue),
 -- relu where it is Clip(0, none), else a max then a min against the bounds.
 OPS.Clip = function(self, n)

@@ -447,6 +447,25 @@ def joins():
     save("joins", nodes, [("x", x)], [("ysum", ysum), ("b", b), ("tall", tall), ("wide", wide)], [init("w", w)])
 
 
+# ---- LeakyRelu as darknet-style detectors and GAN discriminators write it: after a convolution
+# (held channels-last) with alpha 0.1, and with ONNX's default alpha ----
+
+def leaky():
+    x = rand(2, 3, 5, 5)
+    w = rand(4, 3, 3, 3)
+    c = conv2d(x, w, pad=(1, 1))
+    a = np.float64(np.float32(0.1))
+    y1 = np.where(c > 0, c, c * a)
+    x64 = x.astype(np.float64)
+    y2 = np.where(x64 > 0, x64, x64 * np.float64(np.float32(0.01)))
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("LeakyRelu", ["c"], ["y1"], name="leaky", alpha=0.1),
+        helper.make_node("LeakyRelu", ["x"], ["y2"], name="leaky_default"),
+    ]
+    save("leaky", nodes, [("x", x)], [("y1", y1), ("y2", y2)], [init("w", w)])
+
+
 # ---- older files' resizing: Upsample of opset 9 (scales an input) and Resize of opset 10 (X,
 # scales), both asymmetric, nearest rounding down ----
 
@@ -795,6 +814,7 @@ typed()
 views()
 reductions()
 joins()
+leaky()
 legacy_resize()
 resize_pad()
 windows()
