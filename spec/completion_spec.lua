@@ -12,8 +12,8 @@ describe("completion", function()
     rawset(_G, "spec_up", tocha.UpsampleNearest2dForward.new(2, 2))
     local called = false
     rawset(_G, "spec_trap", setmetatable({}, { __index = function() called = true end }))
-    assert.are.same({ "spec_tocha.UpsampleNearest2dBackward", "spec_tocha.UpsampleNearest2dForward" },
-      completion.candidates("spec_tocha.Ups"))
+    assert.are.same({ "spec_tocha.UpsampleBilinear2d", "spec_tocha.UpsampleNearest2dBackward",
+      "spec_tocha.UpsampleNearest2dForward" }, completion.candidates("spec_tocha.Ups"))
     assert.are.same({ "spec_x:to_host", "spec_x:to_table" }, completion.candidates("spec_x:to_"))
     assert.are.same({ "spec_up:forward", "spec_up:forward_output_row_stride" }, completion.candidates("spec_up:forw"))
     assert.are.same({ "spec_tocha.memory.empty_cache" }, completion.candidates("spec_tocha.memory.emp"))
