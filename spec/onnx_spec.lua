@@ -123,7 +123,7 @@ end)
 describe("tocha.onnx.load", function()
   local NETWORKS = { residual = 2, mobile = 1, neck = 2, head = 1, resnet18 = 1, views = 3, reductions = 2, joins = 4, attention = 2,
     resize_pad = 12, windows = 2, einsum = 3, upsample9 = 2, resize10 = 2,
-    leaky = 2 }
+    leaky = 2, instnorm = 2 }
   for _, dev in ipairs(ref.devices()) do
     describe("on " .. dev.name .. dev.tag, function()
       for name, outputs in pairs(NETWORKS) do

@@ -31,6 +31,7 @@ local MatMul = require("tocha.ops.batch_matmul").MatMul
 local Constant = require("tocha.ops.constant").Constant
 local BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
 local LayerNorm = require("tocha.ops.norm").LayerNorm
+local GroupNorm = require("tocha.ops.norm").GroupNorm
 local pool = require "tocha.ops.pool"
 local softmax = require "tocha.ops.softmax"
 local views = require "tocha.ops.view"
@@ -1350,6 +1351,17 @@ local function reduction(mode) return function(self, n)
 end end
 OPS.ReduceMean, OPS.ReduceSum = reduction("mean"), reduction("sum")
 OPS.ReduceMax, OPS.ReduceMin = reduction("max"), reduction("min")
+
+-- InstanceNormalization: GroupNorm with a group a channel (each sample's channel normalized
+-- over its own elements), its scale and bias the affine parameters.
+OPS.InstanceNormalization = function(self, n)
+  local x = self:runtime(n, 1)
+  local scale, bias = self:needed(n, 2, "scale"), self:needed(n, 3, "B")
+  if #x.shape < 3 then self:fail(n, ("x has %d dimensions: expected N, C and at least one more"):format(#x.shape)) end
+  local c = x.shape[2]
+  local op = GroupNorm.new(c, c, { eps = self:attr(n, "epsilon", 1e-5), dtype = self.dtype })
+  self:set(n, 1, self:emit(n, op, { x }, { weight = scale, bias = bias }, self:layer_name(n, scale)))
+end
 
 OPS.LayerNormalization = function(self, n)
   local x = self:runtime(n, 1)

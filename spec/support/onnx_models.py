@@ -466,6 +466,36 @@ def leaky():
     save("leaky", nodes, [("x", x)], [("y1", y1), ("y2", y2)], [init("w", w)])
 
 
+# ---- InstanceNormalization as style-transfer networks write it: after a convolution (held
+# channels-last), and over a sequence (N, C, L) ----
+
+def instance_norm(a, scale, bias, eps):
+    axes = tuple(range(2, a.ndim))
+    mean = a.mean(axis=axes, keepdims=True)
+    var = a.var(axis=axes, keepdims=True)
+    shape = (1, -1) + (1,) * (a.ndim - 2)
+    return (a - mean) / np.sqrt(var + eps) * scale.reshape(shape) + bias.reshape(shape)
+
+
+def instnorm():
+    x = rand(2, 3, 4, 5)
+    w = rand(4, 3, 3, 3)
+    s1, b1 = rand(4) + 1.5, rand(4)
+    s2, b2 = rand(3) + 1.5, rand(3)
+    c = conv2d(x, w, pad=(1, 1))
+    y1 = instance_norm(c, s1.astype(np.float64), b1.astype(np.float64), np.float64(np.float32(1e-3)))
+    y2 = instance_norm(x.astype(np.float64).reshape(2, 3, 20), s2.astype(np.float64), b2.astype(np.float64), 1e-5)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("InstanceNormalization", ["c", "in1.weight", "in1.bias"], ["y1"], name="in1", epsilon=1e-3),
+        helper.make_node("Constant", [], ["seq"], name="seq", value=helper.make_tensor("seq_v", TensorProto.INT64, [3], [2, 3, 20])),
+        helper.make_node("Reshape", ["x", "seq"], ["xs"], name="as_sequence"),
+        helper.make_node("InstanceNormalization", ["xs", "in2.weight", "in2.bias"], ["y2"], name="in2"),
+    ]
+    save("instnorm", nodes, [("x", x)], [("y1", y1), ("y2", y2)],
+         [init("w", w), init("in1.weight", s1), init("in1.bias", b1), init("in2.weight", s2), init("in2.bias", b2)])
+
+
 # ---- older files' resizing: Upsample of opset 9 (scales an input) and Resize of opset 10 (X,
 # scales), both asymmetric, nearest rounding down ----
 
@@ -815,6 +845,7 @@ views()
 reductions()
 joins()
 leaky()
+instnorm()
 legacy_resize()
 resize_pad()
 windows()
