@@ -2,7 +2,7 @@
 -- python3-torch and python3-torchvision, which scripts/install-deps.sh installs), at small
 -- sizes so that CI runs them:
 --   torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP
---   (segmentation), Swin-T and EfficientNet-B0,
+--   (segmentation), Swin-T, a stack of generator and decoder layers and EfficientNet-B0,
 --   YOLOv8n (peer_yolo.py's module, its Detect head's decoding included) and a small
 --   VisionTransformer (torchvision's: class token, attention, the token gathered), randomly
 --   initialised and exported to ONNX by PyTorch itself (spec/support/peer_onnx.py), imported
@@ -27,7 +27,7 @@ describe("networks and training beside PyTorch on the CPU", function()
   local have
   setup(function() have = peers.available("torch, torchvision, numpy") end)
 
-  it("runs torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, EfficientNet-B0, YOLOv8n and a ViT as exported by PyTorch",
+  it("runs torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n and a ViT as exported by PyTorch",
     function()
     if not have then return pending("no python3 with torch and torchvision here") end
     local dir = process.tempdir()

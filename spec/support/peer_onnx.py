@@ -5,8 +5,9 @@ PyTorch itself, with PyTorch's outputs on the same random input.
 
 For torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121 (its
 average pools exported as a Pad and an AveragePool), LR-ASPP (a segmentation network: bilinear
-Resize) and Swin-T (windowed attention: shifted windows by Slice and Concat, its masks and
-relative position bias as constant arithmetic), timm's EfficientNet-B0 (torchvision's where timm is not installed) and YOLOv8n (peer_yolo.py's module,
+Resize), Swin-T (windowed attention: shifted windows by Slice and Concat, its masks and
+relative position bias as constant arithmetic) and `blocks` (a stack of generator and decoder
+layers: GroupNorm, bilinear upsampling, reflection and zero padding, InstanceNorm, LeakyReLU), timm's EfficientNet-B0 (torchvision's where timm is not installed) and YOLOv8n (peer_yolo.py's module,
 its output the decoded boxes and class scores; SIZE a multiple of 32) and a small torchvision
 VisionTransformer (vit: 2 layers, patches of 16), each randomly
 initialised from seed 0 (its BatchNorms' statistics and affine too), in eval mode, writes
@@ -43,6 +44,7 @@ def networks():
     yield "densenet121", lambda: torchvision.models.densenet121(weights=None)
     yield "lraspp", lraspp
     yield "swin_t", lambda: torchvision.models.swin_t(weights=None)
+    yield "blocks", blocks
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from peer_yolo import YOLOv8n
     yield "yolov8n", YOLOv8n
@@ -62,6 +64,24 @@ def vit():
         for p in model.parameters():
             if p.abs().max() == 0:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    return model
+
+
+def blocks():
+    """Layers of generators and segmentation decoders as torch.nn writes them: GroupNorm (exported
+    as InstanceNormalization of the groups, then the affine), bilinear upsampling with aligned
+    corners, ReflectionPad2d, InstanceNorm2d with affine, LeakyReLU(0.2), ZeroPad2d wider on one
+    side, a max pool, global average pooling and a linear classifier."""
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.SiLU(),
+                          nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True), nn.ReflectionPad2d(1),
+                          nn.Conv2d(16, 8, 3, stride=2), nn.InstanceNorm2d(8, affine=True), nn.LeakyReLU(0.2),
+                          nn.ZeroPad2d((0, 1, 0, 1)), nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(8, 10))
+    g = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.1)  # the norms' affine away from 1 and 0
     return model
 
 

@@ -8,11 +8,11 @@ local ref = require "support.reference"
 
 local M = {}
 
--- The networks spec/support/peer_onnx.py exports (torchvision's and timm's classifiers, YOLOv8n
--- as peer_yolo.py writes it, its detections [batch, 84, anchors] the output, and a small
--- torchvision VisionTransformer).
+-- The networks spec/support/peer_onnx.py exports (torchvision's and timm's classifiers, LR-ASPP's
+-- per-pixel scores, a stack of generator layers, YOLOv8n as peer_yolo.py writes it, its
+-- detections [batch, 84, anchors] the output, and a small torchvision VisionTransformer).
 M.ONNX_NETWORKS = { "resnet18", "mobilenet_v3_small", "mobilenet_v2", "convnext_tiny", "densenet121", "lraspp", "swin_t",
-  "efficientnet_b0", "yolov8n", "vit" }
+  "blocks", "efficientnet_b0", "yolov8n", "vit" }
 
 local source = os.getenv("TOCHA_SOURCE_DIR") or "."
 
