@@ -163,7 +163,8 @@ local ATTRIBUTE_KINDS = {
   beta = "float", approximate = "string", kernel_shape = "ints", ceil_mode = "int", count_include_pad = "int",
   allowzero = "int", axis = "int", axes = "ints", start = "int", ["end"] = "int", to = "int", split = "ints",
   keepdims = "int", min = "float", max = "float", mode = "string", coordinate_transformation_mode = "string",
-  nearest_mode = "string", equation = "string", fmod = "int", reduction = "string", antialias = "int", exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints",
+  nearest_mode = "string", equation = "string", fmod = "int", reduction = "string", antialias = "int",
+  exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -921,9 +922,9 @@ OPS.AveragePool = function(self, n)
     if self:attr(n, "auto_pad", "NOTSET") ~= "NOTSET" then self:fail(n, "a folded Pad with auto_pad") end
     counts = true
   end
-  local o
-  o, _, x = pool_options(self, n, x, counts and 0 or nil)
+  local o, _, padded = pool_options(self, n, x, counts and 0 or nil)
   o.count_include_pad = counts
+  x = padded
   pooled(self, n, pool.AvgPool2d, o, x)
 end
 

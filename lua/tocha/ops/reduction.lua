@@ -246,9 +246,9 @@ function Reduce:grid_for_launch(i, input_shapes)
   return M.pass_grid(p, self.block_size, self.dtype)
 end
 
--- The tocha_reduce arguments of pass p (the last, rows, is the teams of a team columns pass): from src (its elements in the accumulator type when
+-- The tocha_reduce arguments of pass p: from src (its elements in the accumulator type when
 -- src_acc is 1, else the dtype) to dst likewise; copy (or 0) gets the elements a first pass reads;
--- the totals are divided by divisor.
+-- the totals are divided by divisor; the last, rows, is a team columns pass's teams.
 -- (The kernel takes copy == src for no copy: a launch's pointers may not be null.)
 function M.args(p, src, src_acc, dst, dst_acc, copy, divisor)
   local c = address(copy or 0)
