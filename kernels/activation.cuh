@@ -13,6 +13,20 @@ __device__ __forceinline__ float ew_tanh(float v) { return tanhf(v); }
 __device__ __forceinline__ double ew_tanh(double v) { return tanh(v); }
 __device__ __forceinline__ float ew_erf(float v) { return erff(v); }
 __device__ __forceinline__ double ew_erf(double v) { return erf(v); }
+__device__ __forceinline__ float ew_expm1(float v) { return expm1f(v); }
+__device__ __forceinline__ double ew_expm1(double v) { return expm1(v); }
+__device__ __forceinline__ float ew_log1p(float v) { return log1pf(v); }
+__device__ __forceinline__ double ew_log1p(double v) { return log1p(v); }
+
+// A value baked in as the bits of a double (a floating-point value cannot be a template
+// argument), in the compute type A: leaky_relu's slope, elu's and celu's alpha.
+template <typename A, long long BITS> __device__ __forceinline__ A ew_baked()
+{
+    const long long bits = BITS;
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return (A)v;
+}
 
 template <typename A> __device__ __forceinline__ A ew_sigmoid(A v) { return (A)1 / ((A)1 + ew_exp(-v)); }
 
@@ -81,18 +95,43 @@ struct ew_fn_erf {
     ACT_DEV A value(A x) { return ew_erf(x); }
     ACT_DEV A grad(A x, A dy) { return dy * (A)1.12837916709551257390 * ew_exp(-x * x); }
 };
-// leaky_relu with its negative slope baked in as the bits of a double (a floating-point value
-// cannot be a template argument): x for x > 0, else slope x, as PyTorch's (its gradient
-// likewise, the slope at 0).
+// leaky_relu with its negative slope baked in (ew_baked): x for x > 0, else slope x, as
+// PyTorch's (its gradient likewise, the slope at 0).
 template <long long SLOPE_BITS> struct ew_fn_leaky_relu {
-    template <typename A> static __device__ __forceinline__ A slope()
+    ACT_DEV A value(A x) { return x > (A)0 ? x : x * ew_baked<A, SLOPE_BITS>(); }
+    ACT_DEV A grad(A x, A dy) { return x > (A)0 ? dy : dy * ew_baked<A, SLOPE_BITS>(); }
+};
+// elu, alpha baked in: x for x > 0, else alpha (e^x - 1) (expm1, exact near 0); selu is elu
+// with PyTorch's alpha and scale; celu(alpha) = max(0, x) + min(0, alpha (e^(x/alpha) - 1)).
+// Gradients as PyTorch's: the negative branch's at 0.
+template <long long ALPHA_BITS> struct ew_fn_elu {
+    ACT_DEV A value(A x) { return x > (A)0 ? x : ew_baked<A, ALPHA_BITS>() * ew_expm1(x); }
+    ACT_DEV A grad(A x, A dy) { return x > (A)0 ? dy : dy * ew_baked<A, ALPHA_BITS>() * ew_exp(x); }
+};
+template <long long ALPHA_BITS> struct ew_fn_celu {
+    ACT_DEV A value(A x) { return x > (A)0 ? x : ew_baked<A, ALPHA_BITS>() * ew_expm1(x / ew_baked<A, ALPHA_BITS>()); }
+    ACT_DEV A grad(A x, A dy) { return x > (A)0 ? dy : dy * ew_exp(x / ew_baked<A, ALPHA_BITS>()); }
+};
+struct ew_fn_selu {
+    template <typename A> static __device__ __forceinline__ A alpha() { return (A)1.6732632423543772848170429916717; }
+    template <typename A> static __device__ __forceinline__ A scale() { return (A)1.0507009873554804934193349852946; }
+    ACT_DEV A value(A x) { return scale<A>() * (x > (A)0 ? x : alpha<A>() * ew_expm1(x)); }
+    ACT_DEV A grad(A x, A dy) { return dy * scale<A>() * (x > (A)0 ? (A)1 : alpha<A>() * ew_exp(x)); }
+};
+// softplus = log(1 + e^x), PyTorch's with beta 1 and threshold 20 (x itself past 20, where the
+// two differ by under e^-20); its gradient sigmoid(x). mish = x tanh(softplus(x)) (YOLOv4's,
+// timm's), as PyTorch's: no threshold (e^x overflows to inf past 88 and tanh(inf) = 1).
+template <typename A> __device__ __forceinline__ A ew_softplus(A x) { return x > (A)20 ? x : ew_log1p(ew_exp(x)); }
+struct ew_fn_softplus {
+    ACT_DEV A value(A x) { return ew_softplus(x); }
+    ACT_DEV A grad(A x, A dy) { return x > (A)20 ? dy : dy * ew_sigmoid(x); }
+};
+struct ew_fn_mish {
+    ACT_DEV A value(A x) { return x * ew_tanh(ew_log1p(ew_exp(x))); }
+    ACT_DEV A grad(A x, A dy)
     {
-        const long long bits = SLOPE_BITS;
-        double v;
-        memcpy(&v, &bits, sizeof v);
-        return (A)v;
+        A t = ew_tanh(ew_log1p(ew_exp(x)));
+        return dy * (t + x * ew_sigmoid(x) * ((A)1 - t * t));
     }
-    ACT_DEV A value(A x) { return x > (A)0 ? x : x * slope<A>(); }
-    ACT_DEV A grad(A x, A dy) { return x > (A)0 ? dy : dy * slope<A>(); }
 };
 #undef ACT_DEV

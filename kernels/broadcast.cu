@@ -73,6 +73,15 @@ struct bc_grad_min {
     static const int arity = 3;
     BC_DEV A apply(A dy, A other, A self) { return self < other ? dy : self > other ? (A)0 : dy * (A)0.5; }
 };
+// prelu's x (a > 0 ? a : a w): dy or w dy; its slope w: 0 or x dy.
+struct bc_grad_prelu_x {
+    static const int arity = 3;
+    BC_DEV A apply(A dy, A w, A x) { return x > (A)0 ? dy : dy * w; }
+};
+struct bc_grad_prelu_w {
+    static const int arity = 3;
+    BC_DEV A apply(A dy, A x, A) { return x > (A)0 ? (A)0 : dy * x; }
+};
 #undef BC_DEV
 
 // ---- the summing pass ----

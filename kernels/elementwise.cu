@@ -71,6 +71,12 @@ struct ew_fn_min {
         db = a > b ? dy : a < b ? (A)0 : dy * (A)0.5;
     }
 };
+// prelu(x, w): x for x > 0, else w x (PyTorch's and ONNX's PRelu; a model's per-channel slope
+// through tocha.Broadcast); gradients as PyTorch's: dx = dy or w dy, dw = 0 or x dy.
+struct ew_fn_prelu {
+    EW_DEV A value(A a, A b) { return a > (A)0 ? a : a * b; }
+    EW_DEV void grad(A a, A b, A dy, A &da, A &db) { da = a > (A)0 ? dy : dy * b, db = a > (A)0 ? (A)0 : dy * a; }
+};
 #undef EW_DEV
 
 // 16 bytes of T at p (16-byte aligned) into v, and back.

@@ -123,6 +123,8 @@ PW_BINARY(pow, pm_pow(a, b))
 PW_BINARY(maximum, pm_nan(a) || a > b ? a : b)
 PW_BINARY(minimum, pm_nan(a) || a < b ? a : b)
 PW_BINARY(remainder, pm_remainder(a, b))
+// prelu(x, w): x for x > 0, else w x (tocha.Broadcast's "prelu", a per-channel slope).
+PW_BINARY(prelu, a > (A)0 ? a : a * b)
 PW_BINARY(lt, (A)(a < b))
 PW_BINARY(le, (A)(a <= b))
 PW_BINARY(gt, (A)(a > b))

@@ -17,6 +17,7 @@ local GRAD = {
   div = function(a, b, g) return g / b, -g * a / (b * b) end,
   max = function(a, b, g) return a > b and g or a < b and 0 or g / 2, a < b and g or a > b and 0 or g / 2 end,
   min = function(a, b, g) return a < b and g or a > b and 0 or g / 2, a > b and g or a < b and 0 or g / 2 end,
+  prelu = function(a, b, g) return a > 0 and g or g * b, a > 0 and 0 or g * a end,
 }
 
 -- Flat index of out-indices idx in a shape aligned to them (size 1 reads 0).
@@ -42,7 +43,8 @@ describe("tocha.Broadcast", function()
       local function check(op, fn, dt, sa, sb)
         local a, b = randn(sa, dt), randn(sb, dt, fn == "div")
         local y = op:forward(a, b)
-        local want = ({ add = a + b, sub = a - b, mul = a * b, div = a / b, max = a:maximum(b), min = a:minimum(b) })[fn]
+        local want = ({ add = a + b, sub = a - b, mul = a * b, div = a / b, max = a:maximum(b), min = a:minimum(b),
+          prelu = tocha.where(a:gt(0), a, a * b) })[fn]
         assert.is_true(tocha.allclose(y, want, 0, 0), fn .. " forward")
         local dy = randn(y:shape(), dt)
         local da, db = op:backward(a, b, dy)
@@ -70,7 +72,7 @@ describe("tocha.Broadcast", function()
 
       it("computes every function forward and backward on broadcasting shapes", function()
         local CASES = { { { 2, 3, 4, 5 }, { 2, 3, 1, 1 } }, { { 4, 1, 5 }, { 3, 1 } }, { { 5 }, { 2, 3, 5 } }, { { 3, 4 }, { 3, 4 } } }
-        for _, fn in ipairs({ "add", "sub", "mul", "div", "max", "min" }) do
+        for _, fn in ipairs({ "add", "sub", "mul", "div", "max", "min", "prelu" }) do
           for _, dt in ipairs({ "f64", "f32" }) do
             local op = tocha.Broadcast.new(fn, dt)
             for _, c in ipairs(CASES) do check(op, fn, dt, c[1], c[2]) end
@@ -86,11 +88,11 @@ describe("tocha.Broadcast", function()
         -- the output's shape, 35 elements (16-byte vectors and a tail).
         local CASES = { { { 1, 2, 80, 80 }, { 1, 2, 1, 1 } }, { { 64, 8 }, { 8 } }, { { 3, 5, 2, 36 }, { 1, 5, 1, 1 } },
           { { 3, 1, 6 }, { 1, 7, 1 } }, { { 4, 9 }, { 1 } }, { { 5, 7 }, { 5, 7 } } }
-        for _, fn in ipairs({ "add", "sub", "mul", "div", "max" }) do
+        for _, fn in ipairs({ "add", "sub", "mul", "div", "max", "prelu" }) do
           for _, dt in ipairs({ "f32", "bf16" }) do
             local op = tocha.Broadcast.new(fn, dt)
             for _, c in ipairs(CASES) do
-              if dt == "f32" or fn == "mul" or fn == "add" then check(op, fn, dt, c[1], c[2]) end
+              if dt == "f32" or fn == "mul" or fn == "add" or fn == "prelu" then check(op, fn, dt, c[1], c[2]) end
             end
           end
         end
@@ -158,7 +160,7 @@ describe("tocha.Broadcast", function()
         local op = tocha.Broadcast.new("add")
         fails("b: shape [3] does not broadcast with [2, 4] (a's): sizes 3 and 4 at dimension 1 from the end",
           op.forward, op, randn({ 2, 4 }, "f32"), randn({ 3 }, "f32"))
-        fails("fn: expected one of add, sub, mul, div, max, min, got \"pow\"", tocha.Broadcast.new, "pow")
+        fails("fn: expected one of add, sub, mul, div, max, min, prelu, got \"pow\"", tocha.Broadcast.new, "pow")
       end)
     end)
   end

@@ -453,7 +453,8 @@ describe("tocha.Conv2d", function()
       it("fuses an activation and a residual into the forward, and differentiates through them", function()
         local seed = 1500
         -- the direct kernels: every function, with and without a residual, both layouts
-        for i, act in ipairs({ "identity", "relu", "sigmoid", "tanh", "silu", "gelu", "hardsigmoid", "hardswish", "relu6" }) do
+        for i, act in ipairs({ "identity", "relu", "sigmoid", "tanh", "silu", "gelu", "hardsigmoid", "hardswish", "relu6",
+          "selu", "softplus", "mish" }) do
           seed = seed + 10
           run_epilogue("f64", CASES[5], act, i % 2 == 1, false, seed, i % 3 == 0 and "nhwc" or "nchw")
         end
@@ -467,7 +468,7 @@ describe("tocha.Conv2d", function()
         local tc = {
           { "bf16", 1, "relu", true, true, "nhwc" }, { "f16", 6, "silu", false, false, "nchw" },
           { "bf16", 6, "gelu", true, false, "nhwc" }, { "bf16", 3, "identity", true, true, "nchw" },
-          { "f16", 3, "tanh", false, false, "nhwc" },
+          { "f16", 3, "tanh", false, false, "nhwc" }, { "bf16", 1, "mish", false, false, "nhwc" },
           -- a stem's 3 channels, padded
           { "f16", STEM, "silu", false, false, "nchw" }, { "bf16", STEM, "relu", true, true, "nhwc" },
         }

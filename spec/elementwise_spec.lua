@@ -18,6 +18,7 @@ local UNARY = {
   relu = act.relu, sigmoid = act.sigmoid, tanh = act.tanh, silu = act.silu, gelu = act.gelu,
   identity = act.identity, hardsigmoid = act.hardsigmoid, hardswish = act.hardswish, relu6 = act.relu6, erf = act.erf,
   leaky_relu = { function(x) return x > 0 and x or 0.01 * x end, function(x) return x > 0 and 1 or 0.01 end },
+  elu = act.elu, celu = act.celu, selu = act.selu, softplus = act.softplus, mish = act.mish,
 }
 -- g(a, b) and its partial derivatives' products with dy.
 local function tie(dy) return dy / 2 end
@@ -34,6 +35,7 @@ local BINARY = {
     if a == b then return tie(g), tie(g) end
     return a < b and g or 0, a > b and g or 0
   end },
+  prelu = { function(a, b) return a > 0 and a or a * b end, function(a, b, g) return a > 0 and g or g * b, a > 0 and 0 or g * a end },
 }
 
 -- Tolerances by dtype: f32 math to a few ulps; f16/bf16 rounded once from f32.
@@ -106,6 +108,27 @@ describe("tocha.Elementwise", function()
         end
         assert.are_not.equal(tocha.Elementwise.new("leaky_relu", nil, nil, { negative_slope = 0.2 }).id,
           tocha.Elementwise.new("leaky_relu").id)
+      end)
+
+      it("bakes elu's and celu's alpha into their kernels", function()
+        for i, alpha in ipairs({ 0.5, 2.5 }) do
+          for _, fn in ipairs({ "elu", "celu" }) do
+            for _, dt in ipairs(ref.float_dtypes) do
+              local op = tocha.Elementwise.new(fn, dt, nil, { alpha = alpha })
+              local x = input({ 67 }, dt, device, 60 + i)
+              local dy = input({ 67 }, dt, device, 70 + i)
+              local xs, gs = x:to_table(true), dy:to_table(true)
+              local ys, dxs = op:forward(x):to_table(true), op:backward(x, dy):to_table(true)
+              local f = act[fn .. "_alpha"](alpha)
+              for k = 1, #xs do
+                local label = ("%s %g %s x=%.9g"):format(fn, alpha, dt, xs[k])
+                close(ys[k], f[1](xs[k]), dt, label)
+                close(dxs[k], gs[k] * f[2](xs[k]), dt, label .. " dx")
+              end
+            end
+          end
+        end
+        assert.are_not.equal(tocha.Elementwise.new("elu", nil, nil, { alpha = 0.5 }).id, tocha.Elementwise.new("elu").id)
       end)
 
       it("computes every binary function and both gradients in every float dtype, ties split", function()
@@ -211,8 +234,11 @@ describe("tocha.Elementwise", function()
         local a = tocha.ones({ 4 }, { device = device })
         for _, case in ipairs({
           { 'tocha.Elementwise.new: fn: unknown function "tan" (expected identity, neg, abs, exp, log, sqrt, erf, relu, relu6, '
-            .. "sigmoid, tanh, silu, gelu, hardsigmoid, hardswish, leaky_relu, add, sub, mul, div, max or min)", tocha.Elementwise.new,
-            "tan" },
+            .. "sigmoid, tanh, silu, gelu, hardsigmoid, hardswish, leaky_relu, elu, celu, selu, softplus, mish, add, sub, mul, div, "
+            .. "max, min or prelu)", tocha.Elementwise.new, "tan" },
+          { "tocha.Elementwise.new: alpha: elu's and celu's option, not selu's", tocha.Elementwise.new, "selu", "f32", 256,
+            { alpha = 2 } },
+          { "tocha.Elementwise.new: alpha: celu's alpha cannot be 0", tocha.Elementwise.new, "celu", "f32", 256, { alpha = 0 } },
           { "tocha.Elementwise.new: negative_slope: leaky_relu's option, not relu's", tocha.Elementwise.new, "relu", "f32", 256,
             { negative_slope = 0.1 } },
           { "tocha.Elementwise.new: negative_slope: expected a finite number, got nan", tocha.Elementwise.new, "leaky_relu",

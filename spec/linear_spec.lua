@@ -217,7 +217,8 @@ describe("tocha.Linear", function()
           compare(dw, { want.dw[1], sums.dw[2] }, TOL[dt], label .. " dw")
           compare(db, { want.db[1], sums.db[2] }, TOL[dt], label .. " db")
         end
-        fails('activation: expected one of identity, relu, sigmoid, tanh, silu, gelu, got "swish"', tocha.Linear.new, 4, 4,
+        fails('activation: expected one of identity, relu, relu6, sigmoid, tanh, silu, gelu, hardsigmoid, hardswish, '
+          .. 'selu, softplus, mish, got "swish"', tocha.Linear.new, 4, 4,
           { activation = "swish" })
       end)
 

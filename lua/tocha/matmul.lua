@@ -65,14 +65,16 @@ function M.tile_n(n, m, sms, batch)
 end
 
 -- The functions a product's epilogue applies after the bias (kernels/activation.cuh's).
-M.ACTIVATIONS = { identity = true, relu = true, relu6 = true, sigmoid = true, tanh = true, silu = true, gelu = true,
-  hardsigmoid = true, hardswish = true }
+local ACTIVATION_NAMES = { "identity", "relu", "relu6", "sigmoid", "tanh", "silu", "gelu", "hardsigmoid", "hardswish",
+  "selu", "softplus", "mish" }
+M.ACTIVATIONS = {}
+for _, name in ipairs(ACTIVATION_NAMES) do M.ACTIVATIONS[name] = true end
 
 -- The activation option of a product or a layer (nil: "identity"), checked; `what` names it.
 function M.activation(v, what)
   if v == nil then return "identity" end
   if not M.ACTIVATIONS[v] then
-    raise(("%s: expected one of identity, relu, sigmoid, tanh, silu, gelu, got %s"):format(what, errors.show(v)))
+    raise(("%s: expected one of %s, got %s"):format(what, table.concat(ACTIVATION_NAMES, ", "), errors.show(v)))
   end
   return v
 end

@@ -106,6 +106,32 @@ local function held_shape(v)
   return s
 end
 
+-- A constant's record: its shape, its values as a Lua list, its ONNX element type.
+local function const(shape, values, onnx_type) return { const = true, shape = shape, values = values, onnx_type = onnx_type } end
+
+-- Constant c as x's held layout reads it, where x is held channels-last and c broadcasts to x
+-- without widening it: c's values moved to [1 or N, 1 or H, 1 or W, 1 or C] (a per-channel
+-- [C, 1, 1] becomes [1, 1, 1, C]), so that an op of x and c needs no Permute of x; else nil.
+function Import:held_constant(n, c, x)
+  if x.layout ~= "nhwc" or #c.shape > 4 then return nil end
+  local s = { 1, 1, 1, 1 }
+  for i = 1, #c.shape do s[4 - #c.shape + i] = c.shape[i] end
+  for k = 1, 4 do
+    if s[k] ~= 1 and s[k] ~= x.shape[k] then return nil end
+  end
+  local ok, values = pcall(self.values_of, self, n, c, "constant")
+  if not ok then return nil end
+  local out = {}
+  for a = 0, s[1] - 1 do
+    for h = 0, s[3] - 1 do
+      for w = 0, s[4] - 1 do
+        for ch = 0, s[2] - 1 do out[#out + 1] = values[((a * s[2] + ch) * s[3] + h) * s[4] + w + 1] end
+      end
+    end
+  end
+  return const({ s[1], s[3], s[4], s[2] }, out, c.onnx_type or (c.init and c.init.data_type))
+end
+
 -- The record of op's node over inputs (all in x's layout), an elementwise op: x's shape and
 -- layout.
 function Import:emit_like(n, op, inputs, x)
@@ -164,7 +190,7 @@ local ATTRIBUTE_KINDS = {
   allowzero = "int", axis = "int", axes = "ints", start = "int", ["end"] = "int", to = "int", split = "ints",
   keepdims = "int", min = "float", max = "float", mode = "string", coordinate_transformation_mode = "string",
   nearest_mode = "string", equation = "string", fmod = "int", reduction = "string", antialias = "int",
-  exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints",
+  exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints", blocksize = "int", size = "int", bias = "float",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -201,6 +227,7 @@ end
 -- The name a layer's node takes: its weight's initializer name without ".weight", so that its
 -- parameters keep PyTorch's names; else the ONNX node's name.
 function Import:layer_name(n, weight)
+  weight = weight and (weight.from or weight)
   local name = weight and weight.init and weight.init.name or ""
   local stem = name:match("^(.+)%.weight$")
   return stem or (n.name ~= "" and n.name) or (n.op_type .. "_" .. n.index)
@@ -289,8 +316,6 @@ function Import:axis(n, a, r, what, past_end)
   if a < -r or a > top then self:fail(n, ("%s %d is outside [%d, %d] for %d dimensions"):format(what, a, -r, top, r)) end
   return a < 0 and r + a + 1 or a + 1
 end
-
-local function const(shape, values, onnx_type) return { const = true, shape = shape, values = values, onnx_type = onnx_type } end
 
 -- ---- converters: op type -> function(import, node) ----
 
@@ -506,7 +531,7 @@ OPS.MatMul = function(self, n)
 end
 
 local UNARY = { Relu = "relu", Sigmoid = "sigmoid", Tanh = "tanh", Exp = "exp", Log = "log", Sqrt = "sqrt", Neg = "neg",
-  Abs = "abs", HardSwish = "hardswish", Erf = "erf" }
+  Abs = "abs", HardSwish = "hardswish", Erf = "erf", Softplus = "softplus", Mish = "mish" }
 -- The activations a convolution's epilogue applies (tocha.matmul.ACTIVATIONS).
 local EPILOGUE = require("tocha.matmul").ACTIVATIONS
 
@@ -532,13 +557,46 @@ function Import:silu_half(n)
     and ((reader.inputs[1] == out and reader.inputs[2] == n.inputs[1]) or (reader.inputs[2] == out and reader.inputs[1] == n.inputs[1]))
 end
 
+-- Whether Softplus node n starts a Mish as exporters before opset 18 write it: Mul(x,
+-- Tanh(Softplus(x))), each of Softplus and Tanh read once.
+function Import:mish_start(n)
+  local t = self:sole_reader(n.outputs[1], "Tanh")
+  local m = t and self:sole_reader(t.outputs[1], "Mul")
+  return m ~= nil and #m.inputs == 2 and ((m.inputs[1] == t.outputs[1] and m.inputs[2] == n.inputs[1])
+    or (m.inputs[2] == t.outputs[1] and m.inputs[1] == n.inputs[1]))
+end
+
 for op_type, fn in pairs(UNARY) do
   OPS[op_type] = function(self, n)
     if op_type == "Sigmoid" and self:silu_half(n) then -- the Mul makes the SiLU
       return self:set(n, 1, { silu_half = true, shape = self:input(n, 1, true).shape })
     end
+    if op_type == "Softplus" and self:mish_start(n) then -- the Tanh, then the Mul, make the Mish
+      return self:set(n, 1, { mish_part = true, shape = self:input(n, 1, true).shape })
+    end
+    if op_type == "Tanh" and (self.values[n.inputs[1]] or {}).mish_part then
+      return self:set(n, 1, { silu_half = true, mish = true, shape = self.values[n.inputs[1]].shape })
+    end
     activation(self, n, fn)
   end
+end
+
+-- Elu(alpha), Celu(alpha): Elementwise elu and celu with alpha baked in; Selu with ONNX's
+-- default alpha and gamma (PyTorch's constants, as float32) only; in x's layout.
+local function with_alpha(fn, default)
+  return function(self, n)
+    local x = self:runtime(n, 1, nil, true)
+    local op = Elementwise.new(fn, self.dtype, nil, { alpha = self:attr(n, "alpha", default) })
+    self:set(n, 1, self:emit_like(n, op, { x }, x))
+  end
+end
+OPS.Elu, OPS.Celu = with_alpha("elu", 1), with_alpha("celu", 1)
+OPS.Selu = function(self, n)
+  local alpha, gamma = self:attr(n, "alpha", 1.6732632), self:attr(n, "gamma", 1.0507010)
+  if math.abs(alpha - 1.6732632423543772) > 1e-6 or math.abs(gamma - 1.0507009873554805) > 1e-6 then
+    self:fail(n, ("alpha %g and gamma %g: tocha's selu is PyTorch's (1.6733, 1.0507)"):format(alpha, gamma))
+  end
+  activation(self, n, "selu")
 end
 
 OPS.HardSigmoid = function(self, n)
@@ -735,12 +793,22 @@ local function fold_binary(self, n, fn)
   return const(shape, out, va.onnx_type or (va.init and va.init.data_type))
 end
 
-local function binary(op_type, fn)
-  OPS[op_type] = function(self, n)
+-- The converter of a binary op of fn (registered as OPS[op_type] where op_type is given).
+local function binary(op_type, fn, fold_as)
+  local converter = function(self, n)
     local a, b = self:needed(n, 1, "A", true), self:needed(n, 2, "B", true)
-    if a.const and b.const then return self:set(n, 1, fold_binary(self, n, FOLD[op_type])) end
+    if a.const and b.const then return self:set(n, 1, fold_binary(self, n, FOLD[fold_as or op_type])) end
     if a.layout and a.layout == b.layout and op_base.same_sizes(a.shape, b.shape) then -- both held channels-last
       return self:set(n, 1, self:emit_like(n, Elementwise.new(fn, self.dtype), { a, b }, a))
+    end
+    if a.const ~= b.const then -- a computed tensor held channels-last and a constant: in its layout
+      local x = a.const and b or a
+      local held = self:held_constant(n, a.const and a or b, x)
+      if held then
+        local op = BroadcastConstant.new(fn, held.shape, { dtype = self.dtype, constant_first = a.const })
+        local r = self:emit(n, op, { x }, { constant = held })
+        return self:set(n, 1, { node = r.node, shape = x.shape, layout = x.layout })
+      end
     end
     a, b = self:in_layout(a, nil), self:in_layout(b, nil)
     if a.const or b.const then
@@ -751,6 +819,8 @@ local function binary(op_type, fn)
     local same = #a.shape == #b.shape and op_base.same_sizes(a.shape, b.shape)
     self:set(n, 1, self:emit(n, same and Elementwise.new(fn, self.dtype) or Broadcast.new(fn, self.dtype), { a, b }))
   end
+  if op_type then OPS[op_type] = converter end
+  return converter
 end
 binary("Add", "add")
 
@@ -841,22 +911,82 @@ binary("Sub", "sub")
 binary("Div", "div")
 binary("Mul", "mul")
 
--- Mul(x, Sigmoid(x)) is SiLU: one launch.
+-- Sum, Mean, Max and Min of any count of inputs, broadcasting: a chain of binary nodes (a pair
+-- at a time, in the file's order), each converted as Add is (so that constants fold and a
+-- computed tensor's layout is kept where it can be); Mean is the Sum times 1 / count.
+FOLD.Max, FOLD.Min = math.max, math.min
+local PAIRS = { Sum = OPS.Add, Mean = OPS.Add, Max = binary(nil, "max", "Max"), Min = binary(nil, "min", "Min") }
+local plain_mul = OPS.Mul
+local function variadic(self, n)
+  if #n.inputs < 1 then self:fail(n, "no inputs") end
+  local function step(inputs, out)
+    return { name = n.name, op_type = n.op_type, index = n.index, inputs = inputs, outputs = { out }, attributes = {} }
+  end
+  local acc = n.inputs[1]
+  for i = 2, #n.inputs do
+    local out = ("%s\0%s_%d"):format(n.outputs[1], n.op_type, i)
+    PAIRS[n.op_type](self, step({ acc, n.inputs[i] }, out))
+    acc = out
+  end
+  if n.op_type == "Mean" and #n.inputs > 1 then
+    local out = n.outputs[1] .. "\0mean"
+    self.values[out .. "_scale"] = const({ 1 }, { 1 / #n.inputs }, 1)
+    plain_mul(self, step({ acc, out .. "_scale" }, out))
+    acc = out
+  end
+  self:set(n, 1, self.values[acc])
+end
+OPS.Sum, OPS.Mean, OPS.Max, OPS.Min = variadic, variadic, variadic, variadic
+
 local mul = OPS.Mul
+-- Mul(x, Sigmoid(x)) is a SiLU and Mul(x, Tanh(Softplus(x))) a Mish (the halves were marked
+-- when their turn came): joined to an open convolution or linear layer that makes x, else one
+-- Elementwise.
 OPS.Mul = function(self, n)
   for k = 1, 2 do
-    local p = self.producer[n.inputs[k]]
-    if p and p.op_type == "Sigmoid" and p.inputs[1] == n.inputs[3 - k] then
+    local half, p = self.values[n.inputs[k]], self.producer[n.inputs[k]]
+    local fn, x_name
+    if p and p.op_type == "Sigmoid" then fn, x_name = "silu", p.inputs[1]
+    elseif half and half.mish then fn, x_name = "mish", self.producer[p.inputs[1]].inputs[1] end
+    if fn and x_name == n.inputs[3 - k] then
       local v = self:input(n, 3 - k, true)
       if self:open(v, n.inputs[3 - k], 2) then
-        v.pending.act = "silu"
+        v.pending.act = fn
         return self:set(n, 1, joined(v))
       end
       local x = self:runtime(n, 3 - k, nil, true)
-      return self:set(n, 1, self:emit_like(n, Elementwise.new("silu", self.dtype), { x }, x))
+      return self:set(n, 1, self:emit_like(n, Elementwise.new(fn, self.dtype), { x }, x))
     end
   end
   mul(self, n)
+end
+
+-- PRelu(x, slope): x for x > 0, else slope x, the slope broadcast to x as NumPy does (PyTorch
+-- exports nn.PReLU's weight as [C, 1, 1]): a Broadcast "prelu" in ONNX's layout, the slope held
+-- by the node when it is a constant (a buffer, as every constant of an imported network).
+OPS.PRelu = function(self, n)
+  local x, slope = self:runtime(n, 1, "X", true), self:needed(n, 2, "slope")
+  local held = slope.const and self:held_constant(n, slope, x)
+  if held then
+    local op = BroadcastConstant.new("prelu", held.shape, { dtype = self.dtype })
+    local r = self:emit(n, op, { x }, { constant = held })
+    return self:set(n, 1, { node = r.node, shape = x.shape, layout = x.layout })
+  end
+  x = self:in_layout(x, nil)
+  if slope.const then
+    local op = BroadcastConstant.new("prelu", #slope.shape > 0 and slope.shape or { 1 }, { dtype = self.dtype })
+    return self:set(n, 1, self:emit(n, op, { x }, { constant = slope }))
+  end
+  slope = self:in_layout(slope, nil)
+  local same = #x.shape == #slope.shape and op_base.same_sizes(x.shape, slope.shape)
+  self:set(n, 1, self:emit(n, same and Elementwise.new("prelu", self.dtype) or Broadcast.new("prelu", self.dtype), { x, slope }))
+end
+
+-- Reciprocal(x) = 1 / x: a BroadcastConstant div with the constant 1 first.
+OPS.Reciprocal = function(self, n)
+  local x = self:runtime(n, 1, "X")
+  local op = BroadcastConstant.new("div", { 1 }, { dtype = self.dtype, constant_first = true })
+  self:set(n, 1, self:emit(n, op, { x }, { constant = const({ 1 }, { 1 }, 1) }))
 end
 
 OPS.Div = gelu_or(OPS.Div)
@@ -963,6 +1093,38 @@ OPS.Reshape = function(self, n)
   end
   if infer then shape[infer] = numel(x.shape) / numel(shape) end
   self:set(n, 1, reshaped(self, n, x, shape))
+end
+
+-- DepthToSpace (PyTorch's pixel_shuffle, mode CRD; ONNX's default DCR) and SpaceToDepth
+-- (pixel_unshuffle's order, ONNX's): a View to 6 dimensions, one Permute, a View back.
+OPS.DepthToSpace = function(self, n)
+  local x = self:runtime(n, 1, "input")
+  spatial(self, n, x)
+  local b, mode = self:attr(n, "blocksize"), self:attr(n, "mode", "DCR")
+  local N, C, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
+  if not b or b < 1 or C % (b * b) ~= 0 then
+    self:fail(n, ("blocksize %s: the %d channels are not a multiple of its square"):format(show(b), C))
+  end
+  local c = C / (b * b)
+  local split, dims
+  if mode == "DCR" then split, dims = { N, b, b, c, H, W }, { 1, 4, 5, 2, 6, 3 }
+  elseif mode == "CRD" then split, dims = { N, c, b, b, H, W }, { 1, 2, 5, 3, 6, 4 }
+  else self:fail(n, ("mode %s: expected DCR or CRD"):format(show(mode))) end
+  local moved = self:emit(n, strided.Permute.new(dims, { dtype = self.dtype }), { reshaped(self, n, x, split) })
+  self:set(n, 1, reshaped(self, n, moved, { N, c, H * b, W * b }))
+end
+
+OPS.SpaceToDepth = function(self, n)
+  local x = self:runtime(n, 1, "input")
+  spatial(self, n, x)
+  local b = self:attr(n, "blocksize")
+  local N, C, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
+  if not b or b < 1 or H % b ~= 0 or W % b ~= 0 then
+    self:fail(n, ("blocksize %s must divide H %d and W %d"):format(show(b), H, W))
+  end
+  local split = reshaped(self, n, x, { N, C, H / b, b, W / b, b })
+  local moved = self:emit(n, strided.Permute.new({ 1, 4, 6, 2, 3, 5 }, { dtype = self.dtype }), { split })
+  self:set(n, 1, reshaped(self, n, moved, { N, C * b * b, H / b, W / b }))
 end
 
 OPS.Flatten = function(self, n)
@@ -1322,8 +1484,13 @@ local function soft(class)
 end
 OPS.Softmax, OPS.LogSoftmax = soft(softmax.Softmax), soft(softmax.LogSoftmax)
 
-local function reduction(mode) return function(self, n)
+-- Reduce over the axes a dimension at a time; `pre` an Elementwise function applied first
+-- ("square": x * x; "abs"), `post` one applied to the result ("sqrt"): ReduceL2 is
+-- sqrt(sum(x * x)), ReduceL1 sum(|x|), ReduceSumSquare sum(x * x), as ONNX defines them.
+local function reduction(mode, pre, post) return function(self, n)
   local x = self:runtime(n, 1, "data")
+  if pre == "square" then x = self:emit(n, Elementwise.new("mul", self.dtype), { x, x })
+  elseif pre then x = self:emit(n, Elementwise.new(pre, self.dtype), { x }) end
   local ax = axes(self, n)
   if not ax then
     ax = {}
@@ -1348,10 +1515,13 @@ local function reduction(mode) return function(self, n)
     if #shape == 0 then shape = { 1 } end
     acc = reshaped(self, n, acc, shape)
   end
+  if post then acc = self:emit(n, Elementwise.new(post, self.dtype), { acc }) end
   self:set(n, 1, acc)
 end end
 OPS.ReduceMean, OPS.ReduceSum = reduction("mean"), reduction("sum")
-OPS.ReduceMax, OPS.ReduceMin = reduction("max"), reduction("min")
+OPS.ReduceMax, OPS.ReduceMin, OPS.ReduceProd = reduction("max"), reduction("min"), reduction("prod")
+OPS.ReduceL2, OPS.ReduceL1 = reduction("sum", "square", "sqrt"), reduction("sum", "abs")
+OPS.ReduceSumSquare = reduction("sum", "square")
 
 -- InstanceNormalization: GroupNorm with a group a channel (each sample's channel normalized
 -- over its own elements), its scale and bias the affine parameters.
@@ -1449,6 +1619,96 @@ OPS.Resize = function(self, n)
   self:set(n, 1, { node = r.node, shape = { x.shape[1], x.shape[2], x.shape[3] * f[3], x.shape[4] * f[4] }, layout = x.layout })
 end
 OPS.Upsample = OPS.Resize -- (opsets 7 to 9: scales as an attribute, then an input; modes nearest and linear)
+
+-- LRN (AlexNet's and GoogLeNet's local response normalization across channels), as ONNX
+-- defines it: y = x / (bias + alpha / size * sum of x^2 over the channels c - floor((size - 1) /
+-- 2) to c + ceil((size - 1) / 2))^beta. Composed of tocha's ops: x * x, its channel windows
+-- summed by an AvgPool2d (padding counted) over x^2 viewed [N, 1, C, H W] (a Pad first where size
+-- is even and the window lopsided), then bias + alpha * mean, raised to beta as exp(beta log),
+-- and x divided by it.
+OPS.LRN = function(self, n)
+  local x = self:runtime(n, 1, "X")
+  spatial(self, n, x)
+  local size = self:attr(n, "size")
+  if type(size) ~= "number" or size < 1 then self:fail(n, "size must be a positive count of channels") end
+  local alpha, beta, bias = self:attr(n, "alpha", 1e-4), self:attr(n, "beta", 0.75), self:attr(n, "bias", 1)
+  local N, C, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
+  local before, after = math.floor((size - 1) / 2), math.ceil((size - 1) / 2)
+  local dt = self.dtype
+  local sq = reshaped(self, n, self:emit(n, Elementwise.new("mul", dt), { x, x }), { N, 1, C, H * W })
+  local pad = before
+  if before ~= after then
+    sq = self:emit(n, Pad.new({ 0, 0, before, after }, { dtype = dt }), { sq })
+    pad = 0
+  end
+  local mean = self:emit(n, pool.AvgPool2d.new { kernel_size = { size, 1 }, stride = 1, padding = { pad, 0 },
+    count_include_pad = true, dtype = dt }, { sq })
+  local v = reshaped(self, n, mean, { N, C, H, W })
+  local function with(fn, c)
+    v = self:emit(n, BroadcastConstant.new(fn, { 1 }, { dtype = dt }), { v }, { constant = const({ 1 }, { c }, 1) })
+  end
+  with("mul", alpha)
+  with("add", bias)
+  v = self:emit(n, Elementwise.new("log", dt), { v })
+  with("mul", beta)
+  v = self:emit(n, Elementwise.new("exp", dt), { v })
+  self:set(n, 1, self:emit(n, Elementwise.new("div", dt), { x, v }))
+end
+
+-- ---- 1-D convolutions, pools and batch norms: run as their 2-D ops over [N, C, 1, L] ----
+--
+-- A node over x [N, C, L] (Conv1d's, MaxPool1d's, BatchNorm1d's) is converted as a 2-D node of
+-- the same type over x viewed [N, C, 1, L]: its windows' attributes widened by a leading 1 (pads
+-- by zeros on H), a weight [O, I, K] read as [O, I, 1, K], kept in ONNX's layout (a view of
+-- [N, C, L] needs no copy; channels-last would take a Permute on each side), and its output
+-- [N, O, 1, L'] viewed [N, O, L']. What follows such a node does not join its launch.
+
+local function widened(attributes)
+  local out = {}
+  for k, v in pairs(attributes) do out[k] = v end
+  for _, name in ipairs({ "kernel_shape", "strides", "dilations" }) do
+    if type(out[name]) == "table" and #out[name] == 1 then out[name] = { 1, out[name][1] } end
+  end
+  if type(out.output_padding) == "table" and #out.output_padding == 1 then out.output_padding = { 0, out.output_padding[1] } end
+  if type(out.pads) == "table" and #out.pads == 2 then out.pads = { 0, out.pads[1], 0, out.pads[2] } end
+  return out
+end
+
+local function lifted(handler, weighted)
+  return function(self, n)
+    local x = self:input(n, 1, true)
+    if not x or x.const or #x.shape ~= 3 then return handler(self, n) end
+    local function tmp(what) return ("%s\0lifted_%s"):format(n.outputs[1], what) end
+    local n2 = { name = n.name, op_type = n.op_type, domain = n.domain, index = n.index, inputs = {}, outputs = {},
+      attributes = widened(n.attributes) }
+    for i, name in ipairs(n.inputs) do n2.inputs[i] = name end
+    for i, name in ipairs(n.outputs) do n2.outputs[i] = name end
+    local N, C, L = x.shape[1], x.shape[2], x.shape[3]
+    n2.inputs[1], n2.outputs[1] = tmp("x"), tmp("y")
+    self.values[n2.inputs[1]] = reshaped(self, n, self:in_layout(x, nil), { N, C, 1, L })
+    if weighted then
+      local w = self:needed(n, 2, "W")
+      if not w.const or #w.shape ~= 3 then self:fail(n, "W must be an initializer of 3 dimensions for a 1-D x") end
+      n2.inputs[2] = tmp("w")
+      self.values[n2.inputs[2]] = { const = true, shape = { w.shape[1], w.shape[2], 1, w.shape[3] }, from = w }
+    end
+    local layout, nhwc = self.layout, self.nhwc
+    self.layout, self.nhwc = "nchw", nil
+    local ok, err = pcall(function()
+      handler(self, n2)
+      local y = self.values[n2.outputs[1]]
+      if y.pending then self:materialize(y) end
+    end)
+    self.layout, self.nhwc = layout, nhwc
+    if not ok then error(err, 0) end
+    local y = self.values[n2.outputs[1]]
+    self:set(n, 1, reshaped(self, n, y, { y.shape[1], y.shape[2], y.shape[4] }))
+  end
+end
+OPS.Conv, OPS.ConvTranspose = lifted(OPS.Conv, true), lifted(OPS.ConvTranspose, true)
+OPS.MaxPool, OPS.AveragePool = lifted(OPS.MaxPool), lifted(OPS.AveragePool)
+OPS.GlobalAveragePool, OPS.GlobalMaxPool = lifted(OPS.GlobalAveragePool), lifted(OPS.GlobalMaxPool)
+OPS.BatchNormalization = lifted(OPS.BatchNormalization)
 
 M.OPS = {}
 for name in pairs(OPS) do M.OPS[#M.OPS + 1] = name end

@@ -2,8 +2,8 @@
 -- and f'(x), as references for Elementwise and the fused epilogues of Conv2d and Linear.
 local ffi = require "ffi"
 
-ffi.cdef [[ double erf(double); ]]
-local erf = ffi.C.erf
+ffi.cdef [[ double erf(double); double expm1(double); double log1p(double); ]]
+local erf, expm1, log1p = ffi.C.erf, ffi.C.expm1, ffi.C.log1p
 
 local function sigmoid(x) return 1 / (1 + math.exp(-x)) end
 local function cdf(x) return 0.5 * (1 + erf(x / math.sqrt(2))) end
@@ -13,6 +13,9 @@ local function tanh(x)
   local e = math.exp(2 * x)
   return (e - 1) / (e + 1)
 end
+local function softplus(x) return x > 30 and x or log1p(math.exp(x)) end
+-- SELU's constants (Klambauer et al.), to double precision.
+local SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
 return {
   identity = { function(x) return x end, function() return 1 end },
@@ -28,4 +31,19 @@ return {
     function(x) return (x > -3 and x < 3) and 1 / 6 or 0 end },
   hardswish = { function(x) return x * math.min(math.max(x + 3, 0), 6) / 6 end,
     function(x) return x < -3 and 0 or x <= 3 and x / 3 + 0.5 or 1 end },
+  elu = { function(x) return x > 0 and x or expm1(x) end, function(x) return x > 0 and 1 or math.exp(x) end },
+  celu = { function(x) return x > 0 and x or expm1(x) end, function(x) return x > 0 and 1 or math.exp(x) end },
+  selu = { function(x) return SELU_SCALE * (x > 0 and x or SELU_ALPHA * expm1(x)) end,
+    function(x) return SELU_SCALE * (x > 0 and 1 or SELU_ALPHA * math.exp(x)) end },
+  softplus = { softplus, sigmoid },
+  mish = { function(x) return x * tanh(softplus(x)) end,
+    function(x) local t = tanh(softplus(x)) return t + x * sigmoid(x) * (1 - t * t) end },
+  -- elu(x, alpha) and celu(x, alpha) with alpha given
+  elu_alpha = function(alpha)
+    return { function(x) return x > 0 and x or alpha * expm1(x) end, function(x) return x > 0 and 1 or alpha * math.exp(x) end }
+  end,
+  celu_alpha = function(alpha)
+    return { function(x) return x > 0 and x or alpha * expm1(x / alpha) end,
+      function(x) return x > 0 and 1 or math.exp(x / alpha) end }
+  end,
 }

@@ -466,6 +466,199 @@ def leaky():
     save("leaky", nodes, [("x", x)], [("y1", y1), ("y2", y2)], [init("w", w)])
 
 
+# ---- activations of older and other families: Mish as exporters before opset 18 write it
+# (Mul(x, Tanh(Softplus(x))), after a convolution: its epilogue) and as opset 18's op, Elu,
+# Celu, Selu, Softplus, PRelu with a per-channel slope (PyTorch's nn.PReLU after a convolution)
+# and with one slope, Reciprocal ----
+
+def softplus64(a):
+    return np.log1p(np.exp(a))
+
+
+def activations():
+    x = rand(2, 3, 5, 5, low=-3, high=3)
+    w = rand(4, 3, 3, 3)
+    w2 = rand(4, 3, 1, 1)
+    slope = rand(4, 1, 1)
+    one = np.array([0.25], dtype=np.float32)
+    x64 = x.astype(np.float64)
+    c = conv2d(x, w, pad=(1, 1))
+    mish = c * np.tanh(softplus64(c))
+    mish2 = x64 * np.tanh(softplus64(x64))
+    elu = np.where(x64 > 0, x64, np.float64(np.float32(0.5)) * np.expm1(x64))
+    celu = np.where(x64 > 0, x64, 2.0 * np.expm1(x64 / 2.0))
+    selu = 1.0507009873554805 * np.where(x64 > 0, x64, 1.6732632423543772 * np.expm1(x64))
+    sp = softplus64(x64)
+    c2 = conv2d(x, w2)
+    prelu = np.where(c2 > 0, c2, c2 * slope.astype(np.float64))
+    prelu1 = np.where(x64 > 0, x64, x64 * 0.25)
+    recip = 1.0 / sp
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Softplus", ["c"], ["c_sp"], name="mish_softplus"),
+        helper.make_node("Tanh", ["c_sp"], ["c_t"], name="mish_tanh"),
+        helper.make_node("Mul", ["c", "c_t"], ["mish"], name="mish_mul"),
+        helper.make_node("Mish", ["x"], ["mish2"], name="mish_op"),
+        helper.make_node("Elu", ["x"], ["elu"], name="elu", alpha=0.5),
+        helper.make_node("Celu", ["x"], ["celu"], name="celu", alpha=2.0),
+        helper.make_node("Selu", ["x"], ["selu"], name="selu"),
+        helper.make_node("Softplus", ["x"], ["sp"], name="softplus"),
+        helper.make_node("Conv", ["x", "w2"], ["c2"], name="conv2"),
+        helper.make_node("PRelu", ["c2", "prelu.weight"], ["prelu"], name="prelu"),
+        helper.make_node("PRelu", ["x", "one"], ["prelu1"], name="prelu_one"),
+        helper.make_node("Reciprocal", ["sp"], ["recip"], name="recip"),
+    ]
+    save("activations", nodes, [("x", x)], [("mish", mish), ("mish2", mish2), ("elu", elu), ("celu", celu), ("selu", selu),
+                                         ("sp", sp), ("prelu", prelu), ("prelu1", prelu1), ("recip", recip)],
+         [init("w", w), init("w2", w2), init("prelu.weight", slope), init("one", one)], opset=18)
+
+
+# ---- pixel shuffles as super-resolution networks write them (DepthToSpace in both modes, of a
+# convolution's output; SpaceToDepth) and the norms F.normalize and losses export (ReduceL2,
+# ReduceL1, ReduceSumSquare, ReduceProd) ----
+
+def depth_to_space(a, b, mode):
+    n, c, h, w = a.shape
+    if mode == "DCR":
+        t = a.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        t = a.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return t.reshape(n, c // (b * b), h * b, w * b)
+
+
+def shuffles():
+    x = rand(2, 8, 4, 6)
+    w = rand(12, 8, 3, 3)
+    c = conv2d(x, w, pad=(1, 1))
+    x64 = x.astype(np.float64)
+    dcr = depth_to_space(c, 2, "DCR")
+    crd = depth_to_space(x64, 2, "CRD")
+    n, ch, h, wd = x.shape
+    s2d = x64.reshape(n, ch, h // 2, 2, wd // 2, 2).transpose(0, 3, 5, 1, 2, 4).reshape(n, ch * 4, h // 2, wd // 2)
+    l2 = np.sqrt((x64 * x64).sum(axis=(1, 3), keepdims=True))
+    l1 = np.abs(x64).sum(axis=2)
+    ssq = (c * c).sum(axis=1, keepdims=True)
+    prod = (x64[:, :3] + 1.5).prod(axis=-1, keepdims=True)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("DepthToSpace", ["c"], ["dcr"], name="d2s_dcr", blocksize=2),
+        helper.make_node("DepthToSpace", ["x"], ["crd"], name="d2s_crd", blocksize=2, mode="CRD"),
+        helper.make_node("SpaceToDepth", ["x"], ["s2d"], name="s2d", blocksize=2),
+        helper.make_node("ReduceL2", ["x"], ["l2"], name="l2", axes=[1, -1]),
+        helper.make_node("ReduceL1", ["x"], ["l1"], name="l1", axes=[2], keepdims=0),
+        helper.make_node("ReduceSumSquare", ["c"], ["ssq"], name="ssq", axes=[1]),
+    ]
+    save("shuffles", nodes, [("x", x)], [("dcr", dcr), ("crd", crd), ("s2d", s2d), ("l2", l2), ("l1", l1), ("ssq", ssq)],
+         [init("w", w)], opset=13)
+    # ReduceProd (no backward: outside the gradient check)
+    nodes = [
+        helper.make_node("Constant", [], ["starts"], name="starts", value=helper.make_tensor("sv", TensorProto.INT64, [1], [0])),
+        helper.make_node("Constant", [], ["ends"], name="ends", value=helper.make_tensor("ev", TensorProto.INT64, [1], [3])),
+        helper.make_node("Constant", [], ["ax1"], name="ax1", value=helper.make_tensor("av", TensorProto.INT64, [1], [1])),
+        helper.make_node("Slice", ["x", "starts", "ends", "ax1"], ["x3"], name="first3"),
+        helper.make_node("Constant", [], ["shift"], name="shift", value=helper.make_tensor("shv", TensorProto.FLOAT, [], [1.5])),
+        helper.make_node("Add", ["x3", "shift"], ["x3s"], name="shifted"),
+        helper.make_node("ReduceProd", ["x3s"], ["prod"], name="prod", axes=[-1]),
+    ]
+    save("product", nodes, [("x", x)], [("prod", prod)], [], opset=13)
+
+
+# ---- 1-D networks as audio and sequence models write them: Conv1d + BatchNorm1d + ReLU, a
+# MaxPool1d, a depthwise strided Conv1d with asymmetric-free padding and dilation, an
+# AvgPool1d, a ConvTranspose1d, a global average pool over the sequence ----
+
+def conv1d(x, w, b=None, stride=1, pad=0, dil=1, groups=1):
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, length = x.shape
+    m, cg, k = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad)))
+    lo = (length + 2 * pad - dil * (k - 1) - 1) // stride + 1
+    out = np.zeros((n, m, lo))
+    mg = m // groups
+    for o in range(m):
+        g = o // mg
+        for t in range(lo):
+            for j in range(k):
+                out[:, o, t] += xp[:, g * cg:(g + 1) * cg, t * stride + j * dil] @ w[o, :, j]
+    if b is not None:
+        out += b.astype(np.float64)[None, :, None]
+    return out
+
+
+def sequence():
+    x = rand(2, 4, 16)
+    w1, b1 = rand(6, 4, 3), rand(6)
+    scale, bias, mean, var = rand(6) + 1.5, rand(6), rand(6), rand(6) + 1.2
+    w2 = rand(6, 1, 5)
+    wt, bt = rand(6, 3, 4), rand(3)
+    c1 = conv1d(x, w1, b1, pad=1)
+    bn = (c1 - mean.astype(np.float64)[None, :, None]) / np.sqrt(var.astype(np.float64)[None, :, None] + 1e-5) \
+        * scale.astype(np.float64)[None, :, None] + bias.astype(np.float64)[None, :, None]
+    r = np.maximum(bn, 0)
+    mp = np.maximum(r[:, :, 0::2], r[:, :, 1::2])                     # MaxPool1d(2)
+    dw = conv1d(mp, w2, stride=2, pad=3, dil=2, groups=6)              # 8 -> 3
+    dp = np.pad(dw, ((0, 0), (0, 0), (1, 1)))
+    ap = (dp[:, :, 0:-2] + dp[:, :, 1:-1] + dp[:, :, 2:]) / 3          # AvgPool1d(3, 1, 1), padding counted
+    gap = ap.mean(axis=2, keepdims=True)
+    # ConvTranspose1d(6 -> 3, k 4, stride 2, pad 1): 3 -> 6
+    length = ap.shape[2]
+    full = np.zeros((2, 3, (length - 1) * 2 + 4))
+    for i in range(length):
+        full[:, :, i * 2:i * 2 + 4] += np.einsum("nc,cmk->nmk", ap[:, :, i], wt.astype(np.float64))
+    tr = full[:, :, 1:-1] + bt.astype(np.float64)[None, :, None]
+    nodes = [
+        helper.make_node("Conv", ["x", "c1.weight", "c1.bias"], ["c1"], name="c1", pads=[1, 1], kernel_shape=[3]),
+        helper.make_node("BatchNormalization", ["c1", "bn.weight", "bn.bias", "bn.mean", "bn.var"], ["bn"], name="bn"),
+        helper.make_node("Relu", ["bn"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["mp"], name="pool", kernel_shape=[2], strides=[2]),
+        helper.make_node("Conv", ["mp", "dw.weight"], ["dw"], name="dw", pads=[3, 3], strides=[2], dilations=[2], group=6),
+        helper.make_node("AveragePool", ["dw"], ["ap"], name="avg", kernel_shape=[3], pads=[1, 1], count_include_pad=1),
+        helper.make_node("GlobalAveragePool", ["ap"], ["gap"], name="gap"),
+        helper.make_node("ConvTranspose", ["ap", "up.weight", "up.bias"], ["tr"], name="up", strides=[2], pads=[1, 1]),
+    ]
+    save("sequence", nodes, [("x", x)], [("mp", mp), ("gap", gap), ("tr", tr)],
+         [init("c1.weight", w1), init("c1.bias", b1), init("bn.weight", scale), init("bn.bias", bias),
+          init("bn.mean", mean), init("bn.var", var), init("dw.weight", w2), init("up.weight", wt), init("up.bias", bt)])
+
+
+# ---- what older model-zoo files hold: LRN (AlexNet's and GoogLeNet's, an odd size; an even
+# one, its window lopsided, after a convolution) and the variadic Sum, Mean, Max and Min with
+# broadcasting and a constant ----
+
+def lrn(a, size, alpha, beta, bias):
+    c = a.shape[1]
+    before, after = (size - 1) // 2, (size - 1) - (size - 1) // 2
+    sq = np.pad(a * a, ((0, 0), (before, after), (0, 0), (0, 0)))
+    s = sum(sq[:, i:i + c] for i in range(size))
+    return a / (bias + alpha / size * s) ** beta
+
+
+def classic():
+    x = rand(2, 6, 4, 5, low=-2, high=2)
+    w = rand(5, 6, 1, 1)
+    v = rand(1, 6, 1, 5)
+    k = np.array([0.25], dtype=np.float32)
+    x64 = x.astype(np.float64)
+    c = conv2d(x, w)
+    lrn5 = lrn(x64, 5, 0.5, 0.75, 2.0)
+    lrn4 = lrn(c, 4, 1e-2, 0.6, 1.0)
+    total = x64 + v.astype(np.float64) + x64
+    mean = (x64 + v.astype(np.float64)) / 2
+    most = np.maximum(np.maximum(x64, v.astype(np.float64)), 0.25)
+    least = np.minimum(c, 0.25)
+    nodes = [
+        helper.make_node("LRN", ["x"], ["lrn5"], name="lrn5", size=5, alpha=0.5, beta=0.75, bias=2.0),
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("LRN", ["c"], ["lrn4"], name="lrn4", size=4, alpha=1e-2, beta=0.6),
+        helper.make_node("Sum", ["x", "v", "x"], ["total"], name="total"),
+        helper.make_node("Mean", ["x", "v"], ["mean"], name="mean"),
+        helper.make_node("Max", ["x", "v", "k"], ["most"], name="most"),
+        helper.make_node("Min", ["c", "k"], ["least"], name="least"),
+    ]
+    save("classic", nodes, [("x", x)], [("lrn5", lrn5), ("lrn4", lrn4), ("total", total), ("mean", mean), ("most", most),
+                                      ("least", least)], [init("w", w), init("v", v), init("k", k)], opset=13)
+
+
 # ---- InstanceNormalization as style-transfer networks write it: after a convolution (held
 # channels-last), and over a sequence (N, C, L) ----
 
@@ -791,6 +984,11 @@ def bad():
     write("einsum", [helper.make_node("Einsum", ["x", "x"], ["y"], name="contract", equation="ij,jk->ik")], [])
     write("einsum_diagonal", [helper.make_node("Einsum", ["x", "x"], ["y"], name="diagonal", equation="bcii,bcij->bcij")], [])
     write("pads", [helper.make_node("AveragePool", ["x"], ["y"], name="lopsided", kernel_shape=[3, 3], pads=[0, 0, 1, 1])], [])
+    write("blocksize", [helper.make_node("DepthToSpace", ["x"], ["y"], name="shuffle", blocksize=3)], [])
+    write("selu", [helper.make_node("Selu", ["x"], ["y"], name="scaled", alpha=2.0)], [])
+    seq = helper.make_node("Constant", [], ["seq"], name="seq", value=helper.make_tensor("seq_v", TensorProto.INT64, [3], [1, 2, 16]))
+    write("conv1d_weight", [seq, helper.make_node("Reshape", ["x", "seq"], ["x3"], name="as_sequence"),
+                            helper.make_node("Conv", ["x3", "w"], ["y"], name="conv1d")], [w])
     write("unknown_input", [helper.make_node("Relu", ["nowhere"], ["y"], name="lost")], [])
     ext = init("w", rand(2, 2, 3, 3))
     ext.ClearField("raw_data")
@@ -845,6 +1043,10 @@ views()
 reductions()
 joins()
 leaky()
+activations()
+shuffles()
+sequence()
+classic()
 instnorm()
 legacy_resize()
 resize_pad()

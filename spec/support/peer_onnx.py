@@ -14,8 +14,10 @@ initialised from seed 0 (its BatchNorms' statistics and affine too), in eval mod
 DIR/<name>.onnx (torch.onnx.export, opset 17, the TorchScript exporter), DIR/<name>_in.npy (a
 [BATCH, 3, SIZE, SIZE] f32 input from seed 1; 2 and 224 by default) and DIR/<name>_out.npy
 (PyTorch's logits in f32, on cuda with TF32 off where there is a GPU, else on the CPU, as
-float64). Prints a line a network.
+float64). Prints a line a network. PEER_EXPORTER=dynamo exports with torch.export's exporter
+(dynamo=True, opset 18; PyTorch 2.9's default) instead.
 """
+import os
 import sys
 
 import numpy as np
@@ -101,6 +103,10 @@ def lraspp():
 
 
 def export(model, x, path):
+    if os.environ.get("PEER_EXPORTER") == "dynamo":  # torch.export's exporter (the default from PyTorch 2.9)
+        torch.onnx.export(model, (x,), path, dynamo=True, input_names=["x"], output_names=["logits"], opset_version=18,
+                          external_data=False)
+        return
     kwargs = dict(input_names=["x"], output_names=["logits"], opset_version=17, do_constant_folding=True)
     try:
         torch.onnx.export(model, (x,), path, dynamo=False, **kwargs)

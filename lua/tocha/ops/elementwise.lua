@@ -28,8 +28,11 @@ M.DEFAULT_BLOCK = 256
 -- The functions and their arity, in the order messages list them; each is a struct ew_fn_<name>
 -- of kernels/elementwise.cu.
 M.UNARY = { "identity", "neg", "abs", "exp", "log", "sqrt", "erf", "relu", "relu6", "sigmoid", "tanh", "silu", "gelu",
-  "hardsigmoid", "hardswish", "leaky_relu" }
-M.BINARY = { "add", "sub", "mul", "div", "max", "min" }
+  "hardsigmoid", "hardswish", "leaky_relu", "elu", "celu", "selu", "softplus", "mish" }
+M.BINARY = { "add", "sub", "mul", "div", "max", "min", "prelu" }
+-- The functions with a constant baked into their kernels: its option's name and default.
+local BAKED = { leaky_relu = { "negative_slope", 0.01 }, elu = { "alpha", 1 }, celu = { "alpha", 1 } }
+local OWNERS = { negative_slope = "leaky_relu's", alpha = "elu's and celu's" }
 local arity_of = {}
 for _, name in ipairs(M.UNARY) do arity_of[name] = 1 end
 for _, name in ipairs(M.BINARY) do arity_of[name] = 2 end
@@ -40,35 +43,44 @@ local function known()
   return table.concat(all, ", ", 1, #all - 1) .. " or " .. all[#all]
 end
 
--- The bits of a double as a C integer literal (leaky_relu's slope as its template argument).
+-- The bits of a double as a C integer literal (a baked constant as its template argument).
 local function double_bits(v)
   local box = ffi.new("double[1]", v)
   return tostring(ffi.cast("int64_t *", box)[0]):gsub("LL$", "") .. "LL"
 end
 
--- Elementwise.new(fn [, dtype [, block [, {negative_slope = 0.01}]]]): the op for fn (a name
--- above), of a float dtype (default f32), block threads a CTA (default 256; a multiple of 32 up
--- to 1024); negative_slope, leaky_relu's (PyTorch's default 0.01), baked into its kernels.
+-- Elementwise.new(fn [, dtype [, block [, {negative_slope = 0.01, alpha = 1}]]]): the op for fn
+-- (a name above), of a float dtype (default f32), block threads a CTA (default 256; a multiple
+-- of 32 up to 1024); negative_slope, leaky_relu's (PyTorch's default 0.01), and alpha, elu's and
+-- celu's (default 1; celu's not 0), baked into its kernels.
 function Elementwise.new(fn, dtype_name, block, opts)
   if type(fn) ~= "string" then raise("fn: expected a function name, got " .. type(fn)) end
   local arity = arity_of[fn]
   if not arity then raise(("fn: unknown function %s (expected %s)"):format(errors.show(fn), known())) end
   local dt = op.float_dtype(dtype_name, "dtype")
   block = op.flat_block(block or M.DEFAULT_BLOCK)
-  opts = op.options(opts, { negative_slope = true }, "tocha.Elementwise")
-  local slope = opts.negative_slope
-  if slope ~= nil and fn ~= "leaky_relu" then raise(("negative_slope: leaky_relu's option, not %s's"):format(fn)) end
-  if fn == "leaky_relu" then
-    slope = slope == nil and 0.01 or slope
-    if type(slope) ~= "number" or slope ~= slope or math.abs(slope) == math.huge then
-      raise("negative_slope: expected a finite number, got " .. errors.show(slope))
+  opts = op.options(opts, { negative_slope = true, alpha = true }, "tocha.Elementwise")
+  local baked = BAKED[fn]
+  for _, name in ipairs({ "negative_slope", "alpha" }) do
+    if opts[name] ~= nil and not (baked and baked[1] == name) then
+      raise(("%s: %s option, not %s's"):format(name, OWNERS[name], fn))
     end
   end
+  local value
+  if baked then
+    value = opts[baked[1]]
+    if value == nil then value = baked[2] end
+    if type(value) ~= "number" or value ~= value or math.abs(value) == math.huge then
+      raise(("%s: expected a finite number, got %s"):format(baked[1], errors.show(value)))
+    end
+    if fn == "celu" and value == 0 then raise("alpha: celu's alpha cannot be 0") end
+  end
   local source = op.source("activation.cuh") .. "\n" .. op.source("elementwise.cu")
-  local struct = fn == "leaky_relu" and ("ew_fn_leaky_relu<%s>"):format(double_bits(slope)) or "ew_fn_" .. fn
+  local struct = baked and ("ew_fn_%s<%s>"):format(fn, double_bits(value)) or "ew_fn_" .. fn
   local targs = ("%s, %s"):format(dtype.ctype(dt), struct)
-  local self = setmetatable({ fn = fn, kind = fn, dtype = dt, block_size = block, arity = arity, negative_slope = slope,
-    id = ("elementwise_%s%s__%s__%d"):format(fn, slope and ("_%.17g"):format(slope) or "", dt, block) }, Elementwise)
+  local self = setmetatable({ fn = fn, kind = fn, dtype = dt, block_size = block, arity = arity,
+    id = ("elementwise_%s%s__%s__%d"):format(fn, value and ("_%.17g"):format(value) or "", dt, block) }, Elementwise)
+  if baked then self[baked[1]] = value end
   local forward, backward
   if arity == 1 then
     forward = { "tocha_unary", ("%s* x, %s* y, i64 n"):format(dt, dt) }
