@@ -73,6 +73,20 @@ struct ew_fn_gelu {
         return dy * (cdf + x * pdf);
     }
 };
+// gelu_tanh, PyTorch's gelu(approximate="tanh"): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+struct ew_fn_gelu_tanh {
+    template <typename A> static __device__ __forceinline__ A inner(A x)
+    {
+        return (A)0.79788456080286535588 * (x + (A)0.044715 * x * x * x);
+    }
+    ACT_DEV A value(A x) { return (A)0.5 * x * ((A)1 + ew_tanh(inner(x))); }
+    ACT_DEV A grad(A x, A dy)
+    {
+        A t = ew_tanh(inner(x));
+        A du = (A)0.79788456080286535588 * ((A)1 + (A)3 * (A)0.044715 * x * x);
+        return dy * ((A)0.5 * ((A)1 + t) + (A)0.5 * x * ((A)1 - t * t) * du);
+    }
+};
 // PyTorch's hardsigmoid, relu6(x + 3) / 6, and hardswish, x relu6(x + 3) / 6 (MobileNetV3's);
 // their gradients as PyTorch's: hardsigmoid' is 1/6 strictly inside (-3, 3), hardswish' is x/3 +
 // 1/2 on [-3, 3] and 0 or 1 outside.

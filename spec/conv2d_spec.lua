@@ -454,7 +454,7 @@ describe("tocha.Conv2d", function()
         local seed = 1500
         -- the direct kernels: every function, with and without a residual, both layouts
         for i, act in ipairs({ "identity", "relu", "sigmoid", "tanh", "silu", "gelu", "hardsigmoid", "hardswish", "relu6",
-          "selu", "softplus", "mish" }) do
+          "selu", "softplus", "mish", "gelu_tanh" }) do
           seed = seed + 10
           run_epilogue("f64", CASES[5], act, i % 2 == 1, false, seed, i % 3 == 0 and "nhwc" or "nchw")
         end

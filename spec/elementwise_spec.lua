@@ -18,7 +18,7 @@ local UNARY = {
   relu = act.relu, sigmoid = act.sigmoid, tanh = act.tanh, silu = act.silu, gelu = act.gelu,
   identity = act.identity, hardsigmoid = act.hardsigmoid, hardswish = act.hardswish, relu6 = act.relu6, erf = act.erf,
   leaky_relu = { function(x) return x > 0 and x or 0.01 * x end, function(x) return x > 0 and 1 or 0.01 end },
-  elu = act.elu, celu = act.celu, selu = act.selu, softplus = act.softplus, mish = act.mish,
+  elu = act.elu, celu = act.celu, selu = act.selu, softplus = act.softplus, mish = act.mish, gelu_tanh = act.gelu_tanh,
 }
 -- g(a, b) and its partial derivatives' products with dy.
 local function tie(dy) return dy / 2 end
@@ -234,8 +234,8 @@ describe("tocha.Elementwise", function()
         local a = tocha.ones({ 4 }, { device = device })
         for _, case in ipairs({
           { 'tocha.Elementwise.new: fn: unknown function "tan" (expected identity, neg, abs, exp, log, sqrt, erf, relu, relu6, '
-            .. "sigmoid, tanh, silu, gelu, hardsigmoid, hardswish, leaky_relu, elu, celu, selu, softplus, mish, add, sub, mul, div, "
-            .. "max, min or prelu)", tocha.Elementwise.new, "tan" },
+            .. "sigmoid, tanh, silu, gelu, hardsigmoid, hardswish, leaky_relu, elu, celu, selu, softplus, mish, gelu_tanh, add, sub, "
+            .. "mul, div, max, min or prelu)", tocha.Elementwise.new, "tan" },
           { "tocha.Elementwise.new: alpha: elu's and celu's option, not selu's", tocha.Elementwise.new, "selu", "f32", 256,
             { alpha = 2 } },
           { "tocha.Elementwise.new: alpha: celu's alpha cannot be 0", tocha.Elementwise.new, "celu", "f32", 256, { alpha = 0 } },

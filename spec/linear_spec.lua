@@ -218,7 +218,7 @@ describe("tocha.Linear", function()
           compare(db, { want.db[1], sums.db[2] }, TOL[dt], label .. " db")
         end
         fails('activation: expected one of identity, relu, relu6, sigmoid, tanh, silu, gelu, hardsigmoid, hardswish, '
-          .. 'selu, softplus, mish, got "swish"', tocha.Linear.new, 4, 4,
+          .. 'selu, softplus, mish, gelu_tanh, got "swish"', tocha.Linear.new, 4, 4,
           { activation = "swish" })
       end)
 

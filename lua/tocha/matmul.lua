@@ -66,7 +66,7 @@ end
 
 -- The functions a product's epilogue applies after the bias (kernels/activation.cuh's).
 local ACTIVATION_NAMES = { "identity", "relu", "relu6", "sigmoid", "tanh", "silu", "gelu", "hardsigmoid", "hardswish",
-  "selu", "softplus", "mish" }
+  "selu", "softplus", "mish", "gelu_tanh" }
 M.ACTIVATIONS = {}
 for _, name in ipairs(ACTIVATION_NAMES) do M.ACTIVATIONS[name] = true end
 

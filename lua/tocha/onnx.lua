@@ -176,6 +176,7 @@ end
 function Import:tensor_of(v, dt)
   dt = dt or self.dtype
   if v.tensor then return v.tensor:cast(dt) end
+  if v.from and not v.transpose and not v.scale then return self:tensor_of(v.from, dt):view(v.shape) end -- (a weight read 2-D)
   if v.init and v.init:dtype() then return v.init:to_tensor({ device = self.device, dtype = dt }) end
   local shape = #v.shape > 0 and v.shape or { 1 }
   local flat = tensor.tensor(v.values, { dtype = "f64", device = "sim" })
@@ -270,6 +271,8 @@ local function joined(v)
   return { pending = v.pending, stage = v.pending.stage, shape = v.shape }
 end
 
+local reshaped -- x seen with another shape (the shape converters' below)
+
 -- Emits v's convolution (once) with everything that joined it.
 function Import:materialize(v)
   local p = v.pending
@@ -292,11 +295,14 @@ function Import:materialize(v)
   local opts = {}
   for k, o in pairs(p.opts) do opts[k] = o end
   opts.bias, opts.activation, opts.residual = bias ~= nil, p.act, p.residual ~= nil
-  opts.layout = self.layout
+  local nhwc = not p.lifted and self.nhwc or nil -- (a 1-D convolution's [N, C, 1, L] stays in ONNX's layout)
+  opts.layout = nhwc or "nchw"
   local op = Conv2d.new(p.in_channels, p.out_channels, p.kernel, opts)
-  local x, residual = self:in_layout(p.x, self.nhwc), p.residual and self:in_layout(p.residual, self.nhwc)
+  local x, residual = self:in_layout(p.x, nhwc), p.residual and self:in_layout(p.residual, nhwc)
+  if p.lifted and residual then residual = reshaped(self, p.n, residual, p.lifted.shape4) end
   local r = self:emit(p.n, op, { x, residual }, { weight = weight, bias = bias }, p.name)
-  p.node, v.node, v.layout = r.node, r.node, self.nhwc
+  if p.lifted then r = reshaped(self, p.n, { node = r.node, shape = p.lifted.shape4 }, p.lifted.shape3) end
+  p.node, v.node, v.layout = r.node, r.node, nhwc
 end
 
 function Import:set(n, k, v) if n.outputs[k] and n.outputs[k] ~= "" then self.values[n.outputs[k]] = v end end
@@ -426,12 +432,21 @@ OPS.ConvTranspose = function(self, n)
   self:set(n, 1, self:emit(n, op, { x }, { weight = w, bias = b }, self:layer_name(n, w)))
 end
 
+-- Whether an output of n past the first is read (a statistics or mask output an exporter names
+-- and nothing reads is ignored).
+function Import:reads_extra_outputs(n)
+  for k = 2, #n.outputs do
+    if n.outputs[k] ~= "" and (self.uses[n.outputs[k]] or 0) > 0 then return true end
+  end
+  return false
+end
+
 OPS.BatchNormalization = function(self, n)
   local v = self:input(n, 1, true)
   local consts = true
   for i = 2, 5 do consts = consts and self:input(n, i) ~= nil and self:input(n, i).const end
   if self:open(v, n.inputs[1]) and not v.pending.linear and not v.pending.bn and not v.pending.residual and consts
-      and #n.outputs == 1
+      and not self:reads_extra_outputs(n)
       and self:attr(n, "training_mode", 0) == 0 then
     v.pending.bn = { scale = self:input(n, 2), bias = self:input(n, 3), mean = self:input(n, 4), var = self:input(n, 5),
       eps = self:attr(n, "epsilon", 1e-5) }
@@ -439,7 +454,7 @@ OPS.BatchNormalization = function(self, n)
   end
   local x = self:runtime(n, 1, nil, true) -- channels-last stays so: the op takes either layout
   if self:attr(n, "training_mode", 0) ~= 0 then self:fail(n, "training_mode 1 is not supported (export in eval mode)") end
-  if #n.outputs > 1 then self:fail(n, "the running statistics' outputs (training mode) are not supported") end
+  if self:reads_extra_outputs(n) then self:fail(n, "the running statistics' outputs (training mode) are not supported") end
   local scale, bias = self:needed(n, 2, "scale"), self:needed(n, 3, "B")
   local mean, var = self:needed(n, 4, "input_mean"), self:needed(n, 5, "input_var")
   for _, c in ipairs({ scale, bias, mean, var }) do
@@ -538,7 +553,35 @@ local EPILOGUE = require("tocha.matmul").ACTIVATIONS
 -- y = fn(input 1): joined to an open convolution or linear layer where it can be (its value read
 -- `reads` times in all: 1, or the chain's reads where a pattern of several nodes makes fn), else
 -- an Elementwise.
+-- The unary functions of constants, folded (an exporter's scale arithmetic: the 1 / sqrt(head
+-- size) of scaled dot-product attention as Sqrt of a Cast of a Shape).
+local function sigmoid(v) return 1 / (1 + math.exp(-v)) end
+local FOLD_UNARY = {
+  Relu = function(v) return v > 0 and v or 0 end, Sigmoid = sigmoid, Tanh = math.tanh, Exp = math.exp, Log = math.log,
+  Sqrt = math.sqrt, Neg = function(v) return -v end, Abs = math.abs, Reciprocal = function(v) return 1 / v end,
+  Floor = math.floor, Ceil = math.ceil, Sin = math.sin, Cos = math.cos,
+  Round = function(v) -- halves to even, as ONNX's
+    local f = math.floor(v)
+    local d = v - f
+    if d ~= 0.5 then return math.floor(v + 0.5) end
+    return f % 2 == 0 and f or f + 1
+  end,
+  Sign = function(v) return v > 0 and 1 or v < 0 and -1 or v end,
+}
+
+-- Node n's unary function of a constant input, folded; false where the input is computed.
+function Import:folded_unary(n)
+  local x = self:input(n, 1, true)
+  local f = FOLD_UNARY[n.op_type]
+  if not (x and x.const and f) then return false end
+  local out = {}
+  for i, v in ipairs(self:values_of(n, x, "X")) do out[i] = f(v) end
+  self:set(n, 1, const(copy(x.shape), out, x.onnx_type or (x.init and x.init.data_type)))
+  return true
+end
+
 local function activation(self, n, fn, reads)
+  if self:folded_unary(n) then return end
   local v = self:input(n, 1, true)
   if EPILOGUE[fn] and self:open(v, n.inputs[1], reads) then
     v.pending.act = fn
@@ -638,8 +681,11 @@ OPS.Clip = function(self, n)
 end
 
 OPS.Gelu = function(self, n)
-  if self:attr(n, "approximate", "none") ~= "none" then self:fail(n, "only the exact gelu (approximate \"none\")") end
-  activation(self, n, "gelu")
+  local approximate = self:attr(n, "approximate", "none")
+  if approximate ~= "none" and approximate ~= "tanh" then
+    self:fail(n, ("approximate %s: expected \"none\" or \"tanh\""):format(show(approximate)))
+  end
+  activation(self, n, approximate == "tanh" and "gelu_tanh" or "gelu")
 end
 
 -- The number a scalar constant holds (an initializer, or a Constant node's value, converted
@@ -715,9 +761,7 @@ local function gelu_or(arith)
 end
 
 local function alias(self, n)
-  if n.outputs[2] and n.outputs[2] ~= "" and (self.uses[n.outputs[2]] or 0) > 0 then
-    self:fail(n, "its second output (a mask) is read, which tocha does not support")
-  end
+  if self:reads_extra_outputs(n) then self:fail(n, "its second output (a mask) is read, which tocha does not support") end
   self:set(n, 1, self:needed(n, 1, "input"))
 end
 OPS.Identity, OPS.Dropout = alias, alias
@@ -983,7 +1027,15 @@ OPS.PRelu = function(self, n)
 end
 
 -- Reciprocal(x) = 1 / x: a BroadcastConstant div with the constant 1 first.
+-- Floor, Ceil, Round, Sign, Sin and Cos of constants, folded (of computed tensors, refused).
+for _, op_type in ipairs({ "Floor", "Ceil", "Round", "Sign", "Sin", "Cos" }) do
+  OPS[op_type] = function(self, n)
+    if not self:folded_unary(n) then self:fail(n, ("%s of a computed tensor is not supported"):format(op_type)) end
+  end
+end
+
 OPS.Reciprocal = function(self, n)
+  if self:folded_unary(n) then return end
   local x = self:runtime(n, 1, "X")
   local op = BroadcastConstant.new("div", { 1 }, { dtype = self.dtype, constant_first = true })
   self:set(n, 1, self:emit(n, op, { x }, { constant = const({ 1 }, { 1 }, 1) }))
@@ -1033,7 +1085,7 @@ local function pooled(self, n, class, o, x)
 end
 
 OPS.MaxPool = function(self, n)
-  if n.outputs[2] and n.outputs[2] ~= "" then self:fail(n, "the Indices output is not supported") end
+  if self:reads_extra_outputs(n) then self:fail(n, "the Indices output is not supported") end
   local o, d, x = pool_options(self, n, self:runtime(n, 1, nil, true), -math.huge)
   o.dilation = d
   pooled(self, n, pool.MaxPool2d, o, x)
@@ -1073,7 +1125,7 @@ end
 -- ---- shapes ----
 
 -- x seen with shape (a view node; none where the shape is x's).
-local function reshaped(self, n, x, shape)
+function reshaped(self, n, x, shape)
   if numel(shape) ~= numel(x.shape) then
     self:fail(n, ("a shape of %d elements for a tensor of %d"):format(numel(shape), numel(x.shape)))
   end
@@ -1276,9 +1328,10 @@ OPS.Gather = function(self, n)
   self:set(n, 1, const(out_shape, out, dv.onnx_type or (dv.init and dv.init.data_type)))
 end
 
-OPS.Cast = function(self, n)
-  local x = self:needed(n, 1, "input")
-  local to = self:attr(n, "to")
+-- Cast(input, to) and CastLike(input, target) (the exporter of torch.export writes the second
+-- for its scalars): a constant converted (integers truncated), a computed float passed through
+-- (every computed tensor has the model's dtype).
+local function cast(self, n, x, to)
   if not x.const then
     if onnx_file.DTYPES[to] and not INT_TYPES[to] then return self:set(n, 1, x) end -- computed in the model's dtype
     self:fail(n, ("a cast of a computed tensor to %s is not supported"):format(onnx_file.type_name(to)))
@@ -1287,6 +1340,12 @@ OPS.Cast = function(self, n)
   local out = {}
   for i, v in ipairs(values) do out[i] = INT_TYPES[to] and (v < 0 and math.ceil(v) or math.floor(v)) or v end
   self:set(n, 1, const(copy(x.shape), out, to))
+end
+OPS.Cast = function(self, n) cast(self, n, self:needed(n, 1, "input"), self:attr(n, "to")) end
+OPS.CastLike = function(self, n)
+  local target = self:needed(n, 2, "target_type", true)
+  local to = target.const and (target.onnx_type or (target.init and target.init.data_type)) or 1 -- (FLOAT: computed)
+  cast(self, n, self:needed(n, 1, "input"), to)
 end
 
 -- Along axis a of a shape: the product of the dimensions before it, and after it.
@@ -1661,7 +1720,8 @@ end
 -- the same type over x viewed [N, C, 1, L]: its windows' attributes widened by a leading 1 (pads
 -- by zeros on H), a weight [O, I, K] read as [O, I, 1, K], kept in ONNX's layout (a view of
 -- [N, C, L] needs no copy; channels-last would take a Permute on each side), and its output
--- [N, O, 1, L'] viewed [N, O, L']. What follows such a node does not join its launch.
+-- [N, O, 1, L'] viewed [N, O, L']. A 1-D convolution is held open as a 2-D one is: the
+-- BatchNormalization, residual Add and activation after it join its launch.
 
 local function widened(attributes)
   local out = {}
@@ -1678,6 +1738,10 @@ local function lifted(handler, weighted)
   return function(self, n)
     local x = self:input(n, 1, true)
     if not x or x.const or #x.shape ~= 3 then return handler(self, n) end
+    if n.op_type == "BatchNormalization" and self:open(x, n.inputs[1]) and not x.pending.linear then
+      return handler(self, n) -- folded into the 1-D convolution before it
+    end
+    x = self:input(n, 1, false, true) -- (an open convolution emitted)
     local function tmp(what) return ("%s\0lifted_%s"):format(n.outputs[1], what) end
     local n2 = { name = n.name, op_type = n.op_type, domain = n.domain, index = n.index, inputs = {}, outputs = {},
       attributes = widened(n.attributes) }
@@ -1694,15 +1758,16 @@ local function lifted(handler, weighted)
     end
     local layout, nhwc = self.layout, self.nhwc
     self.layout, self.nhwc = "nchw", nil
-    local ok, err = pcall(function()
-      handler(self, n2)
-      local y = self.values[n2.outputs[1]]
-      if y.pending then self:materialize(y) end
-    end)
+    local ok, err = pcall(handler, self, n2)
     self.layout, self.nhwc = layout, nhwc
     if not ok then error(err, 0) end
     local y = self.values[n2.outputs[1]]
-    self:set(n, 1, reshaped(self, n, y, { y.shape[1], y.shape[2], y.shape[4] }))
+    local shape3 = { y.shape[1], y.shape[2], y.shape[4] }
+    if y.pending then -- a convolution, held open as a 2-D one is (Import:materialize views its output back)
+      y.pending.lifted = { shape4 = y.shape, shape3 = shape3 }
+      return self:set(n, 1, { pending = y.pending, stage = y.stage, shape = shape3 })
+    end
+    self:set(n, 1, reshaped(self, n, y, shape3))
   end
 end
 OPS.Conv, OPS.ConvTranspose = lifted(OPS.Conv, true), lifted(OPS.ConvTranspose, true)

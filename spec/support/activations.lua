@@ -14,6 +14,7 @@ local function tanh(x)
   return (e - 1) / (e + 1)
 end
 local function softplus(x) return x > 30 and x or log1p(math.exp(x)) end
+local GELU_K = math.sqrt(2 / math.pi)
 -- SELU's constants (Klambauer et al.), to double precision.
 local SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
@@ -38,6 +39,11 @@ return {
   softplus = { softplus, sigmoid },
   mish = { function(x) return x * tanh(softplus(x)) end,
     function(x) local t = tanh(softplus(x)) return t + x * sigmoid(x) * (1 - t * t) end },
+  gelu_tanh = { function(x) return 0.5 * x * (1 + tanh(GELU_K * (x + 0.044715 * x ^ 3))) end,
+    function(x)
+      local t = tanh(GELU_K * (x + 0.044715 * x ^ 3))
+      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_K * (1 + 3 * 0.044715 * x * x)
+    end },
   -- elu(x, alpha) and celu(x, alpha) with alpha given
   elu_alpha = function(alpha)
     return { function(x) return x > 0 and x or alpha * expm1(x) end, function(x) return x > 0 and 1 or alpha * math.exp(x) end }

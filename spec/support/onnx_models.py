@@ -469,7 +469,7 @@ def leaky():
 # ---- activations of older and other families: Mish as exporters before opset 18 write it
 # (Mul(x, Tanh(Softplus(x))), after a convolution: its epilogue) and as opset 18's op, Elu,
 # Celu, Selu, Softplus, PRelu with a per-channel slope (PyTorch's nn.PReLU after a convolution)
-# and with one slope, Reciprocal ----
+# and with one slope, Reciprocal, opset 20's Gelu with the tanh approximation ----
 
 def softplus64(a):
     return np.log1p(np.exp(a))
@@ -493,6 +493,7 @@ def activations():
     prelu = np.where(c2 > 0, c2, c2 * slope.astype(np.float64))
     prelu1 = np.where(x64 > 0, x64, x64 * 0.25)
     recip = 1.0 / sp
+    gelu_tanh = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
         helper.make_node("Softplus", ["c"], ["c_sp"], name="mish_softplus"),
@@ -507,10 +508,12 @@ def activations():
         helper.make_node("PRelu", ["c2", "prelu.weight"], ["prelu"], name="prelu"),
         helper.make_node("PRelu", ["x", "one"], ["prelu1"], name="prelu_one"),
         helper.make_node("Reciprocal", ["sp"], ["recip"], name="recip"),
+        helper.make_node("Gelu", ["x"], ["gelu_tanh"], name="gelu_tanh", approximate="tanh"),
     ]
     save("activations", nodes, [("x", x)], [("mish", mish), ("mish2", mish2), ("elu", elu), ("celu", celu), ("selu", selu),
-                                         ("sp", sp), ("prelu", prelu), ("prelu1", prelu1), ("recip", recip)],
-         [init("w", w), init("w2", w2), init("prelu.weight", slope), init("one", one)], opset=18)
+                                         ("sp", sp), ("prelu", prelu), ("prelu1", prelu1), ("recip", recip),
+                                         ("gelu_tanh", gelu_tanh)],
+         [init("w", w), init("w2", w2), init("prelu.weight", slope), init("one", one)], opset=20)
 
 
 # ---- pixel shuffles as super-resolution networks write them (DepthToSpace in both modes, of a
@@ -564,7 +567,7 @@ def shuffles():
 
 
 # ---- 1-D networks as audio and sequence models write them: Conv1d + BatchNorm1d + ReLU, a
-# MaxPool1d, a depthwise strided Conv1d with asymmetric-free padding and dilation, an
+# residual block (Conv1d + Add + ReLU), a MaxPool1d, a depthwise strided and dilated Conv1d, an
 # AvgPool1d, a ConvTranspose1d, a global average pool over the sequence ----
 
 def conv1d(x, w, b=None, stride=1, pad=0, dil=1, groups=1):
@@ -606,7 +609,12 @@ def sequence():
     for i in range(length):
         full[:, :, i * 2:i * 2 + 4] += np.einsum("nc,cmk->nmk", ap[:, :, i], wt.astype(np.float64))
     tr = full[:, :, 1:-1] + bt.astype(np.float64)[None, :, None]
+    w3 = rand(6, 6, 3)
+    res = np.maximum(conv1d(r, w3, pad=1) + r, 0)
     nodes = [
+        helper.make_node("Conv", ["r", "c3.weight"], ["c3"], name="c3", pads=[1, 1]),
+        helper.make_node("Add", ["c3", "r"], ["c3r"], name="residual"),
+        helper.make_node("Relu", ["c3r"], ["res"], name="relu3"),
         helper.make_node("Conv", ["x", "c1.weight", "c1.bias"], ["c1"], name="c1", pads=[1, 1], kernel_shape=[3]),
         helper.make_node("BatchNormalization", ["c1", "bn.weight", "bn.bias", "bn.mean", "bn.var"], ["bn"], name="bn"),
         helper.make_node("Relu", ["bn"], ["r"], name="relu"),
@@ -616,8 +624,9 @@ def sequence():
         helper.make_node("GlobalAveragePool", ["ap"], ["gap"], name="gap"),
         helper.make_node("ConvTranspose", ["ap", "up.weight", "up.bias"], ["tr"], name="up", strides=[2], pads=[1, 1]),
     ]
-    save("sequence", nodes, [("x", x)], [("mp", mp), ("gap", gap), ("tr", tr)],
-         [init("c1.weight", w1), init("c1.bias", b1), init("bn.weight", scale), init("bn.bias", bias),
+    nodes = nodes[3:6] + nodes[:3] + nodes[6:]  # (producers first)
+    save("sequence", nodes, [("x", x)], [("mp", mp), ("gap", gap), ("tr", tr), ("res", res)],
+         [init("c3.weight", w3), init("c1.weight", w1), init("c1.bias", b1), init("bn.weight", scale), init("bn.bias", bias),
           init("bn.mean", mean), init("bn.var", var), init("dw.weight", w2), init("up.weight", wt), init("up.bias", bt)])
 
 
@@ -657,6 +666,58 @@ def classic():
     ]
     save("classic", nodes, [("x", x)], [("lrn5", lrn5), ("lrn4", lrn4), ("total", total), ("mean", mean), ("most", most),
                                       ("least", least)], [init("w", w), init("v", v), init("k", k)], opset=13)
+
+
+# ---- what torch.export's exporter writes beside the TorchScript one's: outputs named and never
+# read (a MaxPool's Indices, a BatchNormalization's statistics), CastLike of its scalars, ReduceMean
+# with its axes an input (opset 18); the functions of constants an exporter folds ----
+
+def exporter18():
+    x = rand(2, 3, 6, 6)
+    scale, bias, mean, var = rand(3) + 1.5, rand(3), rand(3), rand(3) + 1.2
+    half = np.array(0.5, dtype=np.float64)
+    x64 = x.astype(np.float64)
+    bn = batch_norm(x64, scale, bias, mean, var, 1e-5)
+    mp = max_pool(bn, 2, 2, 0)
+    y = mp * 0.5
+    m = mp.mean(axis=(2, 3), keepdims=True)
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"],
+                         ["bn", "bn_mean_out", "bn_var_out"], name="bn", training_mode=0),
+        helper.make_node("MaxPool", ["bn"], ["mp", "mp_indices"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Constant", [], ["half64"], name="half", value=numpy_helper.from_array(half, "half_v")),
+        helper.make_node("CastLike", ["half64", "mp"], ["half32"], name="half_like"),
+        helper.make_node("Mul", ["mp", "half32"], ["y"], name="scaled"),
+        helper.make_node("Constant", [], ["axes"], name="axes", value=helper.make_tensor("axes_v", TensorProto.INT64, [2], [2, 3])),
+        helper.make_node("ReduceMean", ["mp", "axes"], ["m"], name="mean"),
+    ]
+    # the attention scale as exporters compute it from a shape, and other constants' functions
+    c = np.array([0.5, 1.5, 2.5, -0.5, -1.7, 0.0], dtype=np.float32)
+    c64 = c.astype(np.float64)
+    rounded = np.array([0.0, 2.0, 2.0, -0.0, -2.0, 0.0])
+    k = np.sqrt(1 / np.sqrt(6.0))
+    z = x64 * k + (np.sin(c64) + np.cos(c64) + np.floor(c64) + np.ceil(c64) + rounded + np.sign(c64)
+                   + np.exp(c64) + np.abs(c64) + np.tanh(c64) + 1 / (1 + np.exp(-c64)) + np.maximum(c64, 0))
+    nodes += [
+        helper.make_node("Shape", ["x"], ["x_shape"], name="x_shape"),
+        helper.make_node("Constant", [], ["last"], name="last", value=helper.make_tensor("last_v", TensorProto.INT64, [], [-1])),
+        helper.make_node("Gather", ["x_shape", "last"], ["width"], name="width"),
+        helper.make_node("Cast", ["width"], ["width_f"], name="width_f", to=TensorProto.FLOAT),
+        helper.make_node("Sqrt", ["width_f"], ["root"], name="root"),
+        helper.make_node("Reciprocal", ["root"], ["scale"], name="scale"),
+        helper.make_node("Sqrt", ["scale"], ["half_scale"], name="half_scale"),
+        helper.make_node("Mul", ["x", "half_scale"], ["xs"], name="x_scaled"),
+        helper.make_node("Constant", [], ["c"], name="c", value=numpy_helper.from_array(c, "c_v")),
+    ]
+    parts = []
+    for op in ("Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "Exp", "Abs", "Tanh", "Sigmoid", "Relu"):
+        nodes.append(helper.make_node(op, ["c"], ["c_" + op], name="c_" + op))
+        parts.append("c_" + op)
+    nodes += [helper.make_node("Sum", parts, ["folds"], name="folds"),
+              helper.make_node("Add", ["xs", "folds"], ["z"], name="z")]
+    save("exporter18", nodes, [("x", x)], [("y", y), ("m", m), ("z", z)],
+         [init("bn.weight", scale), init("bn.bias", bias), init("bn.running_mean", mean), init("bn.running_var", var)],
+         opset=18)
 
 
 # ---- InstanceNormalization as style-transfer networks write it: after a convolution (held
@@ -984,6 +1045,8 @@ def bad():
     write("einsum", [helper.make_node("Einsum", ["x", "x"], ["y"], name="contract", equation="ij,jk->ik")], [])
     write("einsum_diagonal", [helper.make_node("Einsum", ["x", "x"], ["y"], name="diagonal", equation="bcii,bcij->bcij")], [])
     write("pads", [helper.make_node("AveragePool", ["x"], ["y"], name="lopsided", kernel_shape=[3, 3], pads=[0, 0, 1, 1])], [])
+    write("pool_indices", [helper.make_node("MaxPool", ["x"], ["p", "i"], name="argmax_pool", kernel_shape=[2, 2]),
+                           helper.make_node("Cast", ["i"], ["y"], name="indices_read", to=TensorProto.FLOAT)], [])
     write("blocksize", [helper.make_node("DepthToSpace", ["x"], ["y"], name="shuffle", blocksize=3)], [])
     write("selu", [helper.make_node("Selu", ["x"], ["y"], name="scaled", alpha=2.0)], [])
     seq = helper.make_node("Constant", [], ["seq"], name="seq", value=helper.make_tensor("seq_v", TensorProto.INT64, [3], [1, 2, 16]))
@@ -1047,6 +1110,7 @@ activations()
 shuffles()
 sequence()
 classic()
+exporter18()
 instnorm()
 legacy_resize()
 resize_pad()

@@ -28,7 +28,7 @@ M.DEFAULT_BLOCK = 256
 -- The functions and their arity, in the order messages list them; each is a struct ew_fn_<name>
 -- of kernels/elementwise.cu.
 M.UNARY = { "identity", "neg", "abs", "exp", "log", "sqrt", "erf", "relu", "relu6", "sigmoid", "tanh", "silu", "gelu",
-  "hardsigmoid", "hardswish", "leaky_relu", "elu", "celu", "selu", "softplus", "mish" }
+  "hardsigmoid", "hardswish", "leaky_relu", "elu", "celu", "selu", "softplus", "mish", "gelu_tanh" }
 M.BINARY = { "add", "sub", "mul", "div", "max", "min", "prelu" }
 -- The functions with a constant baked into their kernels: its option's name and default.
 local BAKED = { leaky_relu = { "negative_slope", 0.01 }, elu = { "alpha", 1 }, celu = { "alpha", 1 } }

@@ -224,9 +224,23 @@ function Reduce:compute_concrete_output_shape(input_shapes)
   return out
 end
 
+-- The passes for x of `shape` and the reduced dimension's size, planned once a shape: each launch
+-- asks for its kernel, grid and arguments, and a plan is a function of the shape alone.
+local PLANS_KEPT = 64
 function Reduce:passes(shape)
+  local key = type(shape) == "table" and M.column_teams .. "/" -- (the A/B knob too)
+  for i = 1, key and #shape or 0 do
+    if type(shape[i]) ~= "number" then key = nil break end -- (a bad shape: view names it)
+    key = key .. shape[i] .. ","
+  end
+  local plans = self.plans
+  local hit = key and plans and plans[key]
+  if hit then return hit[1], hit[2] end
   local outer, n, inner = self:view(shape, "inputs[1]")
-  return M.plan(outer, n, inner, self.block_size, self.dtype, true), n
+  local passes = M.plan(outer, n, inner, self.block_size, self.dtype, true)
+  if not plans or plans.count >= PLANS_KEPT then plans = { count = 0 } self.plans = plans end
+  plans[key], plans.count = { passes, n }, plans.count + 1
+  return passes, n
 end
 
 -- Each pass on its path's kernel (M.pass_kernel).
