@@ -90,6 +90,11 @@ describe("layers, losses and optimizers beside PyTorch's #gpu", function()
     layer("l_dwconv_gelu", tocha.Conv2d.new(6, 6, 3, { padding = 2, dilation = 2, groups = 6, dtype = "f64",
       activation = "gelu", layout = "nhwc" }), "conv:1:2:2:6:gelu:nhwc", { img:permute(1, 3, 4, 2):contiguous() },
       { randn({ 6, 1, 3, 3 }), randn({ 6 }) })
+    for i, act in ipairs({ "mish", "softplus", "selu", "gelu_tanh" }) do
+      layer("l_conv_" .. act, tocha.Conv2d.new(6, 8, 3, { padding = 1, dtype = "f64", activation = act,
+        layout = i % 2 == 0 and "nhwc" or "nchw" }), ("conv:1:1:1:1:%s:%s"):format(act, i % 2 == 0 and "nhwc" or "nchw"),
+        { i % 2 == 0 and img:permute(1, 3, 4, 2):contiguous() or img }, { randn({ 8, 6, 3, 3 }), randn({ 8 }) })
+    end
     layer("l_deconv", tocha.ConvTranspose2d.new(6, 4, 3, { stride = 2, padding = 1, output_padding = 1, dtype = "f64" }),
       "deconv:2:1:1:1:1", { img }, { randn({ 6, 4, 3, 3 }), randn({ 4 }) })
     layer("l_linear_gelu", tocha.Linear.new(16, 12, { dtype = "f64", activation = "gelu" }), "linear:gelu", { randn({ 3, 7, 16 }) },

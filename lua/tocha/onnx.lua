@@ -192,6 +192,7 @@ local ATTRIBUTE_KINDS = {
   keepdims = "int", min = "float", max = "float", mode = "string", coordinate_transformation_mode = "string",
   nearest_mode = "string", equation = "string", fmod = "int", reduction = "string", antialias = "int",
   exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints", blocksize = "int", size = "int", bias = "float",
+  num_groups = "int",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -1591,6 +1592,29 @@ OPS.InstanceNormalization = function(self, n)
   local c = x.shape[2]
   local op = GroupNorm.new(c, c, { eps = self:attr(n, "epsilon", 1e-5), dtype = self.dtype })
   self:set(n, 1, self:emit(n, op, { x }, { weight = scale, bias = bias }, self:layer_name(n, scale)))
+end
+
+-- GroupNormalization (opset 18: scale and bias a group, which this spreads over the group's
+-- channels; opset 21: a channel): GroupNorm.
+OPS.GroupNormalization = function(self, n)
+  local x = self:runtime(n, 1, "X")
+  local scale, bias = self:needed(n, 2, "scale"), self:needed(n, 3, "bias")
+  if #x.shape < 3 then self:fail(n, ("x has %d dimensions: expected N, C and at least one more"):format(#x.shape)) end
+  local c, groups = x.shape[2], self:attr(n, "num_groups")
+  if type(groups) ~= "number" or groups < 1 or c % groups ~= 0 then
+    self:fail(n, ("num_groups %s does not divide the %d channels"):format(show(groups), c))
+  end
+  local function per_channel(v, what)
+    if not v.const then self:fail(n, what .. " must be a constant") end
+    if numel(v.shape) == c then return v end
+    if numel(v.shape) ~= groups then self:fail(n, ("%s has %d values: expected %d or %d"):format(what, numel(v.shape), groups, c)) end
+    local values, out = self:values_of(n, v, what), {}
+    for k = 1, c do out[k] = values[math.floor((k - 1) / (c / groups)) + 1] end
+    return const({ c }, out, 1)
+  end
+  local op = GroupNorm.new(groups, c, { eps = self:attr(n, "epsilon", 1e-5), dtype = self.dtype })
+  self:set(n, 1, self:emit(n, op, { x }, { weight = per_channel(scale, "scale"), bias = per_channel(bias, "bias") },
+    self:layer_name(n, scale)))
 end
 
 OPS.LayerNormalization = function(self, n)

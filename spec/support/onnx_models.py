@@ -715,9 +715,24 @@ def exporter18():
         parts.append("c_" + op)
     nodes += [helper.make_node("Sum", parts, ["folds"], name="folds"),
               helper.make_node("Add", ["xs", "folds"], ["z"], name="z")]
-    save("exporter18", nodes, [("x", x)], [("y", y), ("m", m), ("z", z)],
-         [init("bn.weight", scale), init("bn.bias", bias), init("bn.running_mean", mean), init("bn.running_var", var)],
-         opset=18)
+    # GroupNormalization: scale and bias a group (opset 18's) and, where groups are channels, a channel
+    g1s, g1b, g3s, g3b = rand(1) + 1.5, rand(1), rand(3) + 1.5, rand(3)
+
+    def group_norm(a, groups, sc, bi, eps):
+        n_, c_ = a.shape[:2]
+        t = a.reshape(n_, groups, -1)
+        t = (t - t.mean(axis=2, keepdims=True)) / np.sqrt(t.var(axis=2, keepdims=True) + eps)
+        t = t.reshape(a.shape)
+        per = np.repeat(sc.astype(np.float64), c_ // sc.size), np.repeat(bi.astype(np.float64), c_ // bi.size)
+        return t * per[0][None, :, None, None] + per[1][None, :, None, None]
+    gn1 = group_norm(bn, 1, g1s, g1b, 1e-5)
+    gn3 = group_norm(x64, 3, g3s, g3b, np.float64(np.float32(1e-3)))
+    nodes += [helper.make_node("GroupNormalization", ["bn", "gn1.weight", "gn1.bias"], ["gn1"], name="gn1", num_groups=1),
+              helper.make_node("GroupNormalization", ["x", "gn3.weight", "gn3.bias"], ["gn3"], name="gn3", num_groups=3,
+                               epsilon=1e-3)]
+    save("exporter18", nodes, [("x", x)], [("y", y), ("m", m), ("z", z), ("gn1", gn1), ("gn3", gn3)],
+         [init("bn.weight", scale), init("bn.bias", bias), init("bn.running_mean", mean), init("bn.running_var", var),
+          init("gn1.weight", g1s), init("gn1.bias", g1b), init("gn3.weight", g3s), init("gn3.bias", g3b)], opset=18)
 
 
 # ---- InstanceNormalization as style-transfer networks write it: after a convolution (held

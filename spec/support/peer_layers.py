@@ -66,7 +66,8 @@ def math_case(op, ins):
 
 
 ACTIVATIONS = {"identity": lambda v: v, "relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu,
-               "gelu": lambda v: F.gelu(v, approximate="none")}
+               "gelu": lambda v: F.gelu(v, approximate="none"), "mish": F.mish, "softplus": F.softplus, "selu": F.selu,
+               "gelu_tanh": lambda v: F.gelu(v, approximate="tanh")}
 
 
 def layer_forward(op, ins, params, start):
