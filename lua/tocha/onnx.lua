@@ -539,7 +539,13 @@ OPS.Einsum = function(self, n)
 end
 
 OPS.MatMul = function(self, n)
-  local x, w = self:runtime(n, 1, "A"), self:needed(n, 2, "B")
+  local a, b = self:needed(n, 1, "A"), self:needed(n, 2, "B")
+  if a.const and b.const then -- (an MLP over a constant table, as Swin V2's position bias)
+    local out, shape = fold.matmul(self:values_of(n, a, "A"), a.shape, self:values_of(n, b, "B"), b.shape, 2 ^ 26)
+    if not out then self:fail(n, shape) end
+    return self:set(n, 1, const(shape, out, 1))
+  end
+  local x, w = self:runtime(n, 1, "A"), b
   if w.const then return linear(self, n, x, w, false, nil, 1, 1) end
   if #x.shape < 2 or #w.shape < 2 then self:fail(n, "a product of vectors: tocha multiplies matrices (2 or more dimensions)") end
   local op = MatMul.new(x.shape[#x.shape], w.shape[#w.shape], { dtype = self.dtype })
@@ -838,10 +844,27 @@ local function fold_binary(self, n, fn)
   return const(shape, out, va.onnx_type or (va.init and va.init.data_type))
 end
 
+-- An operand an Expand passed through (record.expanded_to, the shape it stands for) must give
+-- the same result shape unexpanded: the other operand covers what the Expand would have added.
+function Import:check_expanded(n, a, b)
+  for _, pair in ipairs({ { a, b }, { b, a } }) do
+    local e, o = pair[1], pair[2]
+    if e.expanded_to then
+      local want = fold.broadcast_shape({ e.expanded_to, o.shape })
+      local got = fold.broadcast_shape({ e.shape, o.shape })
+      if not (want and got and #want == #got and op_base.same_sizes(want, got)) then
+        self:fail(n, ("an Expand of a computed tensor to [%s] whose other operand [%s] does not cover it"):format(
+          table.concat(e.expanded_to, ", "), table.concat(o.shape, ", ")))
+      end
+    end
+  end
+end
+
 -- The converter of a binary op of fn (registered as OPS[op_type] where op_type is given).
 local function binary(op_type, fn, fold_as)
   local converter = function(self, n)
     local a, b = self:needed(n, 1, "A", true), self:needed(n, 2, "B", true)
+    self:check_expanded(n, a, b)
     if a.const and b.const then return self:set(n, 1, fold_binary(self, n, FOLD[fold_as or op_type])) end
     if a.layout and a.layout == b.layout and op_base.same_sizes(a.shape, b.shape) then -- both held channels-last
       return self:set(n, 1, self:emit_like(n, Elementwise.new(fn, self.dtype), { a, b }, a))
@@ -1252,6 +1275,8 @@ OPS.Constant = function(self, n)
   self:fail(n, "a Constant needs value, value_float(s) or value_int(s)")
 end
 
+local BROADCASTING = { Add = true, Sub = true, Mul = true, Div = true, Sum = true, Max = true, Min = true, Mean = true }
+
 -- Expand of a constant (anchor grids, strides): folded, broadcast as NumPy does (the shape may
 -- also be smaller than the input's: ONNX's bidirectional rule). A computed input only where the
 -- shape leaves it as it is.
@@ -1270,7 +1295,20 @@ OPS.Expand = function(self, n)
   end
   if not v.const then
     if #out == #v.shape and op_base.same_sizes(out, v.shape) then return self:set(n, 1, v) end
-    self:fail(n, "expanding a computed tensor is not supported (only constants fold)")
+    -- read only by arithmetic that broadcasts (an older squeeze-and-excitation's
+    -- x * s.expand_as(x)): v itself, each reader checked to give the expanded shape's result
+    local name = n.outputs[1]
+    local readers = self.all_readers[name] or {}
+    local ok = #readers > 0 and not self.graph_outputs[name]
+    for _, reader in ipairs(readers) do ok = ok and BROADCASTING[reader.op_type] end
+    if not ok then
+      self:fail(n, "expanding a computed tensor is supported only where broadcasting arithmetic (Add, Sub, Mul, Div, "
+        .. "Sum, Max, Min) alone reads it")
+    end
+    local rec = {}
+    for k, x in pairs(v) do rec[k] = x end
+    rec.expanded_to = out
+    return self:set(n, 1, rec)
   end
   local count = numel(out)
   if count > FOLD_LIMIT then self:fail(n, ("%d elements: tocha folds constants of at most %d"):format(count, FOLD_LIMIT)) end
@@ -1869,15 +1907,20 @@ function M.load(path, opts)
       self.values[v.name] = { node = node, shape = shape }
     end
   end
-  self.uses, self.readers = {}, {}
+  self.uses, self.readers, self.all_readers, self.graph_outputs = {}, {}, {}, {}
   for _, n in ipairs(f.nodes) do
     for _, o in ipairs(n.outputs) do self.producer[o] = n end
     for _, i in ipairs(n.inputs) do
       self.uses[i] = (self.uses[i] or 0) + 1
       self.readers[i] = n
+      self.all_readers[i] = self.all_readers[i] or {}
+      table.insert(self.all_readers[i], n)
     end
   end
-  for _, v in ipairs(f.outputs) do self.uses[v.name] = (self.uses[v.name] or 0) + 1 end
+  for _, v in ipairs(f.outputs) do
+    self.uses[v.name] = (self.uses[v.name] or 0) + 1
+    self.graph_outputs[v.name] = true
+  end
   for _, n in ipairs(f.nodes) do
     local convert = not self.done[n] and OPS[n.op_type] or function() end
     if not OPS[n.op_type] then

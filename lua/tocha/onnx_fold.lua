@@ -128,4 +128,34 @@ function M.scatter_nd(data, shape, indices, index_shape, updates)
   return out, shape
 end
 
+-- The matrix product of a [..., m, k] by b [..., k, n] (each at least 2-D), their leading
+-- dimensions broadcast as NumPy's matmul does; the work (m n k a matrix) bounded by limit.
+function M.matmul(a, a_shape, b, b_shape, limit)
+  if #a_shape < 2 or #b_shape < 2 then return nil, "a product of vectors: tocha multiplies matrices (2 or more dimensions)" end
+  local m, k, n = a_shape[#a_shape - 1], a_shape[#a_shape], b_shape[#b_shape]
+  if b_shape[#b_shape - 1] ~= k then return nil, ("A's %d columns and B's %d rows differ"):format(k, b_shape[#b_shape - 1]) end
+  local a_lead, b_lead = {}, {}
+  for i = 1, #a_shape - 2 do a_lead[i] = a_shape[i] end
+  for i = 1, #b_shape - 2 do b_lead[i] = b_shape[i] end
+  local lead, why = M.broadcast_shape({ a_lead, b_lead })
+  if not lead then return nil, why end
+  local batches = numel(lead)
+  if batches * m * n * k > limit then return nil, "a product of constants too large to fold" end
+  local out = {}
+  for e = 0, batches - 1 do
+    local ao, bo = source(e, lead, a_lead) * m * k, source(e, lead, b_lead) * k * n
+    for i = 0, m - 1 do
+      for j = 0, n - 1 do
+        local sum = 0
+        for t = 0, k - 1 do sum = sum + a[ao + i * k + t + 1] * b[bo + t * n + j + 1] end
+        out[#out + 1] = sum
+      end
+    end
+  end
+  local shape = {}
+  for i, v in ipairs(lead) do shape[i] = v end
+  shape[#shape + 1], shape[#shape + 2] = m, n
+  return out, shape
+end
+
 return M

@@ -631,8 +631,8 @@ def sequence():
 
 
 # ---- what older model-zoo files hold: LRN (AlexNet's and GoogLeNet's, an odd size; an even
-# one, its window lopsided, after a convolution) and the variadic Sum, Mean, Max and Min with
-# broadcasting and a constant ----
+# one, its window lopsided, after a convolution), the variadic Sum, Mean, Max and Min with
+# broadcasting and a constant, and an Expand of a computed tensor that a Mul reads ----
 
 def lrn(a, size, alpha, beta, bias):
     c = a.shape[1]
@@ -664,8 +664,18 @@ def classic():
         helper.make_node("Max", ["x", "v", "k"], ["most"], name="most"),
         helper.make_node("Min", ["c", "k"], ["least"], name="least"),
     ]
+    # an older squeeze-and-excitation: x * s.expand_as(x), s of a pooled 1x1 convolution
+    ws = rand(6, 6, 1, 1)
+    s_ = sigmoid(conv2d(x64.mean(axis=(2, 3), keepdims=True), ws))
+    nodes += [helper.make_node("GlobalAveragePool", ["x"], ["pooled"], name="se_pool"),
+              helper.make_node("Conv", ["pooled", "se.weight"], ["se_c"], name="se_conv"),
+              helper.make_node("Sigmoid", ["se_c"], ["se_s"], name="se_sigmoid"),
+              helper.make_node("Shape", ["x"], ["x_shape"], name="x_shape"),
+              helper.make_node("Expand", ["se_s", "x_shape"], ["se_full"], name="se_expand"),
+              helper.make_node("Mul", ["x", "se_full"], ["excited"], name="excite")]
     save("classic", nodes, [("x", x)], [("lrn5", lrn5), ("lrn4", lrn4), ("total", total), ("mean", mean), ("most", most),
-                                      ("least", least)], [init("w", w), init("v", v), init("k", k)], opset=13)
+                                      ("least", least), ("excited", x64 * s_)],
+         [init("w", w), init("v", v), init("k", k), init("se.weight", ws)], opset=13)
 
 
 # ---- what torch.export's exporter writes beside the TorchScript one's: outputs named and never
@@ -730,9 +740,19 @@ def exporter18():
     nodes += [helper.make_node("GroupNormalization", ["bn", "gn1.weight", "gn1.bias"], ["gn1"], name="gn1", num_groups=1),
               helper.make_node("GroupNormalization", ["x", "gn3.weight", "gn3.bias"], ["gn3"], name="gn3", num_groups=3,
                                epsilon=1e-3)]
-    save("exporter18", nodes, [("x", x)], [("y", y), ("m", m), ("z", z), ("gn1", gn1), ("gn3", gn3)],
+    # an MLP over a constant table (Swin V2's continuous position bias), folded, added to x
+    table, w1, w2 = rand(3, 6, 2), rand(2, 5), rand(5, 6)
+    bias_table = 1 / (1 + np.exp(-(np.maximum(table.astype(np.float64) @ w1, 0) @ w2)))
+    nodes += [helper.make_node("MatMul", ["table", "cpb.w1"], ["t1"], name="cpb1"),
+              helper.make_node("Relu", ["t1"], ["t1r"], name="cpb_relu"),
+              helper.make_node("MatMul", ["t1r", "cpb.w2"], ["t2"], name="cpb2"),
+              helper.make_node("Sigmoid", ["t2"], ["t2s"], name="cpb_sigmoid"),
+              helper.make_node("Add", ["x", "t2s"], ["biased"], name="biased")]
+    save("exporter18", nodes, [("x", x)], [("y", y), ("m", m), ("z", z), ("gn1", gn1), ("gn3", gn3),
+                                         ("biased", x64 + bias_table)],
          [init("bn.weight", scale), init("bn.bias", bias), init("bn.running_mean", mean), init("bn.running_var", var),
-          init("gn1.weight", g1s), init("gn1.bias", g1b), init("gn3.weight", g3s), init("gn3.bias", g3b)], opset=18)
+          init("gn1.weight", g1s), init("gn1.bias", g1b), init("gn3.weight", g3s), init("gn3.bias", g3b),
+          init("table", table), init("cpb.w1", w1), init("cpb.w2", w2)], opset=18)
 
 
 # ---- InstanceNormalization as style-transfer networks write it: after a convolution (held
@@ -1062,6 +1082,10 @@ def bad():
     write("pads", [helper.make_node("AveragePool", ["x"], ["y"], name="lopsided", kernel_shape=[3, 3], pads=[0, 0, 1, 1])], [])
     write("pool_indices", [helper.make_node("MaxPool", ["x"], ["p", "i"], name="argmax_pool", kernel_shape=[2, 2]),
                            helper.make_node("Cast", ["i"], ["y"], name="indices_read", to=TensorProto.FLOAT)], [])
+    write("expand_read", [helper.make_node("ReduceMean", ["x"], ["m"], name="mean", axes=[2, 3]),
+                          helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                          helper.make_node("Expand", ["m", "s"], ["e"], name="spread"),
+                          helper.make_node("Relu", ["e"], ["y"], name="rectify")], [])
     write("blocksize", [helper.make_node("DepthToSpace", ["x"], ["y"], name="shuffle", blocksize=3)], [])
     write("selu", [helper.make_node("Selu", ["x"], ["y"], name="scaled", alpha=2.0)], [])
     seq = helper.make_node("Constant", [], ["seq"], name="seq", value=helper.make_tensor("seq_v", TensorProto.INT64, [3], [1, 2, 16]))
