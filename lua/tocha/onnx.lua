@@ -649,12 +649,19 @@ OPS.Selu = function(self, n)
   activation(self, n, "selu")
 end
 
+-- HardSigmoid: PyTorch's (alpha 1/6, beta 0.5) is Elementwise hardsigmoid (or a convolution's
+-- epilogue); other constants (ONNX's default 0.2, Keras's) max(0, min(1, alpha x + beta)) as
+-- four BroadcastConstant launches.
 OPS.HardSigmoid = function(self, n)
   local alpha, beta = self:attr(n, "alpha", 0.2), self:attr(n, "beta", 0.5)
-  if math.abs(alpha - 1 / 6) > 1e-6 or math.abs(beta - 0.5) > 1e-6 then
-    self:fail(n, ("alpha %g and beta %g: tocha's hardsigmoid is PyTorch's (1/6, 0.5)"):format(alpha, beta))
+  if math.abs(alpha - 1 / 6) <= 1e-6 and math.abs(beta - 0.5) <= 1e-6 then return activation(self, n, "hardsigmoid") end
+  local x = self:runtime(n, 1, "X", true)
+  for _, step in ipairs({ { "mul", alpha }, { "add", beta }, { "max", 0 }, { "min", 1 } }) do
+    local op = BroadcastConstant.new(step[1], { 1 }, { dtype = self.dtype })
+    local r = self:emit(n, op, { x }, { constant = const({ 1 }, { step[2] }, 1) })
+    x = { node = r.node, shape = x.shape, layout = x.layout }
   end
-  activation(self, n, "hardsigmoid")
+  self:set(n, 1, x)
 end
 
 -- LeakyRelu(alpha): Elementwise leaky_relu with alpha as its negative slope (the float the file

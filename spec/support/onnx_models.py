@@ -469,7 +469,8 @@ def leaky():
 # ---- activations of older and other families: Mish as exporters before opset 18 write it
 # (Mul(x, Tanh(Softplus(x))), after a convolution: its epilogue) and as opset 18's op, Elu,
 # Celu, Selu, Softplus, PRelu with a per-channel slope (PyTorch's nn.PReLU after a convolution)
-# and with one slope, Reciprocal, opset 20's Gelu with the tanh approximation ----
+# and with one slope, Reciprocal, opset 20's Gelu with the tanh approximation, HardSigmoid with
+# ONNX's default constants and others ----
 
 def softplus64(a):
     return np.log1p(np.exp(a))
@@ -494,6 +495,8 @@ def activations():
     prelu1 = np.where(x64 > 0, x64, x64 * 0.25)
     recip = 1.0 / sp
     gelu_tanh = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+    hsig = np.clip(np.float64(np.float32(0.2)) * c2 + 0.5, 0, 1)
+    hsig2 = np.clip(np.float64(np.float32(0.3)) * x64 + np.float64(np.float32(0.4)), 0, 1)
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
         helper.make_node("Softplus", ["c"], ["c_sp"], name="mish_softplus"),
@@ -509,10 +512,12 @@ def activations():
         helper.make_node("PRelu", ["x", "one"], ["prelu1"], name="prelu_one"),
         helper.make_node("Reciprocal", ["sp"], ["recip"], name="recip"),
         helper.make_node("Gelu", ["x"], ["gelu_tanh"], name="gelu_tanh", approximate="tanh"),
+        helper.make_node("HardSigmoid", ["c2"], ["hsig"], name="hard_sigmoid_default"),
+        helper.make_node("HardSigmoid", ["x"], ["hsig2"], name="hard_sigmoid", alpha=0.3, beta=0.4),
     ]
     save("activations", nodes, [("x", x)], [("mish", mish), ("mish2", mish2), ("elu", elu), ("celu", celu), ("selu", selu),
                                          ("sp", sp), ("prelu", prelu), ("prelu1", prelu1), ("recip", recip),
-                                         ("gelu_tanh", gelu_tanh)],
+                                         ("gelu_tanh", gelu_tanh), ("hsig", hsig), ("hsig2", hsig2)],
          [init("w", w), init("w2", w2), init("prelu.weight", slope), init("one", one)], opset=20)
 
 
