@@ -247,6 +247,14 @@ function Import:emit(n, op, inputs, params, hint)
   return { node = node, shape = shape }
 end
 
+-- The record of g(x, c) for a scalar c (c first where constant_first): one BroadcastConstant
+-- launch in x's layout (a scalar lies the same in both).
+function Import:scalar_op(n, x, fn, c, constant_first)
+  local op = BroadcastConstant.new(fn, { 1 }, { dtype = self.dtype, constant_first = constant_first })
+  local r = self:emit(n, op, { x }, { constant = { const = true, shape = { 1 }, values = { c }, onnx_type = 1 } })
+  return { node = r.node, shape = x.shape, layout = x.layout }
+end
+
 -- ---- fusion: a convolution or a linear layer and what follows it, as one launch ----
 --
 -- A Conv's output is held open (a record with `pending`, the convolution's plan) while the
@@ -557,9 +565,6 @@ local UNARY = { Relu = "relu", Sigmoid = "sigmoid", Tanh = "tanh", Exp = "exp", 
 -- The activations a convolution's epilogue applies (tocha.matmul.ACTIVATIONS).
 local EPILOGUE = require("tocha.matmul").ACTIVATIONS
 
--- y = fn(input 1): joined to an open convolution or linear layer where it can be (its value read
--- `reads` times in all: 1, or the chain's reads where a pattern of several nodes makes fn), else
--- an Elementwise.
 -- The unary functions of constants, folded (an exporter's scale arithmetic: the 1 / sqrt(head
 -- size) of scaled dot-product attention as Sqrt of a Cast of a Shape).
 local function sigmoid(v) return 1 / (1 + math.exp(-v)) end
@@ -587,6 +592,9 @@ function Import:folded_unary(n)
   return true
 end
 
+-- y = fn(input 1): folded where input 1 is a constant; joined to an open convolution or linear
+-- layer where it can be (its value read `reads` times in all: 1, or the chain's reads where a
+-- pattern of several nodes makes fn); else an Elementwise.
 local function activation(self, n, fn, reads)
   if self:folded_unary(n) then return end
   local v = self:input(n, 1, true)
@@ -602,7 +610,7 @@ end
 function Import:silu_half(n)
   local out = n.outputs[1]
   if (self.uses[out] or 0) ~= 1 then return false end
-  local reader = self.readers[out]
+  local reader = (self.readers[out] or {})[1]
   return reader ~= nil and reader.op_type == "Mul" and #reader.inputs == 2
     and ((reader.inputs[1] == out and reader.inputs[2] == n.inputs[1]) or (reader.inputs[2] == out and reader.inputs[1] == n.inputs[1]))
 end
@@ -657,9 +665,7 @@ OPS.HardSigmoid = function(self, n)
   if math.abs(alpha - 1 / 6) <= 1e-6 and math.abs(beta - 0.5) <= 1e-6 then return activation(self, n, "hardsigmoid") end
   local x = self:runtime(n, 1, "X", true)
   for _, step in ipairs({ { "mul", alpha }, { "add", beta }, { "max", 0 }, { "min", 1 } }) do
-    local op = BroadcastConstant.new(step[1], { 1 }, { dtype = self.dtype })
-    local r = self:emit(n, op, { x }, { constant = const({ 1 }, { step[2] }, 1) })
-    x = { node = r.node, shape = x.shape, layout = x.layout }
+    x = self:scalar_op(n, x, step[1], step[2])
   end
   self:set(n, 1, x)
 end
@@ -687,8 +693,7 @@ OPS.Clip = function(self, n)
   local x = self:runtime(n, 1, "input")
   for _, bound in ipairs({ { "max", low, -math.huge }, { "min", high, math.huge } }) do
     if bound[2] ~= bound[3] then
-      local op = BroadcastConstant.new(bound[1], { 1 }, { dtype = self.dtype })
-      x = self:emit(n, op, { x }, { constant = const({ 1 }, { bound[2] }, 1) })
+      x = self:scalar_op(n, x, bound[1], bound[2])
     end
   end
   self:set(n, 1, x)
@@ -718,7 +723,7 @@ end
 
 -- The one reader of value `name` when it is of op type `op_type` and reads it once, else nil.
 function Import:sole_reader(name, op_type)
-  local r = self.readers[name]
+  local r = (self.readers[name] or {})[1]
   if (self.uses[name] or 0) ~= 1 or not r or r.op_type ~= op_type then return nil end
   return r
 end
@@ -803,7 +808,7 @@ OPS.Pad = function(self, n)
   if type(value) ~= "number" then self:fail(n, "constant_value: expected a number") end
   local shape = {}
   for d = 1, rank do shape[d] = x.shape[d] + pads[d] + pads[rank + d] end
-  local reader = self.readers[n.outputs[1]]
+  local reader = (self.readers[n.outputs[1]] or {})[1]
   local foldable = mode == "constant" and value == 0 and rank == 4 and pads[1] == 0 and pads[2] == 0 and pads[5] == 0
     and pads[6] == 0 and (self.uses[n.outputs[1]] or 0) == 1 and reader and PAD_READERS[reader.op_type]
   for _, v in ipairs(pads) do foldable = foldable and v >= 0 end
@@ -1037,27 +1042,11 @@ OPS.Mul = function(self, n)
 end
 
 -- PRelu(x, slope): x for x > 0, else slope x, the slope broadcast to x as NumPy does (PyTorch
--- exports nn.PReLU's weight as [C, 1, 1]): a Broadcast "prelu" in ONNX's layout, the slope held
--- by the node when it is a constant (a buffer, as every constant of an imported network).
-OPS.PRelu = function(self, n)
-  local x, slope = self:runtime(n, 1, "X", true), self:needed(n, 2, "slope")
-  local held = slope.const and self:held_constant(n, slope, x)
-  if held then
-    local op = BroadcastConstant.new("prelu", held.shape, { dtype = self.dtype })
-    local r = self:emit(n, op, { x }, { constant = held })
-    return self:set(n, 1, { node = r.node, shape = x.shape, layout = x.layout })
-  end
-  x = self:in_layout(x, nil)
-  if slope.const then
-    local op = BroadcastConstant.new("prelu", #slope.shape > 0 and slope.shape or { 1 }, { dtype = self.dtype })
-    return self:set(n, 1, self:emit(n, op, { x }, { constant = slope }))
-  end
-  slope = self:in_layout(slope, nil)
-  local same = #x.shape == #slope.shape and op_base.same_sizes(x.shape, slope.shape)
-  self:set(n, 1, self:emit(n, same and Elementwise.new("prelu", self.dtype) or Broadcast.new("prelu", self.dtype), { x, slope }))
-end
+-- exports nn.PReLU's weight as [C, 1, 1]): converted as Add is, with tocha's "prelu" (a constant
+-- slope, a buffer of the node, moved to x's channels-last layout where x is held so).
+FOLD.PRelu = function(a, b) return a > 0 and a or a * b end
+binary("PRelu", "prelu")
 
--- Reciprocal(x) = 1 / x: a BroadcastConstant div with the constant 1 first.
 -- Floor, Ceil, Round, Sign, Sin and Cos of constants, folded (of computed tensors, refused).
 for _, op_type in ipairs({ "Floor", "Ceil", "Round", "Sign", "Sin", "Cos" }) do
   OPS[op_type] = function(self, n)
@@ -1065,11 +1054,10 @@ for _, op_type in ipairs({ "Floor", "Ceil", "Round", "Sign", "Sin", "Cos" }) do
   end
 end
 
+-- Reciprocal(x) = 1 / x: folded, or a BroadcastConstant div with the constant 1 first.
 OPS.Reciprocal = function(self, n)
   if self:folded_unary(n) then return end
-  local x = self:runtime(n, 1, "X")
-  local op = BroadcastConstant.new("div", { 1 }, { dtype = self.dtype, constant_first = true })
-  self:set(n, 1, self:emit(n, op, { x }, { constant = const({ 1 }, { 1 }, 1) }))
+  self:set(n, 1, self:scalar_op(n, self:runtime(n, 1, "X", true), "div", 1, true))
 end
 
 OPS.Div = gelu_or(OPS.Div)
@@ -1305,7 +1293,7 @@ OPS.Expand = function(self, n)
     -- read only by arithmetic that broadcasts (an older squeeze-and-excitation's
     -- x * s.expand_as(x)): v itself, each reader checked to give the expanded shape's result
     local name = n.outputs[1]
-    local readers = self.all_readers[name] or {}
+    local readers = self.readers[name] or {}
     local ok = #readers > 0 and not self.graph_outputs[name]
     for _, reader in ipairs(readers) do ok = ok and BROADCASTING[reader.op_type] end
     if not ok then
@@ -1772,14 +1760,9 @@ OPS.LRN = function(self, n)
   local mean = self:emit(n, pool.AvgPool2d.new { kernel_size = { size, 1 }, stride = 1, padding = { pad, 0 },
     count_include_pad = true, dtype = dt }, { sq })
   local v = reshaped(self, n, mean, { N, C, H, W })
-  local function with(fn, c)
-    v = self:emit(n, BroadcastConstant.new(fn, { 1 }, { dtype = dt }), { v }, { constant = const({ 1 }, { c }, 1) })
-  end
-  with("mul", alpha)
-  with("add", bias)
+  v = self:scalar_op(n, self:scalar_op(n, v, "mul", alpha), "add", bias)
   v = self:emit(n, Elementwise.new("log", dt), { v })
-  with("mul", beta)
-  v = self:emit(n, Elementwise.new("exp", dt), { v })
+  v = self:emit(n, Elementwise.new("exp", dt), { self:scalar_op(n, v, "mul", beta) })
   self:set(n, 1, self:emit(n, Elementwise.new("div", dt), { x, v }))
 end
 
@@ -1914,14 +1897,13 @@ function M.load(path, opts)
       self.values[v.name] = { node = node, shape = shape }
     end
   end
-  self.uses, self.readers, self.all_readers, self.graph_outputs = {}, {}, {}, {}
+  self.uses, self.readers, self.graph_outputs = {}, {}, {}
   for _, n in ipairs(f.nodes) do
     for _, o in ipairs(n.outputs) do self.producer[o] = n end
     for _, i in ipairs(n.inputs) do
       self.uses[i] = (self.uses[i] or 0) + 1
-      self.readers[i] = n
-      self.all_readers[i] = self.all_readers[i] or {}
-      table.insert(self.all_readers[i], n)
+      self.readers[i] = self.readers[i] or {}
+      table.insert(self.readers[i], n)
     end
   end
   for _, v in ipairs(f.outputs) do
