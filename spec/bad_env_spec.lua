@@ -10,7 +10,7 @@ describe("bad environment", function()
   it("refuses an unknown TOCHA_DEVICE value", function()
     local _, err, status = default_device { TOCHA_DEVICE = "gpu0" }
     assert.are.equal(1, status)
-    assert.truthy(err:find("TOCHA_DEVICE: unknown device 'gpu0' (expected cuda, cuda:N or sim)", 1, true))
+    assert.truthy(err:find("TOCHA_DEVICE: unknown device 'gpu0' (expected cuda, cuda:N, sim or sim:N)", 1, true))
   end)
 
   it("explains a forced cuda device that is unavailable", function()
@@ -34,10 +34,18 @@ describe("bad environment", function()
     assert.truthy(err2:find("NVRTC is missing: TOCHA_NVRTC_LIBRARY=/nonexistent/libnvrtc.so could not be loaded", 1, true))
   end)
 
-  it("refuses a device name with an index where none goes", function()
-    local _, err, status = default_device { TOCHA_DEVICE = "sim:1" }
+  it("takes a sim device by index and refuses one that does not exist", function()
+    local out, err, status = default_device { TOCHA_DEVICE = "sim:1" }
+    assert.are.equal(0, status, err)
+    assert.are.equal("sim:1 | chosen by TOCHA_DEVICE=sim:1", out)
+    out, err, status = default_device { TOCHA_DEVICE = "sim:2" }
+    assert.are.equal("", out)
     assert.are.equal(1, status)
-    assert.truthy(err:find("TOCHA_DEVICE: unknown device 'sim:1' (expected cuda, cuda:N or sim)", 1, true))
+    assert.truthy(err:find("TOCHA_DEVICE: sim:2 does not exist (this process has sim:0 to sim:1; TOCHA_SIM_DEVICES sets how many, at most 8)", 1, true), err)
+    out, err, status = default_device { TOCHA_DEVICE = "sim:1x" }
+    assert.are.equal("", out)
+    assert.are.equal(1, status)
+    assert.truthy(err:find("TOCHA_DEVICE: unknown device 'sim:1x' (expected cuda, cuda:N, sim or sim:N)", 1, true), err)
   end)
 
   it("says that a forced driver library is there but cannot be loaded", function()

@@ -167,7 +167,7 @@ describe("tocha errors", function()
 
   describe("devices", function()
     it("refuse an unknown device name", function()
-      fails_with("tocha.zeros: device: unknown device 'tpu' (expected cuda, cuda:N or sim)",
+      fails_with("tocha.zeros: device: unknown device 'tpu' (expected cuda, cuda:N, sim or sim:N)",
         function() tocha.zeros({ 2 }, { device = "tpu" }) end)
     end)
     it("refuse a device that does not exist", function()

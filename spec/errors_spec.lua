@@ -16,7 +16,7 @@ describe("tocha.errors", function()
 
     it("names the outer public function when it reached the check through another one", function()
       -- tocha.time makes its events through tocha.event
-      fails_with("tocha.time: device: expected a device name (cuda, cuda:N, sim), got number",
+      fails_with("tocha.time: device: expected a device name (cuda, cuda:N, sim, sim:N), got number",
         function() tocha.time(function() end, 7) end)
     end)
 

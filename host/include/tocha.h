@@ -77,7 +77,7 @@ typedef struct tocha_tensor {
 } tocha_tensor;
 
 typedef struct tocha_device_info {
-    char name[32];              /* "cuda:0" or "sim" */
+    char name[32];              /* "cuda:0", "sim" or "sim:1" */
     char product[128];          /* e.g. "NVIDIA H200", or the host CPU for sim */
     int32_t kind;               /* a tocha_device_kind */
     int32_t ordinal;            /* CUDA ordinal; 0 for sim */
@@ -174,10 +174,12 @@ TOCHA_API const char *tocha_dtype_ctype(int dtype);
 
 /* ---- devices ---- */
 
-/* Every device this process can use: cuda:0..N-1 if the GPU is usable, then sim. Writes at
-** most cap pointers and the total count in *count. */
+/* Every device this process can use: cuda:0..N-1 if the GPU is usable, then the simulator's
+** sim, sim:1, ... (TOCHA_SIM_DEVICES of them, 2 unless set; at most 24 devices in all). Writes
+** at most cap pointers and the total count in *count. */
 TOCHA_API int tocha_device_list(tocha_device **out, int cap, int *count);
-/* The device called name: "cuda", "cuda:N" or "sim"; NULL or "" means the default device.
+/* The device called name: "cuda", "cuda:N", "sim" or "sim:N" ("sim:0" is "sim"); NULL or ""
+** means the default device.
 ** TOCHA_E_UNAVAILABLE with the reason if that device cannot be used here. */
 TOCHA_API int tocha_device_get(const char *name, tocha_device **out);
 /* The default device: TOCHA_DEVICE if set, else cuda:0 when usable, else sim. */

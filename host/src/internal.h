@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TOCHA_MAX_DEVICES 17 /* up to 16 GPUs and the simulator */
+#define TOCHA_MAX_SIM_DEVICES 8 /* sim, sim:1 .. sim:7 (TOCHA_SIM_DEVICES) */
+#define TOCHA_MAX_DEVICES (16 + TOCHA_MAX_SIM_DEVICES) /* up to 16 GPUs, then the simulator's */
 
 /* ---- error.c ---- */
 /* Records the formatted message for tocha_last_error() and returns status. */
@@ -131,6 +132,8 @@ typedef struct tocha_memory_counters {
 
 struct tocha_device {
     int index; /* position in the process's device table; indexes per-device caches */
+    int load_slot; /* where the kernel cache keeps this device's loaded modules: its index, or
+                   ** the first sim device's for every sim device (one module serves them all) */
     int kind;  /* tocha_device_kind */
     int ordinal;
     char name[32];
@@ -202,7 +205,9 @@ int tocha_cuda_discover(tocha_device *devs, int cap, int first_index, const char
 int tocha_cuda_driver_version(void);
 
 /* ---- sim.c ---- */
-void tocha_sim_init(tocha_device *d, int index);
+/* Fills d as sim device ordinal (0: "sim", else "sim:N") at table position index, its
+** modules loaded where the device at first_sim_index loads them. */
+void tocha_sim_init(tocha_device *d, int index, int ordinal, int first_sim_index);
 /* Host compiler target name for sim binaries, e.g. "sim-x86_64". */
 const char *tocha_sim_target(void);
 
@@ -232,15 +237,17 @@ void *tocha_sim_map(uint64_t rounded);
 uint64_t tocha_sim_mapped_bytes(const void *data);
 void tocha_sim_unmap(void *data);
 /* ---- sim_blocks.c: the simulator's cache of freed blocks ---- */
-/* A cached block of exactly `rounded` mapped bytes, taken out of the cache, or NULL. */
-void *tocha_sim_blocks_take(uint64_t rounded);
+/* Each sim device (its ordinal: device) keeps a cache of its own, so that a block counts
+** against the device that mapped it.
+** A cached block of exactly `rounded` mapped bytes, taken out of the cache, or NULL. */
+void *tocha_sim_blocks_take(int device, uint64_t rounded);
 /* Keeps a freed block (of tocha_sim_map) for reuse; false when the cache is full and the
 ** caller is to unmap it. */
-bool tocha_sim_blocks_put(void *data);
+bool tocha_sim_blocks_put(int device, void *data);
 /* The bytes of the cached blocks. */
-uint64_t tocha_sim_blocks_cached(void);
+uint64_t tocha_sim_blocks_cached(int device);
 /* Unmaps every cached block; returns their bytes. */
-uint64_t tocha_sim_blocks_empty(void);
+uint64_t tocha_sim_blocks_empty(int device);
 
 /* Runs run(arg) on the calling thread with memory faults caught: 0 when it returned, 1 when it
 ** faulted (the faulting address in *address; run stopped where it faulted). */

@@ -1,4 +1,4 @@
--- tocha.device: the devices of this process (cuda:N and the simulator, sim).
+-- tocha.device: the devices of this process (cuda:N and the simulator's sim, sim:1, ...).
 -- A device is a small table: name, kind ("cuda" or "sim"), and the C handle in .handle.
 local ffi = require "ffi"
 local native = require "tocha.ffi"
@@ -7,6 +7,7 @@ local C, check = native.C, native.check
 
 local M = {}
 local by_handle = {}
+local MAX_DEVICES = 24 -- 16 GPUs and 8 sim devices (host/src/internal.h)
 
 local Device = {}
 Device.__index = Device
@@ -52,20 +53,21 @@ end
 
 -- Every device this process can use.
 function M.list()
-  local out, count = ffi.new("tocha_device*[17]"), ffi.new("int[1]")
-  check(C.tocha_device_list(out, 17, count))
+  local out, count = ffi.new("tocha_device*[?]", MAX_DEVICES), ffi.new("int[1]")
+  check(C.tocha_device_list(out, MAX_DEVICES, count))
   local list = {}
-  for i = 0, math.min(count[0], 17) - 1 do list[#list + 1] = wrap(out[i]) end
+  for i = 0, math.min(count[0], MAX_DEVICES) - 1 do list[#list + 1] = wrap(out[i]) end
   return list
 end
 
--- The device called name ("cuda", "cuda:N", "sim"); nil or a Device gives the default / itself.
+-- The device called name ("cuda", "cuda:N", "sim", "sim:N"); nil or a Device gives the default
+-- / itself.
 -- Raises "device: ..." (tocha.errors.raise) when it is unknown or unavailable.
 function M.get(name)
   if getmetatable(name) == Device then return name end
   local out = ffi.new("tocha_device*[1]")
   if type(name) ~= "nil" and type(name) ~= "string" then -- (a NULL pointer equals nil)
-    errors.raise(("device: expected a device name (cuda, cuda:N, sim), got %s"):format(type(name)))
+    errors.raise(("device: expected a device name (cuda, cuda:N, sim, sim:N), got %s"):format(type(name)))
   end
   check(C.tocha_device_get(name, out))
   return wrap(out[0])

@@ -343,9 +343,9 @@ int tocha_cache_entry_function(tocha_cache_entry *e, tocha_device *d, const char
 {
     pthread_mutex_lock(&lock);
     int st = TOCHA_OK;
-    if (!e->functions[d->index]) {
-        st = d->backend->load(d, e->binary, e->size, entry, &e->modules[d->index],
-                              &e->functions[d->index]);
+    if (!e->functions[d->load_slot]) {
+        st = d->backend->load(d, e->binary, e->size, entry, &e->modules[d->load_slot],
+                              &e->functions[d->load_slot]);
         if (st && e->from_disk) {
             /* An entry that passed its checks but will not load is rebuilt from source. */
             char path[ENTRY_PATH_BYTES];
@@ -356,11 +356,11 @@ int tocha_cache_entry_function(tocha_cache_entry *e, tocha_device *d, const char
             e->binary = NULL;
             st = fill(e, unit, options, false);
             if (!st)
-                st = d->backend->load(d, e->binary, e->size, entry, &e->modules[d->index],
-                                      &e->functions[d->index]);
+                st = d->backend->load(d, e->binary, e->size, entry, &e->modules[d->load_slot],
+                                      &e->functions[d->load_slot]);
         }
     }
-    *function = e->functions[d->index];
+    *function = e->functions[d->load_slot];
     pthread_mutex_unlock(&lock);
     return st;
 }

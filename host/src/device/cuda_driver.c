@@ -617,7 +617,7 @@ int tocha_cuda_discover(tocha_device *devs, int cap, int first_index, const char
             return i;
         }
         memset(d, 0, sizeof *d);
-        d->index = first_index + i;
+        d->index = d->load_slot = first_index + i;
         d->kind = TOCHA_DEVICE_CUDA;
         d->ordinal = i;
         d->context = ctx;

@@ -1,8 +1,10 @@
 /*
 ** device.c: the process's devices and the choice of the default one.
-** Devices are found once: every usable GPU (cuda:0..) and the simulator (sim). The default is
-** TOCHA_DEVICE when set, else cuda:0 when a GPU is usable, else sim; the reason is kept so that
-** the banner and `tocha info` can say why.
+** Devices are found once: every usable GPU (cuda:0..), then the simulator's devices: sim (also
+** called sim:0), sim:1, ... up to TOCHA_SIM_DEVICES of them (2 unless set, at most 8), so that
+** work spread over several devices runs on any machine. The default is TOCHA_DEVICE when set,
+** else cuda:0 when a GPU is usable, else sim; the reason is kept so that the banner and
+** `tocha info` can say why.
 */
 #include "internal.h"
 
@@ -12,23 +14,43 @@
 #include <string.h>
 
 static tocha_device devices[TOCHA_MAX_DEVICES];
-static int device_count, gpu_count;
+static int device_count, gpu_count, sim_count;
 static const char *cuda_why = "";
 static char default_reason[384];
+static char sim_count_error[160];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* TOCHA_SIM_DEVICES: a whole number from 1 to TOCHA_MAX_SIM_DEVICES; 2 when unset or empty. A
+** value that is not one leaves a single sim device and an error that every lookup reports. */
+static int read_sim_count(void)
+{
+    const char *env = getenv("TOCHA_SIM_DEVICES");
+    if (!env || !*env) return 2;
+    char *end = NULL;
+    long n = env[0] >= '0' && env[0] <= '9' ? strtol(env, &end, 10) : 0;
+    if (!end || *end || n < 1 || n > TOCHA_MAX_SIM_DEVICES) {
+        snprintf(sim_count_error, sizeof sim_count_error,
+                 "TOCHA_SIM_DEVICES: expected a whole number from 1 to %d, got '%.40s'",
+                 TOCHA_MAX_SIM_DEVICES, env);
+        return 1;
+    }
+    return (int)n;
+}
 
 static void discover(void)
 {
     const char *why = NULL;
-    gpu_count = tocha_cuda_discover(devices, TOCHA_MAX_DEVICES - 1, 0, &why);
+    gpu_count = tocha_cuda_discover(devices, TOCHA_MAX_DEVICES - TOCHA_MAX_SIM_DEVICES, 0, &why);
     if (gpu_count == 0 && why) cuda_why = why;
-    tocha_sim_init(&devices[gpu_count], gpu_count);
-    device_count = gpu_count + 1;
+    sim_count = read_sim_count();
+    for (int i = 0; i < sim_count; i++) tocha_sim_init(&devices[gpu_count + i], gpu_count + i, i, gpu_count);
+    device_count = gpu_count + sim_count;
 }
 
 int tocha_devices_init(void)
 {
     pthread_once(&once, discover);
+    if (sim_count_error[0]) return tocha_fail(TOCHA_E_ARGUMENT, "%s", sim_count_error);
     return TOCHA_OK;
 }
 
@@ -40,7 +62,8 @@ const char *tocha_cuda_unavailable_reason(void)
 
 int tocha_device_list(tocha_device **out, int cap, int *count)
 {
-    tocha_devices_init();
+    int st = tocha_devices_init();
+    if (st) return st;
     for (int i = 0; i < device_count && i < cap; i++) out[i] = &devices[i];
     *count = device_count;
     return TOCHA_OK;
@@ -49,17 +72,25 @@ int tocha_device_list(tocha_device **out, int cap, int *count)
 /* Resolves a device name; what names the source in messages ("device", "TOCHA_DEVICE"). */
 static int lookup(const char *name, const char *what, tocha_device **out)
 {
-    tocha_devices_init();
-    if (strcmp(name, "sim") == 0) {
-        *out = &devices[gpu_count];
+    int st = tocha_devices_init();
+    if (st) return st;
+    int ordinal = -1, used = 0;
+    if (strcmp(name, "sim") == 0 ||
+        (sscanf(name, "sim:%d%n", &ordinal, &used) == 1 && !name[used] && ordinal >= 0)) {
+        if (ordinal >= sim_count)
+            return tocha_fail(TOCHA_E_UNAVAILABLE,
+                              "%s: %s does not exist (this process has sim:0 to sim:%d; "
+                              "TOCHA_SIM_DEVICES sets how many, at most %d)",
+                              what, name, sim_count - 1, TOCHA_MAX_SIM_DEVICES);
+        *out = &devices[gpu_count + (ordinal < 0 ? 0 : ordinal)];
         return TOCHA_OK;
     }
-    int ordinal = -1, used = 0;
+    ordinal = -1, used = 0;
     if (strcmp(name, "cuda") == 0)
         ordinal = 0;
     else if (sscanf(name, "cuda:%d%n", &ordinal, &used) != 1 || name[used] || ordinal < 0)
-        return tocha_fail(TOCHA_E_ARGUMENT, "%s: unknown device '%s' (expected cuda, cuda:N or sim)",
-                          what, name);
+        return tocha_fail(TOCHA_E_ARGUMENT,
+                          "%s: unknown device '%s' (expected cuda, cuda:N, sim or sim:N)", what, name);
     if (gpu_count == 0)
         return tocha_fail(TOCHA_E_UNAVAILABLE, "%s: %s is unavailable here: %s", what, name, cuda_why);
     if (ordinal >= gpu_count)
@@ -72,10 +103,11 @@ static int lookup(const char *name, const char *what, tocha_device **out)
 
 int tocha_device_default(tocha_device **out)
 {
-    tocha_devices_init();
+    int st = tocha_devices_init();
+    if (st) return st;
     const char *env = getenv("TOCHA_DEVICE");
     if (env && *env) {
-        int st = lookup(env, "TOCHA_DEVICE", out);
+        st = lookup(env, "TOCHA_DEVICE", out);
         if (st == TOCHA_OK)
             snprintf(default_reason, sizeof default_reason, "chosen by TOCHA_DEVICE=%s", env);
         return st;

@@ -43,10 +43,11 @@ const char *tocha_sim_target(void) { return SIM_TARGET; }
 
 /* ---- memory ---- */
 
-/* TOCHA_SIM_MEMORY_LIMIT (bytes) caps the simulator's device memory, so that running out of
+/* TOCHA_SIM_MEMORY_LIMIT (bytes) caps each sim device's memory, so that running out of
 ** device memory can be tried on any machine. Allocations are whole 256-byte blocks of mapped
-** pages before a guard page (sim_guard.c), which keeps their size. */
-static atomic_ullong sim_in_use;
+** pages before a guard page (sim_guard.c), which keeps their size. sim_in_use[ordinal] counts
+** what each sim device has mapped. */
+static atomic_ullong sim_in_use[TOCHA_MAX_SIM_DEVICES];
 static pthread_once_t limit_once = PTHREAD_ONCE_INIT;
 static unsigned long long sim_limit;
 
@@ -92,11 +93,11 @@ static void read_limit(void)
 
 /* Maps a new block of rounded bytes within the limit, counted in sim_in_use; NULL if it
 ** cannot. */
-static char *map_counted(uint64_t rounded)
+static char *map_counted(atomic_ullong *in_use, uint64_t rounded)
 {
-    unsigned long long now = atomic_fetch_add(&sim_in_use, rounded) + rounded;
+    unsigned long long now = atomic_fetch_add(in_use, rounded) + rounded;
     char *data = sim_limit == 0 || now <= sim_limit ? tocha_sim_map(rounded) : NULL;
-    if (!data) atomic_fetch_sub(&sim_in_use, rounded);
+    if (!data) atomic_fetch_sub(in_use, rounded);
     return data;
 }
 
@@ -108,14 +109,15 @@ static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out, bool *cach
     pthread_once(&limit_once, read_limit);
     if (limit_error[0]) return tocha_fail(TOCHA_E_ARGUMENT, "%s", limit_error);
     uint64_t rounded = (nbytes + 255) & ~(uint64_t)255;
+    atomic_ullong *in_use = &sim_in_use[d->ordinal];
     char *data = NULL;
     if (rounded >= nbytes) {
-        data = tocha_sim_blocks_take(rounded);
+        data = tocha_sim_blocks_take(d->ordinal, rounded);
         *cached = data != NULL;
-        if (!data) data = map_counted(rounded);
-        if (!data && tocha_sim_blocks_cached()) {
-            atomic_fetch_sub(&sim_in_use, tocha_sim_blocks_empty());
-            data = map_counted(rounded);
+        if (!data) data = map_counted(in_use, rounded);
+        if (!data && tocha_sim_blocks_cached(d->ordinal)) {
+            atomic_fetch_sub(in_use, tocha_sim_blocks_empty(d->ordinal));
+            data = map_counted(in_use, rounded);
         }
     }
     if (!data)
@@ -127,24 +129,22 @@ static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out, bool *cach
 
 static void sim_release(tocha_device *d, uint64_t ptr, uint64_t nbytes)
 {
-    (void)d, (void)nbytes;
+    (void)nbytes;
     void *data = (void *)(uintptr_t)ptr;
-    if (tocha_sim_blocks_put(data)) return;
-    atomic_fetch_sub(&sim_in_use, tocha_sim_mapped_bytes(data));
+    if (tocha_sim_blocks_put(d->ordinal, data)) return;
+    atomic_fetch_sub(&sim_in_use[d->ordinal], tocha_sim_mapped_bytes(data));
     tocha_sim_unmap(data);
 }
 
 static void sim_reserved(tocha_device *d, uint64_t *reserved, uint64_t *cached)
 {
-    (void)d;
-    *reserved = atomic_load(&sim_in_use);
-    *cached = tocha_sim_blocks_cached();
+    *reserved = atomic_load(&sim_in_use[d->ordinal]);
+    *cached = tocha_sim_blocks_cached(d->ordinal);
 }
 
 static void sim_empty_cache(tocha_device *d)
 {
-    (void)d;
-    atomic_fetch_sub(&sim_in_use, tocha_sim_blocks_empty());
+    atomic_fetch_sub(&sim_in_use[d->ordinal], tocha_sim_blocks_empty(d->ordinal));
 }
 
 static int sim_write(tocha_device *d, uint64_t dst, const void *src, uint64_t n)
@@ -170,10 +170,9 @@ static int sim_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t n, voi
 
 static int sim_memory(tocha_device *d, uint64_t *free_bytes, uint64_t *total_bytes)
 {
-    (void)d;
     pthread_once(&limit_once, read_limit);
     if (sim_limit) {
-        unsigned long long used = atomic_load(&sim_in_use);
+        unsigned long long used = atomic_load(&sim_in_use[d->ordinal]);
         *total_bytes = sim_limit;
         *free_bytes = used < sim_limit ? sim_limit - used : 0;
         return TOCHA_OK;
@@ -486,14 +485,19 @@ static const tocha_backend sim_backend = {
     .stream_wait_event = sim_stream_wait_event,
 };
 
-void tocha_sim_init(tocha_device *d, int index)
+void tocha_sim_init(tocha_device *d, int index, int ordinal, int first_sim_index)
 {
     memset(d, 0, sizeof *d);
     d->index = index;
+    d->load_slot = first_sim_index;
+    d->ordinal = ordinal;
     d->kind = TOCHA_DEVICE_SIM;
     d->backend = &sim_backend;
     d->multiprocessors = sim_threads();
-    snprintf(d->name, sizeof d->name, "sim");
+    if (ordinal == 0)
+        snprintf(d->name, sizeof d->name, "sim");
+    else
+        snprintf(d->name, sizeof d->name, "sim:%d", ordinal);
     snprintf(d->product, sizeof d->product, "CPU simulator, %d threads", d->multiprocessors);
     snprintf(d->target, sizeof d->target, "%s", SIM_TARGET);
     /* A kernel's shared memory is held to the compile target's limit, so that what runs here

@@ -2,8 +2,10 @@
 ** that keeps freed memory for reuse. A freed tensor's mapping (sim_guard.c) is kept and given
 ** to the next allocation of the same mapped size, so that code which drops a tensor and
 ** allocates another pays no munmap and mmap (about 29 us a pair) and reuses the same pages.
-** Only exact sizes are reused, so that a block still ends at its guard page. The cache holds at
-** most a quarter of the host's memory; past that a freed block is unmapped at once. */
+** Only exact sizes are reused, so that a block still ends at its guard page. Each sim device has
+** its own buckets (a block stays counted against the device that mapped it); together the
+** caches hold at most a quarter of the host's memory, past which a freed block is unmapped at
+** once. */
 #include "internal.h"
 
 #include <pthread.h>
@@ -18,8 +20,8 @@ typedef struct cached_block {
 } cached_block;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static cached_block *buckets[BUCKETS];
-static uint64_t cached_bytes;
+static cached_block *buckets[TOCHA_MAX_SIM_DEVICES][BUCKETS];
+static uint64_t cached_bytes[TOCHA_MAX_SIM_DEVICES], cached_total;
 
 static unsigned bucket_of(uint64_t rounded)
 {
@@ -32,54 +34,57 @@ static uint64_t cache_cap(void)
     return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / 4 : (uint64_t)1 << 30;
 }
 
-void *tocha_sim_blocks_take(uint64_t rounded)
+void *tocha_sim_blocks_take(int device, uint64_t rounded)
 {
     pthread_mutex_lock(&lock);
-    cached_block **at = &buckets[bucket_of(rounded)];
+    cached_block **at = &buckets[device][bucket_of(rounded)];
     while (*at && tocha_sim_mapped_bytes(*at) != rounded) at = &(*at)->next;
     cached_block *b = *at;
     if (b) {
         *at = b->next;
-        cached_bytes -= rounded;
+        cached_bytes[device] -= rounded;
+        cached_total -= rounded;
     }
     pthread_mutex_unlock(&lock);
     return b;
 }
 
-bool tocha_sim_blocks_put(void *data)
+bool tocha_sim_blocks_put(int device, void *data)
 {
     static uint64_t cap;
     uint64_t rounded = tocha_sim_mapped_bytes(data);
     pthread_mutex_lock(&lock);
     if (!cap) cap = cache_cap();
-    bool kept = cached_bytes + rounded <= cap;
+    bool kept = cached_total + rounded <= cap;
     if (kept) {
         cached_block *b = data;
         unsigned i = bucket_of(rounded);
-        b->next = buckets[i];
-        buckets[i] = b;
-        cached_bytes += rounded;
+        b->next = buckets[device][i];
+        buckets[device][i] = b;
+        cached_bytes[device] += rounded;
+        cached_total += rounded;
     }
     pthread_mutex_unlock(&lock);
     return kept;
 }
 
-uint64_t tocha_sim_blocks_cached(void)
+uint64_t tocha_sim_blocks_cached(int device)
 {
     pthread_mutex_lock(&lock);
-    uint64_t n = cached_bytes;
+    uint64_t n = cached_bytes[device];
     pthread_mutex_unlock(&lock);
     return n;
 }
 
-uint64_t tocha_sim_blocks_empty(void)
+uint64_t tocha_sim_blocks_empty(int device)
 {
     pthread_mutex_lock(&lock);
     cached_block *all[BUCKETS];
-    memcpy(all, buckets, sizeof all);
-    memset(buckets, 0, sizeof buckets);
-    uint64_t n = cached_bytes;
-    cached_bytes = 0;
+    memcpy(all, buckets[device], sizeof all);
+    memset(buckets[device], 0, sizeof all);
+    uint64_t n = cached_bytes[device];
+    cached_bytes[device] = 0;
+    cached_total -= n;
     pthread_mutex_unlock(&lock);
     for (int i = 0; i < BUCKETS; i++)
         for (cached_block *b = all[i], *next; b; b = next) {
