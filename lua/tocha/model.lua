@@ -455,13 +455,15 @@ function Model:load(batch, name)
         for i, pname in ipairs(names) do
           local full = n.name .. "." .. pname
           if by_name[full] then raise(("%s: two parameters are named %s (name the nodes: node:named(name))"):format(n.name, full)) end
-          -- loaded again (another batch): a parameter of the same shape keeps its values
+          -- loaded again (another batch, another device): a parameter of the same shape keeps
+          -- its values, moved to the new device
           local t = self.param_by_name and self.param_by_name[full]
           -- a parameter's dtype: the node's, unless the op says otherwise (a dropout's step
           -- counter is i64)
           local pdt = n.op.param_dtype and n.op:param_dtype(i) or dt[n]
-          if not (t and t.freed == 0 and t:dtype() == pdt and device.wrap(t.dev) == dev
-              and shape_text(t:shape()) == shape_text(shapes[i])) then
+          local kept = t and t.freed == 0 and t:dtype() == pdt and shape_text(t:shape()) == shape_text(shapes[i])
+          if kept and device.wrap(t.dev) ~= dev then t = t:to(dev) end
+          if not kept then
             -- the value a parameter starts at: uniform in [-b, b) for an op's
             -- param_init_bound(i) = b (a linear or convolution layer's, as PyTorch's), drawn
             -- from a seed of the parameter's name, so that a model starts the same every time;
@@ -994,6 +996,9 @@ function Model:dot(path)
   if path then require("tocha.file").write_text(path, text) end
   return text
 end
+
+-- Whether v is a tocha.Model.
+function M.is_model(v) return getmetatable(v) == Model end
 
 setmetatable(M, { __call = function(_, inputs, outputs) return M.new(inputs, outputs) end })
 errors.name(M.input, "Model.input")
