@@ -78,6 +78,9 @@ tocha.Attention = require("tocha.ops.attention").Attention
 local norm = require "tocha.ops.norm"
 tocha.LayerNorm, tocha.RMSNorm, tocha.GroupNorm = norm.LayerNorm, norm.RMSNorm, norm.GroupNorm
 tocha.loss = require "tocha.loss"
+-- tocha.comm: collectives over tensors of several devices (all_reduce, broadcast, all_gather,
+-- reduce_scatter).
+tocha.comm = require "tocha.comm"
 tocha.optim = require "tocha.optim"
 tocha.BatchNorm2d = require("tocha.ops.batch_norm").BatchNorm2d
 tocha.Dropout = require("tocha.ops.dropout").Dropout
@@ -155,6 +158,9 @@ tocha.current_stream = stream.current
 
 -- Models: tocha.Model(inputs, outputs), tocha.Model.input, .node, .op (lua/tocha/model.lua).
 tocha.Model = require "tocha.model"
+-- tocha.DataParallel(model, devices [, opts]): a model trained on several devices, a slice of
+-- each batch a device, gradients averaged (tocha.data_parallel).
+tocha.DataParallel = require("tocha.data_parallel").new
 -- ONNX files: tocha.onnx.read (the file as Lua values), tocha.onnx.load (a loaded tocha.Model).
 tocha.onnx = require "tocha.onnx"
 

@@ -1,0 +1,262 @@
+-- Several devices in one process: the simulator's sim, sim:1, ... (TOCHA_SIM_DEVICES), each
+-- with memory of its own; tensors and ops on any of them, copies between them, errors that
+-- name both devices when tensors of two meet; and tocha.comm's collectives, checked against
+-- references computed here on random inputs of every dtype.
+local tocha = require "tocha"
+local process = require "support.process"
+
+-- Random small integers from -4 to 4 (seeded): their sums, products of up to 4 and means over
+-- 2 or 4 ranks are exact in every dtype, so results compare exactly.
+local function small_ints(n, seed)
+  local state, out = seed, {}
+  for i = 1, n do
+    state = (state * 1103515245 + 12345) % 2147483648
+    out[i] = math.floor(state / 65536) % 9 - 4
+  end
+  return out
+end
+
+local function values(t) return t:cast("f64"):to_table(true) end
+
+local FOLD = {
+  sum = function(a, b) return a + b end, mean = function(a, b) return a + b end,
+  prod = function(a, b) return a * b end, max = math.max, min = math.min,
+}
+
+-- The reduction over ranks of lists (tables of numbers of one length), in rank order.
+local function reference(lists, op)
+  local out = {}
+  for i = 1, #lists[1] do
+    local acc = lists[1][i]
+    for r = 2, #lists do acc = FOLD[op](acc, lists[r][i]) end
+    out[i] = op == "mean" and acc / #lists or acc
+  end
+  return out
+end
+
+-- One tensor a rank of shape on devices, from small_ints; returns the tensors and their values.
+local function ranks(devices, shape, dt, seed)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  local tensors, lists = {}, {}
+  for r, dev in ipairs(devices) do
+    lists[r] = small_ints(n, seed + r)
+    tensors[r] = tocha.tensor(lists[r], { dtype = dt, device = dev }):reshape(shape)
+  end
+  return tensors, lists
+end
+
+local function poisoned(shape, dt, dev) return tocha.full(shape, 77, { dtype = dt, device = dev }) end
+
+local TWO = { "sim", "sim:1" }
+
+describe("several sim devices", function()
+  it("lists sim and sim:1 by default, sim:0 naming sim", function()
+    local names = {}
+    for _, d in ipairs(tocha.devices()) do if d.kind == "sim" then names[#names + 1] = d.name end end
+    assert.are.same({ "sim", "sim:1" }, names)
+    assert.are.equal(tocha.device("sim"), tocha.device("sim:0"))
+    assert.are.equal("sim:1", tocha.device("sim:1"):info().name)
+    assert.has_error(function() tocha.device("sim:2") end,
+      "tocha.device: device: sim:2 does not exist (this process has sim:0 to sim:1; TOCHA_SIM_DEVICES sets how many, at most 8)")
+    assert.has_error(function() tocha.device("sim:x") end,
+      "tocha.device: device: unknown device 'sim:x' (expected cuda, cuda:N, sim or sim:N)")
+  end)
+
+  it("takes TOCHA_SIM_DEVICES from 1 to 8 and refuses anything else by name", function()
+    local script = process.write_script([[
+      local tocha = require "tocha"
+      local names = {}
+      for _, d in ipairs(tocha.devices()) do if d.kind == "sim" then names[#names + 1] = d.name end end
+      print(table.concat(names, " "))
+    ]])
+    local out, err, status = process.run { args = { script }, env = { TOCHA_SIM_DEVICES = "4" } }
+    assert.are.equal(0, status, err)
+    assert.are.equal("sim sim:1 sim:2 sim:3\n", out)
+    out, err, status = process.run { args = { script }, env = { TOCHA_SIM_DEVICES = "1" } }
+    assert.are.equal(0, status, err)
+    assert.are.equal("sim\n", out)
+    for _, bad in ipairs({ "0", "9", "two", "2x", "-1" }) do
+      out, err, status = process.run { args = { script }, env = { TOCHA_SIM_DEVICES = bad } }
+      assert.are.equal("", out)
+      assert.are_not.equal(0, status)
+      assert.truthy(err:find(("TOCHA_SIM_DEVICES: expected a whole number from 1 to 8, got '%s'"):format(bad), 1, true), err)
+    end
+    os.remove(script)
+  end)
+
+  it("keeps each device's memory apart", function()
+    collectgarbage("collect")
+    local before0, before1 = tocha.memory.stats("sim"), tocha.memory.stats("sim:1")
+    local t = tocha.zeros({ 1024, 256 }, { device = "sim:1" }) -- 1 MiB
+    local after0, after1 = tocha.memory.stats("sim"), tocha.memory.stats("sim:1")
+    assert.are.equal(before1.allocated + 2 ^ 20, after1.allocated)
+    assert.are.equal(before0.allocated, after0.allocated)
+    assert.is_true(after1.reserved >= after1.allocated)
+    t:free()
+    assert.are.equal(before1.allocated, tocha.memory.stats("sim:1").allocated)
+  end)
+
+  it("runs kernels and ops on sim:1 as on sim, and copies between them", function()
+    local x0 = tocha.rand({ 2, 3, 5, 4 }, { device = "sim", seed = 5 })
+    local x1 = x0:to("sim:1")
+    assert.are.equal("sim:1", x1:device())
+    assert.are.same(values(x0), values(x1))
+    local up = tocha.UpsampleNearest2dForward.new(2, 3, 64)
+    local y0, y1 = up:forward(x0), up:forward(x1)
+    assert.are.equal("sim:1", y1:device())
+    assert.are.same(values(y0), values(y1))
+    local conv = tocha.Conv2d.new(3, 4, 3, { padding = 1, bias = false, dtype = "f64" })
+    local w = tocha.rand({ 4, 3, 3, 3 }, { dtype = "f64", seed = 2 })
+    local xd = x0:cast("f64")
+    local c0 = conv:forward(xd, w)
+    local c1 = conv:forward(xd:to("sim:1"), w:to("sim:1"))
+    assert.are.same(values(c0), values(c1))
+    -- A strided view copies across too.
+    local v = x0:transpose(3, 4)
+    assert.are.same(values(v), values(v:to("sim:1")))
+  end)
+
+  it("names both devices when tensors of two meet", function()
+    local a = tocha.ones({ 3 }, { device = "sim" })
+    local b = tocha.ones({ 3 }, { device = "sim:1" })
+    assert.has_error(function() return a + b end,
+      "tocha.Tensor.__add: right operand: on sim:1, but left operand is on sim (move one with :to())")
+    local up = tocha.UpsampleNearest2dForward.new(2, 2, 64)
+    local x = tocha.rand({ 1, 1, 2, 2 }, { device = "sim:1", seed = 1 })
+    local dst = tocha.empty({ 1, 1, 4, 4 }, { device = "sim" })
+    assert.has_error(function() up:forward(x, dst) end)
+    local ok, err = pcall(up.forward, up, x, dst)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("sim:1", 1, true) and tostring(err):find("on sim", 1, true), err)
+  end)
+end)
+
+describe("tocha.comm", function()
+  local dtypes = { "f64", "f32", "f16", "bf16", "i32" }
+
+  it("all_reduce: sum, mean, prod, max and min in every dtype, every rank the same", function()
+    for _, dt in ipairs(dtypes) do
+      for _, op in ipairs({ "sum", "mean", "prod", "max", "min" }) do
+        if op ~= "mean" or dt ~= "i32" then
+          local tensors, lists = ranks(TWO, { 3, 7 }, dt, #dt + #op)
+          assert.are.equal(tensors, tocha.comm.all_reduce(tensors, { op = op }))
+          local want = reference(lists, op)
+          for r, t in ipairs(tensors) do
+            assert.are.equal(dt, t:dtype())
+            assert.are.equal(TWO[r], t:device())
+            assert.are.same(want, values(t), ("%s %s rank %d"):format(dt, op, r))
+          end
+        end
+      end
+    end
+  end)
+
+  it("all_reduce on a single rank leaves it, and on empty tensors does nothing", function()
+    local t = tocha.tensor({ 1, 2, 3 }, { device = "sim:1" })
+    tocha.comm.all_reduce({ t })
+    assert.are.same({ 1, 2, 3 }, values(t))
+    local e0, e1 = tocha.empty({ 0, 4 }, { device = "sim" }), tocha.empty({ 0, 4 }, { device = "sim:1" })
+    tocha.comm.all_reduce({ e0, e1 })
+    assert.are.same({ 0, 4 }, e1:shape())
+  end)
+
+  it("broadcast copies the root to every rank", function()
+    for _, root in ipairs({ 1, 2 }) do
+      local tensors, lists = ranks(TWO, { 4, 5 }, "bf16", 10 * root)
+      tocha.comm.broadcast(tensors, { root = root })
+      for _, t in ipairs(tensors) do assert.are.same(lists[root], values(t)) end
+    end
+  end)
+
+  it("all_gather joins every rank's input along the first dimension, into given or new outputs", function()
+    local tensors, lists = ranks(TWO, { 2, 3 }, "f32", 3)
+    local want = {}
+    for _, l in ipairs(lists) do for _, v in ipairs(l) do want[#want + 1] = v end end
+    local out = tocha.comm.all_gather(tensors)
+    for r, o in ipairs(out) do
+      assert.are.same({ 4, 3 }, o:shape())
+      assert.are.equal(TWO[r], o:device())
+      assert.are.same(want, values(o))
+    end
+    local given = { poisoned({ 4, 3 }, "f32", "sim"), poisoned({ 4, 3 }, "f32", "sim:1") }
+    assert.are.equal(given, tocha.comm.all_gather(tensors, given))
+    for _, o in ipairs(given) do assert.are.same(want, values(o)) end
+  end)
+
+  it("reduce_scatter gives rank i the reduction of every rank's i-th slice", function()
+    for _, op in ipairs({ "sum", "max", "mean" }) do
+      local tensors, lists = ranks(TWO, { 6, 5 }, "f16", 7)
+      local out = tocha.comm.reduce_scatter(tensors, { poisoned({ 3, 5 }, "f16", "sim"), poisoned({ 3, 5 }, "f16", "sim:1") }, { op = op })
+      local full = reference(lists, op)
+      for r, o in ipairs(out) do
+        assert.are.same({ 3, 5 }, o:shape())
+        local want = {}
+        for i = 1, 15 do want[i] = full[(r - 1) * 15 + i] end
+        assert.are.same(want, values(o), op .. " rank " .. r)
+      end
+    end
+  end)
+
+  it("runs over four ranks in a process of four sim devices", function()
+    local script = process.write_script([[
+      local tocha = require "tocha"
+      local devs = { "sim", "sim:1", "sim:2", "sim:3" }
+      local t = {}
+      for r, d in ipairs(devs) do t[r] = tocha.tensor({ r, 10 * r, -r, r * r, 0, 1, 2, 3 }, { dtype = "f32", device = d }) end
+      tocha.comm.all_reduce(t)
+      local out = {}
+      for r = 1, 4 do out[r] = table.concat(t[r]:to_table(true), ",") end
+      print(table.concat(out, " "))
+      local s = tocha.comm.reduce_scatter(t, nil, { op = "max" })
+      out = {}
+      for r = 1, 4 do out[r] = table.concat(s[r]:to_table(true), ",") .. "@" .. s[r]:device() end
+      print(table.concat(out, " "))
+    ]])
+    local out, err, status = process.run { args = { script }, env = { TOCHA_SIM_DEVICES = "4" } }
+    os.remove(script)
+    assert.are.equal(0, status, err)
+    -- Sums over r = 1..4: r -> 10, 10r -> 100, -r -> -10, r*r -> 30; the constants times 4.
+    local sum = "10,100,-10,30,0,4,8,12"
+    assert.are.equal(("%s %s %s %s\n10,100@sim -10,30@sim:1 0,4@sim:2 8,12@sim:3\n"):format(sum, sum, sum, sum), out)
+  end)
+
+  it("refuses bad ranks, options and outputs by name", function()
+    local a, b = tocha.ones({ 4 }, { device = "sim" }), tocha.ones({ 4 }, { device = "sim:1" })
+    local function on1(shape, dt) return tocha.ones(shape, { device = "sim:1", dtype = dt }) end
+    local function on0(shape) return tocha.ones(shape, { device = "sim" }) end
+    local comm = tocha.comm
+    local cases = {
+      { function() comm.all_reduce(a) end,
+        "tocha.comm.all_reduce: tensors: expected a list of tensors, one a device, got a tensor (a list of one is {t})" },
+      { function() comm.all_reduce({}) end, "tocha.comm.all_reduce: tensors: expected at least one tensor, got an empty list" },
+      { function() comm.all_reduce({ a, 3 }) end, "tocha.comm.all_reduce: tensors[2]: expected a tensor, got 3" },
+      { function() comm.all_reduce({ a, a }) end,
+        "tocha.comm.all_reduce: tensors[2]: on sim, as tensors[1] is: each rank needs a device of its own" },
+      { function() comm.all_reduce({ a, on1({ 5 }) }) end, "tocha.comm.all_reduce: tensors[2]: shape [5], but tensors[1] is [4]" },
+      { function() comm.all_reduce({ a, on1({ 4 }, "f16") }) end, "tocha.comm.all_reduce: tensors[2]: dtype f16, but tensors[1] is f32" },
+      { function() comm.all_reduce({ a, b }, { op = "xor" }) end,
+        'tocha.comm.all_reduce: options.op: expected one of sum, mean (or avg), prod, max, min, got "xor"' },
+      { function() comm.all_reduce({ a:cast("i32"), b:cast("i32") }, { op = "mean" }) end,
+        "tocha.comm.all_reduce: options.op: mean averages, which needs a float dtype, got i32" },
+      { function() comm.broadcast({ a, b }, { root = 3 }) end, "tocha.comm.broadcast: options.root: expected a rank from 1 to 2, got 3" },
+      { function() comm.all_gather({ a, b }, { a, b }) end, "tocha.comm.all_gather: outputs[1]: shape [4], expected [8]" },
+      { function() comm.all_gather({ a, b }, { on1({ 8 }), on0({ 8 }) }) end,
+        "tocha.comm.all_gather: outputs[1]: on sim:1, but inputs[1] is on sim" },
+      { function() comm.all_gather({ a, b }, { on0({ 8 }) }) end, "tocha.comm.all_gather: outputs: 1 tensors for 2 ranks" },
+      { function() comm.reduce_scatter({ on0({ 3 }), on1({ 3 }) }) end,
+        "tocha.comm.reduce_scatter: inputs[1]: its first dimension 3 does not divide among 2 ranks" },
+    }
+    for _, c in ipairs(cases) do assert.has_error(c[1], c[2]) end
+    local freed = tocha.ones({ 4 }, { device = "sim:1" })
+    freed:free()
+    assert.has_error(function() tocha.comm.all_reduce({ a, freed }) end, "tocha.comm.all_reduce: tensors[2]: the tensor was freed")
+    local m = tocha.ones({ 4, 4 }, { device = "sim:1" })
+    assert.has_error(function() tocha.comm.all_reduce({ tocha.ones({ 4, 4 }), m:transpose(1, 2) }) end,
+      "tocha.comm.all_reduce: tensors[2]: expected a contiguous tensor (a collective works on whole buffers), got a strided view; "
+      .. "use :contiguous()")
+    -- The process goes on: the tensors are untouched and a good call works.
+    tocha.comm.all_reduce({ a, b })
+    assert.are.same({ 2, 2, 2, 2 }, values(b))
+  end)
+end)
