@@ -117,6 +117,24 @@ describe("several sim devices", function()
     assert.are.same(values(v), values(v:to("sim:1")))
   end)
 
+  it("runs streams, events and graph replays on sim:1", function()
+    local up = tocha.UpsampleNearest2dForward.new(2, 2, 64)
+    local x = tocha.rand({ 1, 2, 4, 4 }, { device = "sim:1", seed = 4 })
+    local want = values(up:forward(x:to("sim")))
+    local s = tocha.stream("sim:1")
+    local y = s:use(function() return up:forward(x) end)
+    s:synchronize()
+    assert.are.equal("sim:1", y:device())
+    assert.are.same(want, values(y))
+    assert.is_true(tocha.time(function() up:forward(x) end, "sim:1") >= 0)
+    local x_in = tocha.Model.input({ -1, 2, 4, 4 })
+    local m = tocha.Model({ x_in }, { up(x_in) }):load(1, "sim:1")
+    local replayed = m:capture(1):replay({ x })[1]
+    assert.are.equal("sim:1", replayed:device())
+    assert.are.same(want, values(replayed))
+    assert.has_error(function() s:use(function() up:forward(x, tocha.empty({ 1, 2, 8, 8 }, { device = "sim" })) end) end)
+  end)
+
   it("names both devices when tensors of two meet", function()
     local a = tocha.ones({ 3 }, { device = "sim" })
     local b = tocha.ones({ 3 }, { device = "sim:1" })
@@ -221,6 +239,38 @@ describe("tocha.comm", function()
     assert.are.equal(("%s %s %s %s\n10,100@sim -10,30@sim:1 0,4@sim:2 8,12@sim:3\n"):format(sum, sum, sum, sum), out)
   end)
 
+  it("loads NCCL at run time and says why not when it cannot", function()
+    local version, why = tocha.comm.nccl()
+    if version then assert.truthy(version:match("^2%.%d+%.%d+$"), version) else assert.truthy(why:find("^NCCL is missing"), why) end
+    local out, err, status = process.run { args = { "-e", "print(select(2, require('tocha').comm.nccl()))" },
+      env = { TOCHA_NCCL_LIBRARY = "/nonexistent/libnccl.so.2" } }
+    assert.are.equal(0, status, err)
+    assert.are.equal("NCCL is missing: TOCHA_NCCL_LIBRARY=/nonexistent/libnccl.so.2 could not be loaded\n", out)
+  end)
+
+  it("takes the staged path off cuda, and tocha_nccl_collective refuses what NCCL cannot run", function()
+    if not tocha.comm.nccl() then return end -- the C checks below run once NCCL has loaded
+    local ffi = require "ffi"
+    local C = require("tocha.ffi").C
+    local a, b = tocha.ones({ 4 }, { device = "sim" }), tocha.ones({ 4 }, { device = "sim:1" })
+    local pair = ffi.new("tocha_tensor*[2]", { a, b })
+    local function fails(want, ...)
+      assert.are.equal(-1, C.tocha_nccl_collective(...))
+      assert.are.equal(want, ffi.string(C.tocha_last_error()))
+    end
+    fails("inputs[1]: on sim: NCCL runs on cuda devices only", C.TOCHA_ALL_REDUCE, C.TOCHA_REDUCE_SUM, 0, 2, pair, pair)
+    fails("kind: unknown collective 7", 7, 0, 0, 2, pair, pair)
+    fails("op: unknown reduction 9", C.TOCHA_ALL_REDUCE, 9, 0, 2, pair, pair)
+    fails("root: expected a rank from 0 to 1, got 2", C.TOCHA_BROADCAST, 0, 2, 2, pair, pair)
+    fails("n: expected 1 to 24 ranks, got 0", C.TOCHA_ALL_REDUCE, 0, 0, 0, pair, pair)
+    fails("inputs, outputs: expected arrays of n tensors", C.TOCHA_ALL_REDUCE, 0, 0, 2, nil, pair)
+    -- Through tocha.comm, sim tensors take the staged path whether NCCL loads or not.
+    tocha.comm.all_reduce({ a, b })
+    assert.are.same({ 2, 2, 2, 2 }, values(b))
+    assert.has_error(function() tocha.comm.all_reduce({ a, b }, { staged = "yes" }) end,
+      'tocha.comm.all_reduce: options.staged: expected a boolean, got "yes"')
+  end)
+
   it("refuses bad ranks, options and outputs by name", function()
     local a, b = tocha.ones({ 4 }, { device = "sim" }), tocha.ones({ 4 }, { device = "sim:1" })
     local function on1(shape, dt) return tocha.ones(shape, { device = "sim:1", dtype = dt }) end
@@ -258,5 +308,43 @@ describe("tocha.comm", function()
     -- The process goes on: the tensors are untouched and a good call works.
     tocha.comm.all_reduce({ a, b })
     assert.are.same({ 2, 2, 2, 2 }, values(b))
+  end)
+end)
+
+-- On the GPU machine: every cuda device a rank, each collective through NCCL against the staged
+-- path and the reference (one GPU makes one rank: NCCL's own path still runs).
+describe("tocha.comm through NCCL #gpu", function()
+  it("gives the staged path's and the reference's values on every cuda device", function()
+    local version, why = tocha.comm.nccl()
+    assert.truthy(version, why)
+    local cudas = {}
+    for _, d in ipairs(tocha.devices()) do if d.kind == "cuda" then cudas[#cudas + 1] = d.name end end
+    local R = #cudas
+    for _, dt in ipairs({ "f32", "bf16", "f64", "i32" }) do
+      for _, op in ipairs({ "sum", "mean", "prod", "max", "min" }) do
+        if op ~= "mean" or dt ~= "i32" then
+          local tensors, lists = ranks(cudas, { 2 * R, 9 }, dt, #dt * 3 + #op)
+          local staged = {}
+          for r, t in ipairs(tensors) do staged[r] = t:clone() end
+          tocha.comm.all_reduce(tensors, { op = op })
+          tocha.comm.all_reduce(staged, { op = op, staged = true })
+          local want = reference(lists, op)
+          for r = 1, R do
+            assert.are.same(want, values(tensors[r]), dt .. " " .. op)
+            assert.are.same(values(staged[r]), values(tensors[r]), dt .. " " .. op)
+          end
+          local outs = tocha.comm.reduce_scatter(tensors, nil, { op = op })
+          local souts = tocha.comm.reduce_scatter(staged, nil, { op = op, staged = true })
+          for r = 1, R do assert.are.same(values(souts[r]), values(outs[r]), dt .. " reduce_scatter " .. op) end
+        end
+      end
+      local tensors, lists = ranks(cudas, { 3, 4 }, dt, 77)
+      local gathered = tocha.comm.all_gather(tensors)
+      local want = {}
+      for _, l in ipairs(lists) do for _, v in ipairs(l) do want[#want + 1] = v end end
+      for r = 1, R do assert.are.same(want, values(gathered[r])) end
+      tocha.comm.broadcast(tensors, { root = R })
+      for r = 1, R do assert.are.same(lists[R], values(tensors[r])) end
+    end
   end)
 end)

@@ -484,6 +484,36 @@ TOCHA_API int tocha_onnx_get_initializer(const tocha_onnx *model, int64_t i, toc
 /* Value i of a list (TOCHA_ONNX_INPUTS, TOCHA_ONNX_OUTPUTS, TOCHA_ONNX_VALUE_INFOS). */
 TOCHA_API int tocha_onnx_get_value(const tocha_onnx *model, int list, int64_t i, tocha_onnx_value *out);
 
+/* ---- collectives (NCCL) ---- */
+
+typedef enum tocha_collective {
+    TOCHA_ALL_REDUCE = 0,
+    TOCHA_BROADCAST = 1,
+    TOCHA_ALL_GATHER = 2,
+    TOCHA_REDUCE_SCATTER = 3
+} tocha_collective;
+/* A collective's reduction; the values are NCCL's ncclRedOp_t. */
+typedef enum tocha_reduce_op {
+    TOCHA_REDUCE_SUM = 0,
+    TOCHA_REDUCE_PROD = 1,
+    TOCHA_REDUCE_MAX = 2,
+    TOCHA_REDUCE_MIN = 3,
+    TOCHA_REDUCE_AVG = 4
+} tocha_reduce_op;
+/* 1 when NCCL (TOCHA_NCCL_LIBRARY, else libnccl.so.2) is loaded, with its version code in
+** *version (e.g. 22105 for 2.21.5); else 0 with the reason in *why (static text). Either
+** pointer may be NULL. */
+TOCHA_API int tocha_nccl_available(const char **why, int *version);
+/* Runs collective kind over n ranks through NCCL: rank i reads inputs[i] and writes
+** outputs[i] (the same tensor for an in-place all-reduce or broadcast), each pair on a cuda
+** device of its own, contiguous, of one dtype, on each device's current stream. Counts: equal
+** for TOCHA_ALL_REDUCE and TOCHA_BROADCAST; outputs n times the inputs' for TOCHA_ALL_GATHER
+** (rank order); inputs n times the outputs' for TOCHA_REDUCE_SCATTER. op (a tocha_reduce_op)
+** serves the reductions, root (0-based) the broadcast. One NCCL communicator is made per
+** ordered list of devices and kept. TOCHA_E_UNAVAILABLE when NCCL cannot be loaded. */
+TOCHA_API int tocha_nccl_collective(int kind, int op, int root, int n, tocha_tensor *const *inputs,
+                                    tocha_tensor *const *outputs);
+
 /* ---- streams ---- */
 
 /* A queue of work on a device: what is queued on one stream runs in order, and streams run

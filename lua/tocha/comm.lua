@@ -4,20 +4,53 @@
 --   tocha.comm.all_reduce({a, b} [, {op = "sum"}])      -- a and b both become a + b
 --   tocha.comm.broadcast({a, b} [, {root = 1}])         -- b becomes a copy of a
 --   tocha.comm.all_gather({a, b} [, outputs])           -- each output: a and b along dim 1
+--
+-- Each takes {staged = true} among its options to skip NCCL.
 --   tocha.comm.reduce_scatter({a, b} [, outputs, {op}]) -- output i: the i-th slice of a + b
 --
--- Every call here runs staged: the ranks' tensors meet on the first rank's device through
--- copies (host memory between devices of different kinds) and are reduced there in rank
--- order by tocha's own elementwise kernels, in the tensors' dtype as NCCL reduces, so each
--- rank gets the same bits. This is the CPU collective of the simulator's devices (sim,
--- sim:1, ...) and the fallback where NCCL cannot be loaded.
+-- Where every rank is a cuda device and NCCL loads (tocha.comm.nccl()), a call is one NCCL
+-- group over the devices' current streams. Otherwise, or with {staged = true}, it runs staged:
+-- the ranks' tensors meet on the first rank's device through copies (host memory between
+-- devices of different kinds) and are reduced there in rank order by tocha's own elementwise
+-- kernels, in the tensors' dtype as NCCL reduces, so each rank gets the same bits. The staged
+-- path is the CPU collective of the simulator's devices (sim, sim:1, ...).
 local ffi = require "ffi"
+local native = require "tocha.ffi"
 local device = require "tocha.device"
 local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
 local raise = errors.raise
 
 local M = {}
+local C, check = native.C, native.check
+local NCCL_OP = { sum = C.TOCHA_REDUCE_SUM, mean = C.TOCHA_REDUCE_AVG, avg = C.TOCHA_REDUCE_AVG,
+  prod = C.TOCHA_REDUCE_PROD, max = C.TOCHA_REDUCE_MAX, min = C.TOCHA_REDUCE_MIN }
+
+-- tocha.comm.nccl(): NCCL's version ("2.21.5") when it loads, else nil and why not.
+function M.nccl()
+  local why, version = ffi.new("const char*[1]"), ffi.new("int[1]")
+  if C.tocha_nccl_available(why, version) == 0 then return nil, ffi.string(why[0]) end
+  local v = version[0]
+  return ("%d.%d.%d"):format(math.floor(v / 10000), math.floor(v / 100) % 100, v % 100)
+end
+
+-- Whether a call over these ranks goes through NCCL: every rank on cuda, NCCL loaded, and
+-- opts.staged not set.
+local function through_nccl(list, opts)
+  if opts and opts.staged then return false end
+  for _, t in ipairs(list) do
+    if device.wrap(t.dev).kind ~= "cuda" then return false end
+  end
+  return M.nccl() ~= nil
+end
+
+-- One NCCL collective (kind a tocha_collective) over inputs and outputs (lists of R tensors).
+local function nccl_run(kind, op, root, inputs, outputs)
+  local R = #inputs
+  local ins, outs = ffi.new("tocha_tensor*[?]", R), ffi.new("tocha_tensor*[?]", R)
+  for i = 1, R do ins[i - 1], outs[i - 1] = inputs[i], outputs[i] end
+  check(C.tocha_nccl_collective(kind, op and NCCL_OP[op] or 0, root or 0, R, ins, outs))
+end
 
 -- op name -> the in-place tensor method that folds one rank into the accumulator.
 local FOLD = { sum = "add_", mean = "add_", avg = "add_", prod = "mul_", max = "maximum_", min = "minimum_" }
@@ -61,6 +94,9 @@ end
 -- opts.op checked: the reduction's name (sum unless given) and whether it averages.
 local function reduction(opts, what)
   if opts ~= nil and type(opts) ~= "table" then raise(("%s: expected a table of options, got %s"):format(what, errors.show(opts))) end
+  if opts and opts.staged ~= nil and type(opts.staged) ~= "boolean" then
+    raise(("%s.staged: expected a boolean, got %s"):format(what, errors.show(opts.staged)))
+  end
   local op = opts and opts.op or "sum"
   if not FOLD[op] then raise(("%s.op: expected one of %s, got %s"):format(what, OP_NAMES, errors.show(op))) end
   return op
@@ -93,6 +129,10 @@ function M.all_reduce(tensors, opts)
   local op = reduction(opts, "options")
   check_mean_dtype(op, tensors[1], "options")
   if tensors[1].count == 0 then return tensors end
+  if through_nccl(tensors, opts) then
+    nccl_run(C.TOCHA_ALL_REDUCE, op, 0, tensors, tensors)
+    return tensors
+  end
   local acc = reduce_onto(tensors, op, device.wrap(tensors[1].dev))
   for i = 1, #tensors do tensors[i]:copy(acc) end
   acc:free()
@@ -107,6 +147,13 @@ function M.broadcast(tensors, opts)
   local root = opts and opts.root or 1
   if type(root) ~= "number" or root ~= math.floor(root) or root < 1 or root > #tensors then
     raise(("options.root: expected a rank from 1 to %d, got %s"):format(#tensors, errors.show(root)))
+  end
+  if opts and opts.staged ~= nil and type(opts.staged) ~= "boolean" then
+    raise(("options.staged: expected a boolean, got %s"):format(errors.show(opts.staged)))
+  end
+  if tensors[1].count > 0 and through_nccl(tensors, opts) then
+    nccl_run(C.TOCHA_BROADCAST, nil, root - 1, tensors, tensors)
+    return tensors
   end
   for i = 1, #tensors do
     if i ~= root then tensors[i]:copy(tensors[root]) end
@@ -151,17 +198,23 @@ local function check_first_dim(inputs, what)
   if inputs[1].ndim == 0 then raise(("%s[1]: expected a tensor of at least one dimension, got a scalar"):format(what)) end
 end
 
--- all_gather(inputs [, outputs]): each rank's output is every rank's input in rank order,
+-- all_gather(inputs [, outputs [, {staged}]]): each rank's output is every rank's input in rank order,
 -- joined along the first dimension (PyTorch's all_gather_into_tensor): shape [R*d1, d2, ...]
 -- for inputs [d1, d2, ...] over R ranks. outputs (one a rank, on its device) are made when not
 -- given. Returns outputs.
-function M.all_gather(inputs, outputs)
+function M.all_gather(inputs, outputs, opts)
   check_ranks(inputs, "inputs")
   check_first_dim(inputs, "inputs")
+  reduction(opts, "options")
+  if opts and opts.op ~= nil then raise(("options.op: all_gather reduces nothing, got %s"):format(errors.show(opts.op))) end
   local R = #inputs
   outputs = outputs_for(inputs, outputs, function(t) return gathered_shape(t, R) end)
   local d1 = inputs[1]:size(1)
   if inputs[1].count == 0 then return outputs end
+  if through_nccl(inputs, opts) then
+    nccl_run(C.TOCHA_ALL_GATHER, nil, 0, inputs, outputs)
+    return outputs
+  end
   for i = 1, R do
     for j = 1, R do outputs[i]:narrow(1, (j - 1) * d1 + 1, d1):copy(inputs[j]) end
   end
@@ -188,6 +241,10 @@ function M.reduce_scatter(inputs, outputs, opts)
     return shape
   end)
   if inputs[1].count == 0 then return outputs end
+  if through_nccl(inputs, opts) then
+    nccl_run(C.TOCHA_REDUCE_SCATTER, op, 0, inputs, outputs)
+    return outputs
+  end
   for i = 1, R do
     local slices = {}
     for j = 1, R do slices[j] = inputs[j]:narrow(1, (i - 1) * d1 + 1, d1) end
