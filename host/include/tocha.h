@@ -216,7 +216,8 @@ TOCHA_API int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbyt
 TOCHA_API int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void *dst);
 /* Copies src into dst: same dtype and shape, any devices, either a view (dst not an expanded
 ** one, whose elements alias). Views of one block that overlap copy as if all of src were read
-** first (through a temporary). */
+** first (through a temporary). Between two GPUs the driver copies peer to peer where the pair
+** allows (cuMemcpyPeer), otherwise tocha copies through host memory. */
 TOCHA_API int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src);
 /* A view of t without a copy: ndim sizes and strides (elements, each >= 0) starting `offset`
 ** elements after t's first; every element it reaches must lie in t's block (a view with a size

@@ -83,6 +83,10 @@ typedef struct tocha_backend {
     int (*write)(tocha_device *d, uint64_t dst, const void *src, uint64_t nbytes);
     int (*read)(tocha_device *d, void *dst, uint64_t src, uint64_t nbytes);
     int (*copy)(tocha_device *d, uint64_t dst, uint64_t src, uint64_t nbytes, void *stream);
+    /* Copies between two devices of this backend without the host's help (cuda); NULL where
+    ** tocha copies through host memory (sim, whose memory is the host's). */
+    int (*copy_peer)(tocha_device *dst_dev, uint64_t dst, tocha_device *src_dev, uint64_t src,
+                     uint64_t nbytes);
     /* Loads a binary built for this device's target and finds entry in it. */
     int (*load)(tocha_device *d, const void *binary, uint64_t size, const char *entry, void **module,
                 void **function);

@@ -41,6 +41,7 @@ static struct {
     CUresult (*memcpy_htod)(CUdeviceptr, const void *, size_t);
     CUresult (*memcpy_dtoh)(void *, CUdeviceptr, size_t);
     CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*memcpy_peer)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t);
     CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream);
     CUresult (*stream_create)(CUstream *, unsigned int);
     CUresult (*stream_destroy)(CUstream);
@@ -255,6 +256,21 @@ static int cuda_copy(tocha_device *d, uint64_t dst, uint64_t src, uint64_t n, vo
     return TOCHA_OK;
 }
 
+/* Between two GPUs: the driver copies over NVLink or PCIe peer access where the pair has it and
+** through host memory where not. cuMemcpyPeer is ordered after the work already queued on
+** either device and before work queued later (the legacy default streams of both contexts,
+** which tocha's blocking streams wait for). */
+static int cuda_copy_peer(tocha_device *dst_dev, uint64_t dst, tocha_device *src_dev, uint64_t src,
+                          uint64_t n)
+{
+    int st = use_context(dst_dev);
+    if (st) return st;
+    CHECK(cu.memcpy_peer((CUdeviceptr)dst, (CUcontext)dst_dev->context, (CUdeviceptr)src,
+                         (CUcontext)src_dev->context, n),
+          "cuMemcpyPeer");
+    return TOCHA_OK;
+}
+
 static int cuda_load(tocha_device *d, const void *binary, uint64_t size, const char *entry,
                      void **module, void **function)
 {
@@ -453,6 +469,7 @@ static const tocha_backend cuda_backend = {
     .write = cuda_write,
     .read = cuda_read,
     .copy = cuda_copy,
+    .copy_peer = cuda_copy_peer,
     .load = cuda_load,
     .launch = cuda_launch,
     .function_info = cuda_function_info,
@@ -505,6 +522,7 @@ static bool resolve(get_proc_fn get_proc, const char **why)
         ENTRY("cuMemcpyHtoD", memcpy_htod),
         ENTRY("cuMemcpyDtoH", memcpy_dtoh),
         ENTRY("cuMemcpyDtoDAsync", memcpy_dtod_async),
+        ENTRY("cuMemcpyPeer", memcpy_peer),
         ENTRY("cuMemsetD8Async", memset_d8_async),
         ENTRY("cuStreamCreate", stream_create),
         ENTRY("cuStreamDestroy", stream_destroy),

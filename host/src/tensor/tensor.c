@@ -214,6 +214,8 @@ int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src)
     st = tocha_refuse_during_capture(dst->dev, "copy between devices");
     if (!st) st = tocha_refuse_during_capture(src->dev, "copy between devices");
     if (st) return st;
+    if (dst->dev->backend == src->dev->backend && dst->dev->backend->copy_peer)
+        return dst->dev->backend->copy_peer(dst->dev, dst->data, src->dev, src->data, dst->bytes);
     /* Between devices: through host memory, in pieces so that a huge tensor needs no huge
     ** buffer. The source's queue is drained first by the read itself (it is synchronous). */
     const uint64_t piece = (uint64_t)64 << 20;
