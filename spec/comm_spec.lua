@@ -348,3 +348,24 @@ describe("tocha.comm through NCCL #gpu", function()
     end
   end)
 end)
+
+describe("copies between GPUs #gpu", function()
+  it("copies cuda:0 to every other GPU and back, views too", function()
+    local cudas = {}
+    for _, d in ipairs(tocha.devices()) do if d.kind == "cuda" then cudas[#cudas + 1] = d.name end end
+    if #cudas < 2 then
+      pending("one GPU here: copies between GPUs need two")
+      return
+    end
+    local x = tocha.rand({ 3, 1000, 37 }, { device = cudas[1], seed = 11 })
+    local want = values(x)
+    for i = 2, #cudas do
+      local y = x:to(cudas[i])
+      assert.are.equal(cudas[i], y:device())
+      assert.are.same(want, values(y))
+      assert.are.same(want, values(y:to(cudas[1])))
+      assert.are.same(values(x:transpose(2, 3)), values(x:transpose(2, 3):to(cudas[i])))
+      assert.has_error(function() return x + y end)
+    end
+  end)
+end)
