@@ -3,7 +3,7 @@
 -- the images it never trained on (the learning rate on a cosine to 0). Prints a progress line
 -- (step, loss, steps a second, time left) and the test accuracy after each epoch.
 --
---   tocha examples/train_digits.lua [--epochs N] [--steps N] [--out DIR]
+--   tocha examples/train_digits.lua [--epochs N] [--steps N] [--out DIR] [--devices A,B,...]
 --
 -- --steps stops the run after N steps (the schedule then spans those), without the accuracy
 -- requirement: a short run for a replay.
@@ -12,16 +12,23 @@
 -- step, by PyTorch's names: conv1.weight, ...) and batches.npy (i64 [steps, 64], the 0-based
 -- image indices of each step's batch), so that PyTorch can replay the same run
 -- (spec/support/peer_train.py).
+-- With --devices (two or more, e.g. sim,sim:1 or cuda:0,cuda:1), tocha.DataParallel trains
+-- on all of them: each device a slice of every batch of 64, the gradients averaged, so the run
+-- is the one-device run's.
 local tocha = require "tocha"
 
 local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
-local epochs, out, max_steps = 15, nil, nil
+local epochs, out, max_steps, devices = 15, nil, nil, nil
 local i = 1
 while arg and arg[i] do
   if arg[i] == "--epochs" then epochs = assert(tonumber(arg[i + 1]), "--epochs: expected a number") i = i + 2
   elseif arg[i] == "--steps" then max_steps = assert(tonumber(arg[i + 1]), "--steps: expected a number") i = i + 2
   elseif arg[i] == "--out" then out = assert(arg[i + 1], "--out: expected a folder") i = i + 2
-  else error("train_digits.lua: unknown argument " .. arg[i] .. " (expected --epochs N, --steps N, --out DIR)") end
+  elseif arg[i] == "--devices" then
+    devices = {}
+    for name in assert(arg[i + 1], "--devices: expected names such as sim,sim:1"):gmatch("[^,]+") do devices[#devices + 1] = name end
+    i = i + 2
+  else error("train_digits.lua: unknown argument " .. arg[i] .. " (expected --epochs N, --steps N, --out DIR, --devices A,B)") end
 end
 local BATCH = 64
 
@@ -53,8 +60,16 @@ h = tocha.Conv2d.new(16, 32, 3, { padding = 1, stride = 2, activation = "relu" }
 h = tocha.Flatten.new()(h)
 h = tocha.Linear.new(32 * 4 * 4, 64, { activation = "relu" })(h):named("fc1")
 local logits = tocha.Linear.new(64, 10)(h):named("fc2")
-local m = tocha.Model({ x_in }, { logits }):load(BATCH)
-local opt = tocha.optim.AdamW(m:trainable_parameters(), { lr = 3e-3, weight_decay = 1e-2 })
+local m = tocha.Model({ x_in }, { logits })
+-- One optimizer a device (one device without --devices); dp nil then.
+local dp, opts
+if devices then
+  dp = tocha.DataParallel(m, devices):load(BATCH)
+  opts = dp:optimizers(function(p) return tocha.optim.AdamW(p, { lr = 3e-3, weight_decay = 1e-2 }) end)
+else
+  m:load(BATCH)
+  opts = { tocha.optim.AdamW(m:trainable_parameters(), { lr = 3e-3, weight_decay = 1e-2 }) }
+end
 
 -- The batch order: the training images shuffled each epoch by a xorshift32 of seed 1 + epoch
 -- (Fisher-Yates), the last partial batch dropped.
@@ -69,14 +84,18 @@ local function shuffled(epoch)
   return order
 end
 
+-- The test accuracy of m (with --devices, the first device's replica: every replica holds the
+-- same parameters). Loading for the test batch and back keeps the parameters' tensors, which
+-- the optimizers step.
 local function accuracy()
-  m:load(#test)
+  local batch = dp and BATCH / #devices or BATCH
+  m:load(#test, m.device)
   local x, y = batch_of(test)
-  local predicted = m:forward({ x })[1]:argmax(2):to_table(true)
+  local predicted = m:forward({ x:to(m.device) })[1]:argmax(2):to_table(true)
   local want = y:to_table(true)
   local right = 0
   for k = 1, #want do if predicted[k] == want[k] then right = right + 1 end end
-  m:load(BATCH)
+  m:load(batch, m.device)
   return right / #want
 end
 
@@ -95,17 +114,21 @@ for epoch = 1, epochs do
     for k = 1, BATCH do rows[k] = order[(b - 1) * BATCH + k] end
     local x, y = batch_of(rows)
     -- the rate on a cosine from 3e-3 down to 0 over the run
-    opt:set_lr(3e-3 * 0.5 * (1 + math.cos(math.pi * step / steps)))
+    for _, opt in ipairs(opts) do opt:set_lr(3e-3 * 0.5 * (1 + math.cos(math.pi * step / steps))) end
     local loss
     busy_ms = busy_ms + tocha.time(function()
-      local outs, cache = m:forward_train({ x })
-      local l, dlogits = tocha.loss.cross_entropy(outs[1], y)
-      local _, grads = m:backward({ dlogits }, cache)
-      opt:step(grads)
-      loss = l
-    end)
+      if dp then
+        loss = dp:train_step({ x }, y, tocha.loss.cross_entropy, opts)
+      else
+        local outs, cache = m:forward_train({ x })
+        local l, dlogits = tocha.loss.cross_entropy(outs[1], y)
+        local _, grads = m:backward({ dlogits }, cache)
+        opts[1]:step(grads)
+        loss = l:item()
+      end
+    end, m.device)
     step = step + 1
-    losses[step] = loss:item()
+    losses[step] = loss
     for k = 1, BATCH do order_rows[#order_rows + 1] = rows[k] - 1 end
     if step % 25 == 0 or step == steps then
       local rate = step / (busy_ms / 1000)

@@ -1,7 +1,8 @@
 -- The examples run to the end and pass their checks, on sim, each in a tocha process of its own
 -- started in a fresh folder, so that they find their data beside themselves and not in the
 -- current folder: examples/quickstart.lua (`make demo`), examples/neck.lua (`make neck`),
--- raw_kernel.lua, row_sums.lua, upsample_image.lua, make_pattern_image.lua, train_digits.lua, yolov8n.lua and the
+-- raw_kernel.lua, row_sums.lua, upsample_image.lua, make_pattern_image.lua, train_digits.lua (on one device and
+-- on two through tocha.DataParallel), yolov8n.lua and the
 -- modules neck_model.lua and yolov8n_model.lua.
 -- None writes into the checkout's examples/ or into the folder it runs in unless given an
 -- output path there; an image example without one writes to /tmp and names the file.
@@ -83,6 +84,28 @@ describe("the examples, each run from a fresh folder", function()
       assert.are.same({ 16, 1, 3, 3 }, initial["conv1.weight"]:shape())
       assert.are.same({ 10, 64 }, initial["fc2.weight"]:shape())
     end)
+  end)
+
+  it("train_digits.lua --devices sim,sim:1 trains as the one-device run does, a half batch a device", function()
+    local function losses(extra)
+      local args = { "--steps", "25", "--out", "run" }
+      for _, a in ipairs(extra) do args[#args + 1] = a end
+      local csv
+      run("train_digits.lua", args, function(out, cwd)
+        assert.truthy(out:find("step   25/25  loss [%d.]+"), out)
+        csv = io.open(cwd .. "/run/loss.csv"):read("*a")
+      end)
+      local list = {}
+      for l in csv:gmatch("\n%d+,([-%d.e]+)") do list[#list + 1] = tonumber(l) end
+      assert.are.equal(25, #list)
+      return list
+    end
+    local one, two = losses({}), losses({ "--devices", "sim,sim:1" })
+    for k = 1, 25 do
+      -- f32: the two half batches' mean gradients against the whole batch's, over 25 AdamW steps
+      assert.is_true(math.abs(one[k] - two[k]) <= 1e-5 * one[k], ("step %d: %.9g vs %.9g"):format(k, one[k], two[k]))
+    end
+    assert.is_true(two[25] < two[1])
   end)
 
   it("yolov8n.lua builds YOLOv8n (Ultralytics' 3,157,200 parameters), runs it and replays it", function()
