@@ -2,8 +2,9 @@
 -- checks against the reference kernels, its rows and its CSV; its times mean nothing), so that
 -- a change to an op's options or a script is caught before a GPU run needs the script: the
 -- channels-last BatchNorm rows of bench/layers.lua, the tf32 rows of bench/conv.lua, the
--- training step in both layouts (bench/train_step.lua) and the tf32 rows of
--- bench/networks.lua, these two on the small ResNet of spec/support/onnx_models.py.
+-- training step in both layouts (bench/train_step.lua), the tf32 rows of bench/networks.lua and
+-- the data-parallel step (bench/data_parallel.lua), these three on the small ResNet of
+-- spec/support/onnx_models.py, and the all-reduce of bench/comm.lua over sim and sim:1.
 local tocha = require "tocha"
 local process = require "support.process"
 local peers = require "support.peers"
@@ -53,6 +54,15 @@ describe("the benchmark scripts on sim", function()
     assert.are_not.equal(0, status, out)
   end)
 
+  it("bench/comm.lua checks and times the staged all_reduce over sim and sim:1", function()
+    local out = bench("comm.lua", { "--out", dir .. "/comm", "--calls", "2" })
+    local csv = read(dir .. "/comm/tocha.csv")
+    assert.truthy(csv:find("^op,path,ranks,bytes,ms,algbw_gbps,busbw_gbps\n"), csv)
+    assert.truthy(csv:find("all_reduce,staged,2,65536,", 1, true), csv)
+    assert.truthy(csv:find("all_reduce,staged,2,1048576,", 1, true), csv)
+    assert.truthy(out:find("all_reduce over sim, sim:1 (2 ranks)", 1, true), out)
+  end)
+
   describe("on an exported ResNet", function()
     local files
     setup(function()
@@ -71,6 +81,15 @@ describe("the benchmark scripts on sim", function()
       assert.truthy(csv:find("resnet18,2,f32,nhwc,", 1, true), csv)
       assert.truthy(csv:find("resnet18,2,f32,nchw,", 1, true), csv)
       assert.is_nil(out:find("nan", 1, true), out)
+    end)
+
+    it("bench/data_parallel.lua trains it on one device and on sim and sim:1, replicas equal", function()
+      local out = bench("data_parallel.lua", { "--out", dir .. "/dp", "--file", files .. "/resnet18.onnx", "--size", "32",
+        "--batch", "2", "--steps", "1" })
+      local csv = read(dir .. "/dp/tocha.csv")
+      assert.truthy(csv:find("^devices,batch_per_device,dtype,step_ms,images_per_s,efficiency,loss\n1,2,f32,"), csv)
+      assert.truthy(csv:find("\n2,2,f32,", 1, true), csv)
+      assert.truthy(out:find("2 devices  step", 1, true), out)
     end)
 
     it("bench/networks.lua checks and times its tf32 row", function()

@@ -178,6 +178,7 @@ function DataParallel:all_reduce_gradients(grads)
   if type(grads) ~= "table" or #grads ~= R then
     raise(("grads: expected a list of %d tables of gradients, one a device, got %s"):format(R, errors.show(grads)))
   end
+  if R == 1 then return { grads[1] } end -- one device: nothing to average
   local out = {}
   for r = 1, R do out[r] = {} end
   for _, b in ipairs(self.buckets) do
