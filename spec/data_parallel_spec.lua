@@ -100,6 +100,47 @@ describe("tocha.DataParallel", function()
     end
   end)
 
+  it("trains over four sim devices as over one (a child process with TOCHA_SIM_DEVICES=4)", function()
+    local process = require "support.process"
+    local script = process.write_script([[
+      local tocha = require "tocha"
+      local function build()
+        local x_in = tocha.Model.input({ -1, 6 }, { name = "x", dtype = "f64" })
+        local h = tocha.Linear.new(6, 7, { dtype = "f64", activation = "tanh" })(x_in):named("fc1")
+        return tocha.Model({ x_in }, { tocha.Linear.new(7, 3, { dtype = "f64" })(h):named("fc2") })
+      end
+      local single = build():load(8, "sim")
+      local dp = tocha.DataParallel(build(), { "sim", "sim:1", "sim:2", "sim:3" }, { bucket_bytes = 100 }):load(8)
+      local opt = tocha.optim.AdamW(single:trainable_parameters(), { lr = 0.01 })
+      local opts = dp:optimizers(function(p) return tocha.optim.AdamW(p, { lr = 0.01 }) end)
+      local worst = 0
+      for step = 1, 3 do
+        local x = tocha.rand({ 8, 6 }, { dtype = "f64", seed = step, low = -1, high = 1 })
+        local y = tocha.tensor({ 1, 2, 3, 1, 2, 3, 1, 2 }, { dtype = "i64" })
+        local out, cache = single:forward_train({ x })
+        local loss, g = tocha.loss.cross_entropy(out[1], y)
+        local _, grads = single:backward({ g }, cache)
+        opt:step(grads)
+        local l4 = dp:train_step({ x }, y, tocha.loss.cross_entropy, opts)
+        worst = math.max(worst, math.abs(l4 - loss:item()))
+      end
+      for name, t in pairs(single:parameters()) do
+        local a = t:to_table(true)
+        for r = 1, 4 do
+          local b = dp.models[r]:parameters()[name]:to("sim"):to_table(true)
+          for i = 1, #a do worst = math.max(worst, math.abs(a[i] - b[i])) end
+        end
+      end
+      print(#dp.buckets, worst < 1e-12, dp.models[4]:parameters()["fc1.weight"]:device())
+    ]])
+    local out, err, status = process.run { args = { script }, env = { TOCHA_SIM_DEVICES = "4" } }
+    os.remove(script)
+    assert.are.equal(0, status, err)
+    -- 100-byte buckets: no two of fc2's weight (168 bytes) and bias (24), fc1's weight (336)
+    -- and bias (56), neighbours in reverse model order, fit one together, so four buckets
+    assert.are.equal("4\ttrue\tsim:3\n", out)
+  end)
+
   it("scatters a batch into equal slices, one a device", function()
     local dp = tocha.DataParallel(build("f32"), DEVICES):load(4)
     local t = tocha.tensor({ 1, 2, 3, 4, 5, 6, 7, 8 }):view(4, 2)
