@@ -188,6 +188,13 @@ describe("tocha.DataParallel", function()
       "tocha.DataParallel:train_step: inputs: expected a list of tensors, got cdata")
     assert.has_error(function() dp:all_reduce_gradients({ {}, {} }) end,
       "tocha.DataParallel:all_reduce_gradients: grads[1]: no gradient for fc.weight")
+    assert.has_error(function() dp:all_reduce_gradients({ {}, 3 }) end,
+      "tocha.DataParallel:all_reduce_gradients: grads[2]: expected a table of gradients by parameter name, got 3")
+    local wrong = {}
+    for name, t in pairs(dp.models[1]:trainable_parameters()) do wrong[name] = tocha.zeros(t:shape()) end
+    wrong["fc.bias"] = tocha.zeros({ 1, 5 })
+    assert.has_error(function() dp:all_reduce_gradients({ wrong, wrong }) end,
+      "tocha.DataParallel:all_reduce_gradients: grads[1].fc.bias: f32 [1, 5], but the parameter is f32 [5]")
     assert.has_error(function() dp.load(nil, 4) end, "tocha.DataParallel:load: self: expected a DataParallel, got nil (call it as x:load(...))")
     -- Still usable after every refusal.
     local loss = dp:train_step({ x }, y, tocha.loss.cross_entropy, opts)

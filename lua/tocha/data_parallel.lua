@@ -178,15 +178,32 @@ function DataParallel:all_reduce_gradients(grads)
   if type(grads) ~= "table" or #grads ~= R then
     raise(("grads: expected a list of %d tables of gradients, one a device, got %s"):format(R, errors.show(grads)))
   end
+  for r = 1, R do
+    if type(grads[r]) ~= "table" or is_tensor(grads[r]) then
+      raise(("grads[%d]: expected a table of gradients by parameter name, got %s"):format(r, errors.show(grads[r])))
+    end
+  end
+  for r = 1, R do
+    for _, b in ipairs(self.buckets) do
+      for _, e in ipairs(b.entries) do
+        local g = grads[r][e.name]
+        if not is_tensor(g) then raise(("grads[%d]: no gradient for %s"):format(r, e.name)) end
+        if g.freed ~= 0 then raise(("grads[%d].%s: the tensor was freed"):format(r, e.name)) end
+        local shape = "[" .. table.concat(g:shape(), ", ") .. "]"
+        if g:dtype() ~= b.dtype or shape ~= "[" .. table.concat(e.shape, ", ") .. "]" then
+          raise(("grads[%d].%s: %s %s, but the parameter is %s [%s]"):format(r, e.name, g:dtype(), shape, b.dtype,
+            table.concat(e.shape, ", ")))
+        end
+      end
+    end
+  end
   if R == 1 then return { grads[1] } end -- one device: nothing to average
   local out = {}
   for r = 1, R do out[r] = {} end
   for _, b in ipairs(self.buckets) do
     for r = 1, R do
       for _, e in ipairs(b.entries) do
-        local g = grads[r][e.name]
-        if not is_tensor(g) then raise(("grads[%d]: no gradient for %s"):format(r, e.name)) end
-        b.flat[r]:narrow(1, e.offset + 1, e.count):copy(g:reshape({ e.count }))
+        b.flat[r]:narrow(1, e.offset + 1, e.count):copy(grads[r][e.name]:reshape({ e.count }))
       end
     end
     comm.all_reduce(b.flat, { op = "mean" })

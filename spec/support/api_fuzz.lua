@@ -31,6 +31,10 @@ local function values()
     tocha.event("sim"), tocha.event("sim"):record(), tocha.stream("sim"), tocha.graph(function() end, "sim"),
     tocha.Model.input({ -1, 1, 2, 2 }), tocha.UpsampleNearest2dForward.new(2, 2, 64), tocha.Elementwise.new("relu"),
     tocha.device("sim"),
+    -- a second device's tensors and lists of ranks, for the collectives
+    "sim:1", tocha.ones({ 4 }, { device = "sim:1" }), tocha.rand({ 2, 2 }, { device = "sim:1", seed = 3 }),
+    { tocha.ones({ 4 }, { device = "sim" }), tocha.ones({ 4 }, { device = "sim:1" }) }, { "sim", "sim:1" },
+    { op = "max" }, { root = 2 }, { staged = true },
   }
 end
 
@@ -123,6 +127,18 @@ local function surface(pool)
   add("memory.stats", tocha.memory.stats)
   add("memory.empty_cache", tocha.memory.empty_cache)
   add("memory.reset_peak", tocha.memory.reset_peak)
+  for _, name in ipairs({ "all_reduce", "broadcast", "all_gather", "reduce_scatter" }) do
+    add("comm." .. name, tocha.comm[name])
+  end
+  add("comm.nccl", tocha.comm.nccl)
+  add("DataParallel", tocha.DataParallel)
+  local x_in = tocha.Model.input({ -1, 4 })
+  local dp = tocha.DataParallel(tocha.Model({ x_in }, { tocha.Linear.new(4, 2)(x_in) }), { "sim", "sim:1" }):load(2)
+  for _, name in ipairs({ "load", "scatter", "forward_train", "backward", "all_reduce_gradients", "optimizers",
+    "train_step", "parameters", "broadcast_parameters" }) do
+    add("DataParallel:" .. name, function(...) return dp[name](dp, ...) end)
+    add("DataParallel." .. name, dp[name])
+  end
   add("image.read", tocha.image.read)
   add("image.write", tocha.image.write)
   for name, fn in pairs(tocha.Tensor) do
