@@ -254,14 +254,16 @@ function DataParallel:train_step(inputs, target, loss_fn, optimizers)
   end
   local targets = self:scatter(target, "target")
   local outputs, caches = self:forward_train(inputs)
-  local grad_outputs, total = {}, 0
+  local grad_outputs, losses = {}, {}
   for r = 1, #self.models do
     local loss, grad = loss_fn(outputs[r][1], targets[r])
-    total = total + loss:cast("f64"):to_table(true)[1]
-    grad_outputs[r] = { grad }
+    losses[r], grad_outputs[r] = loss, { grad }
   end
   local grads = self:backward(grad_outputs, caches)
   for r, opt in ipairs(optimizers) do opt:step(grads[r]) end
+  -- The losses are read last, so that no device waits for the host in the middle of a step.
+  local total = 0
+  for r = 1, #losses do total = total + losses[r]:cast("f64"):to_table(true)[1] end
   return total / #self.models
 end
 
