@@ -34,9 +34,9 @@ def wall_ms(fn, calls, ranks):
     return (time.perf_counter() - start) * 1000 / calls
 
 
-def one_process(calls):
-    """torch.cuda.nccl.all_reduce over a tensor a GPU, from this process."""
-    ranks = torch.cuda.device_count()
+def one_process(calls, ranks):
+    """torch.cuda.nccl.all_reduce over a tensor on each of the first `ranks` GPUs, from this
+    process."""
     times = {}
     for size in SIZES:
         tensors = [torch.rand(size // 4, device=f"cuda:{r}") for r in range(ranks)]
@@ -68,9 +68,8 @@ def worker(rank, ranks, calls, port, queue):
     dist.destroy_process_group()
 
 
-def one_process_a_gpu(calls):
-    """torch.distributed's all_reduce, one process a GPU (NCCL backend)."""
-    ranks = torch.cuda.device_count()
+def one_process_a_gpu(calls, ranks):
+    """torch.distributed's all_reduce, one process on each of the first `ranks` GPUs (NCCL)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     procs = [ctx.Process(target=worker, args=(r, ranks, calls, 29511, queue)) for r in range(ranks)]
@@ -85,12 +84,12 @@ def one_process_a_gpu(calls):
 def main():
     out = sys.argv[1]
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 20
-    ranks = torch.cuda.device_count()
-    ours = {}
+    ours, ranks = {}, torch.cuda.device_count()
     for r in csv.DictReader(open(f"{out}/tocha.csv")):
         ours[(r["path"], int(r["bytes"]))] = float(r["ms"])
-    single = one_process(calls)
-    multi = one_process_a_gpu(calls) if ranks > 1 else {}
+        ranks = int(r["ranks"])  # the ranks tocha ran over (bench/comm.lua --devices)
+    single = one_process(calls, ranks)
+    multi = one_process_a_gpu(calls, ranks) if ranks > 1 else {}
 
     def busbw(size, ms):
         return size * 2 * (ranks - 1) / ranks / (ms * 1e6) if ms and ms == ms else float("nan")

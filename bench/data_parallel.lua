@@ -54,7 +54,9 @@ local function step_ms(devices)
   else
     dp = tocha.DataParallel(m, devices):load(opts.batch * R)
     local optimizers = dp:optimizers(function(p) return tocha.optim.AdamW(p, { lr = 1e-3, weight_decay = 1e-2 }) end)
-    step = function() loss = dp:train_step({ x }, labels, tocha.loss.cross_entropy, optimizers) end
+    -- the batch placed on the devices once, as each process of DDP holds its own slice
+    local xs, ys = dp:scatter(x), dp:scatter(labels)
+    step = function() loss = dp:train_step({ xs }, ys, tocha.loss.cross_entropy, optimizers) end
   end
   for _ = 1, 3 do step() end
   synchronize_all(devices)

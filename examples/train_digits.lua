@@ -12,7 +12,7 @@
 -- step, by PyTorch's names: conv1.weight, ...) and batches.npy (i64 [steps, 64], the 0-based
 -- image indices of each step's batch), so that PyTorch can replay the same run
 -- (spec/support/peer_train.py).
--- With --devices (two or more, e.g. sim,sim:1 or cuda:0,cuda:1), tocha.DataParallel trains
+-- With --devices (e.g. sim,sim:1 or cuda:0,cuda:1), tocha.DataParallel trains
 -- on all of them: each device a slice of every batch of 64, the gradients averaged, so the run
 -- is the one-device run's.
 local tocha = require "tocha"

@@ -141,7 +141,7 @@ describe("tocha.DataParallel", function()
     assert.are.equal("4\ttrue\tsim:3\n", out)
   end)
 
-  it("scatters a batch into equal slices, one a device", function()
+  it("scatters a batch into equal slices, one a device, and takes slices placed already", function()
     local dp = tocha.DataParallel(build("f32"), DEVICES):load(4)
     local t = tocha.tensor({ 1, 2, 3, 4, 5, 6, 7, 8 }):view(4, 2)
     local s = dp:scatter(t)
@@ -149,6 +149,39 @@ describe("tocha.DataParallel", function()
     assert.are.same({ 5, 6, 7, 8 }, s[2]:to_table(true))
     assert.are.equal("sim:1", s[2]:device())
     assert.are.same({ 2, 2 }, s[2]:shape())
+    assert.are.equal(s, dp:scatter(s))
+    -- a step on placed slices is the step on the whole batch
+    local x, y = batch(3, 4, "f32")
+    local a = tocha.DataParallel(build("f32"), DEVICES):load(4)
+    local b = tocha.DataParallel(build("f32"), DEVICES):load(4)
+    local oa = a:optimizers(function(p) return tocha.optim.SGD(p, { lr = 0.1 }) end)
+    local ob = b:optimizers(function(p) return tocha.optim.SGD(p, { lr = 0.1 }) end)
+    assert.are.equal(a:train_step({ x }, y, tocha.loss.cross_entropy, oa),
+      b:train_step({ b:scatter(x) }, b:scatter(y), tocha.loss.cross_entropy, ob))
+    for name, p in pairs(a:parameters()) do assert.are.equal(0, max_diff(p, b:parameters()[name]), name) end
+    assert.has_error(function() dp:scatter({ s[1] }) end,
+      "tocha.DataParallel:scatter: t: expected a tensor of the whole batch or a list of 2 slices, one a device, got a list of 1")
+    assert.has_error(function() dp:scatter({ s[2], s[1] }) end, "tocha.DataParallel:scatter: t[1]: on sim:1, but device 1 is sim")
+    assert.has_error(function() dp:scatter({ s[1], tocha.ones({ 3, 2 }, { device = "sim:1" }) }) end,
+      "tocha.DataParallel:scatter: t[2]: expected a slice of 2 along the first dimension, got shape [3, 2]")
+  end)
+
+  it("puts every replica in inference mode and back with dp:train", function()
+    local dp = tocha.DataParallel(build("f32", true), DEVICES):load(4)
+    assert.are.equal(dp, dp:train(false))
+    for _, m in ipairs(dp.models) do assert.is_false(m.training) end
+    -- inference mode: the running statistics (0 and 1 at the start) normalize, and stay
+    local x = batch(1, 4, "f32")
+    local outs = dp:forward_train({ x })
+    assert.are.same({ 0, 0, 0, 0 }, dp.models[2]:parameters()["bn1.running_mean"]:to_table(true))
+    local whole = build("f32", true):load(4, "sim"):train(false)
+    for name, p in pairs(dp:parameters()) do whole:parameters()[name]:copy(p) end
+    local want = whole:forward({ x })[1]:to_table(true)
+    local got = {}
+    for _, o in ipairs({ outs[1][1], outs[2][1] }) do for _, v in ipairs(o:to_table(true)) do got[#got + 1] = v end end
+    assert.are.same(want, got)
+    dp:train(true)
+    for _, m in ipairs(dp.models) do assert.is_true(m.training) end
   end)
 
   it("moves a model's parameters with their values when it is loaded on another device", function()

@@ -80,7 +80,7 @@ typedef struct tocha_device_info {
     char name[32];              /* "cuda:0", "sim" or "sim:1" */
     char product[128];          /* e.g. "NVIDIA H200", or the host CPU for sim */
     int32_t kind;               /* a tocha_device_kind */
-    int32_t ordinal;            /* CUDA ordinal; 0 for sim */
+    int32_t ordinal;            /* CUDA ordinal; N for sim:N (0 for sim) */
     int32_t cc_major, cc_minor; /* compute capability; 0 for sim */
     int32_t multiprocessors;    /* SMs, or CPU cores for sim */
     uint64_t memory_free, memory_total;
@@ -216,8 +216,9 @@ TOCHA_API int tocha_tensor_write(tocha_tensor *t, const void *src, uint64_t nbyt
 TOCHA_API int tocha_tensor_read(const tocha_tensor *t, int64_t offset, int64_t count, void *dst);
 /* Copies src into dst: same dtype and shape, any devices, either a view (dst not an expanded
 ** one, whose elements alias). Views of one block that overlap copy as if all of src were read
-** first (through a temporary). Between two GPUs the driver copies peer to peer where the pair
-** allows (cuMemcpyPeer), otherwise tocha copies through host memory. */
+** first (through a temporary). Between two GPUs it is the driver's cuMemcpyPeer (peer to peer
+** where the pair allows, staged by the driver where not); between devices of different kinds
+** tocha copies through host memory. */
 TOCHA_API int tocha_tensor_copy(tocha_tensor *dst, const tocha_tensor *src);
 /* A view of t without a copy: ndim sizes and strides (elements, each >= 0) starting `offset`
 ** elements after t's first; every element it reaches must lie in t's block (a view with a size

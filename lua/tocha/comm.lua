@@ -3,17 +3,17 @@
 --
 --   tocha.comm.all_reduce({a, b} [, {op = "sum"}])      -- a and b both become a + b
 --   tocha.comm.broadcast({a, b} [, {root = 1}])         -- b becomes a copy of a
---   tocha.comm.all_gather({a, b} [, outputs])           -- each output: a and b along dim 1
---
--- Each takes {staged = true} among its options to skip NCCL.
+--   tocha.comm.all_gather({a, b} [, outputs [, {}]])    -- each output: a and b along dim 1
 --   tocha.comm.reduce_scatter({a, b} [, outputs, {op}]) -- output i: the i-th slice of a + b
+--
+-- Each takes {staged = true} among its options (the last argument) to skip NCCL.
 --
 -- Where every rank is a cuda device and NCCL loads (tocha.comm.nccl()), a call is one NCCL
 -- group over the devices' current streams. Otherwise, or with {staged = true}, it runs staged:
--- the ranks' tensors meet on the first rank's device through copies (host memory between
--- devices of different kinds) and are reduced there in rank order by tocha's own elementwise
--- kernels, in the tensors' dtype as NCCL reduces, so each rank gets the same bits. The staged
--- path is the CPU collective of the simulator's devices (sim, sim:1, ...).
+-- the ranks' tensors meet on one device (the first rank's; for reduce_scatter each output's
+-- own) through copies and are reduced there in rank order by tocha's own elementwise kernels,
+-- in the tensors' dtype as NCCL reduces, so each rank gets the same bits. The staged path is
+-- the CPU collective of the simulator's devices (sim, sim:1, ...).
 local ffi = require "ffi"
 local native = require "tocha.ffi"
 local device = require "tocha.device"
@@ -31,6 +31,9 @@ function M.nccl()
   local why, version = ffi.new("const char*[1]"), ffi.new("int[1]")
   if C.tocha_nccl_available(why, version) == 0 then return nil, ffi.string(why[0]) end
   local v = version[0]
+  -- NCCL's code: major x 10000 + minor x 100 + patch since 2.9, major x 1000 + minor x 100 +
+  -- patch before
+  if v < 10000 then return ("%d.%d.%d"):format(math.floor(v / 1000), math.floor(v / 100) % 10, v % 100) end
   return ("%d.%d.%d"):format(math.floor(v / 10000), math.floor(v / 100) % 100, v % 100)
 end
 
@@ -178,6 +181,9 @@ local function outputs_for(inputs, outputs, shape_of)
     end
     return outputs
   end
+  if type(outputs) == "table" and not is_tensor(outputs) and #outputs == 0 and next(outputs) ~= nil then
+    raise("outputs: got a table of options where the outputs go: pass nil before the options")
+  end
   check_ranks(outputs, "outputs", true)
   if #outputs ~= #inputs then raise(("outputs: %d tensors for %d ranks"):format(#outputs, #inputs)) end
   for i, o in ipairs(outputs) do
@@ -205,8 +211,10 @@ end
 function M.all_gather(inputs, outputs, opts)
   check_ranks(inputs, "inputs")
   check_first_dim(inputs, "inputs")
+  if type(opts) == "table" and opts.op ~= nil then
+    raise(("options.op: all_gather reduces nothing, got %s"):format(errors.show(opts.op)))
+  end
   reduction(opts, "options")
-  if opts and opts.op ~= nil then raise(("options.op: all_gather reduces nothing, got %s"):format(errors.show(opts.op))) end
   local R = #inputs
   outputs = outputs_for(inputs, outputs, function(t) return gathered_shape(t, R) end)
   local d1 = inputs[1]:size(1)

@@ -32,7 +32,7 @@ local function is_tensor(x) return tensor.is_tensor(x) end
 
 -- tocha.DataParallel(model, devices [, {bucket_bytes =}]): model (a tocha.Model, loaded or
 -- not) is the first device's replica; the others are new models over its graph. devices: a
--- list of two or more distinct device names or devices.
+-- list of one or more distinct device names or devices.
 function M.new(model, devices, opts)
   local Model = require "tocha.model"
   if not Model.is_model(model) then raise("model: expected a tocha.Model, got " .. errors.show(model)) end
@@ -126,10 +126,29 @@ function DataParallel:broadcast_parameters(trainable_only)
 end
 
 -- dp:scatter(t): t's equal slices along its first dimension, slice r on device r (a list). t
--- has the whole batch (dp:load's batch_size) there.
+-- has the whole batch (dp:load's batch_size) there. A list of slices already scattered (one a
+-- device, on it, each a slice's batch along the first dimension) is checked and given back, so
+-- that data placed once is not copied each step.
 function DataParallel:scatter(t, what)
   loaded(self)
   what = what or "t"
+  if type(t) == "table" and not is_tensor(t) then
+    if #t ~= #self.devices then
+      raise(("%s: expected a tensor of the whole batch or a list of %d slices, one a device, got a list of %d")
+        :format(what, #self.devices, #t))
+    end
+    for r, s in ipairs(t) do
+      if not is_tensor(s) then raise(("%s[%d]: expected a tensor, got %s"):format(what, r, errors.show(s))) end
+      if device.wrap(s.dev) ~= self.devices[r] then
+        raise(("%s[%d]: on %s, but device %d is %s"):format(what, r, device.wrap(s.dev).name, r, self.devices[r].name))
+      end
+      if s.ndim == 0 or s:size(1) ~= self.slice then
+        raise(("%s[%d]: expected a slice of %d along the first dimension, got shape [%s]"):format(what, r, self.slice,
+          table.concat(s:shape(), ", ")))
+      end
+    end
+    return t
+  end
   if not is_tensor(t) then raise(("%s: expected a tensor, got %s"):format(what, errors.show(t))) end
   if t.ndim == 0 or t:size(1) ~= self.batch then
     raise(("%s: expected the whole batch, %d along the first dimension, got shape [%s]"):format(what, self.batch,
@@ -141,7 +160,7 @@ function DataParallel:scatter(t, what)
 end
 
 -- dp:forward_train(inputs): inputs a list of whole-batch tensors (as the model's forward takes,
--- on any device); the first replica's buffers (running statistics) are copied to the others
+-- on any device; or each a list of slices, as dp:scatter gives); the first replica's buffers (running statistics) are copied to the others
 -- first, as DDP does. Returns the outputs a device (outputs[r] a list) and the caches.
 function DataParallel:forward_train(inputs)
   loaded(self)
@@ -265,6 +284,14 @@ function DataParallel:train_step(inputs, target, loss_fn, optimizers)
   local total = 0
   for r = 1, #losses do total = total + losses[r]:cast("f64"):to_table(true)[1] end
   return total / #self.models
+end
+
+-- dp:train([flag]): every replica in training mode (flag true, the default) or inference mode,
+-- as m:train does for one model (the replicas share their ops, so each replica's launches are
+-- packed again). Returns dp.
+function DataParallel:train(flag)
+  for _, m in ipairs(self.models) do m:train(flag) end
+  return self
 end
 
 -- The first replica's parameters (name -> tensor): those a checkpoint saves.

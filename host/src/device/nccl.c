@@ -203,6 +203,12 @@ int tocha_nccl_collective(int kind, int op, int root, int n, tocha_tensor *const
     }
     int nd = nccl_dtype(dtype);
     if (nd < 0) return tocha_fail(TOCHA_E_ARGUMENT, "inputs: NCCL has no dtype %s", tocha_dtype_name(dtype));
+    /* ncclAvg and ncclBfloat16 came with NCCL 2.10 (version code 21000). */
+    bool reduces = kind == TOCHA_ALL_REDUCE || kind == TOCHA_REDUCE_SCATTER;
+    if (version < 21000 && ((reduces && op == TOCHA_REDUCE_AVG) || dtype == TOCHA_BF16))
+        return tocha_fail(TOCHA_E_UNAVAILABLE, "%s: this NCCL (version code %d) has no %s; 2.10 or later has",
+                          dtype == TOCHA_BF16 ? "inputs" : "op", version,
+                          dtype == TOCHA_BF16 ? "bfloat16" : "average");
     if (count == 0) return TOCHA_OK;
     pthread_mutex_lock(&lock);
     communicator *c = NULL;

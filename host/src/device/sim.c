@@ -119,6 +119,13 @@ static int sim_alloc(tocha_device *d, uint64_t nbytes, uint64_t *out, bool *cach
             atomic_fetch_sub(in_use, tocha_sim_blocks_empty(d->ordinal));
             data = map_counted(in_use, rounded);
         }
+        /* Without a limit the host itself ran out: the other sim devices' cached blocks are
+        ** host memory too. */
+        if (!data && sim_limit == 0) {
+            for (int i = 0; i < TOCHA_MAX_SIM_DEVICES; i++)
+                if (i != d->ordinal) atomic_fetch_sub(&sim_in_use[i], tocha_sim_blocks_empty(i));
+            data = map_counted(in_use, rounded);
+        }
     }
     if (!data)
         return tocha_fail(TOCHA_E_OUT_OF_MEMORY, "out of memory on %s allocating %llu bytes", d->name,
