@@ -12,13 +12,7 @@ local timing = require "bench.timing"
 
 local opts = timing.arguments(arg, { out = "results/tmp-comm", devices = "", calls = 20, only = "" })
 os.execute("mkdir -p '" .. opts.out .. "'")
-local names = {}
-if opts.devices ~= "" then
-  for n in opts.devices:gmatch("[^,]+") do names[#names + 1] = n end
-else
-  for _, d in ipairs(tocha.devices()) do if d.kind == "cuda" then names[#names + 1] = d.name end end
-  if #names == 0 then names = { "sim", "sim:1" } end
-end
+local names = timing.device_names(opts.devices)
 local R = #names
 local on_sim = tocha.device(names[1]).kind == "sim"
 local nccl, why = tocha.comm.nccl()

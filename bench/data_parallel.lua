@@ -16,13 +16,7 @@ local timing = require "bench.timing"
 local opts = timing.arguments(arg, { out = "results/tmp-data-parallel", devices = "", steps = 20, batch = 64,
   dtype = "f32", file = "", size = 224 })
 os.execute("mkdir -p '" .. opts.out .. "'")
-local names = {}
-if opts.devices ~= "" then
-  for n in opts.devices:gmatch("[^,]+") do names[#names + 1] = n end
-else
-  for _, d in ipairs(tocha.devices()) do if d.kind == "cuda" then names[#names + 1] = d.name end end
-  if #names == 0 then names = { "sim", "sim:1" } end
-end
+local names = timing.device_names(opts.devices)
 local file = opts.file ~= "" and opts.file or ("%s/resnet18_b%d.onnx"):format(opts.out, opts.batch)
 print(("data-parallel ResNet-18 training over %s, %d images a device, %s, NCCL %s"):format(table.concat(names, ", "),
   opts.batch, opts.dtype, tocha.comm.nccl() or "unavailable"))

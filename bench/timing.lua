@@ -145,6 +145,19 @@ function M.arguments(args, defaults)
   return opts
 end
 
+-- The devices a benchmark over several runs on: the comma-separated names of list (its
+-- --devices), else every cuda device, else the simulator's sim and sim:1.
+function M.device_names(list)
+  local names = {}
+  if list ~= "" then
+    for n in list:gmatch("[^,]+") do names[#names + 1] = n end
+    return names
+  end
+  for _, d in ipairs(tocha.devices()) do if d.kind == "cuda" then names[#names + 1] = d.name end end
+  if #names == 0 then names = { "sim", "sim:1" } end
+  return names
+end
+
 -- A CSV field: quoted (RFC 4180) when it holds a comma, a quote or a line break.
 local function csv_field(v)
   local text = tostring(v)
