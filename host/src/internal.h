@@ -212,6 +212,9 @@ int tocha_cuda_driver_version(void);
 /* Fills d as sim device ordinal (0: "sim", else "sim:N") at table position index, its
 ** modules loaded where the device at first_sim_index loads them. */
 void tocha_sim_init(tocha_device *d, int index, int ordinal, int first_sim_index);
+/* How many sim devices TOCHA_SIM_DEVICES asks for (1 to TOCHA_MAX_SIM_DEVICES; 2 when it is
+** unset or empty); for any other value, 1 with the reason written into error. */
+int tocha_sim_device_count(char *error, size_t size);
 /* Host compiler target name for sim binaries, e.g. "sim-x86_64". */
 const char *tocha_sim_target(void);
 

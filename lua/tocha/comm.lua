@@ -37,22 +37,20 @@ function M.nccl()
   return ("%d.%d.%d"):format(math.floor(v / 10000), math.floor(v / 100) % 100, v % 100)
 end
 
--- Whether a call over these ranks goes through NCCL: every rank on cuda, NCCL loaded, and
--- opts.staged not set.
-local function through_nccl(list, opts)
+-- Runs collective kind (a tocha_collective) over inputs and outputs (lists of R tensors)
+-- through NCCL where it can: every rank on cuda, NCCL loaded, opts.staged not set. Returns
+-- whether it ran; false leaves the call to the staged path.
+local function through_nccl(kind, op, root, inputs, outputs, opts)
   if opts and opts.staged then return false end
-  for _, t in ipairs(list) do
+  for _, t in ipairs(inputs) do
     if device.wrap(t.dev).kind ~= "cuda" then return false end
   end
-  return M.nccl() ~= nil
-end
-
--- One NCCL collective (kind a tocha_collective) over inputs and outputs (lists of R tensors).
-local function nccl_run(kind, op, root, inputs, outputs)
+  if not M.nccl() then return false end
   local R = #inputs
   local ins, outs = ffi.new("tocha_tensor*[?]", R), ffi.new("tocha_tensor*[?]", R)
   for i = 1, R do ins[i - 1], outs[i - 1] = inputs[i], outputs[i] end
-  check(C.tocha_nccl_collective(kind, op and NCCL_OP[op] or 0, root or 0, R, ins, outs))
+  check(C.tocha_nccl_collective(kind, op and NCCL_OP[op] or 0, root, R, ins, outs))
+  return true
 end
 
 -- op name -> the in-place tensor method that folds one rank into the accumulator.
@@ -132,10 +130,7 @@ function M.all_reduce(tensors, opts)
   local op = reduction(opts, "options")
   check_mean_dtype(op, tensors[1], "options")
   if tensors[1].count == 0 then return tensors end
-  if through_nccl(tensors, opts) then
-    nccl_run(C.TOCHA_ALL_REDUCE, op, 0, tensors, tensors)
-    return tensors
-  end
+  if through_nccl(C.TOCHA_ALL_REDUCE, op, 0, tensors, tensors, opts) then return tensors end
   local acc = reduce_onto(tensors, op, device.wrap(tensors[1].dev))
   for i = 1, #tensors do tensors[i]:copy(acc) end
   acc:free()
@@ -154,10 +149,7 @@ function M.broadcast(tensors, opts)
   if opts and opts.staged ~= nil and type(opts.staged) ~= "boolean" then
     raise(("options.staged: expected a boolean, got %s"):format(errors.show(opts.staged)))
   end
-  if tensors[1].count > 0 and through_nccl(tensors, opts) then
-    nccl_run(C.TOCHA_BROADCAST, nil, root - 1, tensors, tensors)
-    return tensors
-  end
+  if tensors[1].count > 0 and through_nccl(C.TOCHA_BROADCAST, nil, root - 1, tensors, tensors, opts) then return tensors end
   for i = 1, #tensors do
     if i ~= root then tensors[i]:copy(tensors[root]) end
   end
@@ -219,10 +211,7 @@ function M.all_gather(inputs, outputs, opts)
   outputs = outputs_for(inputs, outputs, function(t) return gathered_shape(t, R) end)
   local d1 = inputs[1]:size(1)
   if inputs[1].count == 0 then return outputs end
-  if through_nccl(inputs, opts) then
-    nccl_run(C.TOCHA_ALL_GATHER, nil, 0, inputs, outputs)
-    return outputs
-  end
+  if through_nccl(C.TOCHA_ALL_GATHER, nil, 0, inputs, outputs, opts) then return outputs end
   for i = 1, R do
     for j = 1, R do outputs[i]:narrow(1, (j - 1) * d1 + 1, d1):copy(inputs[j]) end
   end
@@ -249,10 +238,7 @@ function M.reduce_scatter(inputs, outputs, opts)
     return shape
   end)
   if inputs[1].count == 0 then return outputs end
-  if through_nccl(inputs, opts) then
-    nccl_run(C.TOCHA_REDUCE_SCATTER, op, 0, inputs, outputs)
-    return outputs
-  end
+  if through_nccl(C.TOCHA_REDUCE_SCATTER, op, 0, inputs, outputs, opts) then return outputs end
   for i = 1, R do
     local slices = {}
     for j = 1, R do slices[j] = inputs[j]:narrow(1, (i - 1) * d1 + 1, d1) end

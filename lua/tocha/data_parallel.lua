@@ -71,21 +71,21 @@ local function plan_buckets(self)
   local names, params = {}, m:trainable_parameters()
   for i = #m.order, 1, -1 do
     local n = m.order[i]
-    for j, pname in ipairs(m.param_names_of[n] or {}) do
+    for _, pname in ipairs(m.param_names_of[n] or {}) do
       local full = n.name .. "." .. pname
-      if params[full] then names[#names + 1] = { name = full, node = n, index = j } end
+      if params[full] then names[#names + 1] = full end
     end
   end
   local buckets, current = {}, nil
-  for _, e in ipairs(names) do
-    local t = params[e.name]
+  for _, name in ipairs(names) do
+    local t = params[name]
     local dt, count = t:dtype(), t:numel()
     local bytes = count * dtype.size(dt)
     if not current or current.dtype ~= dt or (current.bytes > 0 and current.bytes + bytes > self.bucket_bytes) then
       current = { dtype = dt, bytes = 0, count = 0, entries = {} }
       buckets[#buckets + 1] = current
     end
-    current.entries[#current.entries + 1] = { name = e.name, offset = current.count, count = count, shape = t:shape() }
+    current.entries[#current.entries + 1] = { name = name, offset = current.count, count = count, shape = t:shape() }
     current.count, current.bytes = current.count + count, current.bytes + bytes
   end
   for _, b in ipairs(buckets) do
@@ -107,22 +107,38 @@ function DataParallel:load(batch)
   end
   for r, m in ipairs(self.models) do m:load(batch / R, self.devices[r]) end
   self.batch, self.slice = batch, batch / R
+  -- The buffers (parameters no optimizer steps: running statistics), which each forward
+  -- copies from the first replica.
+  local trainable = self.models[1]:trainable_parameters()
+  self.buffer_names = {}
+  for name in pairs(self.models[1]:parameters()) do
+    if not trainable[name] then self.buffer_names[#self.buffer_names + 1] = name end
+  end
+  table.sort(self.buffer_names)
   self:broadcast_parameters()
   self.buckets = plan_buckets(self)
   return self
 end
 
--- Each parameter (buffers too, unless trainable_only) of every replica set to the first's.
-function DataParallel:broadcast_parameters(trainable_only)
-  loaded(self)
-  local first = trainable_only and self.models[1]:trainable_parameters() or self.models[1]:parameters()
+-- The first replica's parameters called names (a list) copied to every other replica.
+local function broadcast_names(self, names)
   local all = {}
   for r, m in ipairs(self.models) do all[r] = m:parameters() end
-  for name in pairs(first) do
+  for _, name in ipairs(names) do
     local ranks = {}
     for r = 1, #self.models do ranks[r] = all[r][name] end
     comm.broadcast(ranks)
   end
+end
+
+-- Each parameter (buffers too, unless trainable_only) of every replica set to the first's.
+function DataParallel:broadcast_parameters(trainable_only)
+  loaded(self)
+  local names = {}
+  for name in pairs(trainable_only and self.models[1]:trainable_parameters() or self.models[1]:parameters()) do
+    names[#names + 1] = name
+  end
+  broadcast_names(self, names)
 end
 
 -- dp:scatter(t): t's equal slices along its first dimension, slice r on device r (a list). t
@@ -159,23 +175,14 @@ function DataParallel:scatter(t, what)
   return out
 end
 
--- dp:forward_train(inputs): inputs a list of whole-batch tensors (as the model's forward takes,
--- on any device; or each a list of slices, as dp:scatter gives); the first replica's buffers (running statistics) are copied to the others
--- first, as DDP does. Returns the outputs a device (outputs[r] a list) and the caches.
+-- dp:forward_train(inputs): inputs a list of whole-batch tensors (as the model's forward
+-- takes, on any device; or each a list of slices, as dp:scatter gives); the first replica's
+-- buffers (running statistics) are copied to the others first, as DDP does. Returns the
+-- outputs a device (outputs[r] a list) and the caches.
 function DataParallel:forward_train(inputs)
   loaded(self)
   if type(inputs) ~= "table" or is_tensor(inputs) then raise("inputs: expected a list of tensors, got " .. errors.show(inputs)) end
-  local R = #self.models
-  if R > 1 then
-    local first, buffers = self.models[1]:parameters(), self.models[1]:trainable_parameters()
-    for name, t in pairs(first) do
-      if not buffers[name] then
-        local ranks = { t }
-        for r = 2, R do ranks[r] = self.models[r]:parameters()[name] end
-        comm.broadcast(ranks)
-      end
-    end
-  end
+  if #self.models > 1 then broadcast_names(self, self.buffer_names) end
   local slices = {}
   for i, t in ipairs(inputs) do slices[i] = self:scatter(t, ("inputs[%d]"):format(i)) end
   local outputs, caches = {}, {}

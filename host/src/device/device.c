@@ -20,29 +20,13 @@ static char default_reason[384];
 static char sim_count_error[160];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* TOCHA_SIM_DEVICES: a whole number from 1 to TOCHA_MAX_SIM_DEVICES; 2 when unset or empty. A
-** value that is not one leaves a single sim device and an error that every lookup reports. */
-static int read_sim_count(void)
-{
-    const char *env = getenv("TOCHA_SIM_DEVICES");
-    if (!env || !*env) return 2;
-    char *end = NULL;
-    long n = env[0] >= '0' && env[0] <= '9' ? strtol(env, &end, 10) : 0;
-    if (!end || *end || n < 1 || n > TOCHA_MAX_SIM_DEVICES) {
-        snprintf(sim_count_error, sizeof sim_count_error,
-                 "TOCHA_SIM_DEVICES: expected a whole number from 1 to %d, got '%.40s'",
-                 TOCHA_MAX_SIM_DEVICES, env);
-        return 1;
-    }
-    return (int)n;
-}
-
 static void discover(void)
 {
     const char *why = NULL;
     gpu_count = tocha_cuda_discover(devices, TOCHA_MAX_DEVICES - TOCHA_MAX_SIM_DEVICES, 0, &why);
     if (gpu_count == 0 && why) cuda_why = why;
-    sim_count = read_sim_count();
+    /* A bad TOCHA_SIM_DEVICES leaves one sim device and an error every lookup reports. */
+    sim_count = tocha_sim_device_count(sim_count_error, sizeof sim_count_error);
     for (int i = 0; i < sim_count; i++) tocha_sim_init(&devices[gpu_count + i], gpu_count + i, i, gpu_count);
     device_count = gpu_count + sim_count;
 }

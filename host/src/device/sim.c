@@ -54,7 +54,7 @@ static unsigned long long sim_limit;
 static char limit_error[160];
 
 /* The whole number that text starts with: decimal digits only (no sign, no spaces), its end
-   in *rest. False when text does not start with a digit or the number overflows. Both
+   in *rest. False when text does not start with a digit or the number overflows. The
    environment readers below parse with it, so that they take and refuse the same things. */
 static bool leading_count(const char *text, unsigned long long *value, char **rest)
 {
@@ -62,6 +62,20 @@ static bool leading_count(const char *text, unsigned long long *value, char **re
     errno = 0;
     *value = strtoull(text, rest, 10);
     return errno == 0;
+}
+
+int tocha_sim_device_count(char *error, size_t size)
+{
+    const char *env = getenv("TOCHA_SIM_DEVICES");
+    if (!env || !*env) return 2;
+    unsigned long long n = 0;
+    char *end = NULL;
+    if (!leading_count(env, &n, &end) || *end || n < 1 || n > TOCHA_MAX_SIM_DEVICES) {
+        snprintf(error, size, "TOCHA_SIM_DEVICES: expected a whole number from 1 to %d, got '%.40s'",
+                 TOCHA_MAX_SIM_DEVICES, env);
+        return 1;
+    }
+    return (int)n;
 }
 
 /* TOCHA_SIM_MEMORY_LIMIT: bytes, optionally with a K, M or G suffix (powers of 1024). A value
