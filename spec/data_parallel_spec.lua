@@ -22,8 +22,8 @@ end
 local function batch(step, n, dt)
   local labels = {}
   for i = 1, n do labels[i] = (i * 7 + step) % 5 + 1 end
-  return tocha.rand({ n, 2, 6, 6 }, { dtype = dt, seed = 100 + step, low = -1, high = 1 }),
-    tocha.tensor(labels, { dtype = "i64" })
+  return tocha.rand({ n, 2, 6, 6 }, { dtype = dt, seed = 100 + step, low = -1, high = 1, device = "sim" }),
+    tocha.tensor(labels, { dtype = "i64", device = "sim" })
 end
 
 local function max_diff(a, b)
@@ -115,8 +115,8 @@ describe("tocha.DataParallel", function()
       local opts = dp:optimizers(function(p) return tocha.optim.AdamW(p, { lr = 0.01 }) end)
       local worst = 0
       for step = 1, 3 do
-        local x = tocha.rand({ 8, 6 }, { dtype = "f64", seed = step, low = -1, high = 1 })
-        local y = tocha.tensor({ 1, 2, 3, 1, 2, 3, 1, 2 }, { dtype = "i64" })
+        local x = tocha.rand({ 8, 6 }, { dtype = "f64", seed = step, low = -1, high = 1, device = "sim" })
+        local y = tocha.tensor({ 1, 2, 3, 1, 2, 3, 1, 2 }, { dtype = "i64", device = "sim" })
         local out, cache = single:forward_train({ x })
         local loss, g = tocha.loss.cross_entropy(out[1], y)
         local _, grads = single:backward({ g }, cache)

@@ -6,10 +6,17 @@ local errors = require "tocha.errors"
 local C, check = native.C, native.check
 
 local M = {}
-local by_handle = {}
 local MAX_DEVICES = 24 -- 16 GPUs and 8 sim devices (host/src/internal.h)
 
-local Device = {}
+-- The Device class and the one Device per handle live in the Lua registry, not in this module:
+-- a module loaded again (busted clears package.loaded between spec files) must hand out the
+-- very tables the first load did, since tensors keep the first load's methods (an FFI metatype
+-- is set once) and those check devices by their metatable and compare them by identity.
+local registry = debug.getregistry()
+local state = registry["tocha.device"] or { Device = {}, by_handle = {} }
+registry["tocha.device"] = state
+local by_handle = state.by_handle
+local Device = state.Device
 Device.__index = Device
 Device.__tostring = function(d) return "tocha.Device " .. d.name end
 
