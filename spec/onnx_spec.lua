@@ -286,7 +286,7 @@ describe("tocha.onnx.load", function()
       return o
     end
     for name in pairs(NETWORKS) do
-      local x = not NO_BACKWARD[name] and tocha.load_npy(path(name .. "_in1.npy")):cast("f64")
+      local x = not NO_BACKWARD[name] and tocha.load_npy(path(name .. "_in1.npy"), { device = "sim" }):cast("f64")
       for _, layout in ipairs(x and { "nhwc", "nchw" } or {}) do
         for _, fuse in ipairs({ true, false }) do
           local m = tocha.onnx.load(path(name .. ".onnx"), { batch_size = x:shape()[1], device = "sim", dtype = "f64",
