@@ -25,9 +25,10 @@ export TOCHA_DEVICE=cuda
 # lacks. They run apart under memcheck with API errors unreported (their leaks and bad accesses
 # still count); comm_spec stays in the other tools' run, which report no API errors.
 all=${TOCHA_SANITIZE_SPECS:-$(grep -l -E '#gpu|ref\.devices\(\)' spec/*_spec.lua)}
-apart=""; rest=""
+apart=""; rest=""; others="" # others: all but memory_spec, for racecheck and initcheck
 for s in $all; do
   case "$s" in */memory_spec.lua|*/comm_spec.lua) apart="$apart $s" ;; *) rest="$rest $s" ;; esac
+  case "$s" in */memory_spec.lua) ;; *) others="$others $s" ;; esac
 done
 failed=0
 sanitize() { # $1: log name, $2: tool, then the tool's extra options; specs from $specs
@@ -42,7 +43,7 @@ sanitize() { # $1: log name, $2: tool, then the tool's extra options; specs from
 for tool in $tools; do
   # Leak checking belongs to memcheck alone.
   if [ "$tool" = memcheck ]; then specs=$rest; [ -n "$specs" ] && sanitize memcheck memcheck --leak-check full
-  else specs=$(echo $all | tr ' ' '\n' | grep -v '/memory_spec.lua$'); [ -n "$specs" ] && sanitize "$tool" "$tool"; fi
+  else specs=$others; [ -n "$specs" ] && sanitize "$tool" "$tool"; fi
 done
 case " $tools " in *" memcheck "*)
   specs=$apart

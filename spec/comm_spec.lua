@@ -4,6 +4,7 @@
 -- references computed here on random inputs of every dtype.
 local tocha = require "tocha"
 local process = require "support.process"
+local reload = require "support.reload"
 
 -- Random small integers from -4 to 4 (seeded): their sums, products of up to 4 and means over
 -- 2 or 4 ranks are exact in every dtype, so results compare exactly.
@@ -183,12 +184,7 @@ describe("tocha.comm", function()
     -- A second instance of every module but the tensor methods (an FFI metatype is set once):
     -- the staged path's clone onto a device of the new instance runs the first instance's
     -- Tensor:clone, which must take that device as its own.
-    local saved = {}
-    for name, m in pairs(package.loaded) do
-      if name == "tocha" or name:match("^tocha%.") then saved[name] = m; package.loaded[name] = nil end
-    end
-    local ok, err = pcall(function()
-      local again = require "tocha"
+    reload.with_second_load(function(again)
       assert.are_not.equal(tocha, again)
       assert.are.equal(tocha.device("sim:1"), again.device("sim:1"))
       local tensors, lists = ranks(TWO, { 3, 5 }, "f32", 5)
@@ -197,11 +193,6 @@ describe("tocha.comm", function()
       for r = 1, 2 do assert.are.same(want, values(tensors[r])) end
       assert.are.equal("sim:1", tensors[1]:clone(again.device("sim:1")):device())
     end)
-    for name in pairs(package.loaded) do
-      if name == "tocha" or name:match("^tocha%.") then package.loaded[name] = nil end
-    end
-    for name, m in pairs(saved) do package.loaded[name] = m end
-    assert(ok, err)
   end)
 
   it("broadcast copies the root to every rank", function()

@@ -3,6 +3,7 @@
 local tocha = require "tocha"
 local errors = require "tocha.errors"
 local fails_with = require("support.assertions").fails_with
+local reload = require "support.reload"
 
 describe("tocha.errors", function()
   describe("raise()", function()
@@ -38,23 +39,13 @@ describe("tocha.errors", function()
       -- A second instance of every module but the tensor methods (an FFI metatype is set once):
       -- the capture's replay (new) reaches Tensor:copy (first instance), which must still see
       -- the replay as the public function the user called.
-      local saved = {}
-      for name, m in pairs(package.loaded) do
-        if name == "tocha" or name:match("^tocha%.") then saved[name] = m; package.loaded[name] = nil end
-      end
-      local ok, err = pcall(function()
-        local again = require "tocha"
+      reload.with_second_load(function(again)
         assert.are_not.equal(tocha, again)
         local x = again.Model.input({ -1, 2, 3 }, { name = "x" })
         local c = again.Model({ x }, { again.Elementwise.new("relu")(x) }):load(1, "sim"):capture()
         fails_with("tocha.Model capture:replay: src: shapes differ: [1x2x3] and [1x2x4]",
           function() c:replay({ again.zeros({ 1, 2, 4 }, { device = "sim" }) }) end)
       end)
-      for name in pairs(package.loaded) do
-        if name == "tocha" or name:match("^tocha%.") then package.loaded[name] = nil end
-      end
-      for name, m in pairs(saved) do package.loaded[name] = m end
-      assert(ok, err)
     end)
     it("says tocha alone where no public function is on the stack", function()
       local ok, err = pcall(errors.raise, "something")
