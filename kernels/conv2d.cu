@@ -129,18 +129,80 @@ __device__ void tocha_conv_transpose2d_forward(const T *x, const T *w, const T *
     conv_gather<CONV_ARGS>(x, w, bias, y, n, c, h, wd, co, oh, ow, has_bias);
 }
 
-// dw [co, c / G, KH, KW]: CTAs stride over the weight's elements, each one's threads over the
-// (sample, oy, ox) terms dy x; with has_bias, the CTAs past the weight's elements take the bias
-// gradient, the sum of dy over (sample, oy, ox) an output channel.
+// Windows of up to this many taps keep a thread's sums of every tap in registers
+// (tocha_conv2d_backward_weight); wider ones take a CTA a weight element.
+#define CONV_DW_TAPS_IN_REGISTERS 64
+
+// The direct weight gradient's windows held in registers: one CTA an (out, in) channel pair, its
+// threads striding over the (sample, oy, ox) terms, each term's dy read once and multiplied
+// into all KH x KW taps (x's neighbouring reads shared through the caches); each tap's sum
+// reduced over the warp by shuffles and over the CTA's warps in warp order (deterministic).
+CONV_TEMPLATE
+__device__ void conv_weight_grad_pair(const T *x, const T *dy, T *dw, long long o, long long i, long long n,
+                                      long long c, long long h, long long wd, long long co, long long oh,
+                                      long long ow)
+{
+    typedef typename tocha::compute<T>::type A;
+    // (1 where the window is too wide: that instance is never called, and holds nothing)
+    constexpr int TAPS = KH * KW <= CONV_DW_TAPS_IN_REGISTERS ? KH * KW : 1;
+    if (TAPS != KH * KW) return;
+    __shared__ A part[32][TAPS];
+    const long long cg = c / G, g = o / (co / G), terms = n * oh * ow;
+    A acc[TAPS];
+#pragma unroll
+    for (int t = 0; t < TAPS; ++t) acc[t] = (A)0;
+    for (long long e = threadIdx.x; e < terms; e += blockDim.x) {
+        const long long ox = e % ow, r = e / ow, oy = r % oh, b = r / oh;
+        const A d = tocha::to_compute(dy[conv_at<NHWC>(b, o, oy, ox, co, oh, ow)]);
+        const long long iy0 = oy * SH - PH, ix0 = ox * SW - PW;
+#pragma unroll
+        for (int ky = 0; ky < KH; ++ky) {
+            const long long iy = iy0 + ky * DH;
+            if (iy < 0 || iy >= h) continue;
+#pragma unroll
+            for (int kx = 0; kx < KW; ++kx) {
+                const long long ix = ix0 + kx * DW;
+                if (ix < 0 || ix >= wd) continue;
+                acc[(ky * KW + kx) % TAPS] = fma(
+                    d, tocha::to_compute(x[conv_at<NHWC>(b, g * cg + i, iy, ix, c, h, wd)]), acc[(ky * KW + kx) % TAPS]);
+            }
+        }
+    }
+    const unsigned warp = threadIdx.x / 32, warps = blockDim.x / 32;
+#pragma unroll
+    for (int t = 0; t < TAPS; ++t) {
+        A v = acc[t];
+        for (int s = 16; s > 0; s /= 2) v += tocha::shfl_xor(v, s);
+        if (threadIdx.x % 32 == 0) part[warp][t] = v;
+    }
+    __syncthreads();
+    for (unsigned t = threadIdx.x; t < (unsigned)TAPS; t += blockDim.x) {
+        A v = part[0][t];
+        for (unsigned w = 1; w < warps; ++w) v += part[w][t];
+        dw[(o * cg + i) * TAPS + t] = tocha::from_compute<T>(v);
+    }
+    __syncthreads(); // part is reused by the CTA's next pair
+}
+
+// dw [co, c / G, KH, KW]: CTAs stride over the weight's (out, in) pairs (windows of up to
+// CONV_DW_TAPS_IN_REGISTERS taps: conv_weight_grad_pair) or its elements (wider windows, each
+// CTA's threads over the (sample, oy, ox) terms dy x); with has_bias, the CTAs past those take
+// the bias gradient, the sum of dy over (sample, oy, ox) an output channel. The launch's CTAs:
+// tocha.ops.conv2d's weight_grad_ctas.
 CONV_TEMPLATE
 __device__ void tocha_conv2d_backward_weight(const T *x, const T *dy, T *dw, T *dbias, long long n,
                                              long long c, long long h, long long wd, long long co,
                                              long long oh, long long ow, int has_bias)
 {
     typedef typename tocha::compute<T>::type A;
-    const long long cg = c / G, cog = co / G, weights = co * cg * KH * KW;
+    const bool pairs = KH * KW <= CONV_DW_TAPS_IN_REGISTERS;
+    const long long cg = c / G, cog = co / G, weights = co * cg * (pairs ? 1 : KH * KW);
     const long long items = weights + (has_bias ? co : 0), terms = n * oh * ow;
     for (long long q = blockIdx.x; q < items; q += gridDim.x) {
+        if (pairs && q < weights) {
+            conv_weight_grad_pair<CONV_ARGS>(x, dy, dw, q / cg, q % cg, n, c, h, wd, co, oh, ow);
+            continue;
+        }
         A s = (A)0;
         if (q < weights) {
             const int kx = (int)(q % KW), ky = (int)(q / KW % KH);

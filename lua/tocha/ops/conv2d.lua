@@ -237,6 +237,15 @@ end
 
 local flat_grid = M.flat_grid
 
+-- The CTAs of tocha_conv2d_backward_weight for a weight [co, c / G, kh, kw] and bias_channels
+-- bias sums (0 without a bias): one an (out, in) channel pair where a window's kh x kw taps fit
+-- a thread's registers (conv2d.cu's CONV_DW_TAPS_IN_REGISTERS), one a weight element otherwise.
+function M.weight_grad_ctas(weight_shape, bias_channels)
+  local pairs, taps = weight_shape[1] * weight_shape[2], weight_shape[3] * weight_shape[4]
+  local items = (taps <= 64 and pairs or pairs * taps) + bias_channels
+  return math.min(items, 2 ^ 31 - 1)
+end
+
 local function igemm_plan(self, shape)
   local n, c, h, w, oh, ow = self:sizes_of(shape, "inputs[1]")
   return igemm.plan(self.igemm, n, c, h, w, oh, ow), { n, c, h, w, oh, ow }
@@ -430,8 +439,7 @@ local function backward_launch(self, i, shape, a)
     if self.igemm_dw then return igemm.launch_dw(self.igemm_dw, i, p, sizes, x, dy, dw, db, ws, self.has_bias) end
     return depthwise.launch_grad(self.depthwise, i, p, sizes, x, dy, dw, db, ws)
   end
-  local items = op.numel(self:param_shapes()[1]) + (self.has_bias and self.out_channels or 0)
-  return self.weight_grad_kernel, { math.min(items, 2 ^ 31 - 1), 1, 1 },
+  return self.weight_grad_kernel, { M.weight_grad_ctas(self:param_shapes()[1], self.has_bias and self.out_channels or 0), 1, 1 },
     { x, dy, dw, db or dw, n, c, h, w, self.out_channels, oh, ow, self.has_bias and 1 or 0 }
 end
 

@@ -226,7 +226,7 @@ local function backward_launch(self, i, shape, a)
   if i <= dw_count(self) then
     -- dweight: the convolution's weight gradient with dy as its input and x as its output gradient
     if not self.igemm then
-      return self.weight_grad_kernel, { math.min(op.numel(self:param_shapes()[1]), 2 ^ 31 - 1), 1, 1 },
+      return self.weight_grad_kernel, { conv2d.weight_grad_ctas(self:param_shapes()[1], 0), 1, 1 },
         { dy, x, dw, dw, n, cout, oh, ow, c, h, w, 0 }
     end
     if given then need_workspace(ws, p.dw.bytes) end
