@@ -50,6 +50,22 @@ local function pad_ref(mode, value, xv, shape, sides, dyv)
 end
 
 describe("tocha.Pad", function()
+  -- Without a GPU, NVRTC and ptxas still build the kernels for the H200.
+  it("runs image pads (the last two dimensions) on row kernels without local memory", function()
+    for _, mode in ipairs({ "constant", "reflect", "replicate", "circular" }) do
+      for _, dt in ipairs({ "bf16", "f64" }) do
+        local rows = tocha.Pad.new({ 1, 2, -1, 3 }, { mode = mode, dtype = dt })
+        assert.is_true(rows.rows)
+        for _, k in ipairs({ rows.kernel, rows.grad_kernel }) do assert.are.equal(0, k:info("sm_90")["local"], mode .. " " .. dt) end
+        assert.is_false(tocha.Pad.new({ 1, 1, 0, 0, 1, 0 }, { mode = mode, dtype = dt }).rows)
+      end
+      -- a team of lanes a row: 32 for rows wider than 16, the least power of two otherwise
+      local op = tocha.Pad.new({ 1, 1 }, { mode = mode })
+      assert.are.same({ math.ceil(2 * 3 * 70 * 32 / 256), 1, 1 }, op:grid({ 2, 3, 70, 66 }))
+      assert.are.same({ math.ceil(2 * 3 * 70 * 8 / 256), 1, 1 }, op:grid({ 2, 3, 70, 7 }))
+    end
+  end)
+
   for _, dev in ipairs(ref.devices()) do
     describe("on " .. dev.name .. dev.tag, function()
       local device = dev.name
@@ -59,12 +75,14 @@ describe("tocha.Pad", function()
         local n = 0
         for _, dt in ipairs(ref.float_dtypes) do
           for _, mode in ipairs({ "constant", "reflect", "replicate", "circular" }) do
-            for _ = 1, 3 do
+            for round = 1, 5 do
               n = n + 1
               local shape = {}
               for k = 1, math.random(1, 5) do shape[k] = math.random(1, k <= 2 and 3 or 6) end
+              -- rounds 4 and 5: image pads (the rows kernels) on rows wider than a warp
+              if round > 3 then shape = { math.random(1, 2), math.random(1, 3), math.random(1, 6), math.random(30, 70) } end
               -- pads for the last `pairs` dimensions, of both signs, within the mode's limits
-              local pairs, sides, pad = math.random(1, #shape), {}, {}
+              local pairs, sides, pad = math.random(1, round > 3 and 2 or #shape), {}, {}
               for k = 1, #shape do sides[k] = { 0, 0 } end
               for q = 1, pairs do
                 local k = #shape - q + 1
@@ -82,11 +100,13 @@ describe("tocha.Pad", function()
               end
               local value = mode == "constant" and math.random(-3, 3) / 2 or nil
               local op = tocha.Pad.new(pad, { mode = mode, value = value, dtype = dt })
+              if round > 3 then assert.is_true(op.rows, "the rows kernels") end
               local x = tocha.randn(shape, { dtype = dt, device = device, seed = rng.seed + n })
               local out = op:compute_concrete_output_shape({ shape })
               local dy = tocha.randn(out, { dtype = dt, device = device, seed = rng.seed + 1000 + n })
               local wy, wdx, wscale = pad_ref(mode, value or 0, ref.values(x), shape, sides, ref.values(dy))
-              local label = ("%s %s %s pad {%s}"):format(dt, mode, table.concat(shape, "x"), table.concat(pad, ", "))
+              local label = ("%s %s %s pad {%s}%s"):format(dt, mode, table.concat(shape, "x"), table.concat(pad, ", "),
+                op.rows and " (rows)" or "")
               local y = op:forward(x, tocha.full(out, 0 / 0, { dtype = dt, device = device }))
               local dx = op:backward(x, dy, tocha.full(shape, 0 / 0, { dtype = dt, device = device }))
               assert.are.same(out, y:shape(), label)

@@ -57,9 +57,17 @@ function Pad.new(pad, opts)
   for _, p in ipairs({ "d", "o", "b" }) do for i = 0, DIMS - 1 do dims[#dims + 1] = ("i64 %s%d"):format(p, i) end end
   local params = "i64 total, i32 ndim, " .. table.concat(dims, ", ") .. ", f64 value"
   local source, targs = op.source("pad.cu"), ("%s, %d"):format(dtype.ctype(dt), MODES[mode])
-  self.kernel = kernel.new { source = source, name = "tocha_pad", template_args = targs,
+  -- Pads of the last two dimensions only (the usual image padding) run a team of lanes a row of
+  -- the planes they make; others, a thread an element over up to 8 dimensions.
+  self.rows = true
+  for i = 5, #sizes do self.rows = self.rows and sizes[i] == 0 end
+  if self.rows then
+    params = "i64 planes, i64 h, i64 w, i64 oh, i64 ow, i64 top, i64 left, f64 value"
+  end
+  local name = self.rows and "tocha_pad_rows" or "tocha_pad"
+  self.kernel = kernel.new { source = source, name = name, template_args = targs,
     params = ("%s* x, %s* y, %s"):format(dt, dt, params) }
-  self.grad_kernel = kernel.new { source = source, name = "tocha_pad_backward", template_args = targs,
+  self.grad_kernel = kernel.new { source = source, name = name .. "_backward", template_args = targs,
     params = ("%s* dy, %s* dx, %s"):format(dt, dt, params) }
   self.backward_kernel = self.grad_kernel
   return self
@@ -100,16 +108,30 @@ function Pad:compute_concrete_output_shape(input_shapes)
   return out_shape(self, op.one_input(input_shapes), "inputs[1]")
 end
 
-local function grid_of(elements) return op.element_grid(elements, BLOCK) end
+-- The grid over a tensor of this shape that a kernel writes: a thread an element, or for the
+-- rows kernels a team of lanes (as kernels/pad.cu's pad_row_team) a row of the last dimension.
+local function grid_of(self, shape)
+  local elements = op.numel(shape)
+  if not self.rows then return op.element_grid(elements, BLOCK) end
+  local width, team = shape[#shape], 32
+  while team > 1 and team / 2 >= width do team = team / 2 end
+  return op.element_grid(elements / width * team, BLOCK)
+end
 
 function Pad:grid(output_shape)
   op.check_shape(output_shape, "output_shape")
-  return grid_of(op.numel(output_shape))
+  return grid_of(self, output_shape)
 end
 
 -- The kernels' arguments after the two pointers: total, ndim, the input's sizes, the output's,
 -- the pads before, the fill value.
 local function tail(self, shape, out, total)
+  if self.rows then
+    local n, planes = #shape, 1
+    for k = 1, n - 2 do planes = planes * shape[k] end
+    local top, left = n > 1 and (sides(self, n - 1, n)) or 0, (sides(self, n, n))
+    return planes, shape[n - 1] or 1, shape[n], out[n - 1] or 1, out[n], top, left, self.value
+  end
   local args = { total, #shape }
   for _, list in ipairs({ shape, out }) do
     for k = 1, DIMS do args[#args + 1] = list[k] or 1 end
@@ -129,7 +151,7 @@ end
 function Pad:backward_grid(input_shapes)
   local shape = op.one_input(input_shapes)
   out_shape(self, shape, "inputs[1]")
-  return grid_of(op.numel(shape))
+  return grid_of(self, shape)
 end
 
 function Pad:pack_backward_args(inputs, _, _, output_shape, grad_output, _, grad_inputs)
