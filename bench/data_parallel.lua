@@ -41,7 +41,7 @@ local function step_ms(devices)
     step = function()
       local outs, cache = m:forward_train({ x })
       local l, dlogits = tocha.loss.cross_entropy(outs[1], labels)
-      local _, grads = m:backward({ dlogits }, cache)
+      local _, grads = m:backward({ dlogits }, cache, { inputs = false })
       opt:step(grads)
       loss = l
     end

@@ -3,9 +3,10 @@
 -- (tocha.onnx.load with fuse = false: every BatchNorm a layer of its own, in training mode) in
 -- both layouts (channels-last "nhwc", the import's default, and ONNX's "nchw") and trained: the
 -- forward keeping what the backward needs, cross entropy on random labels, the backward
--- through every layer, an AdamW step over the 11.7 M parameters; batch 64 in f32 and bf16 (the
--- whole network and its optimizer in one dtype, as PyTorch's model.to(dtype); not f16, whose
--- range AdamW's steps leave without loss scaling). The median device time of a step over N
+-- through every layer (the image's own gradient not computed: m:backward's inputs = false, as
+-- PyTorch's input without requires_grad), an AdamW step over the 11.7 M parameters; batch 64
+-- in f32 and bf16 (the whole network and its optimizer in one dtype, as PyTorch's
+-- model.to(dtype); not f16, whose range AdamW's steps leave without loss scaling). The median device time of a step over N
 -- steps, after 5 that warm up (kernels built, buffers allocated).
 -- bench/train_step_torch.py DIR times PyTorch's step on the same network (eager, NCHW and
 -- channels_last) and writes the report.
@@ -37,7 +38,7 @@ for _, case in ipairs({ { "f32", "nhwc" }, { "f32", "nchw" }, { "bf16", "nhwc" }
     local function step()
       local outs, cache = m:forward_train({ x })
       local l, dlogits = tocha.loss.cross_entropy(outs[1], labels)
-      local _, grads = m:backward({ dlogits }, cache)
+      local _, grads = m:backward({ dlogits }, cache, { inputs = false })
       opt:step(grads)
       loss = l
     end

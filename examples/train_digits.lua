@@ -122,7 +122,7 @@ for epoch = 1, epochs do
       else
         local outs, cache = m:forward_train({ x })
         local l, dlogits = tocha.loss.cross_entropy(outs[1], y)
-        local _, grads = m:backward({ dlogits }, cache)
+        local _, grads = m:backward({ dlogits }, cache, { inputs = false })
         opts[1]:step(grads)
         loss = l:item()
       end

@@ -363,6 +363,44 @@ describe("tocha.Model", function()
           .. 'together, got "a b"', 1, true), message)
       end)
 
+      it("runs only what the parameters' gradients need when the inputs need none (inputs = false)", function()
+        local x = Model.input({ -1, 3, 9, 9 }, { name = "x" })
+        local p = tocha.Pad.new({ 1, 1, 1, 1 })(x):named("pad")
+        local stem = tocha.Conv2d.new(3, 4, 7, { stride = 2, padding = 3 })(p):named("stem")
+        local y = tocha.Conv2d.new(4, 5, 3, { padding = 1, activation = "relu" })(stem):named("c2")
+        local m = Model({ x }, { y }):load(2, device)
+        local ys, cache = m:forward_train({ tocha.randn({ 2, 3, 9, 9 }, { device = device, seed = 93 }) })
+        local dy = tocha.randn(ys[1]:shape(), { device = device, seed = 94 })
+        local op_base = require "tocha.op"
+        local launch, names = op_base.launch_packed, {}
+        op_base.launch_packed = function(k, ...)
+          names[#names + 1] = k.name
+          return launch(k, ...)
+        end
+        local ok, message = pcall(function()
+          local full_inputs, full = m:backward({ dy }, cache)
+          local full_names = names
+          names = {}
+          local inputs, grads = m:backward({ dy }, cache, { inputs = false })
+          -- the same parameter gradients, bit for bit; no input gradient
+          assert.are.same({ 2, 3, 9, 9 }, full_inputs[1]:shape())
+          assert.are.same({ false }, inputs)
+          for name, g in pairs(full) do assert.are.same(g:to_table(true), grads[name]:to_table(true), name) end
+          -- skipped: the stem's dx (its input, the pad, needs none) and the pad's backward
+          local function count(list, name)
+            local k = 0
+            for _, v in ipairs(list) do k = k + (v == name and 1 or 0) end
+            return k
+          end
+          assert.are.same({ 2, 1 }, { count(full_names, "tocha_conv2d_backward_data"), count(names, "tocha_conv2d_backward_data") })
+          assert.are.same({ 1, 0 }, { count(full_names, "tocha_pad_rows_backward"), count(names, "tocha_pad_rows_backward") })
+          assert.are.equal(#full_names - 2, #names)
+        end)
+        op_base.launch_packed = launch
+        assert(ok, message)
+        assert.truthy(error_of(m.backward, m, { dy }, cache, { inputs = 1 }):find("inputs: expected a boolean, got number", 1, true))
+      end)
+
       it("loads a state dict by PyTorch's module names, listing what is missing, unexpected or mis-shaped", function()
         local x = Model.input({ -1, 3, 6, 6 })
         local conv = tocha.Conv2d.new(3, 4, 3, { padding = 1 })(x):named("layer1.0.conv1")

@@ -252,7 +252,7 @@ function DataParallel:backward(grad_outputs, caches)
   if type(caches) ~= "table" or #caches ~= R then raise(("caches: expected the %d caches of dp:forward_train"):format(R)) end
   local grads = {}
   for r, m in ipairs(self.models) do
-    local _, g = m:backward(grad_outputs[r], caches[r])
+    local _, g = m:backward(grad_outputs[r], caches[r], { inputs = false })
     grads[r] = g
   end
   return self:all_reduce_gradients(grads)

@@ -687,17 +687,39 @@ function Model:forward_train(inputs)
     { __metatable = "tocha.Model cache" })
 end
 
--- m:backward(grad_outputs, cache) -> grad_inputs, grad_params: the gradients for the model's
--- inputs (a list in their order; false for an input no output depends on) and for its
--- parameters (by name, as m:parameters()), given one gradient per output and the cache of the
--- forward_train they belong to. Nodes run their backward in reverse order; where a node feeds
--- several readers (or one reader twice, or is also an output) the gradients it gets are summed
--- in f32 (f64 for f64 nodes) and then converted to its dtype.
-function Model:backward(grad_outputs, cache)
+-- Which nodes' gradients a backward needs: with want_inputs, every node's; without, a node's
+-- where it or a node before it has a trainable parameter (PyTorch's requires_grad, the model's
+-- inputs not requiring it).
+local function needs_grad(self, want_inputs)
+  local wanted = {}
+  for _, node in ipairs(self.inputs) do wanted[node] = want_inputs end
+  for _, n in ipairs(self.order) do
+    local w = want_inputs
+    for i = 1, #(self.params[n] or {}) do w = w or trainable(n, i) end
+    for _, input in ipairs(n.inputs) do w = w or wanted[input] end
+    wanted[n] = w
+  end
+  return wanted
+end
+
+-- m:backward(grad_outputs, cache [, {inputs = true}]) -> grad_inputs, grad_params: the gradients
+-- for the model's inputs (a list in their order; false for an input no output depends on, and
+-- for every input with inputs = false) and for its parameters (by name, as m:parameters()),
+-- given one gradient per output and the cache of the forward_train they belong to. Nodes run
+-- their backward in reverse order; where a node feeds several readers (or one reader twice, or
+-- is also an output) the gradients it gets are summed in f32 (f64 for f64 nodes) and then
+-- converted to its dtype. With inputs = false (a training step, PyTorch's inputs without
+-- requires_grad) only what the trainable parameters' gradients need runs: a node runs its
+-- backward only where it or a node before it has trainable parameters, and an op that says
+-- which of its launches write an input's gradient alone (op:input_grad_launches, a Conv2d's dx)
+-- skips them for an input that needs none (a stem's image).
+function Model:backward(grad_outputs, cache, opts)
   if not self.shape then raise("self: the model is not loaded: call m:load(batch_size) first") end
   if type(cache) ~= "table" or getmetatable(cache) ~= "tocha.Model cache" or cache.model ~= self then
     raise("cache: expected the cache of this model's forward_train")
   end
+  opts = op_base.options(opts, { inputs = "boolean" }, "m:backward")
+  if opts.inputs == nil then opts = { inputs = true } end
   -- The cache's tensors have the shapes of the load they were made under.
   if cache.load ~= self.loads then
     raise(("cache: made under an earlier m:load (batch %d, now %d): run m:forward_train again"):format(cache.batch, self.batch))
@@ -729,6 +751,7 @@ function Model:backward(grad_outputs, cache)
     for _, input in ipairs(n.inputs) do readers[input] = (readers[input] or 0) + 1 end
   end
   for _, n in ipairs(self.outputs) do readers[n] = (readers[n] or 0) + 1 end
+  local wanted = needs_grad(self, opts.inputs)
   local grad, sum, received = {}, {}, {}
   local function receive(node, g)
     received[node] = (received[node] or 0) + 1
@@ -748,7 +771,7 @@ function Model:backward(grad_outputs, cache)
   local param_grads = {}
   for k = #self.order, 1, -1 do
     local n = self.order[k]
-    local g = n.op and total(n)
+    local g = n.op and wanted[n] and total(n)
     if g and is_view(n) then
       -- a view's gradient is its input's, seen with the input's shape
       receive(n.inputs[1], g:view(self.shape[n.inputs[1]]))
@@ -776,9 +799,14 @@ function Model:backward(grad_outputs, cache)
         local args = op:pack_backward_args(ins, params, y, out_shape, g, 0, addresses, grad_params)
         op_base.launch_packed(op.grad_kernel, self.device, op:backward_grid(shapes, out_shape), op:backward_block(), args)
       else
+        local skip_from, skip_to = 0, -1 -- x's own launches, where x needs no gradient
+        if op.input_grad_launches and not wanted[n.inputs[1]] then
+          skip_from, skip_to = op:input_grad_launches(1)
+          if not skip_from then skip_from, skip_to = 0, -1 end
+        end
         for launch = 1, count do
-          local grid = op:backward_grid_for_launch(launch, shapes, out_shape)
-          if grid[1] > 0 then
+          local grid = (launch < skip_from or launch > skip_to) and op:backward_grid_for_launch(launch, shapes, out_shape)
+          if grid and grid[1] > 0 then
             local args = op:pack_backward_args_for_launch(launch, ins, params, y, out_shape, g, 0, addresses, grad_params)
             local kernel = op.backward_kernel_for_launch and op:backward_kernel_for_launch(launch, shapes, out_shape)
               or op.grad_kernel
@@ -790,7 +818,7 @@ function Model:backward(grad_outputs, cache)
     end
   end
   local result = {}
-  for i, node in ipairs(self.inputs) do result[i] = total(node) or false end
+  for i, node in ipairs(self.inputs) do result[i] = wanted[node] and total(node) or false end
   return result, param_grads
 end
 

@@ -5,7 +5,7 @@
 --   local opt = tocha.optim.AdamW(m:parameters(), { lr = 1e-3, weight_decay = 1e-2 })
 --   local out, cache = m:forward_train({ x })
 --   local loss, dy = tocha.loss.cross_entropy(out[1], labels)
---   local _, grads = m:backward({ dy }, cache)
+--   local _, grads = m:backward({ dy }, cache, { inputs = false })
 --   opt:step(grads)                                  -- grads: name -> tensor, as m:backward gives
 --
 -- A model's backward gives new gradient tensors each call, so there is nothing to zero; to

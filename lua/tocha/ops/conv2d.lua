@@ -400,6 +400,15 @@ local function dz_count(self)
 end
 function Conv2d:n_backward_launches() return dz_count(self) + dx_count(self) + dw_count(self) end
 
+-- The backward launches that write input i's gradient and nothing a later launch reads, first
+-- and last (a model skips them where that input needs no gradient: a network's stem); nil for
+-- an input without such launches (a residual's gradient comes with dz).
+function Conv2d:input_grad_launches(i)
+  if i ~= 1 then return nil end
+  local pre = dz_count(self)
+  return pre + 1, pre + dx_count(self)
+end
+
 -- Backward launch i for x of this shape: kernel, grid and (given addresses a = {x, dy, weight,
 -- workspace, dx, dweight, dbias or nil, bias or nil, residual, d residual}) its arguments.
 local function backward_launch(self, i, shape, a)
