@@ -399,6 +399,31 @@ describe("tocha.Model", function()
         op_base.launch_packed = launch
         assert(ok, message)
         assert.truthy(error_of(m.backward, m, { dy }, cache, { inputs = 1 }):find("inputs: expected a boolean, got number", 1, true))
+        -- a Linear first: its dx product skipped, the weights' gradients the same
+        local v = Model.input({ -1, 8 }, { name = "v" })
+        local first = tocha.Linear.new(8, 8)
+        local h = first(v):named("fc1")
+        local out = tocha.Linear.new(8, 4, { activation = "relu" })(h):named("fc2")
+        local mlp = Model({ v }, { out }):load(3, device)
+        local outs, c2 = mlp:forward_train({ tocha.randn({ 3, 8 }, { device = device, seed = 95 }) })
+        local g = tocha.randn(outs[1]:shape(), { device = device, seed = 96 })
+        local dx_launches, launches = 0, 0 -- (the two layers' dx products may share a kernel)
+        op_base.launch_packed = function(k, ...)
+          launches = launches + 1
+          if k == first.dx_kernel then dx_launches = dx_launches + 1 end
+          return launch(k, ...)
+        end
+        ok, message = pcall(function()
+          local _, full = mlp:backward({ g }, c2)
+          local full_dx, full_launches = dx_launches, launches
+          dx_launches, launches = 0, 0
+          local inputs, grads = mlp:backward({ g }, c2, { inputs = false })
+          assert.are.same({ full_dx - 1, full_launches - 1 }, { dx_launches, launches })
+          assert.are.same({ false }, inputs)
+          for name, t in pairs(full) do assert.are.same(t:to_table(true), grads[name]:to_table(true), name) end
+        end)
+        op_base.launch_packed = launch
+        assert(ok, message)
       end)
 
       it("loads a state dict by PyTorch's module names, listing what is missing, unexpected or mis-shaped", function()

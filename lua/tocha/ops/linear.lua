@@ -185,6 +185,13 @@ end
 
 function Linear:n_backward_launches() return 4 + pre(self) end
 
+-- The backward launch that writes input i's gradient alone, as first and last (x's: dx); nil
+-- for a residual, whose gradient comes with the launches before (m:backward's inputs = false).
+function Linear:input_grad_launches(i)
+  if i ~= 1 then return nil end
+  return pre(self) + 1, pre(self) + 1
+end
+
 function Linear:backward_kernel_for_launch(i)
   launch_index(i, self:n_backward_launches())
   if i <= pre(self) then return self.copy_kernel or self.kernel end
