@@ -184,10 +184,12 @@ __device__ void conv_weight_grad_pair(const T *x, const T *dy, T *dw, long long 
     __syncthreads(); // part is reused by the CTA's next pair
 }
 
-// dw [co, c / G, KH, KW]: CTAs stride over the weight's (out, in) pairs (windows of up to
-// CONV_DW_TAPS_IN_REGISTERS taps: conv_weight_grad_pair) or its elements (wider windows, each
-// CTA's threads over the (sample, oy, ox) terms dy x); with has_bias, the CTAs past those take
-// the bias gradient, the sum of dy over (sample, oy, ox) an output channel. The launch's CTAs:
+// dw [co, c / G, KH, KW]: CTAs stride over the weight's (out, in) pairs (conv_weight_grad_pair:
+// windows of up to CONV_DW_TAPS_IN_REGISTERS taps, a launch of at most a CTA a pair and a bias
+// sum) or its elements (each CTA's threads over the (sample, oy, ox) terms dy x: wider windows,
+// and too few pairs to fill the GPU, the launch's grid a CTA an element); with has_bias, the
+// CTAs past those take the bias gradient, the sum of dy over (sample, oy, ox) an output
+// channel. Either way each sum's terms come in the same order. The launch's CTAs:
 // tocha.ops.conv2d's weight_grad_ctas.
 CONV_TEMPLATE
 __device__ void tocha_conv2d_backward_weight(const T *x, const T *dy, T *dw, T *dbias, long long n,
@@ -195,8 +197,10 @@ __device__ void tocha_conv2d_backward_weight(const T *x, const T *dy, T *dw, T *
                                              long long oh, long long ow, int has_bias)
 {
     typedef typename tocha::compute<T>::type A;
-    const bool pairs = KH * KW <= CONV_DW_TAPS_IN_REGISTERS;
-    const long long cg = c / G, cog = co / G, weights = co * cg * (pairs ? 1 : KH * KW);
+    // The launch says which: a grid of at most the pairs (and bias sums) asks for pairs.
+    const long long cg = c / G, cog = co / G;
+    const bool pairs = KH * KW <= CONV_DW_TAPS_IN_REGISTERS && gridDim.x <= co * cg + (has_bias ? co : 0);
+    const long long weights = co * cg * (pairs ? 1 : KH * KW);
     const long long items = weights + (has_bias ? co : 0), terms = n * oh * ow;
     for (long long q = blockIdx.x; q < items; q += gridDim.x) {
         if (pairs && q < weights) {

@@ -65,7 +65,11 @@ local CASES = {
   { { 1, 6, 8, 8 }, 6, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 6 } },
   { { 1, 4, 9, 10 }, 6, { k = { 3, 2 }, s = { 2, 1 }, p = { 2, 0 }, d = { 2, 3 }, g = 2 } },
   { { 2, 2, 11, 9 }, 3, { k = { 5, 5 }, s = { 3, 2 }, p = { 2, 1 }, d = { 1, 1 }, g = 1 } },
-  -- a window of 72 taps: the direct weight gradient's CTA a weight element (not a channel pair)
+  -- the direct weight gradient a CTA an (out, in) pair (32 pairs or more; the cases above have
+  -- fewer, a CTA a weight element), dilated and grouped too
+  { { 2, 6, 21, 16 }, 6, { k = { 3, 3 }, s = { 2, 1 }, p = { 1, 1 }, d = { 1, 2 }, g = 1 } }, -- 308 terms a pair
+  { { 1, 8, 6, 7 }, 8, { k = { 3, 2 }, s = { 1, 1 }, p = { 1, 0 }, d = { 1, 1 }, g = 2 } },
+  -- a window of 72 taps: a CTA a weight element
   { { 1, 2, 10, 9 }, 3, { k = { 9, 8 }, s = { 1, 2 }, p = { 4, 3 }, d = { 1, 1 }, g = 1 } },
 }
 
@@ -128,13 +132,14 @@ describe("tocha.Conv2d", function()
       { 16, 12, { dtype = "bf16" } }, { 16, 14, { dtype = "f32" } } }) do
       assert.is_nil(tocha.Conv2d.new(c[1], c[2], 3, c[3]).igemm)
     end
-    -- the direct weight gradient's sums of a window in registers, up to 64 taps (a stem's 7 x 7
-    -- in f64 too), a CTA a channel pair; wider windows a CTA a weight element
-    for _, c in ipairs({ { "f64", 7 }, { "f32", 8 }, { "bf16", 9 } }) do
-      local conv = tocha.Conv2d.new(3, 64, c[2], { stride = 2, padding = 3, dtype = c[1] })
-      assert.are.equal(0, conv.weight_grad_kernel:info("sm_90")["local"], c[1] .. " " .. c[2])
+    -- the direct weight gradient's sums of a window in registers, up to 64 taps (f64 too), a CTA
+    -- a channel pair; wider windows, and fewer than 32 pairs, a CTA a weight element
+    for _, c in ipairs({ { "f64", 7, 64 }, { "f64", 8, 64 }, { "f32", 8, 64 }, { "bf16", 9, 64 }, { "f32", 7, 8 } }) do
+      local k, out = c[2], c[3]
+      local conv = tocha.Conv2d.new(3, out, k, { stride = 2, padding = 3, dtype = c[1] })
+      assert.are.equal(0, conv.weight_grad_kernel:info("sm_90")["local"], c[1] .. " " .. k)
       local ctas = conv:backward_grid_for_launch(conv:n_backward_launches(), { { 2, 3, 32, 32 } })[1]
-      assert.are.equal(c[2] <= 8 and 64 * 3 + 64 or 64 * 3 * 81 + 64, ctas, c[1] .. " " .. c[2])
+      assert.are.equal((k <= 8 and out * 3 >= 32) and out * 3 + out or out * 3 * k * k + out, ctas, c[1] .. " " .. k)
     end
     -- f32 in 4s: the f32 tiles' implicit GEMMs, forward, dx and dweight, two CTAs an SM (at 128
     -- registers a thread, as matmul's f32 tiles; what spills is set up outside the loop over k)

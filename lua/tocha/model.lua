@@ -799,13 +799,14 @@ function Model:backward(grad_outputs, cache, opts)
         local args = op:pack_backward_args(ins, params, y, out_shape, g, 0, addresses, grad_params)
         op_base.launch_packed(op.grad_kernel, self.device, op:backward_grid(shapes, out_shape), op:backward_block(), args)
       else
-        local skip_from, skip_to = 0, -1 -- x's own launches, where x needs no gradient
-        if op.input_grad_launches and not wanted[n.inputs[1]] then
-          skip_from, skip_to = op:input_grad_launches(1)
-          if not skip_from then skip_from, skip_to = 0, -1 end
+        local skipped = {} -- the launches of inputs' own gradients where those need none
+        for i, input in ipairs(n.inputs) do
+          local first, last
+          if op.input_grad_launches and not wanted[input] then first, last = op:input_grad_launches(i) end
+          for launch = first or 1, last or 0 do skipped[launch] = true end
         end
         for launch = 1, count do
-          local grid = (launch < skip_from or launch > skip_to) and op:backward_grid_for_launch(launch, shapes, out_shape)
+          local grid = not skipped[launch] and op:backward_grid_for_launch(launch, shapes, out_shape)
           if grid and grid[1] > 0 then
             local args = op:pack_backward_args_for_launch(launch, ins, params, y, out_shape, g, 0, addresses, grad_params)
             local kernel = op.backward_kernel_for_launch and op:backward_kernel_for_launch(launch, shapes, out_shape)
@@ -814,7 +815,9 @@ function Model:backward(grad_outputs, cache, opts)
           end
         end
       end
-      for i, input in ipairs(n.inputs) do receive(input, grads[i]) end
+      for i, input in ipairs(n.inputs) do
+        if wanted[input] then receive(input, grads[i]) end
+      end
     end
   end
   local result = {}

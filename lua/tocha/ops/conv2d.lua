@@ -239,10 +239,13 @@ local flat_grid = M.flat_grid
 
 -- The CTAs of tocha_conv2d_backward_weight for a weight [co, c / G, kh, kw] and bias_channels
 -- bias sums (0 without a bias): one an (out, in) channel pair where a window's kh x kw taps fit
--- a thread's registers (conv2d.cu's CONV_DW_TAPS_IN_REGISTERS), one a weight element otherwise.
+-- a thread's registers (conv2d.cu's CONV_DW_TAPS_IN_REGISTERS) and there are pairs enough
+-- (PAIRS_AT_LEAST) to spread over the GPU, one a weight element otherwise (the kernel tells
+-- which from the grid).
+local PAIRS_AT_LEAST = 32
 function M.weight_grad_ctas(weight_shape, bias_channels)
   local pairs, taps = weight_shape[1] * weight_shape[2], weight_shape[3] * weight_shape[4]
-  local items = (taps <= 64 and pairs or pairs * taps) + bias_channels
+  local items = ((taps <= 64 and pairs >= PAIRS_AT_LEAST) and pairs or pairs * taps) + bias_channels
   return math.min(items, 2 ^ 31 - 1)
 end
 
