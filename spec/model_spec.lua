@@ -364,6 +364,24 @@ describe("tocha.Model", function()
       end)
 
       it("runs only what the parameters' gradients need when the inputs need none (inputs = false)", function()
+        -- fn's results and the kernels it launched, in order (tocha.op's launch_packed watched)
+        local op_base = require "tocha.op"
+        local function launched(fn)
+          local launch, kernels = op_base.launch_packed, {}
+          op_base.launch_packed = function(k, ...)
+            kernels[#kernels + 1] = k
+            return launch(k, ...)
+          end
+          local results = { pcall(fn) }
+          op_base.launch_packed = launch
+          assert(results[1], results[2])
+          return kernels, unpack(results, 2)
+        end
+        local function count(kernels, wanted)
+          local k = 0
+          for _, v in ipairs(kernels) do k = k + ((v == wanted or v.name == wanted) and 1 or 0) end
+          return k
+        end
         local x = Model.input({ -1, 3, 9, 9 }, { name = "x" })
         local p = tocha.Pad.new({ 1, 1, 1, 1 })(x):named("pad")
         local stem = tocha.Conv2d.new(3, 4, 7, { stride = 2, padding = 3 })(p):named("stem")
@@ -371,59 +389,30 @@ describe("tocha.Model", function()
         local m = Model({ x }, { y }):load(2, device)
         local ys, cache = m:forward_train({ tocha.randn({ 2, 3, 9, 9 }, { device = device, seed = 93 }) })
         local dy = tocha.randn(ys[1]:shape(), { device = device, seed = 94 })
-        local op_base = require "tocha.op"
-        local launch, names = op_base.launch_packed, {}
-        op_base.launch_packed = function(k, ...)
-          names[#names + 1] = k.name
-          return launch(k, ...)
-        end
-        local ok, message = pcall(function()
-          local full_inputs, full = m:backward({ dy }, cache)
-          local full_names = names
-          names = {}
-          local inputs, grads = m:backward({ dy }, cache, { inputs = false })
-          -- the same parameter gradients, bit for bit; no input gradient
-          assert.are.same({ 2, 3, 9, 9 }, full_inputs[1]:shape())
-          assert.are.same({ false }, inputs)
-          for name, g in pairs(full) do assert.are.same(g:to_table(true), grads[name]:to_table(true), name) end
-          -- skipped: the stem's dx (its input, the pad, needs none) and the pad's backward
-          local function count(list, name)
-            local k = 0
-            for _, v in ipairs(list) do k = k + (v == name and 1 or 0) end
-            return k
-          end
-          assert.are.same({ 2, 1 }, { count(full_names, "tocha_conv2d_backward_data"), count(names, "tocha_conv2d_backward_data") })
-          assert.are.same({ 1, 0 }, { count(full_names, "tocha_pad_rows_backward"), count(names, "tocha_pad_rows_backward") })
-          assert.are.equal(#full_names - 2, #names)
-        end)
-        op_base.launch_packed = launch
-        assert(ok, message)
+        local all, full_inputs, full = launched(function() return m:backward({ dy }, cache) end)
+        local some, inputs, grads = launched(function() return m:backward({ dy }, cache, { inputs = false }) end)
+        -- the same parameter gradients, bit for bit; no input gradient
+        assert.are.same({ 2, 3, 9, 9 }, full_inputs[1]:shape())
+        assert.are.same({ false }, inputs)
+        for name, g in pairs(full) do assert.are.same(g:to_table(true), grads[name]:to_table(true), name) end
+        -- skipped: the stem's dx (its input, the pad, needs none) and the pad's backward
+        assert.are.same({ 2, 1 }, { count(all, "tocha_conv2d_backward_data"), count(some, "tocha_conv2d_backward_data") })
+        assert.are.same({ 1, 0 }, { count(all, "tocha_pad_rows_backward"), count(some, "tocha_pad_rows_backward") })
+        assert.are.equal(#all - 2, #some)
         assert.truthy(error_of(m.backward, m, { dy }, cache, { inputs = 1 }):find("inputs: expected a boolean, got number", 1, true))
-        -- a Linear first: its dx product skipped, the weights' gradients the same
+        -- a Linear first: its dx product skipped (the two layers' dx products may share a kernel),
+        -- the weights' gradients the same
         local v = Model.input({ -1, 8 }, { name = "v" })
         local first = tocha.Linear.new(8, 8)
-        local h = first(v):named("fc1")
-        local out = tocha.Linear.new(8, 4, { activation = "relu" })(h):named("fc2")
+        local out = tocha.Linear.new(8, 4, { activation = "relu" })(first(v):named("fc1")):named("fc2")
         local mlp = Model({ v }, { out }):load(3, device)
         local outs, c2 = mlp:forward_train({ tocha.randn({ 3, 8 }, { device = device, seed = 95 }) })
         local g = tocha.randn(outs[1]:shape(), { device = device, seed = 96 })
-        local dx_launches, launches = 0, 0 -- (the two layers' dx products may share a kernel)
-        op_base.launch_packed = function(k, ...)
-          launches = launches + 1
-          if k == first.dx_kernel then dx_launches = dx_launches + 1 end
-          return launch(k, ...)
-        end
-        ok, message = pcall(function()
-          local _, full = mlp:backward({ g }, c2)
-          local full_dx, full_launches = dx_launches, launches
-          dx_launches, launches = 0, 0
-          local inputs, grads = mlp:backward({ g }, c2, { inputs = false })
-          assert.are.same({ full_dx - 1, full_launches - 1 }, { dx_launches, launches })
-          assert.are.same({ false }, inputs)
-          for name, t in pairs(full) do assert.are.same(t:to_table(true), grads[name]:to_table(true), name) end
-        end)
-        op_base.launch_packed = launch
-        assert(ok, message)
+        local mlp_all, _, mlp_full = launched(function() return mlp:backward({ g }, c2) end)
+        local mlp_some, mlp_inputs, mlp_grads = launched(function() return mlp:backward({ g }, c2, { inputs = false }) end)
+        assert.are.same({ count(mlp_all, first.dx_kernel) - 1, #mlp_all - 1 }, { count(mlp_some, first.dx_kernel), #mlp_some })
+        assert.are.same({ false }, mlp_inputs)
+        for name, t in pairs(mlp_full) do assert.are.same(t:to_table(true), mlp_grads[name]:to_table(true), name) end
       end)
 
       it("loads a state dict by PyTorch's module names, listing what is missing, unexpected or mis-shaped", function()

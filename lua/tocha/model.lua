@@ -800,9 +800,9 @@ function Model:backward(grad_outputs, cache, opts)
         op_base.launch_packed(op.grad_kernel, self.device, op:backward_grid(shapes, out_shape), op:backward_block(), args)
       else
         local skipped = {} -- the launches of inputs' own gradients where those need none
-        for i, input in ipairs(n.inputs) do
+        for i, input in ipairs(op.input_grad_launches and n.inputs or {}) do
           local first, last
-          if op.input_grad_launches and not wanted[input] then first, last = op:input_grad_launches(i) end
+          if not wanted[input] then first, last = op:input_grad_launches(i) end
           for launch = first or 1, last or 0 do skipped[launch] = true end
         end
         for launch = 1, count do

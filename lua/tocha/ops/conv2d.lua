@@ -242,10 +242,10 @@ local flat_grid = M.flat_grid
 -- a thread's registers (conv2d.cu's CONV_DW_TAPS_IN_REGISTERS) and there are pairs enough
 -- (PAIRS_AT_LEAST) to spread over the GPU, one a weight element otherwise (the kernel tells
 -- which from the grid).
-local PAIRS_AT_LEAST = 32
+local TAPS_IN_REGISTERS, PAIRS_AT_LEAST = 64, 32 -- (the first is conv2d.cu's CONV_DW_TAPS_IN_REGISTERS)
 function M.weight_grad_ctas(weight_shape, bias_channels)
   local pairs, taps = weight_shape[1] * weight_shape[2], weight_shape[3] * weight_shape[4]
-  local items = ((taps <= 64 and pairs >= PAIRS_AT_LEAST) and pairs or pairs * taps) + bias_channels
+  local items = ((taps <= TAPS_IN_REGISTERS and pairs >= PAIRS_AT_LEAST) and pairs or pairs * taps) + bias_channels
   return math.min(items, 2 ^ 31 - 1)
 end
 

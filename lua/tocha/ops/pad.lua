@@ -53,18 +53,17 @@ function Pad.new(pad, opts)
   local dt = op.float_dtype(opts.dtype, "dtype")
   local self = setmetatable({ kind = "pad", pad = sizes, mode = mode, value = value, dtype = dt, block_size = BLOCK,
     id = ("pad__%s__%s__%s__%.17g"):format(dt, mode, table.concat(sizes, "_"):gsub("-", "m"), value) }, Pad)
-  local dims = {}
-  for _, p in ipairs({ "d", "o", "b" }) do for i = 0, DIMS - 1 do dims[#dims + 1] = ("i64 %s%d"):format(p, i) end end
-  local params = "i64 total, i32 ndim, " .. table.concat(dims, ", ") .. ", f64 value"
-  local source, targs = op.source("pad.cu"), ("%s, %d"):format(dtype.ctype(dt), MODES[mode])
   -- Pads of the last two dimensions only (the usual image padding) run a team of lanes a row of
   -- the planes they make; others, a thread an element over up to 8 dimensions.
   self.rows = true
   for i = 5, #sizes do self.rows = self.rows and sizes[i] == 0 end
-  if self.rows then
-    params = "i64 planes, i64 h, i64 w, i64 oh, i64 ow, i64 top, i64 left, f64 value"
+  local name, params = "tocha_pad_rows", "i64 planes, i64 h, i64 w, i64 oh, i64 ow, i64 top, i64 left, f64 value"
+  if not self.rows then
+    local dims = {}
+    for _, p in ipairs({ "d", "o", "b" }) do for i = 0, DIMS - 1 do dims[#dims + 1] = ("i64 %s%d"):format(p, i) end end
+    name, params = "tocha_pad", "i64 total, i32 ndim, " .. table.concat(dims, ", ") .. ", f64 value"
   end
-  local name = self.rows and "tocha_pad_rows" or "tocha_pad"
+  local source, targs = op.source("pad.cu"), ("%s, %d"):format(dtype.ctype(dt), MODES[mode])
   self.kernel = kernel.new { source = source, name = name, template_args = targs,
     params = ("%s* x, %s* y, %s"):format(dt, dt, params) }
   self.grad_kernel = kernel.new { source = source, name = name .. "_backward", template_args = targs,
