@@ -162,60 +162,145 @@ __device__ void tocha_pad_backward(const T *dy, T *dx, long long total, int ndim
 }
 
 // Pads of the last two dimensions only (every pad before them 0), the tensor seen as planes of
-// h x w: a team of lanes a row (32, or the least power of two not under a narrower row), one
-// division a row to find its plane, coalesced reads and writes along it. The same values as
-// tocha_pad, and in the backward the same sums in the same order as tocha_pad_backward.
-__device__ __forceinline__ unsigned pad_row_team(long long width)
+// h x w: a team of lanes a row, each lane PAD_ROW_BYTES of a pass along it, every load of a pass
+// issued before its stores (a copy keeps the memory system busy only with enough bytes in
+// flight: one scalar a thread is a fraction of what HBM needs), one division a row to find its
+// plane, coalesced reads and writes. The same values as tocha_pad, and in the backward the same
+// sums in the same order as tocha_pad_backward.
+#define PAD_ROW_BYTES 32
+
+// The lanes of a row's team: the least power of two whose passes of `unroll` elements a lane
+// cover a row of `width` in one, at most a warp.
+__device__ __forceinline__ unsigned pad_row_team(long long width, int unroll)
 {
     unsigned team = 32;
-    while (team > 1 && team / 2 >= width) team /= 2;
+    while (team > 1 && (long long)(team / 2) * unroll >= width) team /= 2;
     return team;
+}
+
+// The row's plane: r / per_plane, in 32 bits where the rows allow (a 64-bit division is many
+// times dearer).
+__device__ __forceinline__ long long pad_row_plane(long long r, long long rows, long long per_plane)
+{
+    return rows <= 0x7fffffffLL ? (long long)((unsigned)r / (unsigned)per_plane) : r / per_plane;
+}
+
+// The inputs [lo, hi) of a dimension (n inputs, b before, out outputs) that one output reads,
+// at j + b, as each mode's readers make it (the mirror sources of reflect, the edges of
+// replicate and the wrapped columns of circular read more than one).
+template <int MODE> __device__ __forceinline__ void pad_single_readers(long long n, long long out, long long b, int *lo, int *hi)
+{
+    const long long a = out - n - b, before = b > 0 ? b : 0, after = a > 0 ? a : 0;
+    const long long cut_lo = b < 0 ? -b : 0, cut_hi = a < 0 ? -a : 0; // what the crops take
+    long long l = cut_lo, h = n - cut_hi;
+    if (MODE == 1) {
+        if (before > 0) l = before + 1;
+        if (after > 0) h = n - 1 - after;
+    } else if (MODE == 2) {
+        if (before > 0) l = 1;
+        if (after > 0) h = n - 1;
+    } else if (MODE == 3) {
+        l = cut_lo + after;
+        h = n - cut_hi - before;
+    }
+    *lo = (int)l;
+    *hi = (int)(h > l ? h : l);
 }
 
 // y [planes, oh, ow] from x [planes, h, w]; top and left the pads before (negative crops).
 template <typename T, int MODE>
-__device__ void tocha_pad_rows(const T *x, T *y, long long planes, long long h, long long w, long long oh, long long ow,
-                               long long top, long long left, double value)
+__device__ void tocha_pad_rows(const T *__restrict__ x, T *__restrict__ y, long long planes, long long h, long long w,
+                               long long oh, long long ow, long long top, long long left, double value)
 {
+    enum { U = PAD_ROW_BYTES / sizeof(T) };
     const T fill = tocha::from_compute<T>((typename tocha::compute<T>::type)value);
-    const unsigned team = pad_row_team(ow);
-    const long long lane = threadIdx.x % team, rows = planes * oh;
-    const long long step = (long long)gridDim.x * blockDim.x / team;
+    const unsigned team = pad_row_team(ow, U);
+    const int lane = threadIdx.x % team, width = (int)ow, shift = (int)left;
+    // the outputs that read x at ox - left (the kept columns), without pad_source's cases
+    const int kept_lo = left < 0 ? (int)-left : 0, kept = (int)(w - kept_lo) - (int)(ow - w - left < 0 ? w + left - ow : 0);
+    const long long rows = planes * oh, step = (long long)gridDim.x * blockDim.x / team;
     for (long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / team; r < rows; r += step) {
-        const long long plane = r / oh, iy = pad_source<MODE>(r - plane * oh, h, oh, top);
+        const long long plane = pad_row_plane(r, rows, oh), iy = pad_source<MODE>(r - plane * oh, h, oh, top);
         const T *src = x + (plane * h + (iy < 0 ? 0 : iy)) * w;
         T *dst = y + r * ow;
-        for (long long ox = lane; ox < ow; ox += team) {
-            const long long ix = iy < 0 ? -1 : pad_source<MODE>(ox, w, ow, left);
-            dst[ox] = ix >= 0 ? src[ix] : fill;
+        for (int base = lane; base < width; base += (int)team * U) {
+            T v[U];
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                const int ox = base + k * (int)team;
+                int ix = ox - shift;
+                if ((unsigned)(ix - kept_lo) >= (unsigned)kept) ix = (int)pad_source<MODE>(ox, w, ow, left);
+                v[k] = ox < width && iy >= 0 && ix >= 0 ? src[ix] : fill;
+            }
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                const int ox = base + k * (int)team;
+                if (ox < width) dst[ox] = v[k];
+            }
         }
     }
 }
 
-// dx [planes, h, w] from dy [planes, oh, ow]: a thread a dx element, its row's readers found once
-// by the team.
+// The sum over dx element (jy, ix)'s readers in dy's plane, in tocha_pad_backward's order.
 template <typename T, int MODE>
-__device__ void tocha_pad_rows_backward(const T *dy, T *dx, long long planes, long long h, long long w, long long oh,
-                                        long long ow, long long top, long long left, double value)
+__device__ __forceinline__ typename tocha::compute<T>::type pad_rows_gather(const T *plane, long long jy, long long ix,
+                                                                           long long h, long long w, long long oh,
+                                                                           long long ow, long long top, long long left)
 {
     typedef typename tocha::compute<T>::type A;
+    long long fy[3], cy[3], sy[3], fx[3], cx[3], sx[3];
+    const long long ny = pad_readers<MODE>(jy, h, oh, top, fy, cy, sy);
+    const long long nx = pad_readers<MODE>(ix, w, ow, left, fx, cx, sx);
+    A sum = (A)0;
+    for (long long a = 0; a < ny; ++a) {
+        const T *row = plane + pad_reader(a, fy, cy, sy) * ow;
+        for (long long c = 0; c < nx; ++c) sum += tocha::to_compute(row[pad_reader(c, fx, cx, sx)]);
+    }
+    return sum;
+}
+
+// dx [planes, h, w] from dy [planes, oh, ow]: a thread PAD_ROW_BYTES of a dx row a pass. An
+// element whose row and column each have one reader loads it in the pass's first round (all
+// loads in flight together); the edges' several readers are summed after.
+template <typename T, int MODE>
+__device__ void tocha_pad_rows_backward(const T *__restrict__ dy, T *__restrict__ dx, long long planes, long long h,
+                                        long long w, long long oh, long long ow, long long top, long long left,
+                                        double value)
+{
+    typedef typename tocha::compute<T>::type A;
+    enum { U = PAD_ROW_BYTES / sizeof(T) };
     (void)value;
-    const unsigned team = pad_row_team(w);
-    const long long lane = threadIdx.x % team, rows = planes * h;
-    const long long step = (long long)gridDim.x * blockDim.x / team;
+    const unsigned team = pad_row_team(w, U);
+    const int lane = threadIdx.x % team, width = (int)w, shift = (int)left;
+    int x_lo, x_hi, y_lo, y_hi;
+    pad_single_readers<MODE>(w, ow, left, &x_lo, &x_hi);
+    pad_single_readers<MODE>(h, oh, top, &y_lo, &y_hi);
+    const long long rows = planes * h, step = (long long)gridDim.x * blockDim.x / team;
     for (long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / team; r < rows; r += step) {
-        const long long plane = r / h;
-        long long fy[3], cy[3], sy[3], fx[3], cx[3], sx[3];
-        const long long ny = pad_readers<MODE>(r - plane * h, h, oh, top, fy, cy, sy);
+        const long long plane = pad_row_plane(r, rows, h), jy = r - plane * h;
         const T *planed = dy + plane * oh * ow;
-        for (long long ix = lane; ix < w; ix += team) {
-            const long long nx = pad_readers<MODE>(ix, w, ow, left, fx, cx, sx);
-            A sum = (A)0;
-            for (long long a = 0; a < ny; ++a) {
-                const T *row = planed + pad_reader(a, fy, cy, sy) * ow;
-                for (long long c = 0; c < nx; ++c) sum += tocha::to_compute(row[pad_reader(c, fx, cx, sx)]);
+        const bool row_single = jy >= y_lo && jy < y_hi;
+        const T *direct = planed + (row_single ? jy + top : 0) * ow + shift;
+        T *out = dx + r * w;
+        for (int base = lane; base < width; base += (int)team * U) {
+            A v[U];
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                const int ix = base + k * (int)team;
+                v[k] = (A)0;
+                if (row_single && ix >= x_lo && ix < x_hi) v[k] += tocha::to_compute(direct[ix]);
             }
-            dx[r * w + ix] = tocha::from_compute<T>(sum);
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                const int ix = base + k * (int)team;
+                if (ix < width && !(row_single && ix >= x_lo && ix < x_hi))
+                    v[k] = pad_rows_gather<T, MODE>(planed, jy, ix, h, w, oh, ow, top, left);
+            }
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                const int ix = base + k * (int)team;
+                if (ix < width) out[ix] = tocha::from_compute<T>(v[k]);
+            }
         }
     }
 }

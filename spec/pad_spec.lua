@@ -59,10 +59,14 @@ describe("tocha.Pad", function()
         for _, k in ipairs({ rows.kernel, rows.grad_kernel }) do assert.are.equal(0, k:info("sm_90")["local"], mode .. " " .. dt) end
         assert.is_false(tocha.Pad.new({ 1, 1, 0, 0, 1, 0 }, { mode = mode, dtype = dt }).rows)
       end
-      -- a team of lanes a row: 32 for rows wider than 16, the least power of two otherwise
+      -- a team of lanes a row, each lane 32 bytes of it a pass: the least power of two (at most
+      -- 32) that covers the row in one pass
       local op = tocha.Pad.new({ 1, 1 }, { mode = mode })
-      assert.are.same({ math.ceil(2 * 3 * 70 * 32 / 256), 1, 1 }, op:grid({ 2, 3, 70, 66 }))
-      assert.are.same({ math.ceil(2 * 3 * 70 * 8 / 256), 1, 1 }, op:grid({ 2, 3, 70, 7 }))
+      assert.are.same({ math.ceil(2 * 3 * 70 * 16 / 256), 1, 1 }, op:grid({ 2, 3, 70, 66 }))   -- 8 f32 a lane
+      assert.are.same({ math.ceil(2 * 3 * 70 * 32 / 256), 1, 1 }, op:grid({ 2, 3, 70, 900 }))
+      assert.are.same({ math.ceil(2 * 3 * 70 * 1 / 256), 1, 1 }, op:grid({ 2, 3, 70, 7 }))
+      local halves = tocha.Pad.new({ 1, 1 }, { mode = mode, dtype = "f16" })
+      assert.are.same({ math.ceil(2 * 3 * 70 * 8 / 256), 1, 1 }, halves:grid({ 2, 3, 70, 66 })) -- 16 a lane
     end
   end)
 
@@ -75,12 +79,14 @@ describe("tocha.Pad", function()
         local n = 0
         for _, dt in ipairs(ref.float_dtypes) do
           for _, mode in ipairs({ "constant", "reflect", "replicate", "circular" }) do
-            for round = 1, 5 do
+            for round = 1, 6 do
               n = n + 1
               local shape = {}
               for k = 1, math.random(1, 5) do shape[k] = math.random(1, k <= 2 and 3 or 6) end
-              -- rounds 4 and 5: image pads (the rows kernels) on rows wider than a warp
+              -- rounds 4 to 6: image pads (the rows kernels) on rows wider than a warp; round 6's
+              -- rows take a team more than one pass (over 32 lanes of 32 bytes)
               if round > 3 then shape = { math.random(1, 2), math.random(1, 3), math.random(1, 6), math.random(30, 70) } end
+              if round == 6 then shape = { 1, math.random(1, 2), math.random(1, 5), math.random(520, 1100) } end
               -- pads for the last `pairs` dimensions, of both signs, within the mode's limits
               local pairs, sides, pad = math.random(1, round > 3 and 2 or #shape), {}, {}
               for k = 1, #shape do sides[k] = { 0, 0 } end

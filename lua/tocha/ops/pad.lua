@@ -54,7 +54,8 @@ function Pad.new(pad, opts)
   local self = setmetatable({ kind = "pad", pad = sizes, mode = mode, value = value, dtype = dt, block_size = BLOCK,
     id = ("pad__%s__%s__%s__%.17g"):format(dt, mode, table.concat(sizes, "_"):gsub("-", "m"), value) }, Pad)
   -- Pads of the last two dimensions only (the usual image padding) run a team of lanes a row of
-  -- the planes they make; others, a thread an element over up to 8 dimensions.
+  -- the planes they make, several elements a lane; others, a thread an element over up to 8
+  -- dimensions.
   self.rows = true
   for i = 5, #sizes do self.rows = self.rows and sizes[i] == 0 end
   local name, params = "tocha_pad_rows", "i64 planes, i64 h, i64 w, i64 oh, i64 ow, i64 top, i64 left, f64 value"
@@ -107,13 +108,17 @@ function Pad:compute_concrete_output_shape(input_shapes)
   return out_shape(self, op.one_input(input_shapes), "inputs[1]")
 end
 
+-- The bytes a lane of the rows kernels takes of a row at once (kernels/pad.cu's PAD_ROW_BYTES).
+local ROW_BYTES = 32
+
 -- The grid over a tensor of this shape that a kernel writes: a thread an element, or for the
--- rows kernels a team of lanes (as kernels/pad.cu's pad_row_team) a row of the last dimension.
+-- rows kernels a team of lanes (as kernels/pad.cu's pad_row_team: the least power of two, at
+-- most 32, whose ROW_BYTES a lane cover the row) a row of the last dimension.
 local function grid_of(self, shape)
   local elements = op.numel(shape)
   if not self.rows then return op.element_grid(elements, BLOCK) end
-  local width, team = shape[#shape], 32
-  while team > 1 and team / 2 >= width do team = team / 2 end
+  local width, team, unroll = shape[#shape], 32, ROW_BYTES / dtype.size(self.dtype)
+  while team > 1 and team / 2 * unroll >= width do team = team / 2 end
   return op.element_grid(elements / width * team, BLOCK)
 end
 
