@@ -238,9 +238,13 @@ template <typename T> __device__ __forceinline__ long long bn_tile(long long C)
 
 // Phase 0 channels-last, x [R, C]: a CTA a (column tile g, row split s), the partial of each of
 // the tile's channels c into ws[(c splits + s) 4 ...]. A thread reads units of V channels of one
-// row (TC threads across the tile, RT row teams down it, U rows in flight), keeping V running
-// moments; the row teams' moments of each channel are then merged through shared memory in
-// team order.
+// row (TC threads across the tile, RT row teams down it, U rows in flight). Each of its V
+// channels keeps sums shifted by K, the channel's first value the thread reads (so K lies within
+// the data and sum((x - K)^2) - sum(x - K)^2 / n loses a few bits at most), over the thread's
+// whole share, made moments once at the end: a unit's elements are V channels, so merging
+// moments a batch of rows at a time (as the NCHW walk does with a batch of one channel's
+// values) would cost a division every few elements and make the pass compute-bound. The row
+// teams' moments of each channel are then merged through shared memory in team order.
 template <bool DY, int V, typename T, typename A>
 __device__ __forceinline__ void bn_partials_nhwc(const T *x, const T *dy, A *ws, long long R, long long C,
                                                  long long splits)
@@ -254,31 +258,48 @@ __device__ __forceinline__ void bn_partials_nhwc(const T *x, const T *dy, A *ws,
     bn_moments<A> acc[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) acc[e] = bn_empty<A>();
-    if (rt < RT && c0 < C) {
+    if (rt < RT && c0 < C && lo + rt < hi) {
+        A K[V], sx[V], sq[V], sg[V], sh[V];
+        {
+            bn_unit<T, V> first;
+            first.load(x + (lo + rt) * C + c0);
+#pragma unroll
+            for (int e = 0; e < V; ++e) K[e] = first.at(e), sx[e] = sq[e] = sg[e] = sh[e] = (A)0;
+        }
+        long long n = 0;
         for (long long r = lo + rt; r < hi; r += (long long)U * RT) {
             bn_unit<T, V> xs[U], ds[U];
-            int got = 0;
 #pragma unroll
             for (int j = 0; j < U; ++j)
                 if (r + (long long)j * RT < hi) {
                     const long long at = (r + (long long)j * RT) * C + c0;
                     xs[j].load(x + at);
                     if (DY) ds[j].load(dy + at);
-                    ++got;
                 }
 #pragma unroll
-            for (int e = 0; e < V; ++e) {
-                if (got == U) {
-                    acc[e] = bn_batch_of<U, DY>(
-                        acc[e], [&](int j) -> A { return xs[j].at(e); }, [&](int j) -> A { return ds[j].at(e); });
-                } else {
+            for (int j = 0; j < U; ++j)
+                if (r + (long long)j * RT < hi) {
+                    ++n;
 #pragma unroll
-                    for (int j = 0; j < U - 1; ++j)
-                        if (j < got)
-                            acc[e] = bn_batch_of<1, DY>(
-                                acc[e], [&](int) -> A { return xs[j].at(e); }, [&](int) -> A { return ds[j].at(e); });
+                    for (int e = 0; e < V; ++e) {
+                        const A d = (A)xs[j].at(e) - K[e];
+                        sx[e] += d, sq[e] += d * d;
+                        if (DY) {
+                            const A dv = ds[j].at(e);
+                            sg[e] += dv, sh[e] += dv * d;
+                        }
+                    }
                 }
-            }
+        }
+        const A inv = (A)1 / (A)n;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            acc[e].n = n;
+            acc[e].mean = K[e] + sx[e] * inv;
+            acc[e].m2 = sq[e] - sx[e] * sx[e] * inv;
+            if (acc[e].m2 < (A)0) acc[e].m2 = (A)0; // rounding: a variance is never negative
+            acc[e].g = sg[e];
+            acc[e].h = sh[e] - sx[e] * inv * sg[e]; // sum(dy (x - K)) moved to the mean
         }
     }
     __shared__ bn_moments<A> teams[BN_BLOCK];

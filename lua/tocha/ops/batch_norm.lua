@@ -37,6 +37,9 @@ local UNITS = 4 -- 16-byte units a thread has in flight (the kernel's BN_UNITS; 
 -- Statistics CTAs that fill an H200 once: 132 SMs x 4 CTAs of BLOCK threads at the kernel's 56
 -- to 64 registers, so that every CTA runs at once and none is left for a second, short wave.
 local WAVE = 528
+-- Channels-last kernels hold V channels' sums a thread (kernels/batch_norm.cu's
+-- bn_partials_nhwc): 80 registers, three CTAs an SM, and a wave of 396.
+local WAVE_NHWC = 396
 
 -- The statistics pass's splits of each channel for x [N, C, plane] of dtype dt: enough CTAs
 -- (C x splits) to fill the GPU about once, each thread with at least UNITS 16-byte units.
@@ -55,14 +58,15 @@ end
 function M.splits_nhwc(R, C, dt)
   local tile = M.tile(C, dt)
   local units = math.ceil(R * tile / (16 / dtype.size(dt)))
-  return math.max(1, math.min(math.floor(WAVE / math.ceil(C / tile)), math.floor(units / (UNITS * BLOCK))))
+  return math.max(1, math.min(math.floor(WAVE_NHWC / math.ceil(C / tile)), math.floor(units / (UNITS * BLOCK))))
 end
 
 -- The kernels' launch bounds: 64 registers a thread (four CTAs of BLOCK an SM, WAVE's count),
--- which the compiler's report for sm_90 shows spills nothing; f64 is left free (62-66).
-local function bounds(dt)
+-- which the compiler's report for sm_90 shows spills nothing; channels-last, 80 (three CTAs,
+-- WAVE_NHWC's count: 64 spilled up to 192 bytes a thread); f64 is left free (60-78).
+local function bounds(dt, nhwc)
   if dt == "f64" then return nil end
-  return { BLOCK, 4 }
+  return { BLOCK, nhwc and 3 or 4 }
 end
 
 local BatchNorm2d = op.class("BatchNorm2d")
@@ -93,13 +97,13 @@ function BatchNorm2d.new(channels, opts)
     id = ("batch_norm__%d__%s__%g__%g__%d%d%s"):format(channels, dt, eps, momentum, affine and 1 or 0, running and 1 or 0,
       layout == "nhwc" and "__nhwc" or "") },
     BatchNorm2d)
-  local source = op.source("batch_norm.cu")
+  local source, limits = op.source("batch_norm.cu"), bounds(dt, layout == "nhwc")
   local targs = ("%s, %d, %d, %d"):format(dtype.ctype(dt), affine and 1 or 0, running and 1 or 0, layout == "nhwc" and 1 or 0)
-  self.kernel = kernel.new { source = source, name = "tocha_batch_norm", template_args = targs, launch_bounds = bounds(dt),
+  self.kernel = kernel.new { source = source, name = "tocha_batch_norm", template_args = targs, launch_bounds = limits,
     params = ("%s* x, %s* w, %s* b, %s* running_mean, %s* running_var, %s* y, u8* ws, i64 N, i64 C, "
       .. "i64 plane, i64 splits, f64 eps, f64 momentum, i32 training, i32 phase")
       :format(dt, dt, dt, dt, dt, dt) }
-  self.grad_kernel = kernel.new { source = source, name = "tocha_batch_norm_backward", template_args = targs, launch_bounds = bounds(dt),
+  self.grad_kernel = kernel.new { source = source, name = "tocha_batch_norm_backward", template_args = targs, launch_bounds = limits,
     params = ("%s* x, %s* w, %s* running_mean, %s* running_var, %s* dy, %s* dx, %s* dw, %s* db, "
       .. "u8* ws, i64 N, i64 C, i64 plane, i64 splits, f64 eps, i32 training, i32 phase")
       :format(dt, dt, dt, dt, dt, dt, dt, dt) }
