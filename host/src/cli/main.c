@@ -29,22 +29,32 @@ static const char usage[] =
     "With no script, tocha starts the REPL (history in ~/.tocha_history or $TOCHA_HISTORY).\n"
     "Environment: TOCHA_DEVICE=cuda|cuda:N|sim, TOCHA_ARCH, TOCHA_CACHE_DIR, TOCHA_CACHE=off.\n";
 
-/* Prints a Lua error with its traceback; returns 1. */
+/* Prints a Lua error with its traceback; returns 1. An error without an object (error(), as
+** busted's exit raises for a failed run under Lua 5.1) fails silently, as luajit's does. */
 static int report(lua_State *L, int status)
 {
     if (status == 0) return 0;
-    const char *msg = lua_tostring(L, -1);
-    fprintf(stderr, "tocha: %s\n", msg ? msg : "(error object is not a string)");
-    fflush(stderr);
+    if (!lua_isnil(L, -1)) {
+        const char *msg = lua_tostring(L, -1);
+        fprintf(stderr, "tocha: %s\n", msg ? msg : "(error object is not a string)");
+        fflush(stderr);
+    }
     lua_pop(L, 1);
     return 1;
 }
 
-/* Message handler: adds a traceback to the error. */
+/* Message handler: adds a traceback to the error; a nil error stays nil (report's silent
+** failure), and another object is shown by its __tostring or named by its type. */
 static int traceback(lua_State *L)
 {
+    if (lua_isnoneornil(L, 1)) return 1;
     const char *msg = lua_tostring(L, 1);
-    if (!msg) msg = "(error object is not a string)";
+    if (!msg) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_isstring(L, -1))
+            msg = lua_tostring(L, -1);
+        else
+            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
     lua_getglobal(L, "debug");
     lua_getfield(L, -1, "traceback");
     lua_pushstring(L, msg);

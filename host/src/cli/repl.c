@@ -196,7 +196,8 @@ static void print_results(lua_State *L, int base)
         lua_pushvalue(L, -1);
         lua_pushvalue(L, base + i);
         if (tocha_pcall(L, 1, 1) != 0) {
-            fprintf(stdout, "%s(error in tostring: %s)", i > 1 ? "\t" : "", lua_tostring(L, -1));
+            const char *msg = lua_tostring(L, -1);
+            fprintf(stdout, "%s(error in tostring: %s)", i > 1 ? "\t" : "", msg ? msg : "nil");
         } else {
             fprintf(stdout, "%s%s", i > 1 ? "\t" : "", lua_tostring(L, -1));
         }
@@ -269,7 +270,8 @@ int tocha_repl(lua_State *L)
         chunk = NULL;
         if (status == 0) status = run_interruptible(L, nargs);
         if (status != 0) {
-            fprintf(stderr, "%s\n", lua_tostring(L, -1));
+            const char *msg = lua_tostring(L, -1); /* NULL for error(): nothing to say */
+            if (msg) fprintf(stderr, "%s\n", msg);
             fflush(stderr);
             lua_settop(L, base);
             continue;
