@@ -413,6 +413,19 @@ describe("tocha.Model", function()
         assert.are.same({ count(mlp_all, first.dx_kernel) - 1, #mlp_all - 1 }, { count(mlp_some, first.dx_kernel), #mlp_some })
         assert.are.same({ false }, mlp_inputs)
         for name, t in pairs(mlp_full) do assert.are.same(t:to_table(true), mlp_grads[name]:to_table(true), name) end
+        -- a ConvTranspose2d first (a decoder's input): its dx launch skipped, its weight's and
+        -- bias's gradients the same
+        local z = Model.input({ -1, 4, 5, 5 }, { name = "z" })
+        local up = tocha.ConvTranspose2d.new(4, 3, 2, { stride = 2 })
+        local dec = Model({ z }, { up(z):named("up") }):load(2, device)
+        local zs, c3 = dec:forward_train({ tocha.randn({ 2, 4, 5, 5 }, { device = device, seed = 97 }) })
+        local gz = tocha.randn(zs[1]:shape(), { device = device, seed = 98 })
+        local dec_all, _, dec_full = launched(function() return dec:backward({ gz }, c3) end)
+        local dec_some, dec_inputs, dec_grads = launched(function() return dec:backward({ gz }, c3, { inputs = false }) end)
+        assert.are.same({ 1, 0 }, { count(dec_all, up.grad_kernel), count(dec_some, up.grad_kernel) })
+        assert.are.equal(#dec_all - 1, #dec_some)
+        assert.are.same({ false }, dec_inputs)
+        for name, t in pairs(dec_full) do assert.are.same(t:to_table(true), dec_grads[name]:to_table(true), name) end
       end)
 
       it("loads a state dict by PyTorch's module names, listing what is missing, unexpected or mis-shaped", function()

@@ -202,6 +202,13 @@ local function dx_count(self) return self.igemm and igemm.LAUNCHES or 1 end
 local function dw_count(self) return self.igemm and igemm.DW_LAUNCHES or 1 end
 function ConvTranspose2d:n_backward_launches() return dx_count(self) + dw_count(self) + 1 end
 
+-- The backward launches that write x's gradient alone (m:backward skips them where x needs
+-- none): the dx launches, first to last.
+function ConvTranspose2d:input_grad_launches(i)
+  if i ~= 1 then return nil end
+  return 1, dx_count(self)
+end
+
 -- Backward launch i for x of this shape: kernel, grid and (given addresses a = {x, dy, weight,
 -- workspace, dx, dweight, dbias or nil}) its arguments.
 local function backward_launch(self, i, shape, a)
