@@ -161,12 +161,14 @@ __device__ void tocha_pad_backward(const T *dy, T *dx, long long total, int ndim
     }
 }
 
-// Pads of the last two dimensions only (every pad before them 0), the tensor seen as planes of
-// h x w: a team of lanes a row, each lane PAD_ROW_BYTES of a pass along it, every load of a pass
-// issued before its stores (a copy keeps the memory system busy only with enough bytes in
-// flight: one scalar a thread is a fraction of what HBM needs), one division a row to find its
-// plane, coalesced reads and writes. The same values as tocha_pad, and in the backward the same
-// sums in the same order as tocha_pad_backward.
+// Pads of two neighbouring dimensions only, the tensor seen as planes of h x w pixels of
+// `inner` elements (1 for pads of the last two dimensions; a channels-last tensor's channels for
+// pads of its H and W): a team of lanes a row of w inner elements, each lane PAD_ROW_BYTES of a
+// pass along it, every load of a pass issued before its stores (a copy keeps the memory system
+// busy only with enough bytes in flight: one scalar a thread is a fraction of what HBM needs),
+// one division a row to find its plane, coalesced reads and writes. Only the pads' elements
+// divide to find their pixel. The same values as tocha_pad, and in the backward the same sums in
+// the same order as tocha_pad_backward. Rows are under 2^31 elements (pad.lua checks).
 #define PAD_ROW_BYTES 32
 
 // The lanes of a row's team: the least power of two whose passes of `unroll` elements a lane
@@ -207,29 +209,37 @@ template <int MODE> __device__ __forceinline__ void pad_single_readers(long long
     *hi = (int)(h > l ? h : l);
 }
 
-// y [planes, oh, ow] from x [planes, h, w]; top and left the pads before (negative crops).
+// y [planes, oh, ow, inner] from x [planes, h, w, inner]; top and left the pads before
+// (negative crops), in pixels.
 template <typename T, int MODE>
 __device__ void tocha_pad_rows(const T *__restrict__ x, T *__restrict__ y, long long planes, long long h, long long w,
-                               long long oh, long long ow, long long top, long long left, double value)
+                               long long oh, long long ow, long long inner, long long top, long long left,
+                               double value)
 {
     enum { U = PAD_ROW_BYTES / sizeof(T) };
     const T fill = tocha::from_compute<T>((typename tocha::compute<T>::type)value);
-    const unsigned team = pad_row_team(ow, U);
-    const int lane = threadIdx.x % team, width = (int)ow, shift = (int)left;
-    // the outputs that read x at ox - left (the kept columns), without pad_source's cases
-    const int kept_lo = left < 0 ? (int)-left : 0, kept = (int)(w - kept_lo) - (int)(ow - w - left < 0 ? w + left - ow : 0);
+    const long long in_row = w * inner, out_row = ow * inner;
+    const unsigned team = pad_row_team(out_row, U), each = (unsigned)inner;
+    const int lane = threadIdx.x % team, width = (int)out_row, shift = (int)(left * inner);
+    // the outputs that read x at ox - shift (the kept pixels), without pad_source's cases
+    const long long cut_lo = left < 0 ? -left : 0, cut_hi = ow - w - left < 0 ? w + left - ow : 0;
+    const int kept_lo = (int)(cut_lo * inner), kept = (int)((w - cut_lo - cut_hi) * inner);
     const long long rows = planes * oh, step = (long long)gridDim.x * blockDim.x / team;
     for (long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / team; r < rows; r += step) {
         const long long plane = pad_row_plane(r, rows, oh), iy = pad_source<MODE>(r - plane * oh, h, oh, top);
-        const T *src = x + (plane * h + (iy < 0 ? 0 : iy)) * w;
-        T *dst = y + r * ow;
+        const T *src = x + (plane * h + (iy < 0 ? 0 : iy)) * in_row;
+        T *dst = y + r * out_row;
         for (int base = lane; base < width; base += (int)team * U) {
             T v[U];
 #pragma unroll
             for (int k = 0; k < U; ++k) {
                 const int ox = base + k * (int)team;
                 int ix = ox - shift;
-                if ((unsigned)(ix - kept_lo) >= (unsigned)kept) ix = (int)pad_source<MODE>(ox, w, ow, left);
+                if ((unsigned)(ix - kept_lo) >= (unsigned)kept) { // a pad's element: its pixel's source
+                    const unsigned px = each == 1 ? (unsigned)ox : (unsigned)ox / each;
+                    const int source = (int)pad_source<MODE>(px, w, ow, left);
+                    ix = source < 0 ? -1 : source * (int)each + (ox - (int)(px * each));
+                }
                 v[k] = ox < width && iy >= 0 && ix >= 0 ? src[ix] : fill;
             }
 #pragma unroll
@@ -241,11 +251,13 @@ __device__ void tocha_pad_rows(const T *__restrict__ x, T *__restrict__ y, long 
     }
 }
 
-// The sum over dx element (jy, ix)'s readers in dy's plane, in tocha_pad_backward's order.
+// The sum over dx element (jy, pixel ix, element e of it)'s readers in dy's plane, in
+// tocha_pad_backward's order.
 template <typename T, int MODE>
 __device__ __forceinline__ typename tocha::compute<T>::type pad_rows_gather(const T *plane, long long jy, long long ix,
-                                                                           long long h, long long w, long long oh,
-                                                                           long long ow, long long top, long long left)
+                                                                           long long e, long long h, long long w,
+                                                                           long long oh, long long ow, long long inner,
+                                                                           long long top, long long left)
 {
     typedef typename tocha::compute<T>::type A;
     long long fy[3], cy[3], sy[3], fx[3], cx[3], sx[3];
@@ -253,35 +265,37 @@ __device__ __forceinline__ typename tocha::compute<T>::type pad_rows_gather(cons
     const long long nx = pad_readers<MODE>(ix, w, ow, left, fx, cx, sx);
     A sum = (A)0;
     for (long long a = 0; a < ny; ++a) {
-        const T *row = plane + pad_reader(a, fy, cy, sy) * ow;
-        for (long long c = 0; c < nx; ++c) sum += tocha::to_compute(row[pad_reader(c, fx, cx, sx)]);
+        const T *row = plane + pad_reader(a, fy, cy, sy) * ow * inner + e;
+        for (long long c = 0; c < nx; ++c) sum += tocha::to_compute(row[pad_reader(c, fx, cx, sx) * inner]);
     }
     return sum;
 }
 
-// dx [planes, h, w] from dy [planes, oh, ow]: a thread PAD_ROW_BYTES of a dx row a pass. An
-// element whose row and column each have one reader loads it in the pass's first round (all
-// loads in flight together); the edges' several readers are summed after.
+// dx [planes, h, w, inner] from dy [planes, oh, ow, inner]: a thread PAD_ROW_BYTES of a dx row
+// a pass. An element whose row and pixel each have one reader loads it in the pass's first round
+// (all loads in flight together); the edges' several readers are summed after.
 template <typename T, int MODE>
 __device__ void tocha_pad_rows_backward(const T *__restrict__ dy, T *__restrict__ dx, long long planes, long long h,
-                                        long long w, long long oh, long long ow, long long top, long long left,
-                                        double value)
+                                        long long w, long long oh, long long ow, long long inner, long long top,
+                                        long long left, double value)
 {
     typedef typename tocha::compute<T>::type A;
     enum { U = PAD_ROW_BYTES / sizeof(T) };
     (void)value;
-    const unsigned team = pad_row_team(w, U);
-    const int lane = threadIdx.x % team, width = (int)w, shift = (int)left;
+    const long long in_row = w * inner, out_row = ow * inner;
+    const unsigned team = pad_row_team(in_row, U), each = (unsigned)inner;
+    const int lane = threadIdx.x % team, width = (int)in_row, shift = (int)(left * inner);
     int x_lo, x_hi, y_lo, y_hi;
     pad_single_readers<MODE>(w, ow, left, &x_lo, &x_hi);
     pad_single_readers<MODE>(h, oh, top, &y_lo, &y_hi);
+    x_lo *= (int)each, x_hi *= (int)each; // in elements
     const long long rows = planes * h, step = (long long)gridDim.x * blockDim.x / team;
     for (long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / team; r < rows; r += step) {
         const long long plane = pad_row_plane(r, rows, h), jy = r - plane * h;
-        const T *planed = dy + plane * oh * ow;
+        const T *planed = dy + plane * oh * out_row;
         const bool row_single = jy >= y_lo && jy < y_hi;
-        const T *direct = planed + (row_single ? jy + top : 0) * ow + shift;
-        T *out = dx + r * w;
+        const T *direct = planed + (row_single ? jy + top : 0) * out_row + shift;
+        T *out = dx + r * in_row;
         for (int base = lane; base < width; base += (int)team * U) {
             A v[U];
 #pragma unroll
@@ -293,8 +307,11 @@ __device__ void tocha_pad_rows_backward(const T *__restrict__ dy, T *__restrict_
 #pragma unroll
             for (int k = 0; k < U; ++k) {
                 const int ix = base + k * (int)team;
-                if (ix < width && !(row_single && ix >= x_lo && ix < x_hi))
-                    v[k] = pad_rows_gather<T, MODE>(planed, jy, ix, h, w, oh, ow, top, left);
+                if (ix < width && !(row_single && ix >= x_lo && ix < x_hi)) {
+                    const unsigned px = each == 1 ? (unsigned)ix : (unsigned)ix / each;
+                    v[k] = pad_rows_gather<T, MODE>(planed, jy, px, ix - (int)(px * each), h, w, oh, ow, inner, top,
+                                                    left);
+                }
             }
 #pragma unroll
             for (int k = 0; k < U; ++k) {

@@ -58,6 +58,10 @@ describe("tocha.Pad", function()
         assert.is_true(rows.rows)
         for _, k in ipairs({ rows.kernel, rows.grad_kernel }) do assert.are.equal(0, k:info("sm_90")["local"], mode .. " " .. dt) end
         assert.is_false(tocha.Pad.new({ 1, 1, 0, 0, 1, 0 }, { mode = mode, dtype = dt }).rows)
+        -- a channels-last image's H and W: rows of pixels of the last dimension's size
+        local pixels = tocha.Pad.new({ 0, 0, 1, 2, -1, 3 }, { mode = mode, dtype = dt })
+        assert.are.same({ true, true }, { pixels.rows, pixels.inner })
+        for _, k in ipairs({ pixels.kernel, pixels.grad_kernel }) do assert.are.equal(0, k:info("sm_90")["local"], mode .. " " .. dt) end
       end
       -- a team of lanes a row, each lane 32 bytes of it a pass: the least power of two (at most
       -- 32) that covers the row in one pass
@@ -67,6 +71,10 @@ describe("tocha.Pad", function()
       assert.are.same({ math.ceil(2 * 3 * 70 * 1 / 256), 1, 1 }, op:grid({ 2, 3, 70, 7 }))
       local halves = tocha.Pad.new({ 1, 1 }, { mode = mode, dtype = "f16" })
       assert.are.same({ math.ceil(2 * 3 * 70 * 8 / 256), 1, 1 }, halves:grid({ 2, 3, 70, 66 })) -- 16 a lane
+      -- channels-last: a row is W pixels of C
+      local nhwc = tocha.Pad.new({ 0, 0, 1, 1, 1, 1 }, { mode = mode })
+      assert.are.same({ math.ceil(2 * 70 * 32 / 256), 1, 1 }, nhwc:grid({ 2, 70, 66, 16 }))
+      assert.are.same({ math.ceil(2 * 70 * 4 / 256), 1, 1 }, nhwc:grid({ 2, 70, 8, 3 }))
     end
   end)
 
@@ -79,7 +87,7 @@ describe("tocha.Pad", function()
         local n = 0
         for _, dt in ipairs(ref.float_dtypes) do
           for _, mode in ipairs({ "constant", "reflect", "replicate", "circular" }) do
-            for round = 1, 6 do
+            for round = 1, 8 do
               n = n + 1
               local shape = {}
               for k = 1, math.random(1, 5) do shape[k] = math.random(1, k <= 2 and 3 or 6) end
@@ -87,10 +95,14 @@ describe("tocha.Pad", function()
               -- rows take a team more than one pass (over 32 lanes of 32 bytes)
               if round > 3 then shape = { math.random(1, 2), math.random(1, 3), math.random(1, 6), math.random(30, 70) } end
               if round == 6 then shape = { 1, math.random(1, 2), math.random(1, 5), math.random(520, 1100) } end
+              -- rounds 7 and 8: a channels-last image's H and W (pixels of 1 to 9 channels)
+              if round > 6 then shape = { math.random(1, 2), math.random(1, 6), math.random(3, 40), math.random(1, 9) } end
               -- pads for the last `pairs` dimensions, of both signs, within the mode's limits
               local pairs, sides, pad = math.random(1, round > 3 and 2 or #shape), {}, {}
               for k = 1, #shape do sides[k] = { 0, 0 } end
-              for q = 1, pairs do
+              local first = 1
+              if round > 6 then pairs, first, pad[1], pad[2] = 3, 2, 0, 0 end -- the channels unpadded
+              for q = first, pairs do
                 local k = #shape - q + 1
                 local size = shape[k]
                 local b, a
@@ -107,6 +119,8 @@ describe("tocha.Pad", function()
               local value = mode == "constant" and math.random(-3, 3) / 2 or nil
               local op = tocha.Pad.new(pad, { mode = mode, value = value, dtype = dt })
               if round > 3 then assert.is_true(op.rows, "the rows kernels") end
+              -- (H unpadded: the last two dimensions' rows, W's pads with none on the channels)
+              if round > 6 then assert.are.equal(pad[5] ~= 0 or pad[6] ~= 0, op.inner, "pixels of the last dimension") end
               local x = tocha.randn(shape, { dtype = dt, device = device, seed = rng.seed + n })
               local out = op:compute_concrete_output_shape({ shape })
               local dy = tocha.randn(out, { dtype = dt, device = device, seed = rng.seed + 1000 + n })

@@ -53,12 +53,18 @@ function Pad.new(pad, opts)
   local dt = op.float_dtype(opts.dtype, "dtype")
   local self = setmetatable({ kind = "pad", pad = sizes, mode = mode, value = value, dtype = dt, block_size = BLOCK,
     id = ("pad__%s__%s__%s__%.17g"):format(dt, mode, table.concat(sizes, "_"):gsub("-", "m"), value) }, Pad)
-  -- Pads of the last two dimensions only (the usual image padding) run a team of lanes a row of
-  -- the planes they make, several elements a lane; others, a thread an element over up to 8
-  -- dimensions.
-  self.rows = true
-  for i = 5, #sizes do self.rows = self.rows and sizes[i] == 0 end
-  local name, params = "tocha_pad_rows", "i64 planes, i64 h, i64 w, i64 oh, i64 ow, i64 top, i64 left, f64 value"
+  -- Pads of two neighbouring dimensions only run a team of lanes a row of the planes they make,
+  -- several elements a lane: the last two (the usual image padding), or the two before an
+  -- unpadded last one (a channels-last image's H and W: pixels of `inner` channels, self.inner);
+  -- others, a thread an element over up to 8 dimensions.
+  local function zero_from(i)
+    for k = i, #sizes do if sizes[k] ~= 0 then return false end end
+    return true
+  end
+  self.rows = zero_from(5)
+  self.inner = not self.rows and sizes[1] == 0 and sizes[2] == 0 and zero_from(7)
+  self.rows = self.rows or self.inner
+  local name, params = "tocha_pad_rows", "i64 planes, i64 h, i64 w, i64 oh, i64 ow, i64 inner, i64 top, i64 left, f64 value"
   if not self.rows then
     local dims = {}
     for _, p in ipairs({ "d", "o", "b" }) do for i = 0, DIMS - 1 do dims[#dims + 1] = ("i64 %s%d"):format(p, i) end end
@@ -113,11 +119,13 @@ local ROW_BYTES = 32
 
 -- The grid over a tensor of this shape that a kernel writes: a thread an element, or for the
 -- rows kernels a team of lanes (as kernels/pad.cu's pad_row_team: the least power of two, at
--- most 32, whose ROW_BYTES a lane cover the row) a row of the last dimension.
+-- most 32, whose ROW_BYTES a lane cover the row) a row: of the last dimension, or with
+-- self.inner of the last two.
 local function grid_of(self, shape)
   local elements = op.numel(shape)
   if not self.rows then return op.element_grid(elements, BLOCK) end
   local width, team, unroll = shape[#shape], 32, ROW_BYTES / dtype.size(self.dtype)
+  if self.inner then width = width * (shape[#shape - 1] or 1) end
   while team > 1 and team / 2 * unroll >= width do team = team / 2 end
   return op.element_grid(elements / width * team, BLOCK)
 end
@@ -131,10 +139,15 @@ end
 -- the pads before, the fill value.
 local function tail(self, shape, out, total)
   if self.rows then
-    local n, planes = #shape, 1
+    -- [planes, h, w, inner]: the padded pair the last two dimensions, or the two before the last
+    local n, planes, inner = #shape, 1, 1
+    if self.inner then n, inner = n - 1, shape[n] end
     for k = 1, n - 2 do planes = planes * shape[k] end
-    local top, left = n > 1 and (sides(self, n - 1, n)) or 0, (sides(self, n, n))
-    return planes, shape[n - 1] or 1, shape[n], out[n - 1] or 1, out[n], top, left, self.value
+    local top, left = n > 1 and (sides(self, n - 1, #shape)) or 0, (sides(self, n, #shape))
+    for _, row in ipairs({ shape[n] * inner, out[n] * inner }) do
+      if row >= 2 ^ 31 then raise(("inputs[1]: rows of %d elements: the padded rows take under 2^31"):format(row)) end
+    end
+    return planes, shape[n - 1] or 1, shape[n], out[n - 1] or 1, out[n], inner, top, left, self.value
   end
   local args = { total, #shape }
   for _, list in ipairs({ shape, out }) do
