@@ -379,22 +379,22 @@ __device__ void tocha_conv2d_f32(const float *x, const float *weight, const floa
                                  const float *residual, const float *grad, int epilogue)
 {
     static_assert(C % 4 == 0 && O % 4 == 0, "tocha_conv2d_f32: channels in whole 16-byte chunks");
-    static_assert(BN == 128, "tocha_conv2d_f32: tiles of 128 x 128");
-    __shared__ __align__(16) float sa[2][8][128 + 4], sb[2][8][128 + 4];
+    static_assert(BN == 128 || BN == 64, "tocha_conv2d_f32: tiles of 128 x 128 or 128 x 64");
+    __shared__ __align__(16) float sa[2][8][128 + 4], sb[2][8][BN + 4];
     if (blockDim.x != 256) __trap(); // 16 x 16 threads
     const long long m = n * oh * ow;
     const int k = KH * KW * C;
     if (m <= 0) return;
     long long row0, col0;
-    mm_tile_of(m, O, 128, &row0, &col0);
+    mm_tile_of(m, O, BN, &row0, &col0);
     // this CTA's slices of 8: its split's slices of 64
     const int per = ((k + 63) / 64 + (int)gridDim.y - 1) / (int)gridDim.y;
     const int slices = (k + 7) / 8, first = (int)blockIdx.y * per * 8;
     const int last = first + per * 8 < slices ? first + per * 8 : slices;
     const conv_f32_patch<C, KH, KW, SH, SW, PH, PW, DH, DW> op_a(x, n, h, w, oh, ow, row0);
-    const mm_f32_operand<B_K_MAJOR != 0> op_b(weight, B_K_MAJOR ? k : O, O, col0);
-    float acc[8][8];
-    mm_f32_run<true, B_K_MAJOR != 0>(op_a, op_b, first, last, k, sa, sb, acc);
+    const mm_f32_operand<B_K_MAJOR != 0, BN> op_b(weight, B_K_MAJOR ? k : O, O, col0);
+    float acc[8][BN / 16];
+    mm_f32_run<true, B_K_MAJOR != 0, 128, BN>(op_a, op_b, first, last, k, sa, sb, acc);
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const tocha_epilogue<float, F> epi =
         tocha_epilogue_of<float, F>(bias, has_bias, residual, grad, epilogue, 0);
@@ -404,7 +404,7 @@ __device__ void tocha_conv2d_f32(const float *x, const float *weight, const floa
         const long long r = row0 + (i < 4 ? 4 * ty + i : 64 + 4 * ty + i - 4);
         if (r >= m) continue;
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
+        for (int hh = 0; hh < BN / 64; ++hh) {
             const long long col = col0 + 64 * hh + 4 * tx;
             if (col >= O) continue; // O is a multiple of 4: a chunk is inside or past the edge
             float v[4];
@@ -595,30 +595,30 @@ struct conv_f32_patch_rows {
 };
 
 template <typename T, int C, int O, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
-          int BN>
+          int BN, int BM = 128>
 __device__ void tocha_conv2d_f32_dw(const float *x, const float *dy, float *partial, long long n, int h,
                                     int w, int oh, int ow)
 {
     static_assert(C % 4 == 0 && O % 4 == 0, "tocha_conv2d_f32_dw: channels in whole 16-byte chunks");
-    static_assert(BN == 128, "tocha_conv2d_f32_dw: tiles of 128 x 128");
-    __shared__ __align__(16) float sa[2][8][128 + 4], sb[2][8][128 + 4];
+    static_assert(BN == 128 && (BM == 128 || BM == 64), "tocha_conv2d_f32_dw: tiles of 128 or 64 (O) x 128");
+    __shared__ __align__(16) float sa[2][8][BM + 4], sb[2][8][128 + 4];
     if (blockDim.x != 256) __trap();
     const long long pixels = n * oh * ow;
     const int kw = KH * KW * C;
     long long row0, col0;
-    mm_tile_of(O, kw, 128, &row0, &col0);
+    mm_tile_of_rows(O, kw, BM, 128, &row0, &col0);
     float *slab = partial + blockIdx.y * (long long)O * kw;
     // this CTA's slices of 8 pixels: its split's slices of 64
     const long long per = ((pixels + 63) / 64 + gridDim.y - 1) / gridDim.y;
     const long long slices = (pixels + 7) / 8, first = blockIdx.y * per * 8;
     const long long last = first + per * 8 < slices ? first + per * 8 : slices;
-    const mm_f32_operand<false> op_a(dy, O, O, row0);
+    const mm_f32_operand<false, BM> op_a(dy, O, O, row0);
     const conv_f32_patch_rows<C, KH, KW, SH, SW, PH, PW, DH, DW> op_b(x, h, w, oh, ow, col0);
-    float acc[8][8];
-    mm_f32_run<false, false>(op_a, op_b, first, last, pixels, sa, sb, acc);
+    float acc[BM / 16][8];
+    mm_f32_run<false, false, BM, 128>(op_a, op_b, first, last, pixels, sa, sb, acc);
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < BM / 16; ++i) {
         const long long o = row0 + (i < 4 ? 4 * ty + i : 64 + 4 * ty + i - 4);
         if (o >= O) continue;
 #pragma unroll

@@ -52,16 +52,23 @@
 #define MM_STAGE_BYTES(BN) (16384 + (BN)*128)
 #define MM_SHARED(BN) (MM_STAGES * MM_STAGE_BYTES(BN) + 1024)
 
-// The (row, column) tile of C (128 x bn) this CTA computes: blockIdx.x numbers the tiles in
+// The (row, column) tile of C (bm x bn) this CTA computes: blockIdx.x numbers the tiles in
 // groups of 8 rows of tiles, down each column of a group, then the group's next column.
+__device__ __forceinline__ void mm_tile_of_rows(long long m, long long n, int bm, int bn, long long *row0,
+                                                long long *col0)
+{
+    const long long tiles_m = (m + bm - 1) / bm, tiles_n = (n + bn - 1) / bn, per_group = 8 * tiles_n;
+    const long long id = blockIdx.x, first = id / per_group * 8;
+    const long long rows = tiles_m - first < 8 ? tiles_m - first : 8, in_group = id % per_group;
+    *row0 = (first + in_group % rows) * bm;
+    *col0 = (in_group / rows) * bn;
+}
+
+// The (row, column) tile of C (128 x bn) this CTA computes, as mm_tile_of_rows numbers them.
 __device__ __forceinline__ void mm_tile_of(long long m, long long n, int bn, long long *row0,
                                            long long *col0)
 {
-    const long long tiles_m = (m + 127) / 128, tiles_n = (n + bn - 1) / bn, per_group = 8 * tiles_n;
-    const long long id = blockIdx.x, first = id / per_group * 8;
-    const long long rows = tiles_m - first < 8 ? tiles_m - first : 8, in_group = id % per_group;
-    *row0 = (first + in_group % rows) * 128;
-    *col0 = (in_group / rows) * bn;
+    mm_tile_of_rows(m, n, 128, bn, row0, col0);
 }
 
 // C's elements (r, col) and (r, col + 1) from two f32 sums through the epilogue (bias,
@@ -541,16 +548,19 @@ __device__ void tocha_matmul_tc(const T *a, const T *b, const T *bias, T *c, lon
 // the next slice is loaded into registers (one 16-byte load of each operand a thread) while
 // this one is multiplied. Sums in k order, one fma a product, as tocha_matmul_simt. Needs
 // each operand's consecutive dimension a multiple of 4 and A, B 16-byte aligned.
-template <bool K_ALONG> struct mm_f32_chunk {
-    // Which 4 consecutive floats of a 128 x 8 operand slice thread t loads: along k (a row-major
-    // A, a column-major B: row t / 2, k 4 (t % 2)) or along m / n (k t / 32, columns 4 (t % 32)).
-    static __device__ __forceinline__ int row(int t) { return K_ALONG ? t / 2 : 4 * (t % 32); }
-    static __device__ __forceinline__ int k(int t) { return K_ALONG ? 4 * (t % 2) : t / 32; }
+template <bool K_ALONG, int W = 128> struct mm_f32_chunk {
+    // Which 4 consecutive floats of a W x 8 operand slice (W 128 or 64) thread t loads: along k
+    // (a row-major A, a column-major B: row t / 2, k 4 (t % 2)) or along m / n (k t / (W / 4),
+    // columns 4 (t % (W / 4))); threads 2 W and up load none.
+    static __device__ __forceinline__ bool loads(int t) { return t < 2 * W; }
+    static __device__ __forceinline__ int row(int t) { return K_ALONG ? t / 2 : 4 * (t % (W / 4)); }
+    static __device__ __forceinline__ int k(int t) { return K_ALONG ? 4 * (t % 2) : t / (W / 4); }
 };
 
-// A thread's 16-byte chunk of an operand's slices, set up once: its address at k = 0, the step
-// from one slice to the next, whether its row (column) is inside the matrix, its k in a slice.
-template <bool K_ALONG> struct mm_f32_operand {
+// A thread's 16-byte chunk of an operand's slices (W wide), set up once: its address at k = 0,
+// the step from one slice to the next, whether its row (column) is inside the matrix, its k in
+// a slice.
+template <bool K_ALONG, int W = 128> struct mm_f32_operand {
     const float *p;
     long long step;
     int k_in_slice;
@@ -562,9 +572,10 @@ template <bool K_ALONG> struct mm_f32_operand {
                                               long long origin)
     {
         const int t = threadIdx.x;
-        const long long r = origin + mm_f32_chunk<K_ALONG>::row(t);
-        k_in_slice = mm_f32_chunk<K_ALONG>::k(t);
-        inside = r < extent; // whole chunks: the consecutive dimension is a multiple of 4
+        const long long r = origin + mm_f32_chunk<K_ALONG, W>::row(t);
+        k_in_slice = mm_f32_chunk<K_ALONG, W>::k(t);
+        // whole chunks: the consecutive dimension is a multiple of 4
+        inside = mm_f32_chunk<K_ALONG, W>::loads(t) && r < extent;
         p = x + (inside ? (K_ALONG ? r * ld + k_in_slice : k_in_slice * ld + r) : 0);
         step = 8 * ld; // along m or n; along k a slice is 8 elements on
     }
@@ -577,9 +588,10 @@ template <bool K_ALONG> struct mm_f32_operand {
     }
 };
 
-template <bool K_ALONG> __device__ __forceinline__ void mm_f32_store(float (*s)[128 + 4], float4 v)
+template <bool K_ALONG, int W = 128> __device__ __forceinline__ void mm_f32_store(float (*s)[W + 4], float4 v)
 {
-    const int t = threadIdx.x, r = mm_f32_chunk<K_ALONG>::row(t), kk = mm_f32_chunk<K_ALONG>::k(t);
+    const int t = threadIdx.x, r = mm_f32_chunk<K_ALONG, W>::row(t), kk = mm_f32_chunk<K_ALONG, W>::k(t);
+    if (!mm_f32_chunk<K_ALONG, W>::loads(t)) return;
     if (K_ALONG) {
         s[kk][r] = v.x, s[kk + 1][r] = v.y, s[kk + 2][r] = v.z, s[kk + 3][r] = v.w;
     } else {
@@ -587,25 +599,27 @@ template <bool K_ALONG> __device__ __forceinline__ void mm_f32_store(float (*s)[
     }
 }
 
-// The f32 tiles' main loop over slices [first, last) of 8 of k (k in all): each thread's chunk
-// of the next slice loaded into registers (op_a.load(s, k), op_b.load(s, k): float4 chunks, along
-// k where KA / KB) while this one is multiplied out of shared memory (sa, sb: two buffers), into
-// acc, its 8 x 8 outputs (rows 4 ty + i and 64 + 4 ty + i, columns 4 tx + j and 64 + 4 tx + j).
-// The operands' loaders are the caller's: a convolution's gathered patches and its weight or dy
-// (conv2d_igemm.cu).
-template <bool KA, bool KB, typename LA, typename LB>
+// The f32 tiles' main loop over slices [first, last) of 8 of k (k in all), for a BM x BN tile
+// (each 128 or 64: a convolution's 64 channels fill a tile of 64, not half of one of 128): each
+// thread's chunk of the next slice loaded into registers (op_a.load(s, k), op_b.load(s, k):
+// float4 chunks, along k where KA / KB) while this one is multiplied out of shared memory (sa,
+// sb: two buffers), into acc, its BM / 16 x BN / 16 outputs (rows 4 ty + i and, in a tile of
+// 128, 64 + 4 ty + i; columns likewise with tx). The operands' loaders are the caller's, of
+// BM and BN chunks: a convolution's gathered patches and its weight or dy (conv2d_igemm.cu).
+template <bool KA, bool KB, int BM, int BN, typename LA, typename LB>
 __device__ __forceinline__ void mm_f32_run(const LA &op_a, const LB &op_b, long long first,
-                                           long long last, long long k, float (*sa)[8][128 + 4],
-                                           float (*sb)[8][128 + 4], float (&acc)[8][8])
+                                           long long last, long long k, float (*sa)[8][BM + 4],
+                                           float (*sb)[8][BN + 4], float (&acc)[BM / 16][BN / 16])
 {
+    static_assert((BM == 128 || BM == 64) && (BN == 128 || BN == 64), "mm_f32_run: tiles of 64 or 128");
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
+    for (int i = 0; i < BM / 16; ++i)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+        for (int j = 0; j < BN / 16; ++j) acc[i][j] = 0.0f;
     float4 na = op_a.load(first, k), nb = op_b.load(first, k);
-    mm_f32_store<KA>(sa[0], na);
-    mm_f32_store<KB>(sb[0], nb);
+    mm_f32_store<KA, BM>(sa[0], na);
+    mm_f32_store<KB, BN>(sb[0], nb);
     __syncthreads();
     for (long long t = first; t < last; ++t) {
         const int buf = (int)((t - first) & 1);
@@ -615,19 +629,19 @@ __device__ __forceinline__ void mm_f32_run(const LA &op_a, const LB &op_b, long 
         }
 #pragma unroll
         for (int kk = 0; kk < 8; ++kk) {
-            float av[8], bv[8];
+            float av[BM / 16], bv[BN / 16];
             *(float4 *)&av[0] = *(const float4 *)&sa[buf][kk][4 * ty];
-            *(float4 *)&av[4] = *(const float4 *)&sa[buf][kk][64 + 4 * ty];
+            if (BM == 128) *(float4 *)&av[BM / 16 - 4] = *(const float4 *)&sa[buf][kk][64 + 4 * ty];
             *(float4 *)&bv[0] = *(const float4 *)&sb[buf][kk][4 * tx];
-            *(float4 *)&bv[4] = *(const float4 *)&sb[buf][kk][64 + 4 * tx];
+            if (BN == 128) *(float4 *)&bv[BN / 16 - 4] = *(const float4 *)&sb[buf][kk][64 + 4 * tx];
 #pragma unroll
-            for (int i = 0; i < 8; ++i)
+            for (int i = 0; i < BM / 16; ++i)
 #pragma unroll
-                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+                for (int j = 0; j < BN / 16; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
         }
         if (t + 1 < last) { // the other buffer was last read before the previous barrier
-            mm_f32_store<KA>(sa[buf ^ 1], na);
-            mm_f32_store<KB>(sb[buf ^ 1], nb);
+            mm_f32_store<KA, BM>(sa[buf ^ 1], na);
+            mm_f32_store<KB, BN>(sb[buf ^ 1], nb);
         }
         __syncthreads();
     }

@@ -142,12 +142,16 @@ describe("tocha.Conv2d", function()
       assert.are.equal((k <= 8 and out * 3 >= 32) and out * 3 + out or out * 3 * k * k + out, ctas, c[1] .. " " .. k)
     end
     -- f32 in 4s: the f32 tiles' implicit GEMMs, forward, dx and dweight, two CTAs an SM (at 128
-    -- registers a thread, as matmul's f32 tiles; what spills is set up outside the loop over k)
+    -- registers a thread, as matmul's f32 tiles; what spills is set up outside the loop over k);
+    -- tiles of 64 channels (the forward's and dx's columns, dweight's rows) up to 64 channels
     local f32 = tocha.Conv2d.new(12, 20, 3, { padding = 1, dtype = "f32" })
-    assert.are.same({ 128, false, 128 }, { f32.igemm.tile_n, f32.igemm.padded, f32.igemm_dw.tile_n })
-    for _, g in ipairs({ f32.igemm, f32.igemm_dx, f32.igemm_dw }) do
+    assert.are.same({ 64, false, 128, 64 }, { f32.igemm.tile_n, f32.igemm.padded, f32.igemm_dw.tile_n, f32.igemm_dw.tile_m })
+    local wide = tocha.Conv2d.new(96, 128, 3, { padding = 1, dtype = "f32" })
+    assert.are.same({ 128, 128, 128, 128 }, { wide.igemm.tile_n, wide.igemm_dx.tile_n, wide.igemm_dw.tile_n, wide.igemm_dw.tile_m })
+    for _, g in ipairs({ f32.igemm, f32.igemm_dx, f32.igemm_dw, wide.igemm, wide.igemm_dx, wide.igemm_dw }) do
       assert.is_true(g.kernel:info("sm_90").registers <= 128)
     end
+    for _, g in ipairs({ f32.igemm, f32.igemm_dx, f32.igemm_dw }) do assert.are.equal(0, g.kernel:info("sm_90")["local"]) end
     -- tf32: the tensor cores' implicit GEMMs on f32 (wgmma's tf32 form), forward, dx, dweight
     local t = tocha.Conv2d.new(12, 20, 3, { padding = 1, tf32 = true })
     for _, g in ipairs({ t.igemm, t.igemm_dx, t.igemm_dw }) do

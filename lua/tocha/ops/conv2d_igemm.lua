@@ -70,7 +70,8 @@ end
 -- dilation, tf32) or, with dx, for its dx (the stride-1 convolution of dy, channels swapped, by
 -- the flipped weight, padding dilation (k - 1) - padding, no epilogue), with the tile width:
 -- 64, 128 or 256 output channels (the least that holds them up to 128, then 256 unless the
--- channels fill tiles of 128 better; 128 for f32). The multiprocessors to fill with CTAs are the
+-- channels fill tiles of 128 better; for the f32 tiles 64 up to 64 channels, else 128; 128 for
+-- tf32). The multiprocessors to fill with CTAs are the
 -- default device's (132, an H200's, where that is the simulator). f32 with conv.tf32 runs the
 -- tensor cores' kernel on f32 (tf32), its weight always relaid K-major (the forward's [out, kh,
 -- kw, in] unless the window is 1 x 1 and in needs no padding; dx's flipped [in, kh, kw, out]).
@@ -85,7 +86,8 @@ function M.new(conv, dx)
   end
   local tf32 = dt == "f32" and conv.tf32 == true
   local f32 = dt == "f32" and not tf32 -- the f32 tiles
-  local bn = dt == "f32" and 128 or o <= 64 and 64 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128 or 256
+  local bn = tf32 and 128 or o <= 64 and 64 or f32 and 128 or (o <= 128 or (o % 256 ~= 0 and o % 128 == 0)) and 128
+    or 256
   local text, ct = source(), dtype.ctype(dt)
   local cp = dx and c or M.padded_channels(c, dt)
   local window = k[1] * k[2] > 1
@@ -117,8 +119,9 @@ function M.new(conv, dx)
     params = ("%s* x, %s* weight, %s* bias, %s* y, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow, i32 has_bias, "
       .. "%s* residual, %s* grad, i32 epilogue"):format(dt, dt, dt, dt, dt, dt),
     -- tiles of 64 columns hold 32 sums a thread: two CTAs an SM (f32's 64 sums a thread fit two
-    -- at 128 registers, as matmul's)
-    launch_bounds = { 256, (f32 or bn == 64) and 2 or 1 }, shared = not f32 and matmul.tensor_core_shared(bn) or nil }
+    -- at 128 registers, as matmul's; its 32 of a tile of 64 take 111, and spill at three CTAs)
+    launch_bounds = { 256, (f32 or bn == 64) and 2 or 1 },
+    shared = not f32 and matmul.tensor_core_shared(bn) or nil }
   g.sum_kernel = kernel.new { source = text, name = "tocha_conv2d_split_sum", template_args = ct .. ", " .. gemm_act,
     params = ("f32* partial, %s* bias, %s* y, i64 count, i32 columns, i32 splits, i32 has_bias, %s* residual, %s* grad, "
       .. "i32 epilogue"):format(dt, dt, dt, dt) }
@@ -245,15 +248,18 @@ function M.new_dw(conv)
   local tf32 = dt == "f32" and conv.tf32 == true
   local f32 = dt == "f32" and not tf32 -- the f32 tiles
   local bn = dt == "f32" and 128 or kw <= 64 and 64 or (kw <= 128 or (kw % 256 ~= 0 and kw % 128 == 0)) and 128 or 256
+  -- the tiles' rows (output channels): 64 on the f32 tiles up to 64 channels, else 128
+  local bm = f32 and o <= 64 and 64 or 128
   local text, ct = source(), dtype.ctype(dt)
-  local g = { tile_n = bn, k = kw, out = o, sms = dev.kind == "cuda" and dev.multiprocessors or 132,
+  local g = { tile_n = bn, tile_m = bm, k = kw, out = o, sms = dev.kind == "cuda" and dev.multiprocessors or 132,
     nchw = conv.layout == "nchw", size = dtype.size(dt), tf32 = tf32, slice = tf32 and 32 or 64 }
   local shape = ("%d, %d, %d, %d"):format(c, o, k[1], k[2])
   g.kernel = kernel.new { source = text, name = f32 and "tocha_conv2d_f32_dw" or "tocha_conv2d_igemm_dw",
-    template_args = ("%s, %s, %d, %d, %d, %d, %d, %d, %d"):format(ct, shape, conv.stride[1], conv.stride[2],
-      conv.padding[1], conv.padding[2], conv.dilation[1], conv.dilation[2], bn),
+    template_args = ("%s, %s, %d, %d, %d, %d, %d, %d, %d%s"):format(ct, shape, conv.stride[1], conv.stride[2],
+      conv.padding[1], conv.padding[2], conv.dilation[1], conv.dilation[2], bn, f32 and ", " .. bm or ""),
     params = ("%s* x, %s* dy, f32* partial, i64 n, i32 h, i32 w, i32 oh, i32 ow"):format(dt, dt),
-    launch_bounds = { 256, (f32 or bn == 64) and 2 or 1 }, shared = not f32 and matmul.tensor_core_shared(bn) or nil }
+    launch_bounds = { 256, (f32 or bn == 64) and 2 or 1 },
+    shared = not f32 and matmul.tensor_core_shared(bn) or nil }
   g.sum_kernel = kernel.new { source = text, name = "tocha_conv2d_dw_sum", template_args = ct .. ", " .. shape,
     params = ("f32* partial, %s* dw, i32 splits, f32* bias_partial, %s* db, i32 bias_splits, i32 has_bias"):format(dt, dt) }
   g.bias_kernel = kernel.new { source = text, name = "tocha_conv2d_db_partial", template_args = ct,
@@ -266,7 +272,7 @@ end
 -- regions and bytes.
 function M.plan_dw(g, n, c, h, w, oh, ow)
   local m = n * oh * ow
-  local tiles = math.ceil(g.out / 128) * math.ceil(g.k / g.tile_n)
+  local tiles = math.ceil(g.out / g.tile_m) * math.ceil(g.k / g.tile_n)
   local slices = math.ceil(m / g.slice)
   local splits = math.max(1, math.min(math.floor(g.sms / tiles + 0.5), math.floor(slices / 4)))
   splits = math.ceil(slices / math.ceil(slices / splits)) -- none empty
