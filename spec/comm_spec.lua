@@ -180,6 +180,17 @@ describe("tocha.comm", function()
     assert.are.same({ 0, 4 }, e1:shape())
   end)
 
+  it("refuses a collective inside a graph capture of one rank's device, and the ranks keep their values", function()
+    local a, b = tocha.tensor({ 1, 2 }, { device = "sim" }), tocha.tensor({ 3, 4 }, { device = "sim:1" })
+    local ok, err = pcall(tocha.graph, function() tocha.comm.all_reduce({ a, b }) end, "sim")
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("tocha.comm.all_reduce: cannot copy between devices while a graph is being captured on sim",
+      1, true), err)
+    assert.are.same({ { 1, 2 }, { 3, 4 } }, { values(a), values(b) })
+    tocha.comm.all_reduce({ a, b }) -- outside a capture, as ever
+    assert.are.same({ { 4, 6 }, { 4, 6 } }, { values(a), values(b) })
+  end)
+
   it("works after tocha's modules are loaded again (busted, between spec files)", function()
     -- A second instance of every module but the tensor methods (an FFI metatype is set once):
     -- the staged path's clone onto a device of the new instance runs the first instance's

@@ -201,6 +201,18 @@ int tocha_nccl_collective(int kind, int op, int root, int n, tocha_tensor *const
                               "the collective over %d ranks", r + 1, r + 1, (long long)in_count,
                               (long long)out_count, n);
     }
+    /* A graph capture holds a collective only where every rank's device captures (tocha.graph
+    ** on each): the part NCCL queues on an uncaptured device would run now, and the captured
+    ** part wait for it at every replay. */
+    int captured = -1, plain = -1; /* the first rank whose device captures, and does not */
+    for (int r = 0; r < n; r++) {
+        if (devs[r]->capturing > 0 && captured < 0) captured = r;
+        if (devs[r]->capturing == 0 && plain < 0) plain = r;
+    }
+    if (captured >= 0 && plain >= 0)
+        return tocha_fail(TOCHA_E_ARGUMENT, "inputs[%d]: %s is not capturing a graph, but %s (inputs[%d]'s) is: a "
+                          "collective is captured only with every rank's device capturing, else run it outside "
+                          "the capture", plain + 1, devs[plain]->name, devs[captured]->name, captured + 1);
     int nd = nccl_dtype(dtype);
     if (nd < 0) return tocha_fail(TOCHA_E_ARGUMENT, "inputs: NCCL has no dtype %s", tocha_dtype_name(dtype));
     /* ncclAvg and ncclBfloat16 came with NCCL 2.10 (version code 21000). */
