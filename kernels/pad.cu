@@ -168,7 +168,8 @@ __device__ void tocha_pad_backward(const T *dy, T *dx, long long total, int ndim
 // busy only with enough bytes in flight: one scalar a thread is a fraction of what HBM needs),
 // one division a row to find its plane, coalesced reads and writes. Only the pads' elements
 // divide to find their pixel. The same values as tocha_pad, and in the backward the same sums in
-// the same order as tocha_pad_backward. Rows are under 2^31 elements (pad.lua checks).
+// the same order as tocha_pad_backward. A row and its padded one are under 2^31 elements
+// together (pad.lua checks), so the index math along them is in 32 bits.
 #define PAD_ROW_BYTES 32
 
 // The lanes of a row's team: the least power of two whose passes of `unroll` elements a lane
@@ -190,7 +191,8 @@ __device__ __forceinline__ long long pad_row_plane(long long r, long long rows, 
 // The inputs [lo, hi) of a dimension (n inputs, b before, out outputs) that one output reads,
 // at j + b, as each mode's readers make it (the mirror sources of reflect, the edges of
 // replicate and the wrapped columns of circular read more than one).
-template <int MODE> __device__ __forceinline__ void pad_single_readers(long long n, long long out, long long b, int *lo, int *hi)
+template <int MODE>
+__device__ __forceinline__ void pad_single_readers(long long n, long long out, long long b, long long *lo, long long *hi)
 {
     const long long a = out - n - b, before = b > 0 ? b : 0, after = a > 0 ? a : 0;
     const long long cut_lo = b < 0 ? -b : 0, cut_hi = a < 0 ? -a : 0; // what the crops take
@@ -205,8 +207,8 @@ template <int MODE> __device__ __forceinline__ void pad_single_readers(long long
         l = cut_lo + after;
         h = n - cut_hi - before;
     }
-    *lo = (int)l;
-    *hi = (int)(h > l ? h : l);
+    *lo = l;
+    *hi = h > l ? h : l;
 }
 
 // y [planes, oh, ow, inner] from x [planes, h, w, inner]; top and left the pads before
@@ -222,8 +224,9 @@ __device__ void tocha_pad_rows(const T *__restrict__ x, T *__restrict__ y, long 
     const unsigned team = pad_row_team(out_row, U), each = (unsigned)inner;
     const int lane = threadIdx.x % team, width = (int)out_row, shift = (int)(left * inner);
     // the outputs that read x at ox - shift (the kept pixels), without pad_source's cases
-    const long long cut_lo = left < 0 ? -left : 0, cut_hi = ow - w - left < 0 ? w + left - ow : 0;
-    const int kept_lo = (int)(cut_lo * inner), kept = (int)((w - cut_lo - cut_hi) * inner);
+    // (crops may take more than the row: constant and replicate allow it, and then keep none)
+    const long long cut_lo = left < 0 ? tocha::min_ll(-left, w) : 0, cut_hi = ow - w - left < 0 ? w + left - ow : 0;
+    const int kept_lo = (int)(cut_lo * inner), kept = (int)(tocha::max_ll(w - cut_lo - cut_hi, 0) * inner);
     const long long rows = planes * oh, step = (long long)gridDim.x * blockDim.x / team;
     for (long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / team; r < rows; r += step) {
         const long long plane = pad_row_plane(r, rows, oh), iy = pad_source<MODE>(r - plane * oh, h, oh, top);
@@ -285,10 +288,10 @@ __device__ void tocha_pad_rows_backward(const T *__restrict__ dy, T *__restrict_
     const long long in_row = w * inner, out_row = ow * inner;
     const unsigned team = pad_row_team(in_row, U), each = (unsigned)inner;
     const int lane = threadIdx.x % team, width = (int)in_row, shift = (int)(left * inner);
-    int x_lo, x_hi, y_lo, y_hi;
-    pad_single_readers<MODE>(w, ow, left, &x_lo, &x_hi);
+    long long xl, xh, y_lo, y_hi;
+    pad_single_readers<MODE>(w, ow, left, &xl, &xh);
     pad_single_readers<MODE>(h, oh, top, &y_lo, &y_hi);
-    x_lo *= (int)each, x_hi *= (int)each; // in elements
+    const int x_lo = (int)(tocha::min_ll(xl, w) * inner), x_hi = (int)(tocha::min_ll(xh, w) * inner); // in elements
     const long long rows = planes * h, step = (long long)gridDim.x * blockDim.x / team;
     for (long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / team; r < rows; r += step) {
         const long long plane = pad_row_plane(r, rows, h), jy = r - plane * h;

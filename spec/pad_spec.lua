@@ -147,6 +147,32 @@ describe("tocha.Pad", function()
         end
       end)
 
+      -- constant and replicate let crops take more than the size (the output keeps only pads):
+      -- the row kernels then copy nothing from x
+      it("crops past a row's size in constant and replicate modes, the channels-last rows too", function()
+        for _, case in ipairs({ { "constant", { -4, 2 }, { 2, 3 } }, { "replicate", { -4, 2 }, { 2, 3 } },
+          { "replicate", { 2, -4 }, { 2, 3 } }, { "constant", { 0, 0, -5, 3, 1, 0 }, { 2, 2, 4, 3 } },
+          { "replicate", { 0, 0, 3, -6, 0, 1 }, { 1, 3, 4, 2 } } }) do
+          local mode, pad, shape = case[1], case[2], case[3]
+          local value = mode == "constant" and 7 or nil
+          local op = tocha.Pad.new(pad, { mode = mode, value = value })
+          assert.is_true(op.rows)
+          local sides = {}
+          for k = 1, #shape do
+            local pair = #shape - k + 1
+            sides[k] = { pad[2 * pair - 1] or 0, pad[2 * pair] or 0 }
+          end
+          local x = tocha.randn(shape, { device = device, seed = 61 })
+          local out = op:compute_concrete_output_shape({ shape })
+          local dy = tocha.randn(out, { device = device, seed = 62 })
+          local wy, wdx = pad_ref(mode, value or 0, ref.values(x), shape, sides, ref.values(dy))
+          local label = mode .. " {" .. table.concat(pad, ", ") .. "}"
+          assert.are.same(wy, ref.values(op:forward(x, tocha.full(out, 0 / 0, { device = device }))), label)
+          local got = ref.values(op:backward(x, dy, tocha.full(shape, 0 / 0, { device = device })))
+          for e = 1, #wdx do assert(math.abs(got[e] - wdx[e]) <= 1e-6, label .. " dx " .. e) end
+        end
+      end)
+
       it("matches central differences in f64 (tocha.gradcheck), every mode", function()
         for _, mode in ipairs({ "constant", "reflect", "replicate", "circular" }) do
           local op = tocha.Pad.new({ 2, -1, 1, 2 }, { mode = mode, dtype = "f64" })

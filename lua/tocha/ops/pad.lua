@@ -144,8 +144,10 @@ local function tail(self, shape, out, total)
     if self.inner then n, inner = n - 1, shape[n] end
     for k = 1, n - 2 do planes = planes * shape[k] end
     local top, left = n > 1 and (sides(self, n - 1, #shape)) or 0, (sides(self, n, #shape))
-    for _, row in ipairs({ shape[n] * inner, out[n] * inner }) do
-      if row >= 2 ^ 31 then raise(("inputs[1]: rows of %d elements: the padded rows take under 2^31"):format(row)) end
+    -- the kernels index along a row and its padded one in 32 bits (with a pass's 512 past the end)
+    local row, padded = shape[n] * inner, out[n] * inner
+    if row + padded + 512 >= 2 ^ 31 then
+      raise(("inputs[1]: rows of %d elements padded to %d: the row kernels take under 2^31 together"):format(row, padded))
     end
     return planes, shape[n - 1] or 1, shape[n], out[n - 1] or 1, out[n], inner, top, left, self.value
   end
