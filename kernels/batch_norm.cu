@@ -239,12 +239,14 @@ template <typename T> __device__ __forceinline__ long long bn_tile(long long C)
 // Phase 0 channels-last, x [R, C]: a CTA a (column tile g, row split s), the partial of each of
 // the tile's channels c into ws[(c splits + s) 4 ...]. A thread reads units of V channels of one
 // row (TC threads across the tile, RT row teams down it, U rows in flight). Each of its V
-// channels keeps sums shifted by K, the channel's first value the thread reads (so K lies within
-// the data and sum((x - K)^2) - sum(x - K)^2 / n loses a few bits at most), over the thread's
-// whole share, made moments once at the end: a unit's elements are V channels, so merging
-// moments a batch of rows at a time (as the NCHW walk does with a batch of one channel's
-// values) would cost a division every few elements and make the pass compute-bound. The row
-// teams' moments of each channel are then merged through shared memory in team order.
+// channels keeps sums shifted by K, the mean of the channel's first U values the thread reads,
+// over the thread's whole share, made moments once at the end: a unit's elements are V
+// channels, so merging moments a batch of rows at a time (as the NCHW walk does with a batch of
+// one channel's values) would cost a division every few elements and make the pass
+// compute-bound. sum((x - K)^2) = m2 + n (mean - K)^2, so sum((x - K)^2) - sum(x - K)^2 / n
+// loses log2(1 + (mean - K)^2 / variance) bits: a few where K is a mean of typical values, at
+// worst log2(n) (one of the U values holding nearly all of the variance). The row teams'
+// moments of each channel are then merged through shared memory in team order.
 template <bool DY, int V, typename T, typename A>
 __device__ __forceinline__ void bn_partials_nhwc(const T *x, const T *dy, A *ws, long long R, long long C,
                                                  long long splits)
@@ -261,10 +263,22 @@ __device__ __forceinline__ void bn_partials_nhwc(const T *x, const T *dy, A *ws,
     if (rt < RT && c0 < C && lo + rt < hi) {
         A K[V], sx[V], sq[V], sg[V], sh[V];
         {
-            bn_unit<T, V> first;
-            first.load(x + (lo + rt) * C + c0);
+            // K: the mean of the first U rows' values (as many as the share holds)
+            int got = 0;
 #pragma unroll
-            for (int e = 0; e < V; ++e) K[e] = first.at(e), sx[e] = sq[e] = sg[e] = sh[e] = (A)0;
+            for (int e = 0; e < V; ++e) K[e] = (A)0, sx[e] = sq[e] = sg[e] = sh[e] = (A)0;
+#pragma unroll
+            for (int j = 0; j < U; ++j)
+                if (lo + rt + (long long)j * RT < hi) {
+                    bn_unit<T, V> first;
+                    first.load(x + (lo + rt + (long long)j * RT) * C + c0);
+                    ++got;
+#pragma unroll
+                    for (int e = 0; e < V; ++e) K[e] += first.at(e);
+                }
+            const A share = (A)1 / (A)got;
+#pragma unroll
+            for (int e = 0; e < V; ++e) K[e] *= share;
         }
         long long n = 0;
         for (long long r = lo + rt; r < hi; r += (long long)U * RT) {
