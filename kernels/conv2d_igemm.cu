@@ -333,7 +333,7 @@ __device__ void tocha_conv2d_igemm(const T *x, const T *weight, const T *bias, T
 }
 
 // f32's implicit GEMM, on matmul.cu's f32 tiles (tocha_matmul_f32: a CTA of 256 threads a 128
-// x 128 tile of y, 8 x 8 outputs a thread, slices of 8 of k through shared memory, sums in k
+// x BN tile of y, 8 x BN / 16 outputs a thread, slices of 8 of k through shared memory, sums in k
 // order, one fma a product): A's chunks (4 channels of one pixel at one window position, 16
 // bytes) gathered from x [n, h, w, C] as conv_patch_copy gathers the halves' (zeros in the
 // padding), B the relaid weight as tocha_conv2d_igemm reads it. No TF32: the same f32 sums as

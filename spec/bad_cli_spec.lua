@@ -57,9 +57,10 @@ describe("bad use of the tocha executable", function()
       local out, err, status = tocha({ "-e", "io.write('ran') error()" })
       assert.are.equal(1, status)
       assert.are.same({ "ran", "" }, { out, err })
-      _, err, status = tocha({}, "error()\nprint('after')\n") -- the REPL goes on
+      out, err, status = tocha({}, "error()\nprint('after')\n") -- the REPL goes on
       assert.are.equal(0, status)
       assert.are.equal("", err)
+      assert.truthy(out:find("\nafter\n", 1, true), out)
     end)
     it("shows an error object that is not a string by its __tostring, else names its type", function()
       local _, err, status = tocha({ "-e", "error(setmetatable({}, { __tostring = function() return 'an object' end }))" })

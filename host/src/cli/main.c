@@ -1,7 +1,8 @@
 /*
 ** main.c: the tocha executable: script runner, one-liners, REPL, info and cache commands.
 ** Like luajit's own front end, everything runs inside one protected call; an error prints
-** "tocha: message" and a traceback on stderr and the exit status is 1.
+** "tocha: message" and a traceback on stderr and the exit status is 1 (error() without an
+** object: status 1 alone).
 */
 #include "repl.h"
 
@@ -140,7 +141,7 @@ static int run_command(lua_State *L, const char *name, int argc, char **argv)
     for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
     if (lua_pcall(L, argc, 0, 0) == 0) return 0;
     const char *msg = lua_tostring(L, -1);
-    fprintf(stderr, "%s\n", msg ? msg : "tocha: (error object is not a string)");
+    if (msg) fprintf(stderr, "%s\n", msg);
     lua_pop(L, 1);
     return 1;
 }

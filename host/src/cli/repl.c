@@ -216,7 +216,7 @@ static void banner(lua_State *L)
         lua_getfield(L, -1, "banner");
         if (tocha_pcall(L, 0, 1) == 0)
             fprintf(stdout, "%s\n", lua_tostring(L, -1));
-        else
+        else if (lua_tostring(L, -1))
             fprintf(stderr, "tocha: %s\n", lua_tostring(L, -1));
         lua_pop(L, 1);
         /* The REPL offers tocha as a global, as a convenience. */
