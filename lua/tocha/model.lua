@@ -374,7 +374,8 @@ function Model:load(batch, name)
       local ins = {}
       for i, input in ipairs(n.inputs) do
         ins[i] = shape[input]
-        local want = n.op.dtype or "f32"
+        -- (an op whose input i is not of its own dtype says so: an embedding's indices)
+        local want = n.op.input_dtype and n.op:input_dtype(i) or n.op.dtype or "f32"
         if dt[input] ~= want then
           raise(("%s: input %d (%s) is %s, the op takes %s"):format(n.name, i, input.name, dt[input], want))
         end
@@ -467,11 +468,14 @@ function Model:load(batch, name)
             -- the value a parameter starts at: uniform in [-b, b) for an op's
             -- param_init_bound(i) = b (a linear or convolution layer's, as PyTorch's), drawn
             -- from a seed of the parameter's name, so that a model starts the same every time;
-            -- else a Lua op's spec's init, an op's param_init_value(i) (a norm's weight starts
+            -- else normal for an op's param_init_std(i); else a Lua op's spec's init, an op's param_init_value(i) (a norm's weight starts
             -- at 1, as PyTorch's), else 0
             local bound = n.op.param_init_bound and n.op:param_init_bound(i)
+            local std = not bound and n.op.param_init_std and n.op:param_init_std(i)
             if bound then
               t = tensor.rand(shapes[i], { dtype = pdt, device = dev, seed = name_seed(full), low = -bound, high = bound })
+            elseif std then -- normal with that deviation (an embedding's table, as PyTorch's)
+              t = tensor.randn(shapes[i], { dtype = pdt, device = dev, seed = name_seed(full), std = std })
             else
               local init = (n.op.spec and n.op.spec.params[i].init)
                 or (n.op.param_init_value and n.op:param_init_value(i)) or 0
@@ -692,9 +696,10 @@ end
 -- inputs not requiring it).
 local function needs_grad(self, want_inputs)
   local wanted = {}
-  for _, node in ipairs(self.inputs) do wanted[node] = want_inputs end
+  -- (an integer input, an embedding's indices, has no gradient)
+  for _, node in ipairs(self.inputs) do wanted[node] = want_inputs and dtype.is_float(self.dtype[node]) end
   for _, n in ipairs(self.order) do
-    local w = want_inputs
+    local w = want_inputs and dtype.is_float(self.dtype[n])
     for i = 1, #(self.params[n] or {}) do w = w or trainable(n, i) end
     for _, input in ipairs(n.inputs) do w = w or wanted[input] end
     wanted[n] = w
@@ -783,8 +788,12 @@ function Model:backward(grad_outputs, cache, opts)
       local ins, shapes, grads, addresses = {}, {}, {}, {}
       for i, input in ipairs(n.inputs) do
         ins[i], shapes[i] = { cache.tensors[input].data, self.shape[input] }, self.shape[input]
-        grads[i] = tensor.alloc(self.shape[input], self.dtype[input], self.device)
-        addresses[i] = grads[i].data
+        if dtype.is_float(self.dtype[input]) then
+          grads[i] = tensor.alloc(self.shape[input], self.dtype[input], self.device)
+          addresses[i] = grads[i].data
+        else
+          addresses[i] = 0 -- integer inputs have no gradient; their ops write none
+        end
       end
       local out_shape = self.shape[n]
       local grad_params = {}
