@@ -298,6 +298,33 @@ describe("tocha.onnx.load", function()
     end
   end)
 
+  it("takes integer inputs as a Gather's indices into constant tables (negative ones from the end) and cast to floats", function()
+    for _, dev in ipairs({ "sim" }) do
+      local ids = tocha.load_npy(path("tokens_in1.npy"), { device = dev })
+      local mask = tocha.load_npy(path("tokens_in2.npy"), { device = dev })
+      assert.are.same({ "i64", "i64" }, { ids:dtype(), mask:dtype() })
+      for _, layout in ipairs({ "nhwc", "nchw" }) do
+        local m = tocha.onnx.load(path("tokens.onnx"), { batch_size = 2, device = dev, layout = layout })
+        local params = m:parameters()
+        assert.are.same({ 20, 4 }, params["words.weight"]:shape()) -- PyTorch's name for the table
+        assert.are.same({ 20, 6 }, params["shapes.weight"]:shape()) -- [20, 2, 3] rows flattened
+        local outs = m:forward({ ids, mask })
+        for i = 1, 3 do
+          local want = tocha.load_npy(path(("tokens_out%d.npy"):format(i)))
+          assert.are.same(want:shape(), outs[i]:shape())
+          close(outs[i], want, 0, ("tokens output %d"):format(i)) -- rows copied, one rounding: exact
+        end
+        local _, cache = m:forward_train({ ids, mask })
+        local dy = {}
+        for i = 1, 3 do dy[i] = tocha.randn(outs[i]:shape(), { device = dev, seed = i }) end
+        local grads, pgrads = m:backward(dy, cache)
+        assert.are.same({ false, false }, grads) -- integer inputs have no gradient
+        local want = tocha.Embedding.new(20, 4, { base = 0, wrap = true }):backward(ids, params["words.weight"], dy[1])
+        assert.is_true(tocha.allclose(pgrads["words.weight"], want, 0, 0), "the word table's gradient")
+      end
+    end
+  end)
+
   it("refuses a node it cannot import, naming the file, the node and why", function()
     for file, want in pairs({
       bad_op = 'node "mystery": op type "Det" is not one tocha imports',
@@ -316,6 +343,10 @@ describe("tocha.onnx.load", function()
       bad_blocksize = 'node "shuffle" (DepthToSpace): blocksize 3: the 2 channels are not a multiple of its square',
       bad_selu = "node \"scaled\" (Selu): alpha 2 and gamma 1.0507: tocha's selu is PyTorch's (1.6733, 1.0507)",
       bad_conv1d_weight = 'node "conv1d" (Conv): W must be an initializer of 3 dimensions for a 1-D x',
+      bad_int_relu = 'node "rectify_ids" (Relu): input 1 is the integer input "ids" (i64): tocha reads a computed integer '
+        .. 'tensor only as the indices of a Gather from a constant table, or cast to floats',
+      bad_gather_axis = 'node "columns" (Gather): a Gather of a constant by computed indices takes axis 0 (the table\'s rows)',
+      bad_gather_float = 'node "by_floats" (Gather): indices: a computed tensor of floats: tocha gathers by an integer input',
     }) do
       local message = error_of(tocha.onnx.load, path(file .. ".onnx"))
       assert.truthy(message:find(("tocha.onnx.load: %s: %s"):format(path(file .. ".onnx"), want), 1, true), message)

@@ -4,7 +4,9 @@
 --   torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP
 --   (segmentation), Swin-T, a stack of generator and decoder layers and EfficientNet-B0,
 --   YOLOv8n (peer_yolo.py's module, its Detect head's decoding included) and a small
---   VisionTransformer (torchvision's: class token, attention, the token gathered), randomly
+--   VisionTransformer (torchvision's: class token, attention, the token gathered) and a text
+--   transformer over int64 token ids (nn.Embedding, nn.TransformerEncoder) and a BERT-style
+--   encoder with an int64 attention mask, randomly
 --   initialised and exported to ONNX by PyTorch itself (spec/support/peer_onnx.py), imported
 --   and fused by tocha.onnx.load: every output within 1e-4 of the largest (f32, 64x64 images);
 --   YOLOv8n (examples/yolov8n_model.lua) beside the same architecture written as a PyTorch
@@ -27,7 +29,7 @@ describe("networks and training beside PyTorch on the CPU", function()
   local have
   setup(function() have = peers.available("torch, torchvision, numpy") end)
 
-  it("runs torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n and a ViT as exported by PyTorch",
+  it("runs torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n, a ViT, a text transformer and a BERT as exported by PyTorch",
     function()
     if not have then return pending("no python3 with torch and torchvision here") end
     local dir = process.tempdir()
@@ -35,9 +37,9 @@ describe("networks and training beside PyTorch on the CPU", function()
     assert.is_true(ok, said)
     for _, name in ipairs(runs.ONNX_NETWORKS) do
       assert.truthy(said:find(name .. ": exported", 1, true), said)
-      local x = tocha.load_npy(("%s/%s_in.npy"):format(dir, name), { device = "sim" })
+      local inputs = runs.onnx_inputs(dir, name, "sim")
       local m = tocha.onnx.load(("%s/%s.onnx"):format(dir, name), { batch_size = 2, device = "sim" })
-      local err = runs.relative(m:forward({ x })[1], tocha.load_npy(("%s/%s_out.npy"):format(dir, name)))
+      local err = runs.relative(m:forward(inputs)[1], tocha.load_npy(("%s/%s_out.npy"):format(dir, name)))
       assert.is_true(err <= 1e-4, ("%s: logits differ by %.3g of the largest"):format(name, err))
     end
     -- the experiment of examples/swap_op.lua on it: the max pool swapped for a kernel of one's own

@@ -13,7 +13,7 @@ local peers = require "support.peers"
 local runs = require "support.peer_runs"
 
 describe("networks exported by PyTorch #gpu", function()
-  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n, ViT", function()
+  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n, ViT, a text transformer, a BERT", function()
     if not peers.available("torch, torchvision, numpy") then
       return pending("python3 with torch, torchvision and numpy is not installed here")
     end
@@ -23,11 +23,13 @@ describe("networks exported by PyTorch #gpu", function()
     local ran = 0
     for _, name in ipairs(runs.ONNX_NETWORKS) do
       if said:find(name .. ": exported", 1, true) then
-        local x = tocha.load_npy(("%s/%s_in.npy"):format(dir, name), { device = "cuda" })
+        local inputs = runs.onnx_inputs(dir, name, "cuda")
         local want = tocha.load_npy(("%s/%s_out.npy"):format(dir, name))
         for dt, tol in pairs({ f32 = 1e-4, f16 = 1e-2, bf16 = 5e-2 }) do
           local m = tocha.onnx.load(("%s/%s.onnx"):format(dir, name), { batch_size = 2, device = "cuda", dtype = dt })
-          local err = runs.relative(m:forward({ x:cast(dt) })[1], want)
+          local given = {}
+          for i, x in ipairs(inputs) do given[i] = x:dtype() == "i64" and x or x:cast(dt) end -- (ids and masks stay integers)
+          local err = runs.relative(m:forward(given)[1], want)
           print(("[peer onnx] %s %s: largest difference %.3g of the largest logit"):format(name, dt, err))
           assert.is_true(err <= tol, ("%s %s: %.3g > %g"):format(name, dt, err, tol))
         end

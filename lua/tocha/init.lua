@@ -75,6 +75,7 @@ tocha.ConvTranspose2d = require("tocha.ops.conv_transpose2d").ConvTranspose2d
 local softmax = require "tocha.ops.softmax"
 tocha.Softmax, tocha.LogSoftmax = softmax.Softmax, softmax.LogSoftmax
 tocha.Embedding = require("tocha.ops.embedding").Embedding
+tocha.Cast = require("tocha.ops.cast").Cast
 tocha.Attention = require("tocha.ops.attention").Attention
 local norm = require "tocha.ops.norm"
 tocha.LayerNorm, tocha.RMSNorm, tocha.GroupNorm = norm.LayerNorm, norm.RMSNorm, norm.GroupNorm

@@ -698,8 +698,10 @@ local function needs_grad(self, want_inputs)
   local wanted = {}
   -- (an integer input, an embedding's indices, has no gradient)
   for _, node in ipairs(self.inputs) do wanted[node] = want_inputs and dtype.is_float(self.dtype[node]) end
+  -- a node needs its gradient where a wanted input or a trainable parameter is before it (not
+  -- one made from integer inputs alone: a cast mask)
   for _, n in ipairs(self.order) do
-    local w = want_inputs and dtype.is_float(self.dtype[n])
+    local w = not n.op and want_inputs and dtype.is_float(self.dtype[n]) -- (an input, in order too)
     for i = 1, #(self.params[n] or {}) do w = w or trainable(n, i) end
     for _, input in ipairs(n.inputs) do w = w or wanted[input] end
     wanted[n] = w

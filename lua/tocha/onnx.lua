@@ -9,7 +9,8 @@
 -- Shapes are worked out at import for the batch size: what the file computes from shapes
 -- (Shape, Gather, Concat, Unsqueeze, ... feeding a Reshape) folds to constants there, so the
 -- model is for that batch size (load the file again for another). Every tensor the network
--- computes has opts.dtype; the file's constants and initializers are cast to it. A node whose
+-- computes has opts.dtype; the file's constants and initializers are cast to it; an int64 or
+-- int32 input stays an integer input, read only as a Gather's indices (an Embedding). A node whose
 -- op type is not in M.OPS, or whose attributes tocha's op does not cover, is refused with its
 -- name and type; docs/api.md has the table.
 local model = require "tocha.model"
@@ -41,6 +42,8 @@ local Reduce = require("tocha.ops.reduction").Reduce
 local Upsample = require("tocha.ops.upsample").UpsampleNearest2dForward
 local UpsampleBilinear2d = require("tocha.ops.upsample_bilinear").UpsampleBilinear2d
 local Pad = require("tocha.ops.pad").Pad
+local Embedding = require("tocha.ops.embedding").Embedding
+local Cast = require("tocha.ops.cast").Cast
 local strided = require "tocha.ops.strided"
 
 local M = {}
@@ -239,7 +242,14 @@ end
 -- params: name -> constant record for the parameters to set after load.
 function Import:emit(n, op, inputs, params, hint)
   local nodes, shapes = {}, {}
-  for i, v in ipairs(inputs) do nodes[i], shapes[i] = v.node, held_shape(v) end
+  for i, v in ipairs(inputs) do
+    local mt = getmetatable(op)
+    if v.integer and mt ~= Embedding and mt ~= Cast and mt ~= views.View then
+      self:fail(n, ("input %d is the integer input %s (%s): tocha reads a computed integer tensor only as the indices of a "
+        .. "Gather from a constant table, or cast to floats"):format(i, show(v.node.name), v.integer))
+    end
+    nodes[i], shapes[i] = v.node, held_shape(v)
+  end
   local ok, shape = pcall(op.compute_concrete_output_shape, op, shapes)
   if not ok then self:fail(n, tostring(shape):gsub("^.-: ", "", 1)) end
   local node = model.node(op, unpack(nodes)):named(self:unique(hint or (n.name ~= "" and n.name) or n.op_type))
@@ -1150,7 +1160,9 @@ function reshaped(self, n, x, shape)
   end
   if op_base.same_sizes(shape, x.shape) and #shape == #x.shape then return x end
   if x.const then return const(copy(shape), x.values, x.onnx_type) end
-  return self:emit(n, views.View.new(shape, { dtype = self.dtype }), { x })
+  local r = self:emit(n, views.View.new(shape, { dtype = x.integer or self.dtype }), { x })
+  r.integer = x.integer
+  return r
 end
 
 OPS.Reshape = function(self, n)
@@ -1336,10 +1348,34 @@ OPS.ConstantOfShape = function(self, n)
   self:set(n, 1, const(copy(shape), out, t))
 end
 
+-- Rows of a constant table picked by the integer input's indices (a word or position embedding:
+-- Gather(table, ids) along axis 0): an Embedding of the table's rows, each the rest of its
+-- dimensions flattened (0-based indices, negative ones from the end, as ONNX's).
+local function embedding(self, n, table_rec, idx)
+  if not idx.integer then
+    self:fail(n, "indices: a computed tensor of floats: tocha gathers by an integer input (i64 or i32) of the model")
+  end
+  local shape = table_rec.shape
+  if #shape < 1 then self:fail(n, "data: a scalar has no rows to gather") end
+  if self:axis(n, self:attr(n, "axis", 0), #shape, "axis") ~= 1 then
+    self:fail(n, "a Gather of a constant by computed indices takes axis 0 (the table's rows)")
+  end
+  local rest = {}
+  for d = 2, #shape do rest[#rest + 1] = shape[d] end
+  local op = Embedding.new(shape[1], numel(rest), { dtype = self.dtype, index_dtype = idx.integer, base = 0, wrap = true })
+  local r = self:emit(n, op, { idx }, { weight = table_rec }, self:layer_name(n, table_rec))
+  local out = copy(idx.shape)
+  for _, s in ipairs(rest) do out[#out + 1] = s end
+  if #rest == 1 then return self:set(n, 1, { node = r.node, shape = out }) end
+  return self:set(n, 1, reshaped(self, n, { node = r.node, shape = r.shape }, out))
+end
+
 -- Gather: of a list, folded; of a computed tensor with one constant index (a transformer's
--- class token, x[:, 0]), a Slice of that index along the axis viewed without it.
+-- class token, x[:, 0]), a Slice of that index along the axis viewed without it; of a constant
+-- table by the integer input, an Embedding.
 OPS.Gather = function(self, n)
   local x = self:needed(n, 1, "data")
+  if x.const and not self:needed(n, 2, "indices").const then return embedding(self, n, x, self:input(n, 2)) end
   if not x.const then
     local idx, iv = self:constant(n, 2, "indices")
     local a = self:axis(n, self:attr(n, "axis", 0), #x.shape, "axis")
@@ -1364,8 +1400,12 @@ end
 
 -- Cast(input, to) and CastLike(input, target) (the exporter of torch.export writes the second
 -- for its scalars): a constant converted (integers truncated), a computed float passed through
--- (every computed tensor has the model's dtype).
+-- (every computed tensor has the model's dtype), an integer input cast to the model's dtype.
 local function cast(self, n, x, to)
+  if x.integer and onnx_file.DTYPES[to] and not INT_TYPES[to] then -- an integer input (a mask) made floats
+    return self:set(n, 1, self:emit(n, Cast.new(x.integer, self.dtype), { x }))
+  end
+  if x.integer and onnx_file.DTYPES[to] == x.integer then return self:set(n, 1, x) end
   if not x.const then
     if onnx_file.DTYPES[to] and not INT_TYPES[to] then return self:set(n, 1, x) end -- computed in the model's dtype
     self:fail(n, ("a cast of a computed tensor to %s is not supported"):format(onnx_file.type_name(to)))
@@ -1892,9 +1932,11 @@ function M.load(path, opts)
           shape[1], model_shape[1] = batch, -1
         end
       end
-      local node = model.input(model_shape, { dtype = dt, name = self:unique(v.name) })
+      -- an integer input (a text model's token ids) keeps its dtype: it is an Embedding's indices
+      local integer = (v.dtype == "i64" or v.dtype == "i32") and v.dtype or nil
+      local node = model.input(model_shape, { dtype = integer or dt, name = self:unique(v.name) })
       inputs[#inputs + 1] = node
-      self.values[v.name] = { node = node, shape = shape }
+      self.values[v.name] = { node = node, shape = shape, integer = integer }
     end
   end
   self.uses, self.readers, self.graph_outputs = {}, {}, {}

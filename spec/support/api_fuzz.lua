@@ -102,7 +102,8 @@ local function surface(pool)
   local ops = { relu = tocha.Elementwise.new("relu"), mul = tocha.Elementwise.new("mul"),
     cat = tocha.ChannelCat.new(), chunk = tocha.ChannelChunk.new(2, 1), reduce = tocha.Reduce.new("max", 2),
     bias = tocha.ChannelBiasAdd.new(), bilinear = tocha.UpsampleBilinear2d.new { scale = 1.5 },
-    pad = tocha.Pad.new({ 1, -1, 2, 0 }, { mode = "circular" }) }
+    pad = tocha.Pad.new({ 1, -1, 2, 0 }, { mode = "circular" }), embedding = tocha.Embedding.new(10, 4, { base = 0 }),
+    cast = tocha.Cast.new("i64", "f32") }
   for kind, op in pairs(ops) do
     for _, name in ipairs({ "forward", "backward", "grid", "block", "pack_args", "pack_backward_args",
       "compute_concrete_output_shape", "backward_grid", "grid_for_launch", "pack_args_for_launch",
@@ -122,6 +123,8 @@ local function surface(pool)
   add("BatchNorm2d.new", tocha.BatchNorm2d.new)
   add("UpsampleBilinear2d.new", tocha.UpsampleBilinear2d.new)
   add("Pad.new", tocha.Pad.new)
+  add("Embedding.new", tocha.Embedding.new)
+  add("Cast.new", tocha.Cast.new)
   add("Conv2d.new", tocha.Conv2d.new)
   add("tocha.matmul", tocha.matmul)
   add("memory.stats", tocha.memory.stats)

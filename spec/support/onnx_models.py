@@ -1119,6 +1119,46 @@ def bad():
                                                                           mode="cubic")], [])
 
 
+def tokens():
+    """A text model's front: int64 token ids (negative ones count from the table's end, as
+    ONNX's Gather) picking rows of a word table plus a position table, and of a table of
+    [2, 3] rows through a Relu; an int64 attention mask made the additive mask; and the files
+    that misuse an integer input."""
+    ids = rng.integers(-20, 20, size=(2, 6)).astype(np.int64)
+    mask = rng.integers(0, 2, size=(2, 6)).astype(np.int64)
+    words, shapes, pos = rand(20, 4), rand(20, 2, 3), rand(6, 4)
+    nodes = [helper.make_node("Gather", ["words.weight", "ids"], ["e"], name="words"),
+             helper.make_node("Add", ["e", "pos"], ["y1"], name="place"),
+             helper.make_node("Gather", ["shapes.weight", "ids"], ["s"], name="shapes", axis=0),
+             helper.make_node("Relu", ["s"], ["y2"], name="rectify"),
+             # an attention mask as BERT's exporters write it: (1 - mask[:, None, None, :]) * -100
+             helper.make_node("Unsqueeze", ["mask", "axes"], ["m4"], name="spread"),
+             helper.make_node("Cast", ["m4"], ["mf"], name="as_float", to=TensorProto.FLOAT),
+             helper.make_node("Sub", ["one", "mf"], ["keep"], name="invert"),
+             helper.make_node("Mul", ["keep", "big"], ["y3"], name="scale")]
+    ins = [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 6]),
+           helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", 6])]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y1", "y2", "y3")]
+    inits = [init("words.weight", words), init("shapes.weight", shapes), init("pos", pos),
+             init("axes", np.array([1, 2], dtype=np.int64)), init("one", np.array(1.0, dtype=np.float32)),
+             init("big", np.array(-100.0, dtype=np.float32))]
+    graph = helper.make_graph(nodes, "tokens", ins, outs, inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), f"{OUT}/tokens.onnx")
+    np.save(f"{OUT}/tokens_in1.npy", ids)
+    np.save(f"{OUT}/tokens_out1.npy", (words[ids] + pos).astype(np.float64))
+    np.save(f"{OUT}/tokens_out2.npy", np.maximum(shapes[ids], 0).astype(np.float64))
+    np.save(f"{OUT}/tokens_in2.npy", mask)
+    np.save(f"{OUT}/tokens_out3.npy", ((1.0 - mask[:, None, None, :]) * -100.0).astype(np.float64))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])
+    for name, nodes, inputs in [
+            ("int_relu", [helper.make_node("Relu", ["ids"], ["y"], name="rectify_ids")], ins[:1]),
+            ("gather_axis", [helper.make_node("Gather", ["words.weight", "ids"], ["y"], name="columns", axis=1)], ins[:1]),
+            ("gather_float", [helper.make_node("Gather", ["words.weight", "x"], ["y"], name="by_floats")], [x])]:
+        graph = helper.make_graph(nodes, name, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [init("words.weight", words)])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), f"{OUT}/bad_{name}.onnx")
+
+
 # ---- typed data: initializers in the typed fields (not raw_data), each narrowed or widened as
 # ONNX stores it; spec/onnx_spec.lua reads them back ----
 
@@ -1167,4 +1207,5 @@ mobile()
 neck()
 head()
 bad()
+tokens()
 print("wrote", OUT)

@@ -9,10 +9,13 @@ Resize), Swin-T (windowed attention: shifted windows by Slice and Concat, its ma
 relative position bias as constant arithmetic) and `blocks` (a stack of generator and decoder
 layers: GroupNorm, bilinear upsampling, reflection and zero padding, InstanceNorm, LeakyReLU), timm's EfficientNet-B0 (torchvision's where timm is not installed) and YOLOv8n (peer_yolo.py's module,
 its output the decoded boxes and class scores; SIZE a multiple of 32) and a small torchvision
-VisionTransformer (vit: 2 layers, patches of 16), each randomly
+VisionTransformer (vit: 2 layers, patches of 16), `text` (a transformer text classifier
+over int64 token ids: word and position embeddings, two nn.TransformerEncoder layers) and
+`bert` (a BERT-style encoder over ids and an int64 attention mask), each randomly
 initialised from seed 0 (its BatchNorms' statistics and affine too), in eval mode, writes
 DIR/<name>.onnx (torch.onnx.export, opset 17, the TorchScript exporter), DIR/<name>_in.npy (a
-[BATCH, 3, SIZE, SIZE] f32 input from seed 1; 2 and 224 by default) and DIR/<name>_out.npy
+[BATCH, 3, SIZE, SIZE] f32 input from seed 1, 2 and 224 by default; text's and bert's [BATCH, 16]
+int64 ids, and bert's mask as DIR/bert_in2.npy) and DIR/<name>_out.npy
 (PyTorch's logits in f32, on cuda with TF32 off where there is a GPU, else on the CPU, as
 float64). Prints a line a network. PEER_EXPORTER=dynamo exports with torch.export's exporter
 (dynamo=True, opset 18; PyTorch 2.9's default) instead.
@@ -51,6 +54,8 @@ def networks():
     from peer_yolo import YOLOv8n
     yield "yolov8n", YOLOv8n
     yield "vit", vit
+    yield "text", text
+    yield "bert", bert
 
 
 def vit():
@@ -67,6 +72,90 @@ def vit():
             if p.abs().max() == 0:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.5)
     return model
+
+
+def text():
+    """A text classifier as torch.nn writes one: word and learned position embeddings (Gather of
+    a table by the int64 token ids, an Add of a constant), two nn.TransformerEncoder layers
+    (batch first, 4 heads, width 32, GELU, norm first), the mean over the tokens and a linear
+    head. Its input is TOKENS int64 ids below 1000 a row (TEXT_INPUT)."""
+    nn = torch.nn
+
+    class Text(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.words = nn.Embedding(1000, 32)
+            self.positions = nn.Parameter(torch.randn(1, TOKENS, 32) * 0.1)
+            layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=True,
+                                               activation="gelu")
+            self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = nn.Linear(32, 5)
+
+        def forward(self, ids):
+            return self.head(self.encoder(self.words(ids) + self.positions).mean(1))
+    return Text()
+
+
+def bert():
+    """A BERT-style encoder as Hugging Face's modules write one: word, position (a slice of a
+    position_ids buffer) and token type embeddings, LayerNorm, two layers of self-attention
+    with the additive mask (1 - mask[:, None, None, :]) * -10000 from an int64 attention mask
+    (Unsqueeze, Cast, Sub, Mul), exact GELU, the pooler's tanh over the first token and a
+    classifier. Its inputs are TOKENS int64 ids and a mask of ones and zeros (the second row's
+    last 6 tokens masked)."""
+    import math
+    nn = torch.nn
+
+    class Layer(nn.Module):
+        def __init__(self, d=32, heads=4):
+            super().__init__()
+            self.heads = heads
+            self.query, self.key, self.value, self.out = (nn.Linear(d, d) for _ in range(4))
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.up, self.down = nn.Linear(d, 64), nn.Linear(64, d)
+
+        def forward(self, x, additive):
+            b, t, d = x.shape
+            hd = d // self.heads
+
+            def split(h):
+                return h.view(b, t, self.heads, hd).permute(0, 2, 1, 3)
+            scores = torch.matmul(split(self.query(x)), split(self.key(x)).transpose(-1, -2)) / math.sqrt(hd)
+            attended = torch.matmul((scores + additive).softmax(-1), split(self.value(x)))
+            x = self.norm1(x + self.out(attended.permute(0, 2, 1, 3).reshape(b, t, d)))
+            return self.norm2(x + self.down(nn.functional.gelu(self.up(x))))
+
+    class Bert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.words, self.positions, self.types = nn.Embedding(1000, 32), nn.Embedding(64, 32), nn.Embedding(2, 32)
+            self.norm = nn.LayerNorm(32)
+            self.layers = nn.ModuleList([Layer(), Layer()])
+            self.pooler, self.classifier = nn.Linear(32, 32), nn.Linear(32, 3)
+            self.register_buffer("position_ids", torch.arange(64).expand((1, -1)))
+
+        def forward(self, ids, mask):
+            t = ids.shape[1]
+            x = self.words(ids) + self.positions(self.position_ids[:, :t]) + self.types(torch.zeros_like(ids))
+            x = self.norm(x)
+            additive = (1.0 - mask[:, None, None, :].to(x.dtype)) * -10000.0
+            for layer in self.layers:
+                x = layer(x, additive)
+            return self.classifier(torch.tanh(self.pooler(x[:, 0])))
+    return Bert()
+
+
+TOKENS = 16
+
+
+def text_input():
+    return torch.randint(0, 1000, (batch, TOKENS), generator=torch.Generator().manual_seed(1))
+
+
+def bert_inputs():
+    mask = torch.ones(batch, TOKENS, dtype=torch.int64)
+    mask[-1, TOKENS - 6:] = 0
+    return text_input(), mask
 
 
 def blocks():
@@ -102,16 +191,17 @@ def lraspp():
     return Scores()
 
 
-def export(model, x, path):
+def export(model, inputs, path):
+    names = ["x"] + [f"x{i + 1}" for i in range(1, len(inputs))]
     if os.environ.get("PEER_EXPORTER") == "dynamo":  # torch.export's exporter (the default from PyTorch 2.9)
-        torch.onnx.export(model, (x,), path, dynamo=True, input_names=["x"], output_names=["logits"], opset_version=18,
+        torch.onnx.export(model, inputs, path, dynamo=True, input_names=names, output_names=["logits"], opset_version=18,
                           external_data=False)
         return
-    kwargs = dict(input_names=["x"], output_names=["logits"], opset_version=17, do_constant_folding=True)
+    kwargs = dict(input_names=names, output_names=["logits"], opset_version=17, do_constant_folding=True)
     try:
-        torch.onnx.export(model, (x,), path, dynamo=False, **kwargs)
+        torch.onnx.export(model, inputs, path, dynamo=False, **kwargs)
     except TypeError:  # a torch without the dynamo switch exports through TorchScript anyway
-        torch.onnx.export(model, (x,), path, **kwargs)
+        torch.onnx.export(model, inputs, path, **kwargs)
 
 
 def lively(model):
@@ -131,10 +221,16 @@ def lively(model):
 for name, make in networks():
     torch.manual_seed(0)
     model = lively(make()).eval()
-    x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(1))
-    export(model, x, f"{out}/{name}.onnx")
+    if name == "bert":
+        inputs = bert_inputs()
+    elif name == "text":
+        inputs = (text_input(),)
+    else:
+        inputs = (torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(1)),)
+    export(model, inputs, f"{out}/{name}.onnx")
     with torch.no_grad():
-        y = model.to(dev)(x.to(dev)).double().cpu().numpy()
-    np.save(f"{out}/{name}_in.npy", x.numpy().astype(np.float32))
+        y = model.to(dev)(*(x.to(dev) for x in inputs)).double().cpu().numpy()
+    for i, x in enumerate(inputs):  # images as f32; token ids and masks stay int64
+        np.save(f"{out}/{name}_in{'' if i == 0 else i + 1}.npy", x.numpy() if x.dtype == torch.int64 else x.numpy().astype(np.float32))
     np.save(f"{out}/{name}_out.npy", y)
     print(f"{name}: exported, logits {tuple(y.shape)}, largest |logit| {np.abs(y).max():.4g}")

@@ -12,7 +12,21 @@ local M = {}
 -- per-pixel scores, a stack of generator layers, YOLOv8n as peer_yolo.py writes it, its
 -- detections [batch, 84, anchors] the output, and a small torchvision VisionTransformer).
 M.ONNX_NETWORKS = { "resnet18", "mobilenet_v3_small", "mobilenet_v2", "convnext_tiny", "densenet121", "lraspp", "swin_t",
-  "blocks", "efficientnet_b0", "yolov8n", "vit" }
+  "blocks", "efficientnet_b0", "yolov8n", "vit", "text", "bert" }
+
+-- A network's inputs as peer_onnx.py saved them in dir: <name>_in.npy, then <name>_in2.npy, ...
+-- where there are more (bert's mask), on device.
+function M.onnx_inputs(dir, name, device)
+  local tocha = require "tocha"
+  local inputs = { tocha.load_npy(("%s/%s_in.npy"):format(dir, name), { device = device }) }
+  while true do
+    local more = ("%s/%s_in%d.npy"):format(dir, name, #inputs + 1)
+    local f = io.open(more, "rb")
+    if not f then return inputs end
+    f:close()
+    inputs[#inputs + 1] = tocha.load_npy(more, { device = device })
+  end
+end
 
 local source = os.getenv("TOCHA_SOURCE_DIR") or "."
 

@@ -61,9 +61,9 @@ function Pad.new(pad, opts)
     for k = i, #sizes do if sizes[k] ~= 0 then return false end end
     return true
   end
-  self.rows = zero_from(5)
-  self.inner = not self.rows and sizes[1] == 0 and sizes[2] == 0 and zero_from(7)
-  self.rows = self.rows or self.inner
+  local last_two = zero_from(5)
+  self.inner = not last_two and sizes[1] == 0 and sizes[2] == 0 and zero_from(7)
+  self.rows = last_two or self.inner
   local name, params = "tocha_pad_rows", "i64 planes, i64 h, i64 w, i64 oh, i64 ow, i64 inner, i64 top, i64 left, f64 value"
   if not self.rows then
     local dims = {}

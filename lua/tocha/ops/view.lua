@@ -8,10 +8,18 @@
 --   flat:forward(x)                               -- direct: x:view(...), no copy
 --
 -- A view node cannot be a model's output (the outputs are tensors of their own): make its input
--- the output and view that. Options: dtype (the model's check of its input, default f32).
+-- the output and view that. Options: dtype (the model's check of its input, default f32; any
+-- dtype: a view of an integer input, a text model's mask, is one too).
+local dtype = require "tocha.dtype"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
 local raise = errors.raise
+
+local function view_dtype(name)
+  name = name or "f32"
+  dtype.id(name)
+  return name
+end
 
 local M = {}
 
@@ -60,7 +68,7 @@ function M.Flatten.new(opts)
   op.integer(e, "end_dim")
   if s == 0 or e == 0 then raise("start_dim: dimensions are 1-based (or negative from the end), got 0") end
   local self = setmetatable({ kind = "flatten", is_view = true, start_dim = s, end_dim = e,
-    dtype = op.float_dtype(opts.dtype, "dtype") }, M.Flatten)
+    dtype = view_dtype(opts.dtype) }, M.Flatten)
   self.id = ("flatten__%d__%d__%s"):format(s, e, self.dtype)
   return self
 end
@@ -98,7 +106,7 @@ function M.View.new(sizes, opts)
   if inferred > 1 then raise("sizes: at most one size may be -1") end
   local copy = {}
   for i, v in ipairs(sizes) do copy[i] = v end
-  local self = setmetatable({ kind = "view", is_view = true, sizes = copy, dtype = op.float_dtype(opts.dtype, "dtype") },
+  local self = setmetatable({ kind = "view", is_view = true, sizes = copy, dtype = view_dtype(opts.dtype) },
     M.View)
   self.id = ("view__%s__%s"):format(table.concat(copy, "x"), self.dtype)
   return self
