@@ -73,6 +73,15 @@ struct bc_grad_min {
     static const int arity = 3;
     BC_DEV A apply(A dy, A other, A self) { return self < other ? dy : self > other ? (A)0 : dy * (A)0.5; }
 };
+// masked_fill's x: dy where c is NaN (x taken), else 0; its c: the other way round.
+struct bc_grad_masked_a {
+    static const int arity = 2;
+    BC_DEV A apply(A dy, A c, A) { return c != c ? dy : (A)0; }
+};
+struct bc_grad_masked_b {
+    static const int arity = 3;
+    BC_DEV A apply(A dy, A, A c) { return c != c ? (A)0 : dy; }
+};
 // prelu's x (a > 0 ? a : a w): dy or w dy; its slope w: 0 or x dy.
 struct bc_grad_prelu_x {
     static const int arity = 3;

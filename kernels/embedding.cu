@@ -49,8 +49,9 @@ __global__ void tocha_embedding(const I *idx, const T *weight, T *y, long long n
     }
 }
 
-// One CTA of EMBEDDING_INDEX_THREADS (any shape: the gradient's (32, 8) too): the positions of each row, in ascending order, as
-// sorted[start[r] .. start[r + 1]). Positions whose index is outside the table are left out.
+// One CTA of EMBEDDING_INDEX_THREADS (any shape: the gradient's (32, 8) too; its counters 64-bit,
+// so that n and rows up to 2^31 - 1 do not wrap them): the positions of each row, in ascending
+// order, as sorted[start[r] .. start[r + 1]). Positions whose index is outside the table are left out.
 template <typename I>
 __global__ void __launch_bounds__(EMBEDDING_INDEX_THREADS)
 tocha_embedding_index(const I *idx, int *start, int *cursor, int *sorted, int n, int rows, long long base, int wrap)
@@ -58,19 +59,19 @@ tocha_embedding_index(const I *idx, int *start, int *cursor, int *sorted, int n,
     __shared__ int part[EMBEDDING_INDEX_THREADS];
     __shared__ int keys[EMBEDDING_INDEX_THREADS];
     const int t = threadIdx.x + threadIdx.y * blockDim.x, B = EMBEDDING_INDEX_THREADS;
-    for (int r = t; r < rows; r += B) cursor[r] = 0;
+    for (long long r = t; r < rows; r += B) cursor[r] = 0;
     __syncthreads();
-    for (int p = t; p < n; p += B) {
+    for (long long p = t; p < n; p += B) {
         const long long r = embedding_row(idx[p], rows, base, wrap);
         if (r >= 0) atomicAdd(&cursor[r], 1);
     }
     __syncthreads();
     // Exclusive scan of the counts: thread t sums its span of rows, the spans' sums are scanned
     // in shared memory, then each span is written from its offset.
-    const int span = (rows + B - 1) / B;
-    const int lo = min(t * span, rows), hi = min(lo + span, rows);
+    const long long span = ((long long)rows + B - 1) / B;
+    const long long lo = tocha::min_ll(t * span, rows), hi = tocha::min_ll(lo + span, rows);
     int sum = 0;
-    for (int r = lo; r < hi; r++) sum += cursor[r];
+    for (long long r = lo; r < hi; r++) sum += cursor[r];
     part[t] = sum;
     __syncthreads();
     for (int step = 1; step < B; step *= 2) {
@@ -80,7 +81,7 @@ tocha_embedding_index(const I *idx, int *start, int *cursor, int *sorted, int n,
         __syncthreads();
     }
     int at = part[t] - sum;
-    for (int r = lo; r < hi; r++) {
+    for (long long r = lo; r < hi; r++) {
         const int count = cursor[r];
         start[r] = at;
         cursor[r] = at;
@@ -89,8 +90,8 @@ tocha_embedding_index(const I *idx, int *start, int *cursor, int *sorted, int n,
     if (t == B - 1) start[rows] = part[B - 1];
     __syncthreads();
     // Stable placement, a chunk of B positions at a time.
-    for (int chunk = 0; chunk < n; chunk += B) {
-        const int p = chunk + t;
+    for (long long chunk = 0; chunk < n; chunk += B) {
+        const long long p = chunk + t;
         const int key = p < n ? (int)embedding_row(idx[p], rows, base, wrap) : -1;
         keys[t] = key;
         __syncthreads();
@@ -103,7 +104,7 @@ tocha_embedding_index(const I *idx, int *start, int *cursor, int *sorted, int n,
                     else if (s > t) last = false;
                 }
             }
-            sorted[cursor[key] + rank] = p;
+            sorted[cursor[key] + rank] = (int)p;
         }
         __syncthreads();
         if (key >= 0 && last) cursor[key] += rank + 1;

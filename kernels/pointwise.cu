@@ -125,6 +125,9 @@ PW_BINARY(minimum, pm_nan(a) || a < b ? a : b)
 PW_BINARY(remainder, pm_remainder(a, b))
 // prelu(x, w): x for x > 0, else w x (tocha.Broadcast's "prelu", a per-channel slope).
 PW_BINARY(prelu, a > (A)0 ? a : a * b)
+// masked_fill(x, c): c where c is a number, x where c is NaN (tocha.Broadcast's "masked_fill":
+// an imported Where of a constant condition and fill, the fill's places numbers, x's NaN).
+PW_BINARY(masked_fill, b != b ? a : b)
 PW_BINARY(lt, (A)(a < b))
 PW_BINARY(le, (A)(a <= b))
 PW_BINARY(gt, (A)(a > b))

@@ -1,5 +1,5 @@
--- tocha.Broadcast: every function on random broadcasting shapes (either operand repeated,
--- leading dimensions missing), forward against the eager tensor math and backward against
+-- tocha.Broadcast: every function (masked_fill with about half of b NaN) on random broadcasting
+-- shapes (either operand repeated, leading dimensions missing), forward against the eager tensor math and backward against
 -- the gradients summed here in f64 over the output elements that read each operand element;
 -- the squeeze-and-excitation scale in a model; bad shapes; tocha.BroadcastConstant's forward and
 -- backward (x's gradient as Broadcast's, the constant on either side, of x's shape too). On sim
@@ -18,6 +18,7 @@ local GRAD = {
   max = function(a, b, g) return a > b and g or a < b and 0 or g / 2, a < b and g or a > b and 0 or g / 2 end,
   min = function(a, b, g) return a < b and g or a > b and 0 or g / 2, a > b and g or a < b and 0 or g / 2 end,
   prelu = function(a, b, g) return a > 0 and g or g * b, a > 0 and 0 or g * a end,
+  masked_fill = function(_, b, g) return b ~= b and g or 0, b ~= b and 0 or g end, -- NaN in b: a taken
 }
 
 -- Flat index of out-indices idx in a shape aligned to them (size 1 reads 0).
@@ -42,9 +43,14 @@ describe("tocha.Broadcast", function()
       -- and the gradients summed here in f64 (halves: each result within a rounding of the dtype).
       local function check(op, fn, dt, sa, sb)
         local a, b = randn(sa, dt), randn(sb, dt, fn == "div")
+        if fn == "masked_fill" then -- about half of b NaN: a taken there
+          local v = b:to_table(true)
+          for i = 1, #v do if (i * 7) % 3 ~= 0 then v[i] = 0 / 0 end end
+          b = tocha.tensor(v, { dtype = "f64", device = device }):view(sb):cast(dt)
+        end
         local y = op:forward(a, b)
-        local want = ({ add = a + b, sub = a - b, mul = a * b, div = a / b, max = a:maximum(b), min = a:minimum(b),
-          prelu = tocha.where(a:gt(0), a, a * b) })[fn]
+        local want = fn == "masked_fill" and tocha.where(b:ne(b), a, b) or ({ add = a + b, sub = a - b, mul = a * b, div = a / b,
+          max = a:maximum(b), min = a:minimum(b), prelu = tocha.where(a:gt(0), a, a * b) })[fn]
         assert.is_true(tocha.allclose(y, want, 0, 0), fn .. " forward")
         local dy = randn(y:shape(), dt)
         local da, db = op:backward(a, b, dy)
@@ -72,7 +78,7 @@ describe("tocha.Broadcast", function()
 
       it("computes every function forward and backward on broadcasting shapes", function()
         local CASES = { { { 2, 3, 4, 5 }, { 2, 3, 1, 1 } }, { { 4, 1, 5 }, { 3, 1 } }, { { 5 }, { 2, 3, 5 } }, { { 3, 4 }, { 3, 4 } } }
-        for _, fn in ipairs({ "add", "sub", "mul", "div", "max", "min", "prelu" }) do
+        for _, fn in ipairs({ "add", "sub", "mul", "div", "max", "min", "prelu", "masked_fill" }) do
           for _, dt in ipairs({ "f64", "f32" }) do
             local op = tocha.Broadcast.new(fn, dt)
             for _, c in ipairs(CASES) do check(op, fn, dt, c[1], c[2]) end
@@ -88,11 +94,11 @@ describe("tocha.Broadcast", function()
         -- the output's shape, 35 elements (16-byte vectors and a tail).
         local CASES = { { { 1, 2, 80, 80 }, { 1, 2, 1, 1 } }, { { 64, 8 }, { 8 } }, { { 3, 5, 2, 36 }, { 1, 5, 1, 1 } },
           { { 3, 1, 6 }, { 1, 7, 1 } }, { { 4, 9 }, { 1 } }, { { 5, 7 }, { 5, 7 } } }
-        for _, fn in ipairs({ "add", "sub", "mul", "div", "max", "prelu" }) do
+        for _, fn in ipairs({ "add", "sub", "mul", "div", "max", "prelu", "masked_fill" }) do
           for _, dt in ipairs({ "f32", "bf16" }) do
             local op = tocha.Broadcast.new(fn, dt)
             for _, c in ipairs(CASES) do
-              if dt == "f32" or fn == "mul" or fn == "add" or fn == "prelu" then check(op, fn, dt, c[1], c[2]) end
+              if dt == "f32" or fn == "mul" or fn == "add" or fn == "prelu" or fn == "masked_fill" then check(op, fn, dt, c[1], c[2]) end
             end
           end
         end
@@ -160,7 +166,7 @@ describe("tocha.Broadcast", function()
         local op = tocha.Broadcast.new("add")
         fails("b: shape [3] does not broadcast with [2, 4] (a's): sizes 3 and 4 at dimension 1 from the end",
           op.forward, op, randn({ 2, 4 }, "f32"), randn({ 3 }, "f32"))
-        fails("fn: expected one of add, sub, mul, div, max, min, prelu, got \"pow\"", tocha.Broadcast.new, "pow")
+        fails("fn: expected one of add, sub, mul, div, max, min, prelu, masked_fill, got \"pow\"", tocha.Broadcast.new, "pow")
       end)
     end)
   end

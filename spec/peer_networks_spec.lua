@@ -5,8 +5,8 @@
 --   (segmentation), Swin-T, a stack of generator and decoder layers and EfficientNet-B0,
 --   YOLOv8n (peer_yolo.py's module, its Detect head's decoding included) and a small
 --   VisionTransformer (torchvision's: class token, attention, the token gathered) and a text
---   transformer over int64 token ids (nn.Embedding, nn.TransformerEncoder) and a BERT-style
---   encoder with an int64 attention mask, randomly
+--   transformer over int64 token ids (nn.Embedding, nn.TransformerEncoder), a BERT-style
+--   encoder with an int64 attention mask and nanoGPT's GPT (a causal masked_fill), randomly
 --   initialised and exported to ONNX by PyTorch itself (spec/support/peer_onnx.py), imported
 --   and fused by tocha.onnx.load: every output within 1e-4 of the largest (f32, 64x64 images);
 --   YOLOv8n (examples/yolov8n_model.lua) beside the same architecture written as a PyTorch
@@ -29,7 +29,7 @@ describe("networks and training beside PyTorch on the CPU", function()
   local have
   setup(function() have = peers.available("torch, torchvision, numpy") end)
 
-  it("runs torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n, a ViT, a text transformer and a BERT as exported by PyTorch",
+  it("runs torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n, a ViT, a text transformer, a BERT and a GPT as exported by PyTorch",
     function()
     if not have then return pending("no python3 with torch and torchvision here") end
     local dir = process.tempdir()

@@ -13,7 +13,7 @@ local peers = require "support.peers"
 local runs = require "support.peer_runs"
 
 describe("networks exported by PyTorch #gpu", function()
-  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n, ViT, a text transformer, a BERT", function()
+  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n, ViT, a text transformer, a BERT, a GPT", function()
     if not peers.available("torch, torchvision, numpy") then
       return pending("python3 with torch, torchvision and numpy is not installed here")
     end

@@ -974,7 +974,28 @@ OPS.Range = function(self, n)
   self:set(n, 1, const({ count }, out, rec.onnx_type or (rec.init and rec.init.data_type)))
 end
 
+-- Where: of constants, folded; of a constant condition and fill and a computed tensor (a causal
+-- mask's masked_fill(scores, -inf)), Broadcast's masked_fill of the computed tensor with one
+-- constant that holds the fill where the fill is taken and NaN where the tensor is.
+local function masked_where(self, n)
+  local cond, cond_rec = self:constant(n, 1, "condition")
+  local computed = self:input(n, 2).const and 3 or 2
+  local fill, fill_rec = self:constant(n, 5 - computed, computed == 2 and "Y" or "X")
+  for _, v in ipairs(fill) do
+    if v ~= v then self:fail(n, "a NaN fill of a computed tensor is not supported") end
+  end
+  local pick = computed == 2 and function(c, f) return c ~= 0 and 0 / 0 or f end
+    or function(c, f) return c ~= 0 and f or 0 / 0 end
+  local out, shape = fold.map(pick, { { cond, cond_rec.shape }, { fill, fill_rec.shape } }, FOLD_LIMIT)
+  if not out then self:fail(n, shape) end
+  local x = self:in_layout(self:runtime(n, computed, computed == 2 and "X" or "Y"), nil)
+  local op = BroadcastConstant.new("masked_fill", #shape > 0 and shape or { 1 }, { dtype = self.dtype })
+  return self:set(n, 1, self:emit(n, op, { x }, { constant = const(#shape > 0 and shape or { 1 }, out, 1) }))
+end
+
 OPS.Where = function(self, n)
+  local x, y = self:needed(n, 2, "X"), self:needed(n, 3, "Y")
+  if self:needed(n, 1, "condition").const and x.const ~= y.const then return masked_where(self, n) end
   local operands, records = {}, {}
   for i, what in ipairs({ "condition", "X", "Y" }) do
     local values, rec = self:constant(n, i, what)

@@ -18,8 +18,13 @@ function M.dense_strides(shape)
   return s
 end
 
--- A shape as messages show it: "[2, 3, 4]".
-function M.text(shape) return "[" .. table.concat(shape, ", ") .. "]" end
+-- A shape as messages show it: "[2, 3, 4]" (an entry that is not a number as errors.show puts
+-- it, so that a message about a bad shape can always be made).
+function M.text(shape)
+  local parts = {}
+  for i, s in ipairs(shape) do parts[i] = type(s) == "number" and tostring(s) or errors.show(s) end
+  return "[" .. table.concat(parts, ", ") .. "]"
+end
 
 -- Whether two shapes have the same sizes.
 function M.same(a, b)

@@ -1119,6 +1119,24 @@ def bad():
                                                                           mode="cubic")], [])
 
 
+def masked():
+    """A causal mask as GPT's exporters write it, Where(tril == 0, -inf, scores) before a
+    Softmax, and a Where that keeps x where a constant condition holds and fills 0.5 elsewhere."""
+    x = rand(2, 2, 4, 4)
+    causal = np.tril(np.ones((4, 4), dtype=np.float32)).reshape(1, 1, 4, 4)
+    cond = (causal == 0)
+    keep = rng.integers(0, 2, size=(1, 2, 1, 4)).astype(bool)
+    scores = np.where(cond, -np.inf, x)
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    nodes = [helper.make_node("Equal", ["tril", "zero"], ["cond"], name="upper"),
+             helper.make_node("Where", ["cond", "ninf", "x"], ["s"], name="mask_future"),
+             helper.make_node("Softmax", ["s"], ["y1"], name="attend", axis=-1),
+             helper.make_node("Where", ["keep", "x", "half"], ["y2"], name="keep_some")]
+    save("masked", nodes, [("x", x)], [("y1", e / e.sum(-1, keepdims=True)), ("y2", np.where(keep, x, 0.5))],
+         [init("tril", causal), init("zero", np.array(0.0, dtype=np.float32)),
+          init("ninf", np.array(-np.inf, dtype=np.float32)), init("keep", keep), init("half", np.array(0.5, dtype=np.float32))])
+
+
 def tokens():
     """A text model's front: int64 token ids (negative ones count from the table's end, as
     ONNX's Gather) picking rows of a word table plus a position table, and of a table of
@@ -1207,5 +1225,6 @@ mobile()
 neck()
 head()
 bad()
+masked()
 tokens()
 print("wrote", OUT)

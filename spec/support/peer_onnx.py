@@ -11,11 +11,12 @@ layers: GroupNorm, bilinear upsampling, reflection and zero padding, InstanceNor
 its output the decoded boxes and class scores; SIZE a multiple of 32) and a small torchvision
 VisionTransformer (vit: 2 layers, patches of 16), `text` (a transformer text classifier
 over int64 token ids: word and position embeddings, two nn.TransformerEncoder layers) and
-`bert` (a BERT-style encoder over ids and an int64 attention mask), each randomly
+`bert` (a BERT-style encoder over ids and an int64 attention mask) and `gpt` (nanoGPT's: a
+causal mask by masked_fill, a head tied to the token table), each randomly
 initialised from seed 0 (its BatchNorms' statistics and affine too), in eval mode, writes
 DIR/<name>.onnx (torch.onnx.export, opset 17, the TorchScript exporter), DIR/<name>_in.npy (a
 [BATCH, 3, SIZE, SIZE] f32 input from seed 1, 2 and 224 by default; text's and bert's [BATCH, 16]
-int64 ids, and bert's mask as DIR/bert_in2.npy) and DIR/<name>_out.npy
+int64 ids (gpt's too), and bert's mask as DIR/bert_in2.npy) and DIR/<name>_out.npy
 (PyTorch's logits in f32, on cuda with TF32 off where there is a GPU, else on the CPU, as
 float64). Prints a line a network. PEER_EXPORTER=dynamo exports with torch.export's exporter
 (dynamo=True, opset 18; PyTorch 2.9's default) instead.
@@ -56,6 +57,7 @@ def networks():
     yield "vit", vit
     yield "text", text
     yield "bert", bert
+    yield "gpt", gpt
 
 
 def vit():
@@ -145,6 +147,50 @@ def bert():
     return Bert()
 
 
+def gpt():
+    """A GPT as nanoGPT writes one: token and position embeddings, two pre-norm blocks whose
+    attention is one Linear split three ways and a causal mask by masked_fill(-inf) from a tril
+    buffer, tanh-approximated GELU, a final LayerNorm and a head tied to the token table, its
+    logits over the vocabulary at every position."""
+    import math
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, d=32, heads=4):
+            super().__init__()
+            self.heads = heads
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.register_buffer("causal", torch.tril(torch.ones(TOKENS, TOKENS)).view(1, 1, TOKENS, TOKENS))
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = (h.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                       for h in self.qkv(self.norm1(x)).split(d, dim=2))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.causal[:, :, :t, :t] == 0, float("-inf")).softmax(-1)
+            x = x + self.proj((att @ v).transpose(1, 2).contiguous().view(b, t, d))
+            return x + self.out(nn.functional.gelu(self.fc(self.norm2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokens, self.positions = nn.Embedding(1000, 32), nn.Embedding(TOKENS, 32)
+            self.blocks = nn.ModuleList([Block(), Block()])
+            self.norm = nn.LayerNorm(32)
+            self.head = nn.Linear(32, 1000, bias=False)
+            self.head.weight = self.tokens.weight
+
+        def forward(self, ids):
+            t = ids.shape[1]
+            x = self.tokens(ids) + self.positions(torch.arange(0, t, dtype=torch.long).unsqueeze(0))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.norm(x))
+    return GPT()
+
+
 TOKENS = 16
 
 
@@ -223,7 +269,7 @@ for name, make in networks():
     model = lively(make()).eval()
     if name == "bert":
         inputs = bert_inputs()
-    elif name == "text":
+    elif name in ("text", "gpt"):
         inputs = (text_input(),)
     else:
         inputs = (torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(1)),)

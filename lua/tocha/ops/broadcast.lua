@@ -3,7 +3,7 @@
 -- backward, every float dtype (halves computed in f32), behind a RuntimeOp, so that a model can
 -- hold a residual add or a squeeze-and-excitation scale.
 --
---   local scale = tocha.Broadcast.new("mul")          -- add, sub, mul, div, max, min, prelu
+--   local scale = tocha.Broadcast.new("mul")          -- add, sub, mul, div, max, min, prelu, masked_fill
 --   local y = scale:forward(x, s)                      -- x [N, C, H, W], s [N, C, 1, 1]
 --   local dx, ds = scale:backward(x, s, dy)            -- ds summed over H and W
 --
@@ -37,7 +37,7 @@ local Broadcast = op.class("Broadcast")
 M.Broadcast = Broadcast
 
 local BLOCK = tensor_math.BLOCK
-M.FUNCTIONS = { "add", "sub", "mul", "div", "max", "min", "prelu" }
+M.FUNCTIONS = { "add", "sub", "mul", "div", "max", "min", "prelu", "masked_fill" }
 -- Each function's pointwise.cu struct (the forward) and broadcast.cu gradient structs for a
 -- and b, with the arity of each gradient (1: dy alone; 2: and the other operand; 3: and itself).
 local FN = {
@@ -48,6 +48,7 @@ local FN = {
   max = { "maximum", "bc_grad_max", 3, "bc_grad_max", 3 },
   min = { "minimum", "bc_grad_min", 3, "bc_grad_min", 3 },
   prelu = { "prelu", "bc_grad_prelu_x", 3, "bc_grad_prelu_w", 2 },
+  masked_fill = { "masked_fill", "bc_grad_masked_a", 2, "bc_grad_masked_b", 3 },
 }
 -- broadcast.cu's phases.
 local FULL, COPY, SUM, REDUCE, FULL_BOTH = { 0, 1 }, 2, { 3, 4 }, 5, 6

@@ -58,20 +58,27 @@ function Cast:compute_concrete_output_shape(input_shapes)
   return out
 end
 
-function Cast:grid(output_shape) return op.element_grid(op.numel(output_shape), BLOCK) end
+function Cast:grid(output_shape)
+  op.check_shape(output_shape, "output_shape")
+  return op.element_grid(op.numel(output_shape), BLOCK)
+end
 
 function Cast:pack_args(inputs, _, output, output_shape)
   local x, shape = op.input_of(inputs)
-  return { x, op.address(output, "output"), op.numel(output_shape or shape) }
+  op.check_shape(shape, "inputs[1]")
+  if output_shape ~= nil then op.check_output_shape(output_shape, shape, "x's") end
+  return { x, op.address(output, "output"), op.numel(shape) }
 end
 
 function Cast:backward_grid(input_shapes)
+  local shape = self:compute_concrete_output_shape(input_shapes)
   if not self.grad_kernel then return { 0, 0, 0 } end
-  return op.element_grid(op.numel(op.one_input(input_shapes)), BLOCK)
+  return op.element_grid(op.numel(shape), BLOCK)
 end
 
 function Cast:pack_backward_args(inputs, _, _, _, grad_output, _, grad_inputs)
   local _, shape = op.input_of(inputs)
+  op.check_shape(shape, "inputs[1]")
   grad_inputs = op.list(grad_inputs, "grad_inputs")
   return { op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "grad_inputs[1]"), op.numel(shape) }
 end

@@ -107,6 +107,7 @@ function Embedding:block() return { 32, ROWS_A_CTA, 1 } end
 function Embedding:backward_block() return { 32, ROWS_A_CTA, 1 } end
 
 function Embedding:grid(output_shape)
+  op.check_shape(output_shape, "output_shape")
   local n = positions(output_shape)
   if n == 0 then return { 0, 0, 0 } end
   return rows_grid(n)
@@ -116,7 +117,8 @@ end
 function Embedding:pack_args(inputs, params, output, output_shape, bad)
   local idx, shape = op.input_of(inputs)
   params = op.list(params, "params")
-  local out = output_shape or self:compute_concrete_output_shape({ shape })
+  local out = self:compute_concrete_output_shape({ shape })
+  if output_shape ~= nil then op.check_output_shape(output_shape, out, "idx's") end
   return { idx, op.address(params[1], "params[1]"), op.address(output, "output"), positions(out), self.rows, self.dim,
     self.base, self.wrap and 1 or 0, bad or op.address(output, "output"), bad and 1 or 0 }
 end
@@ -125,7 +127,8 @@ end
 local function workspace_of(self, n) return (2 * self.rows + 1 + n) * 4 end
 
 function Embedding:workspace_bytes(input_shapes)
-  return workspace_of(self, op.numel(op.one_input(input_shapes)))
+  local out = self:compute_concrete_output_shape(input_shapes)
+  return workspace_of(self, positions(out))
 end
 
 function Embedding:backward_kernel_for_launch(i)
