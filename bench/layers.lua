@@ -1,7 +1,7 @@
 -- bench/layers.lua: the memory-bound layers on the shapes real networks run: BatchNorm2d
 -- (training forward and backward, inference forward), GroupNorm, LayerNorm and RMSNorm,
 -- MaxPool2d, AvgPool2d and AdaptiveAvgPool2d, bilinear upsampling, padding (reflect and
--- zeros), Softmax and LogSoftmax, Dropout, a residual add
+-- zeros), Softmax and LogSoftmax, Dropout, Embedding (a word table by token ids), a residual add
 -- and a squeeze-and-excitation channel scale (tocha.Broadcast), and the losses cross_entropy
 -- and mse with their gradients; forward and, where the op has one, backward; f32 and bf16.
 -- Each op is called directly as a user calls it (docs/api.md), its outputs preallocated
@@ -251,6 +251,22 @@ local FAMILIES = {
     -- forward: x, s read, y written: 2n + NC; backward: x, s, dy read, dx, ds written: 3n + 2NC
     bytes = { forward = function(x, y, sz) return (2 * numel(x) + numel(y)) * sz end,
       backward = function(x, y, sz) return (3 * numel(x) + 2 * numel(y)) * sz end } },
+  { name = "Embedding", torch = "F.embedding(ids, w)",
+    make = function(dt, _, y) return tocha.Embedding.new(y[1], y[2], { dtype = dt }) end,
+    setup = function(op, new, x, y)
+      local out = op:compute_concrete_output_shape({ x })
+      return { ids = new.classes(x, 1, y[1]), w = new.randn(y, 2), y = new.empty(out), dy = new.randn(out, 3),
+        dw = new.empty(y) }
+    end,
+    forward = function(op, s) return { op:forward(s.ids, s.w, s.y) } end,
+    backward = function(op, s) return { op:backward(s.ids, s.w, s.dy, s.dw) } end,
+    -- x the ids' shape, y the table's [V, D]: BERT's word table over 32 x 512 tokens, GPT-2's over
+    -- 8 x 1024
+    shapes = { { { 32, 512 }, { 30522, 768 }, { 2, 7 }, { 50, 16 } }, { { 8, 1024 }, { 50257, 768 }, { 3, 5 }, { 20, 8 } } },
+    -- forward: the i64 ids (8 bytes each) and N rows read, N rows written: 8N bytes + 2ND;
+    -- backward: ids and dy read, the whole table's gradient written: 8N bytes + ND + VD
+    bytes = { forward = function(x, y, sz) return 8 * numel(x) + 2 * numel(x) * y[2] * sz end,
+      backward = function(x, y, sz) return 8 * numel(x) + (numel(x) * y[2] + numel(y)) * sz end } },
   { name = "cross_entropy", torch = "F.cross_entropy(x, t) and its gradient",
     make = function() return tocha.loss.cross_entropy end,
     setup = function(_, new, x) return { x = new.randn(x, 1), t = new.classes({ x[1] }, 2, x[2]) } end,

@@ -85,6 +85,11 @@ def class_inputs(x, _, dt, g):
     return [randn(x, dt, g), torch.randint(0, x[1], (x[0],), generator=g, device="cuda")]
 
 
+def ids_inputs(x, y, dt, g):
+    """Token ids below the table's rows (x their shape), then the table (y: [V, D])."""
+    return [torch.randint(0, y[0], x, generator=g, device="cuda"), randn(y, dt, g)]
+
+
 FWD, BWD, BOTH = ("forward",), ("forward", "backward"), ("forward+backward",)
 CASES = {
     "BatchNorm2d train": Case(BWD, bn_inputs, lambda x, w, b, rm, rv: F.batch_norm(x, rm, rv, w, b, training=True),
@@ -123,6 +128,7 @@ CASES = {
     "add residual": Case(BWD, pair_inputs, torch.add, (0, 1), "forward 3n; backward 3n (dy, da, db)"),
     "mul channel scale": Case(BWD, pair_inputs, torch.mul, (0, 1),
                               "forward 2n + NC; backward 3n + 2NC (x, s, dy read, dx, ds written)"),
+    "Embedding": Case(BWD, ids_inputs, F.embedding, (1,), "forward 8N bytes + 2ND; backward 8N bytes + ND + VD"),
     "cross_entropy": Case(BOTH, class_inputs, F.cross_entropy, (0,),
                           "2n + 1 (logits, dlogits, loss) + 8N bytes of i64 targets"),
     "mse": Case(BOTH, pair_inputs, F.mse_loss, (0,), "3n + 1 (x, t, dx, loss)"),
