@@ -325,6 +325,15 @@ describe("tocha.onnx.load", function()
     end
   end)
 
+  it("takes a uint8 image and a BOOL mask as u8 inputs, cast to floats", function()
+    local img = tocha.load_npy(path("bytes_in1.npy"), { device = "sim" })
+    local keep = tocha.load_npy(path("bytes_in2.npy"), { device = "sim" })
+    assert.are.same({ "u8", "u8" }, { img:dtype(), keep:dtype() })
+    local m = tocha.onnx.load(path("bytes.onnx"), { batch_size = 2, device = "sim" })
+    local outs = m:forward({ img, keep })
+    for i = 1, 2 do close(outs[i], tocha.load_npy(path(("bytes_out%d.npy"):format(i))), 0, ("bytes output %d"):format(i)) end
+  end)
+
   it("refuses a node it cannot import, naming the file, the node and why", function()
     for file, want in pairs({
       bad_op = 'node "mystery": op type "Det" is not one tocha imports',

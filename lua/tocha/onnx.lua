@@ -9,8 +9,9 @@
 -- Shapes are worked out at import for the batch size: what the file computes from shapes
 -- (Shape, Gather, Concat, Unsqueeze, ... feeding a Reshape) folds to constants there, so the
 -- model is for that batch size (load the file again for another). Every tensor the network
--- computes has opts.dtype; the file's constants and initializers are cast to it; an int64 or
--- int32 input stays an integer input, read only as a Gather's indices (an Embedding). A node whose
+-- computes has opts.dtype; the file's constants and initializers are cast to it; an int64,
+-- int32, uint8 or BOOL input stays an integer input, read only as a Gather's indices (an
+-- Embedding), through views and by a Cast to floats. A node whose
 -- op type is not in M.OPS, or whose attributes tocha's op does not cover, is refused with its
 -- name and type; docs/api.md has the table.
 local model = require "tocha.model"
@@ -49,6 +50,7 @@ local strided = require "tocha.ops.strided"
 local M = {}
 M.read = onnx_file.read
 
+local C_BOOL = 9 -- (ONNX's TensorProto.BOOL)
 local INT_TYPES = { [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [9] = true, [12] = true,
   [13] = true }
 -- Constants past this many elements stay tensors (weights); below it they may be read and
@@ -1953,8 +1955,10 @@ function M.load(path, opts)
           shape[1], model_shape[1] = batch, -1
         end
       end
-      -- an integer input (a text model's token ids) keeps its dtype: it is an Embedding's indices
-      local integer = (v.dtype == "i64" or v.dtype == "i32") and v.dtype or nil
+      -- an integer input keeps its dtype (a text model's token ids: an Embedding's indices; a
+      -- uint8 image or a BOOL mask, u8: cast to floats)
+      local integer = (v.dtype == "i64" or v.dtype == "i32" or v.dtype == "u8") and v.dtype
+        or v.elem_type == C_BOOL and "u8" or nil
       local node = model.input(model_shape, { dtype = integer or dt, name = self:unique(v.name) })
       inputs[#inputs + 1] = node
       self.values[v.name] = { node = node, shape = shape, integer = integer }

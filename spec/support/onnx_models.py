@@ -1140,8 +1140,8 @@ def masked():
 def tokens():
     """A text model's front: int64 token ids (negative ones count from the table's end, as
     ONNX's Gather) picking rows of a word table plus a position table, and of a table of
-    [2, 3] rows through a Relu; an int64 attention mask made the additive mask; and the files
-    that misuse an integer input."""
+    [2, 3] rows through a Relu; an int64 attention mask made the additive mask; a uint8 image
+    and a BOOL mask cast to floats (bytes.onnx); and the files that misuse an integer input."""
     ids = rng.integers(-20, 20, size=(2, 6)).astype(np.int64)
     mask = rng.integers(0, 2, size=(2, 6)).astype(np.int64)
     words, shapes, pos = rand(20, 4), rand(20, 2, 3), rand(6, 4)
@@ -1167,6 +1167,22 @@ def tokens():
     np.save(f"{OUT}/tokens_out2.npy", np.maximum(shapes[ids], 0).astype(np.float64))
     np.save(f"{OUT}/tokens_in2.npy", mask)
     np.save(f"{OUT}/tokens_out3.npy", ((1.0 - mask[:, None, None, :]) * -100.0).astype(np.float64))
+    # a uint8 image scaled to [0, 1] and a BOOL mask made floats: u8 inputs, cast
+    img = rng.integers(0, 256, size=(2, 3, 4, 4)).astype(np.uint8)
+    keep = rng.integers(0, 2, size=(2, 4)).astype(bool)
+    nodes = [helper.make_node("Cast", ["img"], ["imgf"], name="image_floats", to=TensorProto.FLOAT),
+             helper.make_node("Div", ["imgf", "full"], ["y1"], name="to_unit"),
+             helper.make_node("Cast", ["keep"], ["keepf"], name="mask_floats", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["keepf", "gain"], ["y2"], name="weigh")]
+    graph = helper.make_graph(nodes, "bytes", [helper.make_tensor_value_info("img", TensorProto.UINT8, ["batch", 3, 4, 4]),
+                                               helper.make_tensor_value_info("keep", TensorProto.BOOL, ["batch", 4])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y1", "y2")],
+                              [init("full", np.array(255.0, dtype=np.float32)), init("gain", np.array(2.5, dtype=np.float32))])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), f"{OUT}/bytes.onnx")
+    np.save(f"{OUT}/bytes_in1.npy", img)
+    np.save(f"{OUT}/bytes_in2.npy", keep.astype(np.uint8))
+    np.save(f"{OUT}/bytes_out1.npy", (img.astype(np.float32) / np.float32(255)).astype(np.float64))
+    np.save(f"{OUT}/bytes_out2.npy", (keep.astype(np.float32) * 2.5).astype(np.float64))
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])
     for name, nodes, inputs in [
             ("int_relu", [helper.make_node("Relu", ["ids"], ["y"], name="rectify_ids")], ins[:1]),
