@@ -1,4 +1,4 @@
--- tocha.Broadcast: every function (masked_fill with about half of b NaN) on random broadcasting
+-- tocha.Broadcast: every function (masked_fill with two thirds of b NaN) on random broadcasting
 -- shapes (either operand repeated, leading dimensions missing), forward against the eager tensor math and backward against
 -- the gradients summed here in f64 over the output elements that read each operand element;
 -- the squeeze-and-excitation scale in a model; bad shapes; tocha.BroadcastConstant's forward and
@@ -43,7 +43,7 @@ describe("tocha.Broadcast", function()
       -- and the gradients summed here in f64 (halves: each result within a rounding of the dtype).
       local function check(op, fn, dt, sa, sb)
         local a, b = randn(sa, dt), randn(sb, dt, fn == "div")
-        if fn == "masked_fill" then -- about half of b NaN: a taken there
+        if fn == "masked_fill" then -- two thirds of b NaN: a taken there
           local v = b:to_table(true)
           for i = 1, #v do if (i * 7) % 3 ~= 0 then v[i] = 0 / 0 end end
           b = tocha.tensor(v, { dtype = "f64", device = device }):view(sb):cast(dt)

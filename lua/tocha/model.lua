@@ -691,9 +691,10 @@ function Model:forward_train(inputs)
     { __metatable = "tocha.Model cache" })
 end
 
--- Which nodes' gradients a backward needs: with want_inputs, every node's; without, a node's
--- where it or a node before it has a trainable parameter (PyTorch's requires_grad, the model's
--- inputs not requiring it).
+-- Which nodes' gradients a backward needs: a node's where a wanted input (with want_inputs,
+-- every float input) or a trainable parameter is at it or before it (PyTorch's requires_grad;
+-- without want_inputs the model's inputs do not require it). A node made from integer inputs
+-- alone needs none.
 local function needs_grad(self, want_inputs)
   local wanted = {}
   -- (an integer input, an embedding's indices, has no gradient)

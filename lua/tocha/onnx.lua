@@ -246,7 +246,7 @@ function Import:emit(n, op, inputs, params, hint)
   local nodes, shapes = {}, {}
   for i, v in ipairs(inputs) do
     local mt = getmetatable(op)
-    if v.integer and mt ~= Embedding and mt ~= Cast and mt ~= views.View then
+    if v.integer and mt ~= Embedding and mt ~= Cast and not (mt == views.View and op.dtype == v.integer) then
       self:fail(n, ("input %d is the integer input %s (%s): tocha reads a computed integer tensor only as the indices of a "
         .. "Gather from a constant table, or cast to floats"):format(i, show(v.node.name), v.integer))
     end

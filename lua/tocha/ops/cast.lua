@@ -1,6 +1,6 @@
--- tocha.Cast: y = x converted to another dtype as a RuntimeOp (x:cast's kernel, kernels/cast.cu,
--- and its rules: floats to integers truncate and saturate, NaN gives 0), so that a model turns an
--- integer input into floats (a text model's attention mask) or changes a float's precision.
+-- tocha.Cast: y = x converted to a float dtype as a RuntimeOp (x:cast's kernel, kernels/cast.cu,
+-- and its rules), so that a model turns an integer input into floats (a text model's attention
+-- mask, a byte image) or changes a float's precision.
 --
 --   local c = tocha.Cast.new("i64", "f32")
 --   local y = c:forward(mask)                -- f32, mask's shape
@@ -94,6 +94,7 @@ function Cast:forward(x, y, opts)
     if y == nil then y = tensor.alloc(x:shape(), self.dtype, device.wrap(x.dev)) end
     op.check_tensor(self, y, "y", x, "x")
     op.same_shape(y, x:shape(), "y", "x's")
+    op.check_aliasing({ { y, "y" } }, { { x, "x" } })
     op.launch_packed(self.kernel, device.wrap(x.dev), self:grid(x:shape()), self:block(),
       self:pack_args({ { x.data, x:shape() } }, {}, y.data, x:shape()))
     return y
@@ -104,12 +105,19 @@ end
 function Cast:backward(x, dy, dx, opts)
   op.live_tensor(x, "x")
   if not self.grad_kernel then raise(("self: x is %s: an integer input has no gradient"):format(self.from)) end
+  if x:dtype() ~= self.from then raise(("x: expected dtype %s (the op's from), got %s"):format(self.from, x:dtype())) end
   return op.on_stream(opts, x, function()
     op.check_tensor(self, dy, "dy", x, "x")
     op.same_shape(dy, x:shape(), "dy", "x's")
     if dx == nil then dx = op.alloc_like(x:shape(), x) end
+    op.live_tensor(dx, "dx")
+    if dx:dtype() ~= self.from then raise(("dx: expected dtype %s (the op's from), got %s"):format(self.from, dx:dtype())) end
+    if dx.dense == 0 then raise("dx: not contiguous (a view): call :contiguous() on it first") end
+    if device.wrap(dx.dev) ~= device.wrap(x.dev) then
+      raise(("dx: the tensor is on %s, x on %s"):format(device.wrap(dx.dev).name, device.wrap(x.dev).name))
+    end
     op.same_shape(dx, x:shape(), "dx", "x's")
-    if dx:dtype() ~= self.from then raise(("dx: expected dtype %s, got %s"):format(self.from, dx:dtype())) end
+    op.check_aliasing({ { dx, "dx" } }, { { dy, "dy" } })
     op.launch_packed(self.grad_kernel, device.wrap(x.dev), self:backward_grid({ x:shape() }),
       self:backward_block(), self:pack_backward_args({ { x.data, x:shape() } }, {}, nil, nil, dy.data, 0, { dx.data }))
     return dx

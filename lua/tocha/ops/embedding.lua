@@ -144,7 +144,7 @@ end
 
 function Embedding:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, _, grad_params)
   local idx, shape = op.input_of(inputs)
-  local n = op.numel(shape)
+  local n = positions(self:compute_concrete_output_shape({ shape })) -- (checked: at most LIMIT)
   params, grad_params = op.list(params, "params"), op.list(grad_params, "grad_params")
   local ws = op.address(params[2] or 0, "params[2]")
   if ws == 0 then raise("params: the backward needs its workspace (op:workspace_bytes) after the weight") end
