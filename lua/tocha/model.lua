@@ -468,8 +468,8 @@ function Model:load(batch, name)
             -- the value a parameter starts at: uniform in [-b, b) for an op's
             -- param_init_bound(i) = b (a linear or convolution layer's, as PyTorch's), drawn
             -- from a seed of the parameter's name, so that a model starts the same every time;
-            -- else normal for an op's param_init_std(i); else a Lua op's spec's init, an op's param_init_value(i) (a norm's weight starts
-            -- at 1, as PyTorch's), else 0
+            -- else normal for an op's param_init_std(i); else a Lua op's spec's init, an op's
+            -- param_init_value(i) (a norm's weight starts at 1, as PyTorch's), else 0
             local bound = n.op.param_init_bound and n.op:param_init_bound(i)
             local std = not bound and n.op.param_init_std and n.op:param_init_std(i)
             if bound then
@@ -699,8 +699,6 @@ local function needs_grad(self, want_inputs)
   local wanted = {}
   -- (an integer input, an embedding's indices, has no gradient)
   for _, node in ipairs(self.inputs) do wanted[node] = want_inputs and dtype.is_float(self.dtype[node]) end
-  -- a node needs its gradient where a wanted input or a trainable parameter is before it (not
-  -- one made from integer inputs alone: a cast mask)
   for _, n in ipairs(self.order) do
     local w = not n.op and want_inputs and dtype.is_float(self.dtype[n]) -- (an input, in order too)
     for i = 1, #(self.params[n] or {}) do w = w or trainable(n, i) end

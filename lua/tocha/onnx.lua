@@ -245,8 +245,9 @@ end
 function Import:emit(n, op, inputs, params, hint)
   local nodes, shapes = {}, {}
   for i, v in ipairs(inputs) do
-    local mt = getmetatable(op)
-    if v.integer and mt ~= Embedding and mt ~= Cast and not (mt == views.View and op.dtype == v.integer) then
+    -- an integer input only where the op takes that dtype (an Embedding's indices, a Cast's x, a
+    -- view of it), as the model's load checks
+    if v.integer and (op.input_dtype and op:input_dtype(i) or op.dtype) ~= v.integer then
       self:fail(n, ("input %d is the integer input %s (%s): tocha reads a computed integer tensor only as the indices of a "
         .. "Gather from a constant table, or cast to floats"):format(i, show(v.node.name), v.integer))
     end

@@ -251,15 +251,29 @@ errors.name(M.source, "op.source")
 
 -- ---- direct calls ----
 
+-- Raises unless tensor t has dtype want, which the message calls the op's (or the op's
+-- `whose`: "index_dtype", "from").
+function M.check_dtype(t, what, want, whose)
+  if t:dtype() ~= want then
+    raise(("%s: expected dtype %s (the op's%s), got %s"):format(what, want, whose and " " .. whose or "", t:dtype()))
+  end
+end
+
+-- Raises unless tensor t is on the device of like, a tensor the message calls like_name
+-- (default x).
+function M.same_device(t, what, like, like_name)
+  if t.dev ~= like.dev then
+    raise(("%s: the tensor is on %s, %s on %s"):format(what, device.wrap(t.dev).name, like_name or "x",
+      device.wrap(like.dev).name))
+  end
+end
+
 -- Raises unless t is a live dense tensor of the op's dtype (and on the device of like, a tensor
 -- the message calls like_name, default x, when given).
 function M.check_tensor(self, t, what, like, like_name)
   M.live_tensor(t, what)
-  if t:dtype() ~= self.dtype then raise(("%s: expected dtype %s (the op's), got %s"):format(what, self.dtype, t:dtype())) end
-  if like and t.dev ~= like.dev then
-    raise(("%s: the tensor is on %s, %s on %s"):format(what, device.wrap(t.dev).name, like_name or "x",
-      device.wrap(like.dev).name))
-  end
+  M.check_dtype(t, what, self.dtype)
+  if like then M.same_device(t, what, like, like_name) end
 end
 
 -- Raises unless t has the given shape, which the message calls `like`.

@@ -88,8 +88,7 @@ end
 -- op:forward(x [, y [, opts]]) -> y.
 function Cast:forward(x, y, opts)
   op.live_tensor(x, "x")
-  if x:dtype() ~= self.from then raise(("x: expected dtype %s (the op's from), got %s"):format(self.from, x:dtype())) end
-  if x.dense == 0 then raise("x: not contiguous (a view): call :contiguous() on it first") end
+  op.check_dtype(x, "x", self.from, "from")
   return op.on_stream(opts, x, function()
     if y == nil then y = tensor.alloc(x:shape(), self.dtype, device.wrap(x.dev)) end
     op.check_tensor(self, y, "y", x, "x")
@@ -105,17 +104,14 @@ end
 function Cast:backward(x, dy, dx, opts)
   op.live_tensor(x, "x")
   if not self.grad_kernel then raise(("self: x is %s: an integer input has no gradient"):format(self.from)) end
-  if x:dtype() ~= self.from then raise(("x: expected dtype %s (the op's from), got %s"):format(self.from, x:dtype())) end
+  op.check_dtype(x, "x", self.from, "from")
   return op.on_stream(opts, x, function()
     op.check_tensor(self, dy, "dy", x, "x")
     op.same_shape(dy, x:shape(), "dy", "x's")
     if dx == nil then dx = op.alloc_like(x:shape(), x) end
     op.live_tensor(dx, "dx")
-    if dx:dtype() ~= self.from then raise(("dx: expected dtype %s (the op's from), got %s"):format(self.from, dx:dtype())) end
-    if dx.dense == 0 then raise("dx: not contiguous (a view): call :contiguous() on it first") end
-    if device.wrap(dx.dev) ~= device.wrap(x.dev) then
-      raise(("dx: the tensor is on %s, x on %s"):format(device.wrap(dx.dev).name, device.wrap(x.dev).name))
-    end
+    op.check_dtype(dx, "dx", self.from, "from")
+    op.same_device(dx, "dx", x)
     op.same_shape(dx, x:shape(), "dx", "x's")
     op.check_aliasing({ { dx, "dx" } }, { { dy, "dy" } })
     op.launch_packed(self.grad_kernel, device.wrap(x.dev), self:backward_grid({ x:shape() }),

@@ -161,10 +161,7 @@ end
 local function check_indices(self, idx)
   if not tensor.is_tensor(idx) then raise("idx: expected a tensor of indices, got " .. type(idx)) end
   op.live_tensor(idx, "idx")
-  if idx:dtype() ~= self.index_dtype then
-    raise(("idx: expected dtype %s (the op's index_dtype), got %s"):format(self.index_dtype, idx:dtype()))
-  end
-  if idx.dense == 0 then raise("idx: not contiguous (a view): call :contiguous() on it first") end
+  op.check_dtype(idx, "idx", self.index_dtype, "index_dtype")
 end
 
 local function check_weight(self, weight, idx)
