@@ -27,6 +27,15 @@ tocha.rand, tocha.randn, tocha.tensor = tensor.rand, tensor.randn, tensor.tensor
 tocha.manual_seed = tensor.manual_seed
 tocha.is_tensor = tensor.is_tensor
 tocha.Tensor = tensor.methods
+-- Tensors from a rule (tocha.tensor_create) and joins (tocha.tensor_join).
+do
+  local create, join = require "tocha.tensor_create", require "tocha.tensor_join"
+  for _, name in ipairs({ "arange", "range", "linspace", "eye", "empty_like", "zeros_like", "ones_like",
+    "full_like", "rand_like", "randn_like" }) do
+    tocha[name] = create[name]
+  end
+  tocha.cat, tocha.stack = join.cat, join.stack
+end
 -- tocha.where(condition, input, other): input where the u8 mask condition is non-zero, else other.
 tocha.where = errors.name(require("tocha.tensor_math").where, "where")
 -- tocha.matmul(a, b [, {bias =}]): the matrix product, batched over a first dimension.

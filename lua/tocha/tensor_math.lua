@@ -472,8 +472,8 @@ function M.binary(fn, a, b, y, names)
 end
 
 -- tocha.where(mask, a, b): a where mask (u8) is non-zero, else b; a and b tensors or numbers,
--- all three broadcast.
-function M.where(mask, a, b)
+-- all three broadcast; into y (in place, through its strides) where given.
+function M.where(mask, a, b, y)
   if not is_tensor(mask) then raise("condition: expected a u8 tensor, got " .. type(mask)) end
   if dtype.name(mask.elem_type) ~= "u8" then
     raise("condition: expected a u8 mask (as comparisons give), got " .. dtype.name(mask.elem_type))
@@ -485,7 +485,7 @@ function M.where(mask, a, b)
   integer_scalar(a, common, "input")
   integer_scalar(b, common, "other")
   -- The mask is read as u8 and converted into A: exact for 0 and 1 in every compute type.
-  local r = run("where", out, common, { mask, a, b }, { "condition", "input", "other" })
+  local r = run("where", out, common, { mask, a, b }, { "condition", "input", "other" }, y)
   return r
 end
 
@@ -550,6 +550,34 @@ function M.install(methods, Tensor)
   end
   -- x:where(condition, other): PyTorch's (x where condition, else other).
   function methods.where(x, condition, other) local r = M.where(condition, x, other) return r end
+  -- x:masked_fill(mask, value): value where the u8 mask (broadcast to x) is non-zero, else x;
+  -- value a number or a one-element tensor (PyTorch's and Torch7's maskedFill).
+  local function fill_value(x, value)
+    if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+    if is_tensor(value) then
+      if value.count ~= 1 then raise(("value: expected a number or a one-element tensor, got %d elements"):format(tonumber(value.count))) end
+      return value:item()
+    end
+    if type(value) ~= "number" then raise("value: expected a number or a one-element tensor, got " .. type(value)) end
+    local dt = dtype.name(x.elem_type)
+    local range = ({ u8 = { 0, 2 ^ 8 }, i32 = { -2 ^ 31, 2 ^ 31 }, i64 = { -2 ^ 63, 2 ^ 63 } })[dt]
+    if range and (value ~= math.floor(value) or value < range[1] or value >= range[2]) then
+      raise(("value: %s is not a value of self's dtype %s"):format(errors.show(value), dt))
+    end
+    return value
+  end
+  function methods.masked_fill(x, mask, value)
+    value = fill_value(x, value)
+    modules()
+    local r = M.where(mask, value, x, tensor.alloc(sizes_of(x), dtype.name(x.elem_type), device.wrap(x.dev)))
+    return r
+  end
+  function methods.masked_fill_(x, mask, value)
+    M.where(mask, fill_value(x, value), x, x)
+    return x
+  end
+  -- x:zero_(): every element 0, in place (Torch7's x:zero()).
+  function methods.zero_(x) return x:fill(0) end
 
   local function operator(fn, metamethod)
     Tensor[metamethod] = errors.name(function(a, b)

@@ -390,6 +390,80 @@ local function softmax(x, dim, log, what)
   return y
 end
 
+-- ---- reductions made of the others ----
+
+local function float_input(x, what)
+  modules()
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if x.freed ~= 0 then raise("self: tensor was freed") end
+  local dt = dtype.name(x.elem_type)
+  if not dtype.is_float(dt) then
+    raise(("self: %s() needs a float tensor, got %s (cast it first: x:cast(\"f32\"))"):format(what, dt))
+  end
+  return dt
+end
+
+-- x:any / x:all over dims: a u8 mask, 1 where some / every element is non-zero (NaN is, as in
+-- PyTorch); over no elements any gives 0 and all 1. Counted as a sum of x's u8 comparison with 0.
+local function truth(x, dims, keepdim, all, what)
+  modules()
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  local marks = math_ops.binary(all and "eq" or "ne", x, 0)
+  local count = reduce(marks, "sum", dims, keepdim, what)
+  local r = math_ops.binary(all and "eq" or "gt", count, 0)
+  return r
+end
+
+-- x:logsumexp(dims [, keepdim]): log(sum(exp(x))) over dims, shifted by the maximum so that
+-- no exp overflows (an infinite or NaN maximum shifts by 0, so that a row of -inf gives -inf
+-- and one holding +inf gives +inf); halves compute in f32 and round once.
+local function logsumexp(x, dims, keepdim)
+  local dt = float_input(x, "logsumexp")
+  if keepdim ~= nil and type(keepdim) ~= "boolean" then raise("keepdim: expected a boolean, got " .. type(keepdim)) end
+  local d = sizes_of(x)
+  local list = dims_of(dims, #d)
+  local work = (dt == "f16" or dt == "bf16") and x:cast("f32") or x
+  local r
+  if x.count == 0 then -- sums of no elements are 0, whose log is -inf
+    r = reduce(work, "sum", list, keepdim, "logsumexp")
+    math_ops.unary("log", r, r)
+  else
+    local m = reduce(work, "max", list, true, "logsumexp")
+    m = math_ops.where(math_ops.binary("lt", math_ops.unary("abs", m), math.huge), m, 0)
+    r = reduce(math_ops.unary("exp", math_ops.binary("sub", work, m)), "sum", list, true, "logsumexp")
+    math_ops.unary("log", r, r)
+    math_ops.binary("add", r, m, r)
+    if not keepdim then r = r:view(reduced_shape(d, list, false)) end
+  end
+  if work ~= x then r = r:cast(dt) end
+  return r
+end
+
+-- x:norm([p [, dims [, keepdim]]]): the p-norm over dims (every element by default): p = 2 (the
+-- default) sqrt(sum(x^2)), 1 sum(|x|), math.huge max(|x|), -math.huge min(|x|), 0 the count of
+-- non-zero elements, any other (sum(|x|^p))^(1/p). Halves compute in f32 and round once.
+local function norm(x, p, dims, keepdim)
+  local dt = float_input(x, "norm")
+  if p == nil then p = 2 end
+  if type(p) ~= "number" or p ~= p then raise("p: expected a number (math.huge for the max norm), got " .. errors.show(p)) end
+  local work = (dt == "f16" or dt == "bf16") and x:cast("f32") or x
+  local a = math_ops.unary("abs", work)
+  local r
+  if p == math.huge then r = reduce(a, "max", dims, keepdim, "norm")
+  elseif p == -math.huge then r = reduce(a, "min", dims, keepdim, "norm")
+  elseif p == 0 then r = reduce(math_ops.binary("ne", a, 0), "sum", dims, keepdim, "norm"):cast(work:dtype())
+  elseif p == 1 then r = reduce(a, "sum", dims, keepdim, "norm")
+  elseif p == 2 then
+    r = reduce(math_ops.unary("square", a, a), "sum", dims, keepdim, "norm")
+    math_ops.unary("sqrt", r, r)
+  else
+    r = reduce(math_ops.binary("pow", a, p, a), "sum", dims, keepdim, "norm")
+    math_ops.binary("pow", r, 1 / p, r)
+  end
+  if work ~= x then r = r:cast(dt) end
+  return r
+end
+
 -- ---- installing ----
 
 -- Installs the reduction methods (methods: the tensor method table).
@@ -420,6 +494,10 @@ function M.install(methods)
   methods.softmax = function(x, dim) local r = softmax(x, dim, false, "softmax") return r end
   methods.log_softmax = function(x, dim) local r = softmax(x, dim, true, "log_softmax") return r end
   methods.var = function(x, dims, keepdim, correction) local r = variance(x, dims, keepdim, correction, "var") return r end
+  methods.any = function(x, dims, keepdim) local r = truth(x, dims, keepdim, false, "any") return r end
+  methods.all = function(x, dims, keepdim) local r = truth(x, dims, keepdim, true, "all") return r end
+  methods.logsumexp = function(x, dims, keepdim) local r = logsumexp(x, dims, keepdim) return r end
+  methods.norm = function(x, p, dims, keepdim) local r = norm(x, p, dims, keepdim) return r end
   methods.std = function(x, dims, keepdim, correction)
     local v = variance(x, dims, keepdim, correction, "std")
     local r = math_ops.unary("sqrt", v, v)

@@ -57,6 +57,7 @@ local function dim_of(t, d, what, extra)
   if d < 1 or d > n then raise(("%s: expected a dimension from 1 to %d (or -1 to -%d), got %s"):format(what, n, n, errors.show(d))) end
   return d
 end
+M.dim_of = dim_of
 
 -- An index along a dimension of size n (1-based, negative from the end).
 local function index_of(i, n, what)

@@ -59,7 +59,8 @@ local function surface(pool)
   local function add(name, fn) calls[#calls + 1] = { name, fn } end
   for _, name in ipairs({ "empty", "zeros", "ones", "full", "rand", "randn", "tensor", "manual_seed", "device",
     "synchronize", "compare", "allclose", "event", "time", "kernel", "launch_packed", "gradcheck",
-    "builtin_kernel", "is_tensor" }) do
+    "builtin_kernel", "is_tensor", "arange", "range", "linspace", "eye", "empty_like", "zeros_like", "ones_like",
+    "full_like", "rand_like", "randn_like", "cat", "stack" }) do
     add("tocha." .. name, tocha[name])
   end
   add("UpsampleNearest2dForward.new", tocha.UpsampleNearest2dForward.new)
