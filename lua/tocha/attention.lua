@@ -88,7 +88,7 @@ function M.scaled_dot_product_attention(q, k, v, opts)
   check(q, "q")
   check(k, "k")
   check(v, "v")
-  if opts ~= nil and type(opts) ~= "table" then raise("opts: expected a table, got " .. type(opts)) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("opts: expected a table, got " .. type(opts)) end
   opts = opts or {}
   for key in pairs(opts) do
     if key ~= "causal" and key ~= "scale" and key ~= "lse" then

@@ -94,7 +94,7 @@ end
 
 -- opts.op checked: the reduction's name (sum unless given) and whether it averages.
 local function reduction(opts, what)
-  if opts ~= nil and type(opts) ~= "table" then raise(("%s: expected a table of options, got %s"):format(what, errors.show(opts))) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise(("%s: expected a table of options, got %s"):format(what, errors.show(opts))) end
   if opts and opts.staged ~= nil and type(opts.staged) ~= "boolean" then
     raise(("%s.staged: expected a boolean, got %s"):format(what, errors.show(opts.staged)))
   end
@@ -141,7 +141,7 @@ end
 -- tensors.
 function M.broadcast(tensors, opts)
   check_ranks(tensors, "tensors")
-  if opts ~= nil and type(opts) ~= "table" then raise(("options: expected a table of options, got %s"):format(errors.show(opts))) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise(("options: expected a table of options, got %s"):format(errors.show(opts))) end
   local root = opts and opts.root or 1
   if type(root) ~= "number" or root ~= math.floor(root) or root < 1 or root > #tensors then
     raise(("options.root: expected a rank from 1 to %d, got %s"):format(#tensors, errors.show(root)))

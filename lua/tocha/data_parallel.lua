@@ -39,7 +39,7 @@ function M.new(model, devices, opts)
   if type(devices) ~= "table" or #devices < 1 then
     raise("devices: expected a list of devices (names such as \"cuda:0\", \"sim:1\"), got " .. errors.show(devices))
   end
-  if opts ~= nil and type(opts) ~= "table" then raise("options: expected a table, got " .. errors.show(opts)) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table, got " .. errors.show(opts)) end
   local bucket = opts and opts.bucket_bytes or BUCKET_BYTES
   if type(bucket) ~= "number" or bucket < 1 or bucket ~= math.floor(bucket) then
     raise("options.bucket_bytes: expected a positive whole number of bytes, got " .. errors.show(bucket))

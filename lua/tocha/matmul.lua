@@ -339,7 +339,7 @@ function M.matmul(a, b, opts)
   modules()
   check_operand(a, "a")
   check_operand(b, "b")
-  if opts ~= nil and type(opts) ~= "table" then raise("opts: expected a table, got " .. type(opts)) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("opts: expected a table, got " .. type(opts)) end
   opts = opts or {}
   for key in pairs(opts) do
     if key ~= "bias" and key ~= "activation" and key ~= "tf32" and key ~= "autotune" then

@@ -619,7 +619,7 @@ end
 -- outputs are the forward's, as after m:forward(inputs).
 function Model:profile(inputs, opts)
   check_inputs(self, inputs)
-  if opts ~= nil and type(opts) ~= "table" then raise("options: expected a table {reps =}, got " .. type(opts)) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table {reps =}, got " .. type(opts)) end
   local reps = opts and opts.reps or 10
   if type(reps) ~= "number" or reps < 1 or reps ~= math.floor(reps) then
     raise("reps: expected a positive integer, got " .. errors.show(reps))
@@ -917,7 +917,7 @@ end
 -- asked for.
 function Model:load_state_dict(source, opts)
   loaded(self)
-  if opts ~= nil and type(opts) ~= "table" then raise("options: expected a table {strict =}, got " .. type(opts)) end
+  if type(opts) ~= "nil" and type(opts) ~= "table" then raise("options: expected a table {strict =}, got " .. type(opts)) end
   local strict = true
   if opts and opts.strict ~= nil then
     if type(opts.strict) ~= "boolean" then raise("strict: expected a boolean, got " .. errors.show(opts.strict)) end

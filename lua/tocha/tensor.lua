@@ -593,6 +593,7 @@ require("tocha.tensor_math").install(methods, Tensor)
 require("tocha.tensor_reduce").install(methods)
 require("tocha.matmul").install(methods)
 require("tocha.tensor_join").install(methods)
+require("tocha.tensor_index").install(methods)
 pcall(ffi.metatype, "tocha_tensor", Tensor)
 
 M.methods = methods

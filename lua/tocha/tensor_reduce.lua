@@ -390,6 +390,43 @@ local function softmax(x, dim, log, what)
   return y
 end
 
+-- ---- running sums and products (kernels/scan.cu) ----
+
+local scan_kernels = {}
+local function scan_kernel(dt, out_dt, prod)
+  local key = dt .. "|" .. out_dt .. (prod and "|prod" or "")
+  local k = scan_kernels[key]
+  if not k then
+    local acc = dt == "f64" and "double" or (dtype.is_integer(dt) and "unsigned long long" or "float")
+    k = kernel.new { source = op.source("scan.cu"), name = "tocha_scan",
+      template_args = ("%s, %s, %s, %d"):format(dtype.ctype(dt), dtype.ctype(out_dt), acc, prod and 1 or 0),
+      params = ("%s* x, %s* y, i64 outer, i64 n, i64 inner"):format(dt, out_dt) }
+    scan_kernels[key] = k
+  end
+  return k
+end
+
+-- x:cumsum(dim), x:cumprod(dim): the inclusive running sum / product along dim, x's shape;
+-- integer tensors give i64 (wrapping as i64 does), as PyTorch's; halves accumulate in f32.
+local function scan(x, dim, prod, what)
+  modules()
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if x.freed ~= 0 then raise("self: tensor was freed") end
+  if type(dim) ~= "number" then raise(("dim: %s() needs a dimension, got %s"):format(what, type(dim))) end
+  local dt = dtype.name(x.elem_type)
+  local out_dt = dtype.is_integer(dt) and "i64" or dt
+  local d = sizes_of(x)
+  local k = dims_of(dim, #d)[1]
+  local y = tensor.alloc(d, out_dt, device.wrap(x.dev))
+  if x.count == 0 then return y end
+  local outer, n, inner = product(d, 1, k - 1), d[k], product(d, k + 1, #d)
+  local work = x:contiguous()
+  local units = inner == 1 and outer * 32 or outer * inner
+  op.launch_packed(scan_kernel(dt, out_dt, prod), device.wrap(x.dev), op.element_grid(units, ARG_BLOCK),
+    { ARG_BLOCK, 1, 1 }, { work.data, y.data, outer, n, inner })
+  return y
+end
+
 -- ---- reductions made of the others ----
 
 local function float_input(x, what)
@@ -494,6 +531,8 @@ function M.install(methods)
   methods.softmax = function(x, dim) local r = softmax(x, dim, false, "softmax") return r end
   methods.log_softmax = function(x, dim) local r = softmax(x, dim, true, "log_softmax") return r end
   methods.var = function(x, dims, keepdim, correction) local r = variance(x, dims, keepdim, correction, "var") return r end
+  methods.cumsum = function(x, dim) local r = scan(x, dim, false, "cumsum") return r end
+  methods.cumprod = function(x, dim) local r = scan(x, dim, true, "cumprod") return r end
   methods.any = function(x, dims, keepdim) local r = truth(x, dims, keepdim, false, "any") return r end
   methods.all = function(x, dims, keepdim) local r = truth(x, dims, keepdim, true, "all") return r end
   methods.logsumexp = function(x, dims, keepdim) local r = logsumexp(x, dims, keepdim) return r end

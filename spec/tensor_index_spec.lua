@@ -1,0 +1,214 @@
+-- Elements picked by indices (index_select, gather), the copies built on them (flip, roll,
+-- repeat_tensor) and running sums and products (cumsum, cumprod). Every output element is checked
+-- against a reference computed here from the inputs as stored. On sim and, tagged #gpu, on cuda.
+local tocha = require "tocha"
+local ref = require "support.reference"
+local assertions = require "support.assertions"
+local fails_with = assertions.fails_with
+
+local function indices_of(i, shape)
+  local idx, rest = {}, i - 1
+  for k = #shape, 1, -1 do
+    idx[k] = rest % shape[k] + 1
+    rest = math.floor(rest / shape[k])
+  end
+  return idx
+end
+
+local function flat_of(idx, shape)
+  local pos = 0
+  for k = 1, #shape do pos = pos * shape[k] + (idx[k] - 1) end
+  return pos + 1
+end
+
+-- got's elements equal want's exactly (NaN equal to NaN).
+local function same(got, want, label)
+  local g = got:cast("f64"):to_table(true)
+  assert.are.equal(#want, #g, label .. ": element count")
+  for i = 1, #want do
+    if not (g[i] == want[i] or (g[i] ~= g[i] and want[i] ~= want[i])) then
+      error(("%s [%d]: got %.17g, want %.17g"):format(label, i, g[i], want[i]), 2)
+    end
+  end
+end
+
+describe("indexing, flips, rolls, tiles and scans", function()
+  for _, dev in ipairs(ref.devices()) do
+    describe("on " .. dev.name .. dev.tag, function()
+      local device = dev.name
+      local seed = 300
+      local function randn(shape, dt)
+        seed = seed + 1
+        return tocha.randn(shape, { dtype = dt or "f32", device = device, seed = seed })
+      end
+      local function ints(list, dt)
+        return tocha.tensor(list, { dtype = dt or "i64", device = device })
+      end
+
+      it("selects slices by 1-based and 0-based indices along every dimension, in every dtype", function()
+        ref.rng("index_select")
+        for _, dt in ipairs({ "f32", "f64", "bf16", "i32", "u8" }) do
+          local shape = ref.random_shape(4, 5)
+          local x = randn(shape):mul(50):cast(dt)
+          local dim = math.random(1, #shape)
+          local m = math.random(1, 7)
+          local picks = {}
+          for j = 1, m do picks[j] = math.random(1, shape[dim]) end
+          local base = math.random() < 0.5 and 0 or 1
+          local list = {}
+          for j = 1, m do list[j] = picks[j] - 1 + base end
+          local y = x:index_select(dim, ints(list, base == 0 and "i32" or "i64"), { base = base })
+          local ys = {}
+          for k = 1, #shape do ys[k] = k == dim and m or shape[k] end
+          assert.are.same(ys, y:size())
+          assert.are.equal(dt, y:dtype())
+          local xv, want = x:cast("f64"):to_table(true), {}
+          for e = 1, ref.numel(ys) do
+            local idx = indices_of(e, ys)
+            idx[dim] = picks[idx[dim]]
+            want[e] = xv[flat_of(idx, shape)]
+          end
+          same(y, want, ("index_select %s along %d"):format(dt, dim))
+        end
+        local x = randn({ 3, 4 })
+        -- a transposed view is read through a copy
+        local t = x:t():index_select(1, ints({ 2 }))
+        same(t, { x:to_table()[1][2], x:to_table()[2][2], x:to_table()[3][2] }, "a view's column")
+        assert.are.same({ 3, 0 }, x:index_select(2, tocha.empty({ 0 }, { dtype = "i64", device = device })):size())
+        fails_with("tocha.Tensor:index_select: index: index[2] is 5, outside 1 to 4 along the dimension",
+          function() x:index_select(2, ints({ 1, 5 })) end)
+        fails_with("tocha.Tensor:index_select: index: index[1] is 4, outside 0 to 3 along the dimension",
+          function() x:index_select(2, ints({ 4 }), { base = 0 }) end)
+        fails_with("tocha.Tensor:index_select: index: expected an i64 or i32 tensor, got f32",
+          function() x:index_select(2, tocha.ones({ 1 }, { device = device })) end)
+        fails_with("tocha.Tensor:index_select: index: expected a 1-D tensor, got 2 dimensions",
+          function() x:index_select(2, ints({ { 1 } })) end)
+        fails_with("tocha.Tensor:index_select: base: expected 0 or 1, got 2", function() x:index_select(2, ints({ 1 }), { base = 2 }) end)
+        -- the process goes on: the same call with good indices works
+        assert.are.same({ 3, 1 }, x:index_select(2, ints({ 4 })):size())
+      end)
+
+      it("gathers an index an element, index smaller than self in other dimensions", function()
+        ref.rng("gather")
+        for _, dt in ipairs({ "f32", "f16", "i64" }) do
+          local shape = ref.random_shape(3, 6)
+          local dim = math.random(1, #shape)
+          local ishape = {}
+          for k = 1, #shape do ishape[k] = k == dim and math.random(1, 5) or math.random(1, shape[k]) end
+          local x = randn(shape):mul(20):cast(dt)
+          local list = {}
+          for e = 1, ref.numel(ishape) do list[e] = math.random(1, shape[dim]) end
+          local idx = tocha.tensor(list, { dtype = "i64", device = device }):view(ishape)
+          local y = x:gather(dim, idx)
+          assert.are.same(ishape, y:size())
+          local xv, want = x:cast("f64"):to_table(true), {}
+          for e = 1, #list do
+            local at = indices_of(e, ishape)
+            at[dim] = list[e]
+            want[e] = xv[flat_of(at, shape)]
+          end
+          same(y, want, ("gather %s along %d of %s"):format(dt, dim, table.concat(shape, "x")))
+        end
+        local x = randn({ 2, 3 })
+        fails_with("tocha.Tensor:gather: index: index[2, 1] is 0, outside 1 to 3 along the dimension",
+          function() x:gather(2, ints({ { 1 }, { 0 } })) end)
+        fails_with("tocha.Tensor:gather: index: size 3 of dimension 1 is larger than self's 2",
+          function() x:gather(2, ints({ { 1 }, { 1 }, { 1 } })) end)
+        fails_with("tocha.Tensor:gather: index: expected 2 dimensions (as self), got 1", function() x:gather(2, ints({ 1 })) end)
+      end)
+
+      it("flips and rolls along dimensions as PyTorch does, and tiles with repeat_tensor", function()
+        local x = randn({ 2, 3, 4 })
+        local xv = x:to_table(true)
+        local shape = { 2, 3, 4 }
+        local function moved(f)
+          local want = {}
+          for e = 1, 24 do
+            local idx = indices_of(e, shape)
+            want[e] = xv[flat_of(f(idx), shape)]
+          end
+          return want
+        end
+        same(x:flip(3), moved(function(i) return { i[1], i[2], 5 - i[3] } end), "flip 3")
+        same(x:flip({ 1, -1 }), moved(function(i) return { 3 - i[1], i[2], 5 - i[3] } end), "flip 1, -1")
+        -- roll: the element at i moves to i + shift, so y[i] = x[i - shift] (wrapping)
+        local function wrap(v, n) return (v - 1) % n + 1 end
+        same(x:roll(1, 3), moved(function(i) return { i[1], i[2], wrap(i[3] - 1, 4) } end), "roll 1 along 3")
+        same(x:roll({ -2, 5 }, { 2, 3 }), moved(function(i) return { i[1], wrap(i[2] + 2, 3), wrap(i[3] - 5, 4) } end), "roll two")
+        local flat = x:roll(7):to_table(true)
+        for e = 1, 24 do assert.are.equal(xv[wrap(e - 7, 24)], flat[e]) end
+        same(x:roll(0, 2), xv, "roll by 0 is a copy")
+        fails_with("tocha.Tensor:flip: dims: dimension 3 appears twice", function() x:flip({ 3, -1 }) end)
+        fails_with("tocha.Tensor:roll: shifts: expected one shift for each of the 2 dimensions, got 1",
+          function() x:roll(1, { 1, 2 }) end)
+        -- repeat_tensor: y[i] = x[i mod size] in each dimension, with new leading dimensions
+        local small = randn({ 2, 3 })
+        local sv = small:to_table(true)
+        for _, reps in ipairs({ { 2, 3 }, { 3, 1, 2 }, { 1, 1 }, { 2, 0 }, { 2, 1, 1, 2, 1, 1, 2, 1 } }) do
+          local y = small:repeat_tensor(reps)
+          local ys = {}
+          for k = 1, #reps do ys[k] = reps[k] * (k > #reps - 2 and ({ 2, 3 })[k - #reps + 2] or 1) end
+          assert.are.same(ys, y:size(), "repeat " .. table.concat(reps, ","))
+          local want = {}
+          for e = 1, ref.numel(ys) do
+            local idx = indices_of(e, ys)
+            local r, c = idx[#ys - 1], idx[#ys]
+            want[e] = sv[((r - 1) % 2) * 3 + (c - 1) % 3 + 1]
+          end
+          same(y, want, "repeat " .. table.concat(reps, ","))
+        end
+        fails_with("tocha.Tensor:repeat_tensor: repeats: expected at least 2 (self's dimensions), got 1",
+          function() small:repeat_tensor(2) end)
+      end)
+
+      it("runs sums and products along rows and columns, integers into i64, halves in f32", function()
+        ref.rng("cumsum")
+        for _, dt in ipairs({ "f64", "f32", "bf16", "i32", "u8" }) do
+          for _, prod in ipairs({ false, true }) do
+            local shape = ref.random_shape(3, 40)
+            local dim = math.random(1, #shape)
+            if math.random() < 0.4 then dim = #shape end
+            local x
+            if dt == "i32" or dt == "u8" then
+              x = randn(shape):mul(prod and 1 or 30):round():abs():cast(dt)
+            else
+              x = prod and tocha.rand(shape, { dtype = dt, device = device, seed = seed, low = 0.9, high = 1.1 }) or randn(shape, dt)
+              seed = seed + 1
+            end
+            local y = prod and x:cumprod(dim) or x:cumsum(dim)
+            local out_dt = (dt == "i32" or dt == "u8") and "i64" or dt
+            assert.are.equal(out_dt, y:dtype())
+            local xv, want = x:cast("f64"):to_table(true), {}
+            for e = 1, #xv do
+              local idx = indices_of(e, shape)
+              local acc = prod and 1 or 0
+              for k = 1, idx[dim] do
+                local at = {}
+                for q = 1, #shape do at[q] = idx[q] end
+                at[dim] = k
+                local v = xv[flat_of(at, shape)]
+                acc = prod and acc * v or acc + v
+              end
+              want[e] = acc
+            end
+            local g = y:cast("f64"):to_table(true)
+            local tol = ({ f64 = 1e-12, f32 = 1e-5, bf16 = 2 ^ -7, i64 = 0 })[out_dt]
+            for e = 1, #want do
+              local scale = prod and math.abs(want[e]) or 1 + math.sqrt(shape[dim]) * 4
+              local err = math.abs(g[e] - ref.convert(want[e], out_dt))
+              if err > tol * math.max(1, scale) + (out_dt == "bf16" and math.abs(want[e]) * 2 ^ -8 or 0) then
+                error(("%s %s along %d of %s [%d]: got %.10g, want %.10g"):format(prod and "cumprod" or "cumsum", dt, dim,
+                  table.concat(shape, "x"), e, g[e], want[e]))
+              end
+            end
+          end
+        end
+        -- integer sums are exact past 2^53 and wrap as i64 does
+        local big = tocha.tensor({ 2 ^ 62, 2 ^ 62, 1 }, { dtype = "i64", device = device }):cumsum(1)
+        assert.are.equal(-2 ^ 63, big:to_table()[2])
+        assert.are.same({ 3, 0 }, tocha.empty({ 3, 0 }, { device = device }):cumsum(2):size())
+        fails_with("tocha.Tensor:cumsum: dim: cumsum() needs a dimension, got nil", function() randn({ 2 }):cumsum() end)
+      end)
+    end)
+  end
+end)
