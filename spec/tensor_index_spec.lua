@@ -1,5 +1,6 @@
 -- Elements picked by indices (index_select, gather), the copies built on them (flip, roll,
--- repeat_tensor) and running sums and products (cumsum, cumprod). Every output element is checked
+-- repeat_tensor), sorts (sort, argsort, topk, median) and running sums and products (cumsum,
+-- cumprod). Every output element is checked
 -- against a reference computed here from the inputs as stored. On sim and, tagged #gpu, on cuda.
 local tocha = require "tocha"
 local ref = require "support.reference"
@@ -159,6 +160,84 @@ describe("indexing, flips, rolls, tiles and scans", function()
         end
         fails_with("tocha.Tensor:repeat_tensor: repeats: expected at least 2 (self's dimensions), got 1",
           function() small:repeat_tensor(2) end)
+      end)
+
+      -- The reference order: values ascending (descending with desc), NaN after numbers (before
+      -- them descending), equal values by position.
+      local function reference_sort(values, desc)
+        local order = {}
+        for p = 1, #values do order[p] = p end
+        table.sort(order, function(a, b)
+          local x, y = values[a], values[b]
+          local xn, yn = x ~= x, y ~= y
+          if xn or yn then
+            if xn and yn then return a < b end
+            if desc then return xn end
+            return yn
+          end
+          if x ~= y then if desc then return x > y end return x < y end
+          return a < b
+        end)
+        return order
+      end
+
+      it("sorts along any dimension, stably, NaN last (first descending), rows past a CTA's chunk too", function()
+        ref.rng("sort")
+        local cases = { { { 3, 7 }, 2 }, { { 5, 4, 3 }, 1 }, { { 2, 3, 33 }, 3 }, { { 1, 5000 }, 2 }, { { 9000 }, 1 } }
+        for c, case in ipairs(cases) do
+          local shape, dim = case[1], case[2]
+          local dt = ({ "f32", "bf16", "i32", "f64", "f32" })[c]
+          -- few distinct values, so that ties are many; NaN sprinkled into floats
+          local x = randn(shape):mul(3):round()
+          if dt ~= "i32" then x = x:masked_fill(randn(shape):gt(1.6), 0 / 0) end
+          x = x:cast(dt)
+          local desc = c % 2 == 0
+          local v, i = x:sort(dim, desc)
+          assert.are.same(shape, v:size())
+          assert.are.equal("i64", i:dtype())
+          local xv = x:cast("f64"):to_table(true)
+          local gv, gi = v:cast("f64"):to_table(true), i:to_table(true)
+          -- each line along dim against the reference order
+          local lines = ref.numel(shape) / shape[dim]
+          local stride = 1
+          for k = dim + 1, #shape do stride = stride * shape[k] end
+          for l = 0, lines - 1 do
+            local outer, inner = math.floor(l / stride), l % stride
+            local function at(p) return (outer * shape[dim] + (p - 1)) * stride + inner + 1 end
+            local line = {}
+            for p = 1, shape[dim] do line[p] = xv[at(p)] end
+            local order = reference_sort(line, desc)
+            for p = 1, shape[dim] do
+              local want_v = line[order[p]]
+              local got_v = gv[at(p)]
+              if gi[at(p)] ~= order[p] or not (got_v == want_v or (got_v ~= got_v and want_v ~= want_v)) then
+                error(("sort %s of %s along %d desc %s, line %d place %d: got %s at %d, want %s at %d"):format(dt,
+                  table.concat(shape, "x"), dim, tostring(desc), l, p, tostring(got_v), gi[at(p)], tostring(want_v), order[p]))
+              end
+            end
+          end
+          same(x:argsort(dim, desc), gi, "argsort")
+        end
+        local y = randn({ 4, 50 })
+        local lv, li = y:topk(5, 2)
+        local sv, si = y:sort(2, true)
+        same(lv, sv:narrow(2, 1, 5):contiguous():to_table(true), "topk values")
+        same(li, si:narrow(2, 1, 5):contiguous():to_table(true), "topk indices")
+        local small = y:topk(3, -1, false)
+        same(small, y:sort(2):narrow(2, 1, 3):contiguous():to_table(true), "topk smallest")
+        assert.are.same({ 4, 0 }, y:topk(0, 2):size())
+        fails_with("tocha.Tensor:topk: k: expected a whole number from 0 to 50 (the size along dim), got 51",
+          function() y:topk(51, 2) end)
+        -- median: the lower of the two middles; NaN where a NaN is in the line
+        local m = tocha.tensor({ { 4, 1, 3, 2 }, { 5, 0 / 0, 1, 2 }, { 7, 7, 1, 9 } }, { device = device })
+        local mv, mi = m:median(2)
+        local g = mv:to_table()
+        assert.are.same({ 2, 7 }, { g[1], g[3] })
+        assert.is_true(g[2] ~= g[2])
+        assert.are.same({ 4, 2, 1 }, mi:to_table())
+        assert.are.same({ 3, 1 }, ({ m:median(2, true) })[1]:size())
+        assert.are.equal(2, tocha.tensor({ 5, 3, 1, 4, 2, 0 }, { device = device }):median():item())
+        assert.is_true(m:median():item() ~= m:median():item())
       end)
 
       it("runs sums and products along rows and columns, integers into i64, halves in f32", function()

@@ -594,6 +594,7 @@ require("tocha.tensor_reduce").install(methods)
 require("tocha.matmul").install(methods)
 require("tocha.tensor_join").install(methods)
 require("tocha.tensor_index").install(methods)
+require("tocha.tensor_sort").install(methods)
 pcall(ffi.metatype, "tocha_tensor", Tensor)
 
 M.methods = methods

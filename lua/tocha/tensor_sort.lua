@@ -1,0 +1,185 @@
+-- tocha.tensor_sort: sorting along a dimension (kernels/sort.cu) and what is read off a sort.
+--
+--   local v, i = x:sort(2)              -- ascending along dimension 2; i: 1-based i64 positions
+--   local v, i = x:sort(-1, true)       -- descending
+--   local v, i = x:topk(5, 2)           -- the 5 largest along 2, largest first
+--   local m, i = x:median(2)            -- the lower median and its position
+--
+-- The order is total and the same on every device and run: NaN after every number ascending
+-- (first descending), equal values in their positions' order (a stable sort).
+local ffi = require "ffi"
+local dtype = require "tocha.dtype"
+local device = require "tocha.device"
+local errors = require "tocha.errors"
+local view = require "tocha.view"
+local raise, show = errors.raise, errors.show
+
+local M = {}
+
+local CHUNK = 4096 -- positions a CTA sorts in shared memory (f64's keys and positions: 48 KB)
+local BLOCK = 256
+
+local tensor, kernel, op
+local function modules()
+  if tensor then return end
+  tensor, kernel, op = require "tocha.tensor", require "tocha.kernel", require "tocha.op"
+end
+
+local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
+
+local kernels = {}
+local function sort_kernel(name, dt, chunk)
+  local key = name .. "/" .. dt .. "/" .. (chunk or "")
+  local k = kernels[key]
+  if k then return k end
+  local c = dtype.ctype(dt)
+  local spec = {
+    tocha_sort_chunk = { c .. ", " .. tostring(chunk), "%s* x, %s* keys, i32* pos, i64 rows, i64 n, i64 P, i64 k, i32 first, i32 desc" },
+    tocha_sort_step = { c, "%s* keys, i32* pos, i64 rows, i64 n, i64 P, i64 k, i64 j, i32 desc" },
+    tocha_sort_write = { c, "%s* keys, i32* pos, %s* y, i64* yi, i64 rows, i64 P, i64 m" },
+  }
+  local s = spec[name]
+  k = kernel.new { source = op.source("sort.cu"), name = name, template_args = s[1], params = s[2]:format(dt, dt) }
+  kernels[key] = k
+  return k
+end
+
+-- The first m of each row of the dense (rows, n) tensor x sorted: values (rows, m) and 1-based
+-- i64 positions (rows, m).
+local function sort_rows(x, rows, n, m, desc)
+  local dt = dtype.name(x.elem_type)
+  local dev = device.wrap(x.dev)
+  local y = tensor.alloc({ rows, m }, dt, dev)
+  local yi = tensor.alloc({ rows, m }, "i64", dev)
+  if rows * m == 0 then return y, yi end
+  local P = 2
+  while P < n do P = P * 2 end
+  local chunk = math.min(P, CHUNK)
+  local keys = tensor.alloc({ rows * P }, dt, dev)
+  local pos = tensor.alloc({ rows * P }, "i32", dev)
+  local block = { math.min(chunk, 512), 1, 1 }
+  local ctas = { rows * (P / chunk), 1, 1 }
+  local d = desc and 1 or 0
+  local local_kernel = sort_kernel("tocha_sort_chunk", dt, chunk)
+  op.launch_packed(local_kernel, dev, ctas, block, { x.data, keys.data, pos.data, rows, n, P, 0, 1, d })
+  local k = 2 * chunk
+  while k <= P do
+    local j = k / 2
+    while j >= chunk do
+      op.launch_packed(sort_kernel("tocha_sort_step", dt), dev, op.element_grid(rows * P / 2, BLOCK), { BLOCK, 1, 1 },
+        { keys.data, pos.data, rows, n, P, k, j, d })
+      j = j / 2
+    end
+    op.launch_packed(local_kernel, dev, ctas, block, { x.data, keys.data, pos.data, rows, n, P, k, 0, d })
+    k = k * 2
+  end
+  op.launch_packed(sort_kernel("tocha_sort_write", dt), dev, op.element_grid(rows * m, BLOCK), { BLOCK, 1, 1 },
+    { keys.data, pos.data, y.data, yi.data, rows, P, m })
+  keys:free()
+  pos:free()
+  return y, yi
+end
+
+local function sizes_of(t)
+  local d = {}
+  for i = 0, t.ndim - 1 do d[i + 1] = tonumber(t.dims[i]) end
+  return d
+end
+
+-- The first m of x sorted along dim: values and positions, shaped as x with m along dim.
+local function sorted_along(x, dim, m, desc)
+  modules()
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if x.freed ~= 0 then raise("self: tensor was freed") end
+  dim = view.dim_of(x, dim == nil and -1 or dim, "dim")
+  local d = sizes_of(x)
+  local n = d[dim]
+  m = m or n
+  if n > 2 ^ 30 then raise(("dim: %d elements along it, above the 2^30 a sort takes"):format(n)) end
+  -- the dimension last, rows dense
+  local moved = dim == #d and x or x:transpose(dim, #d)
+  local md = sizes_of(moved)
+  local rows = 1
+  for k = 1, #md - 1 do rows = rows * md[k] end
+  local y, yi = sort_rows(moved:contiguous(), rows, n, m, desc)
+  md[#md] = m
+  y, yi = y:view(md), yi:view(md)
+  if dim ~= #d then y, yi = y:transpose(dim, #d):contiguous(), yi:transpose(dim, #d):contiguous() end
+  return y, yi
+end
+
+local function flag(v, what)
+  if v ~= nil and type(v) ~= "boolean" then raise(("%s: expected a boolean, got %s"):format(what, type(v))) end
+  return v == true
+end
+
+-- x:sort([dim = -1 [, descending]]) -> values, indices (PyTorch's and Torch7's sort; stable).
+function M.sort(x, dim, descending)
+  local v, i = sorted_along(x, dim, nil, flag(descending, "descending"))
+  return v, i
+end
+
+-- x:argsort([dim = -1 [, descending]]) -> the indices alone.
+function M.argsort(x, dim, descending)
+  local _, i = M.sort(x, dim, descending)
+  return i
+end
+
+-- x:topk(k [, dim = -1 [, largest = true [, sorted]]]) -> values, indices: the k largest
+-- (smallest with largest = false) along dim, in order, largest first (PyTorch's topk; the
+-- result is always sorted).
+function M.topk(x, k, dim, largest)
+  modules()
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  local d = view.dim_of(x, dim == nil and -1 or dim, "dim")
+  local n = tonumber(x.dims[d - 1])
+  if type(k) ~= "number" or k ~= math.floor(k) or k < 0 or k > n then
+    raise(("k: expected a whole number from 0 to %d (the size along dim), got %s"):format(n, show(k)))
+  end
+  local v, i = sorted_along(x, d, k, largest == nil or flag(largest, "largest"))
+  return v, i
+end
+
+-- x:median([dim [, keepdim]]): without dim, the lower median of every element (a tensor of
+-- shape {1}); with dim, the lower medians along it and their 1-based positions (PyTorch's:
+-- the smaller of the two middle values of an even count; NaN where a NaN is among them).
+function M.median(x, dim, keepdim)
+  modules()
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if x.freed ~= 0 then raise("self: tensor was freed") end
+  if keepdim ~= nil and type(keepdim) ~= "boolean" then raise("keepdim: expected a boolean, got " .. type(keepdim)) end
+  if dim == nil then
+    if x.count == 0 then raise("self: median() of an empty tensor: it has no element") end
+    local flat = x:contiguous():view(-1)
+    local n = tonumber(x.count)
+    local v = sorted_along(flat, 1, nil, false)
+    -- NaN sorts last: a NaN anywhere makes the median NaN, as PyTorch's
+    local last = v:narrow(1, n, 1)
+    local r = v:narrow(1, math.floor((n - 1) / 2) + 1, 1):contiguous()
+    r = r:where(last:eq(last), last)
+    return r
+  end
+  local k = view.dim_of(x, dim, "dim")
+  local n = tonumber(x.dims[k - 1])
+  if n == 0 then raise(("dim: median() along dimension %d of size 0: it has no element"):format(k)) end
+  local v, i = sorted_along(x, k, nil, false)
+  local at = math.floor((n - 1) / 2) + 1
+  local mv, mi = v:narrow(k, at, 1), i:narrow(k, at, 1)
+  local lv, li = v:narrow(k, n, 1), i:narrow(k, n, 1)
+  local has_nan = lv:ne(lv)
+  mv = lv:where(has_nan, mv)
+  mi = li:where(has_nan, mi)
+  if not keepdim then
+    local d = sizes_of(x)
+    table.remove(d, k)
+    if #d == 0 then d = { 1 } end
+    mv, mi = mv:contiguous():view(d), mi:contiguous():view(d)
+  end
+  return mv, mi
+end
+
+function M.install(methods)
+  for _, name in ipairs({ "sort", "argsort", "topk", "median" }) do methods[name] = M[name] end
+end
+
+return M
