@@ -4,7 +4,9 @@
 
 // y[i] = start + i * step for i < n. Integer dtypes take istart + i * istep in 64-bit integer
 // arithmetic (exact over i64's whole range, which a double is not past 2^53); floats compute
-// in f64 and round once to D, so an f32 or half element is the nearest to the exact value.
+// in f64 and round once to D. The multiply and the add are rounded each (no fused multiply-add,
+// which the GPU's compiler would otherwise make and the simulator's host compiler might not), so
+// that every device gives the same bits.
 template <typename D>
 __device__ void tocha_arange(D *y, long long n, double start, double step, long long istart, long long istep)
 {
@@ -13,14 +15,15 @@ __device__ void tocha_arange(D *y, long long n, double start, double step, long 
         if (tocha::is_integer<D>::value)
             y[i] = (D)(istart + i * istep);
         else
-            y[i] = tocha::from_double<D>(start + (double)i * step);
+            y[i] = tocha::from_double<D>(__dadd_rn(start, __dmul_rn((double)i, step)));
     }
 }
 
 // n values from start to stop evenly spaced (n >= 2; n == 1 gives start): the first half
 // counted up from start and the second down from stop, as PyTorch's linspace, so that both ends
-// are exact and the values are symmetric about the middle. f64 arithmetic, one rounding to D
-// (integer dtypes truncate toward zero, as a cast does).
+// are exact and the values are symmetric about the middle. f64 arithmetic without fused
+// multiply-adds (as arange's), one rounding to D (integer dtypes truncate toward zero, as a
+// cast does).
 template <typename D>
 __device__ void tocha_linspace(D *y, long long n, double start, double stop)
 {
@@ -28,7 +31,8 @@ __device__ void tocha_linspace(D *y, long long n, double start, double stop)
     const long long half = n / 2;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const double v = i < half ? start + (double)i * step : stop - (double)(n - 1 - i) * step;
+        const double v = i < half ? __dadd_rn(start, __dmul_rn((double)i, step))
+                                  : __dsub_rn(stop, __dmul_rn((double)(n - 1 - i), step));
         y[i] = tocha::from_double<D>(v);
     }
 }

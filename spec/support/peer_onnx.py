@@ -184,7 +184,7 @@ def gpt():
 
         def forward(self, ids):
             t = ids.shape[1]
-            x = self.tokens(ids) + self.positions(torch.arange(0, t, dtype=torch.long).unsqueeze(0))
+            x = self.tokens(ids) + self.positions(torch.arange(0, t, dtype=torch.long, device=ids.device).unsqueeze(0))
             for block in self.blocks:
                 x = block(x)
             return self.head(self.norm(x))
@@ -264,7 +264,10 @@ def lively(model):
     return model
 
 
+only = [n for n in os.environ.get("PEER_ONNX_ONLY", "").split(",") if n]  # a few networks, when named
 for name, make in networks():
+    if only and name not in only:
+        continue
     torch.manual_seed(0)
     model = lively(make()).eval()
     if name == "bert":
