@@ -1,5 +1,6 @@
 -- bench/tensor_math.lua: tensor math (operators with broadcasting, elementwise functions,
--- comparisons, reductions over all elements and dimensions, softmax, view copies) on network
+-- comparisons, reductions over all elements and dimensions, softmax, view copies, joins, flips
+-- and rolls, running sums, sorts) on network
 -- shapes and large tensors: median device time over N launches, GB/s of the bytes read plus
 -- written, % of the device's copy bandwidth. Each case's result is checked against the same
 -- expression on sim first. bench/tensor_math_torch.py times PyTorch's expression of each case
@@ -57,6 +58,22 @@ local CASES = {
   { "argmax 32000", { 512, 32000 }, false, function(x) return x:argmax(2) end, "x.argmax(1)",
     function(nx, _, no) return nx + 2 * no end },
   { "x + y[c], rows", { 8192, 768 }, { 768 }, function(x, y) return x + y end, "x + y", io },
+  { "cat 3 along C", NECK, NECK, function(x, y) return tocha.cat({ x, y, x }, 2) end, "torch.cat((x, y, x), 1)",
+    function(nx, ny, no) return 2 * nx + ny + no end },
+  { "stack 2", NECK, NECK, function(x, y) return tocha.stack({ x, y }) end, "torch.stack((x, y))", io },
+  { "flip W", BIG, false, function(x) return x:flip(4) end, "x.flip(3)", io },
+  { "roll H", BIG, false, function(x) return x:roll(5, 3) end, "x.roll(5, 2)", io },
+  { "cumsum rows", ROWS, false, function(x) return x:cumsum(2) end, "x.cumsum(1)", io },
+  { "cumsum columns", ROWS, false, function(x) return x:cumsum(1) end, "x.cumsum(0)", io },
+  { "logsumexp(2)", ROWS, false, function(x) return x:logsumexp(2) end, "x.logsumexp(1)", io },
+  { "norm(2)", ROWS, false, function(x) return x:norm(2, 2) end, "x.norm(2, 1)", io },
+  -- sorts: the indices are the result timed (i64); the values are written too
+  { "sort 1000", { 8192, 1000 }, false, function(x) local _, i = x:sort(2) return i end, "x.sort(1)",
+    function(nx, _, no) return 2 * nx + no end },
+  { "argsort 8400 desc", { 16, 8400 }, false, function(x) return x:argsort(2, true) end,
+    "x.argsort(1, descending=True)", function(nx, _, no) return 2 * nx + no end },
+  { "topk 5 of 1000", { 8192, 1000 }, false, function(x) local _, i = x:topk(5, 2) return i end, "x.topk(5, 1)",
+    function(nx, _, no) return nx + 2 * no end },
 }
 if device.kind == "sim" then
   for _, c in ipairs(CASES) do
