@@ -166,6 +166,34 @@ describe("tensors from rules, joins and splits", function()
         fails_with("tocha.zeros_like: input: expected a tensor, got table", function() tocha.zeros_like({ 2, 3 }) end)
       end)
 
+      it("converts with to(dtype), to(device, dtype) and PyTorch's and Torch7's dtype methods", function()
+        local x = randn({ 2, 3 })
+        local xv = x:to_table(true)
+        local h = x:to("f16")
+        assert.are.equal("f16", h:dtype())
+        local hv = h:to_table(true)
+        for i = 1, 6 do assert.are.equal(hv[i], require("support.reference").convert(xv[i], "f16")) end
+        local d = x:to(device, "f64")
+        assert.are.same(xv, d:to_table(true))
+        assert.are_not.equal(x, x:to(device)) -- always a new tensor
+        for method, name in pairs({ float = "f32", double = "f64", half = "f16", bfloat16 = "bf16", long = "i64",
+          int = "i32", byte = "u8" }) do
+          local y = x[method](x)
+          assert.are.equal(name, y:dtype(), method)
+          if name == "f32" then assert.are.equal(x, y) else assert.are_not.equal(x, y) end
+        end
+        local l = tocha.tensor({ -1.7, 2.9, 0.4 }, { device = device }):long()
+        assert.are.same({ -1, 2, 0 }, l:to_table()) -- toward zero, as a C cast and PyTorch
+        assert.are.equal("bf16", x:type_as(tocha.zeros({ 1 }, { dtype = "bf16", device = device })):dtype())
+        assert.are.same({ 3, 2 }, x:view_as(tocha.zeros({ 3, 2 }, { device = device })):size())
+        assert.are.same({ 2, 3 }, tocha.ones({ 1, 3 }, { device = device }):expand_as(x):size())
+        assert.are.same(x:to_table(), x:tolist())
+        assert.are.same(x:to_table(), x:totable())
+        fails_with("tocha.Tensor:to: device: unknown device 'f17' (expected cuda, cuda:N, sim or sim:N)", function() x:to("f17") end)
+        fails_with("tocha.Tensor:to: dtype: unknown dtype 'f17' (expected f32, f64, f16, bf16, u8, i32 or i64)",
+          function() x:to(device, "f17") end)
+      end)
+
       it("joins with cat along every dimension, promoting dtypes, reading views, passing over empty vectors", function()
         ref.rng("cat")
         for _ = 1, 6 do

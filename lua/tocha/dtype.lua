@@ -25,6 +25,8 @@ end
 local integer = { u8 = true, i32 = true, i64 = true }
 M.is_integer = function(name) return integer[name] == true end
 M.is_float = function(name) return ids[name] ~= nil and not integer[name] end
+-- Whether name is a dtype's name.
+M.known = function(name) return ids[name] ~= nil end
 
 -- The dtype id for name; raises "dtype: ..." (tocha.errors.raise) for anything else.
 function M.id(name)

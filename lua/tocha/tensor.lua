@@ -415,6 +415,9 @@ function methods.to_table(t, flat)
   end
   return build(1)
 end
+-- PyTorch's name (x.tolist()) and Torch7's (x:totable()) for t:to_table().
+function methods.tolist(t) return methods.to_table(t) end
+function methods.totable(t) return methods.to_table(t) end
 
 -- t:copy(src): copies src (same shape and dtype, any device) into t; returns t.
 function methods.copy(t, src)
@@ -431,9 +434,34 @@ function methods.clone(t, dev)
   check(C.tocha_tensor_copy(out, t))
   return out
 end
--- t:to(device): t:clone(device), by its own name in errors.
-function methods.to(t, dev)
+-- t:to(device [, dtype]) or t:to(dtype): a new tensor on the device named (t's by default) of
+-- the dtype named (t's by default), PyTorch's x.to(device, dtype) and x.to(dtype).
+function methods.to(t, dev, name)
+  if type(dev) == "string" and name == nil and dtype.known(dev) then dev, name = nil, dev end
+  if name ~= nil then dtype.id(name) end
   local out = methods.clone(t, dev)
+  if name ~= nil and name ~= dtype.name(out.elem_type) then out = methods.cast(out, name) end
+  return out
+end
+
+-- t:float(), double, half, bfloat16, long, int, byte: t in that dtype (f32, f64, f16, bf16,
+-- i64, i32, u8): t itself where it already is, else a converted copy (PyTorch's and Torch7's).
+for method, name in pairs({ float = "f32", double = "f64", half = "f16", bfloat16 = "bf16", long = "i64",
+  int = "i32", byte = "u8" }) do
+  methods[method] = function(t)
+    live(t)
+    if dtype.name(t.elem_type) == name then return t end
+    local out = methods.cast(t, name)
+    return out
+  end
+end
+
+-- t:type_as(other): t in other's dtype (t itself where it already is).
+function methods.type_as(t, other)
+  if not is_tensor(other) then raise("other: expected a tensor, got " .. type(other)) end
+  live(t)
+  if t.elem_type == other.elem_type then return t end
+  local out = methods.cast(t, dtype.name(other.elem_type))
   return out
 end
 

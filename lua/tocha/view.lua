@@ -141,6 +141,17 @@ function M.install(methods, dense)
     return r
   end
 
+  -- t:view_as(other), t:expand_as(other), t:reshape_as(other): other's sizes.
+  local function sizes_like(other)
+    if not ffi.istype("tocha_tensor", other) then raise("other: expected a tensor, got " .. type(other)) end
+    local d = {}
+    for i = 0, other.ndim - 1 do d[i + 1] = tonumber(other.dims[i]) end
+    return d
+  end
+  function methods.view_as(t, other) local r = methods.view(t, sizes_like(other)) return r end
+  function methods.expand_as(t, other) local r = methods.expand(t, sizes_like(other)) return r end
+  function methods.reshape_as(t, other) local r = methods.reshape(t, sizes_like(other)) return r end
+
   -- t:narrow(dim, start, length): elements start to start + length - 1 along dim.
   function methods.narrow(t, dim, start, length)
     dim = dim_of(t, dim, "dim")
