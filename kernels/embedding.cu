@@ -34,6 +34,11 @@ template <typename T, typename I>
 __global__ void tocha_embedding(const I *idx, const T *weight, T *y, long long n, long long rows,
                                 long long dim, long long base, int wrap, long long *bad, int record)
 {
+    // Rows of whole 16-byte vectors, with the table and y on 16-byte boundaries, copy in
+    // vectors: a quarter (f32) or an eighth (halves) of the loads an element at a time takes.
+    const long long row_bytes = dim * (long long)sizeof(T);
+    const long long vectors = (row_bytes % 16 == 0 && ((unsigned long long)weight % 16) == 0 &&
+                               ((unsigned long long)y % 16) == 0) ? row_bytes / 16 : 0;
     for (long long p = (long long)blockIdx.x * blockDim.y + threadIdx.y; p < n;
          p += (long long)gridDim.x * blockDim.y) {
         const long long r = embedding_row(idx[p], rows, base, wrap);
@@ -45,7 +50,13 @@ __global__ void tocha_embedding(const I *idx, const T *weight, T *y, long long n
             continue;
         }
         const T *in = weight + r * dim;
-        for (long long c = threadIdx.x; c < dim; c += blockDim.x) out[c] = in[c];
+        if (vectors) {
+            const uint4 *in16 = (const uint4 *)in;
+            uint4 *out16 = (uint4 *)out;
+            for (long long c = threadIdx.x; c < vectors; c += blockDim.x) out16[c] = in16[c];
+        } else {
+            for (long long c = threadIdx.x; c < dim; c += blockDim.x) out[c] = in[c];
+        }
     }
 }
 
