@@ -3,7 +3,8 @@
 // covered by any grid.
 
 // y[i] = start + i * step for i < n. Integer dtypes take istart + i * istep in 64-bit integer
-// arithmetic (exact over i64's whole range, which a double is not past 2^53); floats compute
+// arithmetic (exact over i64's whole range, which a double is not past 2^53; the product in
+// unsigned words, so that a product past i64 whose sum fits wraps back without signed overflow); floats compute
 // in f64 and round once to D. The multiply and the add are rounded each (no fused multiply-add,
 // which the GPU's compiler would otherwise make and the simulator's host compiler might not), so
 // that every device gives the same bits.
@@ -13,7 +14,7 @@ __device__ void tocha_arange(D *y, long long n, double start, double step, long 
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         if (tocha::is_integer<D>::value)
-            y[i] = (D)(istart + i * istep);
+            y[i] = (D)(istart + (long long)((unsigned long long)i * (unsigned long long)istep));
         else
             y[i] = tocha::from_double<D>(__dadd_rn(start, __dmul_rn((double)i, step)));
     }
@@ -31,7 +32,7 @@ __device__ void tocha_linspace(D *y, long long n, double start, double stop)
     const long long half = n / 2;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const double v = i < half ? __dadd_rn(start, __dmul_rn((double)i, step))
+        const double v = (i < half || n == 1) ? __dadd_rn(start, __dmul_rn((double)i, step))
                                   : __dsub_rn(stop, __dmul_rn((double)(n - 1 - i), step));
         y[i] = tocha::from_double<D>(v);
     }

@@ -16,6 +16,10 @@ __device__ __forceinline__ bool sort_before(T a, int ia, T b, int ib, long long 
 {
     if (ib >= n) return ia < n || ia < ib;
     if (ia >= n) return false;
+    if constexpr (tocha::is_integer<T>::value) { // compared as they are: i64 past 2^53 has no double of its own
+        if (a != b) return desc ? b < a : a < b;
+        return ia < ib;
+    }
     const double x = tocha::to_double(a), y = tocha::to_double(b);
     const bool xn = x != x, yn = y != y;
     if (xn || yn) {

@@ -96,7 +96,7 @@ describe("tensors from rules, joins and splits", function()
         assert.are.same({ 1, 2, 3, 4, 5 }, tocha.range(1, 5, { device = device }):to_table())
         check(tocha.range(1, 2, 0.5, { device = device }), { 1, 1.5, 2 }, 0, "range")
         assert.are.same({ 5, 3, 1 }, tocha.range(5, 0, -2, { device = device }):to_table())
-        -- a long one crosses the grid-stride loop's first pass
+        -- a long one: many CTAs
         local long = tocha.arange(0, 70000, 1, { device = device, dtype = "f32" }):to_table()
         for i = 1, #long, 997 do assert.are.equal(i - 1, long[i]) end
         assert.are.equal(69999, long[70000])
@@ -117,7 +117,7 @@ describe("tensors from rules, joins and splits", function()
           local step = n > 1 and (stop - start) / (n - 1) or 0
           local want = {}
           for i = 0, n - 1 do
-            want[i + 1] = i < math.floor(n / 2) and start + i * step or stop - (n - 1 - i) * step
+            want[i + 1] = (n == 1 or i < math.floor(n / 2)) and start + i * step or stop - (n - 1 - i) * step
           end
           for _, dt in ipairs({ "f64", "f32", "bf16" }) do
             local y = tocha.linspace(start, stop, n, { device = device, dtype = dt })
@@ -131,6 +131,7 @@ describe("tensors from rules, joins and splits", function()
           end
         end
         assert.are.same({ 0, 2, 5, 7, 10 }, tocha.linspace(0, 10, 5, { dtype = "i64", device = device }):to_table())
+        assert.are.same({ 4 }, tocha.linspace(4, 9, 1, { device = device }):to_table()) -- one step: start, as PyTorch's
         fails_with("tocha.linspace: steps: expected a whole number >= 0, got 2.5", function() tocha.linspace(0, 1, 2.5) end)
         for _, dt in ipairs({ "f32", "i32", "bf16" }) do
           for _, nm in ipairs({ { 3, 3 }, { 2, 5 }, { 4, 1 }, { 0, 2 } }) do
@@ -299,6 +300,9 @@ describe("tensors from rules, joins and splits", function()
         assert.are.same(mv[3], rows[3]:to_table())
         fails_with("tocha.Tensor:split: size: the sizes add up to 6, dimension 2 has 7", function() m:split({ 3, 3 }, 2) end)
         fails_with("tocha.Tensor:chunk: chunks: expected at least 1, got 0", function() m:chunk(0) end)
+        local empty_chunks = tocha.zeros({ 0, 2 }, { device = device }):chunk(3)
+        assert.are.equal(3, #empty_chunks) -- PyTorch's count of empty views
+        assert.are.same({ 0, 2 }, empty_chunks[3]:size())
       end)
 
       it("fills where a mask says, out of place and in place, and zeroes a view alone", function()
@@ -318,6 +322,13 @@ describe("tensors from rules, joins and splits", function()
         local k = tocha.arange(6, { device = device })
         assert.are.same({ 0, 9, 9, 3, 4, 9 }, k:masked_fill(k:gt(0):logical_and(k:lt(3)):logical_or(k:eq(5)), 9):to_table())
         fails_with("tocha.Tensor:masked_fill: value: 0.5 is not a value of self's dtype i64", function() k:masked_fill(k:gt(0), 0.5) end)
+        local b = tocha.zeros({ 3 }, { dtype = "u8", device = device })
+        fails_with("tocha.Tensor:masked_fill: value: 300 is not a value of self's dtype u8",
+          function() b:masked_fill(b:eq(0), tocha.tensor({ 300 }, { dtype = "f64", device = device })) end)
+        local h = tocha.zeros({ 2 }, { dtype = "f16", device = device })
+        fails_with("tocha.Tensor:masked_fill: value: 1000000 is not a value of self's dtype f16",
+          function() h:masked_fill(h:eq(0), 1e6) end)
+        assert.are.same({ -math.huge, -math.huge }, h:masked_fill(h:eq(0), -math.huge):to_table())
         fails_with("tocha.Tensor:masked_fill: value: expected a number or a one-element tensor, got 6 elements",
           function() k:masked_fill(k:gt(0), k) end)
         local m = randn({ 3, 4 })

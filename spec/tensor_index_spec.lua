@@ -218,7 +218,23 @@ describe("indexing, flips, rolls, tiles and scans", function()
           end
           same(x:argsort(dim, desc), gi, "argsort")
         end
+        -- i64 past 2^53 compares as integers (no double holds these apart)
+        local huge = tocha.arange(2 ^ 53, 2 ^ 53 + 4, { device = device }):flip(1)
+        local _, hi = huge:sort()
+        assert.are.same({ 4, 3, 2, 1 }, hi:to_table())
+        assert.are.same({ 1, 2, 3, 4 }, huge:argsort(1, true):to_table())
         local y = randn({ 4, 50 })
+        -- topk against a Lua sort of each row (largest first, earlier position first on ties)
+        local yv = y:to_table()
+        local tv, ti = y:topk(5, 2)
+        local tvv, tiv = tv:to_table(), ti:to_table()
+        for r = 1, 4 do
+          local order = reference_sort(yv[r], true)
+          for p = 1, 5 do
+            assert.are.equal(order[p], tiv[r][p])
+            assert.are.equal(yv[r][order[p]], tvv[r][p])
+          end
+        end
         local lv, li = y:topk(5, 2)
         local sv, si = y:sort(2, true)
         same(lv, sv:narrow(2, 1, 5):contiguous():to_table(true), "topk values")
@@ -235,6 +251,9 @@ describe("indexing, flips, rolls, tiles and scans", function()
         assert.are.same({ 2, 7 }, { g[1], g[3] })
         assert.is_true(g[2] ~= g[2])
         assert.are.same({ 4, 2, 1 }, mi:to_table())
+        local two = tocha.tensor({ { 1, 0 / 0, 2, 0 / 0, 5 } }, { device = device })
+        local _, ti2 = two:median(2)
+        assert.are.same({ 2 }, ti2:to_table()) -- the first NaN's position, as PyTorch's
         assert.are.same({ 3, 1 }, ({ m:median(2, true) })[1]:size())
         assert.are.equal(2, tocha.tensor({ 5, 3, 1, 4, 2, 0 }, { device = device }):median():item())
         assert.is_true(m:median():item() ~= m:median():item())
@@ -248,8 +267,9 @@ describe("indexing, flips, rolls, tiles and scans", function()
             local dim = math.random(1, #shape)
             if math.random() < 0.4 then dim = #shape end
             local x
-            if dt == "i32" or dt == "u8" then
-              x = randn(shape):mul(prod and 1 or 30):round():abs():cast(dt)
+            if dt == "i32" or dt == "u8" then -- i32 with negative values: they widen into the unsigned words
+              local r = randn(shape):mul(prod and 1 or 30):round()
+              x = (dt == "u8" and r:abs() or r):cast(dt)
             else
               x = prod and tocha.rand(shape, { dtype = dt, device = device, seed = seed, low = 0.9, high = 1.1 }) or randn(shape, dt)
               seed = seed + 1
@@ -285,6 +305,7 @@ describe("indexing, flips, rolls, tiles and scans", function()
         -- integer sums are exact past 2^53 and wrap as i64 does
         local big = tocha.tensor({ 2 ^ 62, 2 ^ 62, 1 }, { dtype = "i64", device = device }):cumsum(1)
         assert.are.equal(-2 ^ 63, big:to_table()[2])
+        assert.are.equal(1, big:narrow(1, 3, 1):sub(big:narrow(1, 2, 1)):item()) -- -2^63 + 1, which no double holds
         assert.are.same({ 3, 0 }, tocha.empty({ 3, 0 }, { device = device }):cumsum(2):size())
         fails_with("tocha.Tensor:cumsum: dim: cumsum() needs a dimension, got nil", function() randn({ 2 }):cumsum() end)
       end)

@@ -121,6 +121,7 @@ local function evenly_spaced(inclusive, count, a, b, c, opts)
     if not (is_integral(start) and is_integral(step)) then
       raise(("dtype: %s needs whole start and step, got start %s and step %s"):format(name, show(start), show(step)))
     end
+    if math.abs(step) >= 2 ^ 63 then raise(("step: %s does not fit i64"):format(show(step))) end
     local range = INTEGER_RANGE[name]
     local last = start + (n - 1) * step
     if n > 0 and (math.min(start, last) < range[1] or math.max(start, last) >= range[2]) then

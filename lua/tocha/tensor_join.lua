@@ -163,7 +163,13 @@ end
 
 -- x:split(size, dim = 1): views of `size` along dim, the last one the rest; x:split({s1, s2, ...},
 -- dim): views of those sizes, which must add up to the dimension's. Returns a list.
+local function live(x)
+  if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
+  if x.freed ~= 0 then raise("self: tensor was freed") end
+end
+
 function M.split(x, size, dim)
+  live(x)
   dim = view.dim_of(x, dim == nil and 1 or dim, "dim")
   local n = tonumber(x.dims[dim - 1])
   local sizes = {}
@@ -190,18 +196,26 @@ function M.split(x, size, dim)
 end
 
 -- x:chunk(count, dim = 1): at most `count` views along dim of ceil(size / count) each, the
--- last one the rest (PyTorch's and Torch7's chunk; fewer where the size runs out).
+-- last one the rest (PyTorch's and Torch7's chunk; fewer where the size runs out; `count`
+-- empty ones of an empty dimension).
 function M.chunk(x, count, dim)
+  live(x)
   whole(count, "chunks")
   if count < 1 then raise("chunks: expected at least 1, got " .. show(count)) end
   dim = view.dim_of(x, dim == nil and 1 or dim, "dim")
   local n = tonumber(x.dims[dim - 1])
-  local r = M.split(x, math.max(1, math.ceil(n / count)), dim)
+  if n == 0 then -- count empty views, as PyTorch's
+    local sizes = {}
+    for i = 1, count do sizes[i] = 0 end
+    return pieces(x, dim, sizes)
+  end
+  local r = M.split(x, math.ceil(n / count), dim)
   return r
 end
 
 -- x:unbind(dim = 1): the slices along dim (x:select(dim, i) for each i), a list.
 function M.unbind(x, dim)
+  live(x)
   dim = view.dim_of(x, dim == nil and 1 or dim, "dim")
   local out = {}
   for i = 1, tonumber(x.dims[dim - 1]) do out[i] = x:select(dim, i) end

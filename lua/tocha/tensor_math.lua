@@ -556,12 +556,16 @@ function M.install(methods, Tensor)
     if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
     if is_tensor(value) then
       if value.count ~= 1 then raise(("value: expected a number or a one-element tensor, got %d elements"):format(tonumber(value.count))) end
-      return value:item()
+      value = value:item()
     end
     if type(value) ~= "number" then raise("value: expected a number or a one-element tensor, got " .. type(value)) end
+    -- A value self's dtype cannot hold is refused, as PyTorch's: a fraction or one out of range
+    -- for an integer dtype, a finite one past a float dtype's largest (inf and NaN are values).
     local dt = dtype.name(x.elem_type)
     local range = ({ u8 = { 0, 2 ^ 8 }, i32 = { -2 ^ 31, 2 ^ 31 }, i64 = { -2 ^ 63, 2 ^ 63 } })[dt]
-    if range and (value ~= math.floor(value) or value < range[1] or value >= range[2]) then
+    local largest = ({ f16 = 65504, bf16 = 3.3895313892515355e38, f32 = 3.4028234663852886e38 })[dt]
+    if (range and (value ~= math.floor(value) or value < range[1] or value >= range[2]))
+      or (largest and value == value and math.abs(value) ~= math.huge and math.abs(value) > largest) then
       raise(("value: %s is not a value of self's dtype %s"):format(errors.show(value), dt))
     end
     return value

@@ -165,10 +165,12 @@ function M.median(x, dim, keepdim)
   local v, i = sorted_along(x, k, nil, false)
   local at = math.floor((n - 1) / 2) + 1
   local mv, mi = v:narrow(k, at, 1), i:narrow(k, at, 1)
-  local lv, li = v:narrow(k, n, 1), i:narrow(k, n, 1)
-  local has_nan = lv:ne(lv)
-  mv = lv:where(has_nan, mv)
-  mi = li:where(has_nan, mi)
+  -- a line holding NaN: its first NaN (they sort last, in position order), PyTorch's pick
+  local nans = v:ne(v):sum(k, true)
+  local has_nan = nans:gt(0)
+  local first = nans:neg():add_(n + 1):clamp_(1, n)
+  mv = v:gather(k, first):where(has_nan, mv)
+  mi = i:gather(k, first):where(has_nan, mi)
   if not keepdim then
     local d = sizes_of(x)
     table.remove(d, k)
