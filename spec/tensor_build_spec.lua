@@ -24,20 +24,7 @@ local function check(got, want, ulps, label)
   end
 end
 
-local function indices_of(i, shape)
-  local idx, rest = {}, i - 1
-  for k = #shape, 1, -1 do
-    idx[k] = rest % shape[k] + 1
-    rest = math.floor(rest / shape[k])
-  end
-  return idx
-end
-
-local function flat_of(idx, shape)
-  local pos = 0
-  for k = 1, #shape do pos = pos * shape[k] + (idx[k] - 1) end
-  return pos + 1
-end
+local indices_of, flat_of = ref.indices_of, ref.flat_of
 
 -- The reference reduction of values (row-major, of shape) over the sorted dims: acc = init;
 -- acc = step(acc, v) per element; finish(acc) at the end. Returns the flat results in the order

@@ -7,20 +7,7 @@ local ref = require "support.reference"
 local assertions = require "support.assertions"
 local fails_with = assertions.fails_with
 
-local function indices_of(i, shape)
-  local idx, rest = {}, i - 1
-  for k = #shape, 1, -1 do
-    idx[k] = rest % shape[k] + 1
-    rest = math.floor(rest / shape[k])
-  end
-  return idx
-end
-
-local function flat_of(idx, shape)
-  local pos = 0
-  for k = 1, #shape do pos = pos * shape[k] + (idx[k] - 1) end
-  return pos + 1
-end
+local indices_of, flat_of = ref.indices_of, ref.flat_of
 
 -- got's elements equal want's exactly (NaN equal to NaN).
 local function same(got, want, label)

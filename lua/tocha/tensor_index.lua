@@ -30,11 +30,6 @@ end
 
 local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 
-local function sizes_of(t)
-  local d = {}
-  for i = 0, t.ndim - 1 do d[i + 1] = tonumber(t.dims[i]) end
-  return d
-end
 
 local function product(d, from, to)
   local p = 1
@@ -104,7 +99,7 @@ function M.index_select(x, dim, idx, opts)
   index_tensor(idx, x)
   if idx.ndim ~= 1 then raise(("index: expected a 1-D tensor, got %d dimensions"):format(idx.ndim)) end
   local base = base_of(opts)
-  local d = sizes_of(x)
+  local d = x:shape()
   local m = tonumber(idx.dims[0])
   local outer, n, inner = product(d, 1, dim - 1), d[dim], product(d, dim + 1, #d)
   local shape = {}
@@ -123,7 +118,7 @@ function M.gather(x, dim, idx, opts)
   dim = view.dim_of(x, dim, "dim")
   index_tensor(idx, x)
   local base = base_of(opts)
-  local d, e = sizes_of(x), sizes_of(idx)
+  local d, e = x:shape(), idx:shape()
   if #e ~= #d then raise(("index: expected %d dimensions (as self), got %d"):format(#d, #e)) end
   local src = x
   for k = 1, #d do
@@ -181,7 +176,7 @@ function M.roll(x, shifts, dims)
   modules()
   live(x, "self")
   if dims == nil then
-    local r = M.roll(x:contiguous():view(-1), shifts, 1):view(sizes_of(x))
+    local r = M.roll(x:contiguous():view(-1), shifts, 1):view(x:shape())
     return r
   end
   local list = dim_list(x, dims)
@@ -215,7 +210,7 @@ end
 function M.repeat_tensor(x, first, ...)
   live(x, "self")
   local reps = type(first) == "table" and first or { first, ... }
-  local d = sizes_of(x)
+  local d = x:shape()
   if #reps < #d then raise(("repeats: expected at least %d (self's dimensions), got %d"):format(#d, #reps)) end
   if #reps > 8 then raise(("repeats: expected at most 8, got %d"):format(#reps)) end
   for i, r in ipairs(reps) do
@@ -230,7 +225,7 @@ function M.repeat_tensor(x, first, ...)
   -- expanded to (before, r_k, s_k, r_k+1, ...) and copied: element (a, b) of a pair is a s + b,
   -- the tiling. Runs of three keep the view within 8 dimensions.
   local function tile(t, from, to)
-    local cur = sizes_of(t)
+    local cur = t:shape()
     local before, after = product(cur, 1, from - 1), product(cur, to + 1, #cur)
     local inter, expanded, shape = { before }, { before }, {}
     for k = from, to do

@@ -25,11 +25,6 @@ end
 
 local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 
-local function sizes_of(t)
-  local d = {}
-  for i = 0, t.ndim - 1 do d[i + 1] = tonumber(t.dims[i]) end
-  return d
-end
 
 local function shape_text(d) return "[" .. table.concat(d, ", ") .. "]" end
 
@@ -90,11 +85,11 @@ function M.cat(...)
   if #parts == 0 then return tensor.alloc({ 0 }, out_dt, device.wrap(list[1].dev)) end
   local first = parts[1]
   dim = view.dim_of(first, dim == nil and 1 or dim, "dim")
-  local shape = sizes_of(first)
+  local shape = first:shape()
   local total = 0
   for i, t in ipairs(list) do
     if not (t.ndim == 1 and t.dims[0] == 0) then
-      local d = sizes_of(t)
+      local d = t:shape()
       local same = #d == #shape
       for k = 1, #shape do same = same and (k == dim or d[k] == shape[k]) end
       if not same then
@@ -122,9 +117,9 @@ function M.stack(...)
   local out_dt = common_dtype(list)
   local first = list[1]
   dim = view.dim_of(first, dim == nil and 1 or dim, "dim", true)
-  local shape = sizes_of(first)
+  local shape = first:shape()
   for i, t in ipairs(list) do
-    local d = sizes_of(t)
+    local d = t:shape()
     local same = #d == #shape
     for k = 1, #shape do same = same and d[k] == shape[k] end
     if not same then

@@ -80,11 +80,6 @@ local function sort_rows(x, rows, n, m, desc)
   return y, yi
 end
 
-local function sizes_of(t)
-  local d = {}
-  for i = 0, t.ndim - 1 do d[i + 1] = tonumber(t.dims[i]) end
-  return d
-end
 
 -- The first m of x sorted along dim: values and positions, shaped as x with m along dim.
 local function sorted_along(x, dim, m, desc)
@@ -92,13 +87,13 @@ local function sorted_along(x, dim, m, desc)
   if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
   if x.freed ~= 0 then raise("self: tensor was freed") end
   dim = view.dim_of(x, dim == nil and -1 or dim, "dim")
-  local d = sizes_of(x)
+  local d = x:shape()
   local n = d[dim]
   m = m or n
   if n > 2 ^ 30 then raise(("dim: %d elements along it, above the 2^30 a sort takes"):format(n)) end
   -- the dimension last, rows dense
   local moved = dim == #d and x or x:transpose(dim, #d)
-  local md = sizes_of(moved)
+  local md = moved:shape()
   local rows = 1
   for k = 1, #md - 1 do rows = rows * md[k] end
   local y, yi = sort_rows(moved:contiguous(), rows, n, m, desc)
@@ -172,7 +167,7 @@ function M.median(x, dim, keepdim)
   mv = v:gather(k, first):where(has_nan, mv)
   mi = i:gather(k, first):where(has_nan, mi)
   if not keepdim then
-    local d = sizes_of(x)
+    local d = x:shape()
     table.remove(d, k)
     if #d == 0 then d = { 1 } end
     mv, mi = mv:contiguous():view(d), mi:contiguous():view(d)

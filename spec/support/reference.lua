@@ -111,6 +111,21 @@ function M.numel(shape)
   return n
 end
 
+-- The 1-based indices of row-major element i (1-based) of shape, and back.
+function M.indices_of(i, shape)
+  local idx, rest = {}, i - 1
+  for k = #shape, 1, -1 do
+    idx[k] = rest % shape[k] + 1
+    rest = math.floor(rest / shape[k])
+  end
+  return idx
+end
+function M.flat_of(idx, shape)
+  local pos = 0
+  for k = 1, #shape do pos = pos * shape[k] + (idx[k] - 1) end
+  return pos + 1
+end
+
 function M.random_shape(max_dims, max_size)
   local shape = {}
   for i = 1, math.random(1, max_dims) do shape[i] = math.random(1, max_size) end
