@@ -123,7 +123,8 @@ end)
 describe("tocha.onnx.load", function()
   local NETWORKS = { residual = 2, mobile = 1, neck = 2, head = 1, resnet18 = 1, views = 3, reductions = 2, joins = 4, attention = 2,
     resize_pad = 12, windows = 2, einsum = 3, upsample9 = 2, resize10 = 2, masked = 2,
-    leaky = 2, instnorm = 2, activations = 12, shuffles = 6, sequence = 4, product = 1, classic = 7, exporter18 = 6 }
+    leaky = 2, instnorm = 2, activations = 12, shuffles = 6, sequence = 4, product = 1, classic = 7, exporter18 = 6,
+    folds = 2 }
   -- (ReduceProd has no backward: the gradient check leaves it out)
   local NO_BACKWARD = { product = true }
   for _, dev in ipairs(ref.devices()) do

@@ -54,8 +54,9 @@ local C_BOOL = 9 -- (ONNX's TensorProto.BOOL)
 local INT_TYPES = { [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [9] = true, [12] = true,
   [13] = true }
 -- Constants past this many elements stay tensors (weights); below it they may be read and
--- folded as Lua values (shapes, axes, scales, a windowed attention's masks and bias tables).
-local FOLD_LIMIT = 2 ^ 20
+-- folded as Lua values (shapes, axes, scales, a windowed attention's masks and bias tables, a
+-- standardised convolution's weight: 2.4 M elements in BiT's ResNet-50).
+local FOLD_LIMIT = 2 ^ 22
 
 -- ---- the import's state ----
 
@@ -150,11 +151,23 @@ function Import:needed(n, i, what, keep)
   return v
 end
 
--- Input i as a tensor the network computes (keep: in the layout it is held in).
+-- Input i as a tensor the network computes (keep: in the layout it is held in). A constant
+-- there (a position table a convolution projects, a grid tiled over the batch) becomes a
+-- Constant node holding it, made once a value and placed after the network's first input.
 function Import:runtime(n, i, what, keep)
   local v = self:needed(n, i, what or "x", keep)
   if v.const then
-    self:fail(n, ("input %d (%s) is a constant where tocha's op takes a computed tensor"):format(i, what or "x"))
+    if not self.anchor then
+      self:fail(n, ("input %d (%s) is a constant where tocha's op takes a computed tensor"):format(i, what or "x"))
+    end
+    if not v.held then
+      local shape = { 1 }
+      for k, size in ipairs(v.shape) do shape[k] = size end
+      local held = Constant.new(shape, { dtype = self.dtype })
+      local r = self:emit(n, held, { self.anchor }, { constant = v }, (n.name ~= "" and n.name or n.op_type) .. "_constant")
+      v.held = { node = r.node, shape = r.shape }
+    end
+    return v.held
   end
   return v
 end
@@ -170,6 +183,22 @@ end
 
 function Import:values_of(n, v, what)
   if v.values then return v.values end
+  if v.tensor then -- a fold computed by tensor math, read back where a fold reads it
+    if v.tensor:numel() > FOLD_LIMIT then
+      self:fail(n, ("%s: a constant of %d elements where tocha reads small ones (shapes, axes)"):format(what, v.tensor:numel()))
+    end
+    v.values = v.tensor:contiguous():view({ v.tensor:numel() }):tolist()
+    return v.values
+  end
+  if v.lazy then -- a fold computed when first read (a weight's statistics that only a training-mode
+    v.values = v.lazy() -- batch norm's unread running outputs take are never computed)
+    v.lazy = nil
+    return v.values
+  end
+  if v.from and not v.transpose and not v.scale then -- a constant seen in another shape
+    v.values = self:values_of(n, v.from, what)
+    return v.values
+  end
   if v.init.numel > FOLD_LIMIT then
     self:fail(n, ("%s: a constant of %d elements where tocha reads small ones (shapes, axes)"):format(what, v.init.numel))
   end
@@ -184,7 +213,8 @@ function Import:tensor_of(v, dt)
   if v.from and not v.transpose and not v.scale then return self:tensor_of(v.from, dt):view(v.shape) end -- (a weight read 2-D)
   if v.init and v.init:dtype() then return v.init:to_tensor({ device = self.device, dtype = dt }) end
   local shape = #v.shape > 0 and v.shape or { 1 }
-  local flat = tensor.tensor(v.values, { dtype = "f64", device = "sim" })
+  local values = v.values or self:values_of({ name = "?", op_type = "?" }, v, "constant") -- (a lazy fold)
+  local flat = tensor.tensor(values, { dtype = "f64", device = "sim" })
   return flat:view(shape):cast(dt):to(self.device.name)
 end
 
@@ -197,7 +227,7 @@ local ATTRIBUTE_KINDS = {
   keepdims = "int", min = "float", max = "float", mode = "string", coordinate_transformation_mode = "string",
   nearest_mode = "string", equation = "string", fmod = "int", reduction = "string", antialias = "int",
   exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints", blocksize = "int", size = "int", bias = "float",
-  num_groups = "int",
+  num_groups = "int", noop_with_empty_axes = "int", exclusive = "int", reverse = "int",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -463,8 +493,32 @@ function Import:reads_extra_outputs(n)
   return false
 end
 
+-- A training-mode BatchNormalization of a constant: a weight standardisation (timm's StdConv2d
+-- and ScaledStdConv2d: BiT, NFNet), folded (its running statistics' outputs are unread).
+-- Computed in f64 by tocha's tensor math on the model's device (a weight is millions of values:
+-- too many for Lua lists); the result is held as that tensor.
+local function standardised(self, n, x)
+  if self:reads_extra_outputs(n) then self:fail(n, "the running statistics' outputs (training mode) are not supported") end
+  local scale, bias = self:needed(n, 2, "scale"), self:needed(n, 3, "B")
+  local c = x.shape[2]
+  for _, v in ipairs({ scale, bias }) do
+    if not v.const or numel(v.shape) ~= c then
+      self:fail(n, ("scale and B must be constants of one value a channel of X [%s]"):format(table.concat(x.shape, ", ")))
+    end
+  end
+  local rest = numel(x.shape) / (x.shape[1] * c)
+  local w = self:tensor_of(x, "f64"):contiguous():view({ x.shape[1], c, rest })
+  local mean = w:mean({ 1, 3 }, true)
+  local centred = w - mean
+  local var = (centred * centred):mean({ 1, 3 }, true)
+  local y = centred / (var + self:attr(n, "epsilon", 1e-5)):sqrt() * self:tensor_of(scale, "f64"):view({ 1, c, 1 })
+    + self:tensor_of(bias, "f64"):view({ 1, c, 1 })
+  return { const = true, shape = copy(x.shape), tensor = y:view(x.shape), onnx_type = 1 }
+end
+
 OPS.BatchNormalization = function(self, n)
   local v = self:input(n, 1, true)
+  if v and v.const and #v.shape >= 2 and self:attr(n, "training_mode", 0) ~= 0 then return self:set(n, 1, standardised(self, n, v)) end
   local consts = true
   for i = 2, 5 do consts = consts and self:input(n, i) ~= nil and self:input(n, i).const end
   if self:open(v, n.inputs[1]) and not v.pending.linear and not v.pending.bn and not v.pending.residual and consts
@@ -701,6 +755,12 @@ OPS.Clip = function(self, n)
     low = self:input(n, 2) and self:constant(n, 2, "min")[1] or -math.huge
     high = self:input(n, 3) and self:constant(n, 3, "max")[1] or math.huge
   end
+  if self:needed(n, 1, "input").const then -- (an exporter's "same" padding arithmetic)
+    local values, rec = self:constant(n, 1, "input")
+    local out = {}
+    for i, v in ipairs(values) do out[i] = math.min(math.max(v, low), high) end
+    return self:set(n, 1, const(copy(rec.shape), out, rec.onnx_type or (rec.init and rec.init.data_type)))
+  end
   if low == 0 and high == 6 then return activation(self, n, "relu6") end
   if low == 0 and high == math.huge then return activation(self, n, "relu") end
   local x = self:runtime(n, 1, "input")
@@ -852,8 +912,25 @@ local FOLD = {
   Mod = function(a, b) return a - math.floor(a / b) * b end, -- (fmod 0: the divisor's sign, integers)
 }
 
--- Elementwise over two constants, broadcast as NumPy does (integer Div truncates).
+local folded_binary -- (below)
+
+-- Elementwise over two constants, broadcast as NumPy does (integer Div truncates), computed when
+-- first read (a weight standardisation's centred weight feeds only running statistics no one
+-- reads).
 local function fold_binary(self, n, fn)
+  local va, vb = self:needed(n, 1, "A"), self:needed(n, 2, "B")
+  for i, v in ipairs({ va, vb }) do
+    if not v.const then self:fail(n, ("input %d (%s) must be a constant"):format(i, i == 1 and "A" or "B")) end
+  end
+  local shape, why = fold.broadcast_shape({ va.shape, vb.shape })
+  if not shape then self:fail(n, why) end
+  local r = const(shape, nil, va.onnx_type or (va.init and va.init.data_type))
+  r.lazy = function() return (folded_binary(self, n, fn)) end
+  return r
+end
+
+-- fold_binary's values and shape.
+folded_binary = function(self, n, fn)
   local a, va = self:constant(n, 1, "A")
   local b, vb = self:constant(n, 2, "B")
   local ints = INT_TYPES[va.onnx_type or (va.init and va.init.data_type)]
@@ -866,7 +943,7 @@ local function fold_binary(self, n, fn)
   end
   local out, shape = fold.map(g, { { a, va.shape }, { b, vb.shape } }, FOLD_LIMIT)
   if not out then self:fail(n, shape) end
-  return const(shape, out, va.onnx_type or (va.init and va.init.data_type))
+  return out, shape
 end
 
 -- An operand an Expand passed through (record.expanded_to, the shape it stands for) must give
@@ -1019,6 +1096,42 @@ OPS.ScatterND = function(self, n)
   local out, shape = fold.scatter_nd(data, dv.shape, idx, iv.shape, upd)
   if not out then self:fail(n, shape) end
   self:set(n, 1, const(copy(shape), out, dv.onnx_type or (dv.init and dv.init.data_type)))
+end
+
+-- CumSum of a constant (a sinusoidal position table built from a mask of ones): folded.
+OPS.CumSum = function(self, n)
+  local x = self:needed(n, 1, "x")
+  if not x.const then self:fail(n, "a running sum of a computed tensor is not supported (of constants, folded)") end
+  local values, rec = self:constant(n, 1, "x")
+  local axis = self:constant(n, 2, "axis")
+  if #axis ~= 1 then self:fail(n, "axis must be one number") end
+  local shape = #rec.shape > 0 and rec.shape or { #values }
+  local out = fold.cumsum(values, shape, self:axis(n, axis[1], #shape, "axis"), self:attr(n, "exclusive", 0) == 1,
+    self:attr(n, "reverse", 0) == 1)
+  self:set(n, 1, const(copy(rec.shape), out, rec.onnx_type or (rec.init and rec.init.data_type)))
+end
+
+-- Tile: of a constant, folded; of a computed tensor, only along dimensions of size 1, where it is
+-- an Expand (read by broadcasting arithmetic alone).
+OPS.Tile = function(self, n)
+  local x = self:needed(n, 1, "input")
+  local repeats = self:constant(n, 2, "repeats")
+  if #repeats ~= #x.shape then self:fail(n, ("%d repeats for %d dimensions"):format(#repeats, #x.shape)) end
+  if not x.const then
+    local to = {}
+    for d, s in ipairs(x.shape) do
+      if repeats[d] ~= 1 and s ~= 1 then
+        self:fail(n, ("repeating dimension %d of size %d of a computed tensor is not supported (size 1 only)"):format(d - 1, s))
+      end
+      to[d] = s * repeats[d]
+    end
+    self.values[n.outputs[1] .. "\0tile_shape"] = const({ #to }, to, 7)
+    return OPS.Expand(self, { name = n.name, op_type = "Expand", index = n.index, inputs = { n.inputs[1],
+      n.outputs[1] .. "\0tile_shape" }, outputs = n.outputs, attributes = {} })
+  end
+  local out, shape = fold.tile(self:values_of(n, x, "input"), x.shape, repeats, FOLD_LIMIT)
+  if not out then self:fail(n, shape) end
+  self:set(n, 1, const(shape, out, x.onnx_type or (x.init and x.init.data_type)))
 end
 
 binary("Sub", "sub")
@@ -1183,7 +1296,11 @@ function reshaped(self, n, x, shape)
     self:fail(n, ("a shape of %d elements for a tensor of %d"):format(numel(shape), numel(x.shape)))
   end
   if op_base.same_sizes(shape, x.shape) and #shape == #x.shape then return x end
-  if x.const then return const(copy(shape), x.values, x.onnx_type) end
+  if x.const then
+    local r = const(copy(shape), x.values, x.onnx_type or (x.init and x.init.data_type))
+    if not x.values then r.from = x end -- (read when needed: a large initializer seen as a weight)
+    return r
+  end
   local r = self:emit(n, views.View.new(shape, { dtype = x.integer or self.dtype }), { x })
   r.integer = x.integer
   return r
@@ -1641,15 +1758,41 @@ local function soft(class)
 end
 OPS.Softmax, OPS.LogSoftmax = soft(softmax.Softmax), soft(softmax.LogSoftmax)
 
+-- A Reduce* node's reduction of a constant (a weight standardisation's statistics), computed
+-- when first read.
+local function folded_reduction(self, n, mode, pre, post)
+  local x = self:needed(n, 1, "data")
+  local ax = axes(self, n)
+  local dims, seen = {}, {}
+  if not ax or (#ax == 0 and self:attr(n, "noop_with_empty_axes", 0) == 0) then
+    for d = 1, #x.shape do dims[d] = d end
+  else
+    for _, a in ipairs(ax) do
+      local d = self:axis(n, a, #x.shape, "axis")
+      if seen[d] then self:fail(n, ("axis %d is given twice"):format(a)) end
+      seen[d], dims[#dims + 1] = true, d
+    end
+  end
+  local kept, shape = {}, {}
+  for _, d in ipairs(dims) do kept[d] = true end
+  for d, s in ipairs(x.shape) do
+    if not kept[d] then shape[#shape + 1] = s elseif self:attr(n, "keepdims", 1) == 1 then shape[#shape + 1] = 1 end
+  end
+  local r = const(shape, nil, x.onnx_type or (x.init and x.init.data_type))
+  r.lazy = function() return (fold.reduce(self:values_of(n, x, "data"), x.shape, dims, mode, pre, post)) end
+  return r
+end
+
 -- Reduce over the axes a dimension at a time; `pre` an Elementwise function applied first
 -- ("square": x * x; "abs"), `post` one applied to the result ("sqrt"): ReduceL2 is
 -- sqrt(sum(x * x)), ReduceL1 sum(|x|), ReduceSumSquare sum(x * x), as ONNX defines them.
 local function reduction(mode, pre, post) return function(self, n)
+  if self:needed(n, 1, "data").const then return self:set(n, 1, folded_reduction(self, n, mode, pre, post)) end
   local x = self:runtime(n, 1, "data")
   if pre == "square" then x = self:emit(n, Elementwise.new("mul", self.dtype), { x, x })
   elseif pre then x = self:emit(n, Elementwise.new(pre, self.dtype), { x }) end
   local ax = axes(self, n)
-  if not ax then
+  if not ax or (#ax == 0 and self:attr(n, "noop_with_empty_axes", 0) == 0) then
     ax = {}
     for i = 1, #x.shape do ax[i] = i - 1 end
   end
@@ -1963,6 +2106,7 @@ function M.load(path, opts)
       local node = model.input(model_shape, { dtype = integer or dt, name = self:unique(v.name) })
       inputs[#inputs + 1] = node
       self.values[v.name] = { node = node, shape = shape, integer = integer }
+      self.anchor = self.anchor or self.values[v.name]
     end
   end
   self.uses, self.readers, self.graph_outputs = {}, {}, {}

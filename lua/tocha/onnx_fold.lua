@@ -158,4 +158,121 @@ function M.matmul(a, a_shape, b, b_shape, limit)
   return out, shape
 end
 
+-- The row-major strides of shape, in elements.
+local function strides_of(shape)
+  local s, step = {}, 1
+  for d = #shape, 1, -1 do s[d], step = step, step * shape[d] end
+  return s
+end
+
+-- A reduction over dims (1-based) of values, the reduced dimensions kept as 1s: kind "sum",
+-- "mean", "max", "min" or "prod" of each element after pre ("square", "abs" or nil), then post
+-- ("sqrt" or nil) of each result, as ONNX's Reduce* (a weight standardisation's statistics).
+function M.reduce(values, shape, dims, kind, pre, post)
+  local out_shape, reduced = {}, {}
+  for _, d in ipairs(dims) do reduced[d] = true end
+  for d, s in ipairs(shape) do out_shape[d] = reduced[d] and 1 or s end
+  local step, out_strides = {}, strides_of(out_shape)
+  for d = 1, #shape do step[d] = reduced[d] and 0 or out_strides[d] end
+  local count, total = numel(out_shape), numel(shape)
+  local start = kind == "max" and -math.huge or kind == "min" and math.huge or kind == "prod" and 1 or 0
+  local acc = {}
+  for i = 1, count do acc[i] = start end
+  local coord, at = {}, 0
+  for d = 1, #shape do coord[d] = 0 end
+  for e = 1, total do
+    local v = values[e]
+    if pre == "square" then v = v * v elseif pre == "abs" then v = math.abs(v) end
+    local a = acc[at + 1]
+    if kind == "max" then
+      if v > a or v ~= v then acc[at + 1] = v end
+    elseif kind == "min" then
+      if v < a or v ~= v then acc[at + 1] = v end
+    elseif kind == "prod" then
+      acc[at + 1] = a * v
+    else
+      acc[at + 1] = a + v
+    end
+    for d = #shape, 1, -1 do -- the next element's coordinates and output position
+      coord[d], at = coord[d] + 1, at + step[d]
+      if coord[d] < shape[d] then break end
+      coord[d], at = 0, at - step[d] * shape[d]
+    end
+  end
+  if kind == "mean" then
+    local per = count > 0 and total / count or 0
+    for i = 1, count do acc[i] = acc[i] / per end
+  end
+  if post == "sqrt" then
+    for i = 1, count do acc[i] = math.sqrt(acc[i]) end
+  end
+  return acc, out_shape
+end
+
+-- The running sums of values along axis a (1-based), as ONNX's CumSum: exclusive leaves each
+-- element out of its own sum, reverse sums from the end.
+function M.cumsum(values, shape, a, exclusive, reverse)
+  local before, size, after = numel({ unpack(shape, 1, a - 1) }), shape[a], numel({ unpack(shape, a + 1) })
+  local out = {}
+  for o = 0, before - 1 do
+    for j = 0, after - 1 do
+      local sum = 0
+      for t = 0, size - 1 do
+        local k = reverse and size - 1 - t or t
+        local at = (o * size + k) * after + j + 1
+        if exclusive then out[at], sum = sum, sum + values[at] else sum = sum + values[at] out[at] = sum end
+      end
+    end
+  end
+  return out, shape
+end
+
+-- values repeated repeats[d] times along each dimension d, as ONNX's Tile, a result of at most
+-- `limit` elements.
+function M.tile(values, shape, repeats, limit)
+  if #repeats ~= #shape then return nil, ("%d repeats for %d dimensions"):format(#repeats, #shape) end
+  local out_shape = {}
+  for d, s in ipairs(shape) do
+    if repeats[d] < 0 then return nil, ("repeat %d of dimension %d is negative"):format(repeats[d], d - 1) end
+    out_shape[d] = s * repeats[d]
+  end
+  local count = numel(out_shape)
+  if count > limit then return nil, ("%d elements: tocha folds constants of at most %d"):format(count, limit) end
+  local src = strides_of(shape)
+  local out = {}
+  for e = 0, count - 1 do
+    local rest, at = e, 0
+    for d = #out_shape, 1, -1 do
+      local i = rest % out_shape[d]
+      rest = (rest - i) / out_shape[d]
+      at = at + (i % shape[d]) * src[d]
+    end
+    out[e + 1] = values[at + 1]
+  end
+  return out, out_shape
+end
+
+-- BatchNormalization in training mode over values (N, C, ...): each channel normalised by its
+-- own mean and (biased) variance over the other dimensions, then scaled and shifted (a weight
+-- standardisation, written by exporters as a training-mode batch norm of the weight).
+function M.batch_norm_train(values, shape, scale, bias, eps)
+  if #shape < 2 then return nil, "x needs at least 2 dimensions" end
+  local dims = {}
+  for d = 1, #shape do if d ~= 2 then dims[#dims + 1] = d end end
+  local mean = M.reduce(values, shape, dims, "mean")
+  local c, inner = shape[2], numel({ unpack(shape, 3) })
+  local centered = {}
+  for e = 1, #values do
+    local ch = math.floor((e - 1) / inner) % c
+    centered[e] = values[e] - mean[ch + 1]
+  end
+  local var = M.reduce(centered, shape, dims, "mean", "square")
+  local out = {}
+  for e = 1, #values do
+    local ch = math.floor((e - 1) / inner) % c + 1
+    out[e] = centered[e] / math.sqrt(var[ch] + eps) * scale[ch] + bias[ch]
+  end
+  return out, shape
+end
+
 return M

@@ -1219,7 +1219,80 @@ def typed():
               f"{OUT}/typed.onnx")
 
 
+# ---- constants an exporter computes in the graph, folded at import: a weight standardisation
+# (timm's StdConv2d, BiT and NFNet: a training-mode BatchNormalization of the reshaped weight,
+# its running statistics computed and never read), Clip of a constant ("same" padding
+# arithmetic), CumSum of a mask of ones projected by a convolution (EdgeNeXt's position
+# encoding: a constant a computed op reads), Tile of a constant and of a computed tensor along a
+# dimension of size 1, ReduceMax of a constant ----
+
+def folds():
+    x = rand(2, 3, 5, 5)
+    w = rand(4, 3, 3, 3)
+    gain = rand(4, low=0.5, high=1.5)
+    eps = 1e-5
+    w64 = w.astype(np.float64).reshape(4, 27)
+    ws = (w64 - w64.mean(1, keepdims=True)) / np.sqrt(w64.var(1, keepdims=True) + eps) * gain.astype(np.float64)[:, None]
+    y1 = conv2d(x, ws.reshape(4, 3, 3, 3), pad=(1, 1))
+    clip = np.clip(np.array([-2.0, 0.5, 3.0, 7.0]), 0.0, 4.0).reshape(1, 4, 1, 1)
+    ones = np.ones((1, 5, 5))
+    rows = np.cumsum(ones, axis=1)
+    back = np.flip(np.cumsum(np.flip(ones, 2), axis=2), 2) - ones           # exclusive, reverse
+    pos = (rows * 0.1 + back * 0.01)[:, None]                                 # [1, 1, 5, 5]
+    pw, pb = rand(4, 1, 1, 1), rand(4)
+    y = y1 + clip + conv2d(pos, pw, pb)
+    row = rand(1, 1, 1, 5)
+    gap = x.astype(np.float64).mean((2, 3), keepdims=True)
+    table = rand(2, 3)
+    z = x * np.tile(gap, (1, 1, 5, 5)) + np.tile(row.astype(np.float64), (1, 1, 5, 1)) + table.astype(np.float64).max()
+    i64, f32 = TensorProto.INT64, TensorProto.FLOAT
+    cst = lambda n, t, dims, v: helper.make_node("Constant", [], [n], name=n, value=helper.make_tensor(n + "_v", t, dims, v))
+    nodes = [
+        cst("w_flat", i64, [3], [1, 4, 27]),
+        helper.make_node("Reshape", ["w", "w_flat"], ["w_r"], name="std/reshape"),
+        helper.make_node("ReduceMean", ["w_r"], ["mean0"], name="std/mean", axes=[0, 2], keepdims=0),
+        helper.make_node("ReduceMean", ["w_r"], ["mean1"], name="std/mean_kept", axes=[0, 2], keepdims=1),
+        helper.make_node("Sub", ["w_r", "mean1"], ["centred"], name="std/centre"),
+        helper.make_node("Mul", ["centred", "centred"], ["square"], name="std/square"),
+        helper.make_node("ReduceMean", ["square"], ["var0"], name="std/var", axes=[0, 2], keepdims=0),
+        helper.make_node("BatchNormalization", ["w_r", "gain", "shift", "mean0", "var0"], ["ws", "run_mean", "run_var"],
+                         name="std/bn", epsilon=eps, momentum=1.0, training_mode=1),
+        cst("w_shape", i64, [4], [4, 3, 3, 3]),
+        helper.make_node("Reshape", ["ws", "w_shape"], ["w_std"], name="std/back"),
+        helper.make_node("Conv", ["x", "w_std"], ["y1"], name="std/conv", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        cst("c_raw", f32, [4], [-2.0, 0.5, 3.0, 7.0]), cst("c_lo", f32, [], [0.0]), cst("c_hi", f32, [], [4.0]),
+        helper.make_node("Clip", ["c_raw", "c_lo", "c_hi"], ["c_clip"], name="clip_const"),
+        cst("c_shape", i64, [4], [1, 4, 1, 1]),
+        helper.make_node("Reshape", ["c_clip", "c_shape"], ["c4"], name="clip_view"),
+        helper.make_node("Add", ["y1", "c4"], ["y1c"], name="add_clip"),
+        cst("ones", f32, [1, 5, 5], [1.0] * 25), cst("ax1", i64, [], [1]), cst("ax2", i64, [], [2]),
+        helper.make_node("CumSum", ["ones", "ax1"], ["rows"], name="cumsum_rows"),
+        helper.make_node("CumSum", ["ones", "ax2"], ["back"], name="cumsum_back", exclusive=1, reverse=1),
+        cst("tenth", f32, [], [0.1]), cst("hundredth", f32, [], [0.01]),
+        helper.make_node("Mul", ["rows", "tenth"], ["rows_s"], name="rows_scale"),
+        helper.make_node("Mul", ["back", "hundredth"], ["back_s"], name="back_scale"),
+        helper.make_node("Add", ["rows_s", "back_s"], ["pos3"], name="pos_sum"),
+        cst("ax_u", i64, [1], [1]),
+        helper.make_node("Unsqueeze", ["pos3", "ax_u"], ["pos"], name="pos_4d"),
+        helper.make_node("Conv", ["pos", "pw", "pb"], ["pe"], name="pos_proj", kernel_shape=[1, 1]),
+        helper.make_node("Add", ["y1c", "pe"], ["y"], name="add_pos"),
+        helper.make_node("GlobalAveragePool", ["x"], ["gap"], name="gap"),
+        cst("reps", i64, [4], [1, 1, 5, 5]),
+        helper.make_node("Tile", ["gap", "reps"], ["gap_t"], name="tile_computed"),
+        helper.make_node("Mul", ["x", "gap_t"], ["xg"], name="scale_by_gap"),
+        cst("row", f32, [1, 1, 1, 5], row.flatten().tolist()), cst("row_reps", i64, [4], [1, 1, 5, 1]),
+        helper.make_node("Tile", ["row", "row_reps"], ["grid"], name="tile_const"),
+        helper.make_node("Add", ["xg", "grid"], ["xgg"], name="add_grid"),
+        helper.make_node("ReduceMax", ["table"], ["top"], name="max_const", keepdims=0),
+        helper.make_node("Add", ["xgg", "top"], ["z"], name="add_top"),
+    ]
+    save("folds", nodes, [("x", x)], [("y", y), ("z", z)],
+         [init("w", w), init("gain", gain), init("shift", np.zeros(4, np.float32)), init("pw", pw), init("pb", pb),
+          init("table", table)])
+
+
 typed()
+folds()
 views()
 reductions()
 joins()
