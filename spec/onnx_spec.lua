@@ -124,7 +124,7 @@ describe("tocha.onnx.load", function()
   local NETWORKS = { residual = 2, mobile = 1, neck = 2, head = 1, resnet18 = 1, views = 3, reductions = 2, joins = 4, attention = 2,
     resize_pad = 12, windows = 2, einsum = 3, upsample9 = 2, resize10 = 2, masked = 2,
     leaky = 2, instnorm = 2, activations = 12, shuffles = 6, sequence = 4, product = 1, classic = 7, exporter18 = 6,
-    folds = 2 }
+    folds = 3 }
   -- (ReduceProd has no backward: the gradient check leaves it out)
   local NO_BACKWARD = { product = true }
   for _, dev in ipairs(ref.devices()) do
@@ -349,7 +349,7 @@ describe("tocha.onnx.load", function()
       bad_pad_wrap = 'node "wrap_twice" (Pad): inputs[1]: circular pads of 5 and 0 on a dimension of 4: each must be at most the size',
       bad_resize_cubic = 'node "smooth" (Resize): mode cubic: tocha resizes by nearest neighbour or linearly',
       bad_pool_indices = 'node "argmax_pool" (MaxPool): the Indices output is not supported',
-      bad_expand_read = 'node "spread" (Expand): expanding a computed tensor is supported only where broadcasting arithmetic',
+      bad_tile_long = 'node "twice" (Tile): repeating dimension 1 of size 2 of a computed tensor is not supported (size 1 only)',
       bad_blocksize = 'node "shuffle" (DepthToSpace): blocksize 3: the 2 channels are not a multiple of its square',
       bad_selu = "node \"scaled\" (Selu): alpha 2 and gamma 1.0507: tocha's selu is PyTorch's (1.6733, 1.0507)",
       bad_conv1d_weight = 'node "conv1d" (Conv): W must be an initializer of 3 dimensions for a 1-D x',

@@ -1423,6 +1423,16 @@ OPS.Constant = function(self, n)
   self:fail(n, "a Constant needs value, value_float(s) or value_int(s)")
 end
 
+-- Computed x written out broadcast to shape `to` (XCiT's position encoding tiled over the
+-- batch, then reshaped): a Broadcast masked_fill of x by a Constant of NaNs of that shape (x is
+-- taken everywhere; the backward sums x's gradient over the dimensions it repeats).
+function Import:broadcast_to(n, x, to)
+  local fill = { const = true, shape = copy(to), tensor = tensor.full(to, 0 / 0, { dtype = self.dtype, device = self.device }) }
+  local held = Constant.new(copy(to), { dtype = self.dtype })
+  local c = self:emit(n, held, { self.anchor or x }, { constant = fill }, (n.name ~= "" and n.name or n.op_type) .. "_shape")
+  return self:emit(n, Broadcast.new("masked_fill", self.dtype), { x, c })
+end
+
 local BROADCASTING = { Add = true, Sub = true, Mul = true, Div = true, Sum = true, Max = true, Min = true, Mean = true }
 
 -- Expand of a constant (anchor grids, strides): folded, broadcast as NumPy does (the shape may
@@ -1449,10 +1459,7 @@ OPS.Expand = function(self, n)
     local readers = self.readers[name] or {}
     local ok = #readers > 0 and not self.graph_outputs[name]
     for _, reader in ipairs(readers) do ok = ok and BROADCASTING[reader.op_type] end
-    if not ok then
-      self:fail(n, "expanding a computed tensor is supported only where broadcasting arithmetic (Add, Sub, Mul, Div, "
-        .. "Sum, Max, Min) alone reads it")
-    end
+    if not ok then return self:set(n, 1, self:broadcast_to(n, self:runtime(n, 1, "input"), out)) end
     local rec = {}
     for k, x in pairs(v) do rec[k] = x end
     rec.expanded_to = out

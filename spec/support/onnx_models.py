@@ -1087,10 +1087,8 @@ def bad():
     write("pads", [helper.make_node("AveragePool", ["x"], ["y"], name="lopsided", kernel_shape=[3, 3], pads=[0, 0, 1, 1])], [])
     write("pool_indices", [helper.make_node("MaxPool", ["x"], ["p", "i"], name="argmax_pool", kernel_shape=[2, 2]),
                            helper.make_node("Cast", ["i"], ["y"], name="indices_read", to=TensorProto.FLOAT)], [])
-    write("expand_read", [helper.make_node("ReduceMean", ["x"], ["m"], name="mean", axes=[2, 3]),
-                          helper.make_node("Shape", ["x"], ["s"], name="shape"),
-                          helper.make_node("Expand", ["m", "s"], ["e"], name="spread"),
-                          helper.make_node("Relu", ["e"], ["y"], name="rectify")], [])
+    reps = helper.make_node("Constant", [], ["reps"], name="reps", value=helper.make_tensor("reps_v", TensorProto.INT64, [4], [1, 2, 1, 1]))
+    write("tile_long", [reps, helper.make_node("Tile", ["x", "reps"], ["y"], name="twice")], [])
     write("blocksize", [helper.make_node("DepthToSpace", ["x"], ["y"], name="shuffle", blocksize=3)], [])
     write("selu", [helper.make_node("Selu", ["x"], ["y"], name="scaled", alpha=2.0)], [])
     seq = helper.make_node("Constant", [], ["seq"], name="seq", value=helper.make_tensor("seq_v", TensorProto.INT64, [3], [1, 2, 16]))
@@ -1224,7 +1222,8 @@ def typed():
 # its running statistics computed and never read), Clip of a constant ("same" padding
 # arithmetic), CumSum of a mask of ones projected by a convolution (EdgeNeXt's position
 # encoding: a constant a computed op reads), Tile of a constant and of a computed tensor along a
-# dimension of size 1, ReduceMax of a constant ----
+# dimension of size 1 (read by arithmetic, and by a Reshape: written out), ReduceMax of a
+# constant ----
 
 def folds():
     x = rand(2, 3, 5, 5)
@@ -1285,8 +1284,12 @@ def folds():
         helper.make_node("Add", ["xg", "grid"], ["xgg"], name="add_grid"),
         helper.make_node("ReduceMax", ["table"], ["top"], name="max_const", keepdims=0),
         helper.make_node("Add", ["xgg", "top"], ["z"], name="add_top"),
+        cst("reps2", i64, [4], [1, 1, 2, 2]), cst("flat12", i64, [2], [2, 12]),
+        helper.make_node("Tile", ["gap", "reps2"], ["gap2"], name="tile_then_view"),
+        helper.make_node("Reshape", ["gap2", "flat12"], ["tiled"], name="tiled_flat"),
     ]
-    save("folds", nodes, [("x", x)], [("y", y), ("z", z)],
+    tiled = np.tile(gap, (1, 1, 2, 2)).reshape(2, 12)
+    save("folds", nodes, [("x", x)], [("y", y), ("z", z), ("tiled", tiled)],
          [init("w", w), init("gain", gain), init("shift", np.zeros(4, np.float32)), init("pw", pw), init("pb", pb),
           init("table", table)])
 
