@@ -31,16 +31,9 @@ local function check(got, want, ulps, label, scale)
   end
 end
 
--- Row-major flat index -> indices, and the flat index of indices in a shape (broadcasting:
--- a size-1 dimension of `shape`, or a missing leading one, reads index 1).
-local function indices_of(i, shape)
-  local idx, rest = {}, i - 1
-  for k = #shape, 1, -1 do
-    idx[k] = rest % shape[k] + 1
-    rest = math.floor(rest / shape[k])
-  end
-  return idx
-end
+-- Row-major flat index -> indices (support.reference's), and the flat index of indices in a
+-- shape (broadcasting: a size-1 dimension of `shape`, or a missing leading one, reads index 1).
+local indices_of = ref.indices_of
 local function flat_of(idx, shape)
   local lead, pos = #idx - #shape, 0
   for k = 1, #shape do

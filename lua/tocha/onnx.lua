@@ -160,16 +160,20 @@ function Import:runtime(n, i, what, keep)
     if not self.anchor then
       self:fail(n, ("input %d (%s) is a constant where tocha's op takes a computed tensor"):format(i, what or "x"))
     end
-    if not v.held then
-      local shape = { 1 }
-      for k, size in ipairs(v.shape) do shape[k] = size end
-      local held = Constant.new(shape, { dtype = self.dtype })
-      local r = self:emit(n, held, { self.anchor }, { constant = v }, (n.name ~= "" and n.name or n.op_type) .. "_constant")
-      v.held = { node = r.node, shape = r.shape }
-    end
+    v.held = v.held or self:hold(n, v, self.anchor)
     return v.held
   end
   return v
+end
+
+-- A Constant node holding constant record v (a scalar as [1]), placed after the record `after`
+-- (a model's nodes are made from others; the Constant never reads it).
+function Import:hold(n, v, after)
+  local shape = { 1 }
+  for k, size in ipairs(v.shape) do shape[k] = size end
+  local r = self:emit(n, Constant.new(shape, { dtype = self.dtype }), { after }, { constant = v },
+    (n.name ~= "" and n.name or n.op_type:lower()) .. "_constant")
+  return { node = r.node, shape = r.shape }
 end
 
 -- Input i as a constant's Lua values (and the record).
@@ -324,6 +328,7 @@ local function joined(v)
 end
 
 local reshaped -- x seen with another shape (the shape converters' below)
+local expanded -- computed x broadcast to a shape (Expand's and Tile's, below)
 
 -- Emits v's convolution (once) with everything that joined it.
 function Import:materialize(v)
@@ -1125,9 +1130,8 @@ OPS.Tile = function(self, n)
       end
       to[d] = s * repeats[d]
     end
-    self.values[n.outputs[1] .. "\0tile_shape"] = const({ #to }, to, 7)
-    return OPS.Expand(self, { name = n.name, op_type = "Expand", index = n.index, inputs = { n.inputs[1],
-      n.outputs[1] .. "\0tile_shape" }, outputs = n.outputs, attributes = {} })
+    if #to == #x.shape and op_base.same_sizes(to, x.shape) then return self:set(n, 1, x) end
+    return self:set(n, 1, expanded(self, n, x, to))
   end
   local out, shape = fold.tile(self:values_of(n, x, "input"), x.shape, repeats, FOLD_LIMIT)
   if not out then self:fail(n, shape) end
@@ -1428,12 +1432,25 @@ end
 -- taken everywhere; the backward sums x's gradient over the dimensions it repeats).
 function Import:broadcast_to(n, x, to)
   local fill = { const = true, shape = copy(to), tensor = tensor.full(to, 0 / 0, { dtype = self.dtype, device = self.device }) }
-  local held = Constant.new(copy(to), { dtype = self.dtype })
-  local c = self:emit(n, held, { self.anchor or x }, { constant = fill }, (n.name ~= "" and n.name or n.op_type) .. "_shape")
-  return self:emit(n, Broadcast.new("masked_fill", self.dtype), { x, c })
+  return self:emit(n, Broadcast.new("masked_fill", self.dtype), { x, self:hold(n, fill, self.anchor or x) })
 end
 
 local BROADCASTING = { Add = true, Sub = true, Mul = true, Div = true, Sum = true, Max = true, Min = true, Mean = true }
+
+-- Node n's output: computed v (input 1) expanded to shape `to`. Where only broadcasting
+-- arithmetic reads it (an older squeeze-and-excitation's x * s.expand_as(x)), v itself, each
+-- reader checked to give the expanded shape's result; else written out (broadcast_to).
+function expanded(self, n, v, to)
+  local name = n.outputs[1]
+  local readers = self.readers[name] or {}
+  local ok = #readers > 0 and not self.graph_outputs[name]
+  for _, reader in ipairs(readers) do ok = ok and BROADCASTING[reader.op_type] end
+  if not ok then return self:broadcast_to(n, self:runtime(n, 1, "input"), to) end
+  local rec = {}
+  for k, x in pairs(v) do rec[k] = x end
+  rec.expanded_to = to
+  return rec
+end
 
 -- Expand of a constant (anchor grids, strides): folded, broadcast as NumPy does (the shape may
 -- also be smaller than the input's: ONNX's bidirectional rule). A computed input only where the
@@ -1453,17 +1470,7 @@ OPS.Expand = function(self, n)
   end
   if not v.const then
     if #out == #v.shape and op_base.same_sizes(out, v.shape) then return self:set(n, 1, v) end
-    -- read only by arithmetic that broadcasts (an older squeeze-and-excitation's
-    -- x * s.expand_as(x)): v itself, each reader checked to give the expanded shape's result
-    local name = n.outputs[1]
-    local readers = self.readers[name] or {}
-    local ok = #readers > 0 and not self.graph_outputs[name]
-    for _, reader in ipairs(readers) do ok = ok and BROADCASTING[reader.op_type] end
-    if not ok then return self:set(n, 1, self:broadcast_to(n, self:runtime(n, 1, "input"), out)) end
-    local rec = {}
-    for k, x in pairs(v) do rec[k] = x end
-    rec.expanded_to = out
-    return self:set(n, 1, rec)
+    return self:set(n, 1, expanded(self, n, v, out))
   end
   local count = numel(out)
   if count > FOLD_LIMIT then self:fail(n, ("%d elements: tocha folds constants of at most %d"):format(count, FOLD_LIMIT)) end
@@ -1645,10 +1652,7 @@ OPS.Concat = function(self, n)
   local anchor
   for _, v in ipairs(records) do if not v.const and not anchor then anchor = v end end
   for i, v in ipairs(records) do
-    if v.const then
-      local held = Constant.new(v.shape, { dtype = self.dtype })
-      records[i] = self:emit(n, held, { anchor }, { constant = v }, (n.name ~= "" and n.name or "concat") .. "_constant")
-    end
+    if v.const then records[i] = self:hold(n, v, anchor) end
   end
   local parts, _, layout = self:along(n, records, a)
   local acc = parts[1]
@@ -1765,21 +1769,29 @@ local function soft(class)
 end
 OPS.Softmax, OPS.LogSoftmax = soft(softmax.Softmax), soft(softmax.LogSoftmax)
 
+-- The dimensions (1-based, ascending) a Reduce* node n reduces of an input of `rank`: its axes,
+-- or every one where it gives none (or an empty list without noop_with_empty_axes).
+local function reduced_dims(self, n, rank)
+  local ax = axes(self, n)
+  local dims, seen = {}, {}
+  if not ax or (#ax == 0 and self:attr(n, "noop_with_empty_axes", 0) == 0) then
+    for d = 1, rank do dims[d] = d end
+    return dims
+  end
+  for _, a in ipairs(ax) do
+    local d = self:axis(n, a, rank, "axis")
+    if seen[d] then self:fail(n, ("axis %d is given twice"):format(a)) end
+    seen[d], dims[#dims + 1] = true, d
+  end
+  table.sort(dims)
+  return dims
+end
+
 -- A Reduce* node's reduction of a constant (a weight standardisation's statistics), computed
 -- when first read.
 local function folded_reduction(self, n, mode, pre, post)
   local x = self:needed(n, 1, "data")
-  local ax = axes(self, n)
-  local dims, seen = {}, {}
-  if not ax or (#ax == 0 and self:attr(n, "noop_with_empty_axes", 0) == 0) then
-    for d = 1, #x.shape do dims[d] = d end
-  else
-    for _, a in ipairs(ax) do
-      local d = self:axis(n, a, #x.shape, "axis")
-      if seen[d] then self:fail(n, ("axis %d is given twice"):format(a)) end
-      seen[d], dims[#dims + 1] = true, d
-    end
-  end
+  local dims = reduced_dims(self, n, #x.shape)
   local kept, shape = {}, {}
   for _, d in ipairs(dims) do kept[d] = true end
   for d, s in ipairs(x.shape) do
@@ -1798,22 +1810,9 @@ local function reduction(mode, pre, post) return function(self, n)
   local x = self:runtime(n, 1, "data")
   if pre == "square" then x = self:emit(n, Elementwise.new("mul", self.dtype), { x, x })
   elseif pre then x = self:emit(n, Elementwise.new(pre, self.dtype), { x }) end
-  local ax = axes(self, n)
-  if not ax or (#ax == 0 and self:attr(n, "noop_with_empty_axes", 0) == 0) then
-    ax = {}
-    for i = 1, #x.shape do ax[i] = i - 1 end
-  end
   local keep = self:attr(n, "keepdims", 1) == 1
   local acc = x
-  local dims = {}
-  local seen = {}
-  for _, a in ipairs(ax) do
-    local d = self:axis(n, a, #x.shape, "axis")
-    if seen[d] then self:fail(n, ("axis %d is given twice"):format(a)) end
-    seen[d] = true
-    dims[#dims + 1] = d
-  end
-  table.sort(dims)
+  local dims = reduced_dims(self, n, #x.shape)
   for _, d in ipairs(dims) do acc = self:emit(n, Reduce.new(mode, d, self.dtype), { acc }) end
   if not keep then
     local shape, drop = {}, {}

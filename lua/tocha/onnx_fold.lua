@@ -252,27 +252,4 @@ function M.tile(values, shape, repeats, limit)
   return out, out_shape
 end
 
--- BatchNormalization in training mode over values (N, C, ...): each channel normalised by its
--- own mean and (biased) variance over the other dimensions, then scaled and shifted (a weight
--- standardisation, written by exporters as a training-mode batch norm of the weight).
-function M.batch_norm_train(values, shape, scale, bias, eps)
-  if #shape < 2 then return nil, "x needs at least 2 dimensions" end
-  local dims = {}
-  for d = 1, #shape do if d ~= 2 then dims[#dims + 1] = d end end
-  local mean = M.reduce(values, shape, dims, "mean")
-  local c, inner = shape[2], numel({ unpack(shape, 3) })
-  local centered = {}
-  for e = 1, #values do
-    local ch = math.floor((e - 1) / inner) % c
-    centered[e] = values[e] - mean[ch + 1]
-  end
-  local var = M.reduce(centered, shape, dims, "mean", "square")
-  local out = {}
-  for e = 1, #values do
-    local ch = math.floor((e - 1) / inner) % c + 1
-    out[e] = centered[e] / math.sqrt(var[ch] + eps) * scale[ch] + bias[ch]
-  end
-  return out, shape
-end
-
 return M
