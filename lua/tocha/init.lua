@@ -85,6 +85,7 @@ local softmax = require "tocha.ops.softmax"
 tocha.Softmax, tocha.LogSoftmax = softmax.Softmax, softmax.LogSoftmax
 tocha.Embedding = require("tocha.ops.embedding").Embedding
 tocha.Cast = require("tocha.ops.cast").Cast
+tocha.Recurrent = require("tocha.ops.recurrent").Recurrent
 tocha.Attention = require("tocha.ops.attention").Attention
 local norm = require "tocha.ops.norm"
 tocha.LayerNorm, tocha.RMSNorm, tocha.GroupNorm = norm.LayerNorm, norm.RMSNorm, norm.GroupNorm

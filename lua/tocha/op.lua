@@ -417,7 +417,9 @@ end
 -- arguments (the RuntimeOp methods, so a direct call is the model's path), a workspace when
 -- the op asks for one, a launch of 0 CTAs skipped. Outputs are allocated when not given (the
 -- parameters' gradients zeroed, as the model's are); the backward passes no forward output
--- (address 0): an op whose backward reads y defines backward itself.
+-- (address 0) unless the op says its backward reads it (op:backward_reads_output() true: the
+-- forward runs first, as a model's forward_train keeps y); else an op whose backward reads y
+-- defines backward itself.
 
 local function default_names(n)
   if n == 1 then return { "x" } end
@@ -517,6 +519,8 @@ function Defaults:forward(...)
 end
 
 local function run_backward(self, names, param_names, inputs, params, dy, given)
+  local y = self.backward_reads_output and self:backward_reads_output()
+    and run_forward(self, names, param_names, inputs, params) or nil
   local shapes = shapes_of(inputs)
   local out = named(names, self.compute_concrete_output_shape, self, shapes)
   check_params(self, param_names, params, shapes, out)
@@ -545,12 +549,13 @@ local function run_backward(self, names, param_names, inputs, params, dy, given)
     function(i) return count == 1 and self:backward_grid(shapes, out) or self:backward_grid_for_launch(i, shapes, out) end,
     function(i)
       if count == 1 then
-        return self:pack_backward_args(inputs, addresses, nil, out, dy, stride, grad_addresses, param_grad_addresses)
+        return self:pack_backward_args(inputs, addresses, y and y.data, out, dy, stride, grad_addresses, param_grad_addresses)
       end
-      return self:pack_backward_args_for_launch(i, inputs, addresses, nil, out, dy, stride, grad_addresses,
+      return self:pack_backward_args_for_launch(i, inputs, addresses, y and y.data, out, dy, stride, grad_addresses,
         param_grad_addresses)
     end)
   if ws then ws:free() end
+  if y then y:free() end
   for i, g in ipairs(param_grads) do grads[#inputs + i] = g end
   return grads
 end
