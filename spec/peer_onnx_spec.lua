@@ -2,7 +2,8 @@
 -- ConvNeXt-Tiny, DenseNet-121, LR-ASPP (segmentation) and Swin-T, a stack of generator and
 -- decoder layers as torch.nn writes them (GroupNorm, bilinear upsampling, padding,
 -- InstanceNorm, LeakyReLU), timm's EfficientNet-B0, YOLOv8n (spec/support/peer_yolo.py's module
--- after Ultralytics') and a small torchvision VisionTransformer, randomly initialised and
+-- after Ultralytics'), a small torchvision VisionTransformer, a text transformer, a BERT, a GPT
+-- and a sequence model of nn.LSTM and nn.GRU, randomly initialised and
 -- exported to ONNX by PyTorch itself (spec/support/peer_onnx.py), imported with
 -- tocha.onnx.load and run on cuda: every logit within 1e-4 of the largest in f32 (PyTorch's,
 -- TF32 off), and within the stated tolerances in f16 (1e-2) and bf16 (5e-2). Tagged #gpu: it
@@ -13,7 +14,7 @@ local peers = require "support.peers"
 local runs = require "support.peer_runs"
 
 describe("networks exported by PyTorch #gpu", function()
-  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n, ViT, a text transformer, a BERT, a GPT", function()
+  it("run as PyTorch runs them: ResNet-18, MobileNetV3-Small, MobileNetV2, ConvNeXt-Tiny, DenseNet-121, LR-ASPP, Swin-T, a stack of generator layers, EfficientNet-B0, YOLOv8n, ViT, a text transformer, a BERT, a GPT, an LSTM and GRU sequence model", function()
     if not peers.available("torch, torchvision, numpy") then
       return pending("python3 with torch, torchvision and numpy is not installed here")
     end

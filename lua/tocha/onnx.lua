@@ -231,7 +231,9 @@ local ATTRIBUTE_KINDS = {
   keepdims = "int", min = "float", max = "float", mode = "string", coordinate_transformation_mode = "string",
   nearest_mode = "string", equation = "string", fmod = "int", reduction = "string", antialias = "int",
   exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints", blocksize = "int", size = "int", bias = "float",
-  num_groups = "int", noop_with_empty_axes = "int", exclusive = "int", reverse = "int",
+  num_groups = "int", noop_with_empty_axes = "int", exclusive = "int", reverse = "int", direction = "string",
+  hidden_size = "int", layout = "int", clip = "float", input_forget = "int", linear_before_reset = "int",
+  activations = "strings",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -243,11 +245,12 @@ function Import:attr(n, name, default)
   local kind = ATTRIBUTE_KINDS[name]
   local fits = kind == "string" and type(a) == "string" or kind == "float" and type(a) == "number"
     or kind == "int" and is_int(a)
-  if kind == "ints" and type(a) == "table" and not a.unsupported then
+  if (kind == "ints" or kind == "strings") and type(a) == "table" and not a.unsupported then
     fits = true
-    for _, v in ipairs(a) do fits = fits and is_int(v) end
+    for _, v in ipairs(a) do fits = fits and (kind == "ints" and is_int(v) or kind == "strings" and type(v) == "string") end
   end
   if not fits then self:fail(n, ("attribute %s: expected %s, got %s"):format(name, kind == "ints" and "a list of integers"
+    or kind == "strings" and "a list of strings"
     or kind == "int" and "an integer" or kind == "float" and "a number" or "a string", show(a))) end
   return a
 end
@@ -2039,6 +2042,8 @@ OPS.Conv, OPS.ConvTranspose = lifted(OPS.Conv, true), lifted(OPS.ConvTranspose, 
 OPS.MaxPool, OPS.AveragePool = lifted(OPS.MaxPool), lifted(OPS.AveragePool)
 OPS.GlobalAveragePool, OPS.GlobalMaxPool = lifted(OPS.GlobalAveragePool), lifted(OPS.GlobalMaxPool)
 OPS.BatchNormalization = lifted(OPS.BatchNormalization)
+
+require("tocha.onnx_recurrent").install(OPS)
 
 M.OPS = {}
 for name in pairs(OPS) do M.OPS[#M.OPS + 1] = name end

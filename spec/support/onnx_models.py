@@ -26,11 +26,13 @@ def init(name, a):
     return numpy_helper.from_array(np.asarray(a), name)
 
 
-def save(name, nodes, inputs, outputs, inits, opset=17):
-    """inputs: [(name, array)], outputs: [(name, reference array)]."""
+def save(name, nodes, inputs, outputs, inits, opset=17, fixed=False):
+    """inputs: [(name, array)], outputs: [(name, reference array)]; fixed: the inputs' shapes are
+    written whole (a sequence first, the batch after it), else the first dimension is "batch"."""
     graph = helper.make_graph(
         nodes, name,
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch"] + list(a.shape[1:])) for n, a in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, (list(a.shape) if fixed else ["batch"] + list(a.shape[1:])))
+         for n, a in inputs],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n, _ in outputs],
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="onnx_models.py")
@@ -1115,6 +1117,8 @@ def bad():
     write("resize_cubic", [helper.make_node("Constant", [], ["sc"], name="sc", value=helper.make_tensor(
         "sc_v", TensorProto.FLOAT, [4], [1, 1, 2, 2])), helper.make_node("Resize", ["x", "", "sc"], ["y"], name="smooth",
                                                                           mode="cubic")], [])
+    write("gru_reset", [helper.make_node("GRU", ["x", "w", "w"], ["y"], name="reset_first", hidden_size=2)], [w])
+    write("lstm_clip", [helper.make_node("LSTM", ["x", "w", "w"], ["y"], name="clipped", hidden_size=2, clip=3.0)], [w])
 
 
 def masked():
@@ -1294,8 +1298,79 @@ def folds():
           init("table", table)])
 
 
+def onnx_recurrent(kind, x, w, r, b, h0, c0, direction, relu=False):
+    """ONNX's LSTM, GRU (linear_before_reset 1) and RNN as its operator page writes them, in the
+    file's gate order (LSTM i, o, f, c; GRU z, r, h): Y [T, dirs, B, H], Y_h, Y_c [dirs, B, H]."""
+    x = x.astype(np.float64)
+    T, batch, _ = x.shape
+    dirs, _, hidden = r.shape
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    y = np.zeros((T, dirs, batch, hidden))
+    y_h, y_c = np.zeros((dirs, batch, hidden)), np.zeros((dirs, batch, hidden))
+    for d in range(dirs):
+        wd, rd = w[d].astype(np.float64), r[d].astype(np.float64)
+        wb = b[d, :wd.shape[0]].astype(np.float64) if b is not None else np.zeros(wd.shape[0])
+        rb = b[d, wd.shape[0]:].astype(np.float64) if b is not None else np.zeros(wd.shape[0])
+        h = h0[d].astype(np.float64) if h0 is not None else np.zeros((batch, hidden))
+        c = c0[d].astype(np.float64) if c0 is not None else np.zeros((batch, hidden))
+        steps = range(T - 1, -1, -1) if direction == "reverse" or d == 1 else range(T)
+        blk = lambda m, k: m[..., k * hidden:(k + 1) * hidden]
+        for t in steps:
+            xw, hr = x[t] @ wd.T + wb, h @ rd.T + rb
+            if kind == "LSTM":
+                i, o = sig(blk(xw, 0) + blk(hr, 0)), sig(blk(xw, 1) + blk(hr, 1))
+                f, cc = sig(blk(xw, 2) + blk(hr, 2)), np.tanh(blk(xw, 3) + blk(hr, 3))
+                c = f * c + i * cc
+                h = o * np.tanh(c)
+            elif kind == "GRU":
+                z, rr = sig(blk(xw, 0) + blk(hr, 0)), sig(blk(xw, 1) + blk(hr, 1))
+                hh = np.tanh(blk(xw, 2) + rr * blk(hr, 2))
+                h = (1 - z) * hh + z * h
+            else:
+                a = xw + hr
+                h = np.maximum(a, 0) if relu else np.tanh(a)
+            y[t, d] = h
+        y_h[d], y_c[d] = h, c
+    return y, y_h, y_c
+
+
+def recurrent():
+    """A bidirectional LSTM (zero state, with biases) whose two directions are joined into a
+    GRU's input (its initial state a constant), then a reverse RNN of ReLU with no bias whose
+    initial state is the GRU's last h: PyTorch's export pattern (Transpose, Reshape, Squeeze)."""
+    T, batch, feat, h1, h2 = 5, 3, 4, 6, 5
+    x = rand(T, batch, feat)
+    w1, r1, b1 = rand(2, 4 * h1, feat), rand(2, 4 * h1, h1), rand(2, 8 * h1)
+    w2, r2, b2 = rand(1, 3 * h2, 2 * h1), rand(1, 3 * h2, h2), rand(1, 6 * h2)
+    g0 = rand(1, batch, h2)
+    w3, r3 = rand(1, h2, h2), rand(1, h2, h2)
+    y1, y1_h, y1_c = onnx_recurrent("LSTM", x, w1, r1, b1, None, None, "bidirectional")
+    seq = y1.transpose(0, 2, 1, 3).reshape(T, batch, 2 * h1)
+    y2, y2_h, _ = onnx_recurrent("GRU", seq, w2, r2, b2, g0, None, "forward")
+    y3, y3_h, _ = onnx_recurrent("RNN", y2[:, 0], w3, r3, None, y2_h, None, "reverse", relu=True)
+    i64 = TensorProto.INT64
+    cst = lambda n, dims, v: helper.make_node("Constant", [], [n], name=n, value=helper.make_tensor(n + "_v", i64, dims, v))
+    nodes = [
+        helper.make_node("LSTM", ["x", "w1", "r1", "b1"], ["y1", "y1_h", "y1_c"], name="lstm", hidden_size=h1,
+                         direction="bidirectional"),
+        helper.make_node("Transpose", ["y1"], ["y1_t"], name="lstm_join", perm=[0, 2, 1, 3]),
+        cst("seq_shape", [3], [T, batch, 2 * h1]),
+        helper.make_node("Reshape", ["y1_t", "seq_shape"], ["seq"], name="lstm_flat"),
+        helper.make_node("GRU", ["seq", "w2", "r2", "b2", "", "g0"], ["y2", "y2_h"], name="gru", hidden_size=h2,
+                         linear_before_reset=1),
+        cst("ax1", [1], [1]),
+        helper.make_node("Squeeze", ["y2", "ax1"], ["y2_s"], name="gru_squeeze"),
+        helper.make_node("RNN", ["y2_s", "w3", "r3", "", "", "y2_h"], ["y3", "y3_h"], name="rnn", hidden_size=h2,
+                         direction="reverse", activations=["Relu"]),
+    ]
+    save("recurrent", nodes, [("x", x)], [("y3", y3), ("y3_h", y3_h), ("y1_h", y1_h), ("y1_c", y1_c)],
+         [init("w1", w1), init("r1", r1), init("b1", b1), init("w2", w2), init("r2", r2), init("b2", b2), init("g0", g0),
+          init("w3", w3), init("r3", r3)], fixed=True)
+
+
 typed()
 folds()
+recurrent()
 views()
 reductions()
 joins()

@@ -58,6 +58,7 @@ def networks():
     yield "text", text
     yield "bert", bert
     yield "gpt", gpt
+    yield "recurrent", recurrent
 
 
 def vit():
@@ -237,6 +238,29 @@ def lraspp():
     return Scores()
 
 
+SEQUENCE = 12  # steps of the recurrent network's input, [SEQUENCE, batch, 16]
+
+
+def recurrent():
+    """A sequence model as torch.nn writes one: a two-layer bidirectional LSTM, a GRU over its
+    output (batch first: the exporter transposes), and a linear head over the GRU's last state
+    beside the mean of the LSTM's output."""
+    nn = torch.nn
+
+    class Recurrent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(16, 32, num_layers=2, bidirectional=True)
+            self.gru = nn.GRU(64, 24, batch_first=True)
+            self.head = nn.Linear(24 + 64, 5)
+
+        def forward(self, x):
+            y, _ = self.lstm(x)
+            _, h = self.gru(y.transpose(0, 1))
+            return self.head(torch.cat([h[0], y.mean(0)], 1))
+    return Recurrent()
+
+
 def export(model, inputs, path):
     names = ["x"] + [f"x{i + 1}" for i in range(1, len(inputs))]
     if os.environ.get("PEER_EXPORTER") == "dynamo":  # torch.export's exporter (the default from PyTorch 2.9)
@@ -274,6 +298,8 @@ for name, make in networks():
         inputs = bert_inputs()
     elif name in ("text", "gpt"):
         inputs = (text_input(),)
+    elif name == "recurrent":
+        inputs = (torch.randn(SEQUENCE, batch, 16, generator=torch.Generator().manual_seed(1)),)
     else:
         inputs = (torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(1)),)
     export(model, inputs, f"{out}/{name}.onnx")

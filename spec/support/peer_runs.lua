@@ -12,7 +12,7 @@ local M = {}
 -- per-pixel scores, a stack of generator layers, YOLOv8n as peer_yolo.py writes it, its
 -- detections [batch, 84, anchors] the output, and a small torchvision VisionTransformer).
 M.ONNX_NETWORKS = { "resnet18", "mobilenet_v3_small", "mobilenet_v2", "convnext_tiny", "densenet121", "lraspp", "swin_t",
-  "blocks", "efficientnet_b0", "yolov8n", "vit", "text", "bert", "gpt" }
+  "blocks", "efficientnet_b0", "yolov8n", "vit", "text", "bert", "gpt", "recurrent" }
 
 -- A network's inputs as peer_onnx.py saved them in dir: <name>_in.npy, then <name>_in2.npy, ...
 -- where there are more (bert's mask), on device.
