@@ -138,9 +138,10 @@ describe("tocha.Recurrent", function()
       end)
 
       it("gives the gradient of gx, h0, c0, weight_hh and bias_hh that central differences of the reference give", function()
-        for _, mode in ipairs({ "lstm", "gru", "rnn_tanh" }) do
-          for _, opts in ipairs({ { initial_state = true }, { reverse = true } }) do
-            local T, B, H = 3, 2, 3
+        for _, mode in ipairs({ "lstm", "gru", "rnn_tanh", "rnn_relu" }) do
+          for _, opts in ipairs({ { initial_state = true }, { reverse = true }, { reverse = true, initial_state = true },
+            { steps = 1 }, { steps = 1, initial_state = true } }) do
+            local T, B, H = opts.steps or 3, 2, 3
             local t, lists = case(mode, T, B, H, opts, device)
             local op = tocha.Recurrent.new(mode, H, T, { reverse = opts.reverse, initial_state = opts.initial_state,
               dtype = "f64" })
@@ -174,6 +175,28 @@ describe("tocha.Recurrent", function()
               end
               check_close(grads[k], want, 1e-7, ("d%s of %s %s"):format(name, mode, op.id))
             end
+          end
+        end
+      end)
+
+      it("runs the products of f32 and halves (16-byte tiles, tensor cores) forward and backward as f64 does", function()
+        for _, case_ in ipairs({ { "f32", 8, 1e-5 }, { "f16", 16, 2e-2 }, { "bf16", 16, 8e-2 } }) do
+          local dt, H, tol = case_[1], case_[2], case_[3]
+          for _, mode in ipairs({ "lstm", "gru" }) do
+            local T, B = 4, 3
+            local t = case(mode, T, B, H, { initial_state = true, reverse = true }, device, dt)
+            local function run(d)
+              local op = tocha.Recurrent.new(mode, H, T, { initial_state = true, reverse = true, dtype = d })
+              local args = {}
+              for i, v in ipairs(args_of(t)) do args[i] = v:cast(d) end
+              local y = op:forward(unpack(args))
+              args[#args + 1] = tocha.randn(y:shape(), { dtype = "f64", device = device, seed = 5 }):cast(d)
+              return y, { op:backward(unpack(args)) }
+            end
+            local y, grads = run(dt)
+            local y64, grads64 = run("f64")
+            check_close(y, ref.values(y64), tol, ("%s %s y"):format(mode, dt))
+            for k, g in ipairs(grads) do check_close(g, ref.values(grads64[k]), tol, ("%s %s gradient %d"):format(mode, dt, k)) end
           end
         end
       end)
@@ -222,7 +245,7 @@ describe("tocha.Recurrent", function()
         local op = tocha.Recurrent.new("gru", 4, 2, { initial_state = true })
         local w, b = tocha.zeros({ 12, 4 }, { device = device }), tocha.zeros({ 12 }, { device = device })
         local h0 = tocha.zeros({ 3, 4 }, { device = device })
-        fails("gx: expected gx [2 (steps), batch, 12 (3 gates x hidden_size 4)], got [3, 3, 12]", op.forward, op,
+        fails("gx: expected [2 (steps), batch, 12 (3 gates x hidden_size 4)], got [3, 3, 12]", op.forward, op,
           tocha.zeros({ 3, 3, 12 }, { device = device }), h0, w, b)
         fails("h0: expected the initial state [3, 4] (batch, hidden_size), got [2, 4]", op.forward, op,
           tocha.zeros({ 2, 3, 12 }, { device = device }), tocha.zeros({ 2, 4 }, { device = device }), w, b)
@@ -230,6 +253,11 @@ describe("tocha.Recurrent", function()
           tocha.zeros({ 4, 12 }, { device = device }), b)
         local y = op:forward(tocha.zeros({ 2, 3, 12 }, { device = device }), h0, w, b)
         assert.are.same({ 2, 3, 4 }, y:shape())
+        -- the f32 products read h0 in 16-byte chunks: a view one element in is refused
+        local odd = tocha.zeros({ 13 }, { device = device }):narrow(1, 2, 12):view({ 3, 4 })
+        fails("h0: the matrix kernels read it in 16-byte chunks, but its data starts 4 bytes past a 16-byte boundary",
+          op.forward, op, tocha.zeros({ 2, 3, 12 }, { device = device }), odd, w, b)
+        assert.are.same({ 2, 3, 4 }, op:forward(tocha.zeros({ 2, 3, 12 }, { device = device }), h0, w, b):shape())
       end)
     end)
   end

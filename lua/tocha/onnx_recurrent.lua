@@ -36,8 +36,8 @@ local function mode_of(self, n, dirs)
         if n.op_type == "RNN" and a == "Relu" and (d == 0 or mode == "rnn_relu") then
           mode = "rnn_relu"
         elseif a ~= per[k] or (n.op_type == "RNN" and mode == "rnn_relu") then
-          self:fail(n, ("activations: %s where tocha takes %s (PyTorch's: %s)"):format(table.concat(acts, ", "),
-            n.op_type == "RNN" and "Tanh or Relu for both directions" or table.concat(per, ", "), table.concat(per, ", ")))
+          self:fail(n, ("activations: %s where tocha takes %s"):format(table.concat(acts, ", "),
+            n.op_type == "RNN" and "Tanh or Relu, the same for both directions" or table.concat(per, ", ") .. " (PyTorch's)"))
         end
       end
     end

@@ -357,6 +357,19 @@ function M.check_residual(shape, out, i)
   end
 end
 
+-- Raises unless each address of list (pairs {address, name}) is 16-byte aligned: what the
+-- kernels that read their operands in 16-byte chunks (the tensor cores', the f32 tiles') need,
+-- which a view at an odd offset is not.
+function M.check_aligned(list)
+  for _, a in ipairs(list) do
+    local off = tonumber(ffi.cast("uint64_t", a[1]) % 16)
+    if off ~= 0 then
+      raise(("%s: the matrix kernels read it in 16-byte chunks, but its data starts %d bytes past a 16-byte boundary "
+        .. "(a view at an odd offset: copy it into a fresh tensor)"):format(a[2], off))
+    end
+  end
+end
+
 -- ---- the interface's defaults ----
 
 local Defaults = {}
@@ -519,8 +532,6 @@ function Defaults:forward(...)
 end
 
 local function run_backward(self, names, param_names, inputs, params, dy, given)
-  local y = self.backward_reads_output and self:backward_reads_output()
-    and run_forward(self, names, param_names, inputs, params) or nil
   local shapes = shapes_of(inputs)
   local out = named(names, self.compute_concrete_output_shape, self, shapes)
   check_params(self, param_names, params, shapes, out)
@@ -542,6 +553,8 @@ local function run_backward(self, names, param_names, inputs, params, dy, given)
   local list = { { dy, "dy" } }
   for i, t in ipairs(inputs) do list[#list + 1] = { t, names[i] } end
   M.check_aliasing(outputs, list)
+  local y = self.backward_reads_output and self:backward_reads_output()
+    and run_forward(self, names, param_names, inputs, params) or nil
   local addresses, ws = param_addresses(self, params, shapes, out, dy)
   local count, stride = self:n_backward_launches(), self:backward_grad_output_row_stride(out)
   launch_all(function(i) return count == 1 and self.grad_kernel or self:backward_kernel_for_launch(i, shapes, out) end,

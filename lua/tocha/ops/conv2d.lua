@@ -35,7 +35,6 @@
 -- weight gradient in both); the direct kernels of conv2d.cu otherwise (one thread an output
 -- element forward and for dx, one CTA a weight element for dw and one an output channel for
 -- the bias): correct for every option, slow.
-local ffi = require "ffi"
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -351,17 +350,7 @@ function Conv2d:grid(output_shape)
   return flat_grid(op.numel(output_shape), self.block_size)
 end
 
--- The tensor cores and the depthwise kernels read x, dy and a weight in 16-byte chunks: raises
--- unless each of the addresses (pairs {address, name}) is 16-byte aligned (a view at an odd
--- offset is not).
-local function check_aligned(list)
-  for _, a in ipairs(list) do
-    if tonumber(ffi.cast("uint64_t", a[1]) % 16) ~= 0 then
-      raise(("%s: the tensor cores read it in 16-byte chunks, but its data starts %d bytes past a 16-byte boundary "
-        .. "(a view at an odd offset: copy it into a fresh tensor)"):format(a[2], tonumber(ffi.cast("uint64_t", a[1]) % 16)))
-    end
-  end
-end
+local check_aligned = op.check_aligned
 
 -- Whether the op's kernels read x, dy and the weight in 16-byte chunks (the tensor cores), or
 -- read and write the activations in 16-byte vectors (the depthwise kernels of layout nhwc,

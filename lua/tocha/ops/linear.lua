@@ -140,15 +140,7 @@ function Linear:grid(output_shape)
   return tile_grid(self.matrix_kind, self.kernel, rows, self.out_features)
 end
 
--- Raises unless each address the 16-byte copies of the tensor-core and f32 kernels read is
--- 16-byte aligned.
-local function check_aligned(list)
-  for _, v in ipairs(list) do
-    if tonumber(v[1]) % 16 ~= 0 then
-      raise(("%s: the matrix kernels need 16-byte aligned operands; this one starts at an odd address (copy it)"):format(v[2]))
-    end
-  end
-end
+local check_aligned = op.check_aligned
 
 function Linear:pack_args(inputs, params, output)
   local x, shape, residual = inputs_of(self, inputs)

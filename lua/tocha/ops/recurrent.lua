@@ -24,7 +24,11 @@
 -- the cell's backward writing d gx; d h_prev = d gh weight_hh, the next step's carry), then
 -- d weight_hh = sum over steps of d gh^T h_prev in one product over (T - 1) B rows plus one for
 -- h0, and d bias_hh, the sum of d gh over T B rows, by tocha.Reduce's passes. The steps are
--- baked in (T launches a direction, fixed when the op is made).
+-- baked in (T launches a direction, fixed when the op is made). Halves keep the gates, h, c and
+-- the backward's carries in the dtype between steps (computing each step in f32), so their
+-- error grows with the steps; f32 and f64 keep f32 and f64. The products of f32 (hidden_size a
+-- multiple of 4) and halves (of 8) read h0, weight_hh and a given dgx in 16-byte chunks: those
+-- must be 16-byte aligned (a fresh tensor is), which a launch checks.
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -76,7 +80,7 @@ function Recurrent.new(mode, hidden_size, steps, opts)
   local _
   self.product, _, _, self.product_kind = matmul.launch_of(dt, 1, hidden, gh, 1, "row", "col")
   self.dh_product, _, _, self.dh_kind = matmul.launch_of(dt, 1, gh, hidden, 1, "row", "row")
-  self.dw_product = matmul.launch_of(dt, gh, 1, hidden, 1, "col", "row")
+  self.dw_product, _, _, self.dw_kind = matmul.launch_of(dt, gh, 1, hidden, 1, "col", "row")
   local compute = dt == "f64" and "double" or "float"
   local args = ("%s, %s, %d"):format(dtype.ctype(dt), compute, code)
   self.kernel = kernel.new { source = source(), name = "tocha_recurrent_cell", template_args = args,
@@ -112,7 +116,7 @@ local function batch_of(self, input_shapes)
   op.check_shape(gx, "inputs[1]")
   local want = self.gates * self.hidden
   if #gx ~= 3 or gx[1] ~= self.steps or gx[3] ~= want then
-    raise(("inputs[1]: expected gx [%d (steps), batch, %d (%d gates x hidden_size %d)], got %s"):format(self.steps, want,
+    raise(("inputs[1]: expected [%d (steps), batch, %d (%d gates x hidden_size %d)], got %s"):format(self.steps, want,
       self.gates, self.hidden, op.shape_text(gx)))
   end
   for i = 2, #shapes do
@@ -204,6 +208,7 @@ local function gh_args(self, s, b, inputs, params, output)
   local a = step_addresses(self, s, b, inputs, output)
   if not a.h_prev then return nil end
   local w, bias = address(p[1], "params[1]"), address(p[2], "params[2]")
+  if self.product_kind then op.check_aligned({ { a.h_prev, s == 1 and "h0" or "y" }, { w, "weight_hh" } }) end
   local gh = ws + layout(self, b).gh
   return { a.h_prev, w, bias, gh, b, self.gates * self.hidden, self.hidden, 0, 0, 0, 1, gh, gh, 0 }
 end
@@ -275,8 +280,8 @@ function Recurrent:backward_grid_for_launch(i, input_shapes)
     if part == 1 then return product_grid(self.product_kind, self.product, b, g) end
     return product_grid(self.dh_kind, self.dh_product, b, h)
   end
-  if part == 1 then return self.steps > 1 and product_grid(self.dh_kind, self.dw_product, g, h) or { 0, 0, 0 } end
-  if part == 2 then return self.initial and product_grid(self.dh_kind, self.dw_product, g, h) or { 0, 0, 0 } end
+  if part == 1 then return self.steps > 1 and product_grid(self.dw_kind, self.dw_product, g, h) or { 0, 0, 0 } end
+  if part == 2 then return self.initial and product_grid(self.dw_kind, self.dw_product, g, h) or { 0, 0, 0 } end
   if part == 3 then return (self.steps == 1 and not self.initial) and op.element_grid(g * h, BLOCK) or { 0, 0, 0 } end
   local p = bias_passes(self, b)[part - 3]
   if not p then return { 0, 0, 0 } end
@@ -302,6 +307,7 @@ function Recurrent:pack_backward_args_for_launch(i, inputs, params, output, _, g
     if part == 3 then -- d h_prev = d gh weight_hh (+ GRU's direct part): the carry, or d h0
       local to = s > 1 and carry or address(grad_inputs[2], "grad_inputs[2]")
       local direct = self.mode == "gru" and ws + parts.direct or nil
+      if self.dh_kind then op.check_aligned({ { dgh_t, "dgx" }, { to, "dh0" } }) end
       return { dgh_t, w, to, to, b, h, g, 0, 0, 0, 0, direct or to, to, direct and 1 or 0 }
     end
     local a = step_addresses(self, s, b, inputs, output)
@@ -321,11 +327,13 @@ function Recurrent:pack_backward_args_for_launch(i, inputs, params, output, _, g
   if part == 1 then -- d weight_hh = sum over the steps after the first of d gh_t^T h_prev
     local first_dgh = self.reverse and dgh or dgh + b * g * size
     local prev = self.reverse and h_all + per_step or h_all
+    if self.dw_kind then op.check_aligned({ { first_dgh, "dgx" }, { dw, "dweight_hh" } }) end
     return { first_dgh, prev, dw, dw, g, h, (self.steps - 1) * b, 0, 0, 0, 0, dw, dw, 0 }
   end
   if part == 2 then -- + d gh of the first step^T h0
     local t = times(self, 1)
     local h0 = address(op.inputs_of(inputs, self:n_activation_inputs())[2], "inputs[2]")
+    if self.dw_kind then op.check_aligned({ { h0, "h0" } }) end
     return { dgh + t * b * g * size, h0, dw, dw, g, h, b, 0, 0, 0, 0, dw, dw, self.steps > 1 and 1 or 0 }
   end
   if part == 3 then return { dw, g * h, 0 } end
