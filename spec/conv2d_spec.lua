@@ -641,8 +641,8 @@ describe("tocha.Conv2d", function()
         local w16, b16 = tocha.zeros({ 16, 16, 3, 3 }, { dtype = "bf16", device = device }),
           tocha.zeros({ 16 }, { dtype = "bf16", device = device })
         local odd = tocha.zeros({ 257 }, { dtype = "bf16", device = device }):narrow(1, 2, 256):view(1, 4, 4, 16)
-        fails("x: the tensor cores read it in 16-byte chunks", tc.forward, tc, odd, w16, b16)
-        fails("x: the tensor cores read it in 16-byte chunks", tc.backward, tc, odd, w16, b16,
+        fails("x: the op's kernels read it in 16-byte chunks", tc.forward, tc, odd, w16, b16)
+        fails("x: the op's kernels read it in 16-byte chunks", tc.backward, tc, odd, w16, b16,
           tocha.zeros({ 1, 4, 4, 16 }, { dtype = "bf16", device = device }))
         local nhwc = tocha.Conv2d.new(3, 4, 3, { layout = "nhwc" })
         fails("x: expected 3 channels (in_channels), got 5", nhwc.forward, nhwc, tocha.zeros({ 1, 3, 5, 5 }, { device = device }),

@@ -255,7 +255,7 @@ describe("tocha.Recurrent", function()
         assert.are.same({ 2, 3, 4 }, y:shape())
         -- the f32 products read h0 in 16-byte chunks: a view one element in is refused
         local odd = tocha.zeros({ 13 }, { device = device }):narrow(1, 2, 12):view({ 3, 4 })
-        fails("h0: the matrix kernels read it in 16-byte chunks, but its data starts 4 bytes past a 16-byte boundary",
+        fails("h0: the op's kernels read it in 16-byte chunks, but its data starts 4 bytes past a 16-byte boundary",
           op.forward, op, tocha.zeros({ 2, 3, 12 }, { device = device }), odd, w, b)
         assert.are.same({ 2, 3, 4 }, op:forward(tocha.zeros({ 2, 3, 12 }, { device = device }), h0, w, b):shape())
       end)

@@ -364,7 +364,7 @@ function M.check_aligned(list)
   for _, a in ipairs(list) do
     local off = tonumber(ffi.cast("uint64_t", a[1]) % 16)
     if off ~= 0 then
-      raise(("%s: the matrix kernels read it in 16-byte chunks, but its data starts %d bytes past a 16-byte boundary "
+      raise(("%s: the op's kernels read it in 16-byte chunks, but its data starts %d bytes past a 16-byte boundary "
         .. "(a view at an odd offset: copy it into a fresh tensor)"):format(a[2], off))
     end
   end
