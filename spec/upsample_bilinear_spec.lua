@@ -1,16 +1,27 @@
 -- tocha.UpsampleBilinear2d: forward and backward on random shapes, to sizes up and down and by
 -- whole and fractional scales, in every coordinate mode (half pixel, PyTorch's half pixel,
--- aligned corners, asymmetric), both layouts, every float dtype; every element against a
--- reference written here from the definition (each axis's source coordinate clamped to the
--- input, its two neighbours weighted linearly; the backward as the same weights' transpose,
--- scattered), outputs poisoned first; central differences in f64; in a model beside its
+-- aligned corners, asymmetric), both layouts, every float dtype, bilinear and bicubic (two cubic
+-- coefficients); every element against a reference written here from the definition (bilinear:
+-- each axis's source coordinate clamped to the input, its two neighbours weighted linearly;
+-- bicubic: the four around it, edges repeated, Keys' weights; the backward as the same weights'
+-- transpose, scattered), outputs poisoned first; central differences in f64; in a model beside its
 -- direct calls; bad options. On sim and, tagged #gpu, on cuda.
 local tocha = require "tocha"
 local ref = require "support.reference"
 local fails = require("support.assertions").fails
 
--- One axis's taps: for each output o (0-based), {i0, i1, l} from in to out.
-local function taps(n_in, n_out, coordinates, scale)
+-- Keys' cubic convolution kernel of coefficient a at distance x.
+local function keys(x, a)
+  x = math.abs(x)
+  if x <= 1 then return ((a + 2) * x - (a + 3)) * x * x + 1 end
+  if x < 2 then return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a end
+  return 0
+end
+
+-- One axis's taps: for each output o (0-based), a list of {input index, weight} from in to out;
+-- bilinear: the source coordinate clamped to the input, its two neighbours; bicubic: not
+-- clamped, the four around it (indices clamped: the edge repeated), weighted by keys.
+local function taps(n_in, n_out, coordinates, scale, cubic_a)
   local t = {}
   for o = 0, n_out - 1 do
     local src
@@ -22,20 +33,27 @@ local function taps(n_in, n_out, coordinates, scale)
       local r = scale and 1 / scale or n_in / n_out
       src = coordinates == "asymmetric" and o * r or (o + 0.5) * r - 0.5
     end
-    src = math.min(math.max(src, 0), n_in - 1)
-    local i0 = math.floor(src)
-    t[o + 1] = { i0, math.min(i0 + 1, n_in - 1), src - i0 }
+    if cubic_a then
+      local f = math.floor(src)
+      local list = {}
+      for k = -1, 2 do list[#list + 1] = { math.min(math.max(f + k, 0), n_in - 1), keys(src - (f + k), cubic_a) } end
+      t[o + 1] = list
+    else
+      src = math.min(math.max(src, 0), n_in - 1)
+      local i0 = math.floor(src)
+      t[o + 1] = { { i0, 1 - (src - i0) }, { math.min(i0 + 1, n_in - 1), src - i0 } }
+    end
   end
   return t
 end
 
 -- y and dx (flat, NCHW order) of x (flat, NCHW shape) resized to OH x OW, with dy; and each
 -- element's sum of the magnitudes its terms weigh (its rounding scale: the kernels compute the
--- weights from coordinates rounded to the compute type, as PyTorch's do).
-local function bilinear_ref(xv, shape, OH, OW, coordinates, scale, dyv)
+-- weights from coordinates rounded to the compute type, as PyTorch's do). cubic_a: bicubic.
+local function bilinear_ref(xv, shape, OH, OW, coordinates, scale, dyv, cubic_a)
   local B, C, H, W = shape[1], shape[2], shape[3], shape[4]
-  local th = taps(H, OH, coordinates, scale and scale[1])
-  local tw = taps(W, OW, coordinates, scale and scale[2])
+  local th = taps(H, OH, coordinates, scale and scale[1], cubic_a)
+  local tw = taps(W, OW, coordinates, scale and scale[2], cubic_a)
   local y, yabs, dx, dxabs = {}, {}, {}, {}
   for i = 1, #xv do dx[i], dxabs[i] = 0, 0 end
   local e = 0
@@ -43,12 +61,11 @@ local function bilinear_ref(xv, shape, OH, OW, coordinates, scale, dyv)
     for oh = 1, OH do
       for ow = 1, OW do
         e = e + 1
-        local h, w = th[oh], tw[ow]
         local sum, abs = 0, 0
-        for a = 1, 2 do
-          for b = 1, 2 do
-            local wgt = (a == 1 and 1 - h[3] or h[3]) * (b == 1 and 1 - w[3] or w[3])
-            local at = (p * H + h[a]) * W + w[b] + 1
+        for _, h in ipairs(th[oh]) do
+          for _, w in ipairs(tw[ow]) do
+            local wgt = h[2] * w[2]
+            local at = (p * H + h[1]) * W + w[1] + 1
             sum, abs = sum + wgt * xv[at], abs + math.abs(xv[at])
             dx[at] = dx[at] + wgt * dyv[e]
             dxabs[at] = dxabs[at] + math.abs(dyv[e])
@@ -89,9 +106,11 @@ describe("tocha.UpsampleBilinear2d", function()
         for _, dt in ipairs(ref.float_dtypes) do
           for _, coordinates in ipairs(modes) do
             for _, layout in ipairs({ "nchw", "nhwc" }) do
+             for _, cubic_a in ipairs({ false, -0.75, -0.5 }) do
               n = n + 1
               local shape = { math.random(1, 2), math.random(1, 5), math.random(1, 9), math.random(1, 9) }
-              local o = { coordinates = coordinates, dtype = dt, layout = layout }
+              local o = { coordinates = coordinates, dtype = dt, layout = layout, mode = cubic_a and "bicubic" or nil,
+                cubic_a = cubic_a ~= -0.75 and cubic_a or nil }
               local scale
               if n % 3 == 0 then
                 scale = { math.random(1, 7) / 2, math.random(1, 11) / 4 } -- whole and fractional
@@ -116,12 +135,15 @@ describe("tocha.UpsampleBilinear2d", function()
                   y = op:forward(x, tocha.full({ shape[1], shape[2], OH, OW }, 0 / 0, { dtype = dt, device = device }))
                   dx = op:backward(x, dy, tocha.full(shape, 0 / 0, { dtype = dt, device = device }))
                 end
-                local wy, wys, wdx, wdxs = bilinear_ref(ref.values(x), shape, OH, OW, coordinates, scale, ref.values(dy))
-                local label = ("%s %s %s %s -> %dx%d"):format(dt, coordinates, layout, table.concat(shape, "x"), OH, OW)
+                local wy, wys, wdx, wdxs = bilinear_ref(ref.values(x), shape, OH, OW, coordinates, scale, ref.values(dy),
+                  cubic_a or nil)
+                local label = ("%s %s %s %s %s -> %dx%d"):format(cubic_a and "bicubic " .. cubic_a or "bilinear", dt,
+                  coordinates, layout, table.concat(shape, "x"), OH, OW)
                 assert.are.same({ shape[1], shape[2], OH, OW }, y:shape(), label)
                 check(y, wy, wys, dt, label .. " y")
                 check(dx, wdx, wdxs, dt, label .. " dx")
               end
+             end
             end
           end
         end
@@ -145,10 +167,12 @@ describe("tocha.UpsampleBilinear2d", function()
 
       it("matches central differences in f64 (tocha.gradcheck), both layouts", function()
         for _, layout in ipairs({ "nchw", "nhwc" }) do
-          local op = tocha.UpsampleBilinear2d.new { size = { 5, 3 }, dtype = "f64", layout = layout }
-          local x = tocha.randn(layout == "nhwc" and { 2, 4, 6, 3 } or { 2, 3, 4, 6 }, { dtype = "f64", device = device, seed = 9 })
-          local ok, report = tocha.gradcheck(op, x, { seed = 4 })
-          assert.is_true(ok, tostring(report))
+          for _, mode in ipairs({ "bilinear", "bicubic" }) do
+            local op = tocha.UpsampleBilinear2d.new { size = { 5, 3 }, dtype = "f64", layout = layout, mode = mode }
+            local x = tocha.randn(layout == "nhwc" and { 2, 4, 6, 3 } or { 2, 3, 4, 6 }, { dtype = "f64", device = device, seed = 9 })
+            local ok, report = tocha.gradcheck(op, x, { seed = 4 })
+            assert.is_true(ok, mode .. ": " .. tostring(report))
+          end
         end
       end)
 
@@ -174,6 +198,9 @@ describe("tocha.UpsampleBilinear2d", function()
         fails("align_corners: true contradicts coordinates half_pixel", tocha.UpsampleBilinear2d.new,
           { size = 2, coordinates = "half_pixel", align_corners = true })
         fails('layout: expected "nchw" or "nhwc", got "chw"', tocha.UpsampleBilinear2d.new, { size = 2, layout = "chw" })
+        fails('mode: expected "bilinear" or "bicubic", got "nearest"', tocha.UpsampleBilinear2d.new, { size = 2, mode = "nearest" })
+        fails('cubic_a: only a bicubic resize (mode = "bicubic") takes it', tocha.UpsampleBilinear2d.new, { size = 2, cubic_a = -0.5 })
+        fails("cubic_a: expected a finite number, got nan", tocha.UpsampleBilinear2d.new, { size = 2, mode = "bicubic", cubic_a = 0 / 0 })
         local op = tocha.UpsampleBilinear2d.new { scale = 0.25 }
         fails("x: a height of 3 scaled by 0.25 gives 0", op.forward, op,
           tocha.zeros({ 1, 1, 3, 8 }, { device = device }))

@@ -1,11 +1,12 @@
--- tocha.UpsampleBilinear2d: bilinear resizing of NCHW (or channels-last) tensors to any size,
--- forward and backward, every float dtype (halves computed in f32): kernels/upsample_bilinear2d.cu
--- behind a RuntimeOp, so that it joins a tocha.Model. PyTorch's
--- F.interpolate(x, size=, scale_factor=, mode="bilinear", align_corners=) and ONNX's
--- Resize(mode="linear").
+-- tocha.UpsampleBilinear2d: bilinear or bicubic resizing of NCHW (or channels-last) tensors to
+-- any size, forward and backward, every float dtype (halves computed in f32):
+-- kernels/upsample_bilinear2d.cu behind a RuntimeOp, so that it joins a tocha.Model. PyTorch's
+-- F.interpolate(x, size=, scale_factor=, mode="bilinear" or "bicubic", align_corners=) and ONNX's
+-- Resize(mode="linear" or "cubic").
 --
 --   local up = tocha.UpsampleBilinear2d.new { scale = 2 }                 -- [B, C, H, W] -> [B, C, 2H, 2W]
 --   local to = tocha.UpsampleBilinear2d.new { size = { 65, 65 }, align_corners = true }
+--   local smooth = tocha.UpsampleBilinear2d.new { scale = 2, mode = "bicubic" }
 --   local y = up:forward(x)
 --   local dx = up:backward(x, dy)
 --
@@ -14,7 +15,10 @@
 -- o / scale rather than o x in / out); align_corners (PyTorch's, default false), or coordinates,
 -- ONNX's coordinate_transformation_mode: "half_pixel" (the default), "pytorch_half_pixel" (an
 -- output of one pixel reads the first), "align_corners" or "asymmetric". dtype (default f32),
--- layout "nchw" (default) or "nhwc" ([B, H, W, C] -> [B, OH, OW, C]).
+-- layout "nchw" (default) or "nhwc" ([B, H, W, C] -> [B, OH, OW, C]). mode "bilinear" (the
+-- default) or "bicubic": the 4 x 4 inputs around the source point, edges repeated, weighted by
+-- Keys' cubic convolution of coefficient cubic_a (default -0.75, PyTorch's; ONNX's cubic_coeff_a),
+-- the source point not clamped to the image as bilinear's is (PyTorch's and ONNX's mapping).
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local errors = require "tocha.errors"
@@ -45,7 +49,7 @@ local function is_scale(s) return type(s) == "number" and s > 0 and s < 2 ^ 31 e
 -- UpsampleBilinear2d.new{size = | scale = [, align_corners =, coordinates =, dtype =, layout =]}
 function UpsampleBilinear2d.new(opts)
   opts = op.options(opts, { size = true, scale = true, align_corners = "boolean", coordinates = true, dtype = true,
-    layout = true }, "tocha.UpsampleBilinear2d")
+    layout = true, mode = true, cubic_a = "number" }, "tocha.UpsampleBilinear2d")
   if (opts.size == nil) == (opts.scale == nil) then raise("size, scale: expected one of them, got " ..
     (opts.size == nil and "neither" or "both")) end
   local dt = op.float_dtype(opts.dtype, "dtype")
@@ -59,8 +63,15 @@ function UpsampleBilinear2d.new(opts)
   if opts.align_corners ~= nil and opts.coordinates ~= nil and (coordinates == "align_corners") ~= opts.align_corners then
     raise(("align_corners: %s contradicts coordinates %s"):format(tostring(opts.align_corners), coordinates))
   end
+  local mode = opts.mode or "bilinear"
+  if mode ~= "bilinear" and mode ~= "bicubic" then
+    raise(("mode: expected \"bilinear\" or \"bicubic\", got %s"):format(errors.show(mode)))
+  end
+  if opts.cubic_a ~= nil and mode ~= "bicubic" then raise("cubic_a: only a bicubic resize (mode = \"bicubic\") takes it") end
+  local cubic_a = opts.cubic_a or -0.75
+  if cubic_a ~= cubic_a or math.abs(cubic_a) == math.huge then raise("cubic_a: expected a finite number, got " .. errors.show(cubic_a)) end
   local self = setmetatable({ kind = "upsample_bilinear2d", dtype = dt, layout = layout, coordinates = coordinates,
-    block_size = BLOCK }, UpsampleBilinear2d)
+    mode = mode, cubic_a = cubic_a, block_size = BLOCK }, UpsampleBilinear2d)
   if opts.size ~= nil then
     self.size = pair(opts.size, "size", is_size, "sizes from 1 to 2^31 - 1")
   else
@@ -68,9 +79,10 @@ function UpsampleBilinear2d.new(opts)
   end
   self.id = ("upsample_bilinear2d__%s__%s__%s__%s"):format(dt, layout, coordinates,
     self.size and ("size_%d_%d"):format(self.size[1], self.size[2]) or ("scale_%.17g_%.17g"):format(self.scale[1], self.scale[2]))
+    .. (mode == "bicubic" and ("__bicubic_%.17g"):format(cubic_a) or "")
   local source = op.source("upsample_bilinear2d.cu")
-  local targs = ("%s, %d"):format(dtype.ctype(dt), layout == "nhwc" and 1 or 0)
-  local tail = "i64 total, i32 C, i32 H, i32 W, i32 OH, i32 OW, f64 ratio_h, f64 ratio_w, f64 half"
+  local targs = ("%s, %d, %d"):format(dtype.ctype(dt), layout == "nhwc" and 1 or 0, mode == "bicubic" and 1 or 0)
+  local tail = "i64 total, i32 C, i32 H, i32 W, i32 OH, i32 OW, f64 ratio_h, f64 ratio_w, f64 half, f64 cubic_a"
   self.kernel = kernel.new { source = source, name = "tocha_upsample_bilinear2d", template_args = targs,
     params = ("%s* x, %s* y, %s"):format(dt, dt, tail) }
   self.grad_kernel = kernel.new { source = source, name = "tocha_upsample_bilinear2d_backward", template_args = targs,
@@ -100,7 +112,8 @@ end
 local function ratio(self, i, n, o)
   local c = self.coordinates
   if c == "align_corners" then return o > 1 and (n - 1) / (o - 1) or 0 end
-  if c == "pytorch_half_pixel" and o == 1 then return 0 end
+  -- (an output of one pixel reads source 0: ratio 1 puts (0 + 0.5) 1 - 0.5 there, clamped or not)
+  if c == "pytorch_half_pixel" and o == 1 then return 1 end
   return self.scale and 1 / self.scale[i] or n / o
 end
 
@@ -122,7 +135,8 @@ end
 -- writes: the output's forward, the input's backward), C, H, W, OH, OW, ratios, half.
 local function tail(self, s, out, total)
   local half = (self.coordinates == "half_pixel" or self.coordinates == "pytorch_half_pixel") and 0.5 or 0
-  return total, s[2], s[3], s[4], out[3], out[4], ratio(self, 1, s[3], out[3]), ratio(self, 2, s[4], out[4]), half
+  return total, s[2], s[3], s[4], out[3], out[4], ratio(self, 1, s[3], out[3]), ratio(self, 2, s[4], out[4]), half,
+    self.cubic_a
 end
 
 function UpsampleBilinear2d:pack_args(inputs, _, output, output_shape)
