@@ -1,5 +1,7 @@
-// scan.cu: inclusive running sums and products along one dimension (cumsum, cumprod) of a dense
-// tensor seen as (outer, n, inner) around it. Accumulates in A (f32 for halves and f32, f64 for
+// scan.cu: running sums and products along one dimension (cumsum, cumprod) of a dense tensor seen
+// as (outer, n, inner) around it: inclusive, or EXCLUSIVE (each output the combination of the
+// elements before it, the first the identity), from the start or REVERSE (from the end, ONNX's
+// CumSum reverse and the backward of a running sum). Accumulates in A (f32 for halves and f32, f64 for
 // f64, 64-bit unsigned for integers: sums and products wrap as i64's do, without signed
 // overflow) and rounds each output once to D.
 //
@@ -15,7 +17,7 @@ __device__ __forceinline__ A scan_combine(A a, A b)
     return PROD ? a * b : a + b;
 }
 
-template <typename T, typename D, typename A, int PROD>
+template <typename T, typename D, typename A, int PROD, int EXCLUSIVE, int REVERSE>
 __device__ void tocha_scan(const T *x, D *y, long long outer, long long n, long long inner)
 {
     const A identity = PROD ? (A)1 : (A)0;
@@ -27,15 +29,17 @@ __device__ void tocha_scan(const T *x, D *y, long long outer, long long n, long 
             D *out = y + row * n;
             A carry = identity;
             for (long long c = 0; c < n; c += 32) {
-                const long long at = c + lane;
-                A v = at < n ? tocha::widen<A>(in[at]) : identity;
+                const long long step = c + lane; // (REVERSE: counted from the row's end)
+                const long long at = REVERSE ? n - 1 - step : step;
+                A v = step < n ? tocha::widen<A>(in[at]) : identity;
                 for (int s = 1; s < 32; s <<= 1) {
                     const A from = __shfl_up_sync(0xffffffffu, v, s);
                     if (lane >= s) v = scan_combine<A, PROD>(from, v);
                 }
-                v = scan_combine<A, PROD>(carry, v);
-                if (at < n) out[at] = tocha::narrow<D>(v);
-                carry = __shfl_sync(0xffffffffu, v, 31);
+                A before = __shfl_up_sync(0xffffffffu, v, 1); // the lanes before this one's, for EXCLUSIVE
+                if (lane == 0) before = identity;
+                if (step < n) out[at] = tocha::narrow<D>(scan_combine<A, PROD>(carry, EXCLUSIVE ? before : v));
+                carry = scan_combine<A, PROD>(carry, __shfl_sync(0xffffffffu, v, 31));
             }
         }
         return;
@@ -48,8 +52,15 @@ __device__ void tocha_scan(const T *x, D *y, long long outer, long long n, long 
         D *out = y + o * n * inner + i;
         A acc = identity;
         for (long long k = 0; k < n; ++k) {
-            acc = scan_combine<A, PROD>(acc, tocha::widen<A>(in[k * inner]));
-            out[k * inner] = tocha::narrow<D>(acc);
+            const long long at = (REVERSE ? n - 1 - k : k) * inner;
+            const A v = tocha::widen<A>(in[at]);
+            if (EXCLUSIVE) {
+                out[at] = tocha::narrow<D>(acc);
+                acc = scan_combine<A, PROD>(acc, v);
+            } else {
+                acc = scan_combine<A, PROD>(acc, v);
+                out[at] = tocha::narrow<D>(acc);
+            }
         }
     }
 }

@@ -86,6 +86,7 @@ tocha.Softmax, tocha.LogSoftmax = softmax.Softmax, softmax.LogSoftmax
 tocha.Embedding = require("tocha.ops.embedding").Embedding
 tocha.Cast = require("tocha.ops.cast").Cast
 tocha.Recurrent = require("tocha.ops.recurrent").Recurrent
+tocha.CumSum = require("tocha.ops.cumsum").CumSum
 tocha.Attention = require("tocha.ops.attention").Attention
 local norm = require "tocha.ops.norm"
 tocha.LayerNorm, tocha.RMSNorm, tocha.GroupNorm = norm.LayerNorm, norm.RMSNorm, norm.GroupNorm

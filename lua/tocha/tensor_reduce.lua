@@ -399,7 +399,7 @@ local function scan_kernel(dt, out_dt, prod)
   if not k then
     local acc = dt == "f64" and "double" or (dtype.is_integer(dt) and "unsigned long long" or "float")
     k = kernel.new { source = op.source("scan.cu"), name = "tocha_scan",
-      template_args = ("%s, %s, %s, %d"):format(dtype.ctype(dt), dtype.ctype(out_dt), acc, prod and 1 or 0),
+      template_args = ("%s, %s, %s, %d, 0, 0"):format(dtype.ctype(dt), dtype.ctype(out_dt), acc, prod and 1 or 0),
       params = ("%s* x, %s* y, i64 outer, i64 n, i64 inner"):format(dt, out_dt) }
     scan_kernels[key] = k
   end
