@@ -1,6 +1,6 @@
 -- Networks no one here wrote: torchvision's ResNet-18, MobileNetV3-Small, MobileNetV2,
 -- ConvNeXt-Tiny, DenseNet-121, LR-ASPP (segmentation) and Swin-T, a stack of generator and
--- decoder layers as torch.nn writes them (GroupNorm, bilinear upsampling, padding,
+-- decoder layers as torch.nn writes them (GroupNorm, bilinear and bicubic resizing, padding,
 -- InstanceNorm, LeakyReLU), timm's EfficientNet-B0, YOLOv8n (spec/support/peer_yolo.py's module
 -- after Ultralytics'), a small torchvision VisionTransformer, a text transformer, a BERT, a GPT
 -- and a sequence model of nn.LSTM and nn.GRU, randomly initialised and

@@ -45,6 +45,7 @@ local UpsampleBilinear2d = require("tocha.ops.upsample_bilinear").UpsampleBiline
 local Pad = require("tocha.ops.pad").Pad
 local Embedding = require("tocha.ops.embedding").Embedding
 local Cast = require("tocha.ops.cast").Cast
+local CumSum = require("tocha.ops.cumsum").CumSum
 local strided = require "tocha.ops.strided"
 
 local M = {}
@@ -233,7 +234,7 @@ local ATTRIBUTE_KINDS = {
   exclude_outside = "int", perm = "ints", starts = "ints", ends = "ints", blocksize = "int", size = "int", bias = "float",
   num_groups = "int", noop_with_empty_axes = "int", exclusive = "int", reverse = "int", direction = "string",
   hidden_size = "int", layout = "int", clip = "float", input_forget = "int", linear_before_reset = "int",
-  activations = "strings",
+  activations = "strings", cubic_coeff_a = "float",
 }
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
@@ -1106,16 +1107,21 @@ OPS.ScatterND = function(self, n)
   self:set(n, 1, const(copy(shape), out, dv.onnx_type or (dv.init and dv.init.data_type)))
 end
 
--- CumSum of a constant (a sinusoidal position table built from a mask of ones): folded.
+-- CumSum: of a constant (a sinusoidal position table built from a mask of ones), folded; of a
+-- computed tensor (a position embedding counted along a mask input: DETR's), tocha.CumSum.
 OPS.CumSum = function(self, n)
   local x = self:needed(n, 1, "x")
-  if not x.const then self:fail(n, "a running sum of a computed tensor is not supported (of constants, folded)") end
-  local values, rec = self:constant(n, 1, "x")
   local axis = self:constant(n, 2, "axis")
   if #axis ~= 1 then self:fail(n, "axis must be one number") end
+  local exclusive, reverse = self:attr(n, "exclusive", 0) == 1, self:attr(n, "reverse", 0) == 1
+  if not x.const then
+    local op = CumSum.new(self:axis(n, axis[1], #x.shape, "axis"), { exclusive = exclusive, reverse = reverse,
+      dtype = self.dtype })
+    return self:set(n, 1, self:emit(n, op, { x }))
+  end
+  local values, rec = self:constant(n, 1, "x")
   local shape = #rec.shape > 0 and rec.shape or { #values }
-  local out = fold.cumsum(values, shape, self:axis(n, axis[1], #shape, "axis"), self:attr(n, "exclusive", 0) == 1,
-    self:attr(n, "reverse", 0) == 1)
+  local out = fold.cumsum(values, shape, self:axis(n, axis[1], #shape, "axis"), exclusive, reverse)
   self:set(n, 1, const(copy(rec.shape), out, rec.onnx_type or (rec.init and rec.init.data_type)))
 end
 
@@ -1900,20 +1906,26 @@ local function resize_args(self, n)
   return scales, nil, "asymmetric", "floor"
 end
 
--- Resize(mode="linear") over the spatial dimensions: tocha.UpsampleBilinear2d, in x's layout,
--- to the sizes given or by the scales given (the source coordinate o / scale, as ONNX says).
-local function resize_linear(self, n, x, scales, sizes, ct)
+-- Resize(mode="linear" or "cubic") over the spatial dimensions: tocha.UpsampleBilinear2d
+-- (bilinear or bicubic of cubic_coeff_a), in x's layout, to the sizes given or by the scales
+-- given (the source coordinate o / scale, as ONNX says).
+local function resize_linear(self, n, x, scales, sizes, ct, cubic)
+  local what = cubic and "cubic" or "linear"
   if ct ~= "half_pixel" and ct ~= "pytorch_half_pixel" and ct ~= "align_corners" and ct ~= "asymmetric" then
-    self:fail(n, ("coordinate_transformation_mode %s: tocha's linear resize takes half_pixel, pytorch_half_pixel, "
-      .. "align_corners or asymmetric"):format(ct))
+    self:fail(n, ("coordinate_transformation_mode %s: tocha's %s resize takes half_pixel, pytorch_half_pixel, "
+      .. "align_corners or asymmetric"):format(ct, what))
   end
-  if self:attr(n, "antialias", 0) ~= 0 then self:fail(n, "antialias: tocha's linear resize does not filter") end
+  if self:attr(n, "antialias", 0) ~= 0 then self:fail(n, ("antialias: tocha's %s resize does not filter"):format(what)) end
+  if cubic and self:attr(n, "exclude_outside", 0) ~= 0 then
+    self:fail(n, "exclude_outside 1: tocha's cubic resize repeats the edge, as PyTorch's bicubic (exclude_outside 0)")
+  end
   scales = scales or {}
   if sizes and #sizes ~= 4 or not sizes and #scales ~= 4 then self:fail(n, "expected 4 scales or 4 sizes (N, C, H, W)") end
   if sizes and (sizes[1] ~= x.shape[1] or sizes[2] ~= x.shape[2]) or not sizes and (scales[1] ~= 1 or scales[2] ~= 1) then
     self:fail(n, "only the spatial dimensions may be resized")
   end
-  local opts = { coordinates = ct, dtype = self.dtype, layout = x.layout or "nchw" }
+  local opts = { coordinates = ct, dtype = self.dtype, layout = x.layout or "nchw", mode = cubic and "bicubic" or nil,
+    cubic_a = cubic and self:attr(n, "cubic_coeff_a", -0.75) or nil }
   if sizes then opts.size = { sizes[3], sizes[4] } else opts.scale = { scales[3], scales[4] } end
   local up = UpsampleBilinear2d.new(opts)
   local r = self:emit(n, up, { x })
@@ -1928,8 +1940,10 @@ OPS.Resize = function(self, n)
   spatial(self, n, x)
   local mode = self:attr(n, "mode", "nearest")
   local scales, sizes, ct, nm = resize_args(self, n)
-  if mode == "linear" or mode == "bilinear" then return resize_linear(self, n, x, scales, sizes, ct) end
-  if mode ~= "nearest" then self:fail(n, ("mode %s: tocha resizes by nearest neighbour or linearly"):format(mode)) end
+  if mode == "linear" or mode == "bilinear" or mode == "cubic" then
+    return resize_linear(self, n, x, scales, sizes, ct, mode == "cubic")
+  end
+  if mode ~= "nearest" then self:fail(n, ("mode %s: tocha resizes by nearest neighbour, linearly or cubically"):format(mode)) end
   local floor_like = (ct == "asymmetric" and nm == "floor") or ((ct == "half_pixel" or ct == "pytorch_half_pixel")
     and (nm == "round_prefer_floor" or nm == "round_prefer_ceil"))
   if not floor_like then

@@ -844,6 +844,39 @@ def resize_linear(a, size, mode, scales=None):
     return a
 
 
+def resize_cubic(a, size, mode, coeff=-0.75, scales=None):
+    """ONNX's Resize(mode="cubic", exclude_outside=0) over H and W, one axis at a time: source
+    coordinate by the coordinate transformation mode, not clamped, the four inputs around it
+    (indices clamped: the edge repeated) weighted by Keys' cubic convolution of coefficient coeff."""
+    def keys(d):
+        d = np.abs(d)
+        near = ((coeff + 2) * d - (coeff + 3)) * d * d + 1
+        far = ((coeff * d - 5 * coeff) * d + 8 * coeff) * d - 4 * coeff
+        return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+    a = a.astype(np.float64)
+    for axis, n_out in ((2, size[0]), (3, size[1])):
+        n_in = a.shape[axis]
+        s = scales[axis] if scales is not None else n_out / n_in
+        o = np.arange(n_out, dtype=np.float64)
+        if mode == "align_corners":
+            src = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
+        elif mode == "asymmetric":
+            src = o / s
+        elif mode == "pytorch_half_pixel" and n_out == 1:
+            src = np.zeros(1)
+        else:
+            src = (o + 0.5) / s - 0.5
+        f = np.floor(src).astype(np.int64)
+        shape = [1, 1, 1, 1]
+        shape[axis] = n_out
+        out = 0
+        for k in range(-1, 3):
+            w = keys(src - (f + k)).reshape(shape)
+            out = out + np.take(a, np.clip(f + k, 0, n_in - 1), axis=axis) * w
+        a = out
+    return a
+
+
 def avg_pool_include_pad(x, k, pad):
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     n, c, h, w = xp.shape
@@ -865,6 +898,8 @@ def resize_pad():
     scaled = resize_linear(x, (7, 4), "asymmetric", scales=[1, 1, 1.5, 0.6])
     corners = resize_linear(c, (8, 3), "align_corners")
     single = resize_linear(x, (1, 4), "pytorch_half_pixel")
+    cubic_up = resize_cubic(c, (9, 11), "half_pixel")
+    cubic_scaled = resize_cubic(x, (7, 4), "pytorch_half_pixel", coeff=-0.5, scales=[1, 1, 1.5, 0.6])
     plain = np.maximum(x.astype(np.float64), 0)
     x64 = x.astype(np.float64)
     lopsided = conv2d(np.pad(x64, ((0, 0), (0, 0), (0, 1), (0, 2))), w2)       # Conv pads [0, 0, 1, 2]
@@ -899,6 +934,9 @@ def resize_pad():
         cst("size_single", i64, [4], [2, 3, 1, 4]),
         helper.make_node("Resize", ["x", "", "", "size_single"], ["single"], name="single", mode="linear",
                          coordinate_transformation_mode="pytorch_half_pixel"),
+        helper.make_node("Resize", ["c", "", "", "size_up"], ["cubic_up"], name="cubic_up", mode="cubic"),
+        helper.make_node("Resize", ["x", "", "scales"], ["cubic_scaled"], name="cubic_scaled", mode="cubic",
+                         cubic_coeff_a=-0.5, coordinate_transformation_mode="pytorch_half_pixel"),
         cst("pads0", i64, [8], [0] * 8),
         helper.make_node("Pad", ["x", "pads0"], ["x_same"], name="no_pad"),
         helper.make_node("Relu", ["x_same"], ["plain"], name="relu"),
@@ -918,7 +956,8 @@ def resize_pad():
     save("resize_pad", nodes, [("x", x)], [("pooled", pooled), ("padded_conv", padded_conv), ("scaled", scaled),
                                            ("corners", corners), ("single", single), ("plain", plain),
                                            ("lopsided", lopsided), ("same_max", same_max), ("mirror", mirror),
-                                           ("edge", edge), ("wrap", wrap), ("cropped", cropped)],
+                                           ("edge", edge), ("wrap", wrap), ("cropped", cropped),
+                                           ("cubic_up", cubic_up), ("cubic_scaled", cubic_scaled)],
          [init("w", w), init("w2", w2)], opset=19)
 
 
@@ -1116,7 +1155,7 @@ def bad():
     write("pad_wrap", [pads, helper.make_node("Pad", ["x", "pads"], ["y"], name="wrap_twice", mode="wrap")], [])
     write("resize_cubic", [helper.make_node("Constant", [], ["sc"], name="sc", value=helper.make_tensor(
         "sc_v", TensorProto.FLOAT, [4], [1, 1, 2, 2])), helper.make_node("Resize", ["x", "", "sc"], ["y"], name="smooth",
-                                                                          mode="cubic")], [])
+                                                                          mode="cubic", exclude_outside=1)], [])
     write("gru_reset", [helper.make_node("GRU", ["x", "w", "w"], ["y"], name="reset_first", hidden_size=2)], [w])
     write("lstm_clip", [helper.make_node("LSTM", ["x", "w", "w"], ["y"], name="clipped", hidden_size=2, clip=3.0)], [w])
 
@@ -1292,8 +1331,12 @@ def folds():
         helper.make_node("Tile", ["gap", "reps2"], ["gap2"], name="tile_then_view"),
         helper.make_node("Reshape", ["gap2", "flat12"], ["tiled"], name="tiled_flat"),
     ]
+    nodes += [cst("ax3", i64, [], [3]),
+              helper.make_node("CumSum", ["x", "ax3"], ["running"], name="cumsum_computed", exclusive=1, reverse=1)]
+    x64 = x.astype(np.float64)
+    running = np.flip(np.cumsum(np.flip(x64, 3), axis=3), 3) - x64                 # exclusive, reverse, of x
     tiled = np.tile(gap, (1, 1, 2, 2)).reshape(2, 12)
-    save("folds", nodes, [("x", x)], [("y", y), ("z", z), ("tiled", tiled)],
+    save("folds", nodes, [("x", x)], [("y", y), ("z", z), ("tiled", tiled), ("running", running)],
          [init("w", w), init("gain", gain), init("shift", np.zeros(4, np.float32)), init("pw", pw), init("pb", pb),
           init("table", table)])
 

@@ -208,13 +208,14 @@ def bert_inputs():
 def blocks():
     """Layers of generators and segmentation decoders as torch.nn writes them: GroupNorm (exported
     as InstanceNormalization of the groups, then the affine), bilinear upsampling with aligned
-    corners, ReflectionPad2d, InstanceNorm2d with affine, LeakyReLU(0.2), ZeroPad2d wider on one
+    corners, ReflectionPad2d, InstanceNorm2d with affine, LeakyReLU(0.2), bicubic downsampling by
+    a scale factor, ZeroPad2d wider on one
     side, a max pool, global average pooling and a linear classifier."""
     nn = torch.nn
     model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.SiLU(),
                           nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True), nn.ReflectionPad2d(1),
                           nn.Conv2d(16, 8, 3, stride=2), nn.InstanceNorm2d(8, affine=True), nn.LeakyReLU(0.2),
-                          nn.ZeroPad2d((0, 1, 0, 1)), nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Upsample(scale_factor=0.75, mode="bicubic"), nn.ZeroPad2d((0, 1, 0, 1)), nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(8, 10))
     g = torch.Generator().manual_seed(4)
     with torch.no_grad():
