@@ -28,6 +28,32 @@ template <typename A, typename T> __device__ __forceinline__ A rnn_at(const T *r
     return tocha::widen<A>(row[col]);
 }
 
+// An LSTM's gates at one element, activated: i, f, o sigmoids, g the tanh.
+template <typename A> struct rnn_lstm { A i, f, g, o; };
+template <typename A, typename T>
+__device__ __forceinline__ rnn_lstm<A> rnn_lstm_gates(const T *gxr, const T *ghr, long long hidden)
+{
+    rnn_lstm<A> q;
+    q.i = rnn_sigmoid(rnn_at<A>(gxr, 0) + rnn_at<A>(ghr, 0));
+    q.f = rnn_sigmoid(rnn_at<A>(gxr, hidden) + rnn_at<A>(ghr, hidden));
+    q.g = ew_tanh(rnn_at<A>(gxr, 2 * hidden) + rnn_at<A>(ghr, 2 * hidden));
+    q.o = rnn_sigmoid(rnn_at<A>(gxr, 3 * hidden) + rnn_at<A>(ghr, 3 * hidden));
+    return q;
+}
+
+// A GRU's gates at one element: r, z (sigmoids), gh's n block (which r scales) and n.
+template <typename A> struct rnn_gru { A r, z, ghn, n; };
+template <typename A, typename T>
+__device__ __forceinline__ rnn_gru<A> rnn_gru_gates(const T *gxr, const T *ghr, long long hidden)
+{
+    rnn_gru<A> q;
+    q.r = rnn_sigmoid(rnn_at<A>(gxr, 0) + rnn_at<A>(ghr, 0));
+    q.z = rnn_sigmoid(rnn_at<A>(gxr, hidden) + rnn_at<A>(ghr, hidden));
+    q.ghn = rnn_at<A>(ghr, 2 * hidden);
+    q.n = ew_tanh(rnn_at<A>(gxr, 2 * hidden) + q.r * q.ghn);
+    return q;
+}
+
 template <typename T, typename A, int MODE>
 __device__ void tocha_recurrent_cell(const T *gx, const T *gh, const T *bias_hh, const T *h_prev, const T *c_prev,
                                      T *h, T *c, long long batch, long long hidden, int zero_state)
@@ -43,19 +69,14 @@ __device__ void tocha_recurrent_cell(const T *gx, const T *gh, const T *bias_hh,
         const T *gxr = gx + xr + j;
         const A hp = zero_state ? (A)0 : tocha::widen<A>(h_prev[e]);
         if (MODE == RNN_LSTM) {
-            const A i = rnn_sigmoid(rnn_at<A>(gxr, 0) + rnn_at<A>(ghr, 0));
-            const A f = rnn_sigmoid(rnn_at<A>(gxr, hidden) + rnn_at<A>(ghr, hidden));
-            const A g = ew_tanh(rnn_at<A>(gxr, 2 * hidden) + rnn_at<A>(ghr, 2 * hidden));
-            const A o = rnn_sigmoid(rnn_at<A>(gxr, 3 * hidden) + rnn_at<A>(ghr, 3 * hidden));
+            const rnn_lstm<A> q = rnn_lstm_gates<A>(gxr, ghr, hidden);
             const A cp = zero_state ? (A)0 : tocha::widen<A>(c_prev[e]);
-            const A cn = f * cp + i * g;
+            const A cn = q.f * cp + q.i * q.g;
             c[e] = tocha::narrow<T>(cn);
-            h[e] = tocha::narrow<T>(o * ew_tanh(cn));
+            h[e] = tocha::narrow<T>(q.o * ew_tanh(cn));
         } else if (MODE == RNN_GRU) {
-            const A r = rnn_sigmoid(rnn_at<A>(gxr, 0) + rnn_at<A>(ghr, 0));
-            const A z = rnn_sigmoid(rnn_at<A>(gxr, hidden) + rnn_at<A>(ghr, hidden));
-            const A n = ew_tanh(rnn_at<A>(gxr, 2 * hidden) + r * rnn_at<A>(ghr, 2 * hidden));
-            h[e] = tocha::narrow<T>(((A)1 - z) * n + z * hp);
+            const rnn_gru<A> q = rnn_gru_gates<A>(gxr, ghr, hidden);
+            h[e] = tocha::narrow<T>(((A)1 - q.z) * q.n + q.z * hp);
         } else {
             const A a = rnn_at<A>(gxr, 0) + rnn_at<A>(ghr, 0);
             h[e] = tocha::narrow<T>(MODE == RNN_TANH ? ew_tanh(a) : (a > (A)0 ? a : (A)0));
@@ -88,10 +109,8 @@ __device__ void tocha_recurrent_cell_backward(const T *gx, const T *gh, const T 
         const A hp = zero_state ? (A)0 : tocha::widen<A>(h_prev[e]);
         const A dh = tocha::widen<A>(dy_h[e]) + (start ? (A)0 : tocha::widen<A>(dh_carry[e]));
         if (MODE == RNN_LSTM) {
-            const A i = rnn_sigmoid(rnn_at<A>(gxr, 0) + rnn_at<A>(ghr, 0));
-            const A f = rnn_sigmoid(rnn_at<A>(gxr, hidden) + rnn_at<A>(ghr, hidden));
-            const A g = ew_tanh(rnn_at<A>(gxr, 2 * hidden) + rnn_at<A>(ghr, 2 * hidden));
-            const A o = rnn_sigmoid(rnn_at<A>(gxr, 3 * hidden) + rnn_at<A>(ghr, 3 * hidden));
+            const rnn_lstm<A> q = rnn_lstm_gates<A>(gxr, ghr, hidden);
+            const A i = q.i, f = q.f, g = q.g, o = q.o;
             const A cp = zero_state ? (A)0 : tocha::widen<A>(c_prev[e]);
             const A tc = ew_tanh(f * cp + i * g);
             const A dc = tocha::widen<A>(dy_c[e]) + (start ? (A)0 : tocha::widen<A>(dc_in[e])) + dh * o * ((A)1 - tc * tc);
@@ -111,10 +130,8 @@ __device__ void tocha_recurrent_cell_backward(const T *gx, const T *gh, const T 
             }
             dc_out[e] = tocha::narrow<T>(dc * f);
         } else if (MODE == RNN_GRU) {
-            const A r = rnn_sigmoid(rnn_at<A>(gxr, 0) + rnn_at<A>(ghr, 0));
-            const A z = rnn_sigmoid(rnn_at<A>(gxr, hidden) + rnn_at<A>(ghr, hidden));
-            const A ghn = rnn_at<A>(ghr, 2 * hidden);
-            const A n = ew_tanh(rnn_at<A>(gxr, 2 * hidden) + r * ghn);
+            const rnn_gru<A> q = rnn_gru_gates<A>(gxr, ghr, hidden);
+            const A r = q.r, z = q.z, ghn = q.ghn, n = q.n;
             const A dn = dh * ((A)1 - z) * ((A)1 - n * n);
             const A dr = dn * ghn * r * ((A)1 - r);
             const A dz = dh * (hp - n) * z * ((A)1 - z);

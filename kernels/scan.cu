@@ -1,8 +1,8 @@
 // scan.cu: running sums and products along one dimension (cumsum, cumprod) of a dense tensor seen
 // as (outer, n, inner) around it: inclusive, or EXCLUSIVE (each output the combination of the
-// elements before it, the first the identity), from the start or REVERSE (from the end, ONNX's
-// CumSum reverse and the backward of a running sum). Accumulates in A (f32 for halves and f32, f64 for
-// f64, 64-bit unsigned for integers: sums and products wrap as i64's do, without signed
+// elements before it, the first the identity), from the start or REVERSE (from the end: ONNX's
+// CumSum reverse, the backward of a running sum). Accumulates in A (f32 for halves and f32, f64
+// for f64, 64-bit unsigned for integers: sums and products wrap as i64's do, without signed
 // overflow) and rounds each output once to D.
 //
 // inner == 1 (the last dimension): a warp a row, 32 elements a step: each lane loads one, a

@@ -184,8 +184,29 @@ __device__ void tocha_upsample_bilinear2d(const T *x, T *y, long long total, int
     }
 }
 
-// dx [planes, H, W] (or [images, H, W, C]) from dy: a thread a dx element, summing over the
-// outputs that read it (bilinear_axis::readers), rows then columns in increasing order.
+// The gradient of input pixel (ih, iw) of plane and channel c: the sum of w_h w_w dy over the
+// outputs that read it along both axes (Axis::readers: a run each), rows then columns in
+// increasing order.
+template <typename T, typename A, typename Axis>
+__device__ __forceinline__ A upsample_gather(const T *dy, const Axis &ah, const Axis &aw, long long plane, int ih,
+                                             int iw, int c, int c_, int OH, int OW)
+{
+    int oh0, oh1, ow0, ow1;
+    ah.readers(ih, OH, &oh0, &oh1);
+    aw.readers(iw, OW, &ow0, &ow1);
+    A sum = (A)0;
+    for (int oh = oh0; oh <= oh1; ++oh) {
+        const A wh = ah.weight(oh, ih);
+        A row = (A)0;
+        for (int ow = ow0; ow <= ow1; ++ow)
+            row += aw.weight(ow, iw) * tocha::to_compute(dy[bilinear_at(plane, oh, ow, c, c_, OH, OW)]);
+        sum += wh * row;
+    }
+    return sum;
+}
+
+// dx [planes, H, W] (or [images, H, W, C]) from dy: a thread a dx element, gathering the outputs
+// that read it (upsample_gather), never scattering.
 template <typename T, int NHWC, int CUBIC>
 __device__ void tocha_upsample_bilinear2d_backward(const T *dy, T *dx, long long total, int C, int H, int W, int OH,
                                                    int OW, double ratio_h, double ratio_w, double half, double cubic_a)
@@ -197,32 +218,10 @@ __device__ void tocha_upsample_bilinear2d_backward(const T *dy, T *dx, long long
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
          e += (long long)blockDim.x * gridDim.x) {
         long long plane;
-        int c, ih, iw, oh0, oh1, ow0, ow1;
+        int c, ih, iw;
         bilinear_place<NHWC>(e, c_, H, W, &plane, &c, &ih, &iw);
-        if (CUBIC) {
-            ch.readers(ih, OH, &oh0, &oh1);
-            cw.readers(iw, OW, &ow0, &ow1);
-            A sum = (A)0;
-            for (int oh = oh0; oh <= oh1; ++oh) {
-                const A wh = ch.weight(oh, ih);
-                A row = (A)0;
-                for (int ow = ow0; ow <= ow1; ++ow)
-                    row += cw.weight(ow, iw) * tocha::to_compute(dy[bilinear_at(plane, oh, ow, c, c_, OH, OW)]);
-                sum += wh * row;
-            }
-            dx[e] = tocha::from_compute<T>(sum);
-            continue;
-        }
-        ah.readers(ih, OH, &oh0, &oh1);
-        aw.readers(iw, OW, &ow0, &ow1);
-        A sum = (A)0;
-        for (int oh = oh0; oh <= oh1; ++oh) {
-            const A wh = ah.weight(oh, ih);
-            A row = (A)0;
-            for (int ow = ow0; ow <= ow1; ++ow)
-                row += aw.weight(ow, iw) * tocha::to_compute(dy[bilinear_at(plane, oh, ow, c, c_, OH, OW)]);
-            sum += wh * row;
-        }
+        const A sum = CUBIC ? upsample_gather<T, A>(dy, ch, cw, plane, ih, iw, c, c_, OH, OW)
+                            : upsample_gather<T, A>(dy, ah, aw, plane, ih, iw, c, c_, OH, OW);
         dx[e] = tocha::from_compute<T>(sum);
     }
 }

@@ -36,6 +36,13 @@ function M.integer(v, what)
   return v
 end
 
+-- v when it is a positive integer C takes as an int (a layer's size); else raises naming what.
+function M.positive(v, what)
+  v = M.integer(v, what)
+  if v < 1 then raise(("%s: expected a positive size, got %d"):format(what, v)) end
+  return v
+end
+
 -- Shapes (tocha.shape): numel, shape_text, check_shape, same_sizes.
 M.numel, M.shape_text, M.check_shape, M.same_sizes = shape_facts.numel, shape_facts.text, shape_facts.check, shape_facts.same
 

@@ -817,6 +817,19 @@ def legacy_resize():
 # padded more on one side (TensorFlow's SAME), Pads in every mode (reflect of the channels-last
 # conv output, edge and wrap over several dimensions, a crop with a fill value) ----
 
+def source_coordinates(mode, n_in, n_out, s):
+    """Each output index's source coordinate along an axis by ONNX's coordinate_transformation_mode
+    (s: the axis's scale, out / in unless given), not clamped."""
+    o = np.arange(n_out, dtype=np.float64)
+    if mode == "align_corners":
+        return o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
+    if mode == "asymmetric":
+        return o / s
+    if mode == "pytorch_half_pixel" and n_out == 1:
+        return np.zeros(1)
+    return (o + 0.5) / s - 0.5
+
+
 def resize_linear(a, size, mode, scales=None):
     """ONNX's Resize(mode="linear") over H and W, one axis at a time (bilinear is separable):
     source coordinate by the coordinate transformation mode, clamped to [0, in - 1], its two
@@ -824,16 +837,7 @@ def resize_linear(a, size, mode, scales=None):
     a = a.astype(np.float64)
     for axis, n_out in ((2, size[0]), (3, size[1])):
         n_in = a.shape[axis]
-        s = scales[axis] if scales is not None else n_out / n_in
-        o = np.arange(n_out, dtype=np.float64)
-        if mode == "align_corners":
-            src = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
-        elif mode == "asymmetric":
-            src = o / s
-        elif mode == "pytorch_half_pixel" and n_out == 1:
-            src = np.zeros(1)
-        else:
-            src = (o + 0.5) / s - 0.5
+        src = source_coordinates(mode, n_in, n_out, scales[axis] if scales is not None else n_out / n_in)
         src = np.clip(src, 0, n_in - 1)
         i0 = np.floor(src).astype(np.int64)
         i1 = np.minimum(i0 + 1, n_in - 1)
@@ -856,16 +860,7 @@ def resize_cubic(a, size, mode, coeff=-0.75, scales=None):
     a = a.astype(np.float64)
     for axis, n_out in ((2, size[0]), (3, size[1])):
         n_in = a.shape[axis]
-        s = scales[axis] if scales is not None else n_out / n_in
-        o = np.arange(n_out, dtype=np.float64)
-        if mode == "align_corners":
-            src = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
-        elif mode == "asymmetric":
-            src = o / s
-        elif mode == "pytorch_half_pixel" and n_out == 1:
-            src = np.zeros(1)
-        else:
-            src = (o + 0.5) / s - 0.5
+        src = source_coordinates(mode, n_in, n_out, scales[axis] if scales is not None else n_out / n_in)
         f = np.floor(src).astype(np.int64)
         shape = [1, 1, 1, 1]
         shape[axis] = n_out

@@ -43,11 +43,7 @@ Linear.input_names = { "x" }
 
 local address, launch_index = op.address, op.launch_index
 
-local function positive(v, what)
-  v = op.integer(v, what)
-  if v < 1 then raise(("%s: expected a positive size, got %d"):format(what, v)) end
-  return v
-end
+local positive = op.positive
 
 -- Linear.new(in_features, out_features [, {bias = true, dtype = "f32", activation = "identity",
 -- residual = false, tf32}]): tf32 (f32 only; default: tocha.get_float32_matmul_precision() ==

@@ -47,11 +47,7 @@ local BLOCK = 256
 local MODES = { lstm = { 0, 4 }, gru = { 1, 3 }, rnn_tanh = { 2, 1 }, rnn_relu = { 3, 1 } }
 M.MODES = { "lstm", "gru", "rnn_tanh", "rnn_relu" }
 
-local function positive(v, what)
-  v = op.integer(v, what)
-  if v < 1 then raise(("%s: expected a positive size, got %d"):format(what, v)) end
-  return v
-end
+local positive = op.positive
 
 local function source()
   return op.source("activation.cuh") .. "\n" .. op.source("recurrent.cu")
