@@ -54,20 +54,37 @@ __device__ __forceinline__ rnn_gru<A> rnn_gru_gates(const T *gxr, const T *ghr, 
     return q;
 }
 
+// One element e = (b, j) of [B, H]: xr, the offset of its first gate's column (row b, column j)
+// in gx and gh ([B, G H]); pointers to that column of gx and of gh (of b_hh, one row for every b,
+// where the state is zero); h_prev there widened (0 from a zero state).
+template <typename T, typename A> struct rnn_site {
+    long long xr;
+    const T *gxr, *ghr;
+    A hp;
+};
+template <typename T, typename A, int MODE>
+__device__ __forceinline__ rnn_site<T, A> rnn_site_of(long long e, const T *gx, const T *gh, const T *bias_hh,
+                                                      const T *h_prev, long long hidden, int zero_state)
+{
+    rnn_site<T, A> s;
+    const long long b = e / hidden, j = e - b * hidden;
+    s.xr = b * rnn_gates<MODE>() * hidden + j;
+    s.gxr = gx + s.xr;
+    s.ghr = zero_state ? bias_hh + j : gh + s.xr;
+    s.hp = zero_state ? (A)0 : tocha::widen<A>(h_prev[e]);
+    return s;
+}
+
 template <typename T, typename A, int MODE>
 __device__ void tocha_recurrent_cell(const T *gx, const T *gh, const T *bias_hh, const T *h_prev, const T *c_prev,
                                      T *h, T *c, long long batch, long long hidden, int zero_state)
 {
-    const int G = rnn_gates<MODE>();
     const long long count = batch * hidden;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += stride) {
-        const long long b = e / hidden, j = e - b * hidden;
-        const long long xr = b * G * hidden;
-        // gh's row: the product's, or b_hh's (one row for every b) where the state is zero
-        const T *ghr = zero_state ? bias_hh + j : gh + xr + j;
-        const T *gxr = gx + xr + j;
-        const A hp = zero_state ? (A)0 : tocha::widen<A>(h_prev[e]);
+        const rnn_site<T, A> at = rnn_site_of<T, A, MODE>(e, gx, gh, bias_hh, h_prev, hidden, zero_state);
+        const T *gxr = at.gxr, *ghr = at.ghr;
+        const A hp = at.hp;
         if (MODE == RNN_LSTM) {
             const rnn_lstm<A> q = rnn_lstm_gates<A>(gxr, ghr, hidden);
             const A cp = zero_state ? (A)0 : tocha::widen<A>(c_prev[e]);
@@ -96,17 +113,14 @@ __device__ void tocha_recurrent_cell_backward(const T *gx, const T *gh, const T 
                                               const T *dc_in, T *dgx, T *dgh, T *dc_out, T *dh_direct,
                                               long long batch, long long hidden, int zero_state, int start)
 {
-    const int G = rnn_gates<MODE>();
     const long long count = batch * hidden;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += stride) {
-        const long long b = e / hidden, j = e - b * hidden;
-        const long long xr = b * G * hidden;
-        const T *ghr = zero_state ? bias_hh + j : gh + xr + j;
-        const T *gxr = gx + xr + j;
-        T *dx = dgx + xr + j;
-        T *dg = dgh + xr + j;
-        const A hp = zero_state ? (A)0 : tocha::widen<A>(h_prev[e]);
+        const rnn_site<T, A> at = rnn_site_of<T, A, MODE>(e, gx, gh, bias_hh, h_prev, hidden, zero_state);
+        const T *gxr = at.gxr, *ghr = at.ghr;
+        const A hp = at.hp;
+        T *dx = dgx + at.xr;
+        T *dg = dgh + at.xr;
         const A dh = tocha::widen<A>(dy_h[e]) + (start ? (A)0 : tocha::widen<A>(dh_carry[e]));
         if (MODE == RNN_LSTM) {
             const rnn_lstm<A> q = rnn_lstm_gates<A>(gxr, ghr, hidden);

@@ -393,18 +393,33 @@ end
 -- ---- running sums and products (kernels/scan.cu) ----
 
 local scan_kernels = {}
-local function scan_kernel(dt, out_dt, prod)
-  local key = dt .. "|" .. out_dt .. (prod and "|prod" or "")
+-- The scan.cu kernel reading dt and writing out_dt: a running product when prod, else a sum;
+-- exclusive leaves each element out of its own output, reverse runs from the end. Cached.
+local function scan_kernel(dt, out_dt, prod, exclusive, reverse)
+  modules()
+  local key = table.concat({ dt, out_dt, prod and 1 or 0, exclusive and 1 or 0, reverse and 1 or 0 }, "|")
   local k = scan_kernels[key]
   if not k then
     local acc = dt == "f64" and "double" or (dtype.is_integer(dt) and "unsigned long long" or "float")
     k = kernel.new { source = op.source("scan.cu"), name = "tocha_scan",
-      template_args = ("%s, %s, %s, %d, 0, 0"):format(dtype.ctype(dt), dtype.ctype(out_dt), acc, prod and 1 or 0),
+      template_args = ("%s, %s, %s, %d, %d, %d"):format(dtype.ctype(dt), dtype.ctype(out_dt), acc, prod and 1 or 0,
+        exclusive and 1 or 0, reverse and 1 or 0),
       params = ("%s* x, %s* y, i64 outer, i64 n, i64 inner"):format(dt, out_dt) }
     scan_kernels[key] = k
   end
   return k
 end
+M.scan_kernel = scan_kernel
+
+-- The grid of a scan over (outer, n, inner) in blocks of ARG_BLOCK threads: a warp a row along
+-- the last dimension (inner == 1), else a thread a column (scan.cu's two mappings).
+local function scan_grid(outer, inner)
+  modules()
+  local units = inner == 1 and outer * 32 or outer * inner
+  return op.element_grid(math.max(units, 1), ARG_BLOCK)
+end
+M.scan_grid = scan_grid
+M.SCAN_BLOCK = ARG_BLOCK
 
 -- x:cumsum(dim), x:cumprod(dim): the inclusive running sum / product along dim, x's shape;
 -- integer tensors give i64 (wrapping as i64 does), as PyTorch's; halves accumulate in f32.
@@ -421,8 +436,7 @@ local function scan(x, dim, prod, what)
   if x.count == 0 then return y end
   local outer, n, inner = product(d, 1, k - 1), d[k], product(d, k + 1, #d)
   local work = x:contiguous()
-  local units = inner == 1 and outer * 32 or outer * inner
-  op.launch_packed(scan_kernel(dt, out_dt, prod), device.wrap(x.dev), op.element_grid(units, ARG_BLOCK),
+  op.launch_packed(scan_kernel(dt, out_dt, prod), device.wrap(x.dev), scan_grid(outer, inner),
     { ARG_BLOCK, 1, 1 }, { work.data, y.data, outer, n, inner })
   return y
 end

@@ -10,8 +10,7 @@
 -- exclusive: each output leaves its own element out (the first is 0); reverse: sums run from the
 -- end. Both launches are kernels/scan.cu's (x:cumsum's kernel): the backward is the running sum
 -- of dy in the other direction, exclusive as the forward is.
-local dtype = require "tocha.dtype"
-local kernel = require "tocha.kernel"
+local tensor_reduce = require "tocha.tensor_reduce"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
 local raise = errors.raise
@@ -21,15 +20,7 @@ local M = {}
 local CumSum = op.class("CumSum")
 M.CumSum = CumSum
 
-local BLOCK = 256
-
-local function scan_kernel(dt, exclusive, reverse)
-  local acc = dt == "f64" and "double" or "float"
-  return kernel.new { source = op.source("scan.cu"), name = "tocha_scan",
-    template_args = ("%s, %s, %s, 0, %d, %d"):format(dtype.ctype(dt), dtype.ctype(dt), acc, exclusive and 1 or 0,
-      reverse and 1 or 0),
-    params = ("%s* x, %s* y, i64 outer, i64 n, i64 inner"):format(dt, dt) }
-end
+local BLOCK = tensor_reduce.SCAN_BLOCK
 
 -- CumSum.new(dim [, {exclusive = false, reverse = false, dtype = "f32"}]): dim 1-based, negative
 -- from the end.
@@ -42,8 +33,8 @@ function CumSum.new(dim, opts)
   local self = setmetatable({ kind = "cumsum", dim = dim, exclusive = exclusive, reverse = reverse, dtype = dt,
     block_size = BLOCK, id = ("cumsum__%d__%s%s%s"):format(dim, dt, exclusive and "__exclusive" or "",
       reverse and "__reverse" or "") }, CumSum)
-  self.kernel = scan_kernel(dt, exclusive, reverse)
-  self.grad_kernel = scan_kernel(dt, exclusive, not reverse)
+  self.kernel = tensor_reduce.scan_kernel(dt, dt, false, exclusive, reverse)
+  self.grad_kernel = tensor_reduce.scan_kernel(dt, dt, false, exclusive, not reverse)
   return self
 end
 
@@ -69,15 +60,9 @@ function CumSum:compute_concrete_output_shape(input_shapes)
   return out
 end
 
--- A warp a row along the last dimension, else a thread a column (scan.cu's mappings).
-local function grid_of(outer, inner)
-  local units = inner == 1 and outer * 32 or outer * inner
-  return op.element_grid(math.max(units, 1), BLOCK)
-end
-
 function CumSum:grid(output_shape)
   local outer, _, inner = around(self, output_shape, "output_shape")
-  return grid_of(outer, inner)
+  return tensor_reduce.scan_grid(outer, inner)
 end
 
 function CumSum:pack_args(inputs, _, output)
@@ -88,7 +73,7 @@ end
 
 function CumSum:backward_grid(input_shapes)
   local outer, _, inner = around(self, op.one_input(input_shapes), "inputs[1]")
-  return grid_of(outer, inner)
+  return tensor_reduce.scan_grid(outer, inner)
 end
 
 function CumSum:pack_backward_args(inputs, _, _, _, grad_output, _, grad_inputs)

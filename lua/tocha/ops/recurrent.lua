@@ -142,8 +142,11 @@ end
 
 -- Byte offsets of the workspace's parts for batch b: gh (a step's product), dgh (GRU: d gh of
 -- every step; the others' is d gx), dh (the carry), direct (GRU's d h_prev beside the
--- product's), dc (LSTM's carry), partials (the bias gradient's), and the total.
+-- product's), dc (LSTM's carry), partials (the bias gradient's), and the total. Kept per batch
+-- size: every launch of a step asks for it.
 local function layout(self, b)
+  self.layouts = self.layouts or {}
+  if self.layouts[b] then return self.layouts[b] end
   local size = dtype.size(self.dtype)
   local row, state = b * self.gates * self.hidden * size, b * self.hidden * size
   local at, parts = 0, {}
@@ -158,6 +161,7 @@ local function layout(self, b)
   if self.mode == "lstm" then take("dc", state) end
   take("partials", reduction.partial_bytes(bias_passes(self, b), self.dtype))
   parts.total = at
+  self.layouts[b] = parts
   return parts
 end
 
