@@ -29,21 +29,42 @@
 // the pass reads (the bias gradient: dx = dy while db is summed). A pass's output is its total
 // divided by `divisor` (the mean's n; 1 otherwise).
 //
+// MODE 5 to 8 reduce a function of each element of x (x:norm's, in one read of x): 5 the sum of
+// squares, 6 the sum of absolute values, 7 the largest and 8 the smallest absolute value. The
+// function applies to the elements a pass loads (red_take), so the host launches a mapped MODE for
+// a first pass only and the plain one (sum, max, min) for the pass over its partials.
+//
 // tocha_reduce_grad: dx for sum and mean (dy broadcast along n, divided by divisor), one thread a
 // dx element; for max and min the whole dy of an output goes to the first element equal to the maximum
 // (NaN to the first NaN) and zeros elsewhere, one thread an output.
 
-template <int MODE, typename A> __device__ __forceinline__ A red_identity()
+// The plain reduction a MODE combines with (a mapped MODE's sum, max or min).
+template <int MODE> __device__ __forceinline__ int red_base()
 {
+    return MODE == 5 || MODE == 6 ? 0 : MODE == 7 ? 2 : MODE == 8 ? 3 : MODE;
+}
+
+template <int MODE_, typename A> __device__ __forceinline__ A red_identity()
+{
+    const int MODE = red_base<MODE_>();
     return MODE == 2 ? -tocha::infinity<A>() : MODE == 3 ? tocha::infinity<A>() : MODE == 4 ? (A)1 : (A)0;
 }
 
-template <int MODE, typename A> __device__ __forceinline__ A red_combine(A a, A b)
+template <int MODE_, typename A> __device__ __forceinline__ A red_combine(A a, A b)
 {
+    const int MODE = red_base<MODE_>();
     if (MODE == 2) return (b > a || b != b) ? b : a;
     if (MODE == 3) return (b < a || b != b) ? b : a;
     if (MODE == 4) return a * b;
     return a + b;
+}
+
+// acc combined with one loaded element v (MODE 5 to 8: with its square or absolute value).
+template <int MODE, typename A> __device__ __forceinline__ A red_take(A acc, A v)
+{
+    if (MODE == 5) v = v * v;
+    else if (MODE >= 6) v = v < (A)0 ? -v : v;
+    return red_combine<MODE>(acc, v);
 }
 
 template <typename T> __device__ __forceinline__ typename tocha::compute<T>::type red_load(const T *p, long long i)
@@ -61,7 +82,7 @@ template <int MODE, typename A, typename TO> __device__ __forceinline__ void red
 template <int MODE, typename TI, typename A> __device__ __forceinline__ A red_group(A acc, const unsigned w[4])
 {
 #pragma unroll
-    for (int e = 0; e < tocha::vec16<TI>::n; ++e) acc = red_combine<MODE>(acc, (A)tocha::to_compute(tocha::element_of<TI>(w, e)));
+    for (int e = 0; e < tocha::vec16<TI>::n; ++e) acc = red_take<MODE>(acc, (A)tocha::to_compute(tocha::element_of<TI>(w, e)));
     return acc;
 }
 
@@ -88,11 +109,11 @@ __device__ __forceinline__ A red_segment(const TI *in, TI *copy, long long lo, l
         b = a + (hi - a) / V * V;
     }
     for (long long k = lo + lane; k < a; k += team) {
-        acc[0] = red_combine<MODE>(acc[0], (A)red_load(in, k));
+        acc[0] = red_take<MODE>(acc[0], (A)red_load(in, k));
         if (copy) copy[k] = in[k];
     }
     for (long long k = b + lane; k < hi; k += team) {
-        acc[1] = red_combine<MODE>(acc[1], (A)red_load(in, k));
+        acc[1] = red_take<MODE>(acc[1], (A)red_load(in, k));
         if (copy) copy[k] = in[k];
     }
     const long long groups = (b - a) / V;
@@ -145,13 +166,13 @@ template <int MODE, int U, typename TI, typename A>
 __device__ __forceinline__ void red_unit_take(A *acc, const red_unit<U, TI> &u, TI *out)
 {
 #pragma unroll
-    for (int e = 0; e < U; ++e) acc[e] = red_combine<MODE>(acc[e], (A)tocha::to_compute(tocha::element_of<TI>(u.w, e)));
+    for (int e = 0; e < U; ++e) acc[e] = red_take<MODE>(acc[e], (A)tocha::to_compute(tocha::element_of<TI>(u.w, e)));
     if (out) red_copy16(out, u.w);
 }
 template <int MODE, typename TI, typename A>
 __device__ __forceinline__ void red_unit_take(A *acc, const red_unit<1, TI> &u, TI *out)
 {
-    acc[0] = red_combine<MODE>(acc[0], (A)tocha::to_compute(u.v));
+    acc[0] = red_take<MODE>(acc[0], (A)tocha::to_compute(u.v));
     if (out) *out = u.v;
 }
 

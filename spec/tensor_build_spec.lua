@@ -401,6 +401,30 @@ describe("tensors from rules, joins and splits", function()
         fails_with("tocha.Tensor:norm: self: norm() needs a float tensor, got i64 (cast it first: x:cast(\"f32\"))",
           function() tocha.arange(3):norm() end)
       end)
+
+      it("takes the 1-, 2- and max norms of large tensors in one read, through split passes, halves rounded once", function()
+        -- long rows, long columns and every element: shapes whose reductions split into partials
+        ref.rng("norm splits")
+        for _, case in ipairs({ { { 2, 70001 }, { 2 } }, { { 4099, 33 }, { 1 } }, { { 3, 50000 }, nil }, { { 600, 7, 9 }, { 1, 3 } } }) do
+          local shape, dims = case[1], case[2]
+          for _, dt in ipairs({ "f32", "bf16", "f64" }) do
+            local x = randn(shape, dt)
+            local v = x:cast("f64"):to_table(true)
+            local all = {}
+            for k = 1, #shape do all[k] = k end
+            local over = dims or all
+            local function r(step, finish) return reduce_ref(v, shape, over, 0, step, finish) end
+            -- f32 sums of this many terms are off their exact value by up to ~n^(1/2) ulps
+            local ulps = dt == "f64" and 256 or (dt == "f32" and 512 or 1)
+            local function norm(p) return dims and x:norm(p, dims) or x:norm(p) end
+            check(norm(2), r(function(a, e) return a + e * e end, math.sqrt), ulps, "norm 2 " .. dt)
+            check(norm(1), r(function(a, e) return a + math.abs(e) end), ulps, "norm 1 " .. dt)
+            check(norm(math.huge), r(function(a, e) return math.max(a, math.abs(e)) end), 0, "norm inf " .. dt)
+            check(norm(-math.huge), reduce_ref(v, shape, over, math.huge, function(a, e) return math.min(a, math.abs(e)) end),
+              0, "norm -inf " .. dt)
+          end
+        end
+      end)
     end)
   end
 end)

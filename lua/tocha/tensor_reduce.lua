@@ -97,8 +97,10 @@ local function reduce_op(mode, dt)
   return r
 end
 
--- x (dense, a float dtype) reduced by `mode` over dimensions a..b, kept as size 1.
-local function reduce_run(x, mode, a, b)
+-- x (dense, a float dtype) reduced by `mode` over dimensions a..b, kept as size 1. map (optional,
+-- a reduction.mapped name whose plain mode `mode` is): the first pass reduces that function of
+-- each element, and the result is in the accumulator's dtype (f32 for halves, f64 for f64).
+local function reduce_run(x, mode, a, b, map)
   local d = sizes_of(x)
   local outer, n, inner = product(d, 1, a - 1), product(d, a, b), product(d, b + 1, #d)
   local out = {}
@@ -106,13 +108,18 @@ local function reduce_run(x, mode, a, b)
   local dt = dtype.name(x.elem_type)
   local r = reduce_op(mode, dt)
   local dev = device.wrap(x.dev)
-  local y = tensor.alloc(out, dt, dev)
+  local y = tensor.alloc(out, map and (dt == "f64" and "f64" or "f32") or dt, dev)
   local passes = reduction.plan(outer, n, inner, r.block_size, dt, true)
+  local first = map and reduction.mapped(map, dt)
   local divisor = mode == "mean" and n or 1
-  reduction.run_launches(function(i) return reduction.pass_kernel(r, passes[i]) end, dev, r.block_size, #passes,
-    reduction.partial_bytes(passes, dt),
+  reduction.run_launches(function(i) return reduction.pass_kernel(i == 1 and first or r, passes[i]) end, dev,
+    r.block_size, #passes, reduction.partial_bytes(passes, dt),
     function(i) return reduction.pass_grid(passes[i], r.block_size, dt) end,
-    function(i, ws) return reduction.pass_args(passes, i, x.data, y.data, ws, divisor) end)
+    function(i, ws)
+      local args = reduction.pass_args(passes, i, x.data, y.data, ws, divisor)
+      if map and i == #passes then args[4] = 1 end -- y_acc: the result in the accumulator's dtype
+      return args
+    end)
   return y
 end
 
@@ -497,6 +504,20 @@ local function norm(x, p, dims, keepdim)
   local dt = float_input(x, "norm")
   if p == nil then p = 2 end
   if type(p) ~= "number" or p ~= p then raise("p: expected a number (math.huge for the max norm), got " .. errors.show(p)) end
+  if keepdim ~= nil and type(keepdim) ~= "boolean" then raise("keepdim: expected a boolean, got " .. type(keepdim)) end
+  local map = ({ [2] = "square_sum", [1] = "abs_sum", [math.huge] = "abs_max", [-math.huge] = "abs_min" })[p]
+  if map and x.count > 0 then
+    -- one read of x: the first pass reduces x^2 or |x| as it loads them, into the accumulator's dtype
+    local d = sizes_of(x)
+    local list = dims_of(dims, #d)
+    local work = x:contiguous()
+    for i, run in ipairs(runs_of(list)) do
+      work = reduce_run(work, reduction.MAPPED_BASE[map], run[1], run[2], i == 1 and map or nil)
+    end
+    if p == 2 then math_ops.unary("sqrt", work, work) end
+    if dtype.name(work.elem_type) ~= dt then work = work:cast(dt) end
+    return work:view(reduced_shape(d, list, keepdim))
+  end
   local work = (dt == "f16" or dt == "bf16") and x:cast("f32") or x
   local a = math_ops.unary("abs", work)
   local r

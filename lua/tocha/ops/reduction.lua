@@ -159,6 +159,33 @@ function M.partial_bytes(passes, dt)
   return p.outer * p.splits * p.inner * (dt == "f64" and 8 or 4)
 end
 
+-- Sets on r the pass kernels of MODE `code` for dtype dt: either path (`kernel`, a RuntimeOp's
+-- default) and each path alone (M.pass_kernel, the launches' own).
+local function pass_kernels(r, dt, code)
+  local source, targs = op.source("reduction.cu"), ("%s, %d"):format(dtype.ctype(dt), code)
+  local params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows")
+    :format(dt)
+  for field, name in pairs({ kernel = "tocha_reduce", rows_kernel = "tocha_reduce_rows",
+    columns_kernel = "tocha_reduce_columns", short_columns_kernel = "tocha_reduce_short_columns",
+    team_columns_kernel = "tocha_reduce_team_columns" }) do
+    r[field] = kernel.new { source = source, name = name, template_args = targs, params = params }
+  end
+  return r
+end
+
+-- The reductions of a function of each element (reduction.cu's MODE 5 to 8), for a first pass
+-- only: the pass over its partials is the plain mode's (MAPPED_BASE).
+local MAPPED = { square_sum = 5, abs_sum = 6, abs_max = 7, abs_min = 8 }
+M.MAPPED_BASE = { square_sum = "sum", abs_sum = "sum", abs_max = "max", abs_min = "min" }
+local mapped_cache = {}
+
+-- The pass kernels (M.pass_kernel's fields) of map (a MAPPED name) for dtype dt, kept.
+function M.mapped(map, dt)
+  local key = map .. "|" .. dt
+  if not mapped_cache[key] then mapped_cache[key] = pass_kernels({}, dt, assert(MAPPED[map], map)) end
+  return mapped_cache[key]
+end
+
 -- Reduce.new(mode [, dim [, dtype [, block]]]): mode "sum", "mean", "max", "min" or "prod" (prod
 -- has no backward); dim nil for every
 -- element, else 1-based (negative from the end); dtype f32 (default), f64, f16 or bf16; block
@@ -173,20 +200,10 @@ function Reduce.new(mode, dim, dtype_name, block)
   end
   local dt = op.float_dtype(dtype_name, "dtype")
   block = M.block(block)
-  local source = op.source("reduction.cu")
-  local targs = ("%s, %d"):format(dtype.ctype(dt), MODES[mode])
+  local source, targs = op.source("reduction.cu"), ("%s, %d"):format(dtype.ctype(dt), MODES[mode])
   local self = setmetatable({ kind = "reduce", mode = mode, dim = dim, dtype = dt, block_size = block,
     id = ("reduce__%s__%s__%s__%d"):format(mode, dim and tostring(dim) or "all", dt, block) }, Reduce)
-  local params = ("u8* x, i32 x_acc, u8* y, i32 y_acc, %s* copy, i64 outer, i64 n, i64 inner, i64 splits, f64 divisor, i32 rows")
-    :format(dt)
-  -- either path (the default kernel), and each path alone (M.pass_kernel, the launches' own)
-  self.kernel = kernel.new { source = source, name = "tocha_reduce", template_args = targs, params = params }
-  self.rows_kernel = kernel.new { source = source, name = "tocha_reduce_rows", template_args = targs, params = params }
-  self.columns_kernel = kernel.new { source = source, name = "tocha_reduce_columns", template_args = targs, params = params }
-  self.short_columns_kernel = kernel.new { source = source, name = "tocha_reduce_short_columns", template_args = targs,
-    params = params }
-  self.team_columns_kernel = kernel.new { source = source, name = "tocha_reduce_team_columns", template_args = targs,
-    params = params }
+  pass_kernels(self, dt, MODES[mode])
   self.grad_kernel = kernel.new { source = source, name = "tocha_reduce_grad", template_args = targs,
     params = ("%s* x, %s* y, %s* dy, %s* dx, i64 outer, i64 n, i64 inner, f64 divisor"):format(dt, dt, dt, dt) }
   self.backward_kernel = self.grad_kernel
