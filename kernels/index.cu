@@ -14,45 +14,70 @@ __device__ __forceinline__ T index_poison()
     return tocha::is_integer<T>::value ? (T)0 : tocha::from_double<T>(__longlong_as_double(0x7ff8000000000000ll));
 }
 
-// y[o, j, i] = x[o, idx[j] - base, i] for o < outer, j < m, i < inner; a thread an element of y,
-// its coordinates from one 64-bit division pair a thread and step (grid-stride loop).
-template <typename T, typename I>
-__device__ void tocha_index_select(const T *x, const I *idx, T *y, long long outer, long long n,
-                                   long long inner, long long m, long long base, long long *bad)
+// The coordinates of an element come from divisions by inner and m, in Z: 32-bit (unsigned)
+// where every index of x and y fits below 2^31, a quarter of a 64-bit division's instructions
+// (which would otherwise bound a large copy, not its memory traffic), else 64-bit.
+
+// y[o, j, i] = x[o, idx[j] - base, i] for o < outer, j < m, i < inner; a thread an element of y
+// (grid-stride loop).
+template <typename Z, typename T, typename I>
+__device__ __forceinline__ void index_select_in(const T *x, const I *idx, T *y, Z outer, Z n, Z inner, Z m,
+                                                long long base, long long *bad)
 {
-    const long long total = outer * m * inner;
-    const long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        const long long i = e % inner;
-        const long long oj = e / inner;
-        const long long j = oj % m;
-        const long long o = oj / m;
+    const Z total = outer * m * inner;
+    const Z stride = (Z)blockDim.x * gridDim.x;
+    for (Z e = (Z)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        const Z oj = inner == 1 ? e : e / inner;
+        const Z i = e - oj * inner;
+        const Z o = oj / m;
+        const Z j = oj - o * m;
         const long long r = (long long)idx[j] - base;
-        if (r < 0 || r >= n) {
+        if (r < 0 || r >= (long long)n) {
             atomicCAS((unsigned long long *)bad, 0ull, (unsigned long long)(j + 1));
             y[e] = index_poison<T>();
         } else {
-            y[e] = x[(o * n + r) * inner + i];
+            y[e] = x[(o * n + (Z)r) * inner + i];
         }
     }
 }
 
+template <typename T, typename I>
+__device__ void tocha_index_select(const T *x, const I *idx, T *y, long long outer, long long n,
+                                   long long inner, long long m, long long base, long long *bad)
+{
+    if (outer * (n > m ? n : m) * inner < 2147483648ll)
+        index_select_in<unsigned>(x, idx, y, (unsigned)outer, (unsigned)n, (unsigned)inner, (unsigned)m, base, bad);
+    else
+        index_select_in<long long>(x, idx, y, outer, n, inner, m, base, bad);
+}
+
 // y[o, j, i] = x[o, idx[o, j, i] - base, i] for o < outer, j < m, i < inner (idx shaped as y).
+template <typename Z, typename T, typename I>
+__device__ __forceinline__ void gather_in(const T *x, const I *idx, T *y, Z outer, Z n, Z inner, Z m, long long base,
+                                          long long *bad)
+{
+    const Z total = outer * m * inner;
+    const Z stride = (Z)blockDim.x * gridDim.x;
+    for (Z e = (Z)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        const Z oj = inner == 1 ? e : e / inner;
+        const Z i = e - oj * inner;
+        const Z o = oj / m;
+        const long long r = (long long)idx[e] - base;
+        if (r < 0 || r >= (long long)n) {
+            atomicCAS((unsigned long long *)bad, 0ull, (unsigned long long)(e + 1));
+            y[e] = index_poison<T>();
+        } else {
+            y[e] = x[(o * n + (Z)r) * inner + i];
+        }
+    }
+}
+
 template <typename T, typename I>
 __device__ void tocha_gather(const T *x, const I *idx, T *y, long long outer, long long n,
                              long long inner, long long m, long long base, long long *bad)
 {
-    const long long total = outer * m * inner;
-    const long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        const long long i = e % inner;
-        const long long o = e / inner / m;
-        const long long r = (long long)idx[e] - base;
-        if (r < 0 || r >= n) {
-            atomicCAS((unsigned long long *)bad, 0ull, (unsigned long long)(e + 1));
-            y[e] = index_poison<T>();
-        } else {
-            y[e] = x[(o * n + r) * inner + i];
-        }
-    }
+    if (outer * (n > m ? n : m) * inner < 2147483648ll)
+        gather_in<unsigned>(x, idx, y, (unsigned)outer, (unsigned)n, (unsigned)inner, (unsigned)m, base, bad);
+    else
+        gather_in<long long>(x, idx, y, outer, n, inner, m, base, bad);
 }
