@@ -393,6 +393,12 @@ describe("tensors from rules, joins and splits", function()
         assert.are.equal(math.huge, r[2])
         assert.is_true(r[3] ~= r[3])
         assert.is_true(math.abs(r[4] - (1000 + math.log(2))) < 1e-3)
+        local h = rows:cast("bf16"):logsumexp(2) -- halves: the same rows through the f32 shift, rounded once
+        assert.are.equal("bf16", h:dtype())
+        h = h:to_table()
+        assert.are.same({ -math.huge, math.huge }, { h[1], h[2] })
+        assert.is_true(h[3] ~= h[3])
+        assert.are.equal(1000, h[4]) -- 1000.69 rounds to bf16's 1000
         assert.are.same({ -math.huge, -math.huge }, tocha.zeros({ 0, 2 }, { device = device }):logsumexp(1):to_table())
         local z = tocha.tensor({ 0, 3, 0, -4 }, { device = device })
         assert.are.equal(5, z:norm():item())

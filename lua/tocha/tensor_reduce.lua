@@ -480,20 +480,25 @@ local function logsumexp(x, dims, keepdim)
   if keepdim ~= nil and type(keepdim) ~= "boolean" then raise("keepdim: expected a boolean, got " .. type(keepdim)) end
   local d = sizes_of(x)
   local list = dims_of(dims, #d)
-  local work = (dt == "f16" or dt == "bf16") and x:cast("f32") or x
+  local half = dt == "f16" or dt == "bf16"
+  local work = half and x.count == 0 and x:cast("f32") or x
   local r
   if x.count == 0 then -- sums of no elements are 0, whose log is -inf
     r = reduce(work, "sum", list, keepdim, "logsumexp")
     math_ops.unary("log", r, r)
   else
-    local m = reduce(work, "max", list, true, "logsumexp")
+    -- halves: the maximum of x itself is exact, and x - m (an f32 m) is computed and kept in f32,
+    -- so x is read twice as it is and never cast as a whole
+    local m = reduce(x, "max", list, true, "logsumexp")
+    if half then m = m:cast("f32") end
     m = math_ops.where(math_ops.binary("lt", math_ops.unary("abs", m), math.huge), m, 0)
-    r = reduce(math_ops.unary("exp", math_ops.binary("sub", work, m)), "sum", list, true, "logsumexp")
+    local shifted = math_ops.binary("sub", x, m)
+    r = reduce(math_ops.unary("exp", shifted, shifted), "sum", list, true, "logsumexp")
     math_ops.unary("log", r, r)
     math_ops.binary("add", r, m, r)
     if not keepdim then r = r:view(reduced_shape(d, list, false)) end
   end
-  if work ~= x then r = r:cast(dt) end
+  if half then r = r:cast(dt) end
   return r
 end
 
