@@ -78,10 +78,12 @@ local function pick(name, x, idx, y, outer, n, inner, m, base, where)
   local total = outer * m * inner
   if total == 0 then return y end
   local dev = device.wrap(x.dev)
-  local bad = tensor.zeros({ 1 }, { dtype = "i64", device = dev.name })
+  -- indices of tocha's own making (where == nil: flip's, roll's) are in range: their launch is not
+  -- waited for, and `bad`, never written, is not cleared
+  local bad = where and tensor.zeros({ 1 }, { dtype = "i64", device = dev.name }) or tensor.alloc({ 1 }, "i64", dev)
   op.launch_packed(index_kernel(name, dtype.name(x.elem_type), dtype.name(idx.elem_type)), dev,
-    op.element_grid(total, BLOCK), { BLOCK, 1, 1 }, { x.data, idx.data, y.data, outer, n, inner, m, base, bad.data })
-  local at = tonumber(bad:to_host()[0])
+    op.element_grid(math.ceil(total / 4), BLOCK), { BLOCK, 1, 1 }, { x.data, idx.data, y.data, outer, n, inner, m, base, bad.data })
+  local at = where and tonumber(bad:to_host()[0]) or 0
   bad:free()
   if at ~= 0 then
     local value = idx:view(-1):narrow(1, at, 1):cast("f64"):item()
