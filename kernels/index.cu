@@ -15,17 +15,16 @@ __device__ __forceinline__ T index_poison()
 }
 
 // The coordinates of an element come from divisions by inner and m, in Z: 32-bit (unsigned)
-// where every index of x and y fits below 2^31, a quarter of a 64-bit division's instructions,
-// else 64-bit. The host launches a thread for every four elements (32-bit steps of four strides
-// stay below 2^32).
+// where every index of x and y fits below 2^31, a quarter of a 64-bit division's instructions.
 
-// y[o, j, i] = x[o, idx[j] - base, i] for o < outer, j < m, i < inner: a thread four elements of y
-// a step, e, e + stride, ... (grid-stride loop), their loads issued before any store, so that
-// enough reads are in flight to cover the memory's latency (one at a time reaches half the
-// bandwidth on an H100).
-template <typename Z, typename T, typename I>
-__device__ __forceinline__ void index_select_in(const T *x, const I *idx, T *y, Z outer, Z n, Z inner, Z m,
-                                                long long base, long long *bad)
+// y[o, j, i] = x[o, idx[at] - base, i] for o < outer, j < m, i < inner, where at is j (index_select:
+// a list of indices, one a slice) or the element's own position (GATHER: idx shaped as y). A
+// thread four elements of y a step, e, e + stride, ... (grid-stride loop), their loads issued
+// before any store, so that enough reads are in flight to cover the memory's latency (one at a
+// time reaches half the bandwidth on an H100). A bad index records at + 1.
+template <bool GATHER, typename Z, typename T, typename I>
+__device__ __forceinline__ void index_pick(const T *x, const I *idx, T *y, Z outer, Z n, Z inner, Z m, long long base,
+                                           long long *bad)
 {
     const Z total = outer * m * inner;
     const Z stride = (Z)blockDim.x * gridDim.x;
@@ -38,10 +37,10 @@ __device__ __forceinline__ void index_select_in(const T *x, const I *idx, T *y, 
             const Z oj = inner == 1 ? e : e / inner;
             const Z i = e - oj * inner;
             const Z o = oj / m;
-            const Z j = oj - o * m;
-            const long long r = (long long)idx[j] - base;
+            const Z at = GATHER ? e : oj - o * m;
+            const long long r = (long long)idx[at] - base;
             if (r < 0 || r >= (long long)n) {
-                atomicCAS((unsigned long long *)bad, 0ull, (unsigned long long)(j + 1));
+                atomicCAS((unsigned long long *)bad, 0ull, (unsigned long long)(at + 1));
                 v[u] = index_poison<T>();
             } else {
                 v[u] = x[(o * n + (Z)r) * inner + i];
@@ -51,55 +50,30 @@ __device__ __forceinline__ void index_select_in(const T *x, const I *idx, T *y, 
         for (int u = 0; u < 4; ++u)
             if (first + u * stride < total) y[first + u * stride] = v[u];
     }
+}
+
+// Both kernels in 32-bit steps where every index fits below 2^31 (the host launches a thread for
+// every four elements, so four strides past an index stay below 2^32), else 64-bit.
+template <bool GATHER, typename T, typename I>
+__device__ __forceinline__ void index_entry(const T *x, const I *idx, T *y, long long outer, long long n,
+                                            long long inner, long long m, long long base, long long *bad)
+{
+    if (outer * (n > m ? n : m) * inner < 2147483648ll)
+        index_pick<GATHER, unsigned>(x, idx, y, (unsigned)outer, (unsigned)n, (unsigned)inner, (unsigned)m, base, bad);
+    else
+        index_pick<GATHER, long long>(x, idx, y, outer, n, inner, m, base, bad);
 }
 
 template <typename T, typename I>
 __device__ void tocha_index_select(const T *x, const I *idx, T *y, long long outer, long long n,
                                    long long inner, long long m, long long base, long long *bad)
 {
-    if (outer * (n > m ? n : m) * inner < 2147483648ll)
-        index_select_in<unsigned>(x, idx, y, (unsigned)outer, (unsigned)n, (unsigned)inner, (unsigned)m, base, bad);
-    else
-        index_select_in<long long>(x, idx, y, outer, n, inner, m, base, bad);
-}
-
-// y[o, j, i] = x[o, idx[o, j, i] - base, i] for o < outer, j < m, i < inner (idx shaped as y), four
-// elements a thread a step as index_select's.
-template <typename Z, typename T, typename I>
-__device__ __forceinline__ void gather_in(const T *x, const I *idx, T *y, Z outer, Z n, Z inner, Z m, long long base,
-                                          long long *bad)
-{
-    const Z total = outer * m * inner;
-    const Z stride = (Z)blockDim.x * gridDim.x;
-    for (Z first = (Z)blockIdx.x * blockDim.x + threadIdx.x; first < total; first += 4 * stride) {
-        T v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const Z e = first + u * stride;
-            if (e >= total) break;
-            const Z oj = inner == 1 ? e : e / inner;
-            const Z i = e - oj * inner;
-            const Z o = oj / m;
-            const long long r = (long long)idx[e] - base;
-            if (r < 0 || r >= (long long)n) {
-                atomicCAS((unsigned long long *)bad, 0ull, (unsigned long long)(e + 1));
-                v[u] = index_poison<T>();
-            } else {
-                v[u] = x[(o * n + (Z)r) * inner + i];
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-            if (first + u * stride < total) y[first + u * stride] = v[u];
-    }
+    index_entry<false>(x, idx, y, outer, n, inner, m, base, bad);
 }
 
 template <typename T, typename I>
 __device__ void tocha_gather(const T *x, const I *idx, T *y, long long outer, long long n,
                              long long inner, long long m, long long base, long long *bad)
 {
-    if (outer * (n > m ? n : m) * inner < 2147483648ll)
-        gather_in<unsigned>(x, idx, y, (unsigned)outer, (unsigned)n, (unsigned)inner, (unsigned)m, base, bad);
-    else
-        gather_in<long long>(x, idx, y, outer, n, inner, m, base, bad);
+    index_entry<true>(x, idx, y, outer, n, inner, m, base, bad);
 }
