@@ -112,6 +112,16 @@ function M.index_select(x, dim, idx, opts)
   return r
 end
 
+-- The slices of x (dense) at the 1-based positions `at` (an i64 vector of tocha's own making,
+-- every one in range) along dim: flip's and roll's copy, launched without waiting for a bad
+-- index.
+local function select_own(x, dim, at)
+  local d = x:shape()
+  local outer, n, inner = product(d, 1, dim - 1), d[dim], product(d, dim + 1, #d)
+  local y = tensor.alloc(d, dtype.name(x.elem_type), device.wrap(x.dev))
+  return pick("tocha_index_select", x, at, y, outer, n, inner, n, 1, nil)
+end
+
 -- x:gather(dim, index [, opts]): y of index's shape with y[..., j, ...] = x[..., index[..., j, ...],
 -- ...] along dim (PyTorch's gather): index has x's dimensions, each other size at most x's.
 function M.gather(x, dim, idx, opts)
@@ -165,7 +175,7 @@ function M.flip(x, dims)
   local y = x
   for _, d in ipairs(dim_list(x, dims)) do
     local n = tonumber(x.dims[d - 1])
-    if n > 1 then y = M.index_select(y, d, create.arange(n, 0, -1, { dtype = "i64", device = device.wrap(x.dev).name })) end
+    if n > 1 then y = select_own(y:contiguous(), d, create.arange(n, 0, -1, { dtype = "i64", device = device.wrap(x.dev).name })) end
   end
   if y == x then y = x:clone() end
   return y
@@ -199,7 +209,7 @@ function M.roll(x, shifts, dims)
       -- element i of the result is element (i - s) mod n of x: 1-based, n - s + 1 .. n then 1 .. n - s
       local at = create.arange(n - s, 2 * n - s, { dtype = "i64", device = device.wrap(x.dev).name })
       at:remainder_(n):add_(1)
-      y = M.index_select(y, d, at)
+      y = select_own(y:contiguous(), d, at)
     end
   end
   if y == x then y = x:clone() end
