@@ -28,7 +28,7 @@ __device__ __forceinline__ void index_pick(const T *x, const I *idx, T *y, Z out
 {
     const Z total = outer * m * inner;
     const Z stride = (Z)blockDim.x * gridDim.x;
-    for (Z first = (Z)blockIdx.x * blockDim.x + threadIdx.x; first < total; first += 4 * stride) {
+    for (Z first = (Z)blockIdx.x * blockDim.x + threadIdx.x; first < total;) {
         T v[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
@@ -49,16 +49,19 @@ __device__ __forceinline__ void index_pick(const T *x, const I *idx, T *y, Z out
 #pragma unroll
         for (int u = 0; u < 4; ++u)
             if (first + u * stride < total) y[first + u * stride] = v[u];
+        if (total - first <= 4 * stride) break;
+        first += 4 * stride;
     }
 }
 
-// Both kernels in 32-bit steps where every index fits below 2^31 (the host launches a thread for
-// every four elements, so four strides past an index stay below 2^32), else 64-bit.
+// Both kernels in 32-bit steps where every index fits below 2^31 and four strides past any of
+// them below 2^32 (the host launches a thread for every four elements), else 64-bit.
 template <bool GATHER, typename T, typename I>
 __device__ __forceinline__ void index_entry(const T *x, const I *idx, T *y, long long outer, long long n,
                                             long long inner, long long m, long long base, long long *bad)
 {
-    if (outer * (n > m ? n : m) * inner < 2147483648ll)
+    const long long largest = outer * (n > m ? n : m) * inner;
+    if (largest < 2147483648ll && largest + 4ll * blockDim.x * gridDim.x < 4294967296ll)
         index_pick<GATHER, unsigned>(x, idx, y, (unsigned)outer, (unsigned)n, (unsigned)inner, (unsigned)m, base, bad);
     else
         index_pick<GATHER, long long>(x, idx, y, outer, n, inner, m, base, bad);

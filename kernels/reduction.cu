@@ -63,7 +63,7 @@ template <int MODE_, typename A> __device__ __forceinline__ A red_combine(A a, A
 template <int MODE, typename A> __device__ __forceinline__ A red_take(A acc, A v)
 {
     if (MODE == 5) v = v * v;
-    else if (MODE >= 6) v = v < (A)0 ? -v : v;
+    else if (MODE >= 6) v = v < (A)0 ? -v : v + (A)0; // (+ 0: |-0| is +0, as fabs gives)
     return red_combine<MODE>(acc, v);
 }
 

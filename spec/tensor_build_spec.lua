@@ -404,6 +404,10 @@ describe("tensors from rules, joins and splits", function()
         assert.are.equal(5, z:norm():item())
         assert.are.equal(2, z:norm(0):item())
         assert.are.equal(0, z:norm(-math.huge):item())
+        local signed = tocha.tensor({ -0.0, 0.0, -0.0 }, { device = device }) -- |-0| is +0, as PyTorch's abs
+        for _, p in ipairs({ math.huge, -math.huge, 1, 2 }) do
+          assert.are.equal(math.huge, 1 / signed:norm(p):item(), "norm " .. p .. " of signed zeros")
+        end
         fails_with("tocha.Tensor:norm: self: norm() needs a float tensor, got i64 (cast it first: x:cast(\"f32\"))",
           function() tocha.arange(3):norm() end)
       end)

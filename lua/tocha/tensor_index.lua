@@ -72,8 +72,9 @@ local function base_of(opts)
   return base
 end
 
--- Launches kernel `name` over y (outer, m, inner) from x (outer, n, inner) and reads back the
--- flag: raises naming the bad index's position (`where(position)` words it).
+-- Launches kernel `name` over y (outer, m, inner) from x (outer, n, inner). With `where`, reads
+-- back the bad-index flag and raises naming the bad index's position (`where(position)` words
+-- it); without, the indices are tocha's own and the launch is not waited for.
 local function pick(name, x, idx, y, outer, n, inner, m, base, where)
   local total = outer * m * inner
   if total == 0 then return y end

@@ -142,11 +142,13 @@ end
 
 -- Byte offsets of the workspace's parts for batch b: gh (a step's product), dgh (GRU: d gh of
 -- every step; the others' is d gx), dh (the carry), direct (GRU's d h_prev beside the
--- product's), dc (LSTM's carry), partials (the bias gradient's), and the total. Kept per batch
--- size: every launch of a step asks for it.
+-- product's), dc (LSTM's carry), partials (the bias gradient's), and the total. Kept for up to
+-- LAYOUTS_KEPT batch sizes (every launch of a step asks for it); callers only read it.
+local LAYOUTS_KEPT = 64
 local function layout(self, b)
-  self.layouts = self.layouts or {}
+  self.layouts = self.layouts or { count = 0 }
   if self.layouts[b] then return self.layouts[b] end
+  if self.layouts.count >= LAYOUTS_KEPT then self.layouts = { count = 0 } end
   local size = dtype.size(self.dtype)
   local row, state = b * self.gates * self.hidden * size, b * self.hidden * size
   local at, parts = 0, {}
@@ -161,7 +163,7 @@ local function layout(self, b)
   if self.mode == "lstm" then take("dc", state) end
   take("partials", reduction.partial_bytes(bias_passes(self, b), self.dtype))
   parts.total = at
-  self.layouts[b] = parts
+  self.layouts[b], self.layouts.count = parts, self.layouts.count + 1
   return parts
 end
 
