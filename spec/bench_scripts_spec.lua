@@ -4,7 +4,8 @@
 -- channels-last BatchNorm rows of bench/layers.lua, the tf32 rows of bench/conv.lua, the
 -- training step in both layouts (bench/train_step.lua), the tf32 rows of bench/networks.lua and
 -- the data-parallel step (bench/data_parallel.lua), these three on the small ResNet of
--- spec/support/onnx_models.py, and the all-reduce of bench/comm.lua over sim and sim:1.
+-- spec/support/onnx_models.py, the all-reduce of bench/comm.lua over sim and sim:1, and the
+-- recurrent layers of bench/recurrent.lua.
 local tocha = require "tocha"
 local process = require "support.process"
 local peers = require "support.peers"
@@ -52,6 +53,18 @@ describe("the benchmark scripts on sim", function()
     end
     local out, _, status = process.tocha({ src .. "/bench/conv.lua", "--out", dir .. "/conv", "--dtypes", "f8" }, "", env)
     assert.are_not.equal(0, status, out)
+  end)
+
+  it("bench/recurrent.lua checks the LSTM and GRU layers against f64 and times forward and backward", function()
+    local out = bench("recurrent.lua", { "--out", dir .. "/recurrent", "--launches", "1", "--only", "lstm 512,gru 512" })
+    local csv = read(dir .. "/recurrent/tocha.csv")
+    assert.truthy(csv:find("^name,pass,dtype,mode,steps,batch,input,hidden,flops,ms,tflops\n"), csv)
+    for _, case in ipairs({ "lstm 512 T50 B64,", "gru 512 T50 B64," }) do
+      for _, pass in ipairs({ "forward", "backward" }) do
+        assert.truthy(csv:find(case .. pass .. ",f32,", 1, true), case .. pass .. "\n" .. csv)
+      end
+    end
+    assert.truthy(out:find("wrote", 1, true), out)
   end)
 
   it("bench/comm.lua checks and times the staged all_reduce over sim and sim:1", function()
