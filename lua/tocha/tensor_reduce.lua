@@ -115,11 +115,7 @@ local function reduce_run(x, mode, a, b, map)
   reduction.run_launches(function(i) return reduction.pass_kernel(i == 1 and first or r, passes[i]) end, dev,
     r.block_size, #passes, reduction.partial_bytes(passes, dt),
     function(i) return reduction.pass_grid(passes[i], r.block_size, dt) end,
-    function(i, ws)
-      local args = reduction.pass_args(passes, i, x.data, y.data, ws, divisor)
-      if map and i == #passes then args[4] = 1 end -- y_acc: the result in the accumulator's dtype
-      return args
-    end)
+    function(i, ws) return reduction.pass_args(passes, i, x.data, y.data, ws, divisor, map and 1 or 0) end)
   return y
 end
 
@@ -163,8 +159,10 @@ end
 
 local EMPTY_VALUE = { sum = 0, prod = 1, mean = 0 / 0 }
 
--- x reduced by mode over dims (a method's arguments), in x's dtype rules above.
-local function reduce(x, mode, dims, keepdim, what)
+-- x reduced by mode over dims (a method's arguments), in x's dtype rules above. map (optional, a
+-- reduction.mapped name whose plain mode is `mode`; x a float tensor): the reduction of that
+-- function of each element, in the accumulator's dtype (f32 for halves) rather than x's.
+local function reduce(x, mode, dims, keepdim, what, map)
   modules()
   if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
   if x.freed ~= 0 then raise("self: tensor was freed") end
@@ -186,8 +184,8 @@ local function reduce(x, mode, dims, keepdim, what)
     local r = empty_result(x, d, list, keepdim, result_dt, EMPTY_VALUE[mode] or 0)
     return r
   end
-  for _, run in ipairs(runs_of(list)) do work = reduce_run(work, mode, run[1], run[2]) end
-  if result_dt ~= dtype.name(work.elem_type) then work = work:cast(result_dt) end
+  for i, run in ipairs(runs_of(list)) do work = reduce_run(work, mode, run[1], run[2], i == 1 and map or nil) end
+  if not map and result_dt ~= dtype.name(work.elem_type) then work = work:cast(result_dt) end
   return work:view(reduced_shape(d, list, keepdim))
 end
 
@@ -513,15 +511,10 @@ local function norm(x, p, dims, keepdim)
   local map = ({ [2] = "square_sum", [1] = "abs_sum", [math.huge] = "abs_max", [-math.huge] = "abs_min" })[p]
   if map and x.count > 0 then
     -- one read of x: the first pass reduces x^2 or |x| as it loads them, into the accumulator's dtype
-    local d = sizes_of(x)
-    local list = dims_of(dims, #d)
-    local work = x:contiguous()
-    for i, run in ipairs(runs_of(list)) do
-      work = reduce_run(work, reduction.MAPPED_BASE[map], run[1], run[2], i == 1 and map or nil)
-    end
+    local work = reduce(x, reduction.MAPPED_BASE[map], dims, keepdim, "norm", map)
     if p == 2 then math_ops.unary("sqrt", work, work) end
     if dtype.name(work.elem_type) ~= dt then work = work:cast(dt) end
-    return work:view(reduced_shape(d, list, keepdim))
+    return work
   end
   local work = (dt == "f16" or dt == "bf16") and x:cast("f32") or x
   local a = math_ops.unary("abs", work)
