@@ -93,6 +93,18 @@ local function pick(name, x, idx, y, outer, n, inner, m, base, where)
   return y
 end
 
+-- The slices of x (dense) at the indices idx (a dense 1-D i64 or i32 tensor, counted from base)
+-- along dim, into a new tensor; where as pick's.
+local function select_along(x, dim, idx, base, where)
+  local d = x:shape()
+  local m = tonumber(idx.dims[0])
+  local outer, n, inner = product(d, 1, dim - 1), d[dim], product(d, dim + 1, #d)
+  local shape = {}
+  for k = 1, #d do shape[k] = k == dim and m or d[k] end
+  local y = tensor.alloc(shape, dtype.name(x.elem_type), device.wrap(x.dev))
+  return pick("tocha_index_select", x, idx, y, outer, n, inner, m, base, where)
+end
+
 -- x:index_select(dim, index [, opts]): the slices of x at the indices (a 1-D i64 or i32 tensor)
 -- along dim, in their order (repeats allowed).
 function M.index_select(x, dim, idx, opts)
@@ -101,26 +113,17 @@ function M.index_select(x, dim, idx, opts)
   dim = view.dim_of(x, dim, "dim")
   index_tensor(idx, x)
   if idx.ndim ~= 1 then raise(("index: expected a 1-D tensor, got %d dimensions"):format(idx.ndim)) end
-  local base = base_of(opts)
-  local d = x:shape()
-  local m = tonumber(idx.dims[0])
-  local outer, n, inner = product(d, 1, dim - 1), d[dim], product(d, dim + 1, #d)
-  local shape = {}
-  for k = 1, #d do shape[k] = k == dim and m or d[k] end
-  local y = tensor.alloc(shape, dtype.name(x.elem_type), device.wrap(x.dev))
-  local r = pick("tocha_index_select", x:contiguous(), idx:contiguous(), y, outer, n, inner, m, base,
+  -- not a tail call: the error's name is found on this frame
+  local y = select_along(x:contiguous(), dim, idx:contiguous(), base_of(opts),
     function(at) return ("index[%d]"):format(at) end)
-  return r
+  return y
 end
 
--- The slices of x (dense) at the 1-based positions `at` (an i64 vector of tocha's own making,
--- every one in range) along dim: flip's and roll's copy, launched without waiting for a bad
--- index.
+-- The slices of x (dense) at the 1-based positions `at` (a dense i64 vector of tocha's own
+-- making, every one in range) along dim: flip's and roll's copy, launched without waiting for a
+-- bad index.
 local function select_own(x, dim, at)
-  local d = x:shape()
-  local outer, n, inner = product(d, 1, dim - 1), d[dim], product(d, dim + 1, #d)
-  local y = tensor.alloc(d, dtype.name(x.elem_type), device.wrap(x.dev))
-  return pick("tocha_index_select", x, at, y, outer, n, inner, n, 1, nil)
+  return select_along(x, dim, at, 1, nil)
 end
 
 -- x:gather(dim, index [, opts]): y of index's shape with y[..., j, ...] = x[..., index[..., j, ...],
