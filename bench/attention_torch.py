@@ -8,14 +8,13 @@ for these dtypes and head sizes on an H200); the backward is torch.autograd.grad
 with the same dy, which runs the flash backward (its forward's saved outputs kept, as
 autograd keeps them: tocha's backward recomputes its forward instead, and its time includes
 that). Each timed call allocates its results."""
-import csv
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from torch_timing import time_launches
+from torch_timing import time_flop_cases, time_launches, write_report
 
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -40,19 +39,8 @@ def case_ms(r, launches):
 def main():
     out = sys.argv[1]
     launches = int(sys.argv[2]) if len(sys.argv) > 2 else 20
-    with open(f"{out}/tocha.csv") as f:
-        ours = list(csv.DictReader(f))
-    theirs = []
-    for r in ours:
-        ms = case_ms(r, launches)
-        t = dict(r)
-        t["ms"], t["tflops"] = ms, float(r["flops"]) / (ms * 1e9)
-        theirs.append(t)
-        print(f"{r['name']:20} {r['pass']:8} {r['dtype']:5} {ms:9.4f} ms {t['tflops']:8.1f} TFLOP/s")
-    with open(f"{out}/torch.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(theirs[0].keys()))
-        w.writeheader()
-        w.writerows(theirs)
+    ours, theirs = time_flop_cases(out, lambda r: case_ms(r, launches),
+                                   lambda r: f"{r['name']:20} {r['pass']:8} {r['dtype']:5}")
     lines = [f"# Scaled dot-product attention beside PyTorch {torch.__version__} (flash backend, "
              f"{torch.cuda.get_device_name()})", "",
              f"Median of {launches} calls; TFLOP/s counts 4 B H L^2 D a forward (half that causal), 2.5 times that "
@@ -66,9 +54,7 @@ def main():
                      f"{a['head_size']} | {'yes' if a['causal'] == '1' else 'no'} | {float(a['ms']):.4f} | "
                      f"{b['ms']:.4f} | {float(a['tflops']):.1f} | {b['tflops']:.1f} | "
                      f"{float(a['tflops']) / b['tflops']:.2f} |")
-    with open(f"{out}/report.md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(out, lines)
 
 
 if __name__ == "__main__":

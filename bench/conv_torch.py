@@ -11,13 +11,12 @@ them); deconv, F.conv_transpose2d and its backward; depthwise, F.conv2d with gro
 The report adds GB/s and % of the copy bandwidth for the memory-bound depthwise rows. Rows of
 dtype tf32 (f32 tensors, tocha's tf32 = true) run with cudnn.allow_tf32 on, the others with it
 off."""
-import csv
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from torch_timing import copy_bandwidth, time_launches
+from torch_timing import copy_bandwidth, time_flop_cases, time_launches, write_report
 
 DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -57,27 +56,15 @@ def case_ms(r, launches):
         name = "channels_last" if layout == torch.channels_last else "NCHW"
         if best is None or ms < best[0]:
             best = (ms, name)
-    return best
+    return best[0], {"torch_layout": best[1], "gbps": float(r["bytes"]) / (best[0] * 1e6)}
 
 
 def main():
     out = sys.argv[1]
     launches = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     torch.backends.cudnn.benchmark = True
-    with open(f"{out}/tocha.csv") as f:
-        ours = list(csv.DictReader(f))
-    theirs = []
-    for r in ours:
-        ms, layout = case_ms(r, launches)
-        t = dict(r)
-        t["ms"], t["tflops"], t["torch_layout"] = ms, float(r["flops"]) / (ms * 1e9), layout
-        t["gbps"] = float(r["bytes"]) / (ms * 1e6)
-        theirs.append(t)
-        print(f"{r['name']:32} {r['pass']:8} {r['dtype']:5} n {r['n']:3} {ms:9.4f} ms {t['tflops']:8.1f} TFLOP/s ({layout})")
-    with open(f"{out}/torch.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(theirs[0].keys()))
-        w.writeheader()
-        w.writerows(theirs)
+    ours, theirs = time_flop_cases(out, lambda r: case_ms(r, launches),
+                                   lambda r: f"{r['name']:32} {r['pass']:8} {r['dtype']:5} n {r['n']:3}")
     copy = copy_bandwidth()
     lines = [f"# Convolutions beside PyTorch {torch.__version__} (cuDNN {torch.backends.cudnn.version()}, "
              f"{torch.cuda.get_device_name()}; copy bandwidth {copy:.0f} GB/s)", "",
@@ -96,9 +83,7 @@ def main():
                      f"{float(a['ms']):.4f} | {b['ms']:.4f} | "
                      f"{float(a['tflops']):.1f} | {b['tflops']:.1f} | {gbps:.0f} ({100 * gbps / copy:.0f}%) | "
                      f"{b['torch_layout']} | {float(a['tflops']) / b['tflops']:.2f} |")
-    with open(f"{out}/report.md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(out, lines)
 
 
 if __name__ == "__main__":

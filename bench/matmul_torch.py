@@ -7,12 +7,11 @@ Reads DIR/tocha.csv (each case's shapes and dtype; b stored as given and read tr
 TFLOP/s of both, side by side. TF32 stays off (torch.backends.cuda.matmul.allow_tf32 = False,
 PyTorch's default) for the f32 rows, as tocha's f32 products use none; the tf32 rows (f32
 tensors, tocha's tf32 = true) turn it on for that call alone. Each timed call allocates its result."""
-import csv
 import sys
 
 import torch
 
-from torch_timing import time_launches
+from torch_timing import time_flop_cases, time_launches, write_report
 
 DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -40,19 +39,7 @@ def main():
     out = sys.argv[1]
     launches = int(sys.argv[2]) if len(sys.argv) > 2 else 30
     torch.backends.cuda.matmul.allow_tf32 = False
-    with open(f"{out}/tocha.csv") as f:
-        ours = list(csv.DictReader(f))
-    theirs = []
-    for r in ours:
-        ms = case_ms(r, launches)
-        t = dict(r)
-        t["ms"], t["tflops"] = ms, int(r["flops"]) / (ms * 1e9)
-        theirs.append(t)
-        print(f"{r['name']:22} {r['dtype']:5} {ms:9.4f} ms {t['tflops']:8.1f} TFLOP/s")
-    with open(f"{out}/torch.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(ours[0].keys()))
-        w.writeheader()
-        w.writerows(theirs)
+    ours, theirs = time_flop_cases(out, lambda r: case_ms(r, launches), lambda r: f"{r['name']:22} {r['dtype']:5}")
     lines = [f"# Matrix products beside PyTorch {torch.__version__} (cuBLAS, {torch.cuda.get_device_name()})", "",
              f"Median of {launches} launches; TFLOP/s counts 2 m n k a product.", "",
              "| case | dtype | a | b | tocha ms | PyTorch ms | tocha TFLOP/s | PyTorch TFLOP/s | tocha / PyTorch throughput |",
@@ -61,9 +48,7 @@ def main():
         bt = a["b"] + (" (read transposed)" if a["transposed"] == "1" else "")
         lines.append(f"| {a['name']} | {a['dtype']} | {a['a']} | {bt} | {float(a['ms']):.4f} | {b['ms']:.4f} | "
                      f"{float(a['tflops']):.1f} | {b['tflops']:.1f} | {float(a['tflops']) / b['tflops']:.2f} |")
-    with open(f"{out}/report.md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(out, lines)
 
 
 if __name__ == "__main__":

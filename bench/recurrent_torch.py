@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from torch_timing import time_launches
+from torch_timing import time_flop_cases, time_launches, write_report
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 MODULES = {"lstm": lambda i, h: torch.nn.LSTM(i, h), "gru": lambda i, h: torch.nn.GRU(i, h),
@@ -43,21 +43,12 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False  # f32 as f32, as tocha's f32 product
     with open(f"{out}/tocha.csv") as f:
-        ours = list(csv.DictReader(f))
-    for r in ours:
+        rows = list(csv.DictReader(f))
+    for r in rows:
         if r["mode"] not in MODULES or r["dtype"] not in DTYPES:
             raise SystemExit(f"unknown case in tocha.csv: {r['name']} {r['mode']} {r['dtype']}")
-    theirs = []
-    for r in ours:
-        ms = case_ms(r, launches)
-        t = dict(r)
-        t["ms"], t["tflops"] = ms, float(r["flops"]) / (ms * 1e9)
-        theirs.append(t)
-        print(f"{r['name']:22} {r['pass']:8} {r['dtype']:5} {ms:9.4f} ms {t['tflops']:8.2f} TFLOP/s")
-    with open(f"{out}/torch.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(theirs[0].keys()))
-        w.writeheader()
-        w.writerows(theirs)
+    ours, theirs = time_flop_cases(out, lambda r: case_ms(r, launches),
+                                   lambda r: f"{r['name']:22} {r['pass']:8} {r['dtype']:5}")
     lines = [f"# Recurrent layers beside PyTorch {torch.__version__} (cuDNN {torch.backends.cudnn.version()}, "
              f"{torch.cuda.get_device_name()})", "",
              f"Median of {launches} calls; a layer is the input's projection and the recurrence; TFLOP/s counts "
@@ -71,9 +62,7 @@ def main():
         lines.append(f"| {a['name']} | {a['pass']} | {a['dtype']} | {a['steps']} x {a['batch']} x {a['input']} -> "
                      f"{a['hidden']} | {float(a['ms']):.4f} | {b['ms']:.4f} | {float(a['tflops']):.2f} | "
                      f"{b['tflops']:.2f} | {float(a['ms']) / b['ms']:.2f} |")
-    with open(f"{out}/report.md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(out, lines)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""Device timing for the PyTorch peers of the benchmarks (bench/upsample_torch.py,
-bench/elementwise_torch.py, bench/reduction_torch.py), measured as bench/timing.lua measures
+"""Device timing for the PyTorch peers of the benchmarks (bench/*_torch.py), measured as bench/timing.lua measures
 tocha: the median of device-event times around each launch, the device held busy just before
 each (torch.cuda._sleep, as bench/timing.lua's hold_device) so that the events time the
-device's work and not the host's pace, after a warm-up of five."""
+device's work and not the host's pace, after a warm-up of five. time_cases serves the
+memory-bound benchmarks (GB/s), time_flop_cases the compute-bound ones (TFLOP/s)."""
 import csv
 import statistics
 
@@ -60,3 +60,34 @@ def time_cases(out, case_ms, describe):
         w.writeheader()
         w.writerows(theirs)
     return ours, theirs, copy
+
+
+def time_flop_cases(out, case_ms, describe):
+    """PyTorch's time for each case of out/tocha.csv, counted in TFLOP/s from the row's flops:
+    case_ms(row) gives milliseconds, or (milliseconds, {column: value}) to add columns of its own
+    (conv's layout); the rows are written to out/torch.csv with tocha's columns, ms and tflops
+    PyTorch's. describe(row) names a case in the progress lines. Returns tocha's rows and
+    PyTorch's."""
+    with open(f"{out}/tocha.csv") as f:
+        ours = list(csv.DictReader(f))
+    theirs = []
+    for r in ours:
+        got = case_ms(r)
+        ms, extra = got if isinstance(got, tuple) else (got, {})
+        t = dict(r)
+        t["ms"], t["tflops"] = ms, float(r["flops"]) / (ms * 1e9)
+        t.update(extra)
+        theirs.append(t)
+        print(f"{describe(r)} {ms:9.4f} ms {t['tflops']:8.2f} TFLOP/s", *extra.values())
+    with open(f"{out}/torch.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(theirs[0].keys()))
+        w.writeheader()
+        w.writerows(theirs)
+    return ours, theirs
+
+
+def write_report(out, lines):
+    """Writes lines to out/report.md and prints them."""
+    with open(f"{out}/report.md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
