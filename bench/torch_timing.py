@@ -1,5 +1,5 @@
-"""Device timing for the PyTorch peers of the benchmarks (bench/*_torch.py), measured as bench/timing.lua measures
-tocha: the median of device-event times around each launch, the device held busy just before
+"""Device timing for the PyTorch peers of the benchmarks (bench/*_torch.py), measured as
+bench/timing.lua measures tocha: the median of device-event times around each launch, the device held busy just before
 each (torch.cuda._sleep, as bench/timing.lua's hold_device) so that the events time the
 device's work and not the host's pace, after a warm-up of five. time_cases serves the
 memory-bound benchmarks (GB/s), time_flop_cases the compute-bound ones (TFLOP/s)."""
