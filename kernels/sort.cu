@@ -1,126 +1,250 @@
 // sort.cu: each row of a dense (rows, n) tensor sorted, with the 1-based positions the values
 // came from (sort, argsort, topk, median). A bitonic network over the row padded to P, the
-// next power of two: stages k = 2, 4, ..., P, each of steps j = k/2, ..., 1, where position t
-// and t ^ j are put in order, ascending where t & k is 0, descending otherwise.
+// next power of two: stages k = 2, 4, ..., P, each of steps j = k/2, ..., 1, where positions p
+// and p ^ j are put in order, ascending where p & k is 0, descending otherwise.
 //
 // The order is total, so the result is one permutation on every device and run: values
 // ascending (descending with `desc`), NaN after every number ascending and before them
-// descending (PyTorch's), equal values by position, and the padding always last. Steps with
-// j < CHUNK run on a CTA's chunk of CHUNK positions in shared memory (tocha_sort_chunk:
-// every stage of a row of up to CHUNK, or a later stage's last steps); steps with j >= CHUNK
-// pair positions of two chunks and run from global memory (tocha_sort_step), a launch each.
+// descending (PyTorch's), -0 equal to +0, equal values by position, and the padding last.
+// Each element becomes an item whose unsigned order is that order: its value's order key
+// (sort_key; inverted for `desc`) above its position. The values written are read back from x
+// at the sorted positions, so NaN payloads and signed zeros come out as they went in.
+//
+// A CTA holds segments of S = min(P, SEG) positions, E a thread in registers (tocha_sort_block):
+// steps with j < E run inside a thread, steps with E <= j < 32 E between the lanes of a warp
+// (shuffles), steps with j >= 32 E through shared memory. A row longer than SEG is sorted in
+// segments, its steps with j >= S run from global memory (tocha_sort_step), a launch each, and
+// its items wait between launches in a work buffer.
 
-// Whether (a, ia) goes before (b, ib): positions ia, ib >= n are padding.
-template <typename T>
-__device__ __forceinline__ bool sort_before(T a, int ia, T b, int ib, long long n, int desc)
+// The order key of a value: unsigned, in the sort's ascending order of the values.
+__device__ __forceinline__ unsigned sort_key(float v)
 {
-    if (ib >= n) return ia < n || ia < ib;
-    if (ia >= n) return false;
-    if constexpr (tocha::is_integer<T>::value) { // compared as they are: i64 past 2^53 has no double of its own
-        if (a != b) return desc ? b < a : a < b;
-        return ia < ib;
-    }
-    const double x = tocha::to_double(a), y = tocha::to_double(b);
-    const bool xn = x != x, yn = y != y;
-    if (xn || yn) {
-        if (xn && yn) return ia < ib;
-        return desc ? xn : yn;
-    }
-    if (x != y) return desc ? x > y : x < y;
-    return ia < ib;
+    unsigned b = __float_as_uint(v);
+    if (v != v) b = 0x7fc00000u; // every NaN one key, above +inf
+    else if (v == 0.0f) b = 0u;  // -0 as +0: equal values keep their positions' order
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ unsigned sort_key(__half v) { return sort_key(__half2float(v)); }
+__device__ __forceinline__ unsigned sort_key(__nv_bfloat16 v) { return sort_key(__bfloat162float(v)); }
+__device__ __forceinline__ unsigned sort_key(unsigned char v) { return v; }
+__device__ __forceinline__ unsigned sort_key(int v) { return (unsigned)v ^ 0x80000000u; }
+__device__ __forceinline__ unsigned long long sort_key(double v)
+{
+    unsigned long long b = (unsigned long long)__double_as_longlong(v);
+    if (v != v) b = 0x7ff8000000000000ull;
+    else if (v == 0.0) b = 0ull;
+    return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
+}
+__device__ __forceinline__ unsigned long long sort_key(long long v)
+{
+    return (unsigned long long)v ^ 0x8000000000000000ull;
 }
 
-// CTAs of a chunk each (blockIdx.x: row * chunks + chunk). With `first`, loads the row from x
-// (positions from n to P are padding) and runs every stage up to CHUNK; otherwise loads the
-// chunk from the work buffers and runs stage k's steps from CHUNK / 2 down to 1. Writes the
-// chunk to the work buffers.
-template <typename T, int CHUNK>
-__device__ void tocha_sort_chunk(const T *x, T *keys, int *pos, long long rows, long long n, long long P,
-                                 long long k, int first, int desc)
-{
-    __shared__ T sk[CHUNK];
-    __shared__ int sp[CHUNK];
-    const long long chunks = P / CHUNK;
-    const long long row = blockIdx.x / chunks;
-    const long long base = (blockIdx.x - row * chunks) * CHUNK; // the chunk's first position in the row
-    if (row >= rows) return;
-    for (int t = threadIdx.x; t < CHUNK; t += blockDim.x) {
-        const long long at = base + t;
-        if (first) {
-            sk[t] = at < n ? x[row * n + at] : x[row * n];
-            sp[t] = (int)at;
-        } else {
-            sk[t] = keys[row * P + at];
-            sp[t] = pos[row * P + at];
-        }
+// An item of a 64-bit dtype: its key and its position, compared in that order.
+struct sort_wide {
+    unsigned long long key;
+    unsigned long long pos;
+};
+
+// Items of dtypes up to 32 bits are one word, key << 32 | position; 64-bit dtypes' are wide.
+template <typename T> struct sort_item {
+    typedef unsigned long long type;
+    static const int WORDS = 1;
+    static __device__ __forceinline__ type make(T v, unsigned p, int desc)
+    {
+        unsigned key = sort_key(v);
+        return ((unsigned long long)(desc ? ~key : key) << 32) | p;
     }
-    __syncthreads();
-    const long long k_from = first ? 2 : k, k_to = first ? CHUNK : k;
-    for (long long kk = k_from; kk <= k_to; kk <<= 1) {
-        for (long long j = (first ? kk : CHUNK) >> 1; j > 0; j >>= 1) {
-            for (int t = threadIdx.x; t < CHUNK; t += blockDim.x) {
-                const int u = t ^ (int)j;
-                if (u > t) {
-                    const bool up = ((base + t) & kk) == 0;
-                    const bool swap = up ? sort_before(sk[u], sp[u], sk[t], sp[t], n, desc)
-                                         : sort_before(sk[t], sp[t], sk[u], sp[u], n, desc);
-                    if (swap) {
-                        const T a = sk[t];
-                        sk[t] = sk[u];
-                        sk[u] = a;
-                        const int b = sp[t];
-                        sp[t] = sp[u];
-                        sp[u] = b;
-                    }
-                }
-            }
+    static __device__ __forceinline__ type padding(unsigned p) { return 0xffffffff00000000ull | p; }
+};
+template <typename T> struct sort_wide_item {
+    typedef sort_wide type;
+    static const int WORDS = 2;
+    static __device__ __forceinline__ type make(T v, unsigned p, int desc)
+    {
+        unsigned long long key = sort_key(v);
+        sort_wide w;
+        w.key = desc ? ~key : key;
+        w.pos = p;
+        return w;
+    }
+    static __device__ __forceinline__ type padding(unsigned p)
+    {
+        sort_wide w;
+        w.key = ~0ull;
+        w.pos = p;
+        return w;
+    }
+};
+template <> struct sort_item<double> : sort_wide_item<double> {};
+template <> struct sort_item<long long> : sort_wide_item<long long> {};
+
+__device__ __forceinline__ bool sort_less(unsigned long long a, unsigned long long b) { return a < b; }
+__device__ __forceinline__ bool sort_less(const sort_wide &a, const sort_wide &b)
+{
+    return a.key != b.key ? a.key < b.key : a.pos < b.pos;
+}
+__device__ __forceinline__ unsigned sort_pos(unsigned long long a) { return (unsigned)a; }
+__device__ __forceinline__ unsigned sort_pos(const sort_wide &a) { return (unsigned)a.pos; }
+__device__ __forceinline__ unsigned long long sort_shuffle(unsigned long long a, int lanes)
+{
+    return __shfl_xor_sync(0xffffffffu, a, lanes);
+}
+__device__ __forceinline__ sort_wide sort_shuffle(sort_wide a, int lanes)
+{
+    a.key = __shfl_xor_sync(0xffffffffu, a.key, lanes);
+    a.pos = __shfl_xor_sync(0xffffffffu, a.pos, lanes);
+    return a;
+}
+// Items in the work buffer: one word each, or two (key, position) for wide ones.
+__device__ __forceinline__ void sort_store(unsigned long long *w, long long i, unsigned long long a) { w[i] = a; }
+__device__ __forceinline__ void sort_store(unsigned long long *w, long long i, const sort_wide &a)
+{
+    w[2 * i] = a.key;
+    w[2 * i + 1] = a.pos;
+}
+__device__ __forceinline__ void sort_load(const unsigned long long *w, long long i, unsigned long long *a) { *a = w[i]; }
+__device__ __forceinline__ void sort_load(const unsigned long long *w, long long i, sort_wide *a)
+{
+    a->key = w[2 * i];
+    a->pos = w[2 * i + 1];
+}
+
+// Puts a and b (positions p < p ^ j) in order: ascending where up.
+template <typename I> __device__ __forceinline__ void sort_pair(I &a, I &b, bool up)
+{
+    if (up ? sort_less(b, a) : sort_less(a, b)) {
+        const I c = a;
+        a = b;
+        b = c;
+    }
+}
+
+// A shared-memory slot: one word of padding a 16 keeps a warp's blocked stores off one bank.
+__device__ __forceinline__ int sort_slot(int i) { return i + (i >> 4); }
+
+// Steps j = j_from, j_from / 2, ..., 1 of stage k on the E items v of this thread, positions
+// base + e of its row (first the segment's, seg0 its first position); s: the CTA's shared
+// items, this row's from s_row; tps threads a segment, t this one's place in it.
+template <typename I, int E>
+__device__ __forceinline__ void sort_steps(I (&v)[E], I *s, int s_row, int tps, int t, long long seg0,
+                                           long long base, long long k, long long j_from)
+{
+    long long j = j_from;
+    while (j >= E) {
+        if (j >= 32 * E) {
+            // the partner is in another warp: through shared memory, E / 2 pairs a thread a step
+            __syncthreads(); // the last read-back of s is done
+#pragma unroll
+            for (int e = 0; e < E; e++) s[sort_slot(s_row + t * E + e)] = v[e];
             __syncthreads();
+            for (; j >= 32 * E; j >>= 1) {
+#pragma unroll
+                for (int i = 0; i < E / 2; i++) {
+                    const long long h = t + (long long)i * tps;
+                    const long long q = (h / j) * 2 * j + h % j; // the h-th position with bit j clear
+                    I a = s[sort_slot(s_row + (int)q)], b = s[sort_slot(s_row + (int)(q + j))];
+                    sort_pair(a, b, ((seg0 + q) & k) == 0);
+                    s[sort_slot(s_row + (int)q)] = a;
+                    s[sort_slot(s_row + (int)(q + j))] = b;
+                }
+                __syncthreads();
+            }
+#pragma unroll
+            for (int e = 0; e < E; e++) v[e] = s[sort_slot(s_row + t * E + e)];
+        } else {
+            // the partner is lane ^ j / E of this warp: each side keeps its own end of the pair
+            const int lanes = (int)(j / E);
+            const bool lower = (t & lanes) == 0;
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                const I o = sort_shuffle(v[e], lanes);
+                const bool up = ((base + e) & k) == 0;
+                const bool take = lower == up ? sort_less(o, v[e]) : sort_less(v[e], o);
+                if (take) v[e] = o;
+            }
+            j >>= 1;
         }
     }
-    for (int t = threadIdx.x; t < CHUNK; t += blockDim.x) {
-        keys[row * P + base + t] = sk[t];
-        pos[row * P + base + t] = sp[t];
+#pragma unroll
+    for (int jj = E / 2; jj > 0; jj >>= 1) {
+        if (jj <= j) {
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                if ((e ^ jj) > e) sort_pair(v[e], v[e ^ jj], ((base + e) & k) == 0);
+            }
+        }
     }
 }
 
-// Step j (>= CHUNK) of stage k over every row: a thread a pair (t, t ^ j) with t < t ^ j.
-template <typename T>
-__device__ void tocha_sort_step(T *keys, int *pos, long long rows, long long n, long long P, long long k,
-                                long long j, int desc)
+// CTAs of segments of S positions (S = P when P <= SEG, SEG otherwise), blockDim.x / (S / E)
+// rows a CTA (blockIdx.x: row group * P / S + segment). With `first`, reads the rows from x
+// and runs every stage up to S; otherwise reads the items of stage k from work and runs its
+// steps from S / 2 down. Where the row's last stage (P) ends here, writes the first m sorted
+// values and 1-based positions of each row to y and yi (rows, m); otherwise the items to work.
+template <typename T, int E, int SEG>
+__device__ void tocha_sort_block(const T *x, long long *work_words, T *y, long long *yi, long long rows,
+                                 long long n, long long P, long long k, int first, int desc, long long m)
 {
+    typedef sort_item<T> Item;
+    typedef typename Item::type I;
+    __shared__ I s[SEG + SEG / 16];
+    unsigned long long *work = (unsigned long long *)work_words;
+    const long long S = P < SEG ? P : SEG;
+    const int tps = (int)(S / E);
+    const int r = (int)threadIdx.x / tps, t = (int)threadIdx.x - r * tps;
+    const long long segs = P / S;
+    const long long group = blockIdx.x / segs, seg = blockIdx.x - group * segs;
+    const long long row = group * (blockDim.x / tps) + r;
+    const bool live = row < rows;
+    const long long seg0 = seg * S, base = seg0 + (long long)t * E;
+    I v[E];
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        const long long p = base + e;
+        if (!live) v[e] = Item::padding((unsigned)p);
+        else if (!first) sort_load(work, row * P + p, &v[e]);
+        else v[e] = p < n ? Item::make(x[row * n + p], (unsigned)p, desc) : Item::padding((unsigned)p);
+    }
+    const int s_row = r * (int)S;
+    if (first) {
+        for (long long kk = 2; kk <= S; kk <<= 1) sort_steps<I, E>(v, s, s_row, tps, t, seg0, base, kk, kk >> 1);
+    } else {
+        sort_steps<I, E>(v, s, s_row, tps, t, seg0, base, k, S >> 1);
+    }
+    if (!live) return;
+    if ((first ? S : k) == P) {
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            const long long p = base + e;
+            if (p < m) {
+                const unsigned at = sort_pos(v[e]);
+                y[row * m + p] = x[row * n + at];
+                yi[row * m + p] = (long long)at + 1;
+            }
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < E; e++) sort_store(work, row * P + base + e, v[e]);
+    }
+}
+
+// Step j (>= S) of stage k over the items in work: a thread a pair (p, p + j) with bit j of p clear.
+template <typename T>
+__device__ void tocha_sort_step(long long *work_words, long long rows, long long P, long long k, long long j)
+{
+    typedef typename sort_item<T>::type I;
+    unsigned long long *work = (unsigned long long *)work_words;
     const long long pairs = rows * (P / 2);
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < pairs; e += stride) {
         const long long row = e / (P / 2), h = e - row * (P / 2);
-        // the h-th position whose bit j is clear
-        const long long t = ((h / j) * 2 * j) + (h % j), u = t + j;
-        T *rk = keys + row * P;
-        int *rp = pos + row * P;
-        const bool up = (t & k) == 0;
-        const bool swap = up ? sort_before(rk[u], rp[u], rk[t], rp[t], n, desc)
-                             : sort_before(rk[t], rp[t], rk[u], rp[u], n, desc);
-        if (swap) {
-            const T a = rk[t];
-            rk[t] = rk[u];
-            rk[u] = a;
-            const int b = rp[t];
-            rp[t] = rp[u];
-            rp[u] = b;
-        }
-    }
-}
-
-// The first `m` sorted positions of each row into values y (rows, m) and 1-based positions
-// yi (rows, m), i64.
-template <typename T>
-__device__ void tocha_sort_write(const T *keys, const int *pos, T *y, long long *yi, long long rows, long long P,
-                                 long long m)
-{
-    const long long total = rows * m;
-    const long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        const long long row = e / m, c = e - row * m;
-        y[e] = keys[row * P + c];
-        yi[e] = (long long)pos[row * P + c] + 1;
+        const long long p = ((h / j) * 2 * j) + (h % j);
+        I a, b;
+        sort_load(work, row * P + p, &a);
+        sort_load(work, row * P + p + j, &b);
+        sort_pair(a, b, (p & k) == 0);
+        sort_store(work, row * P + p, a);
+        sort_store(work, row * P + p + j, b);
     }
 }

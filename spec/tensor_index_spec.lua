@@ -170,13 +170,17 @@ describe("indexing, flips, rolls, tiles and scans", function()
 
       it("sorts along any dimension, stably, NaN last (first descending), rows past a CTA's chunk too", function()
         ref.rng("sort")
-        local cases = { { { 3, 7 }, 2 }, { { 5, 4, 3 }, 1 }, { { 2, 3, 33 }, 3 }, { { 1, 5000 }, 2 }, { { 9000 }, 1 } }
+        -- rows sharing a CTA, rows of one CTA through shared memory (700, 300), rows of several
+        -- segments through the work buffer (5000 and 2500 of 8-byte items, 9000 of 4-byte ones)
+        local cases = { { { 3, 7 }, 2 }, { { 5, 4, 3 }, 1 }, { { 2, 3, 33 }, 3 }, { { 1, 5000 }, 2 }, { { 9000 }, 1 },
+          { { 4, 700 }, 2 }, { { 300, 6 }, 1 }, { { 3, 2500 }, 2 } }
         for c, case in ipairs(cases) do
           local shape, dim = case[1], case[2]
-          local dt = ({ "f32", "bf16", "i32", "f64", "f32" })[c]
+          local dt = ({ "f32", "bf16", "i32", "f64", "f32", "f16", "u8", "i64" })[c]
           -- few distinct values, so that ties are many; NaN sprinkled into floats
           local x = randn(shape):mul(3):round()
-          if dt ~= "i32" then x = x:masked_fill(randn(shape):gt(1.6), 0 / 0) end
+          if dt == "u8" then x = x:abs() end
+          if dt:sub(1, 1) == "f" or dt == "bf16" then x = x:masked_fill(randn(shape):gt(1.6), 0 / 0) end
           x = x:cast(dt)
           local desc = c % 2 == 0
           local v, i = x:sort(dim, desc)

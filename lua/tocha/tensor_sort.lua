@@ -16,8 +16,12 @@ local raise, show = errors.raise, errors.show
 
 local M = {}
 
-local CHUNK = 4096 -- positions a CTA sorts in shared memory (f64's keys and positions: 48 KB)
+local E = 8 -- items a thread holds in registers (kernels/sort.cu)
 local BLOCK = 256
+
+-- The positions a CTA holds in shared memory: 4096 one-word items (dtypes up to 32 bits), 2048
+-- two-word ones (f64, i64): 34 KB with their padding.
+local function seg_of(dt) return dtype.size(dt) == 8 and 2048 or 4096 end
 
 local tensor, kernel, op
 local function modules()
@@ -28,15 +32,15 @@ end
 local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 
 local kernels = {}
-local function sort_kernel(name, dt, chunk)
-  local key = name .. "/" .. dt .. "/" .. (chunk or "")
+local function sort_kernel(name, dt)
+  local key = name .. "/" .. dt
   local k = kernels[key]
   if k then return k end
   local c = dtype.ctype(dt)
   local spec = {
-    tocha_sort_chunk = { c .. ", " .. tostring(chunk), "%s* x, %s* keys, i32* pos, i64 rows, i64 n, i64 P, i64 k, i32 first, i32 desc" },
-    tocha_sort_step = { c, "%s* keys, i32* pos, i64 rows, i64 n, i64 P, i64 k, i64 j, i32 desc" },
-    tocha_sort_write = { c, "%s* keys, i32* pos, %s* y, i64* yi, i64 rows, i64 P, i64 m" },
+    tocha_sort_block = { ("%s, %d, %d"):format(c, E, seg_of(dt)),
+      "%s* x, i64* work, %s* y, i64* yi, i64 rows, i64 n, i64 P, i64 k, i32 first, i32 desc, i64 m" },
+    tocha_sort_step = { c, "i64* work, i64 rows, i64 P, i64 k, i64 j" },
   }
   local s = spec[name]
   k = kernel.new { source = op.source("sort.cu"), name = name, template_args = s[1], params = s[2]:format(dt, dt) }
@@ -52,34 +56,33 @@ local function sort_rows(x, rows, n, m, desc)
   local y = tensor.alloc({ rows, m }, dt, dev)
   local yi = tensor.alloc({ rows, m }, "i64", dev)
   if rows * m == 0 then return y, yi end
-  local P = 2
+  local P = E
   while P < n do P = P * 2 end
-  local chunk = math.min(P, CHUNK)
-  local keys = tensor.alloc({ rows * P }, dt, dev)
-  local pos = tensor.alloc({ rows * P }, "i32", dev)
-  local block = { math.min(chunk, 512), 1, 1 }
-  local ctas = { rows * (P / chunk), 1, 1 }
+  local S = math.min(P, seg_of(dt))
+  local tps = S / E -- threads a segment
+  local per_cta = S == P and math.max(1, math.floor(BLOCK / tps)) or 1 -- rows a CTA
+  local ctas = { math.ceil(rows / per_cta) * (P / S), 1, 1 }
+  local block = { per_cta * tps, 1, 1 }
   local d = desc and 1 or 0
-  local local_kernel = sort_kernel("tocha_sort_chunk", dt, chunk)
-  op.launch_packed(local_kernel, dev, ctas, block, { x.data, keys.data, pos.data, rows, n, P, 0, 1, d })
-  local k = 2 * chunk
+  local block_kernel = sort_kernel("tocha_sort_block", dt)
+  -- a row of several segments waits between launches in a work buffer: a word an item, two for 8-byte dtypes
+  local work = P > S and tensor.alloc({ rows * P * (dtype.size(dt) == 8 and 2 or 1) }, "i64", dev) or nil
+  local wp = work and work.data or yi.data -- a launch's pointers may not be null; unused when one segment
+  op.launch_packed(block_kernel, dev, ctas, block, { x.data, wp, y.data, yi.data, rows, n, P, 0, 1, d, m })
+  local k = 2 * S
   while k <= P do
     local j = k / 2
-    while j >= chunk do
+    while j >= S do
       op.launch_packed(sort_kernel("tocha_sort_step", dt), dev, op.element_grid(rows * P / 2, BLOCK), { BLOCK, 1, 1 },
-        { keys.data, pos.data, rows, n, P, k, j, d })
+        { wp, rows, P, k, j })
       j = j / 2
     end
-    op.launch_packed(local_kernel, dev, ctas, block, { x.data, keys.data, pos.data, rows, n, P, k, 0, d })
+    op.launch_packed(block_kernel, dev, ctas, block, { x.data, wp, y.data, yi.data, rows, n, P, k, 0, d, m })
     k = k * 2
   end
-  op.launch_packed(sort_kernel("tocha_sort_write", dt), dev, op.element_grid(rows * m, BLOCK), { BLOCK, 1, 1 },
-    { keys.data, pos.data, y.data, yi.data, rows, P, m })
-  keys:free()
-  pos:free()
+  if work then work:free() end
   return y, yi
 end
-
 
 -- The first m of x sorted along dim: values and positions, shaped as x with m along dim.
 local function sorted_along(x, dim, m, desc)
