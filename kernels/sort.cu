@@ -248,3 +248,98 @@ __device__ void tocha_sort_step(long long *work_words, long long rows, long long
         sort_store(work, row * P + p + j, b);
     }
 }
+
+// The first m items of each row in the sort's order, for rows of up to 32 ITEMS of dtypes up to
+// 32 bits and m up to 32 E (topk): a warp a row, eight rows a CTA of 256 threads. A radix
+// select over the row's 32-bit order keys, a byte a pass from the top, finds the m-th key; the
+// items below it, and the first ones equal to it in position order, are the m; a bitonic sort of
+// those in the warp (E a lane) orders them, and the warp writes their values and positions.
+template <typename T, int ITEMS, int E>
+__device__ void tocha_topk_warp(const T *x, T *y, long long *yi, long long rows, long long n, long long m, int desc)
+{
+    typedef unsigned long long I;
+    __shared__ unsigned counts[8][256];
+    __shared__ I picks[8][32 * E];
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    const long long row = (long long)blockIdx.x * 8 + w;
+    if (row >= rows) return; // a whole warp: no CTA barrier follows
+    const unsigned below_lane = (1u << lane) - 1u;
+    unsigned key[ITEMS];
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        const long long p = lane + 32 * i;
+        const unsigned kv = p < n ? sort_key(x[row * n + p]) : 0u;
+        key[i] = desc ? ~kv : kv;
+    }
+    unsigned prefix = 0, mask = 0, need = (unsigned)m; // need: items still to take among those under prefix
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int b = lane; b < 256; b += 32) counts[w][b] = 0u;
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            if (lane + 32 * i < n && (key[i] & mask) == prefix) atomicAdd(&counts[w][(key[i] >> shift) & 255u], 1u);
+        }
+        __syncwarp();
+        // this lane's eight digits, and the items under the digits of the lanes before
+        unsigned c[8], sum = 0;
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            c[q] = counts[w][8 * lane + q];
+            sum += c[q];
+        }
+        unsigned upto = sum;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const unsigned o = __shfl_up_sync(0xffffffffu, upto, d);
+            if (lane >= d) upto += o;
+        }
+        const unsigned before = upto - sum;
+        const int owner = __ffs(__ballot_sync(0xffffffffu, before < need && need <= upto)) - 1;
+        unsigned digit = 0, skipped = before;
+        if (lane == owner) {
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                if (digit == 0 && skipped + c[q] >= need) digit = 8 * lane + q + 1; // 1-based: 0 is "not yet"
+                else if (digit == 0) skipped += c[q];
+            }
+        }
+        digit = __shfl_sync(0xffffffffu, digit, owner) - 1;
+        skipped = __shfl_sync(0xffffffffu, skipped, owner);
+        need -= skipped;
+        prefix |= digit << shift;
+        mask |= 255u << shift;
+        __syncwarp(); // every lane has read counts before the next pass clears them
+    }
+    // prefix is the m-th key: take every key below it and the first `need` equal to it
+    unsigned taken = 0, equal_seen = 0;
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        const long long p = lane + 32 * i;
+        const bool valid = p < n;
+        const bool eq = valid && key[i] == prefix;
+        const unsigned eqs = __ballot_sync(0xffffffffu, eq);
+        const bool take = (valid && key[i] < prefix) || (eq && equal_seen + __popc(eqs & below_lane) < need);
+        const unsigned takes = __ballot_sync(0xffffffffu, take);
+        if (take) picks[w][taken + __popc(takes & below_lane)] = ((I)key[i] << 32) | (unsigned)p;
+        taken += __popc(takes);
+        equal_seen += __popc(eqs);
+    }
+    __syncwarp();
+    I v[E];
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        const int q = lane * E + e;
+        // padding after every item: positions from n on
+        v[e] = q < m ? picks[w][q] : (0xffffffff00000000ull | (unsigned)(n + q));
+    }
+    for (long long kk = 2; kk <= 32 * E; kk <<= 1) sort_steps<I, E>(v, (I *)0, 0, 32, lane, 0, (long long)lane * E, kk, kk >> 1);
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        const long long q = (long long)lane * E + e;
+        if (q < m) {
+            const unsigned at = sort_pos(v[e]);
+            y[row * m + q] = x[row * n + at];
+            yi[row * m + q] = (long long)at + 1;
+        }
+    }
+}

@@ -226,6 +226,29 @@ describe("indexing, flips, rolls, tiles and scans", function()
             assert.are.equal(yv[r][order[p]], tvv[r][p])
           end
         end
+        -- topk of short rows selects in a warp: many ties, NaN, every 32-bit dtype, k up to 256,
+        -- rows up to 2048 and a row count no multiple of the CTA's eight; and through the sort past those
+        for _, case in ipairs({ { 13, 1000, 5, "f32", true }, { 3, 2048, 256, "bf16", false }, { 9, 40, 33, "f16", true },
+          { 5, 70, 69, "i32", false }, { 2, 100, 17, "u8", true }, { 2, 2100, 7, "f32", true }, { 2, 300, 9, "f64", false } }) do
+          local rows, n, k, dt, largest = case[1], case[2], case[3], case[4], case[5]
+          local z = randn({ rows, n }):mul(3):round()
+          if dt == "u8" then z = z:abs() end
+          if dt:sub(1, 1) == "f" or dt == "bf16" then z = z:masked_fill(randn({ rows, n }):gt(1.8), 0 / 0) end
+          z = z:cast(dt)
+          local zv = z:cast("f64"):to_table()
+          local kv, ki = z:topk(k, 2, largest)
+          local kvv, kiv = kv:cast("f64"):to_table(), ki:to_table()
+          for r = 1, rows do
+            local order = reference_sort(zv[r], largest)
+            for p = 1, k do
+              local want, got = zv[r][order[p]], kvv[r][p]
+              if kiv[r][p] ~= order[p] or not (got == want or (got ~= got and want ~= want)) then
+                error(("topk %d of %s %dx%d largest %s, row %d place %d: got %s at %d, want %s at %d"):format(k, dt,
+                  rows, n, tostring(largest), r, p, tostring(got), kiv[r][p], tostring(want), order[p]))
+              end
+            end
+          end
+        end
         local lv, li = y:topk(5, 2)
         local sv, si = y:sort(2, true)
         same(lv, sv:narrow(2, 1, 5):contiguous():to_table(true), "topk values")

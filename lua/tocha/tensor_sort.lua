@@ -18,6 +18,7 @@ local M = {}
 
 local E = 8 -- items a thread holds in registers (kernels/sort.cu)
 local BLOCK = 256
+local TOPK_ITEMS = 64 -- the longest row topk selects in a warp: 32 a lane of these
 
 -- The positions a CTA holds in shared memory: 4096 one-word items (dtypes up to 32 bits), 2048
 -- two-word ones (f64, i64): 34 KB with their padding.
@@ -32,8 +33,9 @@ end
 local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 
 local kernels = {}
-local function sort_kernel(name, dt)
-  local key = name .. "/" .. dt
+-- items, picks: tocha_topk_warp's keys a lane and sorted picks a lane (powers of two)
+local function sort_kernel(name, dt, items, picks)
+  local key = name .. "/" .. dt .. "/" .. (items or "") .. "/" .. (picks or "")
   local k = kernels[key]
   if k then return k end
   local c = dtype.ctype(dt)
@@ -41,6 +43,8 @@ local function sort_kernel(name, dt)
     tocha_sort_block = { ("%s, %d, %d"):format(c, E, seg_of(dt)),
       "%s* x, i64* work, %s* y, i64* yi, i64 rows, i64 n, i64 P, i64 k, i32 first, i32 desc, i64 m" },
     tocha_sort_step = { c, "i64* work, i64 rows, i64 P, i64 k, i64 j" },
+    tocha_topk_warp = { ("%s, %s, %s"):format(c, items, picks),
+      "%s* x, %s* y, i64* yi, i64 rows, i64 n, i64 m, i32 desc" },
   }
   local s = spec[name]
   k = kernel.new { source = op.source("sort.cu"), name = name, template_args = s[1], params = s[2]:format(dt, dt) }
@@ -56,6 +60,16 @@ local function sort_rows(x, rows, n, m, desc)
   local y = tensor.alloc({ rows, m }, dt, dev)
   local yi = tensor.alloc({ rows, m }, "i64", dev)
   if rows * m == 0 then return y, yi end
+  local d = desc and 1 or 0
+  if m < n and m <= 32 * E and n <= 32 * TOPK_ITEMS and dtype.size(dt) <= 4 then
+    -- the first m of a short row: selected by a warp, then sorted (kernels/sort.cu's tocha_topk_warp)
+    local items, picks = 1, 1
+    while 32 * items < n do items = items * 2 end
+    while 32 * picks < m do picks = picks * 2 end
+    op.launch_packed(sort_kernel("tocha_topk_warp", dt, items, picks), dev, { math.ceil(rows / 8), 1, 1 }, { 256, 1, 1 },
+      { x.data, y.data, yi.data, rows, n, m, d })
+    return y, yi
+  end
   local P = E
   while P < n do P = P * 2 end
   local S = math.min(P, seg_of(dt))
@@ -63,7 +77,6 @@ local function sort_rows(x, rows, n, m, desc)
   local per_cta = S == P and math.max(1, math.floor(BLOCK / tps)) or 1 -- rows a CTA
   local ctas = { math.ceil(rows / per_cta) * (P / S), 1, 1 }
   local block = { per_cta * tps, 1, 1 }
-  local d = desc and 1 or 0
   local block_kernel = sort_kernel("tocha_sort_block", dt)
   -- a row of several segments waits between launches in a work buffer: a word an item, two for 8-byte dtypes
   local work = P > S and tensor.alloc({ rows * P * (dtype.size(dt) == 8 and 2 or 1) }, "i64", dev) or nil
