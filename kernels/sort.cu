@@ -7,8 +7,10 @@
 // ascending (descending with `desc`), NaN after every number ascending and before them
 // descending (PyTorch's), -0 equal to +0, equal values by position, and the padding last.
 // Each element becomes an item whose unsigned order is that order: its value's order key
-// (sort_key; inverted for `desc`) above its position. The values written are read back from x
-// at the sorted positions, so NaN payloads and signed zeros come out as they went in.
+// (sort_key; inverted for `desc`) above its position: a 32-bit word for 16- and 8-bit dtypes in
+// rows up to 2^16 (COMPACT), a 64-bit one up to 32-bit dtypes, a key and a position for 64-bit
+// dtypes. The values written are read back from x at the sorted positions, so NaN payloads and
+// signed zeros come out as they went in.
 //
 // A CTA holds segments of S = min(P, SEG) positions, E a thread in registers (tocha_sort_block):
 // steps with j < E run inside a thread, steps with E <= j < 32 E between the lanes of a warp
@@ -79,13 +81,47 @@ template <typename T> struct sort_wide_item {
 template <> struct sort_item<double> : sort_wide_item<double> {};
 template <> struct sort_item<long long> : sort_wide_item<long long> {};
 
+// The 16-bit order key of a 16-bit float's bits b (sign, then the magnitude from nan_from up NaN).
+__device__ __forceinline__ unsigned sort_key16(unsigned b, unsigned nan_from, unsigned nan)
+{
+    if ((b & 0x7fffu) > nan_from) b = nan;
+    else if ((b & 0x7fffu) == 0u) b = 0u;
+    return (b & 0x8000u) ? (~b & 0xffffu) : (b | 0x8000u);
+}
+__device__ __forceinline__ unsigned sort_key16(__half v) { return sort_key16(__half_as_ushort(v), 0x7c00u, 0x7e00u); }
+__device__ __forceinline__ unsigned sort_key16(__nv_bfloat16 v)
+{
+    return sort_key16(__bfloat16_as_ushort(v), 0x7f80u, 0x7fc0u);
+}
+__device__ __forceinline__ unsigned sort_key16(unsigned char v) { return v; }
+
+// Compact items of 16-bit and 8-bit dtypes in rows of up to 2^16 (padded): key << 16 | position,
+// one 32-bit word.
+template <typename T> struct sort_compact_item {
+    typedef unsigned type;
+    static const int WORDS = 1;
+    static __device__ __forceinline__ type make(T v, unsigned p, int desc)
+    {
+        const unsigned key = sort_key16(v);
+        return ((desc ? ~key : key) << 16) | p;
+    }
+    static __device__ __forceinline__ type padding(unsigned p) { return 0xffff0000u | p; }
+};
+
+// The items of T: compact ones where COMPACT (T of 16 bits or less, rows of 2^16 or less).
+template <typename T, bool COMPACT> struct sort_item_of { typedef sort_item<T> type; };
+template <typename T> struct sort_item_of<T, true> { typedef sort_compact_item<T> type; };
+
+__device__ __forceinline__ bool sort_less(unsigned a, unsigned b) { return a < b; }
 __device__ __forceinline__ bool sort_less(unsigned long long a, unsigned long long b) { return a < b; }
 __device__ __forceinline__ bool sort_less(const sort_wide &a, const sort_wide &b)
 {
     return a.key != b.key ? a.key < b.key : a.pos < b.pos;
 }
+__device__ __forceinline__ unsigned sort_pos(unsigned a) { return a & 0xffffu; }
 __device__ __forceinline__ unsigned sort_pos(unsigned long long a) { return (unsigned)a; }
 __device__ __forceinline__ unsigned sort_pos(const sort_wide &a) { return (unsigned)a.pos; }
+__device__ __forceinline__ unsigned sort_shuffle(unsigned a, int lanes) { return __shfl_xor_sync(0xffffffffu, a, lanes); }
 __device__ __forceinline__ unsigned long long sort_shuffle(unsigned long long a, int lanes)
 {
     return __shfl_xor_sync(0xffffffffu, a, lanes);
@@ -97,12 +133,14 @@ __device__ __forceinline__ sort_wide sort_shuffle(sort_wide a, int lanes)
     return a;
 }
 // Items in the work buffer: one word each, or two (key, position) for wide ones.
+__device__ __forceinline__ void sort_store(unsigned long long *w, long long i, unsigned a) { w[i] = a; }
 __device__ __forceinline__ void sort_store(unsigned long long *w, long long i, unsigned long long a) { w[i] = a; }
 __device__ __forceinline__ void sort_store(unsigned long long *w, long long i, const sort_wide &a)
 {
     w[2 * i] = a.key;
     w[2 * i + 1] = a.pos;
 }
+__device__ __forceinline__ void sort_load(const unsigned long long *w, long long i, unsigned *a) { *a = (unsigned)w[i]; }
 __device__ __forceinline__ void sort_load(const unsigned long long *w, long long i, unsigned long long *a) { *a = w[i]; }
 __device__ __forceinline__ void sort_load(const unsigned long long *w, long long i, sort_wide *a)
 {
@@ -125,12 +163,13 @@ __device__ __forceinline__ int sort_slot(int i) { return i + (i >> 4); }
 
 // Steps j = j_from, j_from / 2, ..., 1 of stage k on the E items v of this thread, positions
 // base + e of its row (first the segment's, seg0 its first position); s: the CTA's shared
-// items, this row's from s_row; tps threads a segment, t this one's place in it.
+// items, this row's from s_row; tps threads a segment, t this one's place in it. Positions,
+// k and j fit 32 bits (a row is at most 2^31 padded); j is a power of two.
 template <typename I, int E>
-__device__ __forceinline__ void sort_steps(I (&v)[E], I *s, int s_row, int tps, int t, long long seg0,
-                                           long long base, long long k, long long j_from)
+__device__ __forceinline__ void sort_steps(I (&v)[E], I *s, int s_row, int tps, int t, unsigned seg0, unsigned base,
+                                           unsigned k, unsigned j_from)
 {
-    long long j = j_from;
+    unsigned j = j_from;
     while (j >= E) {
         if (j >= 32 * E) {
             // the partner is in another warp: through shared memory, E / 2 pairs a thread a step
@@ -141,8 +180,8 @@ __device__ __forceinline__ void sort_steps(I (&v)[E], I *s, int s_row, int tps, 
             for (; j >= 32 * E; j >>= 1) {
 #pragma unroll
                 for (int i = 0; i < E / 2; i++) {
-                    const long long h = t + (long long)i * tps;
-                    const long long q = (h / j) * 2 * j + h % j; // the h-th position with bit j clear
+                    const unsigned h = (unsigned)(t + i * tps);
+                    const unsigned q = ((h & ~(j - 1)) << 1) | (h & (j - 1)); // the h-th position with bit j clear
                     I a = s[sort_slot(s_row + (int)q)], b = s[sort_slot(s_row + (int)(q + j))];
                     sort_pair(a, b, ((seg0 + q) & k) == 0);
                     s[sort_slot(s_row + (int)q)] = a;
@@ -168,7 +207,7 @@ __device__ __forceinline__ void sort_steps(I (&v)[E], I *s, int s_row, int tps, 
     }
 #pragma unroll
     for (int jj = E / 2; jj > 0; jj >>= 1) {
-        if (jj <= j) {
+        if ((unsigned)jj <= j) {
 #pragma unroll
             for (int e = 0; e < E; e++) {
                 if ((e ^ jj) > e) sort_pair(v[e], v[e ^ jj], ((base + e) & k) == 0);
@@ -182,11 +221,11 @@ __device__ __forceinline__ void sort_steps(I (&v)[E], I *s, int s_row, int tps, 
 // and runs every stage up to S; otherwise reads the items of stage k from work and runs its
 // steps from S / 2 down. Where the row's last stage (P) ends here, writes the first m sorted
 // values and 1-based positions of each row to y and yi (rows, m); otherwise the items to work.
-template <typename T, int E, int SEG>
+template <typename T, int E, int SEG, bool COMPACT>
 __device__ void tocha_sort_block(const T *x, long long *work_words, T *y, long long *yi, long long rows,
                                  long long n, long long P, long long k, int first, int desc, long long m)
 {
-    typedef sort_item<T> Item;
+    typedef typename sort_item_of<T, COMPACT>::type Item;
     typedef typename Item::type I;
     __shared__ I s[SEG + SEG / 16];
     unsigned long long *work = (unsigned long long *)work_words;
@@ -197,7 +236,7 @@ __device__ void tocha_sort_block(const T *x, long long *work_words, T *y, long l
     const long long group = blockIdx.x / segs, seg = blockIdx.x - group * segs;
     const long long row = group * (blockDim.x / tps) + r;
     const bool live = row < rows;
-    const long long seg0 = seg * S, base = seg0 + (long long)t * E;
+    const unsigned seg0 = (unsigned)(seg * S), base = seg0 + (unsigned)(t * E);
     I v[E];
 #pragma unroll
     for (int e = 0; e < E; e++) {
@@ -208,9 +247,9 @@ __device__ void tocha_sort_block(const T *x, long long *work_words, T *y, long l
     }
     const int s_row = r * (int)S;
     if (first) {
-        for (long long kk = 2; kk <= S; kk <<= 1) sort_steps<I, E>(v, s, s_row, tps, t, seg0, base, kk, kk >> 1);
+        for (unsigned kk = 2; kk <= S; kk <<= 1) sort_steps<I, E>(v, s, s_row, tps, t, seg0, base, kk, kk >> 1);
     } else {
-        sort_steps<I, E>(v, s, s_row, tps, t, seg0, base, k, S >> 1);
+        sort_steps<I, E>(v, s, s_row, tps, t, seg0, base, (unsigned)k, (unsigned)(S >> 1));
     }
     if (!live) return;
     if ((first ? S : k) == P) {
@@ -230,16 +269,16 @@ __device__ void tocha_sort_block(const T *x, long long *work_words, T *y, long l
 }
 
 // Step j (>= S) of stage k over the items in work: a thread a pair (p, p + j) with bit j of p clear.
-template <typename T>
+template <typename T, bool COMPACT>
 __device__ void tocha_sort_step(long long *work_words, long long rows, long long P, long long k, long long j)
 {
-    typedef typename sort_item<T>::type I;
+    typedef typename sort_item_of<T, COMPACT>::type::type I;
     unsigned long long *work = (unsigned long long *)work_words;
-    const long long pairs = rows * (P / 2);
+    const long long half = P / 2, pairs = rows * half; // P and j powers of two
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < pairs; e += stride) {
-        const long long row = e / (P / 2), h = e - row * (P / 2);
-        const long long p = ((h / j) * 2 * j) + (h % j);
+        const long long row = e >> (__ffsll(half) - 1), h = e & (half - 1);
+        const long long p = ((h & ~(j - 1)) << 1) | (h & (j - 1));
         I a, b;
         sort_load(work, row * P + p, &a);
         sort_load(work, row * P + p + j, &b);
@@ -332,7 +371,7 @@ __device__ void tocha_topk_warp(const T *x, T *y, long long *yi, long long rows,
         // padding after every item: positions from n on
         v[e] = q < m ? picks[w][q] : (0xffffffff00000000ull | (unsigned)(n + q));
     }
-    for (long long kk = 2; kk <= 32 * E; kk <<= 1) sort_steps<I, E>(v, (I *)0, 0, 32, lane, 0, (long long)lane * E, kk, kk >> 1);
+    for (unsigned kk = 2; kk <= 32 * E; kk <<= 1) sort_steps<I, E>(v, (I *)0, 0, 32, lane, 0u, (unsigned)(lane * E), kk, kk >> 1);
 #pragma unroll
     for (int e = 0; e < E; e++) {
         const long long q = (long long)lane * E + e;

@@ -171,12 +171,13 @@ describe("indexing, flips, rolls, tiles and scans", function()
       it("sorts along any dimension, stably, NaN last (first descending), rows past a CTA's chunk too", function()
         ref.rng("sort")
         -- rows sharing a CTA, rows of one CTA through shared memory (700, 300), rows of several
-        -- segments through the work buffer (5000 and 2500 of 8-byte items, 9000 of 4-byte ones)
+        -- segments through the work buffer (5000 and 2500 of 8-byte items, 9000 of 4-byte ones, 4500 of
+        -- compact ones)
         local cases = { { { 3, 7 }, 2 }, { { 5, 4, 3 }, 1 }, { { 2, 3, 33 }, 3 }, { { 1, 5000 }, 2 }, { { 9000 }, 1 },
-          { { 4, 700 }, 2 }, { { 300, 6 }, 1 }, { { 3, 2500 }, 2 } }
+          { { 4, 700 }, 2 }, { { 300, 6 }, 1 }, { { 3, 2500 }, 2 }, { { 2, 4500 }, 2 } }
         for c, case in ipairs(cases) do
           local shape, dim = case[1], case[2]
-          local dt = ({ "f32", "bf16", "i32", "f64", "f32", "f16", "u8", "i64" })[c]
+          local dt = ({ "f32", "bf16", "i32", "f64", "f32", "f16", "u8", "i64", "bf16" })[c]
           -- few distinct values, so that ties are many; NaN sprinkled into floats
           local x = randn(shape):mul(3):round()
           if dt == "u8" then x = x:abs() end

@@ -34,15 +34,16 @@ local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 
 local kernels = {}
 -- items, picks: tocha_topk_warp's keys a lane and sorted picks a lane (powers of two)
-local function sort_kernel(name, dt, items, picks)
-  local key = name .. "/" .. dt .. "/" .. (items or "") .. "/" .. (picks or "")
+-- compact: 32-bit items (16- and 8-bit dtypes, rows up to 2^16 padded)
+local function sort_kernel(name, dt, items, picks, compact)
+  local key = name .. "/" .. dt .. "/" .. (items or "") .. "/" .. (picks or "") .. "/" .. tostring(compact)
   local k = kernels[key]
   if k then return k end
   local c = dtype.ctype(dt)
   local spec = {
-    tocha_sort_block = { ("%s, %d, %d"):format(c, E, seg_of(dt)),
+    tocha_sort_block = { ("%s, %d, %d, %s"):format(c, E, seg_of(dt), tostring(compact)),
       "%s* x, i64* work, %s* y, i64* yi, i64 rows, i64 n, i64 P, i64 k, i32 first, i32 desc, i64 m" },
-    tocha_sort_step = { c, "i64* work, i64 rows, i64 P, i64 k, i64 j" },
+    tocha_sort_step = { ("%s, %s"):format(c, tostring(compact)), "i64* work, i64 rows, i64 P, i64 k, i64 j" },
     tocha_topk_warp = { ("%s, %s, %s"):format(c, items, picks),
       "%s* x, %s* y, i64* yi, i64 rows, i64 n, i64 m, i32 desc" },
   }
@@ -77,7 +78,8 @@ local function sort_rows(x, rows, n, m, desc)
   local per_cta = S == P and math.max(1, math.floor(BLOCK / tps)) or 1 -- rows a CTA
   local ctas = { math.ceil(rows / per_cta) * (P / S), 1, 1 }
   local block = { per_cta * tps, 1, 1 }
-  local block_kernel = sort_kernel("tocha_sort_block", dt)
+  local compact = dtype.size(dt) <= 2 and P <= 65536
+  local block_kernel = sort_kernel("tocha_sort_block", dt, nil, nil, compact)
   -- a row of several segments waits between launches in a work buffer: a word an item, two for 8-byte dtypes
   local work = P > S and tensor.alloc({ rows * P * (dtype.size(dt) == 8 and 2 or 1) }, "i64", dev) or nil
   local wp = work and work.data or yi.data -- a launch's pointers may not be null; unused when one segment
@@ -86,7 +88,7 @@ local function sort_rows(x, rows, n, m, desc)
   while k <= P do
     local j = k / 2
     while j >= S do
-      op.launch_packed(sort_kernel("tocha_sort_step", dt), dev, op.element_grid(rows * P / 2, BLOCK), { BLOCK, 1, 1 },
+      op.launch_packed(sort_kernel("tocha_sort_step", dt, nil, nil, compact), dev, op.element_grid(rows * P / 2, BLOCK), { BLOCK, 1, 1 },
         { wp, rows, P, k, j })
       j = j / 2
     end
