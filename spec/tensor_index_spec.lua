@@ -210,6 +210,34 @@ describe("indexing, flips, rolls, tiles and scans", function()
           end
           same(x:argsort(dim, desc), gi, "argsort")
         end
+        -- the ends of each dtype, signed zeros and infinities, both ways (descending keys of the
+        -- lowest values meet the padding's key: the position keeps them first)
+        local ends = {
+          f32 = { 0, -0.0, 1 / 0, -1 / 0, 0 / 0, 1e-40, -1e-40, 3.4e38, -3.4e38, 1, 0, -0.0, 1 / 0 },
+          f16 = { 0, -0.0, 1 / 0, -1 / 0, 0 / 0, 65504, -65504, 6e-8, -6e-8, 0, 1 / 0 },
+          bf16 = { 0, -0.0, 1 / 0, -1 / 0, 0 / 0, 1e-39, -1e-39, 3e38, 0, -1 / 0 },
+          f64 = { 0, -0.0, 1 / 0, -1 / 0, 0 / 0, 5e-324, -5e-324, 1.7e308, 0, -0.0 },
+          i32 = { 0, -2147483648, 2147483647, -1, 1, -2147483648, 2147483647, 0 },
+          u8 = { 0, 255, 1, 254, 0, 255, 128, 127 },
+        }
+        for dt, values in pairs(ends) do
+          local t = tocha.tensor(values, { device = device, dtype = dt })
+          local seen = t:cast("f64"):to_table()
+          for _, desc in ipairs({ false, true }) do
+            local got_v, got_i = t:sort(1, desc)
+            local gv, gi = got_v:cast("f64"):to_table(), got_i:to_table()
+            local order = reference_sort(seen, desc)
+            for p = 1, #values do
+              local want, got = seen[order[p]], gv[p]
+              if gi[p] ~= order[p] or not (got == want or (got ~= got and want ~= want)) then
+                error(("sort of %s's ends desc %s, place %d: got %s at %d, want %s at %d"):format(dt, tostring(desc), p,
+                  tostring(got), gi[p], tostring(want), order[p]))
+              end
+              -- the value itself comes back: -0 stays -0
+              if want == 0 then assert.are.equal(1 / want, 1 / got, dt .. " signed zero at " .. p) end
+            end
+          end
+        end
         -- i64 past 2^53 compares as integers (no double holds these apart)
         local huge = tocha.arange(2 ^ 53, 2 ^ 53 + 4, { device = device }):flip(1)
         local _, hi = huge:sort()
