@@ -419,6 +419,12 @@ describe("tensor math", function()
             check(y, want, dt == "bf16" and 1 or ulps, label, scale)
           end
         end
+        -- a half reduced over dimensions apart (two runs) rounds once: (1 + 2^-7)^120 is 2.5443, whose
+        -- bf16 is 2.546875; the runs rounded to bf16 between would give 1.03125^30 = 2.5172 -> 2.515625
+        local ones = tocha.full({ 30, 2, 4 }, 1 + 2 ^ -7, { device = device, dtype = "bf16" })
+        local want = tocha.tensor({ (1 + 2 ^ -7) ^ 120 }, { dtype = "f64" }):cast("bf16"):cast("f64"):item()
+        assert.are.same({ want, want }, ones:prod({ 1, 3 }):cast("f64"):to_table())
+        assert.are.equal(2.546875, want)
         local x = randn({ 2, 3, 4 })
         assert.are.same({ 1 }, x:sum():size())
         assert.are.same({ 2, 4 }, x:sum(2):size())

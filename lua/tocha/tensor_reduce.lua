@@ -99,8 +99,9 @@ end
 
 -- x (dense, a float dtype) reduced by `mode` over dimensions a..b, kept as size 1. map (optional,
 -- a reduction.mapped name whose plain mode `mode` is): the first pass reduces that function of
--- each element, and the result is in the accumulator's dtype (f32 for halves, f64 for f64).
-local function reduce_run(x, mode, a, b, map)
+-- each element. With map or to_acc, the result is in the accumulator's dtype (f32 for halves,
+-- f64 for f64) rather than x's.
+local function reduce_run(x, mode, a, b, map, to_acc)
   local d = sizes_of(x)
   local outer, n, inner = product(d, 1, a - 1), product(d, a, b), product(d, b + 1, #d)
   local out = {}
@@ -108,14 +109,15 @@ local function reduce_run(x, mode, a, b, map)
   local dt = dtype.name(x.elem_type)
   local r = reduce_op(mode, dt)
   local dev = device.wrap(x.dev)
-  local y = tensor.alloc(out, map and (dt == "f64" and "f64" or "f32") or dt, dev)
+  local acc = (map or to_acc) and true or false
+  local y = tensor.alloc(out, acc and (dt == "f64" and "f64" or "f32") or dt, dev)
   local passes = reduction.plan(outer, n, inner, r.block_size, dt, true)
   local first = map and reduction.mapped(map, dt)
   local divisor = mode == "mean" and n or 1
   reduction.run_launches(function(i) return reduction.pass_kernel(i == 1 and first or r, passes[i]) end, dev,
     r.block_size, #passes, reduction.partial_bytes(passes, dt),
     function(i) return reduction.pass_grid(passes[i], r.block_size, dt) end,
-    function(i, ws) return reduction.pass_args(passes, i, x.data, y.data, ws, divisor, map and 1 or 0) end)
+    function(i, ws) return reduction.pass_args(passes, i, x.data, y.data, ws, divisor, acc and 1 or 0) end)
   return y
 end
 
@@ -184,7 +186,10 @@ local function reduce(x, mode, dims, keepdim, what, map)
     local r = empty_result(x, d, list, keepdim, result_dt, EMPTY_VALUE[mode] or 0)
     return r
   end
-  for i, run in ipairs(runs_of(list)) do work = reduce_run(work, mode, run[1], run[2], i == 1 and map or nil) end
+  -- halves reduced over several runs keep the runs between in f32 and round once at the end
+  local runs = runs_of(list)
+  local to_acc = #runs > 1 and (dt == "f16" or dt == "bf16")
+  for i, run in ipairs(runs) do work = reduce_run(work, mode, run[1], run[2], i == 1 and map or nil, to_acc) end
   if not map and result_dt ~= dtype.name(work.elem_type) then work = work:cast(result_dt) end
   return work:view(reduced_shape(d, list, keepdim))
 end
