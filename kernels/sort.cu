@@ -51,7 +51,6 @@ struct sort_wide {
 // Items of dtypes up to 32 bits are one word, key << 32 | position; 64-bit dtypes' are wide.
 template <typename T> struct sort_item {
     typedef unsigned long long type;
-    static const int WORDS = 1;
     static __device__ __forceinline__ type make(T v, unsigned p, int desc)
     {
         unsigned key = sort_key(v);
@@ -61,7 +60,6 @@ template <typename T> struct sort_item {
 };
 template <typename T> struct sort_wide_item {
     typedef sort_wide type;
-    static const int WORDS = 2;
     static __device__ __forceinline__ type make(T v, unsigned p, int desc)
     {
         unsigned long long key = sort_key(v);
@@ -99,7 +97,6 @@ __device__ __forceinline__ unsigned sort_key16(unsigned char v) { return v; }
 // one 32-bit word.
 template <typename T> struct sort_compact_item {
     typedef unsigned type;
-    static const int WORDS = 1;
     static __device__ __forceinline__ type make(T v, unsigned p, int desc)
     {
         const unsigned key = sort_key16(v);
