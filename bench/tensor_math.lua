@@ -5,14 +5,16 @@
 -- written, % of the device's copy bandwidth. Each case's result is checked against the same
 -- expression on sim first. bench/tensor_math_torch.py times PyTorch's expression of each case
 -- (the `torch` column) on the same shapes and writes the report beside this one's.
---   tocha bench/tensor_math.lua [--out DIR] [--launches N] [--only PATTERN] [--column_teams K]
+--   tocha bench/tensor_math.lua [--out DIR] [--launches N] [--only PATTERN] [--column_teams K] [--radix_from N]
 -- (--only: the cases whose name matches one of the comma-separated Lua patterns)
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
-local opts = timing.arguments(arg, { out = "results/tmp-tensor_math", launches = 30, only = "", column_teams = 8 })
+local opts = timing.arguments(arg, { out = "results/tmp-tensor_math", launches = 30, only = "", column_teams = 8, radix_from = 256 })
 -- --column_teams K: the most row teams of the team columns kernel (1: never planned), for A/B runs
 require("tocha.ops.reduction").column_teams = opts.column_teams
+-- --radix_from N: the shortest row a CTA radix-sorts (longer than N), for A/B runs
+require("tocha.tensor_sort").RADIX_FROM = opts.radix_from
 os.execute("mkdir -p '" .. opts.out .. "'")
 local device = tocha.default_device()
 print(("benchmark on %s (%s), %d launches each"):format(device.name, device.product, opts.launches))
@@ -72,6 +74,16 @@ local CASES = {
     function(nx, _, no) return 2 * nx + no end },
   { "argsort 8400 desc", { 16, 8400 }, false, function(x) return x:argsort(2, true) end,
     "x.argsort(1, descending=True)", function(nx, _, no) return 2 * nx + no end },
+  { "sort 80", { 65536, 80 }, false, function(x) local _, i = x:sort(2) return i end, "x.sort(1)",
+    function(nx, _, no) return 2 * nx + no end },
+  { "sort 300", { 16384, 300 }, false, function(x) local _, i = x:sort(2) return i end, "x.sort(1)",
+    function(nx, _, no) return 2 * nx + no end },
+  { "sort 4096", { 2048, 4096 }, false, function(x) local _, i = x:sort(2) return i end, "x.sort(1)",
+    function(nx, _, no) return 2 * nx + no end },
+  { "sort 32000", { 64, 32000 }, false, function(x) local _, i = x:sort(2) return i end, "x.sort(1)",
+    function(nx, _, no) return 2 * nx + no end },
+  { "topk 300 of 8400", { 16, 8400 }, false, function(x) local _, i = x:topk(math.min(300, x:size(2)), 2) return i end, "x.topk(300, 1)",
+    function(nx, _, no) return nx + 2 * no end },
   { "topk 5 of 1000", { 8192, 1000 }, false, function(x) local _, i = x:topk(5, 2) return i end, "x.topk(5, 1)",
     function(nx, _, no) return nx + 2 * no end },
 }

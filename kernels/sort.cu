@@ -379,3 +379,105 @@ __device__ void tocha_topk_warp(const T *x, T *y, long long *yi, long long rows,
         }
     }
 }
+
+// A row of up to 32 ITEMS warps sorted by one CTA (blockIdx.x: the row; blockDim.x: 32 a warp,
+// warps * 32 * ITEMS >= n): a stable LSD radix sort of the items by their order keys, a byte a
+// pass from the lowest (one pass for 8-bit dtypes, two for 16-bit, four for 32-bit). Warp w holds
+// positions w * 32 ITEMS + i * 32 + lane, i < ITEMS, so a warp's items, taken i by i, come in the
+// row's order and equal digits keep it. A pass: each item's rank among the warp's items of its
+// digit (__match_any_sync: the peers of one digit and the leader that bumps the warp's count), a
+// CTA scan of the counts (digit-major, warp-minor), and a scatter into shared memory; the last
+// pass's order is read from there. The padding (positions from n on) carries the largest key and
+// stays after every item. Writes the first m values and 1-based positions to y and yi (rows, m).
+// Dynamic shared memory: the items (warps * 32 ITEMS) and the counts (warps x 256, 16 bits).
+template <typename T, int ITEMS, bool COMPACT>
+__device__ void tocha_sort_radix(const T *x, T *y, long long *yi, long long n, int desc, long long m)
+{
+    typedef typename sort_item_of<T, COMPACT>::type Item;
+    typedef typename Item::type I;
+    const int KEY_BITS = sizeof(T) == 1 ? 8 : sizeof(T) == 2 ? 16 : 32;
+    const int POS_BITS = COMPACT ? 16 : 32;
+    extern __shared__ __align__(16) unsigned char radix_shared[];
+    __shared__ unsigned digit_base[256];
+    const int warps = (int)(blockDim.x >> 5);
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    I *s = (I *)radix_shared;
+    unsigned short *counts = (unsigned short *)(s + warps * 32 * ITEMS); // [warp][digit]
+    unsigned short *mine = counts + w * 256;
+    const unsigned below_lane = (1u << lane) - 1u;
+    const long long row = blockIdx.x;
+    const int first = w * 32 * ITEMS + lane;
+    I v[ITEMS];
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        const int p = first + 32 * i;
+        v[i] = p < n ? Item::make(x[row * n + p], (unsigned)p, desc) : Item::padding((unsigned)p);
+    }
+    for (int shift = 0; shift < KEY_BITS; shift += 8) {
+        for (int d = (int)threadIdx.x; d < warps * 256; d += (int)blockDim.x) counts[d] = 0;
+        __syncthreads();
+        unsigned rank[ITEMS];
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            const unsigned d = (unsigned)(v[i] >> (POS_BITS + shift)) & 255u;
+            const unsigned peers = __match_any_sync(0xffffffffu, d);
+            const int leader = 31 - __clz(peers);
+            unsigned before = 0;
+            if (lane == leader) {
+                before = mine[d];
+                mine[d] = (unsigned short)(before + __popc(peers));
+            }
+            rank[i] = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & below_lane);
+            __syncwarp(); // the leader's count is seen by the next item's leader of that digit
+        }
+        __syncthreads();
+        // each digit's count: the warps' before it in the digit's slot, the digit's total in digit_base
+        for (int d = (int)threadIdx.x; d < 256; d += (int)blockDim.x) {
+            unsigned run = 0;
+            for (int q = 0; q < warps; q++) {
+                const unsigned c = counts[q * 256 + d];
+                counts[q * 256 + d] = (unsigned short)run;
+                run += c;
+            }
+            digit_base[d] = run;
+        }
+        __syncthreads();
+        if (w == 0) {
+            // the totals of the digits below each: eight digits a lane, a warp scan across
+            unsigned c[8], sum = 0;
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                c[q] = digit_base[8 * lane + q];
+                sum += c[q];
+            }
+            unsigned upto = sum;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const unsigned o = __shfl_up_sync(0xffffffffu, upto, d);
+                if (lane >= d) upto += o;
+            }
+            unsigned run = upto - sum;
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                digit_base[8 * lane + q] = run;
+                run += c[q];
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            const unsigned d = (unsigned)(v[i] >> (POS_BITS + shift)) & 255u;
+            s[digit_base[d] + mine[d] + rank[i]] = v[i];
+        }
+        __syncthreads();
+        if (shift + 8 < KEY_BITS) {
+#pragma unroll
+            for (int i = 0; i < ITEMS; i++) v[i] = s[first + 32 * i];
+        }
+    }
+    for (int q = (int)threadIdx.x; q < m; q += (int)blockDim.x) {
+        const unsigned at = sort_pos(s[q]);
+        y[row * m + q] = x[row * n + at];
+        yi[row * m + q] = (long long)at + 1;
+    }
+}

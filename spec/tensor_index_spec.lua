@@ -170,14 +170,15 @@ describe("indexing, flips, rolls, tiles and scans", function()
 
       it("sorts along any dimension, stably, NaN last (first descending), rows past a CTA's chunk too", function()
         ref.rng("sort")
-        -- rows sharing a CTA, rows of one CTA through shared memory (700, 300), rows of several
-        -- segments through the work buffer (5000 and 2500 of 8-byte items, 9000 of 4-byte ones, 4500 of
-        -- compact ones)
+        -- rows sharing a CTA in the bitonic network (7, 5, 33), rows a CTA radix-sorts (9000 and
+        -- 4500: 16 items a thread; 700, 300, 1000: 8), rows of several segments through the work
+        -- buffer (5000 and 2500 of 8-byte items, 13000 of 4-byte ones, 20000 of compact ones)
         local cases = { { { 3, 7 }, 2 }, { { 5, 4, 3 }, 1 }, { { 2, 3, 33 }, 3 }, { { 1, 5000 }, 2 }, { { 9000 }, 1 },
-          { { 4, 700 }, 2 }, { { 300, 6 }, 1 }, { { 3, 2500 }, 2 }, { { 2, 4500 }, 2 } }
+          { { 4, 700 }, 2 }, { { 300, 6 }, 1 }, { { 3, 2500 }, 2 }, { { 2, 4500 }, 2 }, { { 13000 }, 1 },
+          { { 20000 }, 1 }, { { 3, 1000 }, 2 } }
         for c, case in ipairs(cases) do
           local shape, dim = case[1], case[2]
-          local dt = ({ "f32", "bf16", "i32", "f64", "f32", "f16", "u8", "i64", "bf16" })[c]
+          local dt = ({ "f32", "bf16", "i32", "f64", "f32", "f16", "u8", "i64", "bf16", "f32", "bf16", "i32" })[c]
           -- few distinct values, so that ties are many; NaN sprinkled into floats
           local x = randn(shape):mul(3):round()
           if dt == "u8" then x = x:abs() end
@@ -220,21 +221,26 @@ describe("indexing, flips, rolls, tiles and scans", function()
           i32 = { 0, -2147483648, 2147483647, -1, 1, -2147483648, 2147483647, 0 },
           u8 = { 0, 255, 1, 254, 0, 255, 128, 127 },
         }
-        for dt, values in pairs(ends) do
-          local t = tocha.tensor(values, { device = device, dtype = dt })
-          local seen = t:cast("f64"):to_table()
-          for _, desc in ipairs({ false, true }) do
-            local got_v, got_i = t:sort(1, desc)
-            local gv, gi = got_v:cast("f64"):to_table(), got_i:to_table()
-            local order = reference_sort(seen, desc)
-            for p = 1, #values do
-              local want, got = seen[order[p]], gv[p]
-              if gi[p] ~= order[p] or not (got == want or (got ~= got and want ~= want)) then
-                error(("sort of %s's ends desc %s, place %d: got %s at %d, want %s at %d"):format(dt, tostring(desc), p,
-                  tostring(got), gi[p], tostring(want), order[p]))
+        for dt, short in pairs(ends) do
+          -- the ends alone (the bitonic network) and forty times over (a radix sort)
+          for _, times in ipairs({ 1, 40 }) do
+            local values = {}
+            for r = 1, times do for q = 1, #short do values[#values + 1] = short[q] end end
+            local t = tocha.tensor(values, { device = device, dtype = dt })
+            local seen = t:cast("f64"):to_table()
+            for _, desc in ipairs({ false, true }) do
+              local got_v, got_i = t:sort(1, desc)
+              local gv, gi = got_v:cast("f64"):to_table(), got_i:to_table()
+              local order = reference_sort(seen, desc)
+              for p = 1, #values do
+                local want, got = seen[order[p]], gv[p]
+                if gi[p] ~= order[p] or not (got == want or (got ~= got and want ~= want)) then
+                  error(("sort of %s's ends desc %s, place %d: got %s at %d, want %s at %d"):format(dt, tostring(desc), p,
+                    tostring(got), gi[p], tostring(want), order[p]))
+                end
+                -- the value itself comes back: -0 stays -0
+                if want == 0 then assert.are.equal(1 / want, 1 / got, dt .. " signed zero at " .. p) end
               end
-              -- the value itself comes back: -0 stays -0
-              if want == 0 then assert.are.equal(1 / want, 1 / got, dt .. " signed zero at " .. p) end
             end
           end
         end
@@ -258,7 +264,8 @@ describe("indexing, flips, rolls, tiles and scans", function()
         -- topk of short rows selects in a warp: many ties, NaN, every 32-bit dtype, k up to 256,
         -- rows up to 2048 and a row count no multiple of the CTA's eight; and through the sort past those
         for _, case in ipairs({ { 13, 1000, 5, "f32", true }, { 3, 2048, 256, "bf16", false }, { 9, 40, 33, "f16", true },
-          { 5, 70, 69, "i32", false }, { 2, 100, 17, "u8", true }, { 2, 2100, 7, "f32", true }, { 2, 300, 9, "f64", false } }) do
+          { 5, 70, 69, "i32", false }, { 2, 100, 17, "u8", true }, { 2, 2100, 7, "f32", true }, { 2, 300, 9, "f64", false },
+          { 3, 600, 300, "bf16", true } }) do
           local rows, n, k, dt, largest = case[1], case[2], case[3], case[4], case[5]
           local z = randn({ rows, n }):mul(3):round()
           if dt == "u8" then z = z:abs() end

@@ -342,6 +342,16 @@ function M.launch_packed(k, dev, grid, block, args, opts)
 end
 errors.name(M.launch_packed, "launch_packed")
 
+-- launch_packed with `shared` bytes of dynamic shared memory in place of the kernel's own, on the
+-- current stream: for kernels whose shared memory follows the launch's size.
+function M.launch_packed_shared(k, dev, grid, block, shared, args)
+  if getmetatable(k) ~= kernel.Kernel then raise("kernel: expected a tocha kernel (op.kernel), got " .. type(k)) end
+  local list = plan.arg_list(args)
+  local g, b = plan.dims(grid, "grid"), plan.dims(block, "block")
+  check(C.tocha_kernel_launch_packed_shared(k.handle, device.get(dev).handle, g, b, kernel.shared_bytes(shared, "shared"), list))
+end
+errors.name(M.launch_packed_shared, "launch_packed_shared")
+
 -- fn(...) run with opts.stream current when opts names one (checked against like's device, like
 -- a tensor), else as it is; returns fn's first two results.
 function M.on_stream(opts, like, fn, ...)

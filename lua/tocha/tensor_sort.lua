@@ -19,6 +19,11 @@ local M = {}
 local E = 8 -- items a thread holds in registers (kernels/sort.cu)
 local BLOCK = 256
 local TOPK_ITEMS = 64 -- the longest row topk selects in a warp: 32 a lane of these
+-- Rows a CTA radix-sorts (tocha_sort_radix, dtypes up to 32 bits): longer than M.RADIX_FROM (a
+-- field, for A/B runs), up to RADIX_WARPS warps of 8 items a thread (16 past 4096 elements);
+-- shorter rows go to the bitonic network, several a CTA, and longer ones to its segments.
+M.RADIX_FROM = 256
+local RADIX_WARPS = 24
 
 -- The positions a CTA holds in shared memory: 4096 one-word items (dtypes up to 32 bits), 2048
 -- two-word ones (f64, i64): 34 KB with their padding.
@@ -33,7 +38,8 @@ end
 local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 
 local kernels = {}
--- items, picks: tocha_topk_warp's keys a lane and sorted picks a lane (powers of two)
+-- items, picks: tocha_topk_warp's keys a lane and sorted picks a lane (powers of two); items:
+-- tocha_sort_radix's items a thread
 -- compact: 32-bit items (16- and 8-bit dtypes, rows up to 2^16 padded)
 local function sort_kernel(name, dt, items, picks, compact)
   local key = name .. "/" .. dt .. "/" .. (items or "") .. "/" .. (picks or "") .. "/" .. tostring(compact)
@@ -44,11 +50,13 @@ local function sort_kernel(name, dt, items, picks, compact)
     tocha_sort_block = { ("%s, %d, %d, %s"):format(c, E, seg_of(dt), tostring(compact)),
       "%s* x, i64* work, %s* y, i64* yi, i64 rows, i64 n, i64 P, i64 k, i32 first, i32 desc, i64 m" },
     tocha_sort_step = { ("%s, %s"):format(c, tostring(compact)), "i64* work, i64 rows, i64 P, i64 k, i64 j" },
+    tocha_sort_radix = { ("%s, %s, %s"):format(c, items, tostring(compact)), "%s* x, %s* y, i64* yi, i64 n, i32 desc, i64 m" },
     tocha_topk_warp = { ("%s, %s, %s"):format(c, items, picks),
       "%s* x, %s* y, i64* yi, i64 rows, i64 n, i64 m, i32 desc" },
   }
   local s = spec[name]
-  k = kernel.new { source = op.source("sort.cu"), name = name, template_args = s[1], params = s[2]:format(dt, dt) }
+  k = kernel.new { source = op.source("sort.cu"), name = name, template_args = s[1], params = s[2]:format(dt, dt),
+    launch_bounds = name == "tocha_sort_radix" and { 32 * RADIX_WARPS } or nil }
   kernels[key] = k
   return k
 end
@@ -71,6 +79,16 @@ local function sort_rows(x, rows, n, m, desc)
       { x.data, y.data, yi.data, rows, n, m, d })
     return y, yi
   end
+  local compact = dtype.size(dt) <= 2
+  if n > M.RADIX_FROM and dtype.size(dt) <= 4 and n <= 32 * RADIX_WARPS * 16 then
+    -- a row a CTA, radix-sorted (kernels/sort.cu's tocha_sort_radix)
+    local items = n <= 4096 and 8 or 16
+    local warps = math.ceil(n / (32 * items))
+    local shared = warps * 32 * items * (compact and 4 or 8) + warps * 256 * 2
+    op.launch_packed_shared(sort_kernel("tocha_sort_radix", dt, items, nil, compact), dev, { rows, 1, 1 }, { 32 * warps, 1, 1 },
+      shared, { x.data, y.data, yi.data, n, d, m })
+    return y, yi
+  end
   local P = E
   while P < n do P = P * 2 end
   local S = math.min(P, seg_of(dt))
@@ -78,7 +96,7 @@ local function sort_rows(x, rows, n, m, desc)
   local per_cta = S == P and math.max(1, math.floor(BLOCK / tps)) or 1 -- rows a CTA
   local ctas = { math.ceil(rows / per_cta) * (P / S), 1, 1 }
   local block = { per_cta * tps, 1, 1 }
-  local compact = dtype.size(dt) <= 2 and P <= 65536
+  compact = compact and P <= 65536
   local block_kernel = sort_kernel("tocha_sort_block", dt, nil, nil, compact)
   -- a row of several segments waits between launches in a work buffer: a word an item, two for 8-byte dtypes
   local work = P > S and tensor.alloc({ rows * P * (dtype.size(dt) == 8 and 2 or 1) }, "i64", dev) or nil
