@@ -1,6 +1,7 @@
 // sort.cu: each row of a dense (rows, n) tensor sorted, with the 1-based positions the values
-// came from (sort, argsort, topk, median). A bitonic network over the row padded to P, the
-// next power of two: stages k = 2, 4, ..., P, each of steps j = k/2, ..., 1, where positions p
+// came from (sort, argsort, topk, median). Rows that fit a CTA, of dtypes up to 32 bits, are
+// radix-sorted by one CTA (tocha_sort_radix, at the end); the others go through a bitonic
+// network over the row padded to P, the next power of two: stages k = 2, 4, ..., P, each of steps j = k/2, ..., 1, where positions p
 // and p ^ j are put in order, ascending where p & k is 0, descending otherwise.
 //
 // The order is total, so the result is one permutation on every device and run: values
