@@ -1,8 +1,9 @@
 // sort.cu: each row of a dense (rows, n) tensor sorted, with the 1-based positions the values
-// came from (sort, argsort, topk, median). Rows that fit a CTA, of dtypes up to 32 bits, are
-// radix-sorted by one CTA (tocha_sort_radix, at the end); the others go through a bitonic
-// network over the row padded to P, the next power of two: stages k = 2, 4, ..., P, each of steps j = k/2, ..., 1, where positions p
-// and p ^ j are put in order, ascending where p & k is 0, descending otherwise.
+// came from (sort, argsort, topk, median). Rows of dtypes up to 32 bits past a few hundred are
+// radix-sorted (at the end: by one CTA, or across CTAs); the others go through a bitonic
+// network over the row padded to P, the next power of two: stages k = 2, 4, ..., P, each of
+// steps j = k/2, ..., 1, where positions p and p ^ j are put in order, ascending where p & k is
+// 0, descending otherwise.
 //
 // The order is total, so the result is one permutation on every device and run: values
 // ascending (descending with `desc`), NaN after every number ascending and before them
@@ -381,16 +382,92 @@ __device__ void tocha_topk_warp(const T *x, T *y, long long *yi, long long rows,
     }
 }
 
-// A row of up to 32 ITEMS warps sorted by one CTA (blockIdx.x: the row; blockDim.x: 32 a warp,
-// warps * 32 * ITEMS >= n): a stable LSD radix sort of the items by their order keys, a byte a
-// pass from the lowest (one pass for 8-bit dtypes, two for 16-bit, four for 32-bit). Warp w holds
-// positions w * 32 ITEMS + i * 32 + lane, i < ITEMS, so a warp's items, taken i by i, come in the
-// row's order and equal digits keep it. A pass: each item's rank among the warp's items of its
-// digit (__match_any_sync: the peers of one digit and the leader that bumps the warp's count), a
-// CTA scan of the counts (digit-major, warp-minor), and a scatter into shared memory; the last
-// pass's order is read from there. The padding (positions from n on) carries the largest key and
-// stays after every item. Writes the first m values and 1-based positions to y and yi (rows, m).
-// Dynamic shared memory: the items (warps * 32 ITEMS) and the counts (warps x 256, 16 bits).
+// ---- radix sorts (dtypes up to 32 bits) ----
+//
+// A stable LSD radix sort of the items by their order keys, a byte a pass from the lowest (one
+// pass for 8-bit dtypes, two for 16-bit, four for 32-bit). A CTA's items come in row order:
+// warp w holds positions w * 32 ITEMS + i * 32 + lane (i < ITEMS) of the CTA's run, so its
+// items taken i by i are in the row's order, and a rank that counts the equal digits before an
+// item keeps that order. Rows that fit one CTA are sorted in its shared memory
+// (tocha_sort_radix); longer rows in tiles of 16 warps, a pass taking three launches
+// (tocha_radix_count, tocha_radix_offsets, tocha_radix_scatter) and the items waiting in a work
+// buffer between passes.
+
+// The digit of item v at bit `at` (the key's byte above the position's bits).
+__device__ __forceinline__ unsigned radix_digit(unsigned v, int at) { return (v >> at) & 255u; }
+__device__ __forceinline__ unsigned radix_digit(unsigned long long v, int at) { return (unsigned)(v >> at) & 255u; }
+
+// Ranks this CTA's items v by the digit at `at`: rank[i], the items of the warp with v[i]'s
+// digit before it; counts[w * 256 + d] (16-bit, warps x 256), the CTA's items of digit d in
+// the warps before w; total[d] (when given), the CTA's items of digit d. Ends with a barrier.
+template <typename I, int ITEMS>
+__device__ __forceinline__ void radix_rank(const I (&v)[ITEMS], int at, unsigned short *counts, unsigned (&rank)[ITEMS],
+                                           unsigned *total)
+{
+    const int warps = (int)(blockDim.x >> 5);
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    unsigned short *mine = counts + w * 256;
+    const unsigned below_lane = (1u << lane) - 1u;
+    for (int d = (int)threadIdx.x; d < warps * 256; d += (int)blockDim.x) counts[d] = 0;
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        const unsigned d = radix_digit(v[i], at);
+        const unsigned peers = __match_any_sync(0xffffffffu, d);
+        const int leader = 31 - __clz(peers);
+        unsigned before = 0;
+        if (lane == leader) {
+            before = mine[d];
+            mine[d] = (unsigned short)(before + __popc(peers));
+        }
+        rank[i] = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & below_lane);
+        __syncwarp(); // the leader's count is seen by the next item's leader of that digit
+    }
+    __syncthreads();
+    for (int d = (int)threadIdx.x; d < 256; d += (int)blockDim.x) {
+        unsigned run = 0;
+        for (int q = 0; q < warps; q++) {
+            const unsigned c = counts[q * 256 + d];
+            counts[q * 256 + d] = (unsigned short)run;
+            run += c;
+        }
+        if (total) total[d] = run;
+    }
+    __syncthreads();
+}
+
+// t[d] (256 entries in shared memory) replaced by the sum of t below d, by warp 0; the other
+// warps pass. A barrier must follow before t is read.
+__device__ __forceinline__ void radix_exclusive_scan256(unsigned *t)
+{
+    if (threadIdx.x >= 32) return;
+    const int lane = (int)threadIdx.x;
+    unsigned c[8], sum = 0;
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        c[q] = t[8 * lane + q];
+        sum += c[q];
+    }
+    unsigned upto = sum;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const unsigned o = __shfl_up_sync(0xffffffffu, upto, d);
+        if (lane >= d) upto += o;
+    }
+    unsigned run = upto - sum;
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        t[8 * lane + q] = run;
+        run += c[q];
+    }
+}
+
+// A row of n <= warps * 32 ITEMS sorted by one CTA (blockIdx.x: the row; blockDim.x: 32 a warp):
+// each pass ranks the items, scans the digit totals, and scatters the items into shared memory
+// at their digit's start + the warps' before + the rank; the last pass's order is read from
+// there. The padding (positions from n on) carries the largest key and stays after every item.
+// Writes the first m values and 1-based positions to y and yi (rows, m). Dynamic shared memory:
+// the items (warps * 32 ITEMS), then the counts (warps x 256, 16 bits).
 template <typename T, int ITEMS, bool COMPACT>
 __device__ void tocha_sort_radix(const T *x, T *y, long long *yi, long long n, int desc, long long m)
 {
@@ -404,8 +481,6 @@ __device__ void tocha_sort_radix(const T *x, T *y, long long *yi, long long n, i
     const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
     I *s = (I *)radix_shared;
     unsigned short *counts = (unsigned short *)(s + warps * 32 * ITEMS); // [warp][digit]
-    unsigned short *mine = counts + w * 256;
-    const unsigned below_lane = (1u << lane) - 1u;
     const long long row = blockIdx.x;
     const int first = w * 32 * ITEMS + lane;
     I v[ITEMS];
@@ -415,60 +490,14 @@ __device__ void tocha_sort_radix(const T *x, T *y, long long *yi, long long n, i
         v[i] = p < n ? Item::make(x[row * n + p], (unsigned)p, desc) : Item::padding((unsigned)p);
     }
     for (int shift = 0; shift < KEY_BITS; shift += 8) {
-        for (int d = (int)threadIdx.x; d < warps * 256; d += (int)blockDim.x) counts[d] = 0;
-        __syncthreads();
         unsigned rank[ITEMS];
-#pragma unroll
-        for (int i = 0; i < ITEMS; i++) {
-            const unsigned d = (unsigned)(v[i] >> (POS_BITS + shift)) & 255u;
-            const unsigned peers = __match_any_sync(0xffffffffu, d);
-            const int leader = 31 - __clz(peers);
-            unsigned before = 0;
-            if (lane == leader) {
-                before = mine[d];
-                mine[d] = (unsigned short)(before + __popc(peers));
-            }
-            rank[i] = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & below_lane);
-            __syncwarp(); // the leader's count is seen by the next item's leader of that digit
-        }
-        __syncthreads();
-        // each digit's count: the warps' before it in the digit's slot, the digit's total in digit_base
-        for (int d = (int)threadIdx.x; d < 256; d += (int)blockDim.x) {
-            unsigned run = 0;
-            for (int q = 0; q < warps; q++) {
-                const unsigned c = counts[q * 256 + d];
-                counts[q * 256 + d] = (unsigned short)run;
-                run += c;
-            }
-            digit_base[d] = run;
-        }
-        __syncthreads();
-        if (w == 0) {
-            // the totals of the digits below each: eight digits a lane, a warp scan across
-            unsigned c[8], sum = 0;
-#pragma unroll
-            for (int q = 0; q < 8; q++) {
-                c[q] = digit_base[8 * lane + q];
-                sum += c[q];
-            }
-            unsigned upto = sum;
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                const unsigned o = __shfl_up_sync(0xffffffffu, upto, d);
-                if (lane >= d) upto += o;
-            }
-            unsigned run = upto - sum;
-#pragma unroll
-            for (int q = 0; q < 8; q++) {
-                digit_base[8 * lane + q] = run;
-                run += c[q];
-            }
-        }
+        radix_rank<I, ITEMS>(v, POS_BITS + shift, counts, rank, digit_base);
+        radix_exclusive_scan256(digit_base);
         __syncthreads();
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
-            const unsigned d = (unsigned)(v[i] >> (POS_BITS + shift)) & 255u;
-            s[digit_base[d] + mine[d] + rank[i]] = v[i];
+            const unsigned d = radix_digit(v[i], POS_BITS + shift);
+            s[digit_base[d] + counts[w * 256 + d] + rank[i]] = v[i];
         }
         __syncthreads();
         if (shift + 8 < KEY_BITS) {
@@ -480,5 +509,117 @@ __device__ void tocha_sort_radix(const T *x, T *y, long long *yi, long long n, i
         const unsigned at = sort_pos(s[q]);
         y[row * m + q] = x[row * n + at];
         yi[row * m + q] = (long long)at + 1;
+    }
+}
+
+// The order key of a value in its dtype's width (16-bit dtypes: 16 bits, u8: 8).
+__device__ __forceinline__ unsigned radix_key(float v) { return sort_key(v); }
+__device__ __forceinline__ unsigned radix_key(int v) { return sort_key(v); }
+__device__ __forceinline__ unsigned radix_key(__half v) { return sort_key16(v); }
+__device__ __forceinline__ unsigned radix_key(__nv_bfloat16 v) { return sort_key16(v); }
+__device__ __forceinline__ unsigned radix_key(unsigned char v) { return v; }
+
+// The tile's items of a row longer than a CTA, 16 warps of 8 (RADIX_TILE positions; blockIdx.x:
+// row * tiles + tile): key << 32 | position from x on the first pass, from `in` (the row's items
+// in the last pass's order) after; positions from n on are padding (every bit set).
+#define RADIX_TILE 4096
+template <typename T>
+__device__ __forceinline__ void radix_tile_items(const T *x, const unsigned long long *in, long long n, long long tiles,
+                                                 int first, int desc, unsigned long long (&v)[8], long long &row,
+                                                 long long &tile)
+{
+    const unsigned mask = sizeof(T) == 4 ? 0xffffffffu : (1u << (8 * sizeof(T))) - 1u;
+    row = blockIdx.x / tiles;
+    tile = blockIdx.x - row * tiles;
+    const long long q0 = tile * RADIX_TILE + (threadIdx.x >> 5) * 256 + (threadIdx.x & 31);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const long long q = q0 + 32 * i;
+        if (q >= n) {
+            v[i] = ~0ull;
+        } else if (first) {
+            const unsigned k = radix_key(x[row * n + q]);
+            v[i] = ((unsigned long long)((desc ? ~k : k) & mask) << 32) | (unsigned long long)q;
+        } else {
+            v[i] = in[row * n + q];
+        }
+    }
+}
+
+// Pass `shift` of a long row, first launch: each tile's count of each digit, to
+// counts[(row * tiles + tile) * 256 + digit]. 512 threads a CTA.
+template <typename T>
+__device__ void tocha_radix_count(const T *x, const long long *in_words, int *counts_words, long long n, long long tiles,
+                                  int first, int desc, int shift)
+{
+    unsigned *counts = (unsigned *)counts_words;
+    __shared__ unsigned bins[256];
+    for (int d = (int)threadIdx.x; d < 256; d += (int)blockDim.x) bins[d] = 0u;
+    __syncthreads();
+    unsigned long long v[8];
+    long long row, tile;
+    radix_tile_items<T>(x, (const unsigned long long *)in_words, n, tiles, first, desc, v, row, tile);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        if (v[i] != ~0ull) atomicAdd(&bins[radix_digit(v[i], 32 + shift)], 1u);
+    }
+    __syncthreads();
+    for (int d = (int)threadIdx.x; d < 256; d += (int)blockDim.x) counts[(row * tiles + tile) * 256 + d] = bins[d];
+}
+
+// Second launch, a CTA of 256 threads a row: each (tile, digit) count becomes that tile's first
+// place for the digit in the row: the row's items of lower digits, then the digit's items in
+// the tiles before.
+__device__ void tocha_radix_offsets(int *counts_words, long long tiles)
+{
+    unsigned *counts = (unsigned *)counts_words;
+    __shared__ unsigned total[256];
+    const int d = (int)threadIdx.x;
+    unsigned *c = counts + (long long)blockIdx.x * tiles * 256;
+    unsigned run = 0;
+    for (long long t = 0; t < tiles; t++) {
+        const unsigned k = c[t * 256 + d];
+        c[t * 256 + d] = run;
+        run += k;
+    }
+    total[d] = run;
+    __syncthreads();
+    radix_exclusive_scan256(total);
+    __syncthreads();
+    const unsigned below = total[d];
+    for (long long t = 0; t < tiles; t++) c[t * 256 + d] += below;
+}
+
+// Third launch: each tile ranks its items by the digit and writes each to its place: the tile's
+// first place for the digit + the warps' before + the rank; to `out` (the row's items in this
+// pass's order) or, on the last pass, the first m values and 1-based positions to y and yi.
+template <typename T>
+__device__ void tocha_radix_scatter(const T *x, const long long *in_words, long long *out_words, const int *offset_words,
+                                    T *y, long long *yi, long long n, long long tiles, int first, int last, int desc,
+                                    int shift, long long m)
+{
+    __shared__ unsigned short counts[16 * 256];
+    __shared__ unsigned place[256];
+    unsigned long long v[8];
+    long long row, tile;
+    radix_tile_items<T>(x, (const unsigned long long *)in_words, n, tiles, first, desc, v, row, tile);
+    const unsigned *offsets = (const unsigned *)offset_words;
+    for (int d = (int)threadIdx.x; d < 256; d += (int)blockDim.x) place[d] = offsets[(row * tiles + tile) * 256 + d];
+    unsigned rank[8];
+    radix_rank<unsigned long long, 8>(v, 32 + shift, counts, rank, (unsigned *)0);
+    const int w = (int)(threadIdx.x >> 5);
+    unsigned long long *out = (unsigned long long *)out_words;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        if (v[i] == ~0ull) continue;
+        const unsigned d = radix_digit(v[i], 32 + shift);
+        const long long at = (long long)place[d] + counts[w * 256 + d] + rank[i];
+        if (!last) {
+            out[row * n + at] = v[i];
+        } else if (at < m) {
+            const unsigned p = (unsigned)v[i];
+            y[row * m + at] = x[row * n + p];
+            yi[row * m + at] = (long long)p + 1;
+        }
     }
 }

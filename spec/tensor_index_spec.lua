@@ -171,46 +171,55 @@ describe("indexing, flips, rolls, tiles and scans", function()
       it("sorts along any dimension, stably, NaN last (first descending), rows past a CTA's chunk too", function()
         ref.rng("sort")
         -- rows sharing a CTA in the bitonic network (7, 5, 33), rows a CTA radix-sorts (9000 and
-        -- 4500: 16 items a thread; 700, 300, 1000: 8), rows of several segments through the work
-        -- buffer (5000 and 2500 of 8-byte items, 13000 of 4-byte ones, 20000 of compact ones)
+        -- 4500: 16 items a thread; 700, 300, 1000: 8), rows radix-sorted across CTAs (2 of 13000,
+        -- 20000: 4 and 5 tiles), rows of 8-byte dtypes in segments through the work buffer (5000,
+        -- 2500); then every case through the bitonic network alone (RADIX_FROM past them all): its
+        -- segments for 4-byte (9000, 13000) and compact items (4500, 20000) too
         local cases = { { { 3, 7 }, 2 }, { { 5, 4, 3 }, 1 }, { { 2, 3, 33 }, 3 }, { { 1, 5000 }, 2 }, { { 9000 }, 1 },
-          { { 4, 700 }, 2 }, { { 300, 6 }, 1 }, { { 3, 2500 }, 2 }, { { 2, 4500 }, 2 }, { { 13000 }, 1 },
+          { { 4, 700 }, 2 }, { { 300, 6 }, 1 }, { { 3, 2500 }, 2 }, { { 2, 4500 }, 2 }, { { 2, 13000 }, 2 },
           { { 20000 }, 1 }, { { 3, 1000 }, 2 } }
-        for c, case in ipairs(cases) do
-          local shape, dim = case[1], case[2]
-          local dt = ({ "f32", "bf16", "i32", "f64", "f32", "f16", "u8", "i64", "bf16", "f32", "bf16", "i32" })[c]
-          -- few distinct values, so that ties are many; NaN sprinkled into floats
-          local x = randn(shape):mul(3):round()
-          if dt == "u8" then x = x:abs() end
-          if dt:sub(1, 1) == "f" or dt == "bf16" then x = x:masked_fill(randn(shape):gt(1.6), 0 / 0) end
-          x = x:cast(dt)
-          local desc = c % 2 == 0
-          local v, i = x:sort(dim, desc)
-          assert.are.same(shape, v:size())
-          assert.are.equal("i64", i:dtype())
-          local xv = x:cast("f64"):to_table(true)
-          local gv, gi = v:cast("f64"):to_table(true), i:to_table(true)
-          -- each line along dim against the reference order
-          local lines = ref.numel(shape) / shape[dim]
-          local stride = 1
-          for k = dim + 1, #shape do stride = stride * shape[k] end
-          for l = 0, lines - 1 do
-            local outer, inner = math.floor(l / stride), l % stride
-            local function at(p) return (outer * shape[dim] + (p - 1)) * stride + inner + 1 end
-            local line = {}
-            for p = 1, shape[dim] do line[p] = xv[at(p)] end
-            local order = reference_sort(line, desc)
-            for p = 1, shape[dim] do
-              local want_v = line[order[p]]
-              local got_v = gv[at(p)]
-              if gi[at(p)] ~= order[p] or not (got_v == want_v or (got_v ~= got_v and want_v ~= want_v)) then
-                error(("sort %s of %s along %d desc %s, line %d place %d: got %s at %d, want %s at %d"):format(dt,
-                  table.concat(shape, "x"), dim, tostring(desc), l, p, tostring(got_v), gi[at(p)], tostring(want_v), order[p]))
+        local sorts = require "tocha.tensor_sort"
+        local radix_from = sorts.RADIX_FROM
+        finally(function() sorts.RADIX_FROM = radix_from end)
+        for round = 1, 2 do
+          sorts.RADIX_FROM = round == 1 and radix_from or math.huge
+          for c, case in ipairs(cases) do
+            local shape, dim = case[1], case[2]
+            local dt = ({ "f32", "bf16", "i32", "f64", "f32", "f16", "u8", "i64", "bf16", "f32", "bf16", "i32" })[c]
+            -- few distinct values, so that ties are many; NaN sprinkled into floats
+            local x = randn(shape):mul(3):round()
+            if dt == "u8" then x = x:abs() end
+            if dt:sub(1, 1) == "f" or dt == "bf16" then x = x:masked_fill(randn(shape):gt(1.6), 0 / 0) end
+            x = x:cast(dt)
+            local desc = c % 2 == 0
+            local v, i = x:sort(dim, desc)
+            assert.are.same(shape, v:size())
+            assert.are.equal("i64", i:dtype())
+            local xv = x:cast("f64"):to_table(true)
+            local gv, gi = v:cast("f64"):to_table(true), i:to_table(true)
+            -- each line along dim against the reference order
+            local lines = ref.numel(shape) / shape[dim]
+            local stride = 1
+            for k = dim + 1, #shape do stride = stride * shape[k] end
+            for l = 0, lines - 1 do
+              local outer, inner = math.floor(l / stride), l % stride
+              local function at(p) return (outer * shape[dim] + (p - 1)) * stride + inner + 1 end
+              local line = {}
+              for p = 1, shape[dim] do line[p] = xv[at(p)] end
+              local order = reference_sort(line, desc)
+              for p = 1, shape[dim] do
+                local want_v = line[order[p]]
+                local got_v = gv[at(p)]
+                if gi[at(p)] ~= order[p] or not (got_v == want_v or (got_v ~= got_v and want_v ~= want_v)) then
+                  error(("sort %s of %s along %d desc %s, line %d place %d: got %s at %d, want %s at %d"):format(dt,
+                    table.concat(shape, "x"), dim, tostring(desc), l, p, tostring(got_v), gi[at(p)], tostring(want_v), order[p]))
+                end
               end
             end
+            same(x:argsort(dim, desc), gi, "argsort")
           end
-          same(x:argsort(dim, desc), gi, "argsort")
         end
+        sorts.RADIX_FROM = radix_from
         -- the ends of each dtype, signed zeros and infinities, both ways (descending keys of the
         -- lowest values meet the padding's key: the position keeps them first)
         local ends = {
@@ -222,8 +231,9 @@ describe("indexing, flips, rolls, tiles and scans", function()
           u8 = { 0, 255, 1, 254, 0, 255, 128, 127 },
         }
         for dt, short in pairs(ends) do
-          -- the ends alone (the bitonic network) and forty times over (a radix sort)
-          for _, times in ipairs({ 1, 40 }) do
+          -- the ends alone (the bitonic network), forty times over (a CTA's radix sort) and 1300
+          -- times (a radix sort across CTAs)
+          for _, times in ipairs({ 1, 40, 1300 }) do
             local values = {}
             for r = 1, times do for q = 1, #short do values[#values + 1] = short[q] end end
             local t = tocha.tensor(values, { device = device, dtype = dt })

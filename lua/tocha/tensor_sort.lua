@@ -19,9 +19,10 @@ local M = {}
 local E = 8 -- items a thread holds in registers (kernels/sort.cu)
 local BLOCK = 256
 local TOPK_ITEMS = 64 -- the longest row topk selects in a warp: 32 a lane of these
--- Rows a CTA radix-sorts (tocha_sort_radix, dtypes up to 32 bits): longer than M.RADIX_FROM (a
--- field, for A/B runs), up to RADIX_WARPS warps of 8 items a thread (16 past 4096 elements);
--- shorter rows go to the bitonic network, several a CTA, and longer ones to its segments.
+-- Rows of dtypes up to 32 bits longer than M.RADIX_FROM (a field, for A/B runs) are radix-sorted:
+-- by one CTA up to RADIX_WARPS warps of 8 items a thread (16 past 4096 elements), across CTAs
+-- past that. Shorter rows and 64-bit dtypes go to the bitonic network (several rows a CTA when
+-- short, segments through a work buffer past one CTA).
 M.RADIX_FROM = 256
 local RADIX_WARPS = 24
 
@@ -51,14 +52,46 @@ local function sort_kernel(name, dt, items, picks, compact)
       "%s* x, i64* work, %s* y, i64* yi, i64 rows, i64 n, i64 P, i64 k, i32 first, i32 desc, i64 m" },
     tocha_sort_step = { ("%s, %s"):format(c, tostring(compact)), "i64* work, i64 rows, i64 P, i64 k, i64 j" },
     tocha_sort_radix = { ("%s, %s, %s"):format(c, items, tostring(compact)), "%s* x, %s* y, i64* yi, i64 n, i32 desc, i64 m" },
+    tocha_radix_count = { c, "%s* x, i64* work, i32* counts, i64 n, i64 tiles, i32 first, i32 desc, i32 shift" },
+    tocha_radix_offsets = { nil, "i32* counts, i64 tiles" },
+    tocha_radix_scatter = { c,
+      "%s* x, i64* work, i64* out, i32* offsets, %s* y, i64* yi, i64 n, i64 tiles, i32 first, i32 last, i32 desc, i32 shift, i64 m" },
     tocha_topk_warp = { ("%s, %s, %s"):format(c, items, picks),
       "%s* x, %s* y, i64* yi, i64 rows, i64 n, i64 m, i32 desc" },
   }
   local s = spec[name]
-  k = kernel.new { source = op.source("sort.cu"), name = name, template_args = s[1], params = s[2]:format(dt, dt),
+  k = kernel.new { source = op.source("sort.cu"), name = name, template_args = s[1], params = s[2]:format(dt, dt, dt),
     launch_bounds = name == "tocha_sort_radix" and { 32 * RADIX_WARPS } or nil }
   kernels[key] = k
   return k
+end
+
+local RADIX_TILE = 4096 -- positions a CTA of the long rows' radix sort ranks (16 warps of 8)
+
+-- The first m of each row of x (rows, n: dense, a dtype up to 32 bits) sorted into y and yi by
+-- a radix sort across CTAs (kernels/sort.cu's tocha_radix_*): a pass a byte of the order key,
+-- three launches a pass, the items waiting in two work buffers (each pass reading one and
+-- writing the other).
+local function radix_rows(x, y, yi, rows, n, m, desc, dt, dev)
+  local tiles = math.ceil(n / RADIX_TILE)
+  local passes = dtype.size(dt)
+  local work = passes > 1 and { tensor.alloc({ rows * n }, "i64", dev), tensor.alloc({ rows * n }, "i64", dev) } or nil
+  local counts = tensor.alloc({ rows * tiles * 256 }, "i32", dev)
+  local halves = work and { work[1].data, work[2].data } or { yi.data, yi.data }
+  local count = sort_kernel("tocha_radix_count", dt)
+  local offsets = sort_kernel("tocha_radix_offsets", dt)
+  local scatter = sort_kernel("tocha_radix_scatter", dt)
+  for pass = 1, passes do
+    local first, last = pass == 1 and 1 or 0, pass == passes and 1 or 0
+    local from, to = halves[pass % 2 + 1], halves[(pass - 1) % 2 + 1] -- pass 1 writes the first half
+    local shift = 8 * (pass - 1)
+    op.launch_packed(count, dev, { rows * tiles, 1, 1 }, { 512, 1, 1 }, { x.data, from, counts.data, n, tiles, first, desc, shift })
+    op.launch_packed(offsets, dev, { rows, 1, 1 }, { 256, 1, 1 }, { counts.data, tiles })
+    op.launch_packed(scatter, dev, { rows * tiles, 1, 1 }, { 512, 1, 1 },
+      { x.data, from, to, counts.data, y.data, yi.data, n, tiles, first, last, desc, shift, m })
+  end
+  counts:free()
+  if work then work[1]:free() work[2]:free() end
 end
 
 -- The first m of each row of the dense (rows, n) tensor x sorted: values (rows, m) and 1-based
@@ -87,6 +120,11 @@ local function sort_rows(x, rows, n, m, desc)
     local shared = warps * 32 * items * (compact and 4 or 8) + warps * 256 * 2
     op.launch_packed_shared(sort_kernel("tocha_sort_radix", dt, items, nil, compact), dev, { rows, 1, 1 }, { 32 * warps, 1, 1 },
       shared, { x.data, y.data, yi.data, n, d, m })
+    return y, yi
+  end
+  if n > M.RADIX_FROM and dtype.size(dt) <= 4 then
+    -- past a CTA: tiles of a radix sort across CTAs
+    radix_rows(x, y, yi, rows, n, m, d, dt, dev)
     return y, yi
   end
   local P = E
