@@ -172,12 +172,13 @@ describe("indexing, flips, rolls, tiles and scans", function()
         ref.rng("sort")
         -- rows sharing a CTA in the bitonic network (7, 5, 33), rows a CTA radix-sorts (9000 and
         -- 4500: 16 items a thread; 700, 300, 1000: 8), rows radix-sorted across CTAs (2 of 13000,
-        -- 20000: 4 and 5 tiles), rows of 8-byte dtypes in segments through the work buffer (5000,
+        -- 20000: 4 and 5 tiles; u8's single pass, 3 of 12289), the edges of each path (4097: the
+        -- first of 16 items a thread; 12288: the longest a CTA sorts), rows of 8-byte dtypes in segments through the work buffer (5000,
         -- 2500); then every case through the bitonic network alone (RADIX_FROM past them all): its
         -- segments for 4-byte (9000, 13000) and compact items (4500, 20000) too
         local cases = { { { 3, 7 }, 2 }, { { 5, 4, 3 }, 1 }, { { 2, 3, 33 }, 3 }, { { 1, 5000 }, 2 }, { { 9000 }, 1 },
           { { 4, 700 }, 2 }, { { 300, 6 }, 1 }, { { 3, 2500 }, 2 }, { { 2, 4500 }, 2 }, { { 2, 13000 }, 2 },
-          { { 20000 }, 1 }, { { 3, 1000 }, 2 } }
+          { { 20000 }, 1 }, { { 3, 1000 }, 2 }, { { 2, 4097 }, 2 }, { { 12288 }, 1 }, { { 3, 12289 }, 2 } }
         local sorts = require "tocha.tensor_sort"
         local radix_from = sorts.RADIX_FROM
         finally(function() sorts.RADIX_FROM = radix_from end)
@@ -185,7 +186,7 @@ describe("indexing, flips, rolls, tiles and scans", function()
           sorts.RADIX_FROM = round == 1 and radix_from or math.huge
           for c, case in ipairs(cases) do
             local shape, dim = case[1], case[2]
-            local dt = ({ "f32", "bf16", "i32", "f64", "f32", "f16", "u8", "i64", "bf16", "f32", "bf16", "i32" })[c]
+            local dt = ({ "f32", "bf16", "i32", "f64", "f32", "f16", "u8", "i64", "bf16", "f32", "bf16", "i32", "i32", "f16", "u8" })[c]
             -- few distinct values, so that ties are many; NaN sprinkled into floats
             local x = randn(shape):mul(3):round()
             if dt == "u8" then x = x:abs() end
@@ -231,9 +232,9 @@ describe("indexing, flips, rolls, tiles and scans", function()
           u8 = { 0, 255, 1, 254, 0, 255, 128, 127 },
         }
         for dt, short in pairs(ends) do
-          -- the ends alone (the bitonic network), forty times over (a CTA's radix sort) and 1300
-          -- times (a radix sort across CTAs)
-          for _, times in ipairs({ 1, 40, 1300 }) do
+          -- the ends alone (the bitonic network), forty times over (a CTA's radix sort) and 1600
+          -- times (a radix sort across CTAs: 12800 and more)
+          for _, times in ipairs({ 1, 40, 1600 }) do
             local values = {}
             for r = 1, times do for q = 1, #short do values[#values + 1] = short[q] end end
             local t = tocha.tensor(values, { device = device, dtype = dt })
@@ -272,10 +273,11 @@ describe("indexing, flips, rolls, tiles and scans", function()
           end
         end
         -- topk of short rows selects in a warp: many ties, NaN, every 32-bit dtype, k up to 256,
-        -- rows up to 2048 and a row count no multiple of the CTA's eight; and through the sort past those
+        -- rows up to 2048 and a row count no multiple of the CTA's eight; and through the sorts past
+        -- those (one CTA's radix sort, the radix sort across CTAs, the bitonic network for f64)
         for _, case in ipairs({ { 13, 1000, 5, "f32", true }, { 3, 2048, 256, "bf16", false }, { 9, 40, 33, "f16", true },
           { 5, 70, 69, "i32", false }, { 2, 100, 17, "u8", true }, { 2, 2100, 7, "f32", true }, { 2, 300, 9, "f64", false },
-          { 3, 600, 300, "bf16", true } }) do
+          { 3, 600, 300, "bf16", true }, { 3, 13000, 5, "i32", true }, { 2, 12500, 40, "f16", false } }) do
           local rows, n, k, dt, largest = case[1], case[2], case[3], case[4], case[5]
           local z = randn({ rows, n }):mul(3):round()
           if dt == "u8" then z = z:abs() end

@@ -61,7 +61,8 @@ local function sort_kernel(name, dt, items, picks, compact)
   }
   local s = spec[name]
   k = kernel.new { source = op.source("sort.cu"), name = name, template_args = s[1], params = s[2]:format(dt, dt, dt),
-    launch_bounds = name == "tocha_sort_radix" and { 32 * RADIX_WARPS } or nil }
+    launch_bounds = name == "tocha_sort_radix" and { 32 * RADIX_WARPS }
+      or (name == "tocha_radix_count" or name == "tocha_radix_scatter") and { 512 } or nil }
   kernels[key] = k
   return k
 end
@@ -70,20 +71,22 @@ local RADIX_TILE = 4096 -- positions a CTA of the long rows' radix sort ranks (1
 
 -- The first m of each row of x (rows, n: dense, a dtype up to 32 bits) sorted into y and yi by
 -- a radix sort across CTAs (kernels/sort.cu's tocha_radix_*): a pass a byte of the order key,
--- three launches a pass, the items waiting in two work buffers (each pass reading one and
--- writing the other).
+-- three launches a pass (512 threads a tile), the items waiting in work buffers between passes.
 local function radix_rows(x, y, yi, rows, n, m, desc, dt, dev)
   local tiles = math.ceil(n / RADIX_TILE)
   local passes = dtype.size(dt)
-  local work = passes > 1 and { tensor.alloc({ rows * n }, "i64", dev), tensor.alloc({ rows * n }, "i64", dev) } or nil
+  -- pass p writes buffer (p - 1) % 2 + 1 and reads the other; the first reads x, the last writes
+  -- y and yi: one pass needs no buffer, two need one
+  local work = {}
+  for b = 1, math.min(passes - 1, 2) do work[b] = tensor.alloc({ rows * n }, "i64", dev) end
   local counts = tensor.alloc({ rows * tiles * 256 }, "i32", dev)
-  local halves = work and { work[1].data, work[2].data } or { yi.data, yi.data }
+  local halves = { (work[1] or yi).data, (work[2] or yi).data } -- yi: a pointer never used
   local count = sort_kernel("tocha_radix_count", dt)
   local offsets = sort_kernel("tocha_radix_offsets", dt)
   local scatter = sort_kernel("tocha_radix_scatter", dt)
   for pass = 1, passes do
     local first, last = pass == 1 and 1 or 0, pass == passes and 1 or 0
-    local from, to = halves[pass % 2 + 1], halves[(pass - 1) % 2 + 1] -- pass 1 writes the first half
+    local from, to = halves[pass % 2 + 1], halves[(pass - 1) % 2 + 1]
     local shift = 8 * (pass - 1)
     op.launch_packed(count, dev, { rows * tiles, 1, 1 }, { 512, 1, 1 }, { x.data, from, counts.data, n, tiles, first, desc, shift })
     op.launch_packed(offsets, dev, { rows, 1, 1 }, { 256, 1, 1 }, { counts.data, tiles })
@@ -91,7 +94,7 @@ local function radix_rows(x, y, yi, rows, n, m, desc, dt, dev)
       { x.data, from, to, counts.data, y.data, yi.data, n, tiles, first, last, desc, shift, m })
   end
   counts:free()
-  if work then work[1]:free() work[2]:free() end
+  for _, w in ipairs(work) do w:free() end
 end
 
 -- The first m of each row of the dense (rows, n) tensor x sorted: values (rows, m) and 1-based
