@@ -116,18 +116,17 @@ local function sort_rows(x, rows, n, m, desc)
     return y, yi
   end
   local compact = dtype.size(dt) <= 2
-  if n > M.RADIX_FROM and dtype.size(dt) <= 4 and n <= 32 * RADIX_WARPS * 16 then
+  if n > M.RADIX_FROM and dtype.size(dt) <= 4 then
+    if n > 32 * RADIX_WARPS * 16 then
+      radix_rows(x, y, yi, rows, n, m, d, dt, dev) -- past a CTA: tiles of a radix sort across CTAs
+      return y, yi
+    end
     -- a row a CTA, radix-sorted (kernels/sort.cu's tocha_sort_radix)
     local items = n <= 4096 and 8 or 16
     local warps = math.ceil(n / (32 * items))
     local shared = warps * 32 * items * (compact and 4 or 8) + warps * 256 * 2
     op.launch_packed_shared(sort_kernel("tocha_sort_radix", dt, items, nil, compact), dev, { rows, 1, 1 }, { 32 * warps, 1, 1 },
       shared, { x.data, y.data, yi.data, n, d, m })
-    return y, yi
-  end
-  if n > M.RADIX_FROM and dtype.size(dt) <= 4 then
-    -- past a CTA: tiles of a radix sort across CTAs
-    radix_rows(x, y, yi, rows, n, m, d, dt, dev)
     return y, yi
   end
   local P = E
