@@ -425,6 +425,18 @@ describe("tensor math", function()
         local want = tocha.tensor({ (1 + 2 ^ -7) ^ 120 }, { dtype = "f64" }):cast("bf16"):cast("f64"):item()
         assert.are.same({ want, want }, ones:prod({ 1, 3 }):cast("f64"):to_table())
         assert.are.equal(2.546875, want)
+        -- the same, large enough that the second run reads the first's f32 results through split
+        -- passes (a team columns pass, then one over its partials) and stores bf16 at the end
+        local big_shape = { 4096, 2, 16 }
+        local big = randn(big_shape, "bf16", { positive = true })
+        local bv = big:to_table(true)
+        for mode, f in pairs({ sum = MODES.sum, mean = MODES.mean, amax = MODES.amax }) do
+          local got = big[mode](big, { 1, 3 })
+          assert.are.equal("bf16", got:dtype())
+          assert.are.same({ 2 }, got:size())
+          check(got, (reduce_ref(bv, big_shape, { 1, 3 }, f[1], f[2], f[3])), mode == "amax" and 0 or 1,
+            mode .. " bf16 over dimensions 1 and 3 of 4096x2x16")
+        end
         local x = randn({ 2, 3, 4 })
         assert.are.same({ 1 }, x:sum():size())
         assert.are.same({ 2, 4 }, x:sum(2):size())

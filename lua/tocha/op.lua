@@ -326,6 +326,15 @@ function M.check_aliasing(outputs, inputs)
   check(C.tocha_tensor_check_aliasing(outs, out_names, #outputs, ins, in_names, #inputs))
 end
 
+-- Launches k on dev's current stream with `shared` bytes of dynamic shared memory: the checks and
+-- the packing both launch forms share.
+local function launch_with_shared(k, dev, grid, block, shared, args)
+  if getmetatable(k) ~= kernel.Kernel then raise("kernel: expected a tocha kernel (op.kernel), got " .. type(k)) end
+  local list = plan.arg_list(args)
+  local g, b = plan.dims(grid, "grid"), plan.dims(block, "block")
+  check(C.tocha_kernel_launch_packed_shared(k.handle, device.get(dev).handle, g, b, shared, list))
+end
+
 -- Launches the tocha kernel k on dev (a device name, object or handle) with the arguments an
 -- op packed (numbers, and addresses as uint64_t cdata: tocha.plan.arg_list's rules), on the
 -- stream opts names ({stream = s}) or the current one: the launch a model's plan makes, once.
@@ -335,20 +344,14 @@ function M.launch_packed(k, dev, grid, block, args, opts)
     s:use(M.launch_packed, k, dev, grid, block, args)
     return
   end
-  if getmetatable(k) ~= kernel.Kernel then raise("kernel: expected a tocha kernel (op.kernel), got " .. type(k)) end
-  local list = plan.arg_list(args)
-  local g, b = plan.dims(grid, "grid"), plan.dims(block, "block")
-  check(C.tocha_kernel_launch_packed_shared(k.handle, device.get(dev).handle, g, b, k.shared or 0, list))
+  launch_with_shared(k, dev, grid, block, getmetatable(k) == kernel.Kernel and k.shared or 0, args)
 end
 errors.name(M.launch_packed, "launch_packed")
 
 -- launch_packed with `shared` bytes of dynamic shared memory in place of the kernel's own, on the
 -- current stream: for kernels whose shared memory follows the launch's size.
 function M.launch_packed_shared(k, dev, grid, block, shared, args)
-  if getmetatable(k) ~= kernel.Kernel then raise("kernel: expected a tocha kernel (op.kernel), got " .. type(k)) end
-  local list = plan.arg_list(args)
-  local g, b = plan.dims(grid, "grid"), plan.dims(block, "block")
-  check(C.tocha_kernel_launch_packed_shared(k.handle, device.get(dev).handle, g, b, kernel.shared_bytes(shared, "shared"), list))
+  launch_with_shared(k, dev, grid, block, kernel.shared_bytes(shared, "shared"), args)
 end
 errors.name(M.launch_packed_shared, "launch_packed_shared")
 

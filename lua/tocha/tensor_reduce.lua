@@ -97,27 +97,30 @@ local function reduce_op(mode, dt)
   return r
 end
 
--- x (dense, a float dtype) reduced by `mode` over dimensions a..b, kept as size 1. map (optional,
--- a reduction.mapped name whose plain mode `mode` is): the first pass reduces that function of
--- each element. With map or to_acc, the result is in the accumulator's dtype (f32 for halves,
--- f64 for f64) rather than x's.
-local function reduce_run(x, mode, a, b, map, to_acc)
+-- x (dense) reduced by `mode` over dimensions a..b, kept as size 1, by the kernels of the float
+-- dtype dt. x holds dt, or dt's accumulator (f32 for halves: the result of an earlier run, which
+-- the first pass reads as partials); the result holds the accumulator where y_acc is true, else
+-- dt, so that halves reduced over several runs round once, in the last run's store. map
+-- (optional, a reduction.mapped name whose plain mode `mode` is): the first pass reduces that
+-- function of each element.
+local function reduce_run(x, mode, a, b, dt, y_acc, map)
   local d = sizes_of(x)
   local outer, n, inner = product(d, 1, a - 1), product(d, a, b), product(d, b + 1, #d)
   local out = {}
   for i = 1, #d do out[i] = (i >= a and i <= b) and 1 or d[i] end
-  local dt = dtype.name(x.elem_type)
+  local acc_dt = dt == "f64" and "f64" or "f32"
+  local x_acc = dtype.name(x.elem_type) ~= dt
   local r = reduce_op(mode, dt)
   local dev = device.wrap(x.dev)
-  local acc = (map or to_acc) and true or false
-  local y = tensor.alloc(out, acc and (dt == "f64" and "f64" or "f32") or dt, dev)
-  local passes = reduction.plan(outer, n, inner, r.block_size, dt, true)
+  local y = tensor.alloc(out, y_acc and acc_dt or dt, dev)
+  local passes = reduction.plan(outer, n, inner, r.block_size, x_acc and acc_dt or dt, true)
+  passes[1].acc = x_acc or nil
   local first = map and reduction.mapped(map, dt)
   local divisor = mode == "mean" and n or 1
   reduction.run_launches(function(i) return reduction.pass_kernel(i == 1 and first or r, passes[i]) end, dev,
     r.block_size, #passes, reduction.partial_bytes(passes, dt),
     function(i) return reduction.pass_grid(passes[i], r.block_size, dt) end,
-    function(i, ws) return reduction.pass_args(passes, i, x.data, y.data, ws, divisor, acc and 1 or 0) end)
+    function(i, ws) return reduction.pass_args(passes, i, x.data, y.data, ws, divisor, y_acc and 1 or 0) end)
   return y
 end
 
@@ -186,10 +189,13 @@ local function reduce(x, mode, dims, keepdim, what, map)
     local r = empty_result(x, d, list, keepdim, result_dt, EMPTY_VALUE[mode] or 0)
     return r
   end
-  -- halves reduced over several runs keep the runs between in f32 and round once at the end
+  -- runs between others keep their results in the accumulator (f32 for halves), which the next
+  -- run reads; a mapped reduction's result stays there too
   local runs = runs_of(list)
-  local to_acc = #runs > 1 and (dt == "f16" or dt == "bf16")
-  for i, run in ipairs(runs) do work = reduce_run(work, mode, run[1], run[2], i == 1 and map or nil, to_acc) end
+  local kernel_dt = dtype.name(work.elem_type)
+  for i, run in ipairs(runs) do
+    work = reduce_run(work, mode, run[1], run[2], kernel_dt, map ~= nil or i < #runs, i == 1 and map or nil)
+  end
   if not map and result_dt ~= dtype.name(work.elem_type) then work = work:cast(result_dt) end
   return work:view(reduced_shape(d, list, keepdim))
 end

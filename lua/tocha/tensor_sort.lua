@@ -82,7 +82,7 @@ local function radix_rows(x, y, yi, rows, n, m, desc, dt, dev)
   local counts = tensor.alloc({ rows * tiles * 256 }, "i32", dev)
   local halves = { (work[1] or yi).data, (work[2] or yi).data } -- yi: a pointer never used
   local count = sort_kernel("tocha_radix_count", dt)
-  local offsets = sort_kernel("tocha_radix_offsets", dt)
+  local offsets = sort_kernel("tocha_radix_offsets", "i32") -- not a template: one kernel for every dtype
   local scatter = sort_kernel("tocha_radix_scatter", dt)
   for pass = 1, passes do
     local first, last = pass == 1 and 1 or 0, pass == passes and 1 or 0

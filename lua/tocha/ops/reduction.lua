@@ -289,12 +289,13 @@ function M.args(p, src, src_acc, dst, dst_acc, copy, divisor)
 end
 
 -- Pass i of a reduction's passes from x to y through the workspace ws. y_acc (optional, 0 or 1):
--- 1 when y holds the accumulator's type (a mapped reduction's result) rather than the dtype.
+-- 1 when y holds the accumulator's type (a mapped reduction's result) rather than the dtype. x
+-- holds the accumulator's type where the first pass is marked acc.
 function M.pass_args(passes, i, x, y, ws, divisor, y_acc)
   local last = i == #passes
   y_acc = y_acc or 0
   if i == 1 then
-    return M.args(passes[1], x, 0, last and y or ws, last and y_acc or 1, 0, last and divisor or 1)
+    return M.args(passes[1], x, passes[1].acc and 1 or 0, last and y or ws, last and y_acc or 1, 0, last and divisor or 1)
   end
   return M.args(passes[2], ws, 1, y, y_acc, 0, divisor)
 end
