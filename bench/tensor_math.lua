@@ -82,6 +82,12 @@ local CASES = {
     function(nx, _, no) return 2 * nx + no end },
   { "sort 32000", { 64, 32000 }, false, function(x) local _, i = x:sort(2) return i end, "x.sort(1)",
     function(nx, _, no) return 2 * nx + no end },
+  -- one long row (a flattened tensor's sort, a median): the radix sort across CTAs, every tile of
+  -- the row in one offsets CTA
+  { "sort 2^20 one row", { 1, 1048576 }, false, function(x) local _, i = x:sort(2) return i end, "x.sort(1)",
+    function(nx, _, no) return 2 * nx + no end },
+  { "sort 2^24 one row", { 1, 16777216 }, false, function(x) local _, i = x:sort(2) return i end, "x.sort(1)",
+    function(nx, _, no) return 2 * nx + no end },
   { "topk 300 of 8400", { 16, 8400 }, false, function(x) local _, i = x:topk(math.min(300, x:size(2)), 2) return i end, "x.topk(300, 1)",
     function(nx, _, no) return nx + 2 * no end },
   { "topk 5 of 1000", { 8192, 1000 }, false, function(x) local _, i = x:topk(5, 2) return i end, "x.topk(5, 1)",

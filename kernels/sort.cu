@@ -287,6 +287,28 @@ __device__ void tocha_sort_step(long long *work_words, long long rows, long long
     }
 }
 
+// A warp's view of 256 digit counts t (shared memory): lane l reads digits 8l to 8l + 7 into
+// c and returns the counts of the digits below 8l (an exclusive scan across the lanes); *upto
+// gets the counts up to and with 8l + 7.
+__device__ __forceinline__ unsigned radix_lane_digits(const unsigned *t, unsigned (&c)[8], unsigned *upto)
+{
+    const int lane = (int)(threadIdx.x & 31);
+    unsigned sum = 0;
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        c[q] = t[8 * lane + q];
+        sum += c[q];
+    }
+    unsigned run = sum;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const unsigned o = __shfl_up_sync(0xffffffffu, run, d);
+        if (lane >= d) run += o;
+    }
+    *upto = run;
+    return run - sum;
+}
+
 // The first m items of each row in the sort's order, for rows of up to 32 ITEMS of dtypes up to
 // 32 bits and m up to 32 E (topk): a warp a row, eight rows a CTA of 256 threads. A radix
 // select over the row's 32-bit order keys, a byte a pass from the top, finds the m-th key; the
@@ -319,19 +341,8 @@ __device__ void tocha_topk_warp(const T *x, T *y, long long *yi, long long rows,
         }
         __syncwarp();
         // this lane's eight digits, and the items under the digits of the lanes before
-        unsigned c[8], sum = 0;
-#pragma unroll
-        for (int q = 0; q < 8; q++) {
-            c[q] = counts[w][8 * lane + q];
-            sum += c[q];
-        }
-        unsigned upto = sum;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const unsigned o = __shfl_up_sync(0xffffffffu, upto, d);
-            if (lane >= d) upto += o;
-        }
-        const unsigned before = upto - sum;
+        unsigned c[8], upto;
+        const unsigned before = radix_lane_digits(counts[w], c, &upto);
         const int owner = __ffs(__ballot_sync(0xffffffffu, before < need && need <= upto)) - 1;
         unsigned digit = 0, skipped = before;
         if (lane == owner) {
@@ -442,19 +453,8 @@ __device__ __forceinline__ void radix_exclusive_scan256(unsigned *t)
 {
     if (threadIdx.x >= 32) return;
     const int lane = (int)threadIdx.x;
-    unsigned c[8], sum = 0;
-#pragma unroll
-    for (int q = 0; q < 8; q++) {
-        c[q] = t[8 * lane + q];
-        sum += c[q];
-    }
-    unsigned upto = sum;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-        const unsigned o = __shfl_up_sync(0xffffffffu, upto, d);
-        if (lane >= d) upto += o;
-    }
-    unsigned run = upto - sum;
+    unsigned c[8], upto;
+    unsigned run = radix_lane_digits(t, c, &upto);
 #pragma unroll
     for (int q = 0; q < 8; q++) {
         t[8 * lane + q] = run;
@@ -567,27 +567,57 @@ __device__ void tocha_radix_count(const T *x, const long long *in_words, int *co
     for (int d = (int)threadIdx.x; d < 256; d += (int)blockDim.x) counts[(row * tiles + tile) * 256 + d] = bins[d];
 }
 
-// Second launch, a CTA of 256 threads a row: each (tile, digit) count becomes that tile's first
+// Second launch, a CTA of 1024 threads a row: each (tile, digit) count becomes that tile's first
 // place for the digit in the row: the row's items of lower digits, then the digit's items in
-// the tiles before.
+// the tiles before. Thread (s, d) takes digit d of slice s of the tiles (RADIX_SLICES of them):
+// it sums its counts, the slices' sums are scanned per digit and the digits' totals across
+// digits, and a second sweep writes the places. Each sweep reads RADIX_SWEEP tiles' counts before
+// using any, so that a row of many tiles waits on a latency each RADIX_SWEEP x RADIX_SLICES tiles.
+#define RADIX_SLICES 4
+#define RADIX_SWEEP 8
 __device__ void tocha_radix_offsets(int *counts_words, long long tiles)
 {
     unsigned *counts = (unsigned *)counts_words;
+    __shared__ unsigned part[RADIX_SLICES][256]; // a slice's items of each digit, then its first place
     __shared__ unsigned total[256];
-    const int d = (int)threadIdx.x;
+    if (blockDim.x != 256 * RADIX_SLICES) __trap();
+    const int d = (int)(threadIdx.x & 255), s = (int)(threadIdx.x >> 8);
     unsigned *c = counts + (long long)blockIdx.x * tiles * 256;
-    unsigned run = 0;
-    for (long long t = 0; t < tiles; t++) {
-        const unsigned k = c[t * 256 + d];
-        c[t * 256 + d] = run;
-        run += k;
+    const long long per = (tiles + RADIX_SLICES - 1) / RADIX_SLICES;
+    const long long lo = s * per < tiles ? s * per : tiles, hi = lo + per < tiles ? lo + per : tiles;
+    unsigned sum = 0;
+    for (long long t = lo; t < hi; t += RADIX_SWEEP) {
+        unsigned k[RADIX_SWEEP];
+#pragma unroll
+        for (int j = 0; j < RADIX_SWEEP; j++) k[j] = t + j < hi ? c[(t + j) * 256 + d] : 0u;
+#pragma unroll
+        for (int j = 0; j < RADIX_SWEEP; j++) sum += k[j];
     }
-    total[d] = run;
+    part[s][d] = sum;
+    __syncthreads();
+    if (s == 0) {
+        unsigned run = 0;
+        for (int q = 0; q < RADIX_SLICES; q++) {
+            const unsigned v = part[q][d];
+            part[q][d] = run;
+            run += v;
+        }
+        total[d] = run;
+    }
     __syncthreads();
     radix_exclusive_scan256(total);
     __syncthreads();
-    const unsigned below = total[d];
-    for (long long t = 0; t < tiles; t++) c[t * 256 + d] += below;
+    unsigned run = total[d] + part[s][d];
+    for (long long t = lo; t < hi; t += RADIX_SWEEP) {
+        unsigned k[RADIX_SWEEP];
+#pragma unroll
+        for (int j = 0; j < RADIX_SWEEP; j++) k[j] = t + j < hi ? c[(t + j) * 256 + d] : 0u;
+#pragma unroll
+        for (int j = 0; j < RADIX_SWEEP; j++) {
+            if (t + j < hi) c[(t + j) * 256 + d] = run;
+            run += k[j];
+        }
+    }
 }
 
 // Third launch: each tile ranks its items by the digit and writes each to its place: the tile's

@@ -39,6 +39,9 @@ end
 local function is_tensor(x) return ffi.istype("tocha_tensor", x) end
 
 local kernels = {}
+-- tocha_radix_offsets's CTA: a thread a (slice of a row's tiles, digit), kernels/sort.cu's
+-- RADIX_SLICES x 256
+local RADIX_OFFSET_THREADS = 1024
 -- items, picks: tocha_topk_warp's keys a lane and sorted picks a lane (powers of two); items:
 -- tocha_sort_radix's items a thread
 -- compact: 32-bit items (16- and 8-bit dtypes, rows up to 2^16 padded)
@@ -62,7 +65,8 @@ local function sort_kernel(name, dt, items, picks, compact)
   local s = spec[name]
   k = kernel.new { source = op.source("sort.cu"), name = name, template_args = s[1], params = s[2]:format(dt, dt, dt),
     launch_bounds = name == "tocha_sort_radix" and { 32 * RADIX_WARPS }
-      or (name == "tocha_radix_count" or name == "tocha_radix_scatter") and { 512 } or nil }
+      or (name == "tocha_radix_count" or name == "tocha_radix_scatter") and { 512 }
+      or name == "tocha_radix_offsets" and { RADIX_OFFSET_THREADS } or nil }
   kernels[key] = k
   return k
 end
@@ -89,7 +93,7 @@ local function radix_rows(x, y, yi, rows, n, m, desc, dt, dev)
     local from, to = halves[pass % 2 + 1], halves[(pass - 1) % 2 + 1]
     local shift = 8 * (pass - 1)
     op.launch_packed(count, dev, { rows * tiles, 1, 1 }, { 512, 1, 1 }, { x.data, from, counts.data, n, tiles, first, desc, shift })
-    op.launch_packed(offsets, dev, { rows, 1, 1 }, { 256, 1, 1 }, { counts.data, tiles })
+    op.launch_packed(offsets, dev, { rows, 1, 1 }, { RADIX_OFFSET_THREADS, 1, 1 }, { counts.data, tiles })
     op.launch_packed(scatter, dev, { rows * tiles, 1, 1 }, { 512, 1, 1 },
       { x.data, from, to, counts.data, y.data, yi.data, n, tiles, first, last, desc, shift, m })
   end
