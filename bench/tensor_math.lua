@@ -67,6 +67,9 @@ local CASES = {
   { "roll H", BIG, false, function(x) return x:roll(5, 3) end, "x.roll(5, 2)", io },
   { "cumsum rows", ROWS, false, function(x) return x:cumsum(2) end, "x.cumsum(1)", io },
   { "cumsum columns", ROWS, false, function(x) return x:cumsum(1) end, "x.cumsum(0)", io },
+  -- long rows, few of them (top-p sampling over a vocabulary; a flattened tensor): in chunks
+  { "cumsum 32 rows of 50257", { 32, 50257 }, false, function(x) return x:cumsum(2) end, "x.cumsum(1)", io },
+  { "cumsum one row 2^24", { 1, 16777216 }, false, function(x) return x:cumsum(2) end, "x.cumsum(1)", io },
   { "logsumexp(2)", ROWS, false, function(x) return x:logsumexp(2) end, "x.logsumexp(1)", io },
   { "norm(2)", ROWS, false, function(x) return x:norm(2, 2) end, "x.norm(2, 1)", io },
   -- sorts: the indices are the result timed (i64); the values are written too

@@ -366,6 +366,61 @@ describe("indexing, flips, rolls, tiles and scans", function()
             end
           end
         end
+        -- rows along the last dimension longer than a chunk (4096), too few for a warp each: the
+        -- chunks' totals, their carries, each chunk from its carry; exclusive and from the end too
+        local scans = require "tocha.tensor_reduce"
+        for c, case in ipairs({ { { 2, 9000 }, "f32" }, { { 20000 }, "f64" }, { { 2, 8192 }, "bf16" },
+          { { 12289 }, "i32" }, { { 4097 }, "u8" } }) do
+          local shape, dt = case[1], case[2]
+          for _, prod in ipairs({ false, true }) do
+            local x
+            if dt == "i32" or dt == "u8" then
+              local r = randn(shape):mul(prod and 0.6 or 3e5):round()
+              x = (dt == "u8" and r:abs():clamp(0, 255) or r):cast(dt)
+            else
+              x = prod and tocha.rand(shape, { dtype = dt, device = device, seed = seed, low = 0.999, high = 1.001 })
+                or randn(shape, dt)
+              seed = seed + 1
+            end
+            local n, rows = shape[#shape], ref.numel(shape) / shape[#shape]
+            local out_dt = (dt == "i32" or dt == "u8") and "i64" or dt
+            local xv = x:cast("f64"):to_table(true)
+            for variant = 1, 3 do -- inclusive (x:cumsum), exclusive, exclusive from the end
+              local exclusive, reverse = variant > 1, variant == 3
+              local y
+              if variant == 1 then
+                y = prod and x:cumprod(#shape) or x:cumsum(#shape)
+              else
+                y = tocha.empty(shape, { dtype = out_dt, device = device })
+                scans.scan_launch(x, y, rows, n, 1, dt, out_dt, prod, exclusive, reverse, require("tocha.device").wrap(x.dev))
+              end
+              local g = y:cast("f64"):to_table(true)
+              local tol = ({ f64 = 1e-12, f32 = 1e-5, bf16 = 2 ^ -7, i64 = 0 })[out_dt]
+              for r = 0, rows - 1 do
+                local acc = prod and 1 or 0
+                for s = 1, n do
+                  local p = reverse and n + 1 - s or s
+                  local e = r * n + p
+                  local before = acc
+                  acc = prod and acc * xv[e] or acc + xv[e]
+                  local want = exclusive and before or acc
+                  local scale = prod and math.abs(want) * (1 + s * 2 ^ -8) or 1 + math.sqrt(s) * 4
+                  local err = math.abs(g[e] - ref.convert(want, out_dt))
+                  if err > tol * math.max(1, scale) + (out_dt == "bf16" and math.abs(want) * 2 ^ -8 or 0) then
+                    error(("long %s %s %s of %s row %d step %d: got %.10g, want %.10g"):format(prod and "cumprod" or "cumsum",
+                      ({ "inclusive", "exclusive", "exclusive reverse" })[variant], dt, table.concat(shape, "x"), r, s, g[e], want))
+                  end
+                end
+              end
+            end
+          end
+        end
+        -- an i64 row past a chunk wraps across chunks: k 2^62 is 2^62, -2^63, -2^62, 0, ...
+        local wraps = tocha.full({ 9000 }, 2 ^ 62, { dtype = "i64", device = device }):cumsum(1):to_table()
+        for k = 1, 9000 do
+          local want = ({ 2 ^ 62, -2 ^ 63, -2 ^ 62, 0 })[(k - 1) % 4 + 1]
+          if wraps[k] ~= want then error(("i64 wrap [%d]: got %s, want %s"):format(k, tostring(wraps[k]), tostring(want))) end
+        end
         -- integer sums are exact past 2^53 and wrap as i64 does
         local big = tocha.tensor({ 2 ^ 62, 2 ^ 62, 1 }, { dtype = "i64", device = device }):cumsum(1)
         assert.are.equal(-2 ^ 63, big:to_table()[2])

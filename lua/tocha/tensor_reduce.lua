@@ -437,6 +437,70 @@ end
 M.scan_grid = scan_grid
 M.SCAN_BLOCK = ARG_BLOCK
 
+-- The accumulator of a scan reading dt, as a tensor dtype of its size: f64 for f64, the 64-bit
+-- unsigned sums of integers as i64 (the same bits), f32 otherwise.
+local function scan_acc_dtype(dt)
+  if dt == "f64" then return "f64" end
+  return dtype.is_integer(dt) and "i64" or "f32"
+end
+
+local long_scan_kernels = {}
+-- kernels/scan.cu's long-row kernels: "totals" (x of dt into its chunks' totals) or "chunks"
+-- (each chunk from its carry, into out_dt). Cached.
+local function long_scan_kernel(which, dt, out_dt, prod, exclusive, reverse)
+  local key = table.concat({ which, dt, out_dt, prod and 1 or 0, exclusive and 1 or 0, reverse and 1 or 0 }, "|")
+  local k = long_scan_kernels[key]
+  if not k then
+    local acc = dt == "f64" and "double" or (dtype.is_integer(dt) and "unsigned long long" or "float")
+    local p, e, r = prod and 1 or 0, exclusive and 1 or 0, reverse and 1 or 0
+    if which == "totals" then
+      k = kernel.new { source = op.source("scan.cu"), name = "tocha_scan_totals",
+        template_args = ("%s, %s, %d, %d"):format(dtype.ctype(dt), acc, p, r),
+        params = ("%s* x, u8* totals, i64 n, i64 chunks"):format(dt) }
+    else
+      k = kernel.new { source = op.source("scan.cu"), name = "tocha_scan_chunks",
+        template_args = ("%s, %s, %s, %d, %d, %d"):format(dtype.ctype(dt), dtype.ctype(out_dt), acc, p, e, r),
+        params = ("%s* x, %s* y, u8* carries, i64 n, i64 chunks"):format(dt, out_dt) }
+    end
+    long_scan_kernels[key] = k
+  end
+  return k
+end
+
+-- kernels/scan.cu's chunk of a long row (SCAN_CHUNK) and its CTA (SCAN_THREADS).
+local SCAN_CHUNK, SCAN_THREADS = 4096, 256
+-- Rows along the last dimension fewer than this (an H200's warps in flight, 132 SMs x 64) and
+-- longer than a chunk run in chunks: a warp a row would leave the device idle and walk the row
+-- 32 steps at a time.
+local LONG_SCAN_ROWS = 8448
+
+-- y (out_dt) = the running sum (product where prod) of the dense x (dt) viewed as (outer, n,
+-- inner) along n, exclusive and from the end as asked, on dev: a warp a row or a thread a column
+-- (one launch); rows along the last dimension too few to fill the device and longer than a
+-- chunk in chunks (three launches: the chunks' totals, their carries, the chunks).
+local function scan_launch(x, y, outer, n, inner, dt, out_dt, prod, exclusive, reverse, dev)
+  if inner ~= 1 or n <= SCAN_CHUNK or outer >= LONG_SCAN_ROWS then
+    op.launch_packed(scan_kernel(dt, out_dt, prod, exclusive, reverse), dev, scan_grid(outer, inner),
+      { ARG_BLOCK, 1, 1 }, { x.data, y.data, outer, n, inner })
+    return
+  end
+  local chunks = math.ceil(n / SCAN_CHUNK)
+  local acc_dt = scan_acc_dtype(dt)
+  local totals = tensor.alloc({ outer * chunks }, acc_dt, dev)
+  local carries = tensor.alloc({ outer * chunks }, acc_dt, dev)
+  local grid, block = { outer * chunks, 1, 1 }, { SCAN_THREADS, 1, 1 }
+  op.launch_packed(long_scan_kernel("totals", dt, out_dt, prod, exclusive, reverse), dev, grid, block,
+    { x.data, totals.data, n, chunks })
+  op.launch_packed(scan_kernel(acc_dt, acc_dt, prod, true, false), dev, scan_grid(outer, 1), { ARG_BLOCK, 1, 1 },
+    { totals.data, carries.data, outer, chunks, 1 })
+  op.launch_packed(long_scan_kernel("chunks", dt, out_dt, prod, exclusive, reverse), dev, grid, block,
+    { x.data, y.data, carries.data, n, chunks })
+  totals:free()
+  carries:free()
+end
+
+M.scan_launch = scan_launch
+
 -- x:cumsum(dim), x:cumprod(dim): the inclusive running sum / product along dim, x's shape;
 -- integer tensors give i64 (wrapping as i64 does), as PyTorch's; halves accumulate in f32.
 local function scan(x, dim, prod, what)
@@ -452,8 +516,7 @@ local function scan(x, dim, prod, what)
   if x.count == 0 then return y end
   local outer, n, inner = product(d, 1, k - 1), d[k], product(d, k + 1, #d)
   local work = x:contiguous()
-  op.launch_packed(scan_kernel(dt, out_dt, prod), device.wrap(x.dev), scan_grid(outer, inner),
-    { ARG_BLOCK, 1, 1 }, { work.data, y.data, outer, n, inner })
+  scan_launch(work, y, outer, n, inner, dt, out_dt, prod, false, false, device.wrap(x.dev))
   return y
 end
 
