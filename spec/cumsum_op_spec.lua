@@ -69,6 +69,45 @@ describe("tocha.CumSum", function()
         end
       end)
 
+      it("takes long rows along the last dimension in chunks, as x:cumsum does, in a model too", function()
+        local rng = ref.rng("cumsum_op_long")
+        local shape = { 2, 9000 } -- two rows of three chunks (4096), the last short
+        for c, flags in ipairs({ { false, false }, { true, false }, { false, true }, { true, true } }) do
+          local dt = c % 2 == 0 and "bf16" or "f32"
+          local op = tocha.CumSum.new(-1, { exclusive = flags[1], reverse = flags[2], dtype = dt })
+          assert.is_true(op:workspace_bytes({ shape }) > 0)
+          local x = tocha.randn(shape, { dtype = dt, device = device, seed = rng.seed + c })
+          local dy = tocha.randn(shape, { dtype = dt, device = device, seed = rng.seed + 100 + c })
+          local y = op:forward(x, tocha.full(shape, 0 / 0, { dtype = dt, device = device }))
+          local dx = op:backward(x, dy, tocha.full(shape, 0 / 0, { dtype = dt, device = device }))
+          -- running sums in f64, a row at a time: y along the op's direction, dx along the other
+          local function sums(v, exclusive, reverse)
+            local out, mag = {}, {}
+            for r = 0, shape[1] - 1 do
+              local s, a = 0, 0
+              for k = 1, shape[2] do
+                local e = r * shape[2] + (reverse and shape[2] + 1 - k or k)
+                if exclusive then out[e], mag[e] = s, a + 1e-300 end
+                s, a = s + v[e], a + math.abs(v[e])
+                if not exclusive then out[e], mag[e] = s, a end
+              end
+            end
+            return { out, mag }
+          end
+          local label = ("%s long rows exclusive %s reverse %s"):format(dt, tostring(flags[1]), tostring(flags[2]))
+          ref.compare_terms(y, sums(ref.values(x), flags[1], flags[2]), TOL[dt], label .. " y")
+          ref.compare_terms(dx, sums(ref.values(dy), flags[1], not flags[2]), TOL[dt], label .. " dx")
+          if not flags[1] and not flags[2] then
+            assert.is_true(tocha.allclose(y, x:cumsum(2), 0, 0), "the op's bits are x:cumsum's")
+          end
+          local input = tocha.Model.input({ -1, 9000 }, { dtype = dt })
+          local m = tocha.Model({ input }, { op(input) }):load(2, device)
+          local out, cache = m:forward_train({ x })
+          assert.is_true(tocha.allclose(out[1], y, 0, 0), label .. ": the model's forward")
+          assert.is_true(tocha.allclose(m:backward({ dy }, cache)[1], dx, 0, 0), label .. ": the model's backward")
+        end
+      end)
+
       it("runs in a model as in direct calls, backward included", function()
         local input = tocha.Model.input({ -1, 3, 40 })
         local c = tocha.CumSum.new(3, { reverse = true })

@@ -467,36 +467,52 @@ local function long_scan_kernel(which, dt, out_dt, prod, exclusive, reverse)
   return k
 end
 
--- kernels/scan.cu's chunk of a long row (SCAN_CHUNK) and its CTA (SCAN_THREADS).
+-- kernels/scan.cu's chunk of a long row (SCAN_CHUNK) and its CTA (SCAN_THREADS: every scan
+-- launch's, so that an op's launches share one block).
 local SCAN_CHUNK, SCAN_THREADS = 4096, 256
+assert(SCAN_THREADS == ARG_BLOCK)
 -- Rows along the last dimension fewer than this (an H200's warps in flight, 132 SMs x 64) and
 -- longer than a chunk run in chunks: a warp a row would leave the device idle and walk the row
 -- 32 steps at a time.
 local LONG_SCAN_ROWS = 8448
 
--- y (out_dt) = the running sum (product where prod) of the dense x (dt) viewed as (outer, n,
--- inner) along n, exclusive and from the end as asked, on dev: a warp a row or a thread a column
--- (one launch); rows along the last dimension too few to fill the device and longer than a
--- chunk in chunks (three launches: the chunks' totals, their carries, the chunks).
-local function scan_launch(x, y, outer, n, inner, dt, out_dt, prod, exclusive, reverse, dev)
+-- The launches of a scan over the dense (outer, n, inner) along n, reading dt and writing out_dt
+-- (a running product where prod; exclusive and from the end as asked): {launches, bytes}, each
+-- launch {kernel, grid, args = function(x, y, ws) -> its arguments} on CTAs of M.SCAN_BLOCK, ws a
+-- workspace of `bytes`. One launch, a warp a row or a thread a column; rows along the last
+-- dimension too few to fill the device and longer than a chunk in chunks: three launches (the
+-- chunks' totals, then their carries, in the workspace; then the chunks). The shape alone
+-- decides, so x:cumsum and tocha.CumSum give the same bits.
+local function scan_plan(outer, n, inner, dt, out_dt, prod, exclusive, reverse)
+  modules()
   if inner ~= 1 or n <= SCAN_CHUNK or outer >= LONG_SCAN_ROWS then
-    op.launch_packed(scan_kernel(dt, out_dt, prod, exclusive, reverse), dev, scan_grid(outer, inner),
-      { ARG_BLOCK, 1, 1 }, { x.data, y.data, outer, n, inner })
-    return
+    return { bytes = 0, launches = { { kernel = scan_kernel(dt, out_dt, prod, exclusive, reverse),
+      grid = scan_grid(outer, inner), args = function(x, y) return { x, y, outer, n, inner } end } } }
   end
   local chunks = math.ceil(n / SCAN_CHUNK)
   local acc_dt = scan_acc_dtype(dt)
-  local totals = tensor.alloc({ outer * chunks }, acc_dt, dev)
-  local carries = tensor.alloc({ outer * chunks }, acc_dt, dev)
-  local grid, block = { outer * chunks, 1, 1 }, { SCAN_THREADS, 1, 1 }
-  op.launch_packed(long_scan_kernel("totals", dt, out_dt, prod, exclusive, reverse), dev, grid, block,
-    { x.data, totals.data, n, chunks })
-  op.launch_packed(scan_kernel(acc_dt, acc_dt, prod, true, false), dev, scan_grid(outer, 1), { ARG_BLOCK, 1, 1 },
-    { totals.data, carries.data, outer, chunks, 1 })
-  op.launch_packed(long_scan_kernel("chunks", dt, out_dt, prod, exclusive, reverse), dev, grid, block,
-    { x.data, y.data, carries.data, n, chunks })
-  totals:free()
-  carries:free()
+  local half = math.ceil(outer * chunks * dtype.size(acc_dt) / 256) * 256 -- the carries 256-byte aligned
+  local grid = { outer * chunks, 1, 1 }
+  return { bytes = 2 * half, launches = {
+    { kernel = long_scan_kernel("totals", dt, out_dt, prod, exclusive, reverse), grid = grid,
+      args = function(x, _, ws) return { x, ws, n, chunks } end },
+    { kernel = scan_kernel(acc_dt, acc_dt, prod, true, false), grid = scan_grid(outer, 1),
+      args = function(_, _, ws) return { ws, ws + half, outer, chunks, 1 } end },
+    { kernel = long_scan_kernel("chunks", dt, out_dt, prod, exclusive, reverse), grid = grid,
+      args = function(x, y, ws) return { x, y, ws + half, n, chunks } end } } }
+end
+M.scan_plan = scan_plan
+
+-- y (out_dt) = the scan of the dense x (dt) viewed as (outer, n, inner) along n (scan_plan's
+-- arguments), on dev, with a workspace of its own.
+local function scan_launch(x, y, outer, n, inner, dt, out_dt, prod, exclusive, reverse, dev)
+  local plan = scan_plan(outer, n, inner, dt, out_dt, prod, exclusive, reverse)
+  local ws = plan.bytes > 0 and tensor.alloc({ plan.bytes }, "u8", dev) or nil
+  local base = ws and ffi.cast("uint64_t", ws.data) or 0
+  for _, l in ipairs(plan.launches) do
+    op.launch_packed(l.kernel, dev, l.grid, { SCAN_THREADS, 1, 1 }, l.args(x.data, y.data, base))
+  end
+  if ws then ws:free() end
 end
 
 M.scan_launch = scan_launch

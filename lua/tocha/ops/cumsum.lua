@@ -8,8 +8,10 @@
 --   local dx = c:backward(x, dy)
 --
 -- exclusive: each output leaves its own element out (the first is 0); reverse: sums run from the
--- end. Both launches are kernels/scan.cu's (x:cumsum's kernel): the backward is the running sum
--- of dy in the other direction, exclusive as the forward is.
+-- end. The launches are kernels/scan.cu's, planned as x:cumsum's (tocha.tensor_reduce.scan_plan:
+-- one launch, or three through a workspace for long rows too few to fill the device; the op
+-- declares three, the ones a shape does not need of 0 CTAs): the backward is the running sum of
+-- dy in the other direction, exclusive as the forward is.
 local tensor_reduce = require "tocha.tensor_reduce"
 local errors = require "tocha.errors"
 local op = require "tocha.op"
@@ -60,27 +62,75 @@ function CumSum:compute_concrete_output_shape(input_shapes)
   return out
 end
 
-function CumSum:grid(output_shape)
-  local outer, _, inner = around(self, output_shape, "output_shape")
-  return tensor_reduce.scan_grid(outer, inner)
+-- The op's launches for x's shape: forward, or backward (the other direction).
+function CumSum:plan(shape, backward)
+  local outer, n, inner = around(self, shape, "inputs[1]")
+  local reverse = self.reverse
+  if backward then reverse = not reverse end
+  return tensor_reduce.scan_plan(outer, n, inner, self.dtype, self.dtype, false, self.exclusive, reverse)
 end
 
-function CumSum:pack_args(inputs, _, output)
+local LAUNCHES = 3 -- the most a plan has
+function CumSum:n_launches() return LAUNCHES end
+function CumSum:n_backward_launches() return LAUNCHES end
+
+function CumSum:workspace_bytes(input_shapes)
+  local shape = op.one_input(input_shapes)
+  return math.max(self:plan(shape).bytes, self:plan(shape, true).bytes)
+end
+
+-- Launch i of a plan: its kernel, and a grid of 0 CTAs (skipped) past the plan's launches.
+local function launch_of(self, i, shape, backward)
+  op.launch_index(i, LAUNCHES)
+  local plan = self:plan(shape, backward)
+  return plan.launches[i], plan
+end
+
+function CumSum:kernel_for_launch(i, input_shapes)
+  local l, plan = launch_of(self, i, op.one_input(input_shapes))
+  return (l or plan.launches[1]).kernel
+end
+
+function CumSum:backward_kernel_for_launch(i, input_shapes)
+  local l, plan = launch_of(self, i, op.one_input(input_shapes), true)
+  return (l or plan.launches[1]).kernel
+end
+
+function CumSum:grid_for_launch(i, input_shapes)
+  local l = launch_of(self, i, op.one_input(input_shapes))
+  return l and l.grid or { 0, 1, 1 }
+end
+
+function CumSum:backward_grid_for_launch(i, input_shapes)
+  local l = launch_of(self, i, op.one_input(input_shapes), true)
+  return l and l.grid or { 0, 1, 1 }
+end
+
+-- The workspace's address (after the op's parameters, of which it has none), checked where the
+-- plan needs one.
+local function workspace_of(plan, params)
+  params = op.list(params or {}, "params")
+  local ws = params[#params] or 0
+  if plan.bytes > 0 and op.address(ws, "params[1]") == 0 then
+    raise("params: a long rows' running sum needs its workspace (op:workspace_bytes) after the parameters")
+  end
+  return op.address(ws, "params[1]")
+end
+
+function CumSum:pack_args_for_launch(i, inputs, params, output)
   local x, shape = op.input_of(inputs)
-  local outer, n, inner = around(self, shape, "inputs[1]")
-  return { x, op.address(output, "output"), outer, n, inner }
+  local l, plan = launch_of(self, i, shape)
+  if not l then return {} end
+  return l.args(op.address(x, "inputs[1]"), op.address(output, "output"), workspace_of(plan, params))
 end
 
-function CumSum:backward_grid(input_shapes)
-  local outer, _, inner = around(self, op.one_input(input_shapes), "inputs[1]")
-  return tensor_reduce.scan_grid(outer, inner)
-end
-
-function CumSum:pack_backward_args(inputs, _, _, _, grad_output, _, grad_inputs)
+function CumSum:pack_backward_args_for_launch(i, inputs, params, _, _, grad_output, _, grad_inputs)
   local _, shape = op.input_of(inputs)
-  local outer, n, inner = around(self, shape, "inputs[1]")
+  local l, plan = launch_of(self, i, shape, true)
+  if not l then return {} end
   grad_inputs = op.list(grad_inputs, "grad_inputs")
-  return { op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "grad_inputs[1]"), outer, n, inner }
+  return l.args(op.address(grad_output, "grad_output"), op.address(grad_inputs[1], "grad_inputs[1]"),
+    workspace_of(plan, params))
 end
 
 op.finish(CumSum)
