@@ -1,7 +1,8 @@
 -- tocha.CumSum as an op: every dimension of random shapes (the last: a warp a row; the others: a
 -- thread a column), inclusive and exclusive, forward and reverse, every float dtype, against
 -- running sums written here in Lua (f64; every element, the output poisoned first); the backward
--- against the transpose of the same sums; in a model beside its direct calls; bad arguments. On
+-- against the transpose of the same sums; long rows (chunks through the workspace) against
+-- running sums of each row and x:cumsum; in a model beside its direct calls; bad arguments. On
 -- sim and, tagged #gpu, on cuda.
 local tocha = require "tocha"
 local ref = require "support.reference"
