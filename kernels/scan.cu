@@ -131,9 +131,10 @@ __device__ void tocha_scan_totals(const T *x, unsigned char *totals_bytes, long 
     if (threadIdx.x == 0) ((A *)totals_bytes)[blockIdx.x] = all;
 }
 
-// A chunk's item i in shared memory, skewed a word each 32 so that a thread's run of
-// SCAN_ITEMS falls in distinct banks across a warp.
-__device__ __forceinline__ int scan_slot(int i) { return i + (i >> 5); }
+// A chunk's item i of A in shared memory, skewed an item each 32 (each 16 for 8-byte A) so that
+// the threads' runs of SCAN_ITEMS fall in distinct banks across a warp (a half-warp for 8-byte A,
+// whose accesses go a half-warp at a time).
+template <typename A> __device__ __forceinline__ int scan_slot(int i) { return i + (i >> (sizeof(A) == 8 ? 4 : 5)); }
 
 // Third launch: chunk c of row r run from its carry (carries[blockIdx.x], A): the chunk staged in
 // shared memory through coalesced loads, each thread's SCAN_ITEMS consecutive steps combined in
@@ -142,7 +143,7 @@ template <typename T, typename D, typename A, int PROD, int EXCLUSIVE, int REVER
 __device__ void tocha_scan_chunks(const T *x, D *y, const unsigned char *carries_bytes, long long n, long long chunks)
 {
     const A identity = PROD ? (A)1 : (A)0;
-    __shared__ A items[SCAN_CHUNK + SCAN_CHUNK / 32];
+    __shared__ A items[SCAN_CHUNK + SCAN_CHUNK / 16];
     if (blockDim.x != SCAN_THREADS) __trap();
     const long long row = blockIdx.x / chunks, base = (blockIdx.x - row * chunks) * SCAN_CHUNK;
     const T *in = x + row * n;
@@ -151,13 +152,13 @@ __device__ void tocha_scan_chunks(const T *x, D *y, const unsigned char *carries
 #pragma unroll
     for (int j = 0; j < SCAN_ITEMS; j++) {
         const long long s = base + j * SCAN_THREADS + t;
-        items[scan_slot(j * SCAN_THREADS + t)] = s < n ? tocha::widen<A>(in[scan_at<REVERSE>(n, s)]) : identity;
+        items[scan_slot<A>(j * SCAN_THREADS + t)] = s < n ? tocha::widen<A>(in[scan_at<REVERSE>(n, s)]) : identity;
     }
     __syncthreads();
     A v[SCAN_ITEMS], mine = identity;
 #pragma unroll
     for (int j = 0; j < SCAN_ITEMS; j++) {
-        v[j] = items[scan_slot(t * SCAN_ITEMS + j)];
+        v[j] = items[scan_slot<A>(t * SCAN_ITEMS + j)];
         mine = scan_combine<A, PROD>(mine, v[j]);
     }
     A all;
@@ -166,13 +167,13 @@ __device__ void tocha_scan_chunks(const T *x, D *y, const unsigned char *carries
 #pragma unroll
     for (int j = 0; j < SCAN_ITEMS; j++) {
         const A next = scan_combine<A, PROD>(run, v[j]);
-        items[scan_slot(t * SCAN_ITEMS + j)] = EXCLUSIVE ? run : next;
+        items[scan_slot<A>(t * SCAN_ITEMS + j)] = EXCLUSIVE ? run : next;
         run = next;
     }
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < SCAN_ITEMS; j++) {
         const long long s = base + j * SCAN_THREADS + t;
-        if (s < n) out[scan_at<REVERSE>(n, s)] = tocha::narrow<D>(items[scan_slot(j * SCAN_THREADS + t)]);
+        if (s < n) out[scan_at<REVERSE>(n, s)] = tocha::narrow<D>(items[scan_slot<A>(j * SCAN_THREADS + t)]);
     }
 }

@@ -375,8 +375,12 @@ describe("indexing, flips, rolls, tiles and scans", function()
           for _, prod in ipairs({ false, true }) do
             local x
             if dt == "i32" or dt == "u8" then
-              local r = randn(shape):mul(prod and 0.6 or 3e5):round()
-              x = (dt == "u8" and r:abs():clamp(0, 255) or r):cast(dt)
+              -- products: 1 and -1 (u8: 1), about one in 2000 doubled (a few twos a row: under 2^64),
+              -- so that no product is 0 and the carries are more than 0 or 1
+              local r = prod and randn(shape):sign():mul(randn(shape):gt(3.3):cast("f32"):add(1))
+                or randn(shape):mul(3e5):round()
+              if dt == "u8" then r = prod and r:abs():clamp(1, 2) or r:abs():clamp(0, 255) end
+              x = r:cast(dt)
             else
               x = prod and tocha.rand(shape, { dtype = dt, device = device, seed = seed, low = 0.999, high = 1.001 })
                 or randn(shape, dt)
@@ -415,10 +419,13 @@ describe("indexing, flips, rolls, tiles and scans", function()
             end
           end
         end
-        -- an i64 row past a chunk wraps across chunks: k 2^62 is 2^62, -2^63, -2^62, 0, ...
-        local wraps = tocha.full({ 9000 }, 2 ^ 62, { dtype = "i64", device = device }):cumsum(1):to_table()
+        -- an i64 row past a chunk wraps across chunks: k (2^62 + 2^50) mod 2^64, as a signed word,
+        -- each chunk carrying 4096 2^50 = 2^62 on (every value a multiple of 2^50: exact in a double)
+        local wraps = tocha.full({ 9000 }, 2 ^ 62 + 2 ^ 50, { dtype = "i64", device = device }):cumsum(1):to_table()
+        local unit = 2 ^ 50
         for k = 1, 9000 do
-          local want = ({ 2 ^ 62, -2 ^ 63, -2 ^ 62, 0 })[(k - 1) % 4 + 1]
+          local m = (k * (2 ^ 12 + 1)) % 2 ^ 14 -- the sum in units of 2^50, mod 2^64
+          local want = (m >= 2 ^ 13 and m - 2 ^ 14 or m) * unit
           if wraps[k] ~= want then error(("i64 wrap [%d]: got %s, want %s"):format(k, tostring(wraps[k]), tostring(want))) end
         end
         -- integer sums are exact past 2^53 and wrap as i64 does

@@ -426,16 +426,19 @@ describe("tensor math", function()
         assert.are.same({ want, want }, ones:prod({ 1, 3 }):cast("f64"):to_table())
         assert.are.equal(2.546875, want)
         -- the same, large enough that the second run reads the first's f32 results through split
-        -- passes (a team columns pass, then one over its partials) and stores bf16 at the end
-        local big_shape = { 4096, 2, 16 }
-        local big = randn(big_shape, "bf16", { positive = true })
-        local bv = big:to_table(true)
-        for mode, f in pairs({ sum = MODES.sum, mean = MODES.mean, amax = MODES.amax }) do
-          local got = big[mode](big, { 1, 3 })
-          assert.are.equal("bf16", got:dtype())
-          assert.are.same({ 2 }, got:size())
-          check(got, (reduce_ref(bv, big_shape, { 1, 3 }, f[1], f[2], f[3])), mode == "amax" and 0 or 1,
-            mode .. " bf16 over dimensions 1 and 3 of 4096x2x16")
+        -- passes (a team columns pass, then one over its partials) and stores bf16 at the end (4096
+        -- passes), and through the other paths of a pass reading f32: short columns (12 rows of 8
+        -- f32) and rows (the size-1 dimension between the runs leaves rows of 300)
+        for _, big_shape in ipairs({ { 4096, 2, 16 }, { 12, 8, 300 }, { 300, 1, 8 } }) do
+          local big = randn(big_shape, "bf16", { positive = true })
+          local bv = big:to_table(true)
+          for mode, f in pairs({ sum = MODES.sum, mean = MODES.mean, amax = MODES.amax }) do
+            local got = big[mode](big, { 1, 3 })
+            assert.are.equal("bf16", got:dtype())
+            assert.are.same({ big_shape[2] }, got:size())
+            check(got, (reduce_ref(bv, big_shape, { 1, 3 }, f[1], f[2], f[3])), mode == "amax" and 0 or 1,
+              ("%s bf16 over dimensions 1 and 3 of %s"):format(mode, table.concat(big_shape, "x")))
+          end
         end
         local x = randn({ 2, 3, 4 })
         assert.are.same({ 1 }, x:sum():size())

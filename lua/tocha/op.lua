@@ -326,12 +326,13 @@ function M.check_aliasing(outputs, inputs)
   check(C.tocha_tensor_check_aliasing(outs, out_names, #outputs, ins, in_names, #inputs))
 end
 
--- Launches k on dev's current stream with `shared` bytes of dynamic shared memory: the checks and
--- the packing both launch forms share.
+-- Launches k on dev's current stream with `shared` bytes of dynamic shared memory (checked after
+-- the kernel, the arguments and the dimensions): the checks and the packing both forms share.
 local function launch_with_shared(k, dev, grid, block, shared, args)
   if getmetatable(k) ~= kernel.Kernel then raise("kernel: expected a tocha kernel (op.kernel), got " .. type(k)) end
   local list = plan.arg_list(args)
   local g, b = plan.dims(grid, "grid"), plan.dims(block, "block")
+  shared = kernel.shared_bytes(shared, "shared")
   check(C.tocha_kernel_launch_packed_shared(k.handle, device.get(dev).handle, g, b, shared, list))
 end
 
@@ -351,7 +352,7 @@ errors.name(M.launch_packed, "launch_packed")
 -- launch_packed with `shared` bytes of dynamic shared memory in place of the kernel's own, on the
 -- current stream: for kernels whose shared memory follows the launch's size.
 function M.launch_packed_shared(k, dev, grid, block, shared, args)
-  launch_with_shared(k, dev, grid, block, kernel.shared_bytes(shared, "shared"), args)
+  launch_with_shared(k, dev, grid, block, shared, args)
 end
 errors.name(M.launch_packed_shared, "launch_packed_shared")
 

@@ -448,6 +448,7 @@ local long_scan_kernels = {}
 -- kernels/scan.cu's long-row kernels: "totals" (x of dt into its chunks' totals) or "chunks"
 -- (each chunk from its carry, into out_dt). Cached.
 local function long_scan_kernel(which, dt, out_dt, prod, exclusive, reverse)
+  if which == "totals" then out_dt, exclusive = "", false end -- the totals read x alone, inclusive
   local key = table.concat({ which, dt, out_dt, prod and 1 or 0, exclusive and 1 or 0, reverse and 1 or 0 }, "|")
   local k = long_scan_kernels[key]
   if not k then
