@@ -107,6 +107,17 @@ describe("tocha.CumSum", function()
           assert.is_true(tocha.allclose(out[1], y, 0, 0), label .. ": the model's forward")
           assert.is_true(tocha.allclose(m:backward({ dy }, cache)[1], dx, 0, 0), label .. ": the model's backward")
         end
+        -- one op over shapes in turn (its plan kept between calls must follow the shape): long rows,
+        -- short ones, long rows of another length, columns, each as x:cumsum gives it
+        local op = tocha.CumSum.new(-1)
+        for i, s in ipairs({ { 2, 9000 }, { 3, 50 }, { 1, 13000 }, { 2, 9000 }, { 5000, 2 } }) do
+          local x = tocha.randn(s, { device = device, seed = rng.seed + 200 + i })
+          local y = op:forward(x, tocha.full(s, 0 / 0, { device = device }))
+          assert.is_true(tocha.allclose(y, x:cumsum(-1), 0, 0), table.concat(s, "x") .. ": as x:cumsum")
+          local dy = tocha.randn(s, { device = device, seed = rng.seed + 300 + i })
+          local dx = op:backward(x, dy, tocha.full(s, 0 / 0, { device = device }))
+          assert.is_true(tocha.allclose(dx, dy:flip(-1):cumsum(-1):flip(-1), 0, 0), table.concat(s, "x") .. ": dx")
+        end
       end)
 
       it("runs in a model as in direct calls, backward included", function()

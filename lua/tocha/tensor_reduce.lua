@@ -408,6 +408,15 @@ end
 
 -- ---- running sums and products (kernels/scan.cu) ----
 
+-- The accumulator of a scan reading dt: its C type in scan.cu and a tensor dtype of its size
+-- (a workspace's carries). f64 for f64; integers sum and multiply as 64-bit unsigned (wrapping as
+-- i64 does, the same bits as i64); f32 otherwise (halves accumulate in f32).
+local function scan_acc(dt)
+  if dt == "f64" then return "double", "f64" end
+  if dtype.is_integer(dt) then return "unsigned long long", "i64" end
+  return "float", "f32"
+end
+
 local scan_kernels = {}
 -- The scan.cu kernel reading dt and writing out_dt: a running product when prod, else a sum;
 -- exclusive leaves each element out of its own output, reverse runs from the end. Cached.
@@ -416,7 +425,7 @@ local function scan_kernel(dt, out_dt, prod, exclusive, reverse)
   local key = table.concat({ dt, out_dt, prod and 1 or 0, exclusive and 1 or 0, reverse and 1 or 0 }, "|")
   local k = scan_kernels[key]
   if not k then
-    local acc = dt == "f64" and "double" or (dtype.is_integer(dt) and "unsigned long long" or "float")
+    local acc = scan_acc(dt)
     k = kernel.new { source = op.source("scan.cu"), name = "tocha_scan",
       template_args = ("%s, %s, %s, %d, %d, %d"):format(dtype.ctype(dt), dtype.ctype(out_dt), acc, prod and 1 or 0,
         exclusive and 1 or 0, reverse and 1 or 0),
@@ -437,13 +446,6 @@ end
 M.scan_grid = scan_grid
 M.SCAN_BLOCK = ARG_BLOCK
 
--- The accumulator of a scan reading dt, as a tensor dtype of its size: f64 for f64, the 64-bit
--- unsigned sums of integers as i64 (the same bits), f32 otherwise.
-local function scan_acc_dtype(dt)
-  if dt == "f64" then return "f64" end
-  return dtype.is_integer(dt) and "i64" or "f32"
-end
-
 local long_scan_kernels = {}
 -- kernels/scan.cu's long-row kernels: "totals" (x of dt into its chunks' totals) or "chunks"
 -- (each chunk from its carry, into out_dt). Cached.
@@ -452,7 +454,7 @@ local function long_scan_kernel(which, dt, out_dt, prod, exclusive, reverse)
   local key = table.concat({ which, dt, out_dt, prod and 1 or 0, exclusive and 1 or 0, reverse and 1 or 0 }, "|")
   local k = long_scan_kernels[key]
   if not k then
-    local acc = dt == "f64" and "double" or (dtype.is_integer(dt) and "unsigned long long" or "float")
+    local acc = scan_acc(dt)
     local p, e, r = prod and 1 or 0, exclusive and 1 or 0, reverse and 1 or 0
     if which == "totals" then
       k = kernel.new { source = op.source("scan.cu"), name = "tocha_scan_totals",
@@ -491,7 +493,7 @@ local function scan_plan(outer, n, inner, dt, out_dt, prod, exclusive, reverse)
       grid = scan_grid(outer, inner), args = function(x, y) return { x, y, outer, n, inner } end } } }
   end
   local chunks = math.ceil(n / SCAN_CHUNK)
-  local acc_dt = scan_acc_dtype(dt)
+  local _, acc_dt = scan_acc(dt)
   local half = math.ceil(outer * chunks * dtype.size(acc_dt) / 256) * 256 -- the carries 256-byte aligned
   local grid = { outer * chunks, 1, 1 }
   return { bytes = 2 * half, launches = {
