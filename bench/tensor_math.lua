@@ -5,14 +5,20 @@
 -- written, % of the device's copy bandwidth. Each case's result is checked against the same
 -- expression on sim first. bench/tensor_math_torch.py times PyTorch's expression of each case
 -- (the `torch` column) on the same shapes and writes the report beside this one's.
---   tocha bench/tensor_math.lua [--out DIR] [--launches N] [--only PATTERN] [--column_teams K] [--radix_from N]
+--   tocha bench/tensor_math.lua [--out DIR] [--launches N] [--only PATTERN] [--column_teams K] [--row_ctas N]
+--   [--column_threads N] [--radix_from N]
 -- (--only: the cases whose name matches one of the comma-separated Lua patterns)
 local tocha = require "tocha"
 local timing = require "bench.timing"
 
-local opts = timing.arguments(arg, { out = "results/tmp-tensor_math", launches = 30, only = "", column_teams = 8, radix_from = 256 })
+local opts = timing.arguments(arg, { out = "results/tmp-tensor_math", launches = 30, only = "", column_teams = 8,
+  row_ctas = 792, column_threads = 262144, radix_from = 256 })
 -- --column_teams K: the most row teams of the team columns kernel (1: never planned), for A/B runs
-require("tocha.ops.reduction").column_teams = opts.column_teams
+-- --row_ctas N: the most CTAs of a split rows pass; --column_threads N: a split columns pass's
+-- threads (tocha.ops.reduction's plan), for A/B runs
+local reduction = require "tocha.ops.reduction"
+reduction.column_teams, reduction.row_ctas, reduction.column_threads = opts.column_teams, opts.row_ctas,
+  opts.column_threads
 -- --radix_from N: the shortest row a CTA radix-sorts (longer than N), for A/B runs
 require("tocha.tensor_sort").RADIX_FROM = opts.radix_from
 os.execute("mkdir -p '" .. opts.out .. "'")

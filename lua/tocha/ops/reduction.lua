@@ -58,14 +58,16 @@ local function mapping(n, inner, block, size, outer)
 end
 
 -- The most CTAs a split rows pass takes: one wave of an H200 at six CTAs of 256 an SM (the rows
--- kernel's 40 registers), 132 x 6, so that no CTA waits for a second, nearly empty wave.
-local ROW_CTAS = 792
+-- kernel's 40 registers), 132 x 6, so that no CTA waits for a second, nearly empty wave. (A
+-- module field, as the two below, so that a benchmark can A/B it: bench/tensor_math.lua's
+-- --row_ctas.)
+M.row_ctas = 792
 
 local function acc_size(dt) return dt == "f64" and 8 or 4 end
 
 -- Threads in flight on an H200, about (132 SMs x 2048): a split columns pass's width (half as
--- many on short columns, whose threads hold twice the bytes in flight).
-local COLUMN_THREADS = 262144
+-- many on short columns, whose threads hold twice the bytes in flight). (--column_threads)
+M.column_threads = 262144
 
 -- Whether a columns pass over rows of `inner` elements of `size` bytes takes the short columns
 -- kernel (eight 16-byte units in flight a thread): inner whole 16-byte groups, under 32 of them.
@@ -93,7 +95,7 @@ local TEAM_BLOCK = 256
 local function column_teams(outer, n, inner, block, size)
   local threads, k = column_threads(outer, inner, 1, size), 1
   if block > TEAM_BLOCK then return 1 end
-  while 2 * k <= M.column_teams and threads * k < COLUMN_THREADS and n >= 16 * k and block / (2 * k) >= 32 do
+  while 2 * k <= M.column_teams and threads * k < M.column_threads and n >= 16 * k and block / (2 * k) >= 32 do
     k = 2 * k
   end
   return k
@@ -105,7 +107,7 @@ end
 -- kernel; teams: a columns pass for the team columns kernel, with that many row teams a CTA,
 -- planned only where `teams` is true: the caller launches M.pass_kernel's kernels). A first pass
 -- splits n when there are too few outputs for the GPU: CTA rows of more than 16 groups a thread
--- up to ROW_CTAS CTAs (each split at least 16 elements a thread); columns up to COLUMN_THREADS
+-- up to M.row_ctas CTAs (each split at least 16 elements a thread); columns up to M.column_threads
 -- threads (row teams first where planned), each split at least 16 rows a thread, at most 128
 -- splits so that the second pass stays short. A little past one wave costs a second, nearly
 -- empty one: hence floor, not ceil.
@@ -117,11 +119,11 @@ function M.plan(outer, n, inner, block, dt, teams)
     -- a row of up to 16 groups a thread (64 KB at 256 threads) is one CTA's: a split would
     -- cost a second launch for less than a launch's worth of reading
     if math.ceil(n * size / 16) > 16 * block then
-      splits = math.min(math.floor(ROW_CTAS / outer), math.ceil(n / (16 * block)))
+      splits = math.min(math.floor(M.row_ctas / outer), math.ceil(n / (16 * block)))
     end
   elseif rows == 0 then
     k = teams and column_teams(outer, n, inner, block, size) or 1
-    local threads = (k == 1 and short_columns(inner, size)) and COLUMN_THREADS / 2 or COLUMN_THREADS
+    local threads = (k == 1 and short_columns(inner, size)) and M.column_threads / 2 or M.column_threads
     splits = math.min(math.floor(threads / (k * column_threads(outer, inner, 1, size))), math.floor(n / (16 * k)), 128)
   end
   splits = math.max(1, splits)
@@ -245,7 +247,7 @@ end
 -- asks for its kernel, grid and arguments, and a plan is a function of the shape alone.
 local PLANS_KEPT = 64
 function Reduce:passes(shape)
-  local key = type(shape) == "table" and M.column_teams .. "/" -- (the A/B knob too)
+  local key = type(shape) == "table" and ("%d/%d/%d/"):format(M.column_teams, M.row_ctas, M.column_threads) -- (the A/B knobs too)
   for i = 1, key and #shape or 0 do
     if type(shape[i]) ~= "number" then key = nil break end -- (a bad shape: view names it)
     key = key .. shape[i] .. ","
