@@ -82,7 +82,9 @@ end
 -- slice of 64 to 19, windows whose slices cross window positions, stride, padding, dilation,
 -- 1 x 1 windows (the weight read as it lies). dx runs there too where the flipped window's
 -- padding is not negative (not the eighth case's 3 rows at dilation 1), over dy spread out by
--- the stride where it is strided, its k split in the last case.
+-- the stride where it is strided, its k split in the ninth case; a strided 1 x 1 window's dx
+-- (the fifth case and the last two) is dy's pixels times the weight spread out afterwards, its
+-- last rows and columns off the stride's grid in the tenth, its k split in the last.
 local TC_CASES = {
   { { 2, 16, 12, 12 }, 64, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
   { { 1, 32, 9, 11 }, 136, { k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
@@ -93,6 +95,8 @@ local TC_CASES = {
   { { 1, 16, 7, 9 }, 24, { k = { 3, 3 }, s = { 1, 1 }, p = { 2, 2 }, d = { 2, 2 }, g = 1 } },
   { { 1, 16, 6, 7 }, 24, { k = { 3, 3 }, s = { 1, 1 }, p = { 3, 1 }, d = { 1, 1 }, g = 1 } },
   { { 1, 32, 6, 6 }, 264, { k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, d = { 1, 1 }, g = 1 } },
+  { { 2, 16, 8, 11 }, 32, { k = { 1, 1 }, s = { 2, 3 }, p = { 0, 0 }, d = { 1, 1 }, g = 1 } },
+  { { 1, 16, 8, 8 }, 512, { k = { 1, 1 }, s = { 2, 2 }, p = { 0, 0 }, d = { 1, 1 }, g = 1 } },
 }
 
 -- a network's stem: 3 channels in, padded to 8 for the tensor cores' forward
@@ -258,8 +262,14 @@ describe("tocha.Conv2d", function()
               assert.are.equal(i == 6 and 4 or 1, splits, "splits of k")
               assert.are.equal(i ~= 8, conv.igemm_dx ~= nil, "dx")
               assert.is_truthy(conv.igemm_dw, "dweight")
-              if i == #TC_CASES then -- dx: 38 slices of k (9 x 264 channels) into one tile, 8 ways
-                assert.are.same({ 1, 8 }, { conv:igemm_split(layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s, true) })
+              local dx_split = conv.igemm_dx and { conv:igemm_split(layout == "nhwc" and { s[1], s[3], s[4], s[2] } or s, true) }
+              if i == 9 then -- dx: 38 slices of k (9 x 264 channels) into one tile, 8 ways
+                assert.are.same({ 1, 8 }, dx_split)
+              elseif i == 11 then -- dx: dy's 16 pixels by 8 slices of k (512 channels), 2 ways
+                assert.are.same({ 1, 2 }, dx_split)
+              end
+              if conv.igemm_dx then
+                assert.are.equal(i == 5 or i >= 10, conv.igemm_dx.scatter == true, "a strided 1 x 1 dx spread afterwards")
               end
             end
           end

@@ -169,7 +169,7 @@ function Conv2d.new(in_channels, out_channels, kernel_size, opts)
     params = ("%s* x, %s* dy, %s* dweight, %s* dbias, %s, i32 has_bias"):format(dt, dt, dt, dt, sizes) }
   if igemm.eligible(dt, groups, in_channels, out_channels) then
     self.igemm = igemm.new(self)
-    if igemm.eligible_dx(self) then self.igemm_dx = igemm.new(self, true) end
+    if igemm.eligible_dx(self) then self.igemm_dx = igemm.new(self, true, true) end
     self.igemm_dw = igemm.new_dw(self)
   elseif igemm.eligible(dt, groups, in_channels, out_channels, true) then
     -- in channels not in 8s (a stem's 3): the forward pads them; dx and the weight gradient,
@@ -468,6 +468,8 @@ function Conv2d:pack_backward_args_for_launch(i, inputs, params, _, _, grad_outp
   if chunked(self) then
     check_aligned({ { x, "x" }, { a[2], "dy" }, { a[3], "weight" } })
     if self.residual then check_aligned({ { a[10], "d residual" } }) end
+    -- (a strided 1 x 1 window's dx is spread out in 16-byte chunks: conv2d_igemm's launch 6)
+    if self.igemm_dx and self.igemm_dx.scatter and self.layout == "nhwc" then check_aligned({ { a[5], "dx" } }) end
   end
   if vectors(self) then
     check_aligned({ { x, "x" }, { a[2], "dy" }, { a[5], "dx" } })

@@ -15,7 +15,11 @@
 --   4. the implicit GEMM, into y (NHWC) or, NCHW, into an NHWC y of the workspace; where k is
 --      split, into f32 slabs of the workspace instead;
 --   5. split k only: the sum of the slabs, + bias, into the NHWC result;
---   6. NCHW only: the NHWC result transposed into y.
+--   6. dx of a strided 1 x 1 convolution without padding ("scatter"): launches 4 and 5 wrote dy's
+--      pixels times the weight, one a dy pixel, to the workspace, and this spreads them out by
+--      the stride with zeros between into the NHWC result (every other dx pixel is 0): the
+--      GEMM's work is the direct form's, not S_h S_w times it, and launch 3 is empty;
+--   7. NCHW only: the NHWC result transposed into y.
 -- An NCHW forward with an activation or a residual ("fused") keeps its sums in f32 slabs even
 -- unsplit, and launch 5 adds them straight into NCHW y through the epilogue (launch 6 empty),
 -- so that the epilogue sees f32 sums in either layout.
@@ -30,7 +34,7 @@ local op = require "tocha.op"
 local errors = require "tocha.errors"
 
 local M = {}
-M.LAUNCHES = 6
+M.LAUNCHES = 7
 
 -- Whether a convolution of these settings runs here: on the default device where it has wgmma
 -- (the simulator, or compute capability 9.0; elsewhere the kernels' fallback loops are slow and
@@ -68,18 +72,22 @@ end
 
 -- The kernels for conv's forward (a Conv2d: its dtype, channels, window, stride, padding,
 -- dilation, tf32) or, with dx, for its dx (the stride-1 convolution of dy, channels swapped, by
--- the flipped weight, padding dilation (k - 1) - padding, no epilogue), with the tile width:
+-- the flipped weight, padding dilation (k - 1) - padding, no epilogue; with scatter, a strided
+-- 1 x 1 window without padding takes launch 6's form: the caller's dx has no bias, which the
+-- zeros between would lack), with the tile width:
 -- 64, 128 or 256 output channels (the least that holds them up to 128, then 256 unless the
 -- channels fill tiles of 128 better; for the f32 tiles 64 up to 64 channels, else 128; 128 for
 -- tf32). The multiprocessors to fill with CTAs are the
 -- default device's (132, an H200's, where that is the simulator). f32 with conv.tf32 runs the
 -- tensor cores' kernel on f32 (tf32), its weight always relaid K-major (the forward's [out, kh,
 -- kw, in] unless the window is 1 x 1 and in needs no padding; dx's flipped [in, kh, kw, out]).
-function M.new(conv, dx)
+function M.new(conv, dx, scatter)
   local matmul = require "tocha.matmul"
   local dev = require("tocha.device").default()
   local dt, c, o, k = conv.dtype, conv.in_channels, conv.out_channels, conv.kernel_size
   local stride, padding, dilation = conv.stride, conv.padding, conv.dilation
+  scatter = dx and scatter and k[1] == 1 and k[2] == 1 and padding[1] == 0 and padding[2] == 0
+    and (stride[1] > 1 or stride[2] > 1)
   if dx then
     c, o, stride = o, c, { 1, 1 }
     padding = { dilation[1] * (k[1] - 1) - padding[1], dilation[2] * (k[2] - 1) - padding[2] }
@@ -96,7 +104,8 @@ function M.new(conv, dx)
   local g = { tile_n = bn, k = k[1] * k[2] * cp, out = o, nchw = conv.layout == "nchw", size = dtype.size(dt),
     relayout = window or cp ~= c or (tf32 and dx), channels = cp, padded = cp ~= c, tf32 = tf32,
     sms = dev.kind == "cuda" and dev.multiprocessors or 132, slice = tf32 and 32 or 64,
-    dilate = dx and (conv.stride[1] > 1 or conv.stride[2] > 1) and { conv.stride[1], conv.stride[2] } or nil }
+    dilate = dx and not scatter and (conv.stride[1] > 1 or conv.stride[2] > 1) and { conv.stride[1], conv.stride[2] }
+      or nil, scatter = scatter or nil }
   local b_k_major = tf32 or not dx and not g.relayout
   local relayout_name = dx and (tf32 and "tocha_conv2d_weight_flip_kmajor" or "tocha_conv2d_weight_flip")
     or (tf32 and "tocha_conv2d_weight_orsc" or "tocha_conv2d_weight_rsck")
@@ -152,7 +161,7 @@ local function align(bytes) return math.ceil(bytes / 256) * 256 end
 -- as many as make about one CTA a multiprocessor) and the workspace's regions (byte offsets)
 -- and size.
 function M.plan(g, n, c, h, w, oh, ow)
-  local m = n * oh * ow
+  local m = n * (g.scatter and h * w or oh * ow) -- (scatter: the GEMM's rows are dy's pixels)
   local tiles = math.ceil(m / 128) * math.ceil(g.out / g.tile_n)
   local slices = math.ceil(g.k / g.slice)
   local splits = 1
@@ -167,12 +176,13 @@ function M.plan(g, n, c, h, w, oh, ow)
     at = p.x + align(n * h * w * (g.padded and g.channels or c) * g.size)
   end
   if g.nchw then
-    if not g.fused then p.y, at = at, at + align(m * g.out * g.size) end
+    if not g.fused then p.y, at = at, at + align(n * oh * ow * g.out * g.size) end
   end
   if g.dilate then -- dx of a strided convolution: dy spread out with zeros between its pixels
     p.dh, p.dw = (h - 1) * g.dilate[1] + 1, (w - 1) * g.dilate[2] + 1
     p.dilated, at = at, at + align(n * p.dh * p.dw * c * g.size)
   end
+  if g.scatter then p.small, at = at, at + align(m * g.out * g.size) end -- dy's pixels times the weight
   if splits > 1 or g.fused then p.partial, at = at, at + splits * m * g.out * 4 end
   p.bytes = at
   return p
@@ -200,6 +210,9 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
   residual, grad = residual or y, grad or y
   local gemm_flags = g.fused and 4 or g.nchw and 0 or flags -- 4: CONV_SLABS
   if g.dilate then gemm_x, gemm_h, gemm_w = ws + p.dilated, p.dh, p.dw end
+  -- scatter: the GEMM (and the slabs' sum) writes dy's pixels to the workspace, launch 6 spreads them
+  local gemm_y, gemm_oh, gemm_ow = y_nhwc, oh, ow
+  if g.scatter then gemm_y, gemm_oh, gemm_ow = ws + p.small, h, w end
   if i == 1 then
     if not g.relayout then return g.weight_kernel, none, {} end
     return g.weight_kernel, { math.max(1, math.min(math.ceil(g.k * g.out / 256), 2 ^ 31 - 1)), 1, 1 }, { weight, ws }
@@ -215,8 +228,9 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
       { x_nhwc, gemm_x, n, h, w, p.dh, p.dw, c }
   elseif i == 4 then
     if p.m == 0 then return g.kernel, none, {} end
-    return g.kernel, { p.tiles, p.splits, 1 }, { gemm_x, g.relayout and ws or weight, bias or y_nhwc, y_nhwc,
-      p.partial and ws + p.partial or y_nhwc, n, gemm_h, gemm_w, oh, ow, bias and 1 or 0, residual, grad, gemm_flags }
+    return g.kernel, { p.tiles, p.splits, 1 }, { gemm_x, g.relayout and ws or weight, bias or gemm_y, gemm_y,
+      p.partial and ws + p.partial or gemm_y, n, gemm_h, gemm_w, gemm_oh, gemm_ow, bias and 1 or 0, residual, grad,
+      gemm_flags }
   elseif i == 5 and g.fused then -- the slabs into NCHW y through the epilogue
     if p.m == 0 then return g.nchw_sum_kernel, none, {} end
     return g.nchw_sum_kernel, { math.max(1, math.min(math.ceil(p.m * g.out / 256), 2 ^ 31 - 1)), 1, 1 },
@@ -224,7 +238,11 @@ function M.launch(g, i, p, sizes, x, y, weight, bias, ws, residual, grad)
   elseif i == 5 then
     if p.splits == 1 then return g.sum_kernel, none, {} end
     return g.sum_kernel, { math.max(1, math.min(math.ceil(p.m * g.out / 256), 2 ^ 31 - 1)), 1, 1 },
-      { ws + p.partial, bias or y_nhwc, y_nhwc, p.m * g.out, g.out, p.splits, bias and 1 or 0, residual, grad, gemm_flags }
+      { ws + p.partial, bias or gemm_y, gemm_y, p.m * g.out, g.out, p.splits, bias and 1 or 0, residual, grad, gemm_flags }
+  elseif i == 6 then
+    if not g.scatter or p.m == 0 then return g.dilate_kernel, none, {} end
+    return g.dilate_kernel, { math.max(1, math.min(math.ceil(n * oh * ow * g.out * g.size / 16 / 256), 2 ^ 31 - 1)), 1, 1 },
+      { gemm_y, y_nhwc, n, h, w, oh, ow, g.out }
   end
   if not g.nchw or g.fused or p.m == 0 then return g.out_transpose_kernel, none, {} end
   return g.out_transpose_kernel, transpose_grid(oh * ow, g.out, n), { y_nhwc, y, oh * ow, g.out, n, residual, grad, flags }
