@@ -209,14 +209,14 @@ describe("tocha.Reduce", function()
       it("splits the rows of few columns among a CTA's teams, whole groups or elements", function()
         local reduction = require "tocha.ops.reduction"
         local cases = { -- shape [outer, n, inner], dtype, teams, passes, x one element off its boundary
-          { { 3, 70, 72 }, "f32", 8, 1 }, { { 2, 20, 72 }, "bf16", 2, 1 }, { { 2, 40, 72 }, "bf16", 4, 1 },
-          { { 1, 37, 4096 }, "f16", 4, 1 },
-          { { 1, 3000, 8 }, "f32", 8, 2 }, { { 2, 301, 5 }, "f64", 8, 2 }, { { 3, 70, 72 }, "f32", 8, 1, true },
+          { { 3, 130, 72 }, "f32", 8, 1 }, { { 2, 40, 72 }, "bf16", 2, 1 }, { { 2, 80, 72 }, "bf16", 4, 1 },
+          { { 1, 70, 4096 }, "f16", 4, 1 },
+          { { 1, 3000, 8 }, "f32", 8, 2 }, { { 2, 301, 5 }, "f64", 8, 2 }, { { 3, 130, 72 }, "f32", 8, 1, true },
           { { 5, 129, 16 }, "bf16", 8, 1, true },
         }
         assert.is_nil(reduction.plan(3, 70, 72, 256, "f32")[1].teams, "no teams unless asked")
         assert.is_nil(reduction.plan(3, 70, 72, 512, "f32", true)[1].teams, "no teams past 256 threads")
-        assert.is_nil(reduction.plan(3, 15, 72, 256, "f32", true)[1].teams, "no teams under 16 rows")
+        assert.is_nil(reduction.plan(3, 31, 72, 256, "f32", true)[1].teams, "no teams of under 16 rows")
         assert.is_nil(reduction.plan(256, 64, 4096, 256, "f32", true)[1].teams, "no teams where the columns fill the device")
         for i, case in ipairs(cases) do
           local s, dt = case[1], case[2]

@@ -91,11 +91,12 @@ local TEAM_BLOCK = 256
 
 -- The row teams of a first columns pass over [outer, n, inner] (elements of `size` bytes) on
 -- the team columns kernel: doubled while the columns' threads do not fill the device, each team
--- keeping at least 8 rows a thread and a warp's width of columns; 1 for none.
+-- keeping at least 16 rows a thread (fewer cost more in the teams' combining than their loads
+-- in flight gain) and a warp's width of columns; 1 for none.
 local function column_teams(outer, n, inner, block, size)
   local threads, k = column_threads(outer, inner, 1, size), 1
   if block > TEAM_BLOCK then return 1 end
-  while 2 * k <= M.column_teams and threads * k < M.column_threads and n >= 16 * k and block / (2 * k) >= 32 do
+  while 2 * k <= M.column_teams and threads * k < M.column_threads and n >= 32 * k and block / (2 * k) >= 32 do
     k = 2 * k
   end
   return k
