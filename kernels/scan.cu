@@ -70,9 +70,10 @@ __device__ void tocha_scan(const T *x, D *y, long long outer, long long n, long 
 //
 // Rows along the last dimension too few for a warp each to fill the device and longer than a
 // chunk go in chunks of SCAN_CHUNK steps (counted from the end where REVERSE), a CTA of
-// SCAN_THREADS a (row, chunk): tocha_scan_totals writes each chunk's combination, tocha_scan
-// over those totals (exclusive) gives each chunk's carry, and tocha_scan_chunks runs each chunk
-// from its carry. Every combination is in a fixed order (the chunks are the shape's alone), so
+// SCAN_THREADS a (row, chunk): tocha_scan_totals writes each chunk's combination, an exclusive
+// scan of those totals gives each chunk's carry (tocha_scan_chunks without carries, a CTA a row,
+// where a row has at most SCAN_CHUNK chunks; else tocha_scan), and tocha_scan_chunks runs each
+// chunk from its carry. Every combination is in a fixed order (the chunks are the shape's alone), so
 // the bits are the same on every run.
 
 #define SCAN_THREADS 256
@@ -138,8 +139,10 @@ template <typename A> __device__ __forceinline__ int scan_slot(int i) { return i
 
 // Third launch: chunk c of row r run from its carry (carries[blockIdx.x], A): the chunk staged in
 // shared memory through coalesced loads, each thread's SCAN_ITEMS consecutive steps combined in
-// order after the carry and the threads' before it, written back through shared memory.
-template <typename T, typename D, typename A, int PROD, int EXCLUSIVE, int REVERSE>
+// order after the carry and the threads' before it, written back through shared memory. Without
+// CARRIED every chunk starts from the identity and carries_bytes is not read (the second launch:
+// a row of totals, one chunk, its carries).
+template <typename T, typename D, typename A, int PROD, int EXCLUSIVE, int REVERSE, int CARRIED>
 __device__ void tocha_scan_chunks(const T *x, D *y, const unsigned char *carries_bytes, long long n, long long chunks)
 {
     const A identity = PROD ? (A)1 : (A)0;
@@ -163,7 +166,7 @@ __device__ void tocha_scan_chunks(const T *x, D *y, const unsigned char *carries
     }
     A all;
     const A threads_before = scan_cta_exclusive<A, PROD>(mine, &all); // its barrier: every item read
-    A run = scan_combine<A, PROD>(((const A *)carries_bytes)[blockIdx.x], threads_before);
+    A run = CARRIED ? scan_combine<A, PROD>(((const A *)carries_bytes)[blockIdx.x], threads_before) : threads_before;
 #pragma unroll
     for (int j = 0; j < SCAN_ITEMS; j++) {
         const A next = scan_combine<A, PROD>(run, v[j]);

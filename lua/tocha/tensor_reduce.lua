@@ -448,10 +448,12 @@ M.SCAN_BLOCK = ARG_BLOCK
 
 local long_scan_kernels = {}
 -- kernels/scan.cu's long-row kernels: "totals" (x of dt into its chunks' totals) or "chunks"
--- (each chunk from its carry, into out_dt). Cached.
-local function long_scan_kernel(which, dt, out_dt, prod, exclusive, reverse)
-  if which == "totals" then out_dt, exclusive = "", false end -- the totals read x alone, inclusive
-  local key = table.concat({ which, dt, out_dt, prod and 1 or 0, exclusive and 1 or 0, reverse and 1 or 0 }, "|")
+-- (each chunk from its carry, into out_dt; from the identity, reading no carries, where
+-- uncarried). Cached.
+local function long_scan_kernel(which, dt, out_dt, prod, exclusive, reverse, uncarried)
+  if which == "totals" then out_dt, exclusive, uncarried = "", false, false end -- the totals read x alone, inclusive
+  local key = table.concat({ which, dt, out_dt, prod and 1 or 0, exclusive and 1 or 0, reverse and 1 or 0,
+    uncarried and 1 or 0 }, "|")
   local k = long_scan_kernels[key]
   if not k then
     local acc = scan_acc(dt)
@@ -462,7 +464,8 @@ local function long_scan_kernel(which, dt, out_dt, prod, exclusive, reverse)
         params = ("%s* x, u8* totals, i64 n, i64 chunks"):format(dt) }
     else
       k = kernel.new { source = op.source("scan.cu"), name = "tocha_scan_chunks",
-        template_args = ("%s, %s, %s, %d, %d, %d"):format(dtype.ctype(dt), dtype.ctype(out_dt), acc, p, e, r),
+        template_args = ("%s, %s, %s, %d, %d, %d, %d"):format(dtype.ctype(dt), dtype.ctype(out_dt), acc, p, e, r,
+          uncarried and 0 or 1),
         params = ("%s* x, %s* y, u8* carries, i64 n, i64 chunks"):format(dt, out_dt) }
     end
     long_scan_kernels[key] = k
@@ -484,7 +487,8 @@ local LONG_SCAN_ROWS = 8448
 -- launch {kernel, grid, args = function(x, y, ws) -> its arguments} on CTAs of M.SCAN_BLOCK, ws a
 -- workspace of `bytes`. One launch, a warp a row or a thread a column; rows along the last
 -- dimension too few to fill the device and longer than a chunk in chunks: three launches (the
--- chunks' totals, then their carries, in the workspace; then the chunks). The shape alone
+-- chunks' totals, then their carries, in the workspace: a CTA a row of at most SCAN_CHUNK
+-- totals, else a warp; then the chunks). The shape alone
 -- decides, so x:cumsum and tocha.CumSum give the same bits.
 local function scan_plan(outer, n, inner, dt, out_dt, prod, exclusive, reverse)
   modules()
@@ -499,7 +503,10 @@ local function scan_plan(outer, n, inner, dt, out_dt, prod, exclusive, reverse)
   return { bytes = 2 * half, launches = {
     { kernel = long_scan_kernel("totals", dt, out_dt, prod, exclusive, reverse), grid = grid,
       args = function(x, _, ws) return { x, ws, n, chunks } end },
-    { kernel = scan_kernel(acc_dt, acc_dt, prod, true, false), grid = scan_grid(outer, 1),
+    -- the carries: a CTA a row of totals where they fit one chunk (a warp a row walks 32 a step)
+    chunks <= SCAN_CHUNK and { kernel = long_scan_kernel("chunks", acc_dt, acc_dt, prod, true, false, true),
+      grid = { outer, 1, 1 }, args = function(_, _, ws) return { ws, ws + half, ws, chunks, 1 } end }
+      or { kernel = scan_kernel(acc_dt, acc_dt, prod, true, false), grid = scan_grid(outer, 1),
       args = function(_, _, ws) return { ws, ws + half, outer, chunks, 1 } end },
     { kernel = long_scan_kernel("chunks", dt, out_dt, prod, exclusive, reverse), grid = grid,
       args = function(x, y, ws) return { x, y, ws + half, n, chunks } end } } }
