@@ -620,34 +620,51 @@ __device__ void tocha_radix_offsets(int *counts_words, long long tiles)
     }
 }
 
-// Third launch: each tile ranks its items by the digit and writes each to its place: the tile's
-// first place for the digit + the warps' before + the rank; to `out` (the row's items in this
-// pass's order) or, on the last pass, the first m values and 1-based positions to y and yi.
+// Third launch: each tile ranks its items by the digit and orders them by it in shared memory
+// (the tile's items of digit d from the sum of the tile's digits below d, in row order), then
+// writes them out in that order, consecutive threads taking consecutive items: a digit's run of
+// the tile (16 items of 8 bytes on average) lands in consecutive places, the digit's first
+// place for the tile + the item's place in the run, so that stores coalesce where writing each
+// item from its registers would scatter a warp's stores over as many places as its digits. To
+// `out` (the row's items in this pass's order) or, on the last pass, the first m values and
+// 1-based positions to y and yi. The padding past n ranks last (the largest digits, after every
+// item), so the tile's first `live` ordered items are its own.
 template <typename T>
 __device__ void tocha_radix_scatter(const T *x, const long long *in_words, long long *out_words, const int *offset_words,
                                     T *y, long long *yi, long long n, long long tiles, int first, int last, int desc,
                                     int shift, long long m)
 {
+    __shared__ unsigned long long ordered[RADIX_TILE];
     __shared__ unsigned short counts[16 * 256];
-    __shared__ unsigned place[256];
+    __shared__ unsigned place[256], start[256];
+    if (blockDim.x != RADIX_TILE / 8) __trap();
     unsigned long long v[8];
     long long row, tile;
     radix_tile_items<T>(x, (const unsigned long long *)in_words, n, tiles, first, desc, v, row, tile);
     const unsigned *offsets = (const unsigned *)offset_words;
     for (int d = (int)threadIdx.x; d < 256; d += (int)blockDim.x) place[d] = offsets[(row * tiles + tile) * 256 + d];
     unsigned rank[8];
-    radix_rank<unsigned long long, 8>(v, 32 + shift, counts, rank, (unsigned *)0);
+    radix_rank<unsigned long long, 8>(v, 32 + shift, counts, rank, start);
+    radix_exclusive_scan256(start);
+    __syncthreads();
     const int w = (int)(threadIdx.x >> 5);
-    unsigned long long *out = (unsigned long long *)out_words;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        if (v[i] == ~0ull) continue;
         const unsigned d = radix_digit(v[i], 32 + shift);
-        const long long at = (long long)place[d] + counts[w * 256 + d] + rank[i];
+        ordered[start[d] + counts[w * 256 + d] + rank[i]] = v[i];
+    }
+    __syncthreads();
+    const long long rest = n - tile * RADIX_TILE;
+    const int live = rest < RADIX_TILE ? (int)rest : RADIX_TILE;
+    unsigned long long *out = (unsigned long long *)out_words;
+    for (int j = (int)threadIdx.x; j < live; j += (int)blockDim.x) {
+        const unsigned long long item = ordered[j];
+        const unsigned d = radix_digit(item, 32 + shift);
+        const long long at = (long long)place[d] + (j - (int)start[d]);
         if (!last) {
-            out[row * n + at] = v[i];
+            out[row * n + at] = item;
         } else if (at < m) {
-            const unsigned p = (unsigned)v[i];
+            const unsigned p = (unsigned)item;
             y[row * m + at] = x[row * n + p];
             yi[row * m + at] = (long long)p + 1;
         }
