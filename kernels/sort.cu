@@ -574,7 +574,7 @@ __device__ void tocha_radix_count(const T *x, const long long *in_words, int *co
 // digits, and a second sweep writes the places. Each sweep reads RADIX_SWEEP tiles' counts before
 // using any, so that a row of many tiles waits on a latency each RADIX_SWEEP x RADIX_SLICES tiles.
 #define RADIX_SLICES 4
-#define RADIX_SWEEP 8
+#define RADIX_SWEEP 32
 __device__ void tocha_radix_offsets(int *counts_words, long long tiles)
 {
     unsigned *counts = (unsigned *)counts_words;
