@@ -407,3 +407,60 @@ __device__ void tocha_softmax_backward(const T *y, const T *dy, T *dx, long long
         return tocha::from_compute<T>(LOG ? g - sm_exp(v) * dot : v * (g - dot));
     });
 }
+
+// ---- logsumexp ----
+
+// log(sum(exp(x))) of a row from its maximum m and the sum s of exp(x - shift): shift is m where
+// m is finite, else 0, so that a row of -inf gives log 0 = -inf, one holding +inf gives +inf, and
+// a NaN stays.
+template <typename A> __device__ __forceinline__ A lse_shift(A m) { return m - m == (A)0 ? m : (A)0; }
+
+// y[o, i] = log(sum over n of exp(x[o, :, i])) of x viewed as [outer, n, inner], in one launch,
+// on team_mapping's `rows` (0: a thread a column; 1 to 32 lanes of a warp, or -1 a CTA, a row).
+// A row of at most 8 KB is read twice, its maximum then the sum of exp(x - shift), the second
+// read from L1; a longer row, and a column, once, as a running (maximum, sum) pair, whose
+// maximum +inf gives +inf whatever its sum (inf - inf made it NaN) and NaN gives NaN.
+template <typename T>
+__device__ void tocha_logsumexp(const T *x, T *y, long long outer, long long n, long long inner, int rows)
+{
+    typedef typename tocha::compute<T>::type A;
+    const A inf = tocha::infinity<A>();
+    if (rows == 0) {
+        const long long stride = (long long)blockDim.x * gridDim.x;
+        for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < outer * inner; t += stride) {
+            const long long o = t / inner, k = t - o * inner, base = o * n * inner + k;
+            A m = (A)0, s = (A)0;
+            for (long long j = 0; j < n; ++j) sm_push(m, s, tocha::to_compute(x[base + j * inner]));
+            y[t] = tocha::from_compute<T>(m != m || m == inf ? m : m + sm_log(s));
+        }
+        return;
+    }
+    const bool cta = rows < 0;
+    long long row;
+    unsigned member, team;
+    tocha::team_of(rows, &row, &member, &team);
+    if (cta && row >= outer) return; // the whole CTA
+    const bool live = row < outer;   // a team of a warp past the end stays for the shuffles
+    const T *in = x + (live ? row : 0) * n;
+    A result;
+    if (n * (long long)sizeof(T) <= 8192) {
+        A top = -inf;
+        if (live) tocha::row_each(in, n, member, team, [&](T v, long long) { top = sm_max(top, tocha::to_compute(v)); });
+        top = tocha::team_combine(top, team, cta, [](A u, A v) { return sm_max(u, v); });
+        const A shift = lse_shift(top);
+        A total = (A)0;
+        if (live) tocha::row_each(in, n, member, team, [&](T v, long long) { total += sm_exp(tocha::to_compute(v) - shift); });
+        total = tocha::team_sum(total, team, cta);
+        result = sm_log(total) + shift;
+    } else {
+        sm_pair<A> p;
+        p.m = (A)0, p.s = (A)0;
+        if (live) tocha::row_each(in, n, member, team, [&](T v, long long) { sm_push(p.m, p.s, tocha::to_compute(v)); });
+        p = tocha::team_combine(p, team, cta, [](sm_pair<A> u, sm_pair<A> v) {
+            sm_merge(u.m, u.s, v.m, v.s);
+            return u;
+        });
+        result = p.m != p.m || p.m == inf ? p.m : p.m + sm_log(p.s);
+    }
+    if (live && member == 0) y[row] = tocha::from_compute<T>(result);
+}

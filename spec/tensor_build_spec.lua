@@ -400,6 +400,64 @@ describe("tensors from rules, joins and splits", function()
         assert.is_true(h[3] ~= h[3])
         assert.are.equal(1000, h[4]) -- 1000.69 rounds to bf16's 1000
         assert.are.same({ -math.huge, -math.huge }, tocha.zeros({ 0, 2 }, { device = device }):logsumexp(1):to_table())
+        -- over one dimension, one launch: rows by a warp's lanes and by a CTA (over 8 KB: a running
+        -- pair), columns by a thread each; rows of -inf, of two +inf, with a NaN, in each path
+        for _, c in ipairs({ { { 5, 37 }, 2, "f32" }, { { 3, 2500 }, 2, "f32" }, { { 2, 9000 }, -1, "bf16" },
+          { { 4, 9, 3 }, 2, "f64" }, { { 6, 300 }, 1, "f16" }, { { 2, 5000 }, 2, "f64" } }) do
+          local shape, dim, dt = c[1], c[2], c[3]
+          local v = randn(shape, "f64"):mul(dt == "f64" and 30 or 3):to_table(true)
+          local k = dim < 0 and #shape + 1 + dim or dim
+          local outer, n, inner = 1, shape[k], 1
+          for j = 1, k - 1 do outer = outer * shape[j] end
+          for j = k + 1, #shape do inner = inner * shape[j] end
+          local function at(o, j, q) return (o * n + j) * inner + q + 1 end
+          -- outputs 1, 2 and 3 (those that exist): all -inf; two +inf among finite; a NaN
+          local specials = { function(e, j) return -math.huge end,
+            function(e, j) return (j == 1 or j == n - 1) and math.huge or e end,
+            function(e, j) return j == math.floor(n / 2) and 0 / 0 or e end }
+          for o = 0, outer - 1 do
+            for q = 0, inner - 1 do
+              local f = specials[o * inner + q + 1]
+              if f then for j = 0, n - 1 do v[at(o, j, q)] = f(v[at(o, j, q)], j) end end
+            end
+          end
+          local x = tocha.tensor(v, { device = device, dtype = "f64" }):view(shape):cast(dt)
+          local xs = x:cast("f64"):to_table(true)
+          local want = {}
+          for o = 0, outer - 1 do
+            for q = 0, inner - 1 do
+              local m = -math.huge
+              for j = 0, n - 1 do m = math.max(m, xs[at(o, j, q)]) end
+              local shift = (m == m and m - m == 0) and m or 0
+              local sum, nan = 0, false
+              for j = 0, n - 1 do
+                local e = xs[at(o, j, q)]
+                if e ~= e then nan = true end
+                sum = sum + math.exp(e - shift)
+              end
+              want[o * inner + q + 1] = nan and 0 / 0 or (m == math.huge and m or math.log(sum) + shift)
+            end
+          end
+          local got = x:logsumexp(dim)
+          local keep = x:logsumexp(dim, true)
+          local label = ("logsumexp %s of %s along %d"):format(dt, table.concat(shape, "x"), dim)
+          assert.are.equal(#shape - 1, #got:shape(), label .. ": the dimension dropped")
+          assert.are.equal(1, keep:shape()[k], label .. ": kept as 1")
+          local g, gk = got:cast("f64"):to_table(true), keep:cast("f64"):to_table(true)
+          local tol = ({ f64 = 1e-13, f32 = 2e-6, f16 = 1e-3, bf16 = 8e-3 })[dt]
+          for e = 1, #want do
+            local w = want[e]
+            if w ~= w then
+              assert.is_true(g[e] ~= g[e], ("%s: element %d is %s, expected NaN"):format(label, e, tostring(g[e])))
+            elseif math.abs(w) == math.huge then
+              assert.are.equal(w, g[e], ("%s: element %d"):format(label, e))
+            else
+              assert.is_true(math.abs(g[e] - w) <= tol * math.max(1, math.abs(w)),
+                ("%s: element %d is %.17g, expected %.17g"):format(label, e, g[e], w))
+            end
+            assert.is_true(g[e] == gk[e] or (g[e] ~= g[e] and gk[e] ~= gk[e]), label .. ": keepdim's the same")
+          end
+        end
         local z = tocha.tensor({ 0, 3, 0, -4 }, { device = device })
         assert.are.equal(5, z:norm():item())
         assert.are.equal(2, z:norm(0):item())

@@ -570,14 +570,38 @@ local function truth(x, dims, keepdim, all, what)
   return r
 end
 
+local logsumexp_kernels = {}
+-- softmax.cu's tocha_logsumexp for dtype dt, cached.
+local function logsumexp_kernel(dt)
+  local k = logsumexp_kernels[dt]
+  if not k then
+    k = kernel.new { source = op.source("softmax.cu"), name = "tocha_logsumexp", template_args = dtype.ctype(dt),
+      params = ("%s* x, %s* y, i64 outer, i64 n, i64 inner, i32 rows"):format(dt, dt) }
+    logsumexp_kernels[dt] = k
+  end
+  return k
+end
+
 -- x:logsumexp(dims [, keepdim]): log(sum(exp(x))) over dims, shifted by the maximum so that
 -- no exp overflows (an infinite or NaN maximum shifts by 0, so that a row of -inf gives -inf
--- and one holding +inf gives +inf); halves compute in f32 and round once.
+-- and one holding +inf gives +inf); halves compute in f32 and round once. Over one dimension,
+-- one launch (softmax.cu's tocha_logsumexp: x read once, or twice from L1 for rows of at most
+-- 8 KB); over several, a maximum, x - maximum, exp and a sum.
 local function logsumexp(x, dims, keepdim)
   local dt = float_input(x, "logsumexp")
   if keepdim ~= nil and type(keepdim) ~= "boolean" then raise("keepdim: expected a boolean, got " .. type(keepdim)) end
   local d = sizes_of(x)
   local list = dims_of(dims, #d)
+  if #list == 1 and x.count > 0 then
+    local k = list[1]
+    local outer, n, inner = product(d, 1, k - 1), d[k], product(d, k + 1, #d)
+    local work = x:contiguous()
+    local y = tensor.alloc(reduced_shape(d, list, keepdim == true), dt, device.wrap(x.dev))
+    local rows, grid = team_mapping(outer, n, inner, ARG_BLOCK, dtype.size(dt))
+    op.launch_packed(logsumexp_kernel(dt), device.wrap(x.dev), grid, { ARG_BLOCK, 1, 1 },
+      { work.data, y.data, outer, n, inner, rows })
+    return y
+  end
   local half = dt == "f16" or dt == "bf16"
   local work = half and x.count == 0 and x:cast("f32") or x
   local r
