@@ -2,8 +2,8 @@
 -- thread a column), inclusive and exclusive, forward and reverse, every float dtype, against
 -- running sums written here in Lua (f64; every element, the output poisoned first); the backward
 -- against the transpose of the same sums; long rows (chunks through the workspace) against
--- running sums of each row and x:cumsum; in a model beside its direct calls; bad arguments. On
--- sim and, tagged #gpu, on cuda.
+-- running sums of each row and x:cumsum (their carries scanned by a CTA, and by a warp); in a
+-- model beside its direct calls; bad arguments. On sim and, tagged #gpu, on cuda.
 local tocha = require "tocha"
 local ref = require "support.reference"
 local fails = require("support.assertions").fails
@@ -107,6 +107,27 @@ describe("tocha.CumSum", function()
           assert.is_true(tocha.allclose(out[1], y, 0, 0), label .. ": the model's forward")
           assert.is_true(tocha.allclose(m:backward({ dy }, cache)[1], dx, 0, 0), label .. ": the model's backward")
         end
+        -- carries by a warp (rows of more chunks than a CTA scans), as by a CTA
+        local reduce_mod = require "tocha.tensor_reduce"
+        local x = tocha.randn({ 3, 13000 }, { device = device, seed = rng.seed + 150 })
+        local by_cta, exclusive_cta = x:cumsum(2), tocha.CumSum.new(2, { exclusive = true }):forward(x)
+        local function middle() return reduce_mod.scan_plan(3, 13000, 1, "f32", "f32", false, false, false).launches[2].kernel.name end
+        assert.are.equal("tocha_scan_chunks", middle())
+        reduce_mod.carries_by_cta = 2
+        local warp_middle = middle()
+        local ok, by_warp = pcall(x.cumsum, x, 2)
+        local ok2, exclusive_warp = pcall(function() return tocha.CumSum.new(2, { exclusive = true }):forward(x) end)
+        reduce_mod.carries_by_cta = 4096
+        assert.is_true(ok and ok2, tostring(by_warp) .. " " .. tostring(exclusive_warp))
+        assert.are.equal("tocha_scan", warp_middle)
+        local function close(a, b, what)
+          local av, bv = ref.values(a), ref.values(b)
+          for e = 1, #av do
+            assert.is_true(math.abs(av[e] - bv[e]) <= 1e-4 * (1 + math.abs(bv[e])), ("%s: element %d"):format(what, e))
+          end
+        end
+        close(by_warp, by_cta, "carries by a warp, inclusive")
+        close(exclusive_warp, exclusive_cta, "carries by a warp, exclusive")
         -- one op over shapes in turn (its plan kept between calls must follow the shape): long rows,
         -- short ones, long rows of another length, columns, each as x:cumsum gives it
         local op = tocha.CumSum.new(-1)
