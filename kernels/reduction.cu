@@ -33,6 +33,8 @@
 // squares, 6 the sum of absolute values, 7 the largest and 8 the smallest absolute value. The
 // function applies to the elements a pass loads (red_take), so the host launches a mapped MODE for
 // a first pass only and the plain one (sum, max, min) for the pass over its partials.
+// MODE 9 and 10 store the square root of their total (the 2-norm's last pass, so that no launch
+// follows it): 9 a plain sum, 10 the sum of squares (a first pass that is also the last).
 //
 // tocha_reduce_grad: dx for sum and mean (dy broadcast along n, divided by divisor), one thread a
 // dx element; for max and min the whole dy of an output goes to the first element equal to the maximum
@@ -41,7 +43,7 @@
 // The plain reduction a MODE combines with (a mapped MODE's sum, max or min).
 template <int MODE> __device__ __forceinline__ int red_base()
 {
-    return MODE == 5 || MODE == 6 ? 0 : MODE == 7 ? 2 : MODE == 8 ? 3 : MODE;
+    return MODE == 5 || MODE == 6 || MODE == 9 || MODE == 10 ? 0 : MODE == 7 ? 2 : MODE == 8 ? 3 : MODE;
 }
 
 template <int MODE_, typename A> __device__ __forceinline__ A red_identity()
@@ -59,11 +61,11 @@ template <int MODE_, typename A> __device__ __forceinline__ A red_combine(A a, A
     return a + b;
 }
 
-// acc combined with one loaded element v (MODE 5 to 8: with its square or absolute value).
+// acc combined with one loaded element v (MODE 5 and 10: with its square; 6 to 8: its absolute value).
 template <int MODE, typename A> __device__ __forceinline__ A red_take(A acc, A v)
 {
-    if (MODE == 5) v = v * v;
-    else if (MODE >= 6) v = v < (A)0 ? -v : v + (A)0; // (+ 0: |-0| is +0, as fabs gives)
+    if (MODE == 5 || MODE == 10) v = v * v;
+    else if (MODE >= 6 && MODE <= 8) v = v < (A)0 ? -v : v + (A)0; // (+ 0: |-0| is +0, as fabs gives)
     return red_combine<MODE>(acc, v);
 }
 
@@ -72,9 +74,13 @@ template <typename T> __device__ __forceinline__ typename tocha::compute<T>::typ
     return tocha::to_compute(tocha::load_element(p + i));
 }
 
+__device__ __forceinline__ float red_sqrt(float v) { return sqrtf(v); }
+__device__ __forceinline__ double red_sqrt(double v) { return sqrt(v); }
+
 template <int MODE, typename A, typename TO> __device__ __forceinline__ void red_store(TO *y, long long i, A v, double divisor)
 {
     if (MODE == 1) v = v / (A)divisor;
+    if (MODE == 9 || MODE == 10) v = red_sqrt(v);
     y[i] = tocha::from_compute<TO>(v);
 }
 

@@ -102,8 +102,9 @@ end
 -- the first pass reads as partials); the result holds the accumulator where y_acc is true, else
 -- dt, so that halves reduced over several runs round once, in the last run's store. map
 -- (optional, a reduction.mapped name whose plain mode `mode` is): the first pass reduces that
--- function of each element.
-local function reduce_run(x, mode, a, b, dt, y_acc, map)
+-- function of each element. root: the last pass stores the square root of its total (the
+-- 2-norm's; mode "sum").
+local function reduce_run(x, mode, a, b, dt, y_acc, map, root)
   local d = sizes_of(x)
   local outer, n, inner = product(d, 1, a - 1), product(d, a, b), product(d, b + 1, #d)
   local out = {}
@@ -116,8 +117,10 @@ local function reduce_run(x, mode, a, b, dt, y_acc, map)
   local passes = reduction.plan(outer, n, inner, r.block_size, x_acc and acc_dt or dt, true)
   passes[1].acc = x_acc or nil
   local first = map and reduction.mapped(map, dt)
+  local last = root and reduction.mapped(#passes == 1 and map == "square_sum" and "square_sum_root" or "root_sum", dt)
   local divisor = mode == "mean" and n or 1
-  reduction.run_launches(function(i) return reduction.pass_kernel(i == 1 and first or r, passes[i]) end, dev,
+  local function kernels_of(i) return i == #passes and last or i == 1 and first or r end
+  reduction.run_launches(function(i) return reduction.pass_kernel(kernels_of(i), passes[i]) end, dev,
     r.block_size, #passes, reduction.partial_bytes(passes, dt),
     function(i) return reduction.pass_grid(passes[i], r.block_size, dt) end,
     function(i, ws) return reduction.pass_args(passes, i, x.data, y.data, ws, divisor, y_acc and 1 or 0) end)
@@ -166,8 +169,10 @@ local EMPTY_VALUE = { sum = 0, prod = 1, mean = 0 / 0 }
 
 -- x reduced by mode over dims (a method's arguments), in x's dtype rules above. map (optional, a
 -- reduction.mapped name whose plain mode is `mode`; x a float tensor): the reduction of that
--- function of each element, in the accumulator's dtype (f32 for halves) rather than x's.
-local function reduce(x, mode, dims, keepdim, what, map)
+-- function of each element, in the accumulator's dtype (f32 for halves) rather than x's, unless
+-- root: then the square root of the sum (map "square_sum": the 2-norm), stored in x's dtype by
+-- the last pass.
+local function reduce(x, mode, dims, keepdim, what, map, root)
   modules()
   if not is_tensor(x) then raise("self: expected a tensor, got " .. type(x)) end
   if x.freed ~= 0 then raise("self: tensor was freed") end
@@ -194,9 +199,11 @@ local function reduce(x, mode, dims, keepdim, what, map)
   local runs = runs_of(list)
   local kernel_dt = dtype.name(work.elem_type)
   for i, run in ipairs(runs) do
-    work = reduce_run(work, mode, run[1], run[2], kernel_dt, map ~= nil or i < #runs, i == 1 and map or nil)
+    local last = i == #runs
+    work = reduce_run(work, mode, run[1], run[2], kernel_dt, (map ~= nil and not root) or not last, i == 1 and map or nil,
+      root and last)
   end
-  if not map and result_dt ~= dtype.name(work.elem_type) then work = work:cast(result_dt) end
+  if (not map or root) and result_dt ~= dtype.name(work.elem_type) then work = work:cast(result_dt) end
   return work:view(reduced_shape(d, list, keepdim))
 end
 
@@ -638,8 +645,8 @@ local function norm(x, p, dims, keepdim)
   local map = ({ [2] = "square_sum", [1] = "abs_sum", [math.huge] = "abs_max", [-math.huge] = "abs_min" })[p]
   if map and x.count > 0 then
     -- one read of x: the first pass reduces x^2 or |x| as it loads them, into the accumulator's dtype
-    local work = reduce(x, reduction.MAPPED_BASE[map], dims, keepdim, "norm", map)
-    if p == 2 then math_ops.unary("sqrt", work, work) end
+    -- (the 2-norm's square root in the last pass's store)
+    local work = reduce(x, reduction.MAPPED_BASE[map], dims, keepdim, "norm", map, p == 2)
     if dtype.name(work.elem_type) ~= dt then work = work:cast(dt) end
     return work
   end

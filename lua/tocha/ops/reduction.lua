@@ -177,9 +177,12 @@ local function pass_kernels(r, dt, code)
 end
 
 -- The reductions of a function of each element (reduction.cu's MODE 5 to 8), for a first pass
--- only: the pass over its partials is the plain mode's (MAPPED_BASE).
-local MAPPED = { square_sum = 5, abs_sum = 6, abs_max = 7, abs_min = 8 }
-M.MAPPED_BASE = { square_sum = "sum", abs_sum = "sum", abs_max = "max", abs_min = "min" }
+-- only: the pass over its partials is the plain mode's (MAPPED_BASE). And the 2-norm's last
+-- pass, storing the square root of its total (MODE 9 a plain sum, over partials; MODE 10 the sum
+-- of squares, a first pass that is also the last).
+local MAPPED = { square_sum = 5, abs_sum = 6, abs_max = 7, abs_min = 8, root_sum = 9, square_sum_root = 10 }
+M.MAPPED_BASE = { square_sum = "sum", abs_sum = "sum", abs_max = "max", abs_min = "min", root_sum = "sum",
+  square_sum_root = "sum" }
 local mapped_cache = {}
 
 -- The pass kernels (M.pass_kernel's fields) of map (a MAPPED name) for dtype dt, kept.
