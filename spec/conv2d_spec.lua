@@ -302,7 +302,7 @@ describe("tocha.Conv2d", function()
       -- not in 4s padded for the forward.
       it("runs f32 in channels of 4s as an implicit GEMM on f32 tiles: exact on small integers, both layouts", function()
         local cases = { TC_CASES[1], TC_CASES[2], TC_CASES[3], TC_CASES[6], TC_CASES[8], STEM,
-          { { 1, 12, 7, 9 }, 20, { k = { 3, 3 }, s = { 2, 1 }, p = { 1, 2 }, d = { 1, 2 }, g = 1 } } }
+          { { 1, 12, 7, 9 }, 20, { k = { 3, 3 }, s = { 2, 1 }, p = { 1, 2 }, d = { 1, 2 }, g = 1 } }, TC_CASES[10] }
         local seed = 1370
         for _, layout in ipairs({ "nchw", "nhwc" }) do
           for i, case in ipairs(cases) do
@@ -500,6 +500,8 @@ describe("tocha.Conv2d", function()
           { "f16", 3, "tanh", false, false, "nhwc" }, { "bf16", 1, "mish", false, false, "nhwc" },
           -- a stem's 3 channels, padded
           { "f16", STEM, "silu", false, false, "nchw" }, { "bf16", STEM, "relu", true, true, "nhwc" },
+          -- a strided 1 x 1 window: dx of dz spread out after its GEMM, past dz in the workspace
+          { "bf16", 10, "silu", true, false, "nhwc" }, { "f16", 11, "relu", true, true, "nchw" },
         }
         for _, c in ipairs(tc) do
           seed = seed + 10

@@ -400,10 +400,12 @@ describe("tensors from rules, joins and splits", function()
         assert.is_true(h[3] ~= h[3])
         assert.are.equal(1000, h[4]) -- 1000.69 rounds to bf16's 1000
         assert.are.same({ -math.huge, -math.huge }, tocha.zeros({ 0, 2 }, { device = device }):logsumexp(1):to_table())
-        -- over one dimension, one launch: rows by a warp's lanes and by a CTA (over 8 KB: a running
-        -- pair), columns by a thread each; rows of -inf, of two +inf, with a NaN, in each path
+        -- over one dimension, one launch: rows by a warp's lanes (up to 8 KB: the maximum, then the
+        -- sum; 4096 rows of 8.2 KB: a running pair) and by a CTA (8 KB: the maximum, then the sum;
+        -- past 8 KB: the pair), columns by a thread each; rows of -inf, of two +inf, with a NaN
         for _, c in ipairs({ { { 5, 37 }, 2, "f32" }, { { 3, 2500 }, 2, "f32" }, { { 2, 9000 }, -1, "bf16" },
-          { { 4, 9, 3 }, 2, "f64" }, { { 6, 300 }, 1, "f16" }, { { 2, 5000 }, 2, "f64" } }) do
+          { { 4, 9, 3 }, 2, "f64" }, { { 6, 300 }, 1, "f16" }, { { 2, 5000 }, 2, "f64" }, { { 4, 2048 }, 2, "f32" },
+          { { 4096, 1025 }, 2, "f64" } }) do
           local shape, dim, dt = c[1], c[2], c[3]
           local v = randn(shape, "f64"):mul(dt == "f64" and 30 or 3):to_table(true)
           local k = dim < 0 and #shape + 1 + dim or dim

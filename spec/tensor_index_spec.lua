@@ -172,15 +172,16 @@ describe("indexing, flips, rolls, tiles and scans", function()
         ref.rng("sort")
         -- rows sharing a CTA in the bitonic network (7, 5, 33), rows a CTA radix-sorts (9000 and
         -- 4500: 16 items a thread; 700, 300, 1000: 8), rows radix-sorted across CTAs (2 of 13000,
-        -- 20000: 4 and 5 tiles; u8's single pass, 3 of 12289; 2 of 167941: 42 tiles, in slices of
-        -- 11 whose second sweep ends short), the edges of each path (4097: the
+        -- 20000: 4 and 5 tiles; u8's single pass, 3 of 12289; one of 540000: 132 tiles, in slices
+        -- of 33 whose second sweep of the offsets (32 tiles a sweep) ends short), the edges of each
+        -- path (4097: the
         -- first of 16 items a thread; 12288: the longest a CTA sorts), rows of 8-byte dtypes in segments through the work buffer (5000,
         -- 2500); then every case through the bitonic network alone (RADIX_FROM past them all): its
         -- segments for 4-byte (9000, 13000) and compact items (4500, 20000) too
         local cases = { { { 3, 7 }, 2 }, { { 5, 4, 3 }, 1 }, { { 2, 3, 33 }, 3 }, { { 1, 5000 }, 2 }, { { 9000 }, 1 },
           { { 4, 700 }, 2 }, { { 300, 6 }, 1 }, { { 3, 2500 }, 2 }, { { 2, 4500 }, 2 }, { { 2, 13000 }, 2 },
           { { 20000 }, 1 }, { { 3, 1000 }, 2 }, { { 2, 4097 }, 2 }, { { 12288 }, 1 }, { { 3, 12289 }, 2 },
-          { { 167941, 2 }, 1 } }
+          { { 540000 }, 1 } }
         local sorts = require "tocha.tensor_sort"
         local radix_from = sorts.RADIX_FROM
         finally(function() sorts.RADIX_FROM = radix_from end)

@@ -489,7 +489,8 @@ assert(SCAN_THREADS == ARG_BLOCK)
 -- 32 steps at a time.
 local LONG_SCAN_ROWS = 8448
 -- The most chunks a row whose carries one CTA scans (one chunk of totals); past it a warp a row
--- does. (A module field so that a spec can take the warp's path on a short row.)
+-- does. (A module field so that a spec can take the warp's path on a short row; a CumSum op
+-- keeps the plan it made before a change.)
 M.carries_by_cta = SCAN_CHUNK
 
 -- The launches of a scan over the dense (outer, n, inner) along n, reading dt and writing out_dt
@@ -514,7 +515,7 @@ local function scan_plan(outer, n, inner, dt, out_dt, prod, exclusive, reverse)
     { kernel = long_scan_kernel("totals", dt, out_dt, prod, exclusive, reverse), grid = grid,
       args = function(x, _, ws) return { x, ws, n, chunks } end },
     -- the carries: a CTA a row of totals where they fit one chunk (a warp a row walks 32 a step)
-    chunks <= M.carries_by_cta and { kernel = long_scan_kernel("chunks", acc_dt, acc_dt, prod, true, false, true),
+    chunks <= math.min(M.carries_by_cta, SCAN_CHUNK) and { kernel = long_scan_kernel("chunks", acc_dt, acc_dt, prod, true, false, true),
       grid = { outer, 1, 1 }, args = function(_, _, ws) return { ws, ws + half, ws, chunks, 1 } end }
       or { kernel = scan_kernel(acc_dt, acc_dt, prod, true, false), grid = scan_grid(outer, 1),
       args = function(_, _, ws) return { ws, ws + half, outer, chunks, 1 } end },

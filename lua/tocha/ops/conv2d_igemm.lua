@@ -21,13 +21,14 @@
 --      GEMM's work is the direct form's, not S_h S_w times it, and launch 3 is empty;
 --   7. NCHW only: the NHWC result transposed into y.
 -- An NCHW forward with an activation or a residual ("fused") keeps its sums in f32 slabs even
--- unsplit, and launch 5 adds them straight into NCHW y through the epilogue (launch 6 empty),
+-- unsplit, and launch 5 adds them straight into NCHW y through the epilogue (launch 7 empty),
 -- so that the epilogue sees f32 sums in either layout.
 -- The forward's last writer of y (the GEMM, the sum, or in NCHW the transpose) applies the
 -- epilogue past the bias (kernels/epilogue.cuh): the residual, the activation, or in a
 -- backward's recompute dz = dy F'(z) instead of y.
 -- All of it in the op's workspace (regions 256-byte aligned): the relaid weight, then for NCHW
--- x's and y's NHWC copies, then dy spread out, then the slabs.
+-- x's and y's NHWC copies, then dy spread out (or, scatter, the GEMM's rows before launch 6
+-- spreads them), then the slabs.
 local dtype = require "tocha.dtype"
 local kernel = require "tocha.kernel"
 local op = require "tocha.op"
